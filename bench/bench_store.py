@@ -1,0 +1,169 @@
+"""Store benchmark: search latency with 100k memories in one user's scope.
+
+    python bench/bench_store.py [--memories 100000] [--others 10000] [--queries 200]
+
+Builds a fresh database in a temp dir (or --path): N memories for one user with Zipf-distributed
+words (so queries hit very common as well as rare terms), a crowd of other users, and a user
+"bob" with five memories; random unit vectors (384-d) stand in for embeddings, written through
+the real job path (claim + complete).  Prints build time, FTS-only / vector-only / hybrid
+search p50 and p99 (no query embedding), list latency, bob's completeness and the DB size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import numpy as np
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memoryd.ids import now_ms  # noqa: E402
+from memoryd.store import NewMemory, Scope, Store  # noqa: E402
+from memoryd.store import jobs, memories  # noqa: E402
+
+VOCABULARY = 30_000
+ZIPF_EXPONENT = 1.07
+DIM = 384
+
+
+def make_vocabulary(size: int) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = []
+    for i in range(size):
+        n, word = i + 26, ""
+        while n:
+            n, r = divmod(n, 26)
+            word = letters[r] + word
+        words.append(word)
+    return words
+
+
+class TextMaker:
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.words = make_vocabulary(VOCABULARY)
+        weights = 1.0 / np.arange(1, VOCABULARY + 1) ** ZIPF_EXPONENT
+        self.cdf = np.cumsum(weights / weights.sum())
+
+    def draw(self, count: int) -> np.ndarray:
+        return np.minimum(np.searchsorted(self.cdf, self.rng.random(count)), VOCABULARY - 1)
+
+    def texts(self, count: int, low: int = 8, high: int = 40) -> list[str]:
+        lengths = self.rng.integers(low, high, size=count)
+        picks = self.draw(int(lengths.sum()))
+        out, start = [], 0
+        for n in lengths:
+            out.append(" ".join(self.words[i] for i in picks[start:start + n]))
+            start += n
+        return out
+
+
+def random_units(rng: np.random.Generator, count: int) -> np.ndarray:
+    vectors = rng.standard_normal((count, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def build(store: Store, rng: np.random.Generator, maker: TextMaker, n: int, others: int) -> None:
+    now = now_ms()
+    batch = 20_000
+    for start in range(0, n, batch):
+        texts = maker.texts(min(batch, n - start))
+        store._db.write_sync(
+            memories.insert_many, (NewMemory(t, "alice", None, False, "bench") for t in texts), now
+        )
+    texts = maker.texts(others)
+    store._db.write_sync(
+        memories.insert_many,
+        (NewMemory(t, f"user{i % 1000}", None, False, "bench") for i, t in enumerate(texts)),
+        now,
+    )
+    bob = ["bob drinks oolong tea", "bob is allergic to peanuts", "bob lives in lisbon",
+           "bob's daughter plays the cello", "bob prefers aisle seats"]
+    store._db.write_sync(memories.insert_many, (NewMemory(t, "bob", None, False, "bench") for t in bob), now)
+    # Vectors through the real job path.
+    store.configure_vector_space("bench:random", DIM)
+    while True:
+        claimed = store._db.write_sync(jobs.claim_embed, 10_000, now_ms())
+        if not claimed:
+            break
+        units = random_units(rng, len(claimed))
+        store._db.write_sync(jobs.complete_embed, list(zip(claimed, units, strict=True)), now_ms())
+
+
+def percentiles(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p50 = statistics.median(ordered)
+    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    return f"p50 {p50 * 1000:6.2f} ms   p99 {p99 * 1000:6.2f} ms"
+
+
+async def timed(count: int, call: Callable[[int], Awaitable[object]]) -> list[float]:
+    for i in range(min(5, count)):  # warm the page cache
+        await call(i)
+    samples = []
+    for i in range(count):
+        start = time.perf_counter()
+        await call(i)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, queries: int) -> None:
+    alice, bob = Scope("alice", None), Scope("bob", "some-chat")
+    qtexts = [" ".join(maker.words[i] for i in maker.draw(int(rng.integers(1, 6)))) for _ in range(queries)]
+    qvecs = random_units(rng, queries)
+
+    fts = await timed(queries, lambda i: store.search(alice, qtexts[i], limit=10, query_vector=None))
+    print(f"FTS-only     {percentiles(fts)}")
+    vec = await timed(queries, lambda i: store.search(alice, "", limit=10, query_vector=qvecs[i]))
+    print(f"vector-only  {percentiles(vec)}")
+    hyb = await timed(queries, lambda i: store.search(alice, qtexts[i], limit=10, query_vector=qvecs[i]))
+    print(f"hybrid       {percentiles(hyb)}")
+    lst = await timed(queries, lambda i: store.list(alice, limit=20))
+    print(f"list page    {percentiles(lst)}")
+
+    bob_hyb = await timed(queries, lambda i: store.search(bob, qtexts[i] + " tea", limit=10, query_vector=qvecs[i]))
+    print(f"bob hybrid   {percentiles(bob_hyb)}")
+    keyword = await store.search(bob, "bob", limit=10, query_vector=None)
+    vector = await store.search(bob, "", limit=10, query_vector=qvecs[0])
+    print(f"bob completeness: keyword {len(keyword)}/5, vector {len(vector)}/5")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--others", type=int, default=10_000, help="memories spread over 1000 other users")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--path", type=Path, help="database file (default: a temp dir)")
+    parser.add_argument("--reuse", action="store_true", help="measure an existing --path without rebuilding")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    rng = np.random.default_rng(args.seed)
+    maker = TextMaker(rng)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.path or Path(tmp) / "bench.db"
+        store = Store(path)
+        try:
+            if not (args.reuse and args.path):
+                start = time.perf_counter()
+                build(store, rng, maker, args.memories, args.others)
+                store.checkpoint()
+                print(f"build        {time.perf_counter() - start:6.1f} s for "
+                      f"{args.memories} + {args.others} + 5 memories")
+            trio.run(measure, store, rng, maker, args.queries)
+            store.checkpoint()
+            print(f"db size      {path.stat().st_size / 1e6:6.1f} MB")
+        finally:
+            store.close()
+
+
+if __name__ == "__main__":
+    main()

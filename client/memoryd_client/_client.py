@@ -1,0 +1,233 @@
+"""The blocking client: one persistent NDJSON connection, one call at a time, thread-safe."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import threading
+import time
+from typing import Any, Dict, Optional, Sequence
+
+from . import _methods
+from ._identity import Identity, resolve_identity
+from ._methods import Record, Records
+from ._protocol import LineReader, Response, encode_request, outcome, parse_response
+from .errors import ConnectionLost, DaemonUnavailable, RequestTimeout
+from .paths import resolve_socket_path_with_origin
+
+_RECV_BYTES = 65536
+
+
+class _Broken(Exception):
+    """The connection died under a call (EPIPE, ECONNRESET, EOF before the reply)."""
+
+
+def describe_connect_error(exc: OSError) -> str:
+    """A short human reason for a failed connect(), used by both drivers."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such socket"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (the socket file is there but no daemon is listening)"
+    if isinstance(exc, PermissionError):
+        return "permission denied (the socket belongs to another user?)"
+    if exc.errno == errno.ENOTSOCK or isinstance(exc, NotADirectoryError):
+        return "not a socket"
+    return exc.strerror or str(exc)
+
+
+def check_timeout(timeout: Optional[float]) -> Optional[float]:
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds or None, got {timeout!r}")
+    return timeout
+
+
+class MemoryClient:
+    """Blocking memoryd client.
+
+    Identity and socket come from the arguments, else the environment (see the README).  The
+    connection opens on the first call and is reused; if the daemon restarted in between, the
+    call reconnects once and resends (``memory.add`` is deduplicated by the daemon, so a resend
+    cannot store twice).  ``close()`` drops the connection; a later call opens a new one.
+    """
+
+    def __init__(
+        self,
+        socket_path: Optional[str] = None,
+        user_id: Optional[str] = None,
+        chat_id: Optional[str] = None,
+        context_token: Optional[str] = None,
+        timeout: Optional[float] = 10.0,
+    ) -> None:
+        self._socket_path, self._socket_origin = resolve_socket_path_with_origin(socket_path)
+        self._identity: Identity = resolve_identity(user_id, chat_id, context_token)
+        self.timeout = check_timeout(timeout)
+        self._lock = threading.Lock()
+        self._sock: Optional[socket.socket] = None
+        self._reader = LineReader()
+        self._owner_pid = os.getpid()
+        self._next_id = 1
+
+    @property
+    def socket_path(self) -> str:
+        return self._socket_path
+
+    @property
+    def user_id(self) -> Optional[str]:
+        return self._identity.user_id
+
+    @property
+    def chat_id(self) -> Optional[str]:
+        return self._identity.chat_id
+
+    # -- typed methods ------------------------------------------------------------------
+
+    def add(
+        self,
+        content: str,
+        *,
+        source: Optional[str] = None,
+        expires_days: Optional[float] = None,
+        subjects: Optional[Sequence[str]] = None,
+        shared: bool = False,
+    ) -> Record:
+        """Store a memory: ``{"id", "short_id", "created_at", "scope", "deduplicated", "embedded"}``."""
+        params = _methods.add_params(content, source, expires_days, subjects, shared)
+        result: Record = self.call("memory.add", **params)
+        return result
+
+    def search(self, query: str, limit: int = 10) -> Records:
+        """Best hits first, each with ``score`` and ``similarity``."""
+        result: Records = self.call("memory.search", **_methods.search_params(query, limit))
+        return result
+
+    def list(
+        self,
+        limit: int = 20,
+        offset: int = 0,
+        before_id: Optional[str] = None,
+        include_expired: bool = False,
+    ) -> Records:
+        """Newest first; pass the last id as ``before_id`` for the next page."""
+        params = _methods.list_params(limit, offset, before_id, include_expired)
+        result: Records = self.call("memory.list", **params)
+        return result
+
+    def delete(self, memory_id: str) -> Record:
+        """``{"deleted": bool, "id": str | None}``; ``memory_id`` may be a unique prefix (>= 8 chars)."""
+        result: Record = self.call("memory.delete", **_methods.delete_params(memory_id))
+        return result
+
+    def health(self) -> Record:
+        result: Record = self.call("system.health")
+        return result
+
+    # -- the wire -------------------------------------------------------------------------
+
+    def call(self, method: str, /, **params: Any) -> Any:
+        """Call any method; identity parameters are added unless ``params`` names them."""
+        full_params: Dict[str, Any] = {**self._identity.params(), **params}
+        with self._lock:
+            request_id = self._next_id
+            self._next_id += 1
+            payload = encode_request(request_id, method, full_params)
+            deadline = None if self.timeout is None else time.monotonic() + self.timeout
+            try:
+                try:
+                    response = self._exchange(payload, deadline)
+                except _Broken:
+                    # Typically the daemon restarted since our last call: resend once.
+                    self._drop()
+                    response = self._exchange(payload, deadline)
+            except _Broken as exc:
+                self._drop()
+                raise ConnectionLost(
+                    f"connection to memoryd at {self._socket_path} broke twice during {method}"
+                ) from exc
+            except BaseException:
+                # A timeout or an interrupt leaves a reply in flight: never read it as the
+                # answer to a later call.
+                self._drop()
+                raise
+            if response.id != request_id:
+                self._drop()
+            return outcome(response, request_id)
+
+    def _exchange(self, payload: bytes, deadline: Optional[float]) -> Response:
+        sock = self._connection(deadline)
+        try:
+            sock.settimeout(_remaining(deadline))
+            try:
+                sock.sendall(payload)
+            except socket.timeout:
+                raise
+            except OSError:
+                # Keep reading: the daemon may have answered before hanging up (an oversized
+                # request gets PayloadTooLarge, then the close).  A dead connection reads EOF.
+                pass
+            while True:
+                line = self._reader.next_line()
+                if line is not None:
+                    return parse_response(line)
+                sock.settimeout(_remaining(deadline))
+                data = sock.recv(_RECV_BYTES)
+                if not data:
+                    raise _Broken("EOF before the reply")
+                self._reader.feed(data)
+        except socket.timeout as exc:
+            raise RequestTimeout(
+                f"memoryd at {self._socket_path} did not answer within {self.timeout} s"
+            ) from exc
+        except OSError as exc:
+            raise _Broken(str(exc)) from exc
+
+    def _connection(self, deadline: Optional[float]) -> socket.socket:
+        if self._owner_pid != os.getpid():
+            # A forked child must not talk on its parent's connection: closing the inherited
+            # descriptor leaves the parent's open.
+            self._drop()
+            self._owner_pid = os.getpid()
+        if self._sock is not None:
+            return self._sock
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(_remaining(deadline))
+            sock.connect(self._socket_path)
+        except socket.timeout as exc:
+            sock.close()
+            raise RequestTimeout(f"connecting to memoryd at {self._socket_path} timed out") from exc
+        except OSError as exc:
+            sock.close()
+            raise DaemonUnavailable(
+                self._socket_path, self._socket_origin, describe_connect_error(exc)
+            ) from exc
+        self._sock = sock
+        self._reader = LineReader()
+        return sock
+
+    def _drop(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryClient(socket_path={self._socket_path!r}, user_id={self.user_id!r}, chat_id={self.chat_id!r})"
+
+
+def _remaining(deadline: Optional[float]) -> Optional[float]:
+    if deadline is None:
+        return None
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise socket.timeout("deadline passed")
+    return remaining

@@ -1,0 +1,50 @@
+"""Parameters of the typed methods, shared by the blocking and the trio client.
+
+Only what the caller set is sent: the daemon owns the defaults and the validation (its
+InvalidParams names the bad field), so they are not duplicated here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+Record = Dict[str, Any]
+Records = List[Record]
+
+
+def _drop_none(params: Dict[str, Any]) -> Dict[str, Any]:
+    return {key: value for key, value in params.items() if value is not None}
+
+
+def add_params(
+    content: str,
+    source: Optional[str],
+    expires_days: Optional[float],
+    subjects: Optional[Sequence[str]],
+    shared: bool,
+) -> Dict[str, Any]:
+    return _drop_none(
+        {
+            "content": content,
+            "source": source,
+            "expires_days": expires_days,
+            "subjects": None if subjects is None else list(subjects),
+            "shared": shared,
+        }
+    )
+
+
+def search_params(query: str, limit: int) -> Dict[str, Any]:
+    return {"query": query, "limit": limit}
+
+
+def list_params(
+    limit: int, offset: int, before_id: Optional[str], include_expired: bool
+) -> Dict[str, Any]:
+    return _drop_none(
+        {"limit": limit, "offset": offset, "before_id": before_id, "include_expired": include_expired}
+    )
+
+
+def delete_params(memory_id: str) -> Dict[str, Any]:
+    return {"memory_id": memory_id}

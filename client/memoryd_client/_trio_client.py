@@ -1,0 +1,186 @@
+"""The trio client: the same calls as ``MemoryClient``, awaitable.
+
+Imported lazily by ``memoryd_client.AsyncMemoryClient`` so that the blocking client works where
+trio is not installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence
+
+import trio
+
+from . import _methods
+from ._client import check_timeout, describe_connect_error
+from ._identity import Identity, resolve_identity
+from ._methods import Record, Records
+from ._protocol import LineReader, Response, encode_request, outcome, parse_response
+from .errors import ConnectionLost, DaemonUnavailable, RequestTimeout
+from .paths import resolve_socket_path_with_origin
+
+_RECV_BYTES = 65536
+
+
+class _Broken(Exception):
+    """The connection died under a call (EPIPE, ECONNRESET, EOF before the reply)."""
+
+
+class AsyncMemoryClient:
+    """trio memoryd client; one call at a time per client (calls from several tasks queue up).
+
+    Same identity, reconnect and timeout rules as ``MemoryClient``.  Use ``async with`` or
+    ``await aclose()``.
+    """
+
+    def __init__(
+        self,
+        socket_path: Optional[str] = None,
+        user_id: Optional[str] = None,
+        chat_id: Optional[str] = None,
+        context_token: Optional[str] = None,
+        timeout: Optional[float] = 10.0,
+    ) -> None:
+        self._socket_path, self._socket_origin = resolve_socket_path_with_origin(socket_path)
+        self._identity: Identity = resolve_identity(user_id, chat_id, context_token)
+        self.timeout = check_timeout(timeout)
+        self._lock = trio.Lock()
+        self._stream: Optional[trio.SocketStream] = None
+        self._reader = LineReader()
+        self._next_id = 1
+
+    @property
+    def socket_path(self) -> str:
+        return self._socket_path
+
+    @property
+    def user_id(self) -> Optional[str]:
+        return self._identity.user_id
+
+    @property
+    def chat_id(self) -> Optional[str]:
+        return self._identity.chat_id
+
+    # -- typed methods ------------------------------------------------------------------
+
+    async def add(
+        self,
+        content: str,
+        *,
+        source: Optional[str] = None,
+        expires_days: Optional[float] = None,
+        subjects: Optional[Sequence[str]] = None,
+        shared: bool = False,
+    ) -> Record:
+        params = _methods.add_params(content, source, expires_days, subjects, shared)
+        result: Record = await self.call("memory.add", **params)
+        return result
+
+    async def search(self, query: str, limit: int = 10) -> Records:
+        result: Records = await self.call("memory.search", **_methods.search_params(query, limit))
+        return result
+
+    async def list(
+        self,
+        limit: int = 20,
+        offset: int = 0,
+        before_id: Optional[str] = None,
+        include_expired: bool = False,
+    ) -> Records:
+        params = _methods.list_params(limit, offset, before_id, include_expired)
+        result: Records = await self.call("memory.list", **params)
+        return result
+
+    async def delete(self, memory_id: str) -> Record:
+        result: Record = await self.call("memory.delete", **_methods.delete_params(memory_id))
+        return result
+
+    async def health(self) -> Record:
+        result: Record = await self.call("system.health")
+        return result
+
+    # -- the wire -------------------------------------------------------------------------
+
+    async def call(self, method: str, /, **params: Any) -> Any:
+        """Call any method; identity parameters are added unless ``params`` names them."""
+        full_params: Dict[str, Any] = {**self._identity.params(), **params}
+        async with self._lock:
+            request_id = self._next_id
+            self._next_id += 1
+            payload = encode_request(request_id, method, full_params)
+            deadline = trio.current_time() + self.timeout if self.timeout is not None else float("inf")
+            with trio.CancelScope(deadline=deadline) as scope:
+                try:
+                    try:
+                        response = await self._exchange(payload)
+                    except _Broken:
+                        # Typically the daemon restarted since our last call: resend once.
+                        await self._drop()
+                        response = await self._exchange(payload)
+                except _Broken as exc:
+                    await self._drop()
+                    raise ConnectionLost(
+                        f"connection to memoryd at {self._socket_path} broke twice during {method}"
+                    ) from exc
+                except BaseException:
+                    # Timed out or cancelled with a reply in flight: never read it as the
+                    # answer to a later call.
+                    await self._drop()
+                    raise
+            if scope.cancelled_caught:
+                raise RequestTimeout(
+                    f"memoryd at {self._socket_path} did not answer within {self.timeout} s"
+                )
+            if response.id != request_id:
+                await self._drop()
+            return outcome(response, request_id)
+
+    async def _exchange(self, payload: bytes) -> Response:
+        stream = await self._connection()
+        try:
+            try:
+                await stream.send_all(payload)
+            except (trio.BrokenResourceError, OSError):
+                # Keep reading: the daemon may have answered before hanging up (an oversized
+                # request gets PayloadTooLarge, then the close).  A dead connection reads EOF.
+                pass
+            while True:
+                line = self._reader.next_line()
+                if line is not None:
+                    return parse_response(line)
+                data = await stream.receive_some(_RECV_BYTES)
+                if not data:
+                    raise _Broken("EOF before the reply")
+                self._reader.feed(data)
+        except (trio.BrokenResourceError, OSError) as exc:
+            raise _Broken(str(exc)) from exc
+
+    async def _connection(self) -> trio.SocketStream:
+        if self._stream is None:
+            try:
+                self._stream = await trio.open_unix_socket(self._socket_path)
+            except OSError as exc:
+                raise DaemonUnavailable(
+                    self._socket_path, self._socket_origin, describe_connect_error(exc)
+                ) from exc
+            self._reader = LineReader()
+        return self._stream
+
+    async def _drop(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            # Shielded: dropping must finish even while the call is being cancelled.
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            await self._drop()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncMemoryClient(socket_path={self._socket_path!r}, user_id={self.user_id!r}, chat_id={self.chat_id!r})"

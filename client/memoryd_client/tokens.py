@@ -1,0 +1,234 @@
+"""Signed context tokens, interchangeable with ash's: mint one per sandbox session, verify on the daemon.
+
+A token is JWT-shaped, ``base64url(header) "." base64url(claims) "." base64url(HMAC-SHA256)``,
+with header ``{"alg": "HS256", "typ": "ASH_CONTEXT", "ver": 1}`` and claims ``sub`` (the user
+id), ``chat_id`` (optional), ``iat`` and ``exp`` (integer Unix seconds), ``ver`` and ``jti``.  The
+bytes are produced exactly as ash's ``ash.context_token`` produces them (compact JSON with
+sorted keys, base64url without padding), and a secret string is decoded exactly as ash decodes
+``ASH_CONTEXT_TOKEN_SECRET`` (hex, else base64url, else UTF-8), so with the same secret a
+token minted by either side verifies on the other.
+
+Standard library only: the daemon verifies with this module too, so there is one
+implementation of the format.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Union
+
+TOKEN_TYPE = "ASH_CONTEXT"
+TOKEN_ALG = "HS256"
+TOKEN_VERSION = 1
+DEFAULT_TTL_SECONDS = 900
+DEFAULT_LEEWAY_SECONDS = 30
+#: Far more than any real token (a few hundred bytes); parsing stops before decoding JSON.
+MAX_TOKEN_CHARS = 8192
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]*\Z")
+_TTL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*\Z")
+_TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+Secret = Union[str, bytes]
+
+
+class TokenError(ValueError):
+    """A token that must not be accepted; ``code`` is one of missing, format, decode, header,
+    signature, claims, expired, not_yet_valid; ``reason`` is a short readable sentence."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Claims:
+    """The verified identity a token carries."""
+
+    user_id: str
+    chat_id: Optional[str]
+    issued_at: int
+    expires_at: int
+    token_id: Optional[str] = None
+
+
+def decode_secret(text: str) -> bytes:
+    """A secret string as ash decodes it: hex (even length), else base64url, else UTF-8 bytes."""
+    value = text.strip()
+    if not value:
+        raise ValueError("the token secret is empty")
+    if len(value) % 2 == 0:
+        try:
+            return bytes.fromhex(value)
+        except ValueError:
+            pass
+    try:
+        decoded = _b64url_decode(value, strict=False)
+        if decoded:
+            return decoded
+    except (binascii.Error, ValueError):
+        pass
+    return value.encode("utf-8")
+
+
+def _secret_bytes(secret: Secret) -> bytes:
+    key = secret if isinstance(secret, bytes) else decode_secret(secret)
+    if not key:
+        raise ValueError("the token secret is empty")
+    return key
+
+
+def _b64url_encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64url_decode(text: str, *, strict: bool = True) -> bytes:
+    # Strict for token segments: only the base64url alphabet, no padding (what both sides
+    # emit).  Lenient for secrets, where ash accepts whatever urlsafe_b64decode accepts.
+    if strict and not _SEGMENT.match(text):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode("ascii"))
+
+
+def _json_segment(value: Dict[str, Any]) -> str:
+    # Byte-for-byte what ash signs: compact separators, sorted keys, ASCII escapes.
+    return _b64url_encode(json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8"))
+
+
+def _sign(key: bytes, signing_input: bytes) -> bytes:
+    return hmac.new(key, signing_input, hashlib.sha256).digest()
+
+
+def parse_ttl(text: Union[str, int, float]) -> int:
+    """Seconds from ``900``, ``90s``, ``15m``, ``2h`` or ``1d``; raises ValueError otherwise."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        match = _TTL.match(str(text).lower())
+        if not match:
+            raise ValueError(f"invalid TTL {text!r}: use seconds or a number with s, m, h or d (e.g. 15m)")
+        seconds = float(match.group(1)) * _TTL_UNITS[match.group(2)]
+    if not seconds >= 1:
+        raise ValueError(f"invalid TTL {text!r}: must be at least 1 second")
+    return int(seconds)
+
+
+def mint_token(
+    secret: Secret,
+    user_id: str,
+    chat_id: Optional[str] = None,
+    ttl: Union[str, int, float] = DEFAULT_TTL_SECONDS,
+    *,
+    now: Optional[float] = None,
+) -> str:
+    """A signed context token for ``user_id`` (and ``chat_id``), valid for ``ttl``.
+
+    ``secret`` is the daemon's ``auth.token_secret`` string (decoded like ash's) or raw key
+    bytes; ``ttl`` is seconds or a string like ``"15m"``; ``now`` overrides the clock (Unix
+    seconds), e.g. to mint an already expired token in a test.
+    """
+    key = _secret_bytes(secret)
+    subject = user_id.strip() if isinstance(user_id, str) else ""
+    if not subject:
+        raise ValueError("user_id is required")
+    issued_at = int(time.time() if now is None else now)
+    claims: Dict[str, Any] = {
+        "ver": TOKEN_VERSION,
+        "sub": subject,
+        "iat": issued_at,
+        "exp": issued_at + parse_ttl(ttl),
+        "jti": uuid.uuid4().hex,
+    }
+    chat = chat_id.strip() if isinstance(chat_id, str) else None
+    if chat:
+        claims["chat_id"] = chat
+    header = {"alg": TOKEN_ALG, "typ": TOKEN_TYPE, "ver": TOKEN_VERSION}
+    signing_input = f"{_json_segment(header)}.{_json_segment(claims)}"
+    signature = _sign(key, signing_input.encode("ascii"))
+    return f"{signing_input}.{_b64url_encode(signature)}"
+
+
+def verify_token(
+    token: str,
+    secret: Secret,
+    *,
+    leeway: int = DEFAULT_LEEWAY_SECONDS,
+    now: Optional[float] = None,
+) -> Claims:
+    """The claims of a valid token; raises TokenError saying why a token is refused.
+
+    The signature is checked (in constant time) before any claim is trusted; ``iat`` and
+    ``exp`` are checked with ``leeway`` seconds of tolerance for clock skew.
+    """
+    key = _secret_bytes(secret)
+    text = token.strip() if isinstance(token, str) else ""
+    if not text:
+        raise TokenError("missing", "context token is missing")
+    if len(text) > MAX_TOKEN_CHARS:
+        raise TokenError("format", "context token is too long")
+    parts = text.split(".")
+    if len(parts) != 3:
+        raise TokenError("format", "context token is not three dot-separated parts")
+    encoded_header, encoded_claims, encoded_signature = parts
+    try:
+        header = json.loads(_b64url_decode(encoded_header))
+        claims = json.loads(_b64url_decode(encoded_claims))
+        signature = _b64url_decode(encoded_signature)
+    except (ValueError, binascii.Error):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise TokenError("decode", "context token is not valid base64url JSON") from None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise TokenError("decode", "context token header or claims are not JSON objects")
+    if header.get("alg") != TOKEN_ALG or header.get("typ") != TOKEN_TYPE:
+        raise TokenError("header", f"context token header must say alg {TOKEN_ALG}, typ {TOKEN_TYPE}")
+    expected = _sign(key, f"{encoded_header}.{encoded_claims}".encode("ascii"))
+    if not hmac.compare_digest(signature, expected):
+        raise TokenError("signature", "context token signature does not match")
+
+    issued_at = _int_claim(claims, "iat")
+    expires_at = _int_claim(claims, "exp")
+    if issued_at is None or expires_at is None:
+        raise TokenError("claims", "context token needs integer iat and exp claims")
+    current = int(time.time() if now is None else now)
+    if issued_at - leeway > current:
+        raise TokenError("not_yet_valid", "context token is not valid yet (iat is in the future)")
+    if expires_at + leeway < current:
+        raise TokenError("expired", "context token expired")
+    subject = _str_claim(claims, "sub")
+    if subject is None:
+        raise TokenError("claims", "context token has no sub (user id) claim")
+    return Claims(
+        user_id=subject,
+        chat_id=_str_claim(claims, "chat_id"),
+        issued_at=issued_at,
+        expires_at=expires_at,
+        token_id=_str_claim(claims, "jti"),
+    )
+
+
+def _int_claim(claims: Dict[str, Any], name: str) -> Optional[int]:
+    value = claims.get(name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):  # ash accepts digit strings too
+        text = value.strip()
+        if text.isascii() and text.isdigit():
+            return int(text)
+    return None
+
+
+def _str_claim(claims: Dict[str, Any], name: str) -> Optional[str]:
+    value = claims.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TokenError("claims", f"context token claim {name} must be a string")
+    return value.strip() or None

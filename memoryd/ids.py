@@ -1,0 +1,58 @@
+"""Memory ids (ULIDs) and timestamps.
+
+ULIDs are time-sortable, and their first 8 characters change every 256 ms, so the 8-character
+short ids that sandbox tools show are almost always unique already; ``memory.delete`` accepts
+any unique prefix of at least 8 characters.  Timestamps are integer milliseconds in the
+database and ISO 8601 UTC on the wire.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import datetime, timezone
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+ULID_LENGTH = 26
+MIN_PREFIX_LENGTH = 8
+
+_lock = threading.Lock()
+_last_ms = -1
+_last_random = 0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_ulid(at_ms: int | None = None) -> str:
+    """A new ULID; monotonic within one process even when the clock stands still."""
+    global _last_ms, _last_random
+    with _lock:
+        ms = now_ms() if at_ms is None else at_ms
+        if ms <= _last_ms:
+            # Same (or earlier) millisecond: bump the random part so ids still sort by creation.
+            ms = _last_ms
+            random_part = _last_random + 1
+        else:
+            random_part = int.from_bytes(os.urandom(10), "big")
+        _last_ms, _last_random = ms, random_part
+    value = (ms << 80) | (random_part & ((1 << 80) - 1))
+    return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def normalize_id_prefix(text: str) -> str:
+    """Upper-case, with Crockford's look-alikes mapped (I/L -> 1, O -> 0)."""
+    return text.strip().upper().translate(str.maketrans("ILO", "110"))
+
+
+def is_id_prefix(text: str) -> bool:
+    return all(ch in CROCKFORD for ch in text)
+
+
+def iso_from_ms(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    stamp = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"

@@ -1,0 +1,154 @@
+"""One client connection: move bytes between the socket and the sans-io protocol.
+
+Requests on one connection run concurrently (pipelining) up to ``max_inflight_per_connection``;
+past that the connection stops reading, which pushes back on the client instead of queueing
+without bound.  Replies go out as they complete and carry their request's id.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from typing import TYPE_CHECKING
+
+import trio
+
+from memoryd.errors import PayloadTooLarge
+from memoryd.log import fields
+from memoryd.rpc.dispatch import CallContext, serve_message
+from memoryd.rpc.envelope import encode_error
+from memoryd.rpc.framing import FrameDecoder, Framing, encode_frame
+
+if TYPE_CHECKING:
+    from memoryd.server.listener import RpcServer
+
+log = logging.getLogger("memoryd.server")
+
+RECEIVE_CHUNK = 64 * 1024
+_PEERCRED = struct.Struct("3i")
+
+
+def peer_credentials(stream: trio.SocketStream) -> tuple[int | None, int | None, int | None]:
+    """(pid, uid, gid) of the process at the other end, from SO_PEERCRED."""
+    try:
+        raw = stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    except (OSError, AttributeError):
+        return None, None, None
+    pid, uid, gid = _PEERCRED.unpack(raw)
+    return pid, uid, gid
+
+
+class Connection:
+    def __init__(self, server: RpcServer, stream: trio.SocketStream, connection_id: int) -> None:
+        self.server = server
+        self.stream = stream
+        limits = server.limits
+        self.decoder = FrameDecoder(limits.max_message_bytes)
+        self.inflight = trio.Semaphore(limits.max_inflight_per_connection)
+        self.send_lock = trio.Lock()
+        self.read_scope = trio.CancelScope()
+        self.pending = 0
+        pid, uid, gid = peer_credentials(stream)
+        self.context = CallContext(peer_uid=uid, peer_pid=pid, peer_gid=gid, connection_id=connection_id)
+
+    async def run(self) -> None:
+        ctx = self.context
+        log.debug(
+            "connection.open",
+            extra=fields(conn=ctx.connection_id, pid=ctx.peer_pid, uid=ctx.peer_uid, gid=ctx.peer_gid),
+        )
+        try:
+            async with trio.open_nursery() as requests:
+                with self.read_scope:
+                    await self._read_loop(requests)
+                if self.server.shutting_down:
+                    await self._answer_buffered_during_shutdown(requests)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+            log.debug("connection.closed", extra=fields(conn=ctx.connection_id))
+
+    def begin_shutdown(self) -> None:
+        """Stop waiting for new requests once nothing is in flight; in-flight ones finish."""
+        if self.pending == 0:
+            self.read_scope.cancel()
+
+    async def _read_loop(self, requests: trio.Nursery) -> None:
+        limits = self.server.limits
+        while True:
+            idle = limits.idle_timeout if self.pending == 0 else float("inf")
+            with trio.move_on_after(idle) as idle_scope:
+                data = await self._receive()
+            if idle_scope.cancelled_caught:
+                log.debug("connection.idle_timeout", extra=fields(conn=self.context.connection_id))
+                return
+            if not data:
+                # EOF.  A last line without its newline still counts (`printf ... | nc -U`);
+                # requests already read still get their replies.
+                await self._dispatch_final_line(requests)
+                return
+            if not await self._dispatch_available(data, requests):
+                return
+
+    async def _receive(self) -> bytes:
+        try:
+            return await self.stream.receive_some(RECEIVE_CHUNK)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return b""
+
+    async def _dispatch_available(self, data: bytes, requests: trio.Nursery) -> bool:
+        """Start a task per complete message; False when the connection must close."""
+        self.decoder.feed(data)
+        while True:
+            try:
+                payload = self.decoder.next_message()
+            except PayloadTooLarge as exc:
+                # The rest of the stream cannot be framed any more: answer, then close.
+                self.server.oversized_messages += 1
+                await self._send(encode_error(None, exc))
+                return False
+            if payload is None:
+                return True
+            await self._start(payload, requests)
+
+    async def _dispatch_final_line(self, requests: trio.Nursery) -> None:
+        try:
+            payload = self.decoder.end_of_input()
+        except PayloadTooLarge:
+            return
+        if payload:
+            await self._start(payload, requests)
+
+    async def _start(self, payload: bytes, requests: trio.Nursery) -> None:
+        await self.inflight.acquire()  # backpressure: stop reading while too many are running
+        self.pending += 1
+        requests.start_soon(self._serve, payload)
+
+    async def _serve(self, payload: bytes) -> None:
+        try:
+            reply = await serve_message(payload, self.server.guarded_table, self.context)
+            if reply is not None:
+                await self._send(reply)
+        finally:
+            self.pending -= 1
+            self.inflight.release()
+            if self.server.shutting_down and self.pending == 0:
+                self.read_scope.cancel()
+
+    async def _answer_buffered_during_shutdown(self, requests: trio.Nursery) -> None:
+        # Requests that were already on the wire when we stopped reading still get an answer
+        # (ShuttingDown), so no request is dropped without a reply.
+        with trio.move_on_after(0.05):
+            data = await self._receive()
+            if data:
+                await self._dispatch_available(data, requests)
+
+    async def _send(self, payload: bytes) -> None:
+        framing = self.decoder.framing or Framing.LINES
+        async with self.send_lock:
+            try:
+                await self.stream.send_all(encode_frame(framing, payload))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                # The client went away; its requests' results have nowhere to go.
+                log.debug("connection.send_failed", extra=fields(conn=self.context.connection_id))

@@ -1,0 +1,162 @@
+"""The daemon: open the store, start the embedder and workers, then publish the socket.
+
+Order matters: the socket file appears only once everything behind it is ready, and on the
+way out the socket goes first, then in-flight calls finish, then the WAL is checkpointed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from memoryd import __version__
+from memoryd.auth import Authenticator
+from memoryd.config import Config
+from memoryd.embed import Embedder, make_embedder
+from memoryd.errors import EmbeddingModelMismatch, StartupError
+from memoryd.log import fields
+from memoryd.server.listener import RpcServer
+from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
+from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.memory import MemoryService
+from memoryd.service.methods import HealthReporter, build_method_table
+from memoryd.store import Store
+
+log = logging.getLogger("memoryd.daemon")
+
+
+class Daemon:
+    """A running memoryd; ``await nursery.start(daemon.run)`` returns once the socket is ready."""
+
+    def __init__(self, config: Config, *, embedder: Embedder | None = None) -> None:
+        """``embedder`` overrides the configured one (tests share one loaded model)."""
+        self.config = config
+        # Built first: a missing or too short token secret stops start-up before anything opens.
+        self.authenticator = Authenticator.from_config(config.auth)
+        self.server: RpcServer | None = None
+        self.store: Store | None = None
+        self.embedder: Embedder | None = embedder
+        self._stop = trio.Event()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        started = trio.current_time()
+        store = await trio.to_thread.run_sync(self._open_store)
+        self.store = store
+        try:
+            embedder = await self._start_embedder(store)
+            try:
+                await self._serve(store, embedder, started, task_status)
+            finally:
+                if embedder is not None:
+                    with trio.CancelScope(shield=True):
+                        await embedder.aclose()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(store.checkpoint)
+                await trio.to_thread.run_sync(store.close)
+            log.info("daemon.stopped")
+
+    def _open_store(self) -> Store:
+        data_path = self.config.data_path
+        try:
+            data_path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StartupError(f"cannot create data dir {data_path}: {exc}") from None
+        storage = self.config.storage
+        return Store(self.config.db_path, readers=storage.readers, busy_timeout_ms=storage.busy_timeout_ms)
+
+    async def _start_embedder(self, store: Store) -> Embedder | None:
+        if self.embedder is not None:
+            embedder = self.embedder
+        elif self.config.embedder == "none":
+            return None
+        else:
+            embedder = make_embedder(self.config.embedder, self.config.embed)
+        await embedder.start()
+        if embedder.dim is not None:
+            assert embedder.model_id is not None
+            try:
+                await trio.to_thread.run_sync(store.configure_vector_space, embedder.model_id, embedder.dim)
+            except EmbeddingModelMismatch as exc:
+                await embedder.aclose()
+                raise StartupError(str(exc)) from None
+        self.embedder = embedder
+        return embedder
+
+    async def _serve(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        started: float,
+        task_status: trio.TaskStatus[Path],
+    ) -> None:
+        config = self.config
+        backfill = None
+        if embedder is not None:
+            backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
+        service = MemoryService(
+            store,
+            embedder,
+            backfill,
+            add_wait=config.embed.add_wait,
+            query_timeout=config.embed.query_timeout,
+            authenticator=self.authenticator,
+        )
+        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats)), config.limits)
+        self.server = server
+        path = config.socket_path
+        listen_socket = bind_socket_file(path, mode=config.socket_mode_bits, group=config.socket_group)
+        identity = socket_file_identity(path)
+        try:
+            async with trio.open_nursery() as nursery:
+                if backfill is not None:
+                    await nursery.start(backfill.run)
+                await nursery.start(server.serve, listen_socket)
+                log.info(
+                    "daemon.ready",
+                    extra=fields(
+                        version=__version__,
+                        socket=str(path),
+                        embedder=config.embedder,
+                        auth=config.auth.mode,
+                        startup_ms=round((trio.current_time() - started) * 1000),
+                    ),
+                )
+                task_status.started(path)
+                await self._stop.wait()
+                log.info("daemon.stopping")
+                # The socket file goes first, so new clients fail fast instead of hanging.
+                remove_socket_file(path, identity)
+                server.shutdown()
+                await server.stopped.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            remove_socket_file(path, identity)
+            listen_socket.close()
+
+    def _server_stats(self) -> dict[str, Any]:
+        return self.server.stats() if self.server is not None else {}
+
+
+async def run_until_signalled(config: Config) -> None:
+    """``memoryd serve``: run until SIGTERM or SIGINT, then shut down gracefully."""
+    daemon = Daemon(config)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+
+        async def watch_signals() -> None:
+            async for signum in signals:
+                log.info("daemon.signal", extra=fields(signal=signal.Signals(signum).name))
+                daemon.request_stop()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch_signals)
+            await daemon.run()
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,122 @@
+"""The embedding backfill worker: embeds stored memories from the durable job table.
+
+``memory.add`` stores first and embeds after, so an add never fails because the embedder is
+down or slow.  Jobs survive restarts (they are rows), failures back off in the store, and
+adds that arrive together are embedded in one backend call because the worker takes every
+due job at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import trio
+
+from memoryd.embed import Embedder
+from memoryd.errors import EmbedderError, EmbeddingModelMismatch
+from memoryd.ids import now_ms
+from memoryd.log import fields
+from memoryd.store import Store
+
+log = logging.getLogger("memoryd.backfill")
+
+#: How often an idle worker looks at the job table even without a wake-up (jobs made by
+#: another process, e.g. `memoryd import`).
+IDLE_POLL_SECONDS = 30.0
+PROBE_TEXT = "dimension probe"
+
+
+class EmbeddingBackfill:
+    def __init__(self, store: Store, embedder: Embedder, *, batch_size: int) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.vector_space_ready = False
+        self.last_error: str | None = None
+        self.embedded_total = 0
+        self._wake = trio.Event()
+        self._waiters: dict[str, trio.Event] = {}
+        # Ids embedded lately: an add that registers after its job already finished still learns it.
+        self._recent: deque[str] = deque(maxlen=4096)
+        self._recent_set: set[str] = set()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    async def wait_embedded(self, memory_id: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for ``memory_id`` to be embedded."""
+        if memory_id in self._recent_set:
+            return True
+        event = self._waiters.setdefault(memory_id, trio.Event())
+        self.notify()
+        with trio.move_on_after(timeout):
+            await event.wait()
+        self._waiters.pop(memory_id, None)
+        return event.is_set() or memory_id in self._recent_set
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await self._establish_vector_space()
+        while True:
+            self._wake = trio.Event()
+            jobs = await self.store.claim_embed_jobs(self.batch_size)
+            if not jobs:
+                await self._sleep_until_due()
+                continue
+            try:
+                vectors = await self.embedder.embed([job.content for job in jobs])
+            except EmbedderError as exc:
+                self.last_error = str(exc)
+                log.warning("backfill.embed_failed", extra=fields(jobs=len(jobs), error=str(exc)))
+                await self.store.fail_jobs(jobs, str(exc))
+                continue
+            self.last_error = None
+            await self.store.complete_embed_jobs(list(zip(jobs, vectors)))
+            self.embedded_total += len(jobs)
+            for job in jobs:
+                self._remember(job.memory_id)
+            log.debug("backfill.embedded", extra=fields(jobs=len(jobs)))
+
+    async def _establish_vector_space(self) -> None:
+        """Learn the embedder's dimension (HTTP backends may be down at start) and set up the store."""
+        delay = 1.0
+        while self.embedder.dim is None:
+            try:
+                await self.embedder.embed([PROBE_TEXT])
+            except EmbedderError as exc:
+                self.last_error = str(exc)
+                log.warning("backfill.probe_failed", extra=fields(error=str(exc), retry_in=delay))
+                await trio.sleep(delay)
+                delay = min(delay * 2, 300.0)
+        model_id, dim = self.embedder.model_id, self.embedder.dim
+        assert model_id is not None
+        try:
+            await trio.to_thread.run_sync(self.store.configure_vector_space, model_id, dim)
+        except EmbeddingModelMismatch as exc:
+            # Only reachable when the dimension was learned late (HTTP); keyword search goes on.
+            self.last_error = str(exc)
+            log.error("backfill.model_mismatch", extra=fields(error=str(exc)))
+            await trio.sleep_forever()
+        queued = await trio.to_thread.run_sync(self.store.enqueue_missing_embeddings)
+        self.vector_space_ready = True
+        if queued:
+            log.info("backfill.queued", extra=fields(jobs=queued))
+
+    async def _sleep_until_due(self) -> None:
+        due_ms = await self.store.next_job_due_ms("embed")
+        timeout = IDLE_POLL_SECONDS
+        if due_ms is not None:
+            # Due times are wall-clock milliseconds (they survive restarts).
+            timeout = min(timeout, max(0.0, (due_ms - now_ms()) / 1000))
+        with trio.move_on_after(timeout):
+            await self._wake.wait()
+
+    def _remember(self, memory_id: str) -> None:
+        if len(self._recent) == self._recent.maxlen:
+            self._recent_set.discard(self._recent[0])
+        self._recent.append(memory_id)
+        self._recent_set.add(memory_id)
+        event = self._waiters.get(memory_id)
+        if event is not None:
+            event.set()

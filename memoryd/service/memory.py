@@ -1,0 +1,146 @@
+"""The memory.* methods: validate beyond types, resolve the caller's scope, call the store."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+import numpy as np
+import trio
+
+from memoryd.auth import Authenticator
+from memoryd.embed import Embedder
+from memoryd.errors import EmbedderError, InvalidParams
+from memoryd.ids import MIN_PREFIX_LENGTH, now_ms
+from memoryd.log import fields
+from memoryd.rpc.dispatch import CallContext
+from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.params import (
+    MAX_CONTENT_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_QUERY_BYTES,
+    AddParams,
+    CallerParams,
+    DeleteParams,
+    ListParams,
+    SearchParams,
+    check_text,
+)
+from memoryd.store import MemoryRecord, NewMemory, Scope, SearchHit, Store
+
+log = logging.getLogger("memoryd.service")
+
+DAY_MS = 86_400_000
+
+
+def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
+    """The identity a call acts as: every memory.* method starts here, and nowhere else decides it."""
+    caller = authenticator.identify(
+        ctx, user_id=params.user_id, chat_id=params.chat_id, context_token=params.context_token
+    )
+    return Scope(user_id=caller.user_id, chat_id=caller.chat_id)
+
+
+class MemoryService:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        backfill: EmbeddingBackfill | None,
+        *,
+        add_wait: float,
+        query_timeout: float,
+        authenticator: Authenticator | None = None,
+    ) -> None:
+        self.authenticator = authenticator or Authenticator("trust")
+        self.store = store
+        self.embedder = embedder
+        self.backfill = backfill
+        self.add_wait = add_wait
+        self.query_timeout = query_timeout
+
+    async def add(self, params: AddParams, ctx: CallContext) -> dict[str, Any]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        check_text("content", params.content, max_bytes=MAX_CONTENT_BYTES)
+        check_text("source", params.source, max_bytes=64)
+        for index, subject in enumerate(params.subjects):
+            check_text(f"subjects[{index}]", subject, max_bytes=800)
+        if params.shared and scope.chat_id is None:
+            raise InvalidParams.for_field("chat_id", "is required when shared is true")
+        metadata = params.metadata or {}
+        if len(msgspec.json.encode(metadata)) > MAX_METADATA_BYTES:
+            raise InvalidParams.for_field("metadata", f"must encode to at most {MAX_METADATA_BYTES} bytes")
+        expires_at_ms = None
+        if params.expires_days is not None:
+            expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
+        record, deduplicated = await self.store.add(
+            NewMemory(
+                content=params.content.strip(),
+                owner=scope.user_id,
+                chat_id=scope.chat_id,
+                shared=params.shared,
+                source=params.source,
+                subjects=_unique(params.subjects),
+                expires_at_ms=expires_at_ms,
+                metadata=metadata,
+            )
+        )
+        embedded = False
+        if self.backfill is not None and self.backfill.vector_space_ready and not deduplicated:
+            embedded = await self.backfill.wait_embedded(record.id, self.add_wait)
+        short_ids = await self.store.short_ids(scope, [record.id])
+        log.info("memory.added", extra=fields(id=record.id, scope=record.scope, dedup=deduplicated))
+        return {
+            "id": record.id,
+            "short_id": short_ids.get(record.id, record.id[:MIN_PREFIX_LENGTH]),
+            "created_at": record.created_at,
+            "expires_at": record.expires_at,
+            "scope": record.scope,
+            "deduplicated": deduplicated,
+            "embedded": embedded,
+        }
+
+    async def search(self, params: SearchParams, ctx: CallContext) -> list[SearchHit]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        check_text("query", params.query, max_bytes=MAX_QUERY_BYTES)
+        query_vector = await self._embed_query(params.query)
+        return await self.store.search(scope, params.query, limit=params.limit, query_vector=query_vector)
+
+    async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        if params.before_id is not None:
+            check_text("before_id", params.before_id, max_bytes=64)
+        return await self.store.list(
+            scope,
+            limit=params.limit,
+            offset=params.offset,
+            before_id=params.before_id,
+            include_expired=params.include_expired,
+        )
+
+    async def delete(self, params: DeleteParams, ctx: CallContext) -> dict[str, Any]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        deleted_id = await self.store.delete(scope, params.memory_id)
+        if deleted_id is not None:
+            log.info("memory.deleted", extra=fields(id=deleted_id))
+        return {"deleted": deleted_id is not None, "id": deleted_id}
+
+    async def _embed_query(self, query: str) -> np.ndarray | None:
+        """The query's vector, or None: search never fails because the embedder does."""
+        if self.embedder is None or self.backfill is None or not self.backfill.vector_space_ready:
+            return None
+        try:
+            with trio.fail_after(self.query_timeout):
+                vectors = await self.embedder.embed([query])
+        except (EmbedderError, trio.TooSlowError) as exc:
+            log.warning("search.keyword_only", extra=fields(reason=type(exc).__name__))
+            return None
+        return vectors[0]
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for name in names:
+        seen.setdefault(name.strip(), None)
+    return list(seen)

@@ -1,0 +1,91 @@
+"""Typed params of every method; msgspec rejects unknown fields and wrong types by name.
+
+Limits live here as msgspec ``Meta`` constraints, so the error a caller gets names the field.
+Checks msgspec cannot express (byte length, NUL characters) are in :func:`check_text`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from msgspec import Meta, Struct
+
+from memoryd.errors import InvalidParams
+
+MAX_CONTENT_BYTES = 16 * 1024
+MAX_QUERY_BYTES = 16 * 1024
+MAX_METADATA_BYTES = 4 * 1024
+
+Identity = Annotated[str, Meta(min_length=1, max_length=256)]
+SubjectName = Annotated[str, Meta(min_length=1, max_length=200)]
+
+
+class CallerParams(Struct, kw_only=True, forbid_unknown_fields=True):
+    """Fields every method accepts: the caller's identity, and ash's routing fields.
+
+    The routing fields are what ash's sandbox CLI sends with every call; they are accepted and
+    ignored unless a feature uses them.  ``user_id`` is optional here because a verified
+    ``context_token`` can supply it; whether it is required is decided in one place,
+    ``memoryd.auth.Authenticator.identify`` (via ``caller_scope``).
+    """
+
+    user_id: Identity | None = None
+    chat_id: Identity | None = None
+    context_token: str | None = None
+    chat_type: Any = None
+    provider: Any = None
+    thread_id: Any = None
+    session_key: Any = None
+    message_id: Any = None
+    source_username: Any = None
+    source_display_name: Any = None
+    username: Any = None
+    current_user_message: Any = None
+    timezone: Any = None
+    chat_title: Any = None
+    this_chat: Any = None
+
+
+class AddParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    content: str
+    source: Annotated[str, Meta(min_length=1, max_length=64)] = "agent"
+    expires_days: Annotated[float, Meta(gt=0, le=36500)] | None = None
+    subjects: Annotated[list[SubjectName], Meta(max_length=32)] = []
+    shared: bool = False
+    metadata: dict[str, Any] | None = None
+
+
+class SearchParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    query: str
+    limit: Annotated[int, Meta(ge=1, le=100)] = 10
+
+
+class ListParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    limit: Annotated[int, Meta(ge=1, le=1000)] = 20
+    offset: Annotated[int, Meta(ge=0)] = 0
+    before_id: str | None = None
+    include_expired: bool = False
+
+
+class DeleteParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    memory_id: Annotated[str, Meta(min_length=1, max_length=64)]
+
+
+class HealthParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    # Health is also called by monitoring that has no user: it never resolves an identity.
+    pass
+
+
+def check_text(field: str, value: str, *, max_bytes: int, allow_blank: bool = False) -> str:
+    """Reject what msgspec lets through: blank, NUL characters, more than max_bytes of UTF-8."""
+    if not allow_blank and not value.strip():
+        raise InvalidParams.for_field(field, "must not be empty")
+    if "\x00" in value:
+        raise InvalidParams.for_field(field, "must not contain NUL characters")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidParams.for_field(field, "must be valid Unicode (it has a lone surrogate)") from None
+    if size > max_bytes:
+        raise InvalidParams.for_field(field, f"must be at most {max_bytes} bytes of UTF-8 (got {size})")
+    return value

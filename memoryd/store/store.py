@@ -1,0 +1,194 @@
+"""``Store``: the async façade over the memory database.
+
+Each public coroutine hands one small synchronous function (from ``memories``, ``search``,
+``vectors``, ``jobs``) to the writer or to a reader in a worker thread; nothing blocks the
+trio event loop.  The synchronous methods are for start-up and the CLI.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+import random
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from memoryd.errors import InvalidParams
+from memoryd.ids import now_ms
+from memoryd.store import jobs, memories, schema, search, vectors
+from memoryd.store.db import Database
+from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Scope, SearchHit
+from memoryd.store.vectors import VectorSpace
+
+log = logging.getLogger("memoryd.store")
+
+
+def _check_new(new: NewMemory) -> None:
+    if not new.content.strip():
+        raise InvalidParams.for_field("content", "must not be empty")
+    if new.shared and new.chat_id is None:
+        raise InvalidParams.for_field("chat_id", "is required for a shared (group) memory")
+    for field, value in (("content", new.content), ("owner", new.owner), ("source", new.source)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidParams.for_field(field, "is not valid Unicode text") from None
+
+
+def _check_scope(scope: Scope) -> None:
+    if not scope.user_id:
+        raise InvalidParams.for_field("user_id", "must not be empty")
+
+
+class Store:
+    """The memory database: one file, one writer, a pool of readers."""
+
+    def __init__(self, path: Path, *, readers: int = 4, busy_timeout_ms: int = 5000) -> None:
+        self.path = Path(path)
+        self._db = Database(self.path, readers=readers, busy_timeout_ms=busy_timeout_ms)
+        try:
+            version = self._db.plain_sync(schema.migrate)
+            self._db.open_readers()
+        except BaseException:
+            self._db.close()
+            raise
+        self._rng = random.Random()
+        log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
+
+    # -- memories --------------------------------------------------------------------------------
+
+    async def add(self, new: NewMemory) -> tuple[MemoryRecord, bool]:
+        """Insert ``new``; an identical live memory in the same scope is returned instead
+        (second value True)."""
+        _check_new(new)
+        return await self._db.write(memories.add, new, now_ms())
+
+    async def list(
+        self,
+        scope: Scope,
+        *,
+        limit: int,
+        offset: int = 0,
+        before_id: str | None = None,
+        include_expired: bool = False,
+    ) -> builtins.list[MemoryRecord]:
+        """The caller's memories, newest first; ``before_id`` continues after a page."""
+        _check_scope(scope)
+        if offset < 0:
+            raise InvalidParams.for_field("offset", "must be >= 0")
+        cursor = memories.check_id_prefix(before_id, "before_id") if before_id is not None else None
+        return await self._db.read(
+            memories.list_visible, scope, limit=limit, offset=offset, before_id=cursor,
+            include_expired=include_expired, now_ms=now_ms(),
+        )
+
+    async def search(
+        self, scope: Scope, query: str, *, limit: int, query_vector: npt.ArrayLike | None
+    ) -> builtins.list[SearchHit]:
+        """Hybrid keyword + vector search within the caller's scope, best first."""
+        _check_scope(scope)
+        vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
+        return await self._db.read(
+            search.search, scope, query, limit=limit, query_vector=vector, now_ms=now_ms()
+        )
+
+    async def delete(self, scope: Scope, memory_id: str) -> str | None:
+        """Soft-delete by full id or unique prefix among the caller's visible memories."""
+        _check_scope(scope)
+        memories.check_id_prefix(memory_id)
+        return await self._db.write(memories.delete, scope, memory_id, now_ms())
+
+    async def short_ids(self, scope: Scope, ids: Iterable[str]) -> dict[str, str]:
+        _check_scope(scope)
+        return await self._db.read(memories.short_ids, scope, list(ids))
+
+    # -- vector space --------------------------------------------------------------------------
+
+    def configure_vector_space(self, model: str, dim: int) -> None:
+        """Record (first time), accept (same) or refuse (different, unless a reindex to exactly
+        this model was requested: then a new generation starts and every memory is re-queued)."""
+
+        def configure(db: apsw.Connection) -> tuple[VectorSpace, bool, int]:
+            space, started = vectors.configure(db, model, dim)
+            queued = jobs.enqueue_missing(db, space, now_ms(), reset=True) if started else 0
+            return space, started, queued
+
+        space, started, queued = self._db.write_sync(configure)
+        if started:
+            log.info("vector space generation %d: %s dim %d (%d embed jobs queued)",
+                     space.generation, space.model, space.dim, queued)
+
+    def request_reindex(self, model: str, dim: int | None = None) -> None:
+        """Allow the next ``configure_vector_space(model, dim)`` to replace the vector space."""
+        self._db.write_sync(vectors.request_reindex, model, dim)
+
+    def vector_space(self) -> VectorSpace | None:
+        """The current (model, dim, generation), or None before an embedder was configured."""
+        return self._db.write_sync(vectors.read_space)
+
+    def enqueue_missing_embeddings(self) -> int:
+        """Start-up: release leases of a previous run and queue an embed job for every live
+        memory without a vector in the current space. Returns how many were queued."""
+
+        def enqueue(db: apsw.Connection) -> int:
+            jobs.clear_leases(db)
+            space = vectors.read_space(db)
+            return 0 if space is None else jobs.enqueue_missing(db, space, now_ms())
+
+        return self._db.write_sync(enqueue)
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    async def claim_embed_jobs(self, limit: int) -> builtins.list[EmbedJob]:
+        return await self._db.write(jobs.claim_embed, limit, now_ms())
+
+    async def complete_embed_jobs(self, results: Sequence[tuple[EmbedJob, npt.ArrayLike]]) -> None:
+        if results:
+            await self._db.write(jobs.complete_embed, list(results), now_ms())
+
+    async def fail_jobs(self, failed: Sequence[EmbedJob], error: str) -> None:
+        if failed:
+            await self._db.write(jobs.fail, list(failed), error, now_ms(), self._rng)
+
+    async def next_job_due_ms(self, kind: str = jobs.EMBED) -> int | None:
+        return await self._db.read(jobs.next_due_ms, kind)
+
+    async def backlog(self) -> dict[str, int]:
+        return await self._db.read(jobs.backlog)
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    async def health_counts(self) -> dict[str, Any]:
+        counts: dict[str, Any] = await self._db.read(memories.health_counts, now_ms())
+        counts["db_bytes"] = self._file_bytes()
+        return counts
+
+    def _file_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += os.path.getsize(f"{self.path}{suffix}")
+            except OSError:
+                pass
+        return total
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the database file and truncate it."""
+        self._db.plain_sync(lambda db: db.pragma("wal_checkpoint", "TRUNCATE"))
+
+    def close(self) -> None:
+        if not self._db.closed:
+            self._db.close()
+            log.info("store closed: %s", self.path)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

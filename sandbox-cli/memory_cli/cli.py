@@ -1,0 +1,218 @@
+"""The ``memory`` command: one subcommand per memoryd RPC, identity from the environment.
+
+Exit codes: 0 ok; 1 the daemon answered with an error (``Error: <message>`` on stderr) or
+nothing visible matched a delete; 2 usage (bad arguments, no identity configured); 3 the
+daemon is unreachable (the message names the socket path tried).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from memoryd_client import (
+    ConnectionLost,
+    DaemonUnavailable,
+    MemoryClient,
+    MemoryClientError,
+    MemorydRpcError,
+    MissingIdentity,
+    RequestTimeout,
+)
+from memoryd_client import __version__ as client_version
+
+from memory_cli import __version__, render
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+ENVIRONMENT_HELP = """\
+environment:
+  MEMORYD_SOCKET, then ASH_RPC_SOCKET       the daemon's socket (default: the daemon's default path)
+  MEMORY_CONTEXT_TOKEN, then ASH_CONTEXT_TOKEN
+                                            signed context token from the host; when set, the
+                                            user and chat come from it unless given below
+  MEMORY_USER_ID, then ASH_USER_ID          who the memories belong to
+  MEMORY_CHAT_ID, then ASH_CHAT_ID          the current chat (its shared memories are visible)
+
+exit codes:
+  0 ok, 1 error from the daemon (or nothing to delete), 2 usage, 3 daemon unreachable
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bare ``memory`` prints the help on stderr and exits 2 (usage)."""
+
+    def error(self, message: str) -> Any:  # argparse's own exit code for usage errors is 2 too
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="memory",
+        description="Search and store long-term memories through memoryd.",
+        epilog=ENVIRONMENT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"memory {__version__} (memoryd-client {client_version})"
+    )
+    parser.add_argument("--socket", metavar="PATH", help="daemon socket (overrides $MEMORYD_SOCKET)")
+    parser.add_argument(
+        "--timeout", type=_positive_float, default=10.0, metavar="SECONDS", help="per-call timeout (default 10)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the RPC result as JSON")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    # --json is accepted before or after the subcommand; SUPPRESS keeps a sub-parser from
+    # resetting a --json given before it.
+    json_flag: Dict[str, Any] = {"action": "store_true", "default": argparse.SUPPRESS, "help": "print the RPC result as JSON"}
+
+    search = commands.add_parser("search", help="search memories, best match first")
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("-n", "--limit", type=int, default=10, metavar="N", help="at most N hits (default 10)")
+    search.add_argument("--json", **json_flag)
+
+    add = commands.add_parser("add", help="store a memory (CONTENT '-' reads stdin)")
+    add.add_argument("content", metavar="CONTENT")
+    add.add_argument("-s", "--source", metavar="S", help='where it came from (default "agent")')
+    add.add_argument("-e", "--expires", type=_positive_float, metavar="DAYS", help="forget it after DAYS days")
+    add.add_argument(
+        "-S", "--subject", action="append", dest="subjects", metavar="NAME", help="who it is about (repeatable)"
+    )
+    add.add_argument("--shared", action="store_true", help="visible to everyone in the current chat")
+    add.add_argument("--json", **json_flag)
+
+    listing = commands.add_parser("list", help="list memories, newest first")
+    listing.add_argument("-n", "--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
+    listing.add_argument("--include-expired", action="store_true", help="include expired memories")
+    listing.add_argument("--json", **json_flag)
+
+    delete = commands.add_parser("delete", help="delete a memory by id or unique id prefix (>= 8 chars)")
+    delete.add_argument("memory_id", metavar="ID")
+    delete.add_argument("--json", **json_flag)
+
+    health = commands.add_parser("health", help="is the daemon up?")
+    health.add_argument("--json", **json_flag)
+    return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+# -- subcommands --------------------------------------------------------------------------
+
+#: (the RPC result for --json, the human lines, the exit code)
+Outcome = Tuple[Any, List[str], int]
+
+
+def _search(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    hits = client.search(args.query, limit=args.limit)
+    return hits, render.search_lines(hits), EXIT_OK
+
+
+def _add(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    content = _read_stdin() if args.content == "-" else args.content
+    result = client.add(
+        content, source=args.source, expires_days=args.expires, subjects=args.subjects, shared=args.shared
+    )
+    short_id = result.get("short_id") or str(result.get("id", "?"))[: render.MIN_SHORT_ID]
+    scope = render.scope_label(result.get("scope") or ("group" if args.shared else "personal"))
+    return result, [f"Memory added ({scope}): {short_id}"], EXIT_OK
+
+
+def _list(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    memories = client.list(limit=args.limit, include_expired=args.include_expired)
+    width = shutil.get_terminal_size((100, 24)).columns
+    return memories, render.list_lines(memories, width), EXIT_OK
+
+
+def _delete(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    result = client.delete(args.memory_id)
+    deleted_id = result.get("id")
+    if not result.get("deleted"):
+        print("Memory not found or not owned by you", file=sys.stderr)
+        return result, [], EXIT_ERROR
+    shown = str(deleted_id or args.memory_id)[: max(render.MIN_SHORT_ID, len(args.memory_id.strip()))]
+    return result, [f"Memory deleted: {shown}"], EXIT_OK
+
+
+def _health(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    health = client.health()
+    return health, render.health_lines(health), EXIT_OK
+
+
+_COMMANDS: Dict[str, Callable[[MemoryClient, argparse.Namespace], Outcome]] = {
+    "search": _search,
+    "add": _add,
+    "list": _list,
+    "delete": _delete,
+    "health": _health,
+}
+
+
+class _Usage(Exception):
+    pass
+
+
+def _read_stdin() -> str:
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Usage("stdin is not UTF-8 text") from None
+    return text.rstrip("\r\n")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    # A memory may hold any Unicode; a sandbox's stdout may be ASCII.  Never die printing it.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        with MemoryClient(socket_path=args.socket, timeout=args.timeout) as client:
+            result, lines, code = _COMMANDS[args.command](client, args)
+    except _Usage as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MissingIdentity:
+        print(
+            "Error: no identity: set MEMORY_CONTEXT_TOKEN (or ASH_CONTEXT_TOKEN), "
+            "or MEMORY_USER_ID (or ASH_USER_ID)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    except (DaemonUnavailable, RequestTimeout, ConnectionLost) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except MemorydRpcError as exc:
+        print(f"Error: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except MemoryClientError as exc:  # e.g. ProtocolError: something that is not memoryd answered
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        for line in lines:
+            print(line)
+    return code

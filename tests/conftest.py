@@ -1,0 +1,117 @@
+"""Fixtures: real daemons on real sockets in short temp dirs (AF_UNIX paths are capped at 108 bytes)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator
+
+import msgspec
+import pytest
+import trio
+
+from memoryd.config import Config, load_config
+from memoryd.server.daemon import Daemon
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="md-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def make_config(base: Path, **overrides: Any) -> Config:
+    """A Config for a daemon living in ``base``; ``limits={...}`` etc. override sections."""
+    flags: dict[str, Any] = {
+        "socket": str(base / "memoryd.sock"),
+        "data_dir": str(base / "data"),
+        "embedder": "none",
+    }
+    sections = {key: overrides.pop(key) for key in ("limits", "embed", "storage") if key in overrides}
+    flags.update(overrides)
+    config = load_config(flags=flags, environ={})
+    for name, values in sections.items():
+        config = msgspec.structs.replace(config, **{name: msgspec.structs.replace(getattr(config, name), **values)})
+    return config
+
+
+@pytest.fixture
+async def daemon(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[Daemon]:
+    """A keyword-only daemon (embedder none), serving in-process."""
+    instance = Daemon(make_config(short_tmp))
+    await nursery.start(instance.run)
+    yield instance
+    instance.request_stop()
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> Any:
+    """One loaded all-MiniLM-L6-v2 for the whole session (loading it is the slow part)."""
+    from memoryd.embed import make_embedder
+    from memoryd.config import EmbedConfig
+
+    return make_embedder("local", EmbedConfig())
+
+
+class DaemonProcess:
+    """``memoryd serve`` as a child process, for signals, restarts and start-up checks."""
+
+    def __init__(self, base: Path, *extra_args: str, env: dict[str, str] | None = None) -> None:
+        self.base = base
+        self.socket = base / "memoryd.sock"
+        self.args = [
+            sys.executable, "-m", "memoryd", "serve",
+            "--socket", str(self.socket), "--data-dir", str(base / "data"), *extra_args,
+        ]
+        if "--embedder" not in extra_args:
+            self.args += ["--embedder", "none"]
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True, timeout: float = 30.0) -> DaemonProcess:
+        self.proc = subprocess.Popen(self.args, env=self.env, stderr=subprocess.PIPE, cwd=REPO)
+        if wait:
+            deadline = time.monotonic() + timeout
+            while not self.socket.exists():
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"daemon exited: {self.proc.stderr.read().decode()}")  # type: ignore[union-attr]
+                if time.monotonic() > deadline:
+                    raise AssertionError("daemon did not become ready")
+                time.sleep(0.02)
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def stderr(self) -> str:
+        assert self.proc is not None and self.proc.stderr is not None
+        return self.proc.stderr.read().decode()
+
+
+@pytest.fixture
+def daemon_process(short_tmp: Path) -> Iterator[Any]:
+    """A factory of daemon subprocesses in one temp dir; all are killed at the end."""
+    made: list[DaemonProcess] = []
+
+    def factory(*args: str, env: dict[str, str] | None = None) -> DaemonProcess:
+        process = DaemonProcess(short_tmp, *args, env=env)
+        made.append(process)
+        return process
+
+    yield factory
+    for process in made:
+        if process.proc is not None and process.proc.poll() is None:
+            process.proc.kill()
+            process.proc.wait()

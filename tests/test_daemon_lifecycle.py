@@ -1,0 +1,168 @@
+"""`memoryd serve` as a real process: socket file rules, config errors, signals, shutdown under load."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO
+from tests.wire import sync_call
+
+
+def test_socket_appears_with_mode_0600_and_is_removed_on_sigterm(daemon_process: Any) -> None:
+    process = daemon_process().start()
+    info = process.socket.lstat()
+    assert stat.S_ISSOCK(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600
+    assert sync_call(process.socket, "system.health")["result"]["status"] == "ok"
+    assert process.stop(signal.SIGTERM) == 0
+    assert not process.socket.exists()
+    wal = process.base / "data" / "memoryd.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0  # checkpointed on the way out
+
+
+def test_sigint_also_stops_cleanly(daemon_process: Any) -> None:
+    process = daemon_process().start()
+    assert process.stop(signal.SIGINT) == 0
+    assert not process.socket.exists()
+
+
+def test_socket_mode_is_configurable(daemon_process: Any) -> None:
+    process = daemon_process(env={"MEMORYD_SOCKET_MODE": "0660"}).start()
+    assert stat.S_IMODE(process.socket.lstat().st_mode) == 0o660
+
+
+def test_second_daemon_on_a_live_socket_refuses(daemon_process: Any) -> None:
+    first = daemon_process().start()
+    second = daemon_process().start(wait=False)
+    assert second.proc.wait(30) == 1
+    assert "already serving" in second.stderr()
+    assert sync_call(first.socket, "system.health")["result"]["status"] == "ok"
+
+
+def test_stale_socket_file_is_replaced(daemon_process: Any, short_tmp: Path) -> None:
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(short_tmp / "memoryd.sock"))
+    stale.close()  # the file stays, nobody listens
+    process = daemon_process().start()
+    assert sync_call(process.socket, "system.health")["result"]["status"] == "ok"
+
+
+def test_a_regular_file_at_the_socket_path_is_not_clobbered(daemon_process: Any, short_tmp: Path) -> None:
+    (short_tmp / "memoryd.sock").write_text("precious")
+    process = daemon_process().start(wait=False)
+    assert process.proc.wait(30) == 1
+    assert "not a socket" in process.stderr()
+    assert (short_tmp / "memoryd.sock").read_text() == "precious"
+
+
+def test_config_errors_name_the_key(short_tmp: Path) -> None:
+    config = short_tmp / "config.toml"
+    cases = [
+        ('embedder = "none"\nsurprise = 1\n', "surprise"),
+        ('embedder = "none"\n[limits]\nidle_timeout = "soon"\n', "limits.idle_timeout"),
+        ('embedder = "none"\n[limits]\nmax_conections = 5\n', "max_conections"),
+        ('embedder = "quantum"\n', "embedder"),
+    ]
+    for text, key in cases:
+        config.write_text(text)
+        result = subprocess.run(
+            [sys.executable, "-m", "memoryd", "serve", "--config", str(config), "--socket", str(short_tmp / "s")],
+            capture_output=True, text=True, cwd=REPO, timeout=30,
+        )
+        assert result.returncode == 2, result
+        assert key in result.stderr, result.stderr
+
+
+def test_env_overrides_file_and_flags_override_env(short_tmp: Path) -> None:
+    config = short_tmp / "config.toml"
+    config.write_text('embedder = "none"\nlog_level = "debug"\n[limits]\nidle_timeout = 11\nrequest_timeout = 5\n')
+    env = {**os.environ, "MEMORYD_LIMITS_IDLE_TIMEOUT": "22", "MEMORYD_EMBEDDER": "local"}
+    result = subprocess.run(
+        [sys.executable, "-m", "memoryd", "config", "--config", str(config), "--embedder", "none"],
+        capture_output=True, text=True, cwd=REPO, timeout=30, env=env,
+    )
+    effective = json.loads(result.stdout)
+    assert effective["limits"]["idle_timeout"] == 22  # env beats file
+    assert effective["limits"]["request_timeout"] == 5  # file beats default
+    assert effective["embedder"] == "none"  # flag beats env
+    assert effective["log_level"] == "debug"
+
+
+def test_info_logs_carry_no_memory_contents(daemon_process: Any) -> None:
+    process = daemon_process().start()
+    secret = "the vault code is 4411"
+    sync_call(process.socket, "memory.add", {"user_id": "u", "content": secret})
+    sync_call(process.socket, "memory.search", {"user_id": "u", "query": "vault code"})
+    process.stop()
+    logs = process.stderr()
+    assert "daemon.ready" in logs and "memory.added" in logs
+    assert "vault" not in logs and "4411" not in logs
+
+
+def test_sigterm_under_load_answers_every_request(daemon_process: Any) -> None:
+    process = daemon_process().start()
+    outcomes: list[str] = []
+    acknowledged: list[str] = []
+    lock = threading.Lock()
+    stop_sending = threading.Event()
+
+    def client(n: int) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(30)
+        sock.connect(str(process.socket))
+        reader = sock.makefile("rb")
+        i = 0
+        while not stop_sending.is_set():
+            request = {"jsonrpc": "2.0", "method": "memory.add", "id": i,
+                       "params": {"user_id": f"u{n}", "content": f"load fact {n}-{i}"}}
+            try:
+                sock.sendall(json.dumps(request).encode() + b"\n")
+            except OSError:
+                with lock:
+                    outcomes.append("send-refused")  # the daemon had closed: nothing was delivered
+                break
+            line = reader.readline()
+            if not line:
+                with lock:
+                    outcomes.append("LOST")  # delivered, then the connection closed with no reply
+                break
+            reply = json.loads(line)
+            with lock:
+                if "result" in reply:
+                    outcomes.append("ok")
+                    acknowledged.append(reply["result"]["id"])
+                else:
+                    assert reply["error"]["code"] == -32006, reply
+                    outcomes.append("shutting-down")
+            if "error" in reply:
+                break
+            i += 1
+        sock.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    process.proc.send_signal(signal.SIGTERM)
+    assert process.proc.wait(60) == 0
+    stop_sending.set()
+    for thread in threads:
+        thread.join(30)
+    assert "LOST" not in outcomes
+    assert outcomes.count("ok") > 50
+
+    restarted = daemon_process().start()
+    stored = set()
+    for n in range(16):
+        listed = sync_call(restarted.socket, "memory.list", {"user_id": f"u{n}", "limit": 1000})["result"]
+        stored |= {m["id"] for m in listed}
+    assert set(acknowledged) <= stored

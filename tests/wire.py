@@ -1,0 +1,115 @@
+"""Raw protocol peers for tests: they speak bytes on the socket, exactly as a foreign client would."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from pathlib import Path
+from typing import Any
+
+import trio
+
+
+class NdjsonPeer:
+    """Newline-delimited JSON over a trio Unix stream."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    @classmethod
+    async def connect(cls, path: Path | str) -> NdjsonPeer:
+        return cls(await trio.open_unix_socket(str(path)))
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def send(self, message: Any) -> None:
+        await self.send_raw(json.dumps(message).encode() + b"\n")
+
+    async def receive_raw(self) -> bytes | None:
+        """One reply line, or None at EOF."""
+        while b"\n" not in self.buffer:
+            chunk = await self.stream.receive_some(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    async def receive(self) -> Any:
+        line = await self.receive_raw()
+        assert line is not None, "connection closed before a reply"
+        return json.loads(line)
+
+    async def call(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": id}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await self.receive()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+class PrefixPeer:
+    """4-byte big-endian length prefix + JSON: the framing of ash's sandbox RPC client."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    @classmethod
+    async def connect(cls, path: Path | str) -> PrefixPeer:
+        return cls(await trio.open_unix_socket(str(path)))
+
+    async def send_raw(self, payload: bytes) -> None:
+        await self.stream.send_all(struct.pack(">I", len(payload)) + payload)
+
+    async def send(self, message: Any) -> None:
+        await self.send_raw(json.dumps(message).encode())
+
+    async def _read_exactly(self, count: int) -> bytes | None:
+        while len(self.buffer) < count:
+            chunk = await self.stream.receive_some(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:count], self.buffer[count:]
+        return data
+
+    async def receive(self) -> Any:
+        header = await self._read_exactly(4)
+        assert header is not None, "connection closed before a reply"
+        (length,) = struct.unpack(">I", header)
+        payload = await self._read_exactly(length)
+        assert payload is not None
+        return json.loads(payload)
+
+    async def call(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": id}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await self.receive()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
+    """One NDJSON call with blocking sockets (for tests that drive a daemon subprocess)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        message = {"jsonrpc": "2.0", "method": method, "id": 1, "params": params or {}}
+        sock.sendall(json.dumps(message).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        return json.loads(data)
