@@ -24,9 +24,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memoryd.ids import now_ms  # noqa: E402
-from memoryd.store import NewMemory, Scope, Store  # noqa: E402
-from memoryd.store import jobs, memories  # noqa: E402
+from memoryd.ids import now_ms
+from memoryd.store import NewMemory, Scope, Store, jobs, memories
 
 VOCABULARY = 30_000
 ZIPF_EXPONENT = 1.07
@@ -60,7 +59,7 @@ class TextMaker:
         picks = self.draw(int(lengths.sum()))
         out, start = [], 0
         for n in lengths:
-            out.append(" ".join(self.words[i] for i in picks[start:start + n]))
+            out.append(" ".join(self.words[i] for i in picks[start : start + n]))
             start += n
         return out
 
@@ -75,17 +74,20 @@ def build(store: Store, rng: np.random.Generator, maker: TextMaker, n: int, othe
     batch = 20_000
     for start in range(0, n, batch):
         texts = maker.texts(min(batch, n - start))
-        store._db.write_sync(
-            memories.insert_many, (NewMemory(t, "alice", None, False, "bench") for t in texts), now
-        )
+        store._db.write_sync(memories.insert_many, (NewMemory(t, "alice", None, False, "bench") for t in texts), now)
     texts = maker.texts(others)
     store._db.write_sync(
         memories.insert_many,
         (NewMemory(t, f"user{i % 1000}", None, False, "bench") for i, t in enumerate(texts)),
         now,
     )
-    bob = ["bob drinks oolong tea", "bob is allergic to peanuts", "bob lives in lisbon",
-           "bob's daughter plays the cello", "bob prefers aisle seats"]
+    bob = [
+        "bob drinks oolong tea",
+        "bob is allergic to peanuts",
+        "bob lives in lisbon",
+        "bob's daughter plays the cello",
+        "bob prefers aisle seats",
+    ]
     store._db.write_sync(memories.insert_many, (NewMemory(t, "bob", None, False, "bench") for t in bob), now)
     # Vectors through the real job path.
     store.configure_vector_space("bench:random", DIM)
@@ -100,7 +102,7 @@ def build(store: Store, rng: np.random.Generator, maker: TextMaker, n: int, othe
 def percentiles(samples: list[float]) -> str:
     ordered = sorted(samples)
     p50 = statistics.median(ordered)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
     return f"p50 {p50 * 1000:6.2f} ms   p99 {p99 * 1000:6.2f} ms"
 
 
@@ -156,8 +158,11 @@ def main() -> None:
                 start = time.perf_counter()
                 build(store, rng, maker, args.memories, args.others)
                 store.checkpoint()
-                print(f"build        {time.perf_counter() - start:6.1f} s for "
-                      f"{args.memories} + {args.others} + 5 memories")
+                print(
+                    f"build        {time.perf_counter() - start:6.1f} s for "
+                    f"{args.memories} + {args.others} + 5 memories"
+                )
+            store.configure_vector_space("bench:random", DIM)  # query vectors belong to this space
             trio.run(measure, store, rng, maker, args.queries)
             store.checkpoint()
             print(f"db size      {path.stat().st_size / 1e6:6.1f} MB")

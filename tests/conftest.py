@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -78,16 +79,27 @@ class DaemonProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> DaemonProcess:
-        self.proc = subprocess.Popen(self.args, env=self.env, stderr=subprocess.PIPE, cwd=REPO)
+        # stderr goes to a file: a pipe nobody reads would fill up and block the daemon's logging.
+        self.log_path = self.base / f"daemon-{time.monotonic_ns()}.log"
+        with open(self.log_path, "wb") as log_file:
+            self.proc = subprocess.Popen(self.args, env=self.env, stderr=log_file, cwd=REPO)
         if wait:
             deadline = time.monotonic() + timeout
-            while not self.socket.exists():
+            while not self.accepts_connections():
                 if self.proc.poll() is not None:
-                    raise AssertionError(f"daemon exited: {self.proc.stderr.read().decode()}")  # type: ignore[union-attr]
+                    raise AssertionError(f"daemon exited: {self.stderr()}")
                 if time.monotonic() > deadline:
                     raise AssertionError("daemon did not become ready")
                 time.sleep(0.02)
         return self
+
+    def accepts_connections(self) -> bool:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(self.socket))
+            except OSError:
+                return False
+        return True
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         assert self.proc is not None
@@ -96,8 +108,7 @@ class DaemonProcess:
         return self.proc.wait(timeout)
 
     def stderr(self) -> str:
-        assert self.proc is not None and self.proc.stderr is not None
-        return self.proc.stderr.read().decode()
+        return self.log_path.read_text(errors="replace")
 
 
 @pytest.fixture

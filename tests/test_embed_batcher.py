@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import trio
+import trio.testing
 
 from memoryd.embed import CoalescingEmbedder, LocalEmbedder
 from memoryd.errors import EmbedderError
@@ -64,8 +65,7 @@ async def coalescing(inner: HashEmbedder) -> AsyncIterator[CoalescingEmbedder]:
     embedder = CoalescingEmbedder(inner, max_batch=8)
     async with trio.open_nursery() as nursery:
         await nursery.start(embedder.run)
-        with trio.fail_after(10):
-            yield embedder
+        yield embedder
         nursery.cancel_scope.cancel()
 
 
@@ -83,9 +83,10 @@ async def gather(embedder: CoalescingEmbedder, requests: list[list[str]]) -> lis
         except EmbedderError as exc:
             results[i] = exc
 
-    async with trio.open_nursery() as nursery:
-        for i in range(len(requests)):
-            nursery.start_soon(one, i)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for i in range(len(requests)):
+                nursery.start_soon(one, i)
     return results
 
 
@@ -114,13 +115,14 @@ async def test_calls_arriving_during_a_backend_call_share_the_next_one(
     async def one(text: str) -> None:
         results[text] = await coalescing.embed([text])
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(one, "first")
-        await wait_for_calls(inner, 1)
-        for i in range(4):
-            nursery.start_soon(one, f"later {i}")
-        await trio.testing.wait_all_tasks_blocked()
-        inner.gate.set()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one, "first")
+            await wait_for_calls(inner, 1)
+            for i in range(4):
+                nursery.start_soon(one, f"later {i}")
+            await trio.testing.wait_all_tasks_blocked()
+            inner.gate.set()
     assert [len(call) for call in inner.calls] == [1, 4]
     for text, result in results.items():
         assert_rows_for(result, [text])
@@ -132,7 +134,7 @@ async def test_max_batch_caps_a_merged_call_but_a_big_request_goes_alone(
     requests = [[f"single {i}"] for i in range(6)] + [[f"big {i}" for i in range(10)]]
     results = await gather(coalescing, requests)
     assert all(len(call) <= 8 or len(call) == 10 for call in inner.calls)
-    assert [10] == [len(call) for call in inner.calls if any(t.startswith("big") for t in call)]
+    assert [len(call) for call in inner.calls if any(t.startswith("big") for t in call)] == [10]
     assert sum(len(call) for call in inner.calls) == 16
     for result, texts in zip(results, requests, strict=True):
         assert_rows_for(result, texts)
@@ -165,16 +167,25 @@ async def test_a_cancelled_caller_is_dropped_and_others_are_served(
     inner.gate = trio.Event()
     results: dict[str, np.ndarray] = {}
 
+    cancel = trio.CancelScope()
+
     async def one(text: str) -> None:
         results[text] = await coalescing.embed([text])
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(one, "first")
-        await wait_for_calls(inner, 1)
-        nursery.start_soon(one, "kept")
-        with trio.move_on_after(0.01):
+    async def doomed() -> None:
+        with cancel:
             await coalescing.embed(["cancelled while queued"])
-        inner.gate.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one, "first")
+            await wait_for_calls(inner, 1)
+            nursery.start_soon(one, "kept")
+            nursery.start_soon(doomed)
+            await trio.testing.wait_all_tasks_blocked()
+            cancel.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            inner.gate.set()
     assert inner.calls == [["first"], ["kept"]]
     assert set(results) == {"first", "kept"}
 
@@ -191,16 +202,17 @@ async def test_stopping_the_runner_fails_waiting_callers_instead_of_hanging(inne
             outcomes.append(exc)
 
     with trio.fail_after(10):
-        async with trio.open_nursery() as callers:
-            async with trio.open_nursery() as runner:
-                await runner.start(embedder.run)
-                callers.start_soon(caller, "in flight")
-                await wait_for_calls(inner, 1)
-                callers.start_soon(caller, "queued")
-                await trio.testing.wait_all_tasks_blocked()
-                runner.cancel_scope.cancel()
+        async with trio.open_nursery() as callers, trio.open_nursery() as runner:
+            await runner.start(embedder.run)
+            callers.start_soon(caller, "in flight")
+            await wait_for_calls(inner, 1)
+            callers.start_soon(caller, "queued")
+            await trio.testing.wait_all_tasks_blocked()
+            runner.cancel_scope.cancel()
     assert [str(e) for e in outcomes] == ["embedder is shutting down"] * 2
-    assert_rows_for(await embedder.embed(["after"]), ["after"])  # not running: direct calls
+    inner.gate = None
+    with trio.fail_after(10):
+        assert_rows_for(await embedder.embed(["after"]), ["after"])  # not running: direct calls
 
 
 async def test_without_the_runner_calls_go_straight_to_the_backend(inner: HashEmbedder) -> None:

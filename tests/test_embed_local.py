@@ -190,7 +190,7 @@ def test_factory_builds_the_bundled_local_embedder() -> None:
 
 
 def test_factory_refuses_a_model_path_that_is_not_a_folder(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="embed.model_path"):
+    with pytest.raises(ConfigError, match=r"embed\.model_path"):
         make_embedder("local", EmbedConfig(model_path=str(tmp_path / "missing")))
 
 

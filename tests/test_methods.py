@@ -173,8 +173,10 @@ async def test_users_and_chats_only_see_what_is_theirs(peer: NdjsonPeer) -> None
     scopes = {h["id"]: h["scope"] for h in await call_ok(peer, "memory.search", {**alice_in_c1, "query": "pizza"})}
     assert scopes == {alice_private["id"]: "personal", c1_group["id"]: "group"}
 
-    # Bob cannot delete Alice's memory, by full id or by prefix, from any chat.
-    for memory_id in (alice_private["id"], alice_private["id"][:8], alice_private["id"][:12].lower()):
+    # Bob cannot delete Alice's memory, by full id or by prefix, from any chat.  (Short prefixes
+    # are left out: ids made in the same 256 ms share 8 characters, so Bob's prefix would
+    # rightly match the c1 group memory he can see.)
+    for memory_id in (alice_private["id"], alice_private["id"][:20], alice_private["id"][:24].lower()):
         for caller in (bob, {**bob, "chat_id": "c1"}):
             assert (await call_ok(peer, "memory.delete", {**caller, "memory_id": memory_id}))["deleted"] is False
     # Nor the group memory of a chat he is not in.
@@ -196,12 +198,33 @@ async def test_expired_memories_are_hidden_unless_asked_for(peer: NdjsonPeer) ->
     assert {m["id"] for m in with_expired} == {short["id"], keep["id"]}
 
 
+async def test_a_short_prefix_only_ever_matches_the_callers_own_memories(peer: NdjsonPeer) -> None:
+    alice_memory = await call_ok(peer, "memory.add", {**ALICE, "content": "alice only"})
+    prefix = alice_memory["id"][:8]
+    # Bob has nothing visible with that prefix: nothing happens, and nothing is revealed.
+    assert await call_ok(peer, "memory.delete", {"user_id": "bob", "memory_id": prefix}) == {"deleted": False, "id": None}
+    assert [m["id"] for m in await call_ok(peer, "memory.list", ALICE)] == [alice_memory["id"]]
+
+
+async def test_an_ambiguous_prefix_is_refused(peer: NdjsonPeer) -> None:
+    ids = [(await call_ok(peer, "memory.add", {**ALICE, "content": f"burst {i}"}))["id"] for i in range(2)]
+    common = 8
+    while ids[0][:common + 1] == ids[1][:common + 1]:
+        common += 1
+    if ids[0][:8] != ids[1][:8]:
+        pytest.skip("the two adds fell into different 256 ms windows")
+    reply = await peer.call("memory.delete", {**ALICE, "memory_id": ids[0][:common]})
+    assert reply["error"]["code"] == -32602 and reply["error"]["data"]["field"] == "memory_id"
+    assert "ambiguous" in reply["error"]["data"]["reason"]
+    assert len(await call_ok(peer, "memory.list", ALICE)) == 2
+
+
 async def test_health_reports_counts_and_embedder(peer: NdjsonPeer) -> None:
     await call_ok(peer, "memory.add", {**ALICE, "content": "one"})
     health = await call_ok(peer, "system.health", {})
     assert health["status"] == "ok" and health["version"]
     assert health["embedder"]["backend"] == "none"
-    assert health["counts"]["active"] == 1
+    assert health["counts"]["memories_active"] == 1
     assert "backlog" in health and "server" in health
 
 

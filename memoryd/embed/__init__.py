@@ -1,8 +1,8 @@
 """Embedding backends: the in-process MiniLM (numpy), Ollama, OpenAI-compatible servers, or none.
 
-    embedder = make_embedder(config.embedder, config.embed)
-    await embedder.start()
-    vectors = await embedder.embed(["some text"])  # float32 (n, dim), unit rows
+embedder = make_embedder(config.embedder, config.embed)
+await embedder.start()
+vectors = await embedder.embed(["some text"])  # float32 (n, dim), unit rows
 """
 
 from memoryd.embed.base import Embedder, NoEmbedder

@@ -49,7 +49,7 @@ class NoEmbedder:
         return None
 
     async def embed(self, texts: Sequence[str]) -> F32:
-        raise EmbedderError("no embedder configured (embedder = \"none\")")
+        raise EmbedderError('no embedder configured (embedder = "none")')
 
     async def aclose(self) -> None:
         return None

@@ -188,7 +188,7 @@ class BertEncoder:
             # Large negative (not -inf) so a fully padded row cannot produce NaN.
             bias = np.where(mask, np.float32(0.0), np.float32(-1e9)).astype(np.float32)[:, None, None, :]
         for layer in self.layers:
-            qkv = x @ layer.qkv_w
+            qkv: F32 = x @ layer.qkv_w
             qkv += layer.qkv_b
             # (batch, seq, 3, heads, head_dim) -> three (batch, heads, seq, head_dim) views.
             qkv5 = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
@@ -199,14 +199,14 @@ class BertEncoder:
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
             context = (scores @ qkv5[2]).transpose(0, 2, 1, 3).reshape(batch * seq, hidden)
-            attn = context @ layer.out_w
+            attn: F32 = context @ layer.out_w
             attn += layer.out_b
             attn += x
             x = layer_norm_(attn, layer.ln1_g, layer.ln1_b, cfg.layer_norm_eps)
-            inter = x @ layer.inter_w
+            inter: F32 = x @ layer.inter_w
             inter += layer.inter_b
             gelu_(inter)
-            out = inter @ layer.down_w
+            out: F32 = inter @ layer.down_w
             out += layer.down_b
             out += x
             x = layer_norm_(out, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)

@@ -25,9 +25,9 @@ def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Em
         return LocalEmbedder(Path(settings.model_path).expanduser() if settings.model_path else None)
     if kind in ("ollama", "openai"):
         if not settings.url:
-            raise ConfigError(f"embed.url is required for embedder = \"{kind}\"")
+            raise ConfigError(f'embed.url is required for embedder = "{kind}"')
         if not settings.model:
-            raise ConfigError(f"embed.model is required for embedder = \"{kind}\"")
+            raise ConfigError(f'embed.model is required for embedder = "{kind}"')
         backend = OllamaEmbedder if kind == "ollama" else OpenAIEmbedder
         try:
             return backend(

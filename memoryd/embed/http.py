@@ -136,7 +136,7 @@ class HttpEmbedder:
     async def _embed_batch(self, texts: list[str]) -> F32:
         body = await self._post(msgspec.json.encode({"model": self.model, "input": texts}))
         try:
-            rows = self._rows(body, len(texts))
+            rows = self._rows(body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise EmbedderError(f"{self.backend} at {self._shown_url}: unusable reply: {exc}") from None
         vectors = checked_unit_rows(
@@ -147,7 +147,8 @@ class HttpEmbedder:
             log.info("embedding dimension learned", extra=fields(backend=self.backend, dim=self.dim))
         return vectors
 
-    def _rows(self, body: bytes, count: int) -> list[list[float]]:
+    def _rows(self, body: bytes) -> list[list[float]]:
+        """The reply's vectors in input order; msgspec errors mean an unusable reply."""
         raise NotImplementedError
 
     async def _post(self, payload: bytes) -> bytes:
@@ -165,7 +166,9 @@ class HttpEmbedder:
                     delay = min(self._max_backoff, max(delay, failure.retry_after))
                 log.warning(
                     "embedding request failed, retrying",
-                    extra=fields(backend=self.backend, reason=failure.reason, attempt=attempt + 1, delay=round(delay, 3)),
+                    extra=fields(
+                        backend=self.backend, reason=failure.reason, attempt=attempt + 1, delay=round(delay, 3)
+                    ),
                 )
                 await trio.sleep(delay)
         raise AssertionError("unreachable")  # the loop returns or raises
@@ -182,7 +185,7 @@ class HttpEmbedder:
             except httpx.TimeoutException:
                 raise _Retryable(f"no reply within {self._timeout:g} s") from None
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                raise _Retryable(f"cannot reach the server ({type(exc).__name__}: {self._redact(str(exc))})") from None
+                raise _Retryable(f"connection failed ({type(exc).__name__}: {self._redact(str(exc))})") from None
             except httpx.HTTPError as exc:
                 raise EmbedderError(f"{self.backend} at {self._shown_url}: {self._redact(str(exc))}") from None
         if deadline.cancelled_caught:
@@ -208,7 +211,7 @@ class OllamaEmbedder(HttpEmbedder):
     backend = "ollama"
     path = "/api/embed"
 
-    def _rows(self, body: bytes, count: int) -> list[list[float]]:
+    def _rows(self, body: bytes) -> list[list[float]]:
         return msgspec.json.decode(body, type=_OllamaReply).embeddings
 
 
@@ -218,7 +221,7 @@ class OpenAIEmbedder(HttpEmbedder):
     backend = "openai"
     path = "/v1/embeddings"
 
-    def _rows(self, body: bytes, count: int) -> list[list[float]]:
+    def _rows(self, body: bytes) -> list[list[float]]:
         items = msgspec.json.decode(body, type=_OpenAIReply).data
         if sorted(item.index for item in items) != list(range(len(items))):
             raise EmbedderError(f"openai at {self._shown_url}: reply indexes are not 0..{len(items) - 1}")

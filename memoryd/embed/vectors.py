@@ -48,4 +48,5 @@ def checked_unit_rows(rows: list[list[float]], *, expected_rows: int, dim: int |
     norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
     if (norms == 0).any():
         raise EmbedderError(f"{source}: an embedding is all zeros")
-    return (vectors / norms[:, None]).astype(np.float32)
+    unit: F32 = (vectors / norms[:, None]).astype(np.float32)
+    return unit

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("memoryd.server")
 
 RECEIVE_CHUNK = 64 * 1024
+#: During shutdown, how long a connection must stay quiet before it is closed.
+SHUTDOWN_LINGER_SECONDS = 0.25
 _PEERCRED = struct.Struct("3i")
 
 
@@ -47,7 +49,8 @@ class Connection:
         self.decoder = FrameDecoder(limits.max_message_bytes)
         self.inflight = trio.Semaphore(limits.max_inflight_per_connection)
         self.send_lock = trio.Lock()
-        self.read_scope = trio.CancelScope()
+        # The idle timer runs only while nothing is in flight; _start and _serve move it.
+        self.idle_scope = trio.CancelScope()
         self.pending = 0
         pid, uid, gid = peer_credentials(stream)
         self.context = CallContext(peer_uid=uid, peer_pid=pid, peer_gid=gid, connection_id=connection_id)
@@ -60,8 +63,7 @@ class Connection:
         )
         try:
             async with trio.open_nursery() as requests:
-                with self.read_scope:
-                    await self._read_loop(requests)
+                await self._read_loop(requests)
                 if self.server.shutting_down:
                     await self._answer_buffered_during_shutdown(requests)
         finally:
@@ -72,15 +74,18 @@ class Connection:
     def begin_shutdown(self) -> None:
         """Stop waiting for new requests once nothing is in flight; in-flight ones finish."""
         if self.pending == 0:
-            self.read_scope.cancel()
+            self.idle_scope.cancel()
 
     async def _read_loop(self, requests: trio.Nursery) -> None:
-        limits = self.server.limits
-        while True:
-            idle = limits.idle_timeout if self.pending == 0 else float("inf")
-            with trio.move_on_after(idle) as idle_scope:
+        # Only the wait for bytes is ever cancelled (idle timeout, shutdown), never the
+        # hand-off of a request that has been read: that would drop it without a reply.
+        while not (self.server.shutting_down and self.pending == 0):
+            self.idle_scope = trio.CancelScope(deadline=self._idle_deadline())
+            with self.idle_scope:
                 data = await self._receive()
-            if idle_scope.cancelled_caught:
+            if self.idle_scope.cancelled_caught:
+                if self.server.shutting_down:
+                    return
                 log.debug("connection.idle_timeout", extra=fields(conn=self.context.connection_id))
                 return
             if not data:
@@ -120,9 +125,15 @@ class Connection:
         if payload:
             await self._start(payload, requests)
 
+    def _idle_deadline(self) -> float:
+        if self.pending:
+            return float("inf")
+        return trio.current_time() + self.server.limits.idle_timeout
+
     async def _start(self, payload: bytes, requests: trio.Nursery) -> None:
         await self.inflight.acquire()  # backpressure: stop reading while too many are running
         self.pending += 1
+        self.idle_scope.deadline = float("inf")
         requests.start_soon(self._serve, payload)
 
     async def _serve(self, payload: bytes) -> None:
@@ -133,16 +144,20 @@ class Connection:
         finally:
             self.pending -= 1
             self.inflight.release()
+            self.idle_scope.deadline = self._idle_deadline()
             if self.server.shutting_down and self.pending == 0:
-                self.read_scope.cancel()
+                self.idle_scope.cancel()
 
     async def _answer_buffered_during_shutdown(self, requests: trio.Nursery) -> None:
-        # Requests that were already on the wire when we stopped reading still get an answer
-        # (ShuttingDown), so no request is dropped without a reply.
-        with trio.move_on_after(0.05):
-            data = await self._receive()
-            if data:
-                await self._dispatch_available(data, requests)
+        # A client may have a request on the wire as we stop reading (it sent it the moment its
+        # last reply arrived).  Keep answering ShuttingDown until the client goes quiet or away,
+        # so no request is dropped without a reply.
+        while True:
+            with trio.move_on_after(SHUTDOWN_LINGER_SECONDS):
+                data = await self._receive()
+                if data and await self._dispatch_available(data, requests):
+                    continue
+            return
 
     async def _send(self, payload: bytes) -> None:
         framing = self.decoder.framing or Framing.LINES

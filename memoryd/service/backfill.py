@@ -72,7 +72,14 @@ class EmbeddingBackfill:
                 await self.store.fail_jobs(jobs, str(exc))
                 continue
             self.last_error = None
-            await self.store.complete_embed_jobs(list(zip(jobs, vectors)))
+            try:
+                await self.store.complete_embed_jobs(list(zip(jobs, vectors)))
+            except EmbeddingModelMismatch as exc:
+                # The backend changed its dimension under us: never mix vector spaces.
+                self.last_error = str(exc)
+                log.error("backfill.dimension_changed", extra=fields(error=str(exc)))
+                await self.store.fail_jobs(jobs, str(exc))
+                continue
             self.embedded_total += len(jobs)
             for job in jobs:
                 self._remember(job.memory_id)

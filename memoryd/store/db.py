@@ -120,9 +120,7 @@ class Database:
 
     # -- synchronous access (start-up, CLI, benchmarks) ---------------------------------------
 
-    def write_sync(
-        self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs
-    ) -> T:
+    def write_sync(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(connection, ...)`` in one write transaction on the calling thread."""
         with self._writer_lock:
             writer = self._require_writer()
@@ -136,15 +134,11 @@ class Database:
 
     # -- async access --------------------------------------------------------------------------
 
-    async def write(
-        self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs
-    ) -> T:
+    async def write(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         async with self._writer_limiter:
             return await trio.to_thread.run_sync(lambda: self.write_sync(fn, *args, **kwargs))
 
-    async def read(
-        self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs
-    ) -> T:
+    async def read(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(reader, ...)`` in one read transaction (one consistent snapshot)."""
         async with self._reader_limiter:
             if not self._free_readers:
@@ -174,4 +168,13 @@ def _read_in_snapshot(
     # A SAVEPOINT as the outermost transaction is a deferred BEGIN: every statement of fn
     # sees the same snapshot, even while the writer commits.
     with reader:
-        return fn(reader, *args, **kwargs)
+        result = fn(reader, *args, **kwargs)
+    return result
+
+
+def one(db: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    """The single row an aggregate or a known key must produce."""
+    row = db.execute(sql, params).fetchone()
+    if row is None:
+        raise StoreError("the database returned no row where one was expected")
+    return tuple(row)

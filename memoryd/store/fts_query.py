@@ -66,4 +66,3 @@ def term_fraction(terms: list[str], *texts: str) -> float:
     for text in texts:
         words.update(extract_all_words(text))
     return sum(1 for t in terms if t in words) / len(terms)
-

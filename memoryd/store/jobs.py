@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import apsw
 import numpy.typing as npt
@@ -30,9 +31,10 @@ MAX_ERROR_CHARS = 500
 def backoff_ms(attempts: int, rng: random.Random | None = None) -> int:
     """Delay before retry number ``attempts`` (1 = first retry): exponential, "equal jitter"
     (half fixed, half random) so a burst of failures does not retry in lock-step."""
-    ceiling = min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** min(max(attempts - 1, 0), 30))
+    ceiling: int = min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS << min(max(attempts - 1, 0), 30))
     half = ceiling // 2
-    return half + (rng or random).randint(0, ceiling - half)
+    jitter: int = (rng or random).randint(0, ceiling - half)
+    return half + jitter
 
 
 def enqueue_embed(db: apsw.Connection, memory_rowid: int, now_ms: int) -> None:
@@ -49,11 +51,10 @@ def enqueue_missing(db: apsw.Connection, space: vectors.VectorSpace, now_ms: int
     ``reset`` (a new generation) also makes already queued jobs due now with a clean slate.
     Returns how many jobs were added (or reset).
     """
-    before = db.total_changes()
+    before: int = db.total_changes()
     if reset:
         db.execute(
-            "UPDATE jobs SET due_at_ms = ?, attempts = 0, leased_until_ms = NULL, last_error = NULL "
-            "WHERE kind = ?",
+            "UPDATE jobs SET due_at_ms = ?, attempts = 0, leased_until_ms = NULL, last_error = NULL WHERE kind = ?",
             (now_ms, EMBED),
         )
     db.execute(
@@ -67,7 +68,8 @@ def enqueue_missing(db: apsw.Connection, space: vectors.VectorSpace, now_ms: int
         """,
         (EMBED, now_ms, now_ms, now_ms, space.generation),
     )
-    return db.total_changes() - before
+    after: int = db.total_changes()
+    return after - before
 
 
 def clear_leases(db: apsw.Connection) -> None:
@@ -84,7 +86,7 @@ def claim_embed(db: apsw.Connection, limit: int, now_ms: int) -> list[EmbedJob]:
     space = vectors.read_space(db)
     if space is None or limit < 1:
         return []
-    rows = db.execute(
+    rows: list[tuple[Any, ...]] = db.execute(
         """
         SELECT j.job_id, j.memory_rowid, m.id, m.content, j.attempts, m.deleted_at_ms, m.expires_at_ms
         FROM jobs AS j JOIN memories AS m ON m.rowid = j.memory_rowid
@@ -104,9 +106,7 @@ def claim_embed(db: apsw.Connection, limit: int, now_ms: int) -> list[EmbedJob]:
     return claimed
 
 
-def complete_embed(
-    db: apsw.Connection, results: Sequence[tuple[EmbedJob, npt.ArrayLike]], now_ms: int
-) -> int:
+def complete_embed(db: apsw.Connection, results: Sequence[tuple[EmbedJob, npt.ArrayLike]], now_ms: int) -> int:
     """Store the vectors of finished jobs and delete the jobs; returns vectors written.
 
     A result is dropped when its job is gone (memory deleted meanwhile) or was claimed for an
@@ -136,7 +136,9 @@ def complete_embed(
     return written
 
 
-def fail(db: apsw.Connection, jobs: Sequence[EmbedJob], error: str, now_ms: int, rng: random.Random | None = None) -> None:
+def fail(
+    db: apsw.Connection, jobs: Sequence[EmbedJob], error: str, now_ms: int, rng: random.Random | None = None
+) -> None:
     for job in jobs:
         row = db.execute("SELECT attempts FROM jobs WHERE job_id = ?", (job.job_id,)).fetchone()
         if row is None:
@@ -160,4 +162,3 @@ def backlog(db: apsw.Connection) -> dict[str, int]:
     for kind, count in db.execute("SELECT kind, count(*) FROM jobs GROUP BY kind"):
         counts[kind] = count
     return counts
-

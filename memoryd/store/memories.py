@@ -18,6 +18,7 @@ import msgspec
 from memoryd.errors import InvalidParams
 from memoryd.ids import MIN_PREFIX_LENGTH, ULID_LENGTH, is_id_prefix, new_ulid, normalize_id_prefix
 from memoryd.store import jobs, vectors
+from memoryd.store.db import one
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, Scope, record_from_row
 
 _encode = msgspec.json.encode
@@ -37,7 +38,9 @@ def _placeholders(values: Sequence[object]) -> str:
     return ", ".join("?" * len(values))
 
 
-def audit(db: apsw.Connection, memory_id: str, event: str, actor: str | None, at_ms: int, detail: dict[str, Any]) -> None:
+def audit(
+    db: apsw.Connection, memory_id: str, event: str, actor: str | None, at_ms: int, detail: dict[str, Any]
+) -> None:
     db.execute(
         "INSERT INTO events (memory_id, event, actor, at_ms, detail) VALUES (?, ?, ?, ?, ?)",
         (memory_id, event, actor, at_ms, _encode(detail).decode()),
@@ -63,13 +66,32 @@ def insert(db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | No
             created_at_ms, updated_at_ms, expires_at_ms, confidence, metadata, content_hash)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
-        (memory_id, new.content, new.owner, new.chat_id, int(new.shared), new.scope_key, new.source,
-         _encode(new.subjects).decode(), now_ms, now_ms, new.expires_at_ms, float(new.confidence),
-         _encode(new.metadata).decode(), digest or content_hash(new.content)),
+        (
+            memory_id,
+            new.content,
+            new.owner,
+            new.chat_id,
+            int(new.shared),
+            new.scope_key,
+            new.source,
+            _encode(new.subjects).decode(),
+            now_ms,
+            now_ms,
+            new.expires_at_ms,
+            float(new.confidence),
+            _encode(new.metadata).decode(),
+            digest or content_hash(new.content),
+        ),
     )
     rowid = db.last_insert_rowid()
-    audit(db, memory_id, "added", new.owner, now_ms,
-          {"scope": "group" if new.shared else "personal", "chat_id": new.chat_id, "source": new.source})
+    audit(
+        db,
+        memory_id,
+        "added",
+        new.owner,
+        now_ms,
+        {"scope": "group" if new.shared else "personal", "chat_id": new.chat_id, "source": new.source},
+    )
     if vectors.read_space(db) is not None:
         jobs.enqueue_embed(db, rowid, now_ms)
     return rowid
@@ -81,8 +103,7 @@ def add(db: apsw.Connection, new: NewMemory, now_ms: int) -> tuple[MemoryRecord,
     if existing is not None:
         return existing, True
     rowid = insert(db, new, now_ms, digest=digest)
-    row = db.execute(f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,)).fetchone()
-    return record_from_row(row), False
+    return record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,))), False
 
 
 def insert_many(db: apsw.Connection, news: Iterable[NewMemory], now_ms: int) -> int:
@@ -124,10 +145,10 @@ def list_visible(
     per_key = " UNION ALL ".join(
         f"SELECT * FROM (SELECT {RECORD_COLUMNS} FROM memories WHERE scope_key = ? AND {where} "
         "ORDER BY id DESC LIMIT ?)"
-        for _ in scope.keys()
+        for _ in scope.visible_keys()
     )
     bindings: list[object] = []
-    for key in scope.keys():
+    for key in scope.visible_keys():
         bindings += [key, *params, wanted]
     rows = db.execute(f"{per_key} ORDER BY id DESC LIMIT ? OFFSET ?", (*bindings, limit, offset))
     return [record_from_row(row) for row in rows]
@@ -137,7 +158,7 @@ def fetch_visible(db: apsw.Connection, scope: Scope, rowids: Sequence[int], now_
     """Records of ``rowids`` that the caller may see right now (the last check of a search)."""
     if not rowids:
         return {}
-    keys = scope.keys()
+    keys = scope.visible_keys()
     # CROSS JOIN pins the plan to "look up each rowid": left alone, the planner may prefer
     # walking the whole scope through the scope index.
     rows = db.execute(
@@ -160,12 +181,12 @@ def check_id_prefix(text: str, field: str = "memory_id") -> str:
 
 
 def _matching_ids(db: apsw.Connection, scope: Scope, prefix: str, limit: int) -> list[tuple[int, str]]:
-    keys = scope.keys()
-    return db.execute(
-        f"SELECT rowid, id FROM memories WHERE {_visible_sql(keys)} AND id >= ? AND id < ? "
-        "ORDER BY id LIMIT ?",
+    keys = scope.visible_keys()
+    rows = db.execute(
+        f"SELECT rowid, id FROM memories WHERE {_visible_sql(keys)} AND id >= ? AND id < ? ORDER BY id LIMIT ?",
         (*keys, prefix, prefix + _AFTER_ALL_ID_CHARS, limit),
-    ).fetchall()
+    )
+    return [(int(rowid), str(id_)) for rowid, id_ in rows]
 
 
 def delete(db: apsw.Connection, scope: Scope, memory_id: str, now_ms: int) -> str | None:
@@ -175,11 +196,12 @@ def delete(db: apsw.Connection, scope: Scope, memory_id: str, now_ms: int) -> st
     if not matches:
         return None
     if len(matches) > 1:
-        keys = scope.keys()
-        count = db.execute(
+        keys = scope.visible_keys()
+        (count,) = one(
+            db,
             f"SELECT count(*) FROM memories WHERE {_visible_sql(keys)} AND id >= ? AND id < ?",
             (*keys, prefix, prefix + _AFTER_ALL_ID_CHARS),
-        ).fetchone()[0]
+        )
         raise InvalidParams.for_field(
             "memory_id", f"prefix {prefix} is ambiguous: {count} of your memories match; give more characters"
         )
@@ -208,18 +230,20 @@ def short_ids(db: apsw.Connection, scope: Scope, ids: Iterable[str]) -> dict[str
     Ids sort, so only the two neighbours of an id in the caller's visible set matter.
     """
     result: dict[str, str] = {}
-    keys = scope.keys()
+    keys = scope.visible_keys()
     for memory_id in ids:
         longest = 0
         for key in keys:
-            before = db.execute(
+            (before,) = one(
+                db,
                 "SELECT max(id) FROM memories WHERE scope_key = ? AND deleted_at_ms IS NULL AND id < ?",
                 (key, memory_id),
-            ).fetchone()[0]
-            after = db.execute(
+            )
+            (after,) = one(
+                db,
                 "SELECT min(id) FROM memories WHERE scope_key = ? AND deleted_at_ms IS NULL AND id > ?",
                 (key, memory_id),
-            ).fetchone()[0]
+            )
             for neighbour in (before, after):
                 if neighbour is not None:
                     longest = max(longest, _common_prefix(memory_id, neighbour))
@@ -228,7 +252,8 @@ def short_ids(db: apsw.Connection, scope: Scope, ids: Iterable[str]) -> dict[str
 
 
 def health_counts(db: apsw.Connection, now_ms: int) -> dict[str, int]:
-    active, expired, deleted = db.execute(
+    active, expired, deleted = one(
+        db,
         """
         SELECT coalesce(sum(deleted_at_ms IS NULL AND (expires_at_ms IS NULL OR expires_at_ms > ?1)), 0),
                coalesce(sum(deleted_at_ms IS NULL AND expires_at_ms <= ?1), 0),
@@ -236,10 +261,10 @@ def health_counts(db: apsw.Connection, now_ms: int) -> dict[str, int]:
         FROM memories INDEXED BY memories_health
         """,
         (now_ms,),
-    ).fetchone()
-    users = db.execute(
-        "SELECT count(DISTINCT owner) FROM memories INDEXED BY memories_health WHERE deleted_at_ms IS NULL"
-    ).fetchone()[0]
+    )
+    (users,) = one(
+        db, "SELECT count(DISTINCT owner) FROM memories INDEXED BY memories_health WHERE deleted_at_ms IS NULL"
+    )
     return {
         "memories_active": int(active),
         "memories_expired": int(expired),

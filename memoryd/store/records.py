@@ -28,7 +28,7 @@ class Scope:
     user_id: str
     chat_id: str | None = None
 
-    def keys(self) -> list[str]:
+    def visible_keys(self) -> list[str]:
         """The scope keys (vec0 partition values) this caller may read."""
         keys = [personal_key(self.user_id)]
         if self.chat_id is not None:
@@ -105,16 +105,25 @@ class EmbedJob(msgspec.Struct, frozen=True):
 RECORD_COLUMNS = ", ".join(
     f"memories.{column}"
     for column in (
-        "rowid", "id", "content", "source", "subjects", "shared", "owner", "chat_id",
-        "created_at_ms", "expires_at_ms", "metadata", "confidence",
+        "rowid",
+        "id",
+        "content",
+        "source",
+        "subjects",
+        "shared",
+        "owner",
+        "chat_id",
+        "created_at_ms",
+        "expires_at_ms",
+        "metadata",
+        "confidence",
     )
 )
 
 
 def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     """Build a MemoryRecord from a row selected with RECORD_COLUMNS (the rowid is skipped)."""
-    (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata,
-     confidence) = row
+    (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row
     return MemoryRecord(
         id=id_,
         content=content,

@@ -8,6 +8,7 @@ trio event loop.  The synchronous methods are for start-up and the CLI.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import os
 import random
@@ -59,6 +60,9 @@ class Store:
             self._db.close()
             raise
         self._rng = random.Random()
+        # The vector space this process configured: query vectors come from its embedder.
+        # Until configure_vector_space succeeds, search is keyword-only.
+        self._space: VectorSpace | None = None
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
 
     # -- memories --------------------------------------------------------------------------------
@@ -84,18 +88,27 @@ class Store:
             raise InvalidParams.for_field("offset", "must be >= 0")
         cursor = memories.check_id_prefix(before_id, "before_id") if before_id is not None else None
         return await self._db.read(
-            memories.list_visible, scope, limit=limit, offset=offset, before_id=cursor,
-            include_expired=include_expired, now_ms=now_ms(),
+            memories.list_visible,
+            scope,
+            limit=limit,
+            offset=offset,
+            before_id=cursor,
+            include_expired=include_expired,
+            now_ms=now_ms(),
         )
 
     async def search(
         self, scope: Scope, query: str, *, limit: int, query_vector: npt.ArrayLike | None
     ) -> builtins.list[SearchHit]:
-        """Hybrid keyword + vector search within the caller's scope, best first."""
+        """Hybrid keyword + vector search within the caller's scope, best first.
+
+        ``query_vector`` must come from the embedder passed to ``configure_vector_space``; before
+        that succeeded (or with a vector of the wrong length) the search is keyword-only.
+        """
         _check_scope(scope)
         vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
         return await self._db.read(
-            search.search, scope, query, limit=limit, query_vector=vector, now_ms=now_ms()
+            search.search, scope, query, limit=limit, query_vector=vector, vector_space=self._space, now_ms=now_ms()
         )
 
     async def delete(self, scope: Scope, memory_id: str) -> str | None:
@@ -120,9 +133,15 @@ class Store:
             return space, started, queued
 
         space, started, queued = self._db.write_sync(configure)
+        self._space = space
         if started:
-            log.info("vector space generation %d: %s dim %d (%d embed jobs queued)",
-                     space.generation, space.model, space.dim, queued)
+            log.info(
+                "vector space generation %d: %s dim %d (%d embed jobs queued)",
+                space.generation,
+                space.model,
+                space.dim,
+                queued,
+            )
 
     def request_reindex(self, model: str, dim: int | None = None) -> None:
         """Allow the next ``configure_vector_space(model, dim)`` to replace the vector space."""
@@ -172,10 +191,8 @@ class Store:
     def _file_bytes(self) -> int:
         total = 0
         for suffix in ("", "-wal"):
-            try:
+            with contextlib.suppress(OSError):
                 total += os.path.getsize(f"{self.path}{suffix}")
-            except OSError:
-                pass
         return total
 
     def checkpoint(self) -> None:

@@ -15,8 +15,10 @@ vector (float16, as an auxiliary column) for exact rescoring:
   so "never" is ``NEVER``).
 * deleted memories are removed from the table.
 
-Brute-force float32 KNN over 100k 384-d vectors takes ~45 ms on two cores; the bit scan with
-float rescoring takes ~6 ms (see bench/bench_store.py).
+Brute-force float32 KNN over 100k 384-d vectors takes ~45 ms on two cores, int8 ~40 ms; the
+bit scan plus float rescoring takes ~9 ms (bench/bench_store.py).  The scan cost grows with
+``k`` (sqlite-vec keeps its top-k per chunk), so the coarse pass asks for a few times the
+needed depth, not hundreds.
 """
 
 from __future__ import annotations
@@ -184,8 +186,13 @@ def write_vectors(
         db.execute(
             f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, coarse, embedding) "
             "VALUES (?, ?, ?, vec_bit(?), ?)",
-            (rowid, scope_key, NEVER if expires_at_ms is None else expires_at_ms, _coarse(vector),
-             vector.astype(np.float16).tobytes()),
+            (
+                rowid,
+                scope_key,
+                NEVER if expires_at_ms is None else expires_at_ms,
+                _coarse(vector),
+                vector.astype(np.float16).tobytes(),
+            ),
         )
         count += 1
     return count

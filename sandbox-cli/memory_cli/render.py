@@ -139,7 +139,7 @@ def list_lines(memories: Sequence[Record], width: int, now: Optional[datetime] =
             [
                 ids[str(memory.get("id", "?"))],
                 age(memory.get("created_at"), now),
-                str(memory.get("scope") or "-"),
+                scope_label(memory.get("scope")),
                 fit(about(memory) or "-", 16),
                 fit(one_line(memory.get("source") or "-"), 12),
                 content,

@@ -1,0 +1,96 @@
+"""The keyword retriever: FTS5 BM25 confined to the caller's scopes, fast in huge scopes.
+
+The MATCH expression ANDs the scope's one-token ``scope_token`` with the query terms, so FTS5
+itself only walks the scope's documents; the join re-checks scope, deletion and expiry.
+
+FTS5 scores every document a query matches (no WAND-style skipping), and in a scope of ~100k
+memories a word such as "the" matches nearly all of them.  So, per scope key:
+
+1. each term's document count *within the scope* is measured, capped at COMMON_DOCS;
+2. if no term reaches the cap (every small scope), the full OR query runs: exact BM25;
+3. otherwise the rare terms run alone (common terms have near-zero IDF, so they barely move
+   BM25 anyway), and if that yields fewer than ``depth`` hits the full query runs over the
+   newest RECENT_WINDOW matches only, its hits ranked after the rare-term hits.
+
+Scope keys are planned separately, so a user's few personal memories get the exact plan even
+inside a huge group chat.  BM25 uses table-wide statistics, so scores of different scopes are
+comparable and the per-key lists merge by score.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import apsw
+
+from memoryd.store import fts_query
+from memoryd.store.db import one
+
+#: A term matching at least this many of the scope's documents counts as common.
+COMMON_DOCS = 1000
+#: With only common terms, BM25 ranks the newest this-many matches.
+RECENT_WINDOW = 5000
+#: Weights of the FTS columns (content, subjects, scope_token) in BM25.
+_BM25 = "bm25(memories_fts, 1.0, 0.5, 0.0)"
+
+Ranked = list[tuple[int, float]]  # (rowid, bm25: lower is better)
+
+
+def _bm25_ranked(db: apsw.Connection, key: str, expression: str, depth: int, now_ms: int, min_rowid: int = 0) -> Ranked:
+    rows = db.execute(
+        f"""
+        SELECT f.rowid, {_BM25} AS score
+        FROM memories_fts AS f JOIN memories AS m ON m.rowid = f.rowid
+        WHERE memories_fts MATCH ? AND f.rowid >= ?
+          AND m.scope_key = ? AND m.deleted_at_ms IS NULL
+          AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)
+        ORDER BY score, f.rowid DESC
+        LIMIT ?
+        """,
+        (expression, min_rowid, key, now_ms, depth),
+    )
+    return [(int(rowid), float(score)) for rowid, score in rows]
+
+
+def _capped_doc_count(db: apsw.Connection, expression: str, cap: int) -> int:
+    (count,) = one(
+        db,
+        "SELECT count(*) FROM (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
+        (expression, cap),
+    )
+    return int(count)
+
+
+def _scope_candidates(db: apsw.Connection, key: str, terms: list[str], depth: int, now_ms: int) -> Ranked:
+    tokens = [fts_query.scope_token(key)]
+    counts = {t: _capped_doc_count(db, fts_query.match_expression(tokens, [t]), COMMON_DOCS) for t in terms}
+    present = [t for t in terms if counts[t] > 0]
+    if not present:
+        return []
+    rare = [t for t in present if counts[t] < COMMON_DOCS]
+    if len(rare) == len(present):
+        return _bm25_ranked(db, key, fts_query.match_expression(tokens, present), depth, now_ms)
+    hits = _bm25_ranked(db, key, fts_query.match_expression(tokens, rare), depth, now_ms) if rare else []
+    if len(hits) >= depth:
+        return hits
+    full = fts_query.match_expression(tokens, present)
+    # rowids grow with time: the RECENT_WINDOW-th newest match bounds the window.
+    bound = db.execute(
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        (full, RECENT_WINDOW - 1),
+    ).fetchone()
+    recent = _bm25_ranked(db, key, full, depth, now_ms, min_rowid=bound[0] if bound else 0)
+    seen = {rowid for rowid, _ in hits}
+    # Ranked after the rare-term hits: never better than the last of them.
+    floor = hits[-1][1] if hits else float("-inf")
+    extra = [(rowid, max(score, floor)) for rowid, score in recent if rowid not in seen]
+    return hits + extra[: depth - len(hits)]
+
+
+def candidates(db: apsw.Connection, keys: list[str], terms: list[str], depth: int, now_ms: int) -> list[int]:
+    """Rowids of the caller's memories matching any term, best BM25 first (at most ``depth``)."""
+    if not terms:
+        return []
+    per_key = [_scope_candidates(db, key, terms, depth, now_ms) for key in keys]
+    merged = heapq.merge(*per_key, key=lambda hit: hit[1])
+    return [rowid for rowid, _ in merged][:depth]
