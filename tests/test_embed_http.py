@@ -20,6 +20,7 @@ import trio
 from memoryd.config import EmbedConfig
 from memoryd.embed import NoEmbedder, OllamaEmbedder, OpenAIEmbedder, make_embedder
 from memoryd.errors import ConfigError, EmbedderError
+from tests.fake_backends import FakeBackend, Reply, unit, vector_for
 
 DIM = 8
 
@@ -31,95 +32,6 @@ class Fast(TypedDict):
 
 
 FAST = Fast(timeout=2.0, backoff=0.01, max_backoff=0.05)
-
-
-def vector_for(text: str, dim: int = DIM) -> list[float]:
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    return [float(x) for x in np.random.default_rng(seed).normal(size=dim)]
-
-
-def unit(values: list[float]) -> np.ndarray:
-    array = np.array(values, dtype=np.float64)
-    return array / np.linalg.norm(array)
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: bytes | None = None  # None: a correct reply for the request
-    delay: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-class FakeBackend:
-    """A threaded HTTP server speaking Ollama's or OpenAI's embedding API.
-
-    ``script`` replies are used first, in order; then every request gets a correct reply
-    (``dim`` wide; OpenAI items in reverse order, to prove the client sorts by index).
-    """
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.dim = DIM
-        self.script: deque[Reply | Callable[[dict[str, Any]], Reply]] = deque()
-        self.seen: list[Seen] = []
-        self.stopping = threading.Event()
-        backend = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                request = json.loads(self.rfile.read(length))
-                backend.seen.append(Seen(self.path, dict(self.headers), request))
-                reply = backend.script.popleft() if backend.script else Reply()
-                if callable(reply):
-                    reply = reply(request)
-                if reply.delay:
-                    backend.stopping.wait(reply.delay)
-                body = reply.body if reply.body is not None else backend.correct_body(request)
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    for name, value in reply.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the client gave up (timeout test)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
-
-    def correct_body(self, request: dict[str, Any]) -> bytes:
-        vectors = [vector_for(text, self.dim) for text in request["input"]]
-        if self.kind == "ollama":
-            return json.dumps({"model": request["model"], "embeddings": vectors}).encode()
-        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-        return json.dumps({"object": "list", "data": data[::-1], "model": request["model"]}).encode()
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ import trio
 from memoryd.config import EmbedConfig
 from memoryd.embed import BUNDLED_MODEL_ID, BUNDLED_SHA256, LocalEmbedder, make_embedder
 from memoryd.embed.bert import gelu_
+from memoryd.embed.blas import limit_blas_threads
 from memoryd.embed.local import bundled_model_path
+from memoryd.embed.sentence_model import MAX_CHUNK_ROWS, TOKEN_BUDGET, _chunks, _spread
 from memoryd.errors import ConfigError, EmbedderError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
@@ -199,3 +201,22 @@ def test_gelu_matches_the_erf_definition() -> None:
     expected = np.array([v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x.ravel().astype(np.float64)])
     got = gelu_(x.copy()).ravel()
     assert np.abs(got - expected).max() < 2e-6
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [[], [5], [3] * 100, [256] * 20, list(range(1, 257)), [7, 200, 12, 9, 256, 3, 40, 41, 39]],
+    ids=["none", "one", "many-short", "many-long", "every-length", "mixed"],
+)
+def test_chunking_covers_every_text_once_within_the_budgets(lengths: list[int]) -> None:
+    ids = [[0] * n for n in lengths]
+    chunks = _spread(_chunks(ids), lengths, workers=2)
+    assert sorted(i for chunk in chunks for i in chunk) == list(range(len(lengths)))
+    for chunk in chunks:
+        assert len(chunk) <= MAX_CHUNK_ROWS
+        assert len(chunk) == 1 or len(chunk) * max(lengths[i] for i in chunk) <= TOKEN_BUDGET
+
+
+def test_an_explicit_openblas_thread_count_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    assert limit_blas_threads(1) is False

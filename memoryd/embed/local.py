@@ -1,7 +1,7 @@
 """The in-process embedder: all-MiniLM-L6-v2 (or another local BERT sentence model) on numpy.
 
-Loading and every forward pass run in a worker thread, one at a time (the math already uses
-every core through BLAS), never on the event loop.
+Loading and every embed() run in a worker thread, one call at a time (a call already spreads
+its chunks over every core), never on the event loop.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class LocalEmbedder:
         expected_sha256: Mapping[str, str] | None = None,
         model_id: str | None = None,
         max_seq_length: int | None = None,
+        workers: int | None = None,
         limiter: trio.CapacityLimiter | None = None,
     ) -> None:
         self._folder = Path(model_path) if model_path is not None else None
@@ -78,6 +79,7 @@ class LocalEmbedder:
         self.model_id: str | None = model_id
         self.dim: int | None = None
         self._max_seq_length = max_seq_length
+        self._workers = workers
         self._limiter = limiter or trio.CapacityLimiter(1)
         self._model: SentenceModel | None = None
         self._start_lock = trio.Lock()
@@ -104,7 +106,9 @@ class LocalEmbedder:
     def _load(self, folder: Path) -> SentenceModel:
         if not folder.is_dir():
             raise EmbedderError(f"model folder not found: {folder}")
-        return SentenceModel(folder, expected_sha256=self._pins, max_seq_length=self._max_seq_length)
+        return SentenceModel(
+            folder, expected_sha256=self._pins, max_seq_length=self._max_seq_length, workers=self._workers
+        )
 
     async def embed(self, texts: Sequence[str]) -> F32:
         model = self._model
@@ -121,7 +125,9 @@ class LocalEmbedder:
         return await trio.to_thread.run_sync(model.embed, batch, limiter=self._limiter, abandon_on_cancel=True)
 
     async def aclose(self) -> None:
-        self._model = None
+        model, self._model = self._model, None
+        if model is not None:
+            model.close()
         self._state = "closed"
 
     def describe(self) -> dict[str, Any]:
@@ -136,4 +142,5 @@ class LocalEmbedder:
         }
         if self._model is not None:
             info["load_seconds"] = round(self._model.load_report.seconds, 3)
+            info["workers"] = self._model.workers
         return info

@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import safetensors.numpy
 import tokenizers
 
 from memoryd.embed.bert import BertConfig, BertEncoder
+from memoryd.embed.blas import limit_blas_threads
 from memoryd.embed.vectors import F32, normalize_rows
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
@@ -34,6 +37,9 @@ MAX_CHUNK_ROWS = 64
 #: weights through the cache however few rows it has (measured: ~6 ms for one 8-token text vs
 #: ~0.27 ms per token in large chunks, one core).
 CHUNK_OVERHEAD_TOKENS = 24
+#: Below this many padded tokens a chunk is not split to keep a second worker busy: two
+#: tiny forward passes both stream all weights and gain nothing.
+MIN_SPLIT_TOKENS = 128
 
 _POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens")
 
@@ -48,9 +54,19 @@ class SentenceModel:
     """Tokenizer + BERT encoder + pooling of one model folder."""
 
     def __init__(
-        self, folder: Path, *, expected_sha256: Mapping[str, str] | None = None, max_seq_length: int | None = None
+        self,
+        folder: Path,
+        *,
+        expected_sha256: Mapping[str, str] | None = None,
+        max_seq_length: int | None = None,
+        workers: int | None = None,
     ) -> None:
         started = time.perf_counter()
+        # Parallelism comes from running chunks on `workers` threads, each with a
+        # single-threaded BLAS (see memoryd.embed.blas for why).
+        self.workers = max(1, workers or min(4, _usable_cpus()))
+        limit_blas_threads(1)
+        self._pool = ThreadPoolExecutor(self.workers, "memoryd-embed") if self.workers > 1 else None
         self.folder = folder
         pins = dict(expected_sha256 or {})
         config = BertConfig.from_json(_read_json(folder / "config.json"))
@@ -95,9 +111,20 @@ class SentenceModel:
         prepared = [t.strip().lower() if self.lowercase_input else t.strip() for t in texts]
         encodings = self.tokenizer.encode_batch(prepared, add_special_tokens=True)
         ids = [e.ids for e in encodings]
-        for rows in _chunks(ids):
-            out[rows] = self._embed_chunk([ids[r] for r in rows])
+        chunks = _spread(_chunks(ids), [len(seq) for seq in ids], self.workers)
+        if self._pool is None or len(chunks) == 1:
+            for rows in chunks:
+                out[rows] = self._embed_chunk([ids[r] for r in rows])
+        else:
+            # numpy releases the GIL inside GEMMs and large ufunc loops, so chunks really overlap.
+            pooled = self._pool.map(lambda rows: self._embed_chunk([ids[r] for r in rows]), chunks)
+            for rows, vectors in zip(chunks, pooled, strict=True):
+                out[rows] = vectors
         return normalize_rows(out)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _embed_chunk(self, ids: list[list[int]]) -> F32:
         longest = max(len(seq) for seq in ids)
@@ -138,6 +165,30 @@ def _chunks(ids: Sequence[Sequence[int]]) -> list[list[int]]:
         chunks.append(order[cut[end] : end])
         end = cut[end]
     return chunks
+
+
+def _spread(chunks: list[list[int]], lengths: Sequence[int], workers: int) -> list[list[int]]:
+    """Halves the biggest chunks until every worker has one, unless they are too small to pay."""
+
+    def padded(rows: list[int]) -> int:
+        return len(rows) * max(lengths[r] for r in rows)
+
+    chunks = list(chunks)
+    while chunks and len(chunks) < workers:
+        biggest = max(chunks, key=padded)
+        if len(biggest) < 2 or padded(biggest) < MIN_SPLIT_TOKENS:
+            break
+        chunks.remove(biggest)
+        half = len(biggest) // 2
+        chunks += [biggest[:half], biggest[half:]]
+    return chunks
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _pool(hidden: F32, mask: npt.NDArray[np.bool_], lengths: npt.NDArray[np.int64], mode: str) -> F32:

@@ -16,7 +16,7 @@ import trio
 from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
-from memoryd.embed import Embedder, make_embedder
+from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
 from memoryd.errors import EmbeddingModelMismatch, StartupError
 from memoryd.log import fields
 from memoryd.server.listener import RpcServer
@@ -40,6 +40,7 @@ class Daemon:
         self.server: RpcServer | None = None
         self.store: Store | None = None
         self.embedder: Embedder | None = embedder
+        self._owns_embedder = embedder is None
         self._stop = trio.Event()
 
     def request_stop(self) -> None:
@@ -55,7 +56,7 @@ class Daemon:
             try:
                 await self._serve(store, embedder, started, task_status)
             finally:
-                if embedder is not None:
+                if embedder is not None and self._owns_embedder:
                     with trio.CancelScope(shield=True):
                         await embedder.aclose()
         finally:
@@ -86,10 +87,12 @@ class Daemon:
             try:
                 await trio.to_thread.run_sync(store.configure_vector_space, embedder.model_id, embedder.dim)
             except EmbeddingModelMismatch as exc:
-                await embedder.aclose()
+                if self._owns_embedder:
+                    await embedder.aclose()
                 raise StartupError(str(exc)) from None
         self.embedder = embedder
-        return embedder
+        # Concurrent searches' query embeddings and the backfill share one backend call.
+        return CoalescingEmbedder(embedder, max_batch=self.config.embed.batch_size)
 
     async def _serve(
         self,
@@ -102,6 +105,7 @@ class Daemon:
         backfill = None
         if embedder is not None:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
+        coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
         service = MemoryService(
             store,
             embedder,
@@ -117,6 +121,8 @@ class Daemon:
         identity = socket_file_identity(path)
         try:
             async with trio.open_nursery() as nursery:
+                if coalescer is not None:
+                    await nursery.start(coalescer.run)
                 if backfill is not None:
                     await nursery.start(backfill.run)
                 await nursery.start(server.serve, listen_socket)

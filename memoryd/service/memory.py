@@ -87,7 +87,9 @@ class MemoryService:
             )
         )
         embedded = False
-        if self.backfill is not None and self.backfill.vector_space_ready and not deduplicated:
+        # Wait briefly for the embedding so a search right after sees the vector; skip the wait
+        # while the backend is known to be failing, so a down embedder does not slow adds.
+        if self.backfill is not None and self.backfill.last_error is None and not deduplicated:
             embedded = await self.backfill.wait_embedded(record.id, self.add_wait)
         short_ids = await self.store.short_ids(scope, [record.id])
         log.info("memory.added", extra=fields(id=record.id, scope=record.scope, dedup=deduplicated))

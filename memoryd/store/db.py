@@ -127,6 +127,18 @@ class Database:
             with write_transaction(writer):
                 return fn(writer, *args, **kwargs)
 
+    def read_sync(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run ``fn(reader, ...)`` in one read snapshot on the calling thread (host-side tools:
+        a long export reads a consistent snapshot without holding the write lock)."""
+        try:
+            reader = self._free_readers.pop()
+        except IndexError:
+            raise StoreError("no free reader connection (or the store is closed)") from None
+        try:
+            return _read_in_snapshot(reader, fn, args, kwargs)
+        finally:
+            self._free_readers.append(reader)
+
     def plain_sync(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn(writer)`` outside any transaction (pragmas such as wal_checkpoint)."""
         with self._writer_lock:

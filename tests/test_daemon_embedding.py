@@ -1,0 +1,191 @@
+"""Embeddings through the daemon: hybrid search with the local model, backends that fail, reindex."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import msgspec
+import pytest
+import trio
+
+from memoryd.errors import StartupError
+from memoryd.server.daemon import Daemon
+from memoryd.store import Store
+from tests.conftest import make_config
+from tests.fake_backends import FakeBackend, Reply
+from tests.wire import NdjsonPeer
+
+ALICE = {"user_id": "alice"}
+
+
+async def call_ok(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> Any:
+    reply = await peer.call(method, params)
+    assert "result" in reply, reply
+    return reply["result"]
+
+
+@pytest.fixture
+def openai_backend() -> Iterator[FakeBackend]:
+    with FakeBackend("openai") as backend:
+        yield backend
+
+
+def openai_config(base: Path, backend_url: str, **embed: Any) -> Any:
+    settings = {"url": backend_url, "model": "fake-embed", "timeout": 0.5, "retries": 0, "add_wait": 1.0, **embed}
+    return make_config(base, embedder="openai", embed=settings)
+
+
+async def wait_for_backlog(peer: NdjsonPeer, predicate: Any, timeout: float = 20) -> dict[str, Any]:
+    with trio.fail_after(timeout):
+        while True:
+            health = await call_ok(peer, "system.health", {})
+            if predicate(health["backlog"].get("embed", 0)):
+                return health
+            await trio.sleep(0.05)
+
+
+async def test_local_model_finds_memories_by_meaning(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
+    daemon = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    facts = ["allergic to peanuts", "wife Sarah likes Italian food", "works as a nurse on night shifts"]
+    for fact in facts:
+        added = await call_ok(peer, "memory.add", {**ALICE, "content": fact})
+        assert added["embedded"] is True
+    # No keyword in common with the best answer: only the vector retriever can find it.
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "which cuisine does his spouse enjoy?"})
+    assert hits[0]["content"] == "wife Sarah likes Italian food"
+    assert hits[0]["similarity"] > hits[-1]["similarity"]
+    assert all(0.0 <= hit["similarity"] <= 1.0 for hit in hits)
+    health = await call_ok(peer, "system.health", {})
+    assert health["embedder"]["model"] if "model" in health["embedder"] else health["embedder"]
+    assert health["backlog"].get("embed", 0) == 0
+    daemon.request_stop()
+
+
+async def test_backend_down_add_still_succeeds_and_is_keyword_searchable(
+    short_tmp: Path, nursery: trio.Nursery, openai_backend: FakeBackend
+) -> None:
+    openai_backend.dim = 8
+    # Every request fails with 503 for now.
+    for _ in range(1000):
+        openai_backend.script.append(Reply(status=503, body=b'{"error": "down"}'))
+    daemon = Daemon(openai_config(short_tmp, openai_backend.url))
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    with trio.fail_after(5):
+        added = await call_ok(peer, "memory.add", {**ALICE, "content": "allergic to peanuts"})
+    assert added["embedded"] is False
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"})
+    assert [h["id"] for h in hits] == [added["id"]]
+    health = await call_ok(peer, "system.health", {})
+    assert health["status"] == "degraded" and health["embedder"]["last_error"]
+    # The backend comes back: the probe succeeds, the memory is queued and embedded.
+    openai_backend.script.clear()
+    with trio.fail_after(20):
+        while True:
+            health = await call_ok(peer, "system.health", {})
+            if health["embedder"]["embedded_since_start"] >= 1 and health["backlog"].get("embed", 0) == 0:
+                break
+            await trio.sleep(0.05)
+    assert health["embedder"]["vector_space_ready"] is True and health["status"] == "ok"
+
+
+async def test_slow_backend_does_not_slow_adds_beyond_add_wait(
+    short_tmp: Path, nursery: trio.Nursery, openai_backend: FakeBackend
+) -> None:
+    daemon = Daemon(openai_config(short_tmp, openai_backend.url, add_wait=0.3))
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await wait_for_backlog(peer, lambda n: n == 0)  # the dimension probe went through
+    for _ in range(50):
+        openai_backend.script.append(Reply(delay=5.0))
+    start = trio.current_time()
+    added = await call_ok(peer, "memory.add", {**ALICE, "content": "slow day at the office"})
+    assert trio.current_time() - start < 3.0
+    assert added["embedded"] is False
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "office"})
+    assert [h["id"] for h in hits] == [added["id"]]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"this is not json",
+        b'{"data": [{"index": 0, "embedding": [1.0, "x"]}]}',
+        b'{"data": [{"index": 0, "embedding": [NaN, 1, 2, 3, 4, 5, 6, 7]}]}',
+        b'{"data": [{"index": 0, "embedding": [1, 2]}]}',
+        b'{"data": []}',
+    ],
+)
+async def test_garbage_from_the_backend_never_reaches_the_store(
+    short_tmp: Path, nursery: trio.Nursery, openai_backend: FakeBackend, body: bytes
+) -> None:
+    daemon = Daemon(openai_config(short_tmp, openai_backend.url))
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await wait_for_backlog(peer, lambda n: n == 0)
+    for _ in range(100):
+        openai_backend.script.append(Reply(body=body))
+    added = await call_ok(peer, "memory.add", {**ALICE, "content": "garbage day"})
+    assert added["embedded"] is False
+    with trio.fail_after(10):
+        while not (health := await call_ok(peer, "system.health", {}))["embedder"].get("last_error"):
+            await trio.sleep(0.02)
+    assert health["backlog"]["embed"] == 1 and health["status"] == "degraded"
+    assert [h["id"] for h in await call_ok(peer, "memory.search", {**ALICE, "query": "garbage"})] == [added["id"]]
+
+
+async def test_embed_jobs_survive_a_restart(short_tmp: Path, openai_backend: FakeBackend) -> None:
+    for _ in range(1000):
+        openai_backend.script.append(Reply(status=503, body=b"{}"))
+    config = openai_config(short_tmp, openai_backend.url, dim=8)
+    async with trio.open_nursery() as nursery:
+        first = Daemon(config)
+        await nursery.start(first.run)
+        peer = await NdjsonPeer.connect(config.socket_path)
+        await call_ok(peer, "memory.add", {**ALICE, "content": "queued while the backend was down"})
+        assert (await call_ok(peer, "system.health", {}))["backlog"]["embed"] == 1
+        first.request_stop()
+    openai_backend.script.clear()
+    async with trio.open_nursery() as nursery:
+        second = Daemon(config)
+        await nursery.start(second.run)
+        peer = await NdjsonPeer.connect(config.socket_path)
+        await wait_for_backlog(peer, lambda n: n == 0)
+        second.request_stop()
+
+
+async def test_another_model_is_refused_until_reindex(short_tmp: Path, openai_backend: FakeBackend) -> None:
+    first_config = openai_config(short_tmp, openai_backend.url, dim=8)
+    async with trio.open_nursery() as nursery:
+        first = Daemon(first_config)
+        await nursery.start(first.run)
+        peer = await NdjsonPeer.connect(first_config.socket_path)
+        for fact in ("likes green tea", "runs on sundays", "plays the cello"):
+            await call_ok(peer, "memory.add", {**ALICE, "content": fact})
+        await wait_for_backlog(peer, lambda n: n == 0)
+        first.request_stop()
+
+    openai_backend.dim = 16
+    other = msgspec.structs.replace(
+        first_config, embed=msgspec.structs.replace(first_config.embed, model="other-embed", dim=16)
+    )
+    with pytest.raises(StartupError, match="memoryd reindex"):
+        await Daemon(other).run()
+    assert not other.socket_path.exists()
+
+    store = Store(other.db_path)
+    store.request_reindex("openai:other-embed", 16)
+    store.close()
+    async with trio.open_nursery() as nursery:
+        second = Daemon(other)
+        await nursery.start(second.run)
+        peer = await NdjsonPeer.connect(other.socket_path)
+        # Search works at once, whatever the backfill has reached.
+        assert len(await call_ok(peer, "memory.search", {**ALICE, "query": "tea"})) >= 1
+        await wait_for_backlog(peer, lambda n: n == 0)
+        hits = await call_ok(peer, "memory.search", {**ALICE, "query": "cello", "limit": 3})
+        assert hits[0]["content"] == "plays the cello"
+        second.request_stop()
