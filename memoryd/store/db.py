@@ -101,6 +101,8 @@ class Database:
         self._readers: list[apsw.Connection] = []
         self._free_readers: list[apsw.Connection] = []
         self._reader_limiter = trio.CapacityLimiter(readers)
+        self._sync_reader: apsw.Connection | None = None
+        self._sync_reader_lock = threading.Lock()
 
     def open_readers(self) -> None:
         """Open the reader pool (after migrations: a read-only connection cannot create the file)."""
@@ -130,14 +132,13 @@ class Database:
     def read_sync(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(reader, ...)`` in one read snapshot on the calling thread (host-side tools:
         a long export reads a consistent snapshot without holding the write lock)."""
-        try:
-            reader = self._free_readers.pop()
-        except IndexError:
-            raise StoreError("no free reader connection (or the store is closed)") from None
-        try:
-            return _read_in_snapshot(reader, fn, args, kwargs)
-        finally:
-            self._free_readers.append(reader)
+        # Its own connection, not one of the pool: the pool's accounting is a trio limiter,
+        # which a plain thread (the maintenance task's worker, the CLI) cannot take part in.
+        with self._sync_reader_lock:
+            self._require_writer()
+            if self._sync_reader is None:
+                self._sync_reader = open_connection(self.path, busy_timeout_ms=self._busy_timeout_ms, readonly=True)
+            return _read_in_snapshot(self._sync_reader, fn, args, kwargs)
 
     def plain_sync(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn(writer)`` outside any transaction (pragmas such as wal_checkpoint)."""
@@ -167,6 +168,10 @@ class Database:
                 reader.close()
             self._readers.clear()
             self._free_readers.clear()
+            with self._sync_reader_lock:
+                if self._sync_reader is not None:
+                    self._sync_reader.close()
+                    self._sync_reader = None
             if self._writer is not None:
                 with contextlib.suppress(apsw.Error):
                     self._writer.pragma("optimize")

@@ -206,13 +206,19 @@ def delete(db: apsw.Connection, scope: Scope, memory_id: str, now_ms: int) -> st
             "memory_id", f"prefix {prefix} is ambiguous: {count} of your memories match; give more characters"
         )
     rowid, full_id = matches[0]
+    mark_deleted(db, rowid, now_ms)
+    audit(db, full_id, "deleted", scope.user_id, now_ms, {"chat_id": scope.chat_id})
+    return str(full_id)
+
+
+def mark_deleted(db: apsw.Connection, rowid: int, now_ms: int) -> None:
+    """Soft-delete one row: out of FTS (trigger), the vector table and the job queue; the row
+    stays for audit until gc removes it after the retention period.  The caller audits."""
     db.execute("UPDATE memories SET deleted_at_ms = ?, updated_at_ms = ? WHERE rowid = ?", (now_ms, now_ms, rowid))
     space = vectors.read_space(db)
     if space is not None:
         vectors.delete_vector(db, space, rowid)
     jobs.drop_jobs_of(db, rowid)
-    audit(db, full_id, "deleted", scope.user_id, now_ms, {"chat_id": scope.chat_id})
-    return str(full_id)
 
 
 def _common_prefix(a: str, b: str) -> int:

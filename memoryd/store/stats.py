@@ -1,0 +1,89 @@
+"""What is in the store: counts by state, scope, user and source; vectors, backlog, size.
+
+One grouped scan of the memories table (``memoryd stats`` on 100k memories takes well under a
+second); the caller adds file sizes, which are not SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+from memoryd.store import jobs, lifecycle, schema, vectors
+from memoryd.store.db import one
+
+STATES = ("active", "expired", "superseded", "deleted")
+
+#: A memory's state; the first that applies wins (a deleted superseded memory is deleted).
+STATE_SQL = """
+    CASE WHEN deleted_at_ms IS NOT NULL THEN 'deleted'
+         WHEN superseded_by IS NOT NULL THEN 'superseded'
+         WHEN expires_at_ms IS NOT NULL AND expires_at_ms <= ? THEN 'expired'
+         ELSE 'active' END
+"""
+
+
+def _states() -> dict[str, int]:
+    return dict.fromkeys(STATES, 0)
+
+
+def collect(db: apsw.Connection, now_ms: int) -> dict[str, Any]:
+    totals = _states()
+    by_scope = {"personal": _states(), "group": _states()}
+    by_user: dict[str, dict[str, int]] = {}
+    by_source: dict[str, dict[str, int]] = {}
+    for owner, shared, source, state, count in db.execute(
+        f"SELECT owner, shared, source, {STATE_SQL} AS state, count(*) FROM memories GROUP BY 1, 2, 3, 4",
+        (now_ms,),
+    ):
+        totals[state] += count
+        by_scope["group" if shared else "personal"][state] += count
+        by_user.setdefault(owner, _states())[state] += count
+        by_source.setdefault(source, _states())[state] += count
+    (chats,) = one(db, "SELECT count(DISTINCT chat_id) FROM memories WHERE shared = 1 AND deleted_at_ms IS NULL")
+    accessed, hits = one(
+        db, "SELECT count(*), coalesce(sum(access_count), 0) FROM memories WHERE access_count > 0"
+    )
+    space = vectors.read_space(db)
+    embedded = 0
+    if space is not None:
+        (embedded,) = one(
+            db,
+            "SELECT count(*) FROM memories WHERE vector_gen = ? AND deleted_at_ms IS NULL",
+            (space.generation,),
+        )
+    (failing,) = one(db, "SELECT count(*) FROM jobs WHERE attempts > 0")
+    (last_error,) = one(db, "SELECT max(last_error) FROM jobs WHERE last_error IS NOT NULL")
+    page_size = int(db.pragma("page_size"))
+    users = sorted(by_user.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+    return {
+        "schema_version": schema.schema_version(db),
+        "memories": {"total": sum(totals.values()), **totals},
+        "by_scope": {**by_scope, "chats": int(chats)},
+        "by_user": [{"user": user, **states} for user, states in users],
+        "by_source": dict(sorted(by_source.items(), key=lambda item: (-sum(item[1].values()), item[0]))),
+        "access": {"memories_retrieved": int(accessed), "retrievals": int(hits)},
+        "embedding": {
+            "model": space.model if space is not None else None,
+            "dim": space.dim if space is not None else None,
+            "generation": space.generation if space is not None else None,
+            "embedded": int(embedded),
+            "reindex_requested": _reindex_target(db),
+        },
+        "backlog": {**jobs.backlog(db), "failing": int(failing), "last_error": last_error},
+        "pages": {
+            "page_size": page_size,
+            "pages": int(db.pragma("page_count")),
+            "free_pages": int(db.pragma("freelist_count")),
+        },
+        "last_maintenance": lifecycle.last_maintenance(db),
+    }
+
+
+def _reindex_target(db: apsw.Connection) -> str | None:
+    target = vectors.read_reindex_target(db)
+    if target is None:
+        return None
+    model, dim = target
+    return model if dim is None else f"{model} (dim {dim})"
