@@ -69,7 +69,12 @@ def random_units(rng: np.random.Generator, count: int) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def build(store: Store, rng: np.random.Generator, maker: TextMaker, n: int, others: int) -> None:
+def build(
+    store: Store, rng: np.random.Generator, maker: TextMaker, n: int, others: int, *, model: str = "bench:random"
+) -> None:
+    """N memories of "alice", ``others`` spread over 1000 users, bob's five; random unit vectors
+    registered as ``model`` (bench/run_all.py names the local model's space, so memoryd with
+    ``--embedder local`` serves the file)."""
     now = now_ms()
     batch = 20_000
     for start in range(0, n, batch):
@@ -90,7 +95,7 @@ def build(store: Store, rng: np.random.Generator, maker: TextMaker, n: int, othe
     ]
     store._db.write_sync(memories.insert_many, (NewMemory(t, "bob", None, False, "bench") for t in bob), now)
     # Vectors through the real job path.
-    store.configure_vector_space("bench:random", DIM)
+    store.configure_vector_space(model, DIM)
     while True:
         claimed = store._db.write_sync(jobs.claim_embed, 10_000, now_ms())
         if not claimed:
@@ -117,9 +122,15 @@ async def timed(count: int, call: Callable[[int], Awaitable[object]]) -> list[fl
     return samples
 
 
-async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, queries: int) -> None:
+def query_texts(rng: np.random.Generator, maker: TextMaker, count: int) -> list[str]:
+    """1-5 words drawn like the memories' words: common terms as well as rare ones."""
+    return [" ".join(maker.words[i] for i in maker.draw(int(rng.integers(1, 6)))) for _ in range(count)]
+
+
+async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, queries: int) -> dict[str, list[float]]:
+    """Print and return the latency samples (seconds) of each kind of call."""
     alice, bob = Scope("alice", None), Scope("bob", "some-chat")
-    qtexts = [" ".join(maker.words[i] for i in maker.draw(int(rng.integers(1, 6)))) for _ in range(queries)]
+    qtexts = query_texts(rng, maker, queries)
     qvecs = random_units(rng, queries)
 
     fts = await timed(queries, lambda i: store.search(alice, qtexts[i], limit=10, query_vector=None))
@@ -136,6 +147,7 @@ async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, quer
     keyword = await store.search(bob, "bob", limit=10, query_vector=None)
     vector = await store.search(bob, "", limit=10, query_vector=qvecs[0])
     print(f"bob completeness: keyword {len(keyword)}/5, vector {len(vector)}/5")
+    return {"fts": fts, "vector": vec, "hybrid": hyb, "list": lst, "bob_hybrid": bob_hyb}
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 import msgspec
@@ -63,7 +64,40 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(show)
     show.add_argument("--socket", metavar="PATH")
     show.add_argument("--defaults", action="store_true", help="print every key with its default")
+    _add_admin_commands(commands)
     return parser
+
+
+def _add_admin_commands(commands: Any) -> None:
+    """The host-side admin commands (memoryd.admin): they open the database file directly."""
+    stats = commands.add_parser("stats", help="memories by state, scope, user and source; size, embedding, backlog")
+    _add_config_flags(stats)
+    stats.add_argument("--json", action="store_true", help="print JSON (every user, not only the top ones)")
+
+    gc = commands.add_parser(
+        "gc", help="hard-remove memories deleted or expired more than lifecycle.retention_days ago, then optimize"
+    )
+    _add_config_flags(gc)
+    gc.add_argument("--dry-run", action="store_true", help="only count what would be removed")
+    gc.add_argument("--json", action="store_true")
+
+    export = commands.add_parser("export", help="write every memory as versioned JSON Lines to stdout (no vectors)")
+    _add_config_flags(export)
+    export.add_argument("--user", metavar="USER_ID", help="only the memories this user added")
+
+    load = commands.add_parser("import", help="import a `memoryd export` file: all of it or nothing; idempotent")
+    _add_config_flags(load)
+    load.add_argument("file", type=Path, metavar="FILE")
+
+    backup = commands.add_parser("backup", help="consistent online copy of the database to PATH")
+    _add_config_flags(backup)
+    backup.add_argument("path", type=Path, metavar="PATH")
+    backup.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
+
+    check = commands.add_parser("check", help="integrity_check plus FTS and vector index consistency")
+    _add_config_flags(check)
+    check.add_argument("--repair", action="store_true", help="rebuild FTS and re-queue embeddings where needed")
+    check.add_argument("--json", action="store_true")
 
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -177,3 +211,56 @@ def _redacted(config: Config) -> dict[str, Any]:
 
 
 _COMMANDS = {"serve": _serve, "reindex": _reindex, "token": _token, "config": _config}
+
+
+def _quiet_admin_logs(args: argparse.Namespace) -> None:
+    # The admin commands report on stdout/stderr themselves; info lines would only be noise.
+    if args.log_level is None:
+        logging.getLogger("memoryd").setLevel(logging.WARNING)
+
+
+def _stats(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.admin import stats
+
+    _quiet_admin_logs(args)
+    return stats.run(config, as_json=args.json)
+
+
+def _gc(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.admin import gc
+
+    _quiet_admin_logs(args)
+    return gc.run(config, dry_run=args.dry_run, as_json=args.json)
+
+
+def _export(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.admin import export
+
+    _quiet_admin_logs(args)
+    return export.run(config, user=args.user)
+
+
+def _import(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.admin import importing
+
+    _quiet_admin_logs(args)
+    return importing.run(config, path=args.file)
+
+
+def _backup(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.admin import backup
+
+    _quiet_admin_logs(args)
+    return backup.run(config, target=args.path, force=args.force)
+
+
+def _check(config: Config, args: argparse.Namespace) -> int:
+    from memoryd.admin import check
+
+    _quiet_admin_logs(args)
+    return check.run(config, repair=args.repair, as_json=args.json)
+
+
+_COMMANDS.update(
+    {"stats": _stats, "gc": _gc, "export": _export, "import": _import, "backup": _backup, "check": _check}
+)

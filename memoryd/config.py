@@ -77,6 +77,20 @@ class StorageConfig(_Section):
     busy_timeout_ms: Annotated[int, Meta(ge=0)] = 5000
 
 
+class LifecycleConfig(_Section):
+    """What the daemon's maintenance task does (see docs/operations.md)."""
+
+    #: Deleted or expired memories are hard-removed by gc this many days later.
+    retention_days: Annotated[float, Meta(ge=0)] = 30.0
+    #: Seconds between maintenance runs (expiry, gc, max_entries); one also runs at start-up.
+    maintenance_interval: PositiveFloat = 3600.0
+    #: Live personal memories per user / group memories per chat; 0 means unlimited.
+    max_entries_per_user: Annotated[int, Meta(ge=0)] = 0
+    max_entries_per_chat: Annotated[int, Meta(ge=0)] = 0
+    #: Eviction spares memories added in the last this-many days unless nothing else is left.
+    protect_recent_days: Annotated[float, Meta(ge=0)] = 7.0
+
+
 class Config(_Section):
     socket: str = ""
     #: Octal string: who may connect is decided by the socket file's mode and group.
@@ -89,6 +103,7 @@ class Config(_Section):
     limits: LimitsConfig = LimitsConfig()
     embed: EmbedConfig = EmbedConfig()
     storage: StorageConfig = StorageConfig()
+    lifecycle: LifecycleConfig = LifecycleConfig()
     auth: AuthConfig = AuthConfig()
 
     @property

@@ -165,6 +165,19 @@ async def test_refusals_are_logged_without_the_token_or_secret(
     assert refusal.fields["code"] == "signature" and refusal.fields["uid"] == os.getuid()  # type: ignore[attr-defined]
 
 
+async def test_peer_credentials_are_logged_at_debug_per_connection(
+    token_daemon: Daemon, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="memoryd")
+    peer = await NdjsonPeer.connect(token_daemon.config.socket_path)
+    await call(peer, "system.health", {})
+    opened = [r for r in caplog.records if r.getMessage() == "connection.open"]
+    assert opened and opened[-1].levelno == logging.DEBUG
+    assert {key: opened[-1].fields[key] for key in ("pid", "uid", "gid")} == {  # type: ignore[attr-defined]
+        "pid": os.getpid(), "uid": os.getuid(), "gid": os.getgid(),
+    }
+
+
 def test_auth_config_comes_from_the_environment_with_a_uid_list() -> None:
     config = load_config(
         environ={"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": SECRET, "MEMORYD_AUTH_TRUSTED_UIDS": "0, 1000"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,12 @@ from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
 from memoryd.errors import EmbeddingModelMismatch, StartupError
 from memoryd.log import fields
+from memoryd.server.activation import bound_name, take_listen_socket
 from memoryd.server.listener import RpcServer
+from memoryd.server.notify import Notifier
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
 from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.maintenance import Maintenance
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
 from memoryd.store import Store
@@ -32,15 +36,29 @@ log = logging.getLogger("memoryd.daemon")
 class Daemon:
     """A running memoryd; ``await nursery.start(daemon.run)`` returns once the socket is ready."""
 
-    def __init__(self, config: Config, *, embedder: Embedder | None = None) -> None:
-        """``embedder`` overrides the configured one (tests share one loaded model)."""
+    def __init__(
+        self,
+        config: Config,
+        *,
+        embedder: Embedder | None = None,
+        listen_socket: socket.socket | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        """``embedder`` overrides the configured one (tests share one loaded model).
+
+        ``listen_socket`` is a socket-activated one (systemd owns its file); ``notifier`` tells
+        the service manager about readiness and status.
+        """
         self.config = config
         # Built first: a missing or too short token secret stops start-up before anything opens.
         self.authenticator = Authenticator.from_config(config.auth)
         self.server: RpcServer | None = None
         self.store: Store | None = None
+        self.maintenance: Maintenance | None = None
         self.embedder: Embedder | None = embedder
         self._owns_embedder = embedder is None
+        self._listen_socket = listen_socket
+        self.notifier = notifier or Notifier(None)
         self._stop = trio.Event()
 
     def request_stop(self) -> None:
@@ -116,15 +134,24 @@ class Daemon:
         )
         server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats)), config.limits)
         self.server = server
-        path = config.socket_path
-        listen_socket = bind_socket_file(path, mode=config.socket_mode_bits, group=config.socket_group)
-        identity = socket_file_identity(path)
+        identity: tuple[int, int] | None = None
+        if self._listen_socket is not None:
+            # Socket-activated: systemd owns the file, its mode and group; never touch them.
+            listen_socket = self._listen_socket
+            path = Path(bound_name(listen_socket))
+        else:
+            path = config.socket_path
+            listen_socket = bind_socket_file(path, mode=config.socket_mode_bits, group=config.socket_group)
+            identity = socket_file_identity(path)
         try:
             async with trio.open_nursery() as nursery:
                 if coalescer is not None:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
                     await nursery.start(backfill.run)
+                # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
+                self.maintenance = Maintenance(store, config.lifecycle)
+                await nursery.start(self.maintenance.run)
                 await nursery.start(server.serve, listen_socket)
                 log.info(
                     "daemon.ready",
@@ -137,24 +164,40 @@ class Daemon:
                     ),
                 )
                 task_status.started(path)
+                await self.notifier.ready(lambda: self._describe(store))
+                nursery.start_soon(self.notifier.run_status, lambda: self._describe(store))
                 await self._stop.wait()
                 log.info("daemon.stopping")
+                await self.notifier.stopping()
                 # The socket file goes first, so new clients fail fast instead of hanging.
-                remove_socket_file(path, identity)
+                if identity is not None:
+                    remove_socket_file(path, identity)
                 server.shutdown()
                 await server.stopped.wait()
                 nursery.cancel_scope.cancel()
         finally:
-            remove_socket_file(path, identity)
+            if identity is not None:
+                remove_socket_file(path, identity)
             listen_socket.close()
 
     def _server_stats(self) -> dict[str, Any]:
         return self.server.stats() if self.server is not None else {}
 
+    async def _describe(self, store: Store) -> str:
+        """The STATUS= line an operator sees in ``systemctl status memoryd``."""
+        counts = await store.health_counts()
+        pending = sum((await store.backlog()).values())
+        connections = self._server_stats().get("connections_open", 0)
+        return (
+            f"serving: {counts['memories_active']} memories of {counts['users']} users, "
+            f"{pending} background jobs pending, {connections} connections"
+        )
+
 
 async def run_until_signalled(config: Config) -> None:
     """``memoryd serve``: run until SIGTERM or SIGINT, then shut down gracefully."""
-    daemon = Daemon(config)
+    notifier = Notifier.from_environ()
+    daemon = Daemon(config, listen_socket=take_listen_socket(), notifier=notifier)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
 
         async def watch_signals() -> None:
@@ -164,5 +207,7 @@ async def run_until_signalled(config: Config) -> None:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch_signals)
+            # For the whole run, start-up included: the pings prove the loop is alive, not ready.
+            nursery.start_soon(notifier.run_watchdog)
             await daemon.run()
             nursery.cancel_scope.cancel()

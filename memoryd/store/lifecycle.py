@@ -15,8 +15,8 @@ Eviction order within an over-full scope (first evicted first):
 4. lowest confidence (within the same day);
 5. oldest, then id (deterministic).
 
-Audit: 'expired' (once per memory), 'evicted', 'purged'.  Events of memories that gc removed
-are themselves pruned one retention period later, so the audit table does not grow forever.
+Audit: 'expired' (once per memory), 'evicted', 'purged'.  A purged memory's events are
+pruned one retention period after its 'purged' event, so the audit table does not grow forever.
 """
 
 from __future__ import annotations
@@ -156,10 +156,12 @@ def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = B
 
 
 def prune_events(db: apsw.Connection, cutoff_ms: int) -> int:
-    """Remove audit events older than ``cutoff_ms`` of memories that no longer exist."""
+    """Remove the whole audit trail of memories purged before ``cutoff_ms``: a memory's events
+    outlive its row by one retention period."""
     before: int = db.total_changes()
     db.execute(
-        "DELETE FROM events WHERE at_ms <= ? AND NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = events.memory_id)",
+        f"DELETE FROM events WHERE memory_id IN ({_PURGED_BEFORE}) "
+        "AND NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = events.memory_id)",
         (cutoff_ms,),
     )
     return int(db.total_changes() - before)
@@ -168,11 +170,14 @@ def prune_events(db: apsw.Connection, cutoff_ms: int) -> int:
 def count_prunable_events(db: apsw.Connection, cutoff_ms: int) -> int:
     (count,) = one(
         db,
-        "SELECT count(*) FROM events WHERE at_ms <= ? "
+        f"SELECT count(*) FROM events WHERE memory_id IN ({_PURGED_BEFORE}) "
         "AND NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = events.memory_id)",
         (cutoff_ms,),
     )
     return int(count)
+
+
+_PURGED_BEFORE = "SELECT memory_id FROM events INDEXED BY events_purged WHERE event = 'purged' AND at_ms < ?"
 
 
 def gc(database: Database, *, retention_ms: int, now_ms: int, dry_run: bool = False) -> GcReport:

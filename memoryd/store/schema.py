@@ -134,6 +134,8 @@ def m002_lifecycle(db: apsw.Connection) -> None:
         -- gc: memories deleted or expired before the retention cut-off, found by range scans.
         CREATE INDEX memories_gc_deleted ON memories (deleted_at_ms) WHERE deleted_at_ms IS NOT NULL;
         CREATE INDEX memories_gc_expired ON memories (expires_at_ms) WHERE expires_at_ms IS NOT NULL;
+        -- gc prunes the audit trail of memories purged one retention period ago.
+        CREATE INDEX events_purged ON events (at_ms) WHERE event = 'purged';
         """
     )
 

@@ -22,8 +22,10 @@ import numpy.typing as npt
 
 from memoryd.errors import InvalidParams
 from memoryd.ids import now_ms
-from memoryd.store import jobs, memories, schema, search, vectors
+from memoryd.store import jobs, lifecycle, memories, schema, search, vectors
+from memoryd.store.access import AccessLog, apply as apply_access
 from memoryd.store.db import Database
+from memoryd.store.lifecycle import EvictionReport, GcReport
 from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Scope, SearchHit
 from memoryd.store.vectors import VectorSpace
 
@@ -63,6 +65,8 @@ class Store:
         # The vector space this process configured: query vectors come from its embedder.
         # Until configure_vector_space succeeds, search is keyword-only.
         self._space: VectorSpace | None = None
+        # Hits of search and list, written in batches by flush_access (never on the search path).
+        self._access = AccessLog()
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
 
     # -- memories --------------------------------------------------------------------------------
@@ -87,7 +91,7 @@ class Store:
         if offset < 0:
             raise InvalidParams.for_field("offset", "must be >= 0")
         cursor = memories.check_id_prefix(before_id, "before_id") if before_id is not None else None
-        return await self._db.read(
+        records = await self._db.read(
             memories.list_visible,
             scope,
             limit=limit,
@@ -96,6 +100,8 @@ class Store:
             include_expired=include_expired,
             now_ms=now_ms(),
         )
+        self._access.note((record.id for record in records), now_ms())
+        return records
 
     async def search(
         self, scope: Scope, query: str, *, limit: int, query_vector: npt.ArrayLike | None
@@ -107,9 +113,11 @@ class Store:
         """
         _check_scope(scope)
         vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
-        return await self._db.read(
+        hits = await self._db.read(
             search.search, scope, query, limit=limit, query_vector=vector, vector_space=self._space, now_ms=now_ms()
         )
+        self._access.note((hit.id for hit in hits), now_ms())
+        return hits
 
     async def delete(self, scope: Scope, memory_id: str) -> str | None:
         """Soft-delete by full id or unique prefix among the caller's visible memories."""
@@ -181,6 +189,43 @@ class Store:
     async def backlog(self) -> dict[str, int]:
         return await self._db.read(jobs.backlog)
 
+    # -- lifecycle (synchronous: the daemon runs these in a worker thread, the CLI directly) ----
+
+    @property
+    def database(self) -> Database:
+        """The connections, for host-side tools (``memoryd.admin``) that run one synchronous
+        function per transaction: ``read_sync`` (a snapshot) or ``write_sync``."""
+        return self._db
+
+    async def flush_access(self) -> int:
+        """Write the access counts gathered since the last flush in one transaction."""
+        entries = self._access.drain()
+        if entries:
+            try:
+                await self._db.write(apply_access, entries)
+            except BaseException:
+                self._access.restore(entries)
+                raise
+        return len(entries)
+
+    def mark_expired(self) -> int:
+        """Audit 'expired' once for every memory whose expiry passed."""
+        return lifecycle.mark_expired(self._db, now_ms())
+
+    def gc(self, *, retention_ms: int, dry_run: bool = False) -> GcReport:
+        """Hard-remove memories deleted or expired more than ``retention_ms`` ago."""
+        return lifecycle.gc(self._db, retention_ms=retention_ms, now_ms=now_ms(), dry_run=dry_run)
+
+    def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
+        """Evict (soft-delete, audited) the lowest-value memories of over-full scopes."""
+        return lifecycle.enforce_max_entries(
+            self._db, per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms, now_ms=now_ms()
+        )
+
+    def optimize(self) -> int:
+        """Merge the FTS index (small steps) and refresh planner statistics."""
+        return lifecycle.optimize(self._db)
+
     # -- maintenance ---------------------------------------------------------------------------
 
     async def health_counts(self) -> dict[str, Any]:
@@ -195,12 +240,25 @@ class Store:
                 total += os.path.getsize(f"{self.path}{suffix}")
         return total
 
-    def checkpoint(self) -> None:
-        """Fold the WAL back into the database file and truncate it."""
-        self._db.plain_sync(lambda db: db.pragma("wal_checkpoint", "TRUNCATE"))
+    def checkpoint(self, mode: str = "TRUNCATE") -> tuple[int, int, int]:
+        """Fold the WAL back into the database file (TRUNCATE also empties it).
+
+        Returns SQLite's (busy, wal frames, frames checkpointed); busy = 1 means readers or a
+        writer of another process kept it from finishing (it completes on a later checkpoint).
+        """
+        if mode not in ("PASSIVE", "FULL", "RESTART", "TRUNCATE"):
+            raise ValueError(f"unknown checkpoint mode {mode}")
+        row = self._db.plain_sync(lambda db: db.execute(f"PRAGMA wal_checkpoint({mode})").fetchone())
+        return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
     def close(self) -> None:
         if not self._db.closed:
+            entries = self._access.drain()
+            if entries:
+                try:
+                    self._db.write_sync(apply_access, entries)
+                except Exception:  # best-effort statistics must not stop a shutdown
+                    log.warning("store: could not write %d access counts on close", len(entries), exc_info=True)
             self._db.close()
             log.info("store closed: %s", self.path)
 

@@ -146,7 +146,10 @@ def _delete(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     if not result.get("deleted"):
         print("Memory not found or not owned by you", file=sys.stderr)
         return result, [], EXIT_ERROR
-    shown = str(deleted_id or args.memory_id)[: max(render.MIN_SHORT_ID, len(args.memory_id.strip()))]
+    full_id = str(deleted_id or args.memory_id)
+    # Echo the prefix the caller typed (in the id's canonical case); a full id shows as 8 chars.
+    typed = len(args.memory_id.strip())
+    shown = full_id[: max(render.MIN_SHORT_ID, typed if typed < len(full_id) else 0)]
     return result, [f"Memory deleted: {shown}"], EXIT_OK
 
 

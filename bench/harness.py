@@ -1,0 +1,202 @@
+"""Benchmark plumbing: server subprocesses, the load generator, percentiles, RSS, the machine's load.
+
+Servers (memoryd, the echo server) and the load generator each run in their own process, as a
+real daemon and its clients do; everything lives in one temp dir under /tmp whose socket paths
+stay far below the 108-byte AF_UNIX limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+LOCAL_MODEL_ID = "local:all-MiniLM-L6-v2"
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without memoryd/ash settings of the shell running the benchmark."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "ASH_", "MEMORY_"))}
+
+
+def load_average() -> str:
+    with open("/proc/loadavg", encoding="ascii") as file:
+        return " ".join(file.read().split()[:3])
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def p50(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def p99(samples: list[float]) -> float:
+    return percentile(samples, 0.99)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms" if seconds < 0.1 else f"{seconds * 1000:.0f} ms"
+
+
+def process_memory(pid: int) -> dict[str, int]:
+    """VmRSS, VmHWM, RssAnon, RssFile in KiB from /proc/PID/status."""
+    wanted = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"}
+    out: dict[str, int] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as file:
+        for line in file:
+            key, _, value = line.partition(":")
+            if key in wanted:
+                out[key] = int(value.split()[0])
+    return out
+
+
+def rpc_call(path: str, method: str, params: dict[str, Any] | None = None, timeout: float = 30.0) -> Any:
+    """One NDJSON call with a blocking socket; returns the decoded reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        message = {"jsonrpc": "2.0", "method": method, "id": 1, "params": params or {}}
+        sock.sendall(json.dumps(message).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise RuntimeError(f"{path}: connection closed before the reply to {method}")
+            data += chunk
+        return json.loads(data)
+
+
+class Server:
+    """A server subprocess serving ``socket_path``; its stderr goes to ``log_path``."""
+
+    def __init__(
+        self, argv: list[str], socket_path: Path, log_path: Path, *, memoryd: bool, env: dict[str, str] | None = None
+    ) -> None:
+        self.argv = argv
+        self.env = {**clean_env(), **(env or {})}
+        self.socket_path = socket_path
+        self.log_path = log_path
+        self.memoryd = memoryd
+        self.process: subprocess.Popen[bytes] | None = None
+        self.ready_seconds = 0.0
+
+    @classmethod
+    def memoryd_daemon(
+        cls, work: Path, name: str, data_dir: Path, embedder: str, env: dict[str, str] | None = None
+    ) -> Server:
+        argv = [
+            sys.executable, "-m", "memoryd", "serve",
+            "--socket", str(work / f"{name}.sock"),
+            "--data-dir", str(data_dir),
+            "--embedder", embedder,
+        ]  # fmt: skip
+        return cls(argv, work / f"{name}.sock", work / f"{name}.log", memoryd=True, env=env)
+
+    @classmethod
+    def echo(cls, work: Path, name: str) -> Server:
+        argv = [sys.executable, str(BENCH_DIR / "echo_server.py"), str(work / f"{name}.sock")]
+        return cls(argv, work / f"{name}.sock", work / f"{name}.log", memoryd=False)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Start and wait until a call is answered; returns seconds from spawn to that answer."""
+        self.socket_path.unlink(missing_ok=True)
+        with open(self.log_path, "ab") as log:
+            started = time.perf_counter()
+            self.process = subprocess.Popen(
+                self.argv, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
+        deadline = started + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.argv[:4]} exited with {self.process.returncode}:\n{self.log_tail()}")
+            if time.perf_counter() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.argv[:4]} not ready after {timeout} s:\n{self.log_tail()}")
+            if self.socket_path.exists() and self._answers():
+                self.ready_seconds = time.perf_counter() - started
+                return self.ready_seconds
+            time.sleep(0.002)
+
+    def _answers(self) -> bool:
+        try:
+            if self.memoryd:
+                reply = rpc_call(str(self.socket_path), "system.health", timeout=10.0)
+                return "result" in reply
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(str(self.socket_path))
+            return True
+        except OSError:
+            return False
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        reply = rpc_call(str(self.socket_path), method, params)
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply["result"]
+
+    def memory(self) -> dict[str, int]:
+        return process_memory(self.pid)
+
+    def stop(self) -> int:
+        """SIGTERM (memoryd drains and checkpoints), then wait; returns the exit code."""
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        code = self.process.returncode
+        self.process = None
+        return code
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def loadgen(socket_path: Path, *, workload: str, clients: int, requests: int, warmup: int = 10,
+            framing: str = "lines", **options: Any) -> dict[str, Any]:  # fmt: skip
+    """Run bench/loadgen.py in its own process; returns its JSON report."""
+    argv = [
+        sys.executable, str(BENCH_DIR / "loadgen.py"),
+        "--socket", str(socket_path), "--workload", workload, "--framing", framing,
+        "--clients", str(clients), "--requests", str(requests), "--warmup", str(warmup),
+    ]  # fmt: skip
+    for key, value in options.items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    done = subprocess.run(argv, cwd=REPO, env=clean_env(), capture_output=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    if report["errors"]:
+        print(f"    !! {report['errors']} error replies, e.g. {report['error_samples'][:1]}")
+    return report

@@ -1,0 +1,335 @@
+"""memoryd benchmarks: real daemons in subprocesses, a separate load-generator process, numbers on stdout.
+
+    ./dev bench                    # everything, full sizes (about 3-5 minutes on 2 cores)
+    ./dev bench --quick            # smaller sizes, for a smoke run
+    ./dev bench --only rtt,search  # some sections: rtt, add, search, rss, startup
+
+Sections:
+  rtt      system.health round trip, sequential and 32 concurrent clients, next to a bare trio echo
+           server on the same framing (NDJSON and length-prefix); same client code for both
+  add      memory.add throughput, 32 concurrent clients, with --embedder none and local
+  search   memory.search p50/p99 at 10k and 100k memories in one user's scope, via the daemon with
+           the local embedder (query embedded) and with none (keyword-only), plus the store's hybrid
+           search in-process with a precomputed query vector (the "excluding query embedding" figure)
+  rss      the daemon's memory with the local model loaded, serving 100k memories
+  startup  process start to first answered call, median of several starts, local and none
+
+Stores are built by bench_store.build: random unit vectors registered as the local model's space,
+so memoryd with the local embedder serves them (timing only: the vectors carry no meaning).
+Everything runs on this machine at once (daemon, load generator), so the numbers include their
+competition for the CPU, and anything else running at the time: the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import trio
+
+# Run as a script: bench/ is on sys.path (its siblings import as top-level modules); so is the repo.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench_store  # noqa: E402
+from harness import LOCAL_MODEL_ID, Server, load_average, loadgen, ms, p50, p99  # noqa: E402
+
+from memoryd.store import Store  # noqa: E402
+
+SECTIONS = ("rtt", "add", "search", "rss", "startup")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    rtt_sequential: int
+    rtt_per_client: int
+    adds_per_client: int
+    stores: tuple[int, ...]
+    others: int
+    queries: int
+    starts: int
+
+
+FULL = Sizes(rtt_sequential=3000, rtt_per_client=150, adds_per_client=40, stores=(10_000, 100_000),
+             others=1000, queries=300, starts=5)  # fmt: skip
+QUICK = Sizes(rtt_sequential=500, rtt_per_client=25, adds_per_client=8, stores=(2_000, 20_000),
+              others=200, queries=60, starts=2)  # fmt: skip
+CLIENTS = 32
+
+
+@dataclass
+class Bench:
+    work: Path
+    sizes: Sizes
+    results: list[tuple[str, str, str, str]] = field(default_factory=list)
+    _stores: dict[int, Path] = field(default_factory=dict)
+    _names: int = 0
+
+    def name(self, prefix: str) -> str:
+        self._names += 1
+        return f"{prefix}{self._names}"
+
+    def fresh_dir(self, prefix: str) -> Path:
+        path = self.work / self.name(prefix)
+        path.mkdir()
+        return path
+
+    def result(self, metric: str, value: str, target: str = "", verdict: str = "") -> None:
+        self.results.append((metric, value, target, verdict))
+
+    def store_dir(self, memories: int) -> Path:
+        """A data dir whose memoryd.db holds ``memories`` memories of "alice" (built once per run)."""
+        if memories not in self._stores:
+            data = self.fresh_dir(f"db{memories // 1000}k-")
+            rng = np.random.default_rng(memories)
+            maker = bench_store.TextMaker(rng)
+            started = time.perf_counter()
+            with Store(data / "memoryd.db") as store:
+                bench_store.build(store, rng, maker, memories, self.sizes.others, model=LOCAL_MODEL_ID)
+                store.checkpoint()
+            size = (data / "memoryd.db").stat().st_size / 1e6
+            print(f"  built a store of {memories} + {self.sizes.others} + 5 memories in "
+                  f"{time.perf_counter() - started:.1f} s ({size:.0f} MB)")  # fmt: skip
+            self._stores[memories] = data
+        return self._stores[memories]
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def latency(report: dict[str, Any]) -> tuple[float, float]:
+    return p50(report["latencies"]), p99(report["latencies"])
+
+
+def throughput(report: dict[str, Any]) -> float:
+    return len(report["latencies"]) / report["wall"]
+
+
+# -- rtt ---------------------------------------------------------------------------------------
+
+
+def bench_rtt(bench: Bench) -> None:
+    sizes = bench.sizes
+    print(f"system.health round trip: {sizes.rtt_sequential} sequential calls on one connection; "
+          f"{CLIENTS} connections x {sizes.rtt_per_client} calls at once; embedder none, empty store")  # fmt: skip
+    print("  echo      bare trio echo server, same framing (bench/echo_server.py)")
+    print("  health    memoryd, auth trust: the full reply (counts + backlog: two SQL reads in worker threads)")
+    print("  liveness  memoryd, auth token, caller not trusted: status/version/uptime only, no SQL,")
+    print("            i.e. the RPC stack alone (framing, envelope, dispatch, deadline, reply)")
+    # An untrusted peer in token mode gets the liveness-only reply; the secret exists only in this run.
+    token_env = {"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": secrets.token_hex(32)}
+    servers = {
+        "echo": Server.echo(bench.work, bench.name("e")),
+        "health": Server.memoryd_daemon(bench.work, bench.name("d"), bench.fresh_dir("data-rtt-"), "none"),
+        "liveness": Server.memoryd_daemon(bench.work, bench.name("d"), bench.fresh_dir("data-rtt-"), "none",
+                                          env=token_env),
+    }  # fmt: skip
+    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for label, server in servers.items():
+        with server:
+            for framing in ("lines", "prefix"):
+                runs[label, framing, 1] = loadgen(server.socket_path, workload="health", clients=1,
+                                                  requests=sizes.rtt_sequential, warmup=100, framing=framing)
+                runs[label, framing, CLIENTS] = loadgen(server.socket_path, workload="health", clients=CLIENTS,
+                                                        requests=sizes.rtt_per_client, warmup=5, framing=framing)
+    print(f"  {'framing':8} {'clients':>7} {'server':9} {'p50':>9} {'p99':>9} {'calls/s':>8}  {'p50 / echo p50':>14}")
+    for framing in ("lines", "prefix"):
+        for clients in (1, CLIENTS):
+            e50 = p50(runs["echo", framing, clients]["latencies"])
+            for label in servers:
+                report = runs[label, framing, clients]
+                (l50, l99), ratio = latency(report), p50(report["latencies"]) / e50
+                shown = "" if label == "echo" else f"{ratio:.1f}x"
+                print(f"  {framing:8} {clients:>7} {label:9} {ms(l50):>9} {ms(l99):>9} {throughput(report):>8.0f}"
+                      f"  {shown:>14}")  # fmt: skip
+                if label != "echo":
+                    bench.result(f"{label} round trip p50, {framing}, {clients} client(s)",
+                                 f"{ms(l50)} vs echo {ms(e50)} = {ratio:.1f}x", "<= 2x echo",
+                                 verdict(ratio <= 2))  # fmt: skip
+
+
+# -- add ---------------------------------------------------------------------------------------
+
+
+def bench_add(bench: Bench) -> None:
+    per_client = bench.sizes.adds_per_client
+    print(f"memory.add: {CLIENTS} connections x {per_client} adds each (8-30 words, distinct users), fresh store")
+    for embedder in ("none", "local"):
+        with Server.memoryd_daemon(bench.work, bench.name("d"), bench.fresh_dir("data-add-"), embedder) as daemon:
+            report = loadgen(daemon.socket_path, workload="add", clients=CLIENTS, requests=per_client, warmup=2)
+            health = daemon.call("system.health")
+        (a50, a99), rate = latency(report), throughput(report)
+        extra = ""
+        if embedder == "local":
+            embedded = health["embedder"].get("embedded_since_start", 0)
+            extra = f"; embedded {embedded}, backlog {health['backlog']}"
+        print(f"  --embedder {embedder:5}  {rate:6.0f} adds/s   latency p50 {ms(a50)}  p99 {ms(a99)}{extra}")
+        bench.result(f"memory.add throughput, embedder {embedder}, {CLIENTS} clients",
+                     f"{rate:.0f}/s (p50 {ms(a50)}, p99 {ms(a99)})")  # fmt: skip
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+def query_file(bench: Bench) -> tuple[Path, list[str]]:
+    path = bench.work / "queries.json"
+    rng = np.random.default_rng(7)
+    queries = bench_store.query_texts(rng, bench_store.TextMaker(rng), bench.sizes.queries)
+    path.write_text(json.dumps(queries))
+    return path, queries
+
+
+async def embed_alone(queries: list[str]) -> list[float]:
+    """The local model's time for one query (in this process, as the daemon does in a thread)."""
+    from memoryd.embed import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    await embedder.start()
+    samples = []
+    try:
+        await embedder.embed(queries[:5])
+        for query in queries:
+            started = time.perf_counter()
+            await embedder.embed([query])
+            samples.append(time.perf_counter() - started)
+    finally:
+        await embedder.aclose()
+    return samples
+
+
+def bench_search(bench: Bench) -> None:
+    queries_path, queries = query_file(bench)
+    count = len(queries)
+    print(f"memory.search: {count} sequential queries of 1-5 words, limit 10, in alice's scope "
+          f"(plus {bench.sizes.others} memories of 1000 other users and bob's 5)")  # fmt: skip
+    embed = trio.run(embed_alone, queries)
+    print(f"  query embedding alone (local model, in-process): p50 {ms(p50(embed))}  p99 {ms(p99(embed))}")
+    for memories in bench.sizes.stores:
+        data = bench.store_dir(memories)
+        label = f"{memories // 1000}k"
+        for embedder in ("local", "none"):
+            with Server.memoryd_daemon(bench.work, bench.name("d"), data, embedder) as daemon:
+                report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
+                                 queries_file=queries_path, user="alice")  # fmt: skip
+            s50, s99 = latency(report)
+            what = "query embedded + hybrid" if embedder == "local" else "keyword only (no vector)"
+            print(f"  {label:>5} daemon --embedder {embedder:5} ({what:26}): p50 {ms(s50)}  p99 {ms(s99)}")
+            bench.result(f"search via daemon at {label}, {what}", f"p50 {ms(s50)}, p99 {ms(s99)}")
+        with Store(data / "memoryd.db") as store:
+            store.configure_vector_space(LOCAL_MODEL_ID, bench_store.DIM)
+            print(f"  {label:>5} in-process Store.search, precomputed random query vector, no RPC:")
+            rng = np.random.default_rng(11)
+            samples = trio.run(bench_store.measure, store, rng, bench_store.TextMaker(rng), count)
+        h50, h99 = p50(samples["hybrid"]), p99(samples["hybrid"])
+        target = ""
+        if memories >= 100_000:
+            target, judged = "p50 < 30 ms", verdict(h50 < 0.030)
+        else:
+            judged = ""
+        bench.result(f"search at {label}, hybrid excluding query embedding (in-process)",
+                     f"p50 {ms(h50)}, p99 {ms(h99)}", target, judged)  # fmt: skip
+
+
+# -- rss ---------------------------------------------------------------------------------------
+
+
+def bench_rss(bench: Bench) -> None:
+    memories = max(bench.sizes.stores)
+    data = bench.store_dir(memories)
+    queries_path, queries = query_file(bench)
+    print(f"daemon memory serving {memories} memories (VmRSS includes the mmap'ed database pages, RssFile)")
+    for embedder in ("local", "none"):
+        with Server.memoryd_daemon(bench.work, bench.name("d"), data, embedder) as daemon:
+            at_ready = daemon.memory()
+            loadgen(daemon.socket_path, workload="search", clients=4, requests=len(queries) // 4, warmup=2,
+                    queries_file=queries_path, user="alice")  # fmt: skip
+            loadgen(daemon.socket_path, workload="add", clients=8, requests=25, warmup=0)
+            after = daemon.memory()
+        mib = {key: value / 1024 for key, value in after.items()}
+        print(f"  --embedder {embedder:5} ready: VmRSS {at_ready['VmRSS'] / 1024:.0f} MiB;  after "
+              f"{len(queries)} searches + 200 adds: VmRSS {mib['VmRSS']:.0f} MiB (anon {mib['RssAnon']:.0f}, "
+              f"file {mib['RssFile']:.0f}), peak VmHWM {mib['VmHWM']:.0f} MiB")  # fmt: skip
+        if embedder == "local":
+            bench.result(f"daemon VmRSS at {memories // 1000}k, local model, after searches + adds",
+                         f"{mib['VmRSS']:.0f} MiB (anon {mib['RssAnon']:.0f}, file {mib['RssFile']:.0f}; "
+                         f"peak {mib['VmHWM']:.0f})", "< 400 MB", verdict(after["VmRSS"] * 1024 < 400e6))  # fmt: skip
+
+
+# -- startup -----------------------------------------------------------------------------------
+
+
+def bench_startup(bench: Bench) -> None:
+    starts = bench.sizes.starts
+    big = max(bench.sizes.stores)
+    print(f"start-up: spawn of `python -m memoryd serve` to first answered system.health, {starts} starts each")
+    stores = {"empty": bench.fresh_dir("data-start-"), f"{big // 1000}k": bench.store_dir(big)}
+    for store_label, data in stores.items():
+        for embedder in ("none", "local"):
+            seconds = []
+            for _ in range(starts):
+                daemon = Server.memoryd_daemon(bench.work, bench.name("d"), data, embedder)
+                seconds.append(daemon.start())
+                daemon.stop()
+            median = statistics.median(seconds)
+            print(f"  store {store_label:>5}, --embedder {embedder:5}: median {median:.2f} s "
+                  f"(min {min(seconds):.2f}, max {max(seconds):.2f})")  # fmt: skip
+            bench.result(f"start to ready, {store_label} store, embedder {embedder}", f"{median:.2f} s (median)",
+                         "< 2 s", verdict(median < 2.0))  # fmt: skip
+
+
+RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup}
+
+
+def parse_only(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
+    return names
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    parser.add_argument("--only", type=parse_only, action="extend", metavar="NAME[,NAME]",
+                        help=f"run only these sections ({', '.join(SECTIONS)})")  # fmt: skip
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (stores, daemon logs)")
+    args = parser.parse_args()
+    sections = [name for name in SECTIONS if not args.only or name in args.only]
+
+    work = Path(tempfile.mkdtemp(prefix="mdb-", dir="/tmp"))
+    bench = Bench(work, QUICK if args.quick else FULL)
+    started = time.perf_counter()
+    print(f"memoryd bench ({'quick' if args.quick else 'full'}): {platform.python_implementation()} "
+          f"{platform.python_version()}, {os.cpu_count()} CPUs, load average {load_average()} at start; "
+          f"work dir {work}")  # fmt: skip
+    try:
+        for name in sections:
+            print(f"\n[{name}]")
+            RUNNERS[name](bench)
+    finally:
+        if args.keep:
+            print(f"\nkept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"\nsummary (load average {load_average()} at the end; whole run {time.perf_counter() - started:.0f} s)")
+    print("| metric | value | target | |")
+    print("|---|---|---|---|")
+    for metric, value, target, judged in bench.results:
+        print(f"| {metric} | {value} | {target} | {judged} |")
+
+
+if __name__ == "__main__":
+    main()

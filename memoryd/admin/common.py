@@ -1,0 +1,66 @@
+"""What the admin commands share: opening the store, exit codes, small formatting helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgspec
+
+from memoryd.config import Config
+from memoryd.errors import StoreError
+from memoryd.store import Store
+
+EXIT_OK = 0
+#: The command ran but found or hit a problem (check found damage, import rejected the file).
+EXIT_PROBLEMS = 1
+
+
+def open_store(config: Config, *, create: bool = False) -> Store:
+    """The daemon's database (migrated to this memoryd's schema), for one admin command.
+
+    Without ``create`` a missing file is an error: a typo in --data-dir must not make an
+    empty store appear.
+    """
+    path = config.db_path
+    if not path.exists():
+        if not create:
+            raise StoreError(f"no database at {path} (check --data-dir / data_dir)")
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Store(path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms)
+
+
+def file_bytes(path: Path) -> dict[str, int]:
+    sizes = {}
+    for name, suffix in (("file", ""), ("wal", "-wal")):
+        with contextlib.suppress(OSError):
+            sizes[name] = os.path.getsize(f"{path}{suffix}")
+    return sizes
+
+
+def human_bytes(count: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    raise AssertionError("unreachable")
+
+
+def print_json(data: Any, out: TextIO = sys.stdout) -> None:
+    out.write(msgspec.json.format(msgspec.json.encode(data), indent=2).decode() + "\n")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """Left-aligned first column, right-aligned numbers."""
+    cells = [[str(cell) for cell in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        first = row[0].ljust(widths[0])
+        rest = [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
+        lines.append("  ".join([first, *rest]).rstrip())
+    return lines

@@ -1,0 +1,24 @@
+"""`memoryd export [--user U] > file.jsonl`: every memory as versioned JSON Lines (no vectors).
+
+The export reads one snapshot, so it is consistent while the daemon keeps writing; rows stream
+to the output, so memory use does not grow with the store.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import BinaryIO, TextIO
+
+from memoryd.admin.common import EXIT_OK, open_store
+from memoryd.config import Config
+from memoryd.ids import now_ms
+from memoryd.store import transfer
+
+
+def run(config: Config, *, user: str | None, out: BinaryIO | None = None, err: TextIO = sys.stderr) -> int:
+    sink = out if out is not None else sys.stdout.buffer
+    with open_store(config) as store:
+        count = store.database.read_sync(transfer.export_memories, sink.write, user=user, now_ms=now_ms())
+    sink.flush()
+    err.write(f"exported {count} memories{f' of {user}' if user else ''}\n")
+    return EXIT_OK

@@ -1,0 +1,86 @@
+"""`memoryd import FILE`: load a `memoryd export` file; all of it or nothing.
+
+Two passes: the whole file is parsed and validated first, without touching the database (a
+bad line is reported with its number and nothing is imported); then every memory is inserted
+in ONE write transaction.  Ids already in the store are skipped, so importing twice is
+harmless.  Live memories get embed jobs; a running daemon's backfill finds them within its
+idle poll (30 s).  The write lock is held for the insert pass (about a second per 10k
+memories), during which the daemon's adds wait; for very large files, raise
+``storage.busy_timeout_ms`` or import while the daemon is stopped.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from memoryd.admin.common import EXIT_OK, EXIT_PROBLEMS, open_store
+from memoryd.config import Config
+from memoryd.errors import StoreError
+from memoryd.ids import now_ms
+from memoryd.store import transfer
+from memoryd.store.transfer import LineError, MemoryLine
+
+#: Problems listed before giving up on a bad file.
+MAX_REPORTED = 20
+
+
+def validate(path: Path) -> tuple[int, list[LineError]]:
+    """(memories in the file, problems found): a full pass that never touches the database."""
+    errors: list[LineError] = []
+    first_line_of: dict[str, int] = {}
+    with open(path, "rb") as file:
+        lines = transfer.read_lines(file)
+        header = next(lines, None)
+        if header is None:
+            return 0, [LineError(1, "the file is empty (expected a memoryd export header)")]
+        try:
+            transfer.parse_header(*header)
+        except LineError as exc:
+            return 0, [exc]
+        for number, raw in lines:
+            try:
+                line = transfer.parse_line(number, raw)
+            except LineError as exc:
+                errors.append(exc)
+            else:
+                previous = first_line_of.setdefault(line.id, number)
+                if previous != number:
+                    errors.append(LineError(number, f"duplicate id {line.id} (first on line {previous})"))
+            if len(errors) >= MAX_REPORTED:
+                break
+    return len(first_line_of), errors
+
+
+def _memories(path: Path) -> Iterator[MemoryLine]:
+    with open(path, "rb") as file:
+        lines = transfer.read_lines(file)
+        next(lines)  # the header, validated already
+        for number, raw in lines:
+            yield transfer.parse_line(number, raw)
+
+
+def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    try:
+        count, errors = validate(path)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if errors:
+        for error in errors:
+            err.write(f"memoryd: {path}: {error}\n")
+        more = " (stopped after the first problems)" if len(errors) >= MAX_REPORTED else ""
+        err.write(f"memoryd: nothing imported: {len(errors)} bad lines{more}\n")
+        return EXIT_PROBLEMS
+    with open_store(config, create=True) as store:
+        try:
+            report = store.database.write_sync(transfer.import_memories, _memories(path), now_ms())
+        except LineError as exc:  # the file changed between the passes
+            err.write(f"memoryd: {path}: {exc}\nmemoryd: nothing imported\n")
+            return EXIT_PROBLEMS
+    out.write(
+        f"imported {report.imported} of {count} memories ({report.already_present} already present); "
+        f"{report.embed_jobs} queued for embedding\n"
+    )
+    return EXIT_OK

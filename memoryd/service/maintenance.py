@@ -1,0 +1,127 @@
+"""The daemon's maintenance task: the memory lifecycle on a timer, and the access-count flusher.
+
+A pass (at start-up, then every ``lifecycle.maintenance_interval`` seconds) audits newly
+expired memories, hard-removes what has been deleted or expired for longer than
+``retention_days``, evicts past ``max_entries_per_user`` / ``max_entries_per_chat``, merges the
+FTS index when much was removed, and records a summary that `memoryd stats` shows.  The work
+is done by ``memoryd.store.lifecycle`` in short write transactions, in a worker thread.
+
+Separately, every few seconds, the hit counts that search and list gathered in memory are
+written in one transaction, so recording access never slows a search.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import trio
+
+from memoryd.config import LifecycleConfig
+from memoryd.ids import iso_from_ms, now_ms
+from memoryd.log import fields
+from memoryd.store import Store
+from memoryd.store import lifecycle
+
+log = logging.getLogger("memoryd.maintenance")
+
+DAY_MS = 86_400_000
+#: How often gathered access counts are written.
+ACCESS_FLUSH_SECONDS = 5.0
+#: Merge the FTS index after a pass removed at least this many memories.
+OPTIMIZE_AFTER_ROWS = 1000
+
+
+class Maintenance:
+    def __init__(self, store: Store, settings: LifecycleConfig) -> None:
+        self.store = store
+        self.settings = settings
+        self.runs = 0
+        self.last_summary: dict[str, Any] | None = None
+        self._wake = trio.Event()
+        self._pass_done = trio.Event()
+
+    def run_now(self) -> None:
+        """Start a pass now instead of at the next interval."""
+        self._wake.set()
+
+    async def wait_for_runs(self, count: int) -> dict[str, Any] | None:
+        """Wait until ``count`` passes have finished since start-up; the last one's summary
+        (None if it failed)."""
+        while self.runs < count:
+            await self._pass_done.wait()
+        return self.last_summary
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._flush_access_forever)
+                task_status.started()
+                while True:
+                    await self.run_once()
+                    with trio.move_on_after(self.settings.maintenance_interval):
+                        await self._wake.wait()
+                    self._wake = trio.Event()
+        finally:
+            # Shutting down: what search and list counted since the last flush is written now.
+            with trio.CancelScope(shield=True):
+                await self._flush_access()
+
+    async def run_once(self) -> dict[str, Any] | None:
+        """One lifecycle pass; errors are logged, never raised (the daemon keeps serving)."""
+        summary: dict[str, Any] | None = None
+        try:
+            summary = await trio.to_thread.run_sync(self._pass)
+        except Exception:
+            log.error("maintenance.failed", exc_info=True)
+        self.runs += 1
+        self.last_summary = summary
+        done, self._pass_done = self._pass_done, trio.Event()
+        done.set()
+        return summary
+
+    def _pass(self) -> dict[str, Any]:
+        settings, store = self.settings, self.store
+        started = time.perf_counter()
+        expired = store.mark_expired()
+        gc = store.gc(retention_ms=int(settings.retention_days * DAY_MS))
+        eviction = store.enforce_max_entries(
+            per_user=settings.max_entries_per_user,
+            per_chat=settings.max_entries_per_chat,
+            protect_recent_ms=int(settings.protect_recent_days * DAY_MS),
+        )
+        optimize_steps = 0
+        if gc.purged + eviction.evicted >= OPTIMIZE_AFTER_ROWS:
+            optimize_steps = store.optimize()
+        # PASSIVE: never waits for readers or blocks writers; SQLite's auto-checkpoint and the
+        # TRUNCATE at shutdown do the rest.
+        store.checkpoint("PASSIVE")
+        summary: dict[str, Any] = {
+            "at": iso_from_ms(now_ms()),
+            "expired_marked": expired,
+            "purged": gc.purged,
+            "events_pruned": gc.events_pruned,
+            "evicted": eviction.evicted,
+            "over_limit_scopes": len(eviction.scopes),
+            "optimize_steps": optimize_steps,
+            "ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+        store.database.write_sync(lifecycle.record_maintenance, summary)
+        log.info("maintenance.done", extra=fields(**summary))
+        return summary
+
+    async def _flush_access_forever(self) -> None:
+        while True:
+            await trio.sleep(ACCESS_FLUSH_SECONDS)
+            await self._flush_access()
+
+    async def _flush_access(self) -> None:
+        try:
+            flushed = await self.store.flush_access()
+        except Exception:
+            # Kept in memory and retried next time (e.g. an import held the write lock).
+            log.warning("maintenance.access_flush_failed", exc_info=True)
+            return
+        if flushed:
+            log.debug("maintenance.access_flushed", extra=fields(memories=flushed))

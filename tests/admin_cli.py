@@ -1,0 +1,26 @@
+"""Running `memoryd <admin command>` as a real process, as an operator would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+
+def memoryd(*args: str, data_dir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``python -m memoryd ARGS --data-dir DATA_DIR``; the caller's MEMORYD_* variables are not inherited."""
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("MEMORYD_")}
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd", *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        env={**clean, **(env or {})},
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+def text(done: subprocess.CompletedProcess[bytes]) -> str:
+    return done.stdout.decode() + done.stderr.decode()
