@@ -27,17 +27,26 @@ def now_ms() -> int:
 
 
 def new_ulid(at_ms: int | None = None) -> str:
-    """A new ULID; monotonic within one process even when the clock stands still."""
+    """A new ULID for ``at_ms`` (default now); monotonic within a process on the real clock.
+
+    Ids made in the same millisecond (or while the clock steps back) bump the random part, so
+    they still sort by creation.  A timestamp from the future (imports, tests) gets a plain
+    random ULID and leaves the monotonic state alone, or every later id would inherit it.
+    """
     global _last_ms, _last_random
+    real_now = now_ms()
+    ms = real_now if at_ms is None else at_ms
     with _lock:
-        ms = now_ms() if at_ms is None else at_ms
-        if ms <= _last_ms:
-            # Same (or earlier) millisecond: bump the random part so ids still sort by creation.
-            ms = _last_ms
-            random_part = _last_random + 1
-        else:
+        if ms > real_now + 1000:
             random_part = int.from_bytes(os.urandom(10), "big")
-        _last_ms, _last_random = ms, random_part
+        else:
+            if ms <= _last_ms and _last_ms - ms < 10_000:
+                ms = _last_ms
+                random_part = _last_random + 1
+            else:
+                random_part = int.from_bytes(os.urandom(10), "big")
+            if ms >= _last_ms:
+                _last_ms, _last_random = ms, random_part
     value = (ms << 80) | (random_part & ((1 << 80) - 1))
     return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 

@@ -14,7 +14,9 @@ from memoryd.ids import now_ms
 from memoryd.store import NewMemory, Scope, Store, consistency, jobs, lifecycle, memories, schema
 
 DAY = lifecycle.DAY_MS
-T = 1_800_000_000_000  # a fixed "now" for the lifecycle functions (2027-01-15)
+# "Now" for the lifecycle functions, which take it as an argument.  Never in the future: ids
+# are minted at the insert time, and the ULID generator stays monotonic past the latest one.
+T = now_ms()
 
 
 @pytest.fixture
