@@ -6,7 +6,8 @@ Runs in its own process, as a real client does, and is the same code for memoryd
 echo server (bench/echo_server.py), so their round trips compare fairly.  It is a plain
 ``selectors`` loop over non-blocking sockets: a few microseconds of client overhead per call,
 which keeps the comparison as strict as it can be.  Prints one JSON object on stdout: per-call
-latencies (seconds), wall time of the measured phase, and the count of error replies.
+latencies (seconds), wall time of the measured phase, the count of error replies, and how many
+memory.add replies said ``"embedded": true``.
 
 Workloads build the request of call ``i`` on connection ``c``:
   health  system.health (no params)
@@ -17,6 +18,7 @@ Workloads build the request of call ``i`` on connection ``c``:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import selectors
@@ -100,14 +102,22 @@ def next_frame(buffer: bytearray, framing: str) -> bytes | None:
     return frame
 
 
-def run_phase(
-    conns: list[Conn], per_conn: int, make: RequestMaker, framing: str, *, first_call: int
-) -> tuple[list[float], float, int, list[str]]:
-    """Every connection makes ``per_conn`` calls, one at a time; returns latencies, wall, errors."""
+@dataclass
+class Phase:
+    latencies: list[float]
+    wall: float
+    errors: int
+    error_samples: list[str]
+    embedded: int
+
+
+def run_phase(conns: list[Conn], per_conn: int, make: RequestMaker, framing: str, *, first_call: int) -> Phase:
+    """Every connection makes ``per_conn`` calls, one at a time."""
     selector = selectors.DefaultSelector()
     latencies: list[float] = []
     errors = 0
     samples: list[str] = []
+    embedded = 0  # memory.add replies that say the vector was written before the reply
 
     def send_next(conn: Conn) -> None:
         call = first_call + conn.sent_calls
@@ -148,6 +158,8 @@ def run_phase(
                     errors += 1
                     if len(samples) < 3:
                         samples.append(json.dumps(reply["error"])[:300])
+                elif isinstance(reply, dict) and isinstance(reply.get("result"), dict):
+                    embedded += reply["result"].get("embedded") is True
                 conn.remaining -= 1
                 if conn.remaining:
                     send_next(conn)
@@ -155,7 +167,7 @@ def run_phase(
                     selector.unregister(conn.sock)
                     active -= 1
     selector.close()
-    return latencies, time.perf_counter() - started, errors, samples
+    return Phase(latencies, time.perf_counter() - started, errors, samples, embedded)
 
 
 def main() -> None:
@@ -184,10 +196,10 @@ def main() -> None:
         sock.setblocking(False)
         conns.append(Conn(index, sock, 0))
     run_phase(conns, args.warmup, make, args.framing, first_call=0)
-    latencies, wall, errors, samples = run_phase(conns, args.requests, make, args.framing, first_call=args.warmup)
+    measured = run_phase(conns, args.requests, make, args.framing, first_call=args.warmup)
     for conn in conns:
         conn.sock.close()
-    json.dump({"latencies": latencies, "wall": wall, "errors": errors, "error_samples": samples}, sys.stdout)
+    json.dump(dataclasses.asdict(measured), sys.stdout)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ competition for the CPU, and anything else running at the time: the load average
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import platform
@@ -31,6 +33,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,8 +176,9 @@ def bench_add(bench: Bench) -> None:
         (a50, a99), rate = latency(report), throughput(report)
         extra = ""
         if embedder == "local":
-            embedded = health["embedder"].get("embedded_since_start", 0)
-            extra = f"; embedded {embedded}, backlog {health['backlog']}"
+            # memory.add waits up to embed.add_wait (2 s) for its own vector: these adds include it.
+            extra = (f"; {report['embedded']}/{len(report['latencies'])} replies embedded, "
+                     f"backlog after {health['backlog']}")  # fmt: skip
         print(f"  --embedder {embedder:5}  {rate:6.0f} adds/s   latency p50 {ms(a50)}  p99 {ms(a99)}{extra}")
         bench.result(f"memory.add throughput, embedder {embedder}, {CLIENTS} clients",
                      f"{rate:.0f}/s (p50 {ms(a50)}, p99 {ms(a99)})")  # fmt: skip
@@ -223,15 +227,23 @@ def bench_search(bench: Bench) -> None:
             with Server.memoryd_daemon(bench.work, bench.name("d"), data, embedder) as daemon:
                 report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
                                  queries_file=queries_path, user="alice")  # fmt: skip
+                health = loadgen(daemon.socket_path, workload="health", clients=1, requests=100) if embedder == "none" else None
             s50, s99 = latency(report)
             what = "query embedded + hybrid" if embedder == "local" else "keyword only (no vector)"
-            print(f"  {label:>5} daemon --embedder {embedder:5} ({what:26}): p50 {ms(s50)}  p99 {ms(s99)}")
+            print(f"  {label:>5} daemon --embedder {embedder:5} {what:25} p50 {ms(s50):>9}  p99 {ms(s99):>9}")
             bench.result(f"search via daemon at {label}, {what}", f"p50 {ms(s50)}, p99 {ms(s99)}")
+            if health is not None:
+                h50, h99 = latency(health)
+                print(f"  {label:>5} daemon system.health (trust: counts + backlog)  p50 {ms(h50):>9}  p99 {ms(h99):>9}")
+                bench.result(f"system.health at {label}, sequential", f"p50 {ms(h50)}, p99 {ms(h99)}")
         with Store(data / "memoryd.db") as store:
             store.configure_vector_space(LOCAL_MODEL_ID, bench_store.DIM)
-            print(f"  {label:>5} in-process Store.search, precomputed random query vector, no RPC:")
+            print(f"  {label:>5} in-process Store.search (bench_store.measure), random query vector, no RPC:")
             rng = np.random.default_rng(11)
-            samples = trio.run(bench_store.measure, store, rng, bench_store.TextMaker(rng), count)
+            captured = io.StringIO()
+            with contextlib.redirect_stdout(captured):
+                samples = trio.run(bench_store.measure, store, rng, bench_store.TextMaker(rng), count)
+            print(textwrap.indent(captured.getvalue().rstrip(), "        "))
         h50, h99 = p50(samples["hybrid"]), p99(samples["hybrid"])
         target = ""
         if memories >= 100_000:

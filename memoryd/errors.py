@@ -17,7 +17,8 @@ becomes -32603 with a log line.
     │   ├── PayloadTooLarge      -32004  message over max_message_bytes; connection closed
     │   ├── DeadlineExceeded     -32005  the request ran past request_timeout
     │   ├── ShuttingDown         -32006  the daemon is stopping; retry after restart
-    │   └── Unavailable          -32007  a backend the method needs is not there
+    │   └── Unavailable          -32007  a resource the call needs is busy or missing; retry
+    │       └── StoreBusy                the database stayed locked past busy_timeout
     ├── ConfigError              bad configuration: start-up stops, naming the key
     ├── StartupError             e.g. a live daemon already holds the socket
     ├── StoreError               the database refused something
@@ -114,7 +115,14 @@ class ShuttingDown(RpcError):
 
 class Unavailable(RpcError):
     code = -32007
-    default_message = "Backend unavailable"
+    default_message = "Temporarily unavailable, retry later"
+
+
+class StoreBusy(Unavailable):
+    """Another process (an admin command such as a large import) held the database's write
+    lock past ``storage.busy_timeout_ms``; nothing was written, the call can be retried."""
+
+    default_message = "Database is busy (locked by another process), retry later"
 
 
 #: Every caller-visible error class by code, for documentation and for the client.

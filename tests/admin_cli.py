@@ -16,6 +16,7 @@ def memoryd(*args: str, data_dir: Path, env: dict[str, str] | None = None) -> su
     return subprocess.run(
         [sys.executable, "-m", "memoryd", *args, "--data-dir", str(data_dir)],
         capture_output=True,
+        check=False,
         env={**clean, **(env or {})},
         cwd=REPO,
         timeout=120,

@@ -45,6 +45,13 @@ async def wait_for_backlog(peer: NdjsonPeer, predicate: Any, timeout: float = 20
             await trio.sleep(0.05)
 
 
+async def wait_vector_space_ready(peer: NdjsonPeer) -> None:
+    """Until the backend's dimension is known (the daemon's probe went through)."""
+    with trio.fail_after(10):
+        while not (await call_ok(peer, "system.health", {}))["embedder"]["vector_space_ready"]:
+            await trio.sleep(0.02)
+
+
 async def test_local_model_finds_memories_by_meaning(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
     daemon = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
     await nursery.start(daemon.run)
@@ -98,7 +105,7 @@ async def test_slow_backend_does_not_slow_adds_beyond_add_wait(
     daemon = Daemon(openai_config(short_tmp, openai_backend.url, add_wait=0.3))
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
-    await wait_for_backlog(peer, lambda n: n == 0)  # the dimension probe went through
+    await wait_vector_space_ready(peer)
     for _ in range(50):
         openai_backend.script.append(Reply(delay=5.0))
     start = trio.current_time()
@@ -125,7 +132,7 @@ async def test_garbage_from_the_backend_never_reaches_the_store(
     daemon = Daemon(openai_config(short_tmp, openai_backend.url))
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
-    await wait_for_backlog(peer, lambda n: n == 0)
+    await wait_vector_space_ready(peer)
     for _ in range(100):
         openai_backend.script.append(Reply(body=body))
     added = await call_ok(peer, "memory.add", {**ALICE, "content": "garbage day"})
@@ -189,3 +196,25 @@ async def test_another_model_is_refused_until_reindex(short_tmp: Path, openai_ba
         hits = await call_ok(peer, "memory.search", {**ALICE, "query": "cello", "limit": 3})
         assert hits[0]["content"] == "plays the cello"
         second.request_stop()
+
+
+async def test_a_call_past_the_request_timeout_is_answered_deadline_exceeded(
+    short_tmp: Path, nursery: trio.Nursery, openai_backend: FakeBackend
+) -> None:
+    config = make_config(
+        short_tmp,
+        embedder="openai",
+        embed={"url": openai_backend.url, "model": "fake-embed", "timeout": 5.0, "retries": 0, "query_timeout": 5.0},
+        limits={"request_timeout": 0.3},
+    )
+    daemon = Daemon(config)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    await wait_vector_space_ready(peer)
+    openai_backend.script.append(Reply(delay=3.0))  # the query embedding hangs
+    reply = await peer.call("memory.search", {**ALICE, "query": "anything"}, id="slow")
+    assert reply["id"] == "slow" and reply["error"]["code"] == -32005
+    assert reply["error"]["data"] == {"timeout_seconds": 0.3}
+    # The connection and the daemon carry on.
+    assert "result" in await peer.call("system.health", {})
+    daemon.request_stop()

@@ -61,10 +61,11 @@ def events(store: Store, event: str) -> list[str]:
     return [row[0] for row in sql(store, "SELECT memory_id FROM events WHERE event = ? ORDER BY event_id", (event,))]
 
 
-def embed_all(store: Store) -> None:
-    claimed = store.database.write_sync(jobs.claim_embed, 1000, now_ms())
+def embed_all(store: Store, at_ms: int) -> None:
+    """Embed every memory whose job is due at ``at_ms`` (and that is not expired by then)."""
+    claimed = store.database.write_sync(jobs.claim_embed, 1000, at_ms)
     vectors = [np.array([1.0, 0.5, 0.25, i + 1.0], dtype=np.float32) for i in range(len(claimed))]
-    store.database.write_sync(jobs.complete_embed, list(zip(claimed, vectors, strict=True)), now_ms())
+    store.database.write_sync(jobs.complete_embed, list(zip(claimed, vectors, strict=True)), at_ms)
 
 
 def consistent(store: Store) -> bool:
@@ -101,7 +102,7 @@ def test_gc_hard_removes_only_what_was_deleted_or_expired_before_the_retention_c
     old_expired = add_at(store, "expired long ago", T - 60 * DAY, expires_at_ms=T - 31 * DAY)
     new_expired = add_at(store, "expired lately", T - 60 * DAY, expires_at_ms=T - DAY)
     live = add_at(store, "live and well", T - 60 * DAY)
-    embed_all(store)
+    embed_all(store, T - 59 * DAY)  # before anything expired: all five get a vector
     for memory_id, at in ((old_deleted, T - 31 * DAY), (new_deleted, T - 29 * DAY)):
         rowid = sql(store, "SELECT rowid FROM memories WHERE id = ?", (memory_id,))[0][0]
         store.database.write_sync(memories.mark_deleted, rowid, at)

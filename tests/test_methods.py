@@ -248,3 +248,38 @@ async def test_memories_survive_a_restart(short_tmp: Path) -> None:
         hits = await call_ok(peer, "memory.search", {**ALICE, "query": "restarts"})
         assert [h["id"] for h in hits] == [added["id"]]
         second.request_stop()
+
+
+async def test_get_returns_a_visible_memory_and_not_found_otherwise(peer: NdjsonPeer) -> None:
+    added = await call_ok(peer, "memory.add", {**ALICE, "content": "favourite colour is teal"})
+    record = await call_ok(peer, "memory.get", {**ALICE, "memory_id": added["short_id"].lower()})
+    assert record["id"] == added["id"] and record["content"] == "favourite colour is teal"
+    for caller in ({"user_id": "bob"}, {"user_id": "bob", "chat_id": "c1"}):
+        reply = await peer.call("memory.get", {**caller, "memory_id": added["id"]})
+        assert reply["error"]["code"] == -32001 and reply["error"]["data"]["field"] == "memory_id"
+    await call_ok(peer, "memory.delete", {**ALICE, "memory_id": added["id"]})
+    assert (await peer.call("memory.get", {**ALICE, "memory_id": added["id"]}))["error"]["code"] == -32001
+
+
+async def test_a_database_locked_by_another_process_answers_unavailable(short_tmp: Path, nursery: trio.Nursery) -> None:
+    import apsw
+
+    instance = Daemon(make_config(short_tmp, storage={"busy_timeout_ms": 200}))
+    await nursery.start(instance.run)
+    peer = await NdjsonPeer.connect(instance.config.socket_path)
+    await call_ok(peer, "memory.add", {**ALICE, "content": "written before the lock"})
+    # Another process (here: another connection, as `memoryd import` would) holds the write lock.
+    other = apsw.Connection(str(instance.config.db_path))
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        reply = await peer.call("memory.add", {**ALICE, "content": "written during the lock"})
+        assert reply["error"]["code"] == -32007, reply
+        assert reply["error"]["data"] == {"busy_timeout_ms": 200}
+        # Readers are not blocked by a writer under WAL.
+        assert len(await call_ok(peer, "memory.list", ALICE)) == 1
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    await call_ok(peer, "memory.add", {**ALICE, "content": "written after the lock"})
+    assert len(await call_ok(peer, "memory.list", ALICE)) == 2
+    instance.request_stop()

@@ -113,9 +113,14 @@ class MemoryClient:
         result: Records = self.call("memory.list", **params)
         return result
 
+    def get(self, memory_id: str) -> Record:
+        """One memory by full id or unique prefix (>= 8 chars); raises NotFound if none is visible."""
+        result: Record = self.call("memory.get", **_methods.memory_id_params(memory_id))
+        return result
+
     def delete(self, memory_id: str) -> Record:
         """``{"deleted": bool, "id": str | None}``; ``memory_id`` may be a unique prefix (>= 8 chars)."""
-        result: Record = self.call("memory.delete", **_methods.delete_params(memory_id))
+        result: Record = self.call("memory.delete", **_methods.memory_id_params(memory_id))
         return result
 
     def health(self) -> Record:

@@ -46,5 +46,5 @@ def list_params(
     )
 
 
-def delete_params(memory_id: str) -> Dict[str, Any]:
+def memory_id_params(memory_id: str) -> Dict[str, Any]:
     return {"memory_id": memory_id}

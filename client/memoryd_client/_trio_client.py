@@ -90,8 +90,13 @@ class AsyncMemoryClient:
         result: Records = await self.call("memory.list", **params)
         return result
 
+    async def get(self, memory_id: str) -> Record:
+        """One memory by full id or unique prefix (>= 8 chars); raises NotFound if none is visible."""
+        result: Record = await self.call("memory.get", **_methods.memory_id_params(memory_id))
+        return result
+
     async def delete(self, memory_id: str) -> Record:
-        result: Record = await self.call("memory.delete", **_methods.delete_params(memory_id))
+        result: Record = await self.call("memory.delete", **_methods.memory_id_params(memory_id))
         return result
 
     async def health(self) -> Record:

@@ -21,7 +21,7 @@ the daemon package is not installed.
         ├── PayloadTooLarge      -32004  the daemon closed the connection
         ├── DeadlineExceeded     -32005
         ├── ShuttingDown         -32006  retry after the daemon restarts
-        └── Unavailable          -32007  a backend the method needs is not there
+        └── Unavailable          -32007  the database is busy (locked by another process); retry
 
 An error code this client does not know becomes a plain ``MemorydRpcError``.
 """

@@ -31,7 +31,9 @@ def open_store(config: Config, *, create: bool = False) -> Store:
         if not create:
             raise StoreError(f"no database at {path} (check --data-dir / data_dir)")
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return Store(path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms)
+    # No mmap: these commands scan whole tables once; through the bounded page cache their
+    # RSS stays flat however large the file is.
+    return Store(path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms, mmap_bytes=0)
 
 
 def file_bytes(path: Path) -> dict[str, int]:

@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import trio
@@ -27,7 +27,7 @@ from memoryd.rpc.envelope import (
     parse_message,
 )
 
-__all__ = ["CallContext", "Handler", "MethodTable", "invalid_params_from", "serve_message"]
+__all__ = ["CallContext", "Dispatcher", "Handler", "MethodTable", "invalid_params_from", "serve_message"]
 
 log = logging.getLogger("memoryd.rpc")
 
@@ -44,6 +44,12 @@ class CallContext:
 
 
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
+
+
+class Dispatcher(Protocol):
+    """What :func:`serve_message` needs: a MethodTable, or a wrapper around one (the server's)."""
+
+    async def dispatch(self, request: Request, ctx: CallContext) -> bytes | None: ...
 
 _OPEN_BRACKET = ord("[")
 
@@ -118,7 +124,7 @@ def _decode_params(method: _Method, raw: msgspec.Raw | None) -> Any:
         raise InvalidParams.for_field("params", "are nested too deeply") from None
 
 
-async def serve_message(payload: bytes, table: MethodTable, ctx: CallContext) -> bytes | None:
+async def serve_message(payload: bytes, table: Dispatcher, ctx: CallContext) -> bytes | None:
     """Answer one framed payload: a reply, a batch reply, or None when nothing needs answering."""
     try:
         message = parse_message(payload)

@@ -189,8 +189,8 @@ class Daemon:
         pending = sum((await store.backlog()).values())
         connections = self._server_stats().get("connections_open", 0)
         return (
-            f"serving: {counts['memories_active']} memories of {counts['users']} users, "
-            f"{pending} background jobs pending, {connections} connections"
+            f"serving; memories {counts['memories_active']}, users {counts['users']}, "
+            f"jobs pending {pending}, connections {connections}"
         )
 
 

@@ -30,9 +30,16 @@ Describe: TypeAlias = Callable[[], Awaitable[str]]
 class Notifier:
     """Talks to the service manager; ``Notifier(None)`` (or no $NOTIFY_SOCKET) does nothing."""
 
-    def __init__(self, address: str | None, *, watchdog_usec: int | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        watchdog_usec: int | None = None,
+        status_interval: float = STATUS_INTERVAL_SECONDS,
+    ) -> None:
         """``address`` as in $NOTIFY_SOCKET: a path, or ``@name`` for the abstract namespace."""
         self.address = _socket_address(address) if address else None
+        self.status_interval = status_interval
         # systemd wants a ping at least every WATCHDOG_USEC; half of it leaves room for a slow tick.
         self.watchdog_interval = watchdog_usec / 2_000_000 if watchdog_usec and self.address else None
 
@@ -90,18 +97,14 @@ class Notifier:
             await trio.sleep(self.watchdog_interval)
 
     async def run_status(
-        self,
-        describe: Describe,
-        *,
-        interval: float = STATUS_INTERVAL_SECONDS,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        self, describe: Describe, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Refresh STATUS= every ``interval`` seconds with ``await describe()`` until cancelled."""
+        """Refresh STATUS= every ``status_interval`` seconds with ``await describe()`` until cancelled."""
         task_status.started()
         if not self.enabled:
             return
         while True:
-            await trio.sleep(interval)
+            await trio.sleep(self.status_interval)
             await self.status(await _describe_safely(describe))
 
 

@@ -21,8 +21,7 @@ import trio
 from memoryd.config import LifecycleConfig
 from memoryd.ids import iso_from_ms, now_ms
 from memoryd.log import fields
-from memoryd.store import Store
-from memoryd.store import lifecycle
+from memoryd.store import Store, lifecycle
 
 log = logging.getLogger("memoryd.maintenance")
 
@@ -74,7 +73,7 @@ class Maintenance:
         try:
             summary = await trio.to_thread.run_sync(self._pass)
         except Exception:
-            log.error("maintenance.failed", exc_info=True)
+            log.exception("maintenance.failed")
         self.runs += 1
         self.last_summary = summary
         done, self._pass_done = self._pass_done, trio.Event()

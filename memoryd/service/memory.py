@@ -11,7 +11,7 @@ import trio
 
 from memoryd.auth import Authenticator
 from memoryd.embed import Embedder
-from memoryd.errors import EmbedderError, InvalidParams
+from memoryd.errors import EmbedderError, InvalidParams, NotFound
 from memoryd.ids import MIN_PREFIX_LENGTH, now_ms
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
@@ -23,6 +23,7 @@ from memoryd.service.params import (
     AddParams,
     CallerParams,
     DeleteParams,
+    GetParams,
     ListParams,
     SearchParams,
     check_text,
@@ -120,6 +121,16 @@ class MemoryService:
             before_id=params.before_id,
             include_expired=params.include_expired,
         )
+
+    async def get(self, params: GetParams, ctx: CallContext) -> MemoryRecord:
+        scope = caller_scope(params, ctx, self.authenticator)
+        record = await self.store.get(scope, params.memory_id)
+        if record is None:
+            raise NotFound(
+                "No memory visible to you matches that id",
+                {"field": "memory_id", "reason": "no visible memory has this id or prefix"},
+            )
+        return record
 
     async def delete(self, params: DeleteParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)

@@ -9,7 +9,7 @@ from memoryd import __version__
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.memory import MemoryService
-from memoryd.service.params import AddParams, DeleteParams, HealthParams, ListParams, SearchParams
+from memoryd.service.params import AddParams, DeleteParams, GetParams, HealthParams, ListParams, SearchParams
 
 
 class HealthReporter:
@@ -63,6 +63,7 @@ def build_method_table(service: MemoryService, health: HealthReporter) -> Method
     table.register("memory.add", AddParams, service.add)
     table.register("memory.search", SearchParams, service.search)
     table.register("memory.list", ListParams, service.list)
+    table.register("memory.get", GetParams, service.get)
     table.register("memory.delete", DeleteParams, service.delete)
     table.register("system.health", HealthParams, health.health)
     return table

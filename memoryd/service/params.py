@@ -71,6 +71,10 @@ class DeleteParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     memory_id: Annotated[str, Meta(min_length=1, max_length=64)]
 
 
+class GetParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    memory_id: Annotated[str, Meta(min_length=1, max_length=64)]
+
+
 class HealthParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     # Health is also called by monitoring that has no user: it never resolves an identity.
     pass

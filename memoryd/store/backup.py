@@ -65,9 +65,10 @@ def _remove(partial: Path) -> None:
 
 
 def _copy(source_path: Path, partial: Path, busy_timeout_ms: int) -> int:
-    source = open_connection(source_path, busy_timeout_ms=busy_timeout_ms, readonly=True)
+    # No mmap: the copy streams through the page cache, so RSS stays small for any file size.
+    source = open_connection(source_path, busy_timeout_ms=busy_timeout_ms, readonly=True, mmap_bytes=0)
     try:
-        dest = open_connection(partial, busy_timeout_ms=busy_timeout_ms)
+        dest = open_connection(partial, busy_timeout_ms=busy_timeout_ms, mmap_bytes=0)
         try:
             with dest.backup("main", source, "main") as step:
                 step.step(-1)  # everything at once: one consistent snapshot

@@ -92,7 +92,7 @@ def check_fts_sample(db: apsw.Connection, sample: int = FTS_SAMPLE) -> Finding:
         if not terms:
             continue
         tried += 1
-        expression = fts_query.match_expression([fts_query.scope_token(scope_key)], terms)
+        expression = fts_query.match_expression([fts_query.scope_token(str(scope_key))], terms)
         found = db.execute(
             "SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? AND rowid = ?", (expression, rowid)
         ).fetchone()

@@ -21,7 +21,7 @@ import apsw.bestpractice
 import sqlite_vec
 import trio
 
-from memoryd.errors import StoreError
+from memoryd.errors import StoreBusy, StoreError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -54,7 +54,9 @@ def install_connection_hooks() -> None:
         _hooks_installed = True
 
 
-def open_connection(path: Path, *, busy_timeout_ms: int, readonly: bool = False) -> apsw.Connection:
+def open_connection(
+    path: Path, *, busy_timeout_ms: int, readonly: bool = False, mmap_bytes: int = MMAP_BYTES
+) -> apsw.Connection:
     install_connection_hooks()
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:
@@ -63,7 +65,7 @@ def open_connection(path: Path, *, busy_timeout_ms: int, readonly: bool = False)
         raise StoreError(f"cannot open database {path}: {exc}") from exc
     # After the hooks, which set a short busy timeout of their own.
     connection.set_busy_timeout(busy_timeout_ms)
-    connection.pragma("mmap_size", MMAP_BYTES)
+    connection.pragma("mmap_size", mmap_bytes)
     connection.pragma("cache_size", -CACHE_KIB)
     if not readonly:
         # WAL + NORMAL: a commit survives a crash of the process; only power loss can drop
@@ -89,12 +91,15 @@ def write_transaction(connection: apsw.Connection) -> Iterator[apsw.Connection]:
 class Database:
     """The connections of one store file."""
 
-    def __init__(self, path: Path, *, readers: int, busy_timeout_ms: int) -> None:
+    def __init__(self, path: Path, *, readers: int, busy_timeout_ms: int, mmap_bytes: int = MMAP_BYTES) -> None:
         if readers < 1:
             raise ValueError("readers must be >= 1")
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer: apsw.Connection | None = open_connection(path, busy_timeout_ms=busy_timeout_ms)
+        self._mmap_bytes = mmap_bytes
+        self._writer: apsw.Connection | None = open_connection(
+            path, busy_timeout_ms=busy_timeout_ms, mmap_bytes=mmap_bytes
+        )
         self._writer_lock = threading.Lock()
         self._writer_limiter = trio.CapacityLimiter(1)
         self._reader_count = readers
@@ -107,7 +112,9 @@ class Database:
     def open_readers(self) -> None:
         """Open the reader pool (after migrations: a read-only connection cannot create the file)."""
         for _ in range(self._reader_count):
-            reader = open_connection(self.path, busy_timeout_ms=self._busy_timeout_ms, readonly=True)
+            reader = open_connection(
+                self.path, busy_timeout_ms=self._busy_timeout_ms, readonly=True, mmap_bytes=self._mmap_bytes
+            )
             self._readers.append(reader)
             self._free_readers.append(reader)
 
@@ -137,7 +144,9 @@ class Database:
         with self._sync_reader_lock:
             self._require_writer()
             if self._sync_reader is None:
-                self._sync_reader = open_connection(self.path, busy_timeout_ms=self._busy_timeout_ms, readonly=True)
+                self._sync_reader = open_connection(
+                    self.path, busy_timeout_ms=self._busy_timeout_ms, readonly=True, mmap_bytes=self._mmap_bytes
+                )
             return _read_in_snapshot(self._sync_reader, fn, args, kwargs)
 
     def plain_sync(self, fn: Callable[[apsw.Connection], T]) -> T:
@@ -149,7 +158,11 @@ class Database:
 
     async def write(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         async with self._writer_limiter:
-            return await trio.to_thread.run_sync(lambda: self.write_sync(fn, *args, **kwargs))
+            try:
+                return await trio.to_thread.run_sync(lambda: self.write_sync(fn, *args, **kwargs))
+            except apsw.BusyError:
+                # BEGIN IMMEDIATE waited busy_timeout for another process's lock: nothing written.
+                raise StoreBusy(data={"busy_timeout_ms": self._busy_timeout_ms}) from None
 
     async def read(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(reader, ...)`` in one read transaction (one consistent snapshot)."""
@@ -159,6 +172,8 @@ class Database:
             reader = self._free_readers.pop()
             try:
                 return await trio.to_thread.run_sync(_read_in_snapshot, reader, fn, args, kwargs)
+            except apsw.BusyError:
+                raise StoreBusy(data={"busy_timeout_ms": self._busy_timeout_ms}) from None
             finally:
                 self._free_readers.append(reader)
 

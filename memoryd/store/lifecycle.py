@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import apsw
 import msgspec
@@ -82,7 +83,7 @@ def mark_expired_batch(db: apsw.Connection, now_ms: int, limit: int = BATCH) -> 
 
     Expired memories stay listable (include_expired) until gc; their pending embed jobs go.
     """
-    rows = db.execute(
+    rows: list[tuple[Any, ...]] = db.execute(
         "SELECT rowid, id, expires_at_ms FROM memories INDEXED BY memories_gc_expired "
         "WHERE expires_at_ms <= ? AND deleted_at_ms IS NULL AND expiry_recorded_ms IS NULL LIMIT ?",
         (now_ms, limit),
@@ -90,7 +91,7 @@ def mark_expired_batch(db: apsw.Connection, now_ms: int, limit: int = BATCH) -> 
     for rowid, memory_id, expires_at_ms in rows:
         db.execute("UPDATE memories SET expiry_recorded_ms = ? WHERE rowid = ?", (now_ms, rowid))
         db.execute("DELETE FROM jobs WHERE memory_rowid = ?", (rowid,))
-        memories.audit(db, memory_id, "expired", ACTOR, now_ms, {"expires_at": iso_from_ms(expires_at_ms)})
+        memories.audit(db, str(memory_id), "expired", ACTOR, now_ms, {"expires_at": iso_from_ms(int(expires_at_ms))})
     return len(rows)
 
 
@@ -210,7 +211,7 @@ def over_limit(db: apsw.Connection, per_user: int, per_chat: int) -> list[tuple[
     """
     user_limit = per_user or _UNLIMITED
     chat_limit = per_chat or _UNLIMITED
-    rows = db.execute(
+    rows: list[tuple[Any, ...]] = db.execute(
         """
         SELECT scope_key, count(*) AS n FROM memories INDEXED BY memories_scope_id
         WHERE deleted_at_ms IS NULL
@@ -219,7 +220,7 @@ def over_limit(db: apsw.Connection, per_user: int, per_chat: int) -> list[tuple[
         """,
         (user_limit, chat_limit),
     ).fetchall()
-    return [(key, int(n), user_limit if key.startswith("u:") else chat_limit) for key, n in rows]
+    return [(str(key), int(n), user_limit if str(key).startswith("u:") else chat_limit) for key, n in rows]
 
 
 #: The eviction order, first evicted first (see the module docstring).

@@ -189,8 +189,9 @@ def _matching_ids(db: apsw.Connection, scope: Scope, prefix: str, limit: int) ->
     return [(int(rowid), str(id_)) for rowid, id_ in rows]
 
 
-def delete(db: apsw.Connection, scope: Scope, memory_id: str, now_ms: int) -> str | None:
-    """Soft-delete the one visible memory matching ``memory_id`` (full id or unique prefix)."""
+def resolve_visible(db: apsw.Connection, scope: Scope, memory_id: str) -> tuple[int, str] | None:
+    """(rowid, id) of the one visible memory matching ``memory_id`` (full id or unique prefix),
+    None when none does; InvalidParams when the prefix is ambiguous among visible memories."""
     prefix = check_id_prefix(memory_id)
     matches = _matching_ids(db, scope, prefix, 2)
     if not matches:
@@ -205,10 +206,26 @@ def delete(db: apsw.Connection, scope: Scope, memory_id: str, now_ms: int) -> st
         raise InvalidParams.for_field(
             "memory_id", f"prefix {prefix} is ambiguous: {count} of your memories match; give more characters"
         )
-    rowid, full_id = matches[0]
+    return matches[0]
+
+
+def get_visible(db: apsw.Connection, scope: Scope, memory_id: str, now_ms: int) -> MemoryRecord | None:
+    """The visible, unexpired memory matching ``memory_id``, or None."""
+    match = resolve_visible(db, scope, memory_id)
+    if match is None:
+        return None
+    return fetch_visible(db, scope, [match[0]], now_ms).get(match[0])
+
+
+def delete(db: apsw.Connection, scope: Scope, memory_id: str, now_ms: int) -> str | None:
+    """Soft-delete the one visible memory matching ``memory_id`` (full id or unique prefix)."""
+    match = resolve_visible(db, scope, memory_id)
+    if match is None:
+        return None
+    rowid, full_id = match
     mark_deleted(db, rowid, now_ms)
     audit(db, full_id, "deleted", scope.user_id, now_ms, {"chat_id": scope.chat_id})
-    return str(full_id)
+    return full_id
 
 
 def mark_deleted(db: apsw.Connection, rowid: int, now_ms: int) -> None:

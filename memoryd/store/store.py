@@ -23,8 +23,9 @@ import numpy.typing as npt
 from memoryd.errors import InvalidParams
 from memoryd.ids import now_ms
 from memoryd.store import jobs, lifecycle, memories, schema, search, vectors
-from memoryd.store.access import AccessLog, apply as apply_access
-from memoryd.store.db import Database
+from memoryd.store.access import AccessLog
+from memoryd.store.access import apply as apply_access
+from memoryd.store.db import MMAP_BYTES, Database
 from memoryd.store.lifecycle import EvictionReport, GcReport
 from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Scope, SearchHit
 from memoryd.store.vectors import VectorSpace
@@ -52,9 +53,13 @@ def _check_scope(scope: Scope) -> None:
 class Store:
     """The memory database: one file, one writer, a pool of readers."""
 
-    def __init__(self, path: Path, *, readers: int = 4, busy_timeout_ms: int = 5000) -> None:
+    def __init__(
+        self, path: Path, *, readers: int = 4, busy_timeout_ms: int = 5000, mmap_bytes: int = MMAP_BYTES
+    ) -> None:
+        """``mmap_bytes`` = 0 reads through SQLite's bounded page cache instead of mapping the
+        file: slower searches, but a full scan (the admin commands) keeps a small RSS."""
         self.path = Path(path)
-        self._db = Database(self.path, readers=readers, busy_timeout_ms=busy_timeout_ms)
+        self._db = Database(self.path, readers=readers, busy_timeout_ms=busy_timeout_ms, mmap_bytes=mmap_bytes)
         try:
             version = self._db.plain_sync(schema.migrate)
             self._db.open_readers()
@@ -124,6 +129,15 @@ class Store:
         _check_scope(scope)
         memories.check_id_prefix(memory_id)
         return await self._db.write(memories.delete, scope, memory_id, now_ms())
+
+    async def get(self, scope: Scope, memory_id: str) -> MemoryRecord | None:
+        """One visible, unexpired memory by full id or unique prefix, or None."""
+        _check_scope(scope)
+        memories.check_id_prefix(memory_id)
+        record = await self._db.read(memories.get_visible, scope, memory_id, now_ms())
+        if record is not None:
+            self._access.note([record.id], now_ms())
+        return record
 
     async def short_ids(self, scope: Scope, ids: Iterable[str]) -> dict[str, str]:
         _check_scope(scope)

@@ -244,7 +244,7 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
         expires_at_ms = _ms(line.expires_at)
         deleted_at_ms = _ms(line.deleted_at)
         db.execute(
-            f"""
+            """
             INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects, created_at_ms,
                 updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, confidence,
                 metadata, content_hash, access_count, last_access_ms)

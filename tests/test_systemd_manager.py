@@ -1,0 +1,197 @@
+"""The units under a real systemd: Type=notify, watchdog, socket activation and the full sandbox.
+
+A private `systemd --user` runs in its own mount namespace (where a tmpfs on /run/systemd
+makes it believe the host booted with systemd), so nothing on the host is touched.  Needs
+root; skipped where that, unshare/nsenter or the systemd binary are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+
+SYSTEMD = Path("/lib/systemd/systemd")
+MEMORYD = Path(sys.executable).parent / "memoryd"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not SYSTEMD.exists() or not all(shutil.which(t) for t in ("unshare", "nsenter", "systemctl")),
+    reason="needs root, unshare, nsenter and systemd to run a private service manager",
+)
+
+# Runs inside the new mount namespace, then becomes the manager (same pid).
+_RIG = r"""
+set -e
+mount -n -t tmpfs tmpfs /run/systemd  # -n: no utab entry on the host
+mkdir -p /run/systemd/system
+# PID 1 normally provides these: sandboxing bind-mounts them over hidden paths.
+i=/run/systemd/inaccessible
+mkdir -p $i && mkdir -m 0 $i/dir && install -m 0 /dev/null $i/reg && mkfifo -m 0 $i/fifo
+mknod -m 0 $i/chr c 0 0 && mknod -m 0 $i/blk b 0 0
+python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('$i/sock')" && chmod 0 $i/sock
+exec /lib/systemd/systemd --user
+"""
+
+
+class UserManager:
+    def __init__(self, base: Path) -> None:
+        # Not under /tmp (PrivateTmp=) nor a home (ProtectHome=): the services must see it.
+        self.runtime = base / "runtime"
+        self.runtime.mkdir(mode=0o700)
+        self.units = self.runtime / "systemd" / "user"
+        self.units.mkdir(parents=True)
+        self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "XDG_RUNTIME_DIR": str(self.runtime), "HOME": str(base)}
+        self.proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", _RIG],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while self.systemctl("is-system-running").stdout.strip() not in ("running", "degraded"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.skip("a private systemd user manager cannot run here")
+            time.sleep(0.05)
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = ["nsenter", "--mount", "--target", str(self.proc.pid), *args]
+        return subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60)
+
+    def systemctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.run("systemctl", "--user", "--no-pager", *args)
+
+    def show(self, unit: str, *properties: str) -> dict[str, str]:
+        output = self.systemctl("show", unit, *(f"--property={name}" for name in properties)).stdout
+        return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+    def install(self, name: str, text: str, drop_in: str = "") -> None:
+        (self.units / name).write_text(text)
+        if drop_in:
+            (self.units / f"{name}.d").mkdir(exist_ok=True)
+            (self.units / f"{name}.d" / "test.conf").write_text("[Service]\n" + drop_in)
+        assert self.systemctl("daemon-reload").returncode == 0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # the manager stops its units, then exits
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def manager() -> Iterator[UserManager]:
+    base = Path(tempfile.mkdtemp(prefix="memoryd-test-", dir="/srv" if os.access("/srv", os.W_OK) else "/var/lib"))
+    os.chmod(base, 0o755)
+    instance = UserManager(base)
+    yield instance
+    instance.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _with_venv_memoryd(text: str) -> str:
+    return re.sub(r"^ExecStart=\S+/memoryd ", f"ExecStart={MEMORYD} ", text, flags=re.MULTILINE)
+
+
+def _interpreter_binds() -> str:
+    """The venv's interpreter may live in a home (pyenv): show just it, read-only."""
+    base = Path(sys.base_prefix).resolve()
+    if base.parts[1] in ("root", "home"):
+        return f"ProtectHome=tmpfs\nBindReadOnlyPaths={base}\n"
+    return ""
+
+
+def _call(path: Path, manager: UserManager, method: str, params: dict[str, Any]) -> Any:
+    # The client runs outside the namespace: the socket lives on the real file system.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(60)
+        client.connect(str(path))
+        client.sendall(json.dumps({"jsonrpc": "2.0", "method": method, "params": params, "id": 1}).encode() + b"\n")
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = client.recv(65536)
+            assert chunk, manager.systemctl("status", "memoryd.service").stdout
+            reply += chunk
+    return json.loads(reply)
+
+
+def _add_and_search(path: Path, manager: UserManager) -> None:
+    added = _call(path, manager, "memory.add", {"user_id": "u1", "content": "My cat Tiberius likes tuna"})
+    assert added["result"]["embedded"] is True, added  # the local model ran inside the sandbox
+    hits = _call(path, manager, "memory.search", {"user_id": "u1", "query": "what does my pet eat?"})
+    assert [hit["id"] for hit in hits["result"]] == [added["result"]["id"]]
+
+
+def _assert_sandboxed_and_notifying(manager: UserManager, unit: str) -> None:
+    state = manager.show(unit, "ActiveState", "SubState", "StatusText", "MainPID", "NRestarts", "Type")
+    assert state["Type"] == "notify" and state["ActiveState"] == "active", state
+    assert state["StatusText"].startswith("serving; "), state
+    status = Path(f"/proc/{state['MainPID']}/status").read_text()
+    assert re.search(r"^Seccomp:\s+2$", status, flags=re.MULTILINE)  # SystemCallFilter/MemoryDenyWriteExecute
+    assert re.search(r"^NoNewPrivs:\s+1$", status, flags=re.MULTILINE)
+
+
+def test_user_units_activate_on_the_first_client_and_run_sandboxed(manager: UserManager) -> None:
+    data = manager.runtime.parent / "data"
+    manager.install("memoryd.socket", (REPO / "systemd/user/memoryd.socket").read_text())
+    manager.install(
+        "memoryd.service",
+        _with_venv_memoryd((REPO / "systemd/user/memoryd.service").read_text()),
+        f"Environment=MEMORYD_DATA_DIR={data} MEMORYD_EMBEDDER=local\nStandardError=file:{data}.log\n",
+    )
+    assert manager.systemctl("start", "memoryd.socket").returncode == 0
+    path = manager.runtime / "memoryd" / "memoryd.sock"
+    assert manager.show("memoryd.service", "ActiveState")["ActiveState"] == "inactive"
+    _add_and_search(path, manager)  # the first connection starts the service
+    _assert_sandboxed_and_notifying(manager, "memoryd.service")
+
+
+def test_system_service_sandbox_leaves_memoryd_working(manager: UserManager) -> None:
+    """memoryd.service's hardening, as shipped, minus what a user manager cannot do (User=, %S)."""
+    rig = manager.runtime.parent
+    service = (REPO / "systemd/memoryd.service").read_text()
+    service = re.sub(r"^(User|Group)=.*\n", "", _with_venv_memoryd(service), flags=re.MULTILINE)
+    service = service.replace("--config /etc/memoryd/config.toml", f"--config {rig}/config.toml")
+    socket_unit = (REPO / "systemd/memoryd.socket").read_text()
+    socket_unit = socket_unit.replace("/run/memoryd/memoryd.sock", f"{rig}/sock/memoryd.sock")
+    socket_unit = socket_unit.replace("SocketGroup=memoryd", "SocketGroup=root")
+    (rig / "config.toml").write_text('embedder = "local"\n')
+    (rig / "data").mkdir()
+    manager.install("memoryd.socket", socket_unit)
+    manager.install(
+        "memoryd.service",
+        service,
+        # In a user manager %S is in $HOME, which ProtectHome= hides: keep the data in the rig.
+        f"Environment=MEMORYD_DATA_DIR={rig}/data\nStateDirectory=\nConfigurationDirectory=\n"
+        f"ReadWritePaths={rig}/data\nStandardError=file:{rig}/memoryd.log\n" + _interpreter_binds(),
+    )
+    assert manager.systemctl("start", "memoryd.socket").returncode == 0
+    _add_and_search(rig / "sock" / "memoryd.sock", manager)
+    _assert_sandboxed_and_notifying(manager, "memoryd.service")
+    properties = manager.show("memoryd.service", "MemoryDenyWriteExecute", "ProtectSystem", "PrivateUsers")
+    assert properties == {"MemoryDenyWriteExecute": "yes", "ProtectSystem": "strict", "PrivateUsers": "yes"}
+
+    # The control: the same sandbox really refuses writable+executable memory.
+    probe = f"{sys.executable} -c 'import mmap; mmap.mmap(-1, 4096, prot=7)'"
+    manager.install(
+        "memoryd-probe.service",
+        re.sub(r"^ExecStart=.*$", f"ExecStart={probe}", service.replace("Type=notify", "Type=oneshot"), flags=re.M),
+        f"StandardError=file:{rig}/probe.log\n" + _interpreter_binds(),
+    )
+    assert manager.systemctl("start", "memoryd-probe.service").returncode != 0
+    assert "PermissionError" in (rig / "probe.log").read_text()
