@@ -51,14 +51,26 @@ def ms(seconds: float) -> str:
 
 
 def process_memory(pid: int) -> dict[str, int]:
-    """VmRSS, VmHWM, RssAnon, RssFile in KiB from /proc/PID/status."""
-    wanted = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"}
+    """KiB: VmRSS, VmHWM, RssAnon, RssFile from /proc/PID/status; Pss from smaps_rollup; and
+    ``db_maps``, how many mappings of a memoryd.db file the process has.
+
+    VmRSS counts a file page once per mapping: SQLite maps the database once per connection
+    (mmap_size), so with N connections the same page-cache page shows up to N times in RssFile.
+    Pss counts it once.
+    """
     out: dict[str, int] = {}
     with open(f"/proc/{pid}/status", encoding="ascii") as file:
         for line in file:
             key, _, value = line.partition(":")
-            if key in wanted:
+            if key in {"VmRSS", "VmHWM", "RssAnon", "RssFile"}:
                 out[key] = int(value.split()[0])
+    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as file:
+        for line in file:
+            key, _, value = line.partition(":")
+            if key == "Pss":
+                out["Pss"] = int(value.split()[0])
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as file:
+        out["db_maps"] = sum(1 for line in file if line.rstrip().endswith("/memoryd.db"))
     return out
 
 

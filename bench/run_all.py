@@ -1,7 +1,7 @@
 """memoryd benchmarks: real daemons in subprocesses, a separate load-generator process, numbers on stdout.
 
-    ./dev bench                    # everything, full sizes (about 3-5 minutes on 2 cores)
-    ./dev bench --quick            # smaller sizes, for a smoke run
+    ./dev bench                    # everything, full sizes (about 2-3 minutes on 2 cores)
+    ./dev bench --quick            # smaller sizes, for a smoke run (about 30 s)
     ./dev bench --only rtt,search  # some sections: rtt, add, search, rss, startup
 
 Sections:
@@ -11,7 +11,8 @@ Sections:
   search   memory.search p50/p99 at 10k and 100k memories in one user's scope, via the daemon with
            the local embedder (query embedded) and with none (keyword-only), plus the store's hybrid
            search in-process with a precomputed query vector (the "excluding query embedding" figure)
-  rss      the daemon's memory with the local model loaded, serving 100k memories
+  rss      the daemon's memory (VmRSS, RssAnon/RssFile, Pss) with the local model loaded, serving
+           100k memories: at ready, after searches, after adds
   startup  process start to first answered call, median of several starts, local and none
 
 Stores are built by bench_store.build: random unit vectors registered as the local model's space,
@@ -57,6 +58,7 @@ SECTIONS = ("rtt", "add", "search", "rss", "startup")
 class Sizes:
     rtt_sequential: int
     rtt_per_client: int
+    rtt_rounds: int
     adds_per_client: int
     stores: tuple[int, ...]
     others: int
@@ -64,10 +66,14 @@ class Sizes:
     starts: int
 
 
-FULL = Sizes(rtt_sequential=3000, rtt_per_client=150, adds_per_client=40, stores=(10_000, 100_000),
-             others=1000, queries=300, starts=5)  # fmt: skip
-QUICK = Sizes(rtt_sequential=500, rtt_per_client=25, adds_per_client=8, stores=(2_000, 20_000),
-              others=200, queries=60, starts=2)  # fmt: skip
+FULL = Sizes(
+    rtt_sequential=2000, rtt_per_client=100, rtt_rounds=3, adds_per_client=40,
+    stores=(10_000, 100_000), others=1000, queries=300, starts=5,
+)  # fmt: skip
+QUICK = Sizes(
+    rtt_sequential=500, rtt_per_client=25, rtt_rounds=1, adds_per_client=8,
+    stores=(2_000, 20_000), others=200, queries=60, starts=2,
+)  # fmt: skip
 CLIENTS = 32
 
 
@@ -117,7 +123,7 @@ def latency(report: dict[str, Any]) -> tuple[float, float]:
 
 
 def throughput(report: dict[str, Any]) -> float:
-    return len(report["latencies"]) / report["wall"]
+    return len(report["latencies"]) / float(report["wall"])
 
 
 # -- rtt ---------------------------------------------------------------------------------------
@@ -139,24 +145,32 @@ def bench_rtt(bench: Bench) -> None:
         "liveness": Server.memoryd_daemon(bench.work, bench.name("d"), bench.fresh_dir("data-rtt-"), "none",
                                           env=token_env),
     }  # fmt: skip
-    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for label, server in servers.items():
-        with server:
+    # (server, framing, clients) -> one (p50, p99, calls/s) per round
+    runs: dict[tuple[str, str, int], list[tuple[float, float, float]]] = {}
+    with contextlib.ExitStack() as stack:
+        for server in servers.values():
+            stack.enter_context(server)
+        # Interleaved and repeated: a change in the machine's load hits the three alike, and the
+        # median round hides a one-off (the echo baseline at 32 clients swings about 2x from run
+        # to run with how the scheduler places client and server on the two cores).
+        for _ in range(sizes.rtt_rounds):
             for framing in ("lines", "prefix"):
-                runs[label, framing, 1] = loadgen(server.socket_path, workload="health", clients=1,
-                                                  requests=sizes.rtt_sequential, warmup=100, framing=framing)
-                runs[label, framing, CLIENTS] = loadgen(server.socket_path, workload="health", clients=CLIENTS,
-                                                        requests=sizes.rtt_per_client, warmup=5, framing=framing)
+                for clients, calls, warmup in ((1, sizes.rtt_sequential, 100), (CLIENTS, sizes.rtt_per_client, 5)):
+                    for label, server in servers.items():
+                        report = loadgen(server.socket_path, workload="health", clients=clients, requests=calls,
+                                         warmup=warmup, framing=framing)  # fmt: skip
+                        runs.setdefault((label, framing, clients), []).append((*latency(report), throughput(report)))
+    print(f"  median of {sizes.rtt_rounds} rounds")
     print(f"  {'framing':8} {'clients':>7} {'server':9} {'p50':>9} {'p99':>9} {'calls/s':>8}  {'p50 / echo p50':>14}")
     for framing in ("lines", "prefix"):
         for clients in (1, CLIENTS):
-            e50 = p50(runs["echo", framing, clients]["latencies"])
+            e50 = statistics.median(r[0] for r in runs["echo", framing, clients])
             for label in servers:
-                report = runs[label, framing, clients]
-                (l50, l99), ratio = latency(report), p50(report["latencies"]) / e50
+                rounds = runs[label, framing, clients]
+                l50, l99, rate = (statistics.median(r[i] for r in rounds) for i in range(3))
+                ratio = l50 / e50
                 shown = "" if label == "echo" else f"{ratio:.1f}x"
-                print(f"  {framing:8} {clients:>7} {label:9} {ms(l50):>9} {ms(l99):>9} {throughput(report):>8.0f}"
-                      f"  {shown:>14}")  # fmt: skip
+                print(f"  {framing:8} {clients:>7} {label:9} {ms(l50):>9} {ms(l99):>9} {rate:>8.0f}  {shown:>14}")
                 if label != "echo":
                     bench.result(f"{label} round trip p50, {framing}, {clients} client(s)",
                                  f"{ms(l50)} vs echo {ms(e50)} = {ratio:.1f}x", "<= 2x echo",
@@ -224,59 +238,79 @@ def bench_search(bench: Bench) -> None:
         data = bench.store_dir(memories)
         label = f"{memories // 1000}k"
         for embedder in ("local", "none"):
-            with Server.memoryd_daemon(bench.work, bench.name("d"), data, embedder) as daemon:
-                report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
-                                 queries_file=queries_path, user="alice")  # fmt: skip
-                health = loadgen(daemon.socket_path, workload="health", clients=1, requests=100) if embedder == "none" else None
-            s50, s99 = latency(report)
-            what = "query embedded + hybrid" if embedder == "local" else "keyword only (no vector)"
-            print(f"  {label:>5} daemon --embedder {embedder:5} {what:25} p50 {ms(s50):>9}  p99 {ms(s99):>9}")
-            bench.result(f"search via daemon at {label}, {what}", f"p50 {ms(s50)}, p99 {ms(s99)}")
-            if health is not None:
-                h50, h99 = latency(health)
-                print(f"  {label:>5} daemon system.health (trust: counts + backlog)  p50 {ms(h50):>9}  p99 {ms(h99):>9}")
-                bench.result(f"system.health at {label}, sequential", f"p50 {ms(h50)}, p99 {ms(h99)}")
-        with Store(data / "memoryd.db") as store:
-            store.configure_vector_space(LOCAL_MODEL_ID, bench_store.DIM)
-            print(f"  {label:>5} in-process Store.search (bench_store.measure), random query vector, no RPC:")
-            rng = np.random.default_rng(11)
-            captured = io.StringIO()
-            with contextlib.redirect_stdout(captured):
-                samples = trio.run(bench_store.measure, store, rng, bench_store.TextMaker(rng), count)
-            print(textwrap.indent(captured.getvalue().rstrip(), "        "))
-        h50, h99 = p50(samples["hybrid"]), p99(samples["hybrid"])
-        target = ""
-        if memories >= 100_000:
-            target, judged = "p50 < 30 ms", verdict(h50 < 0.030)
-        else:
-            judged = ""
-        bench.result(f"search at {label}, hybrid excluding query embedding (in-process)",
-                     f"p50 {ms(h50)}, p99 {ms(h99)}", target, judged)  # fmt: skip
+            search_via_daemon(bench, data, label, embedder, queries_path, count)
+        search_in_process(bench, data, label, count, judge=memories >= 100_000)
+
+
+def search_via_daemon(bench: Bench, data: Path, label: str, embedder: str, queries: Path, count: int) -> None:
+    with Server.memoryd_daemon(bench.work, bench.name("d"), data, embedder) as daemon:
+        report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
+                         queries_file=queries, user="alice")  # fmt: skip
+        health = loadgen(daemon.socket_path, workload="health", clients=1, requests=100)
+    s50, s99 = latency(report)
+    what = "query embedded + hybrid" if embedder == "local" else "keyword only (no vector)"
+    print(f"  {label:>5} daemon --embedder {embedder:5} {what:25} p50 {ms(s50):>9}  p99 {ms(s99):>9}")
+    bench.result(f"search via daemon at {label}, {what}", f"p50 {ms(s50)}, p99 {ms(s99)}")
+    if embedder == "none":
+        h50, h99 = latency(health)
+        print(f"  {label:>5} daemon system.health (trust: counts + backlog)  p50 {ms(h50):>9}  p99 {ms(h99):>9}")
+        bench.result(f"system.health at {label}, sequential", f"p50 {ms(h50)}, p99 {ms(h99)}")
+
+
+def search_in_process(bench: Bench, data: Path, label: str, count: int, *, judge: bool) -> None:
+    """bench_store.measure on the same file: the search itself, without RPC or query embedding."""
+    with Store(data / "memoryd.db") as store:
+        store.configure_vector_space(LOCAL_MODEL_ID, bench_store.DIM)
+        print(f"  {label:>5} in-process Store.search (bench_store.measure), random query vector, no RPC:")
+        rng = np.random.default_rng(11)
+        captured = io.StringIO()
+        with contextlib.redirect_stdout(captured):
+            samples = trio.run(bench_store.measure, store, rng, bench_store.TextMaker(rng), count)
+        print(textwrap.indent(captured.getvalue().rstrip(), "        "))
+    h50, h99 = p50(samples["hybrid"]), p99(samples["hybrid"])
+    target, judged = ("p50 < 30 ms", verdict(h50 < 0.030)) if judge else ("", "")
+    bench.result(f"search at {label}, hybrid excluding query embedding (in-process)",
+                 f"p50 {ms(h50)}, p99 {ms(h99)}", target, judged)  # fmt: skip
 
 
 # -- rss ---------------------------------------------------------------------------------------
+
+
+def mib(memory: dict[str, int]) -> str:
+    rss, anon, file, pss = (memory[key] / 1024 for key in ("VmRSS", "RssAnon", "RssFile", "Pss"))
+    return f"VmRSS {rss:4.0f} (anon {anon:3.0f}, file {file:3.0f}), Pss {pss:4.0f}, db maps {memory['db_maps']}"
 
 
 def bench_rss(bench: Bench) -> None:
     memories = max(bench.sizes.stores)
     data = bench.store_dir(memories)
     queries_path, queries = query_file(bench)
-    print(f"daemon memory serving {memories} memories (VmRSS includes the mmap'ed database pages, RssFile)")
+    count = len(queries)
+    print(f"daemon memory (MiB) serving {memories} memories of one user: at ready; after {count} sequential and "
+          f"{count} searches from 4 clients; after 200 adds from 8 clients")  # fmt: skip
+    print("  (RssFile counts the mmap'ed database once per SQLite connection that maps it: `db maps`;")
+    print("   Pss counts each page once)")
     for embedder in ("local", "none"):
         with Server.memoryd_daemon(bench.work, bench.name("d"), data, embedder) as daemon:
             at_ready = daemon.memory()
-            loadgen(daemon.socket_path, workload="search", clients=4, requests=len(queries) // 4, warmup=2,
+            loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=2,
                     queries_file=queries_path, user="alice")  # fmt: skip
+            loadgen(daemon.socket_path, workload="search", clients=4, requests=count // 4, warmup=2,
+                    queries_file=queries_path, user="alice")  # fmt: skip
+            searched = daemon.memory()
             loadgen(daemon.socket_path, workload="add", clients=8, requests=25, warmup=0)
-            after = daemon.memory()
-        mib = {key: value / 1024 for key, value in after.items()}
-        print(f"  --embedder {embedder:5} ready: VmRSS {at_ready['VmRSS'] / 1024:.0f} MiB;  after "
-              f"{len(queries)} searches + 200 adds: VmRSS {mib['VmRSS']:.0f} MiB (anon {mib['RssAnon']:.0f}, "
-              f"file {mib['RssFile']:.0f}), peak VmHWM {mib['VmHWM']:.0f} MiB")  # fmt: skip
+            added = daemon.memory()
+        print(f"  --embedder {embedder}")
+        print(f"     ready           {mib(at_ready)}")
+        print(f"     after searches  {mib(searched)}")
+        print(f"     after adds      {mib(added)}; peak VmHWM {added['VmHWM'] / 1024:.0f}")
         if embedder == "local":
-            bench.result(f"daemon VmRSS at {memories // 1000}k, local model, after searches + adds",
-                         f"{mib['VmRSS']:.0f} MiB (anon {mib['RssAnon']:.0f}, file {mib['RssFile']:.0f}; "
-                         f"peak {mib['VmHWM']:.0f})", "< 400 MB", verdict(after["VmRSS"] * 1024 < 400e6))  # fmt: skip
+            rss = max(searched["VmRSS"], added["VmRSS"])
+            bench.result(f"daemon VmRSS at {memories // 1000}k, local model, after searches",
+                         f"{searched['VmRSS'] / 1024:.0f} MiB (anon {searched['RssAnon'] / 1024:.0f}, "
+                         f"file {searched['RssFile'] / 1024:.0f} over {searched['db_maps']} maps; "
+                         f"Pss {searched['Pss'] / 1024:.0f}); at ready {at_ready['VmRSS'] / 1024:.0f}",
+                         "< 400 MB", verdict(rss * 1024 < 400e6))  # fmt: skip
 
 
 # -- startup -----------------------------------------------------------------------------------

@@ -111,6 +111,20 @@ def test_a_datagram_socket_is_refused_with_a_clear_message(short_tmp: Path, acti
     assert "needs a Unix stream socket" in activation.log()
 
 
+@needs_activator
+def test_a_connection_passed_by_accept_mode_is_refused(short_tmp: Path, activated: list[Activated]) -> None:
+    activation = Activated(short_tmp, "--accept")  # hands each child a connected socket
+    activated.append(activation)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(30)
+        client.connect(str(activation.socket))
+        assert client.recv(1) == b""  # the child refused: the connection closes
+    deadline = time.monotonic() + 20
+    while "must not set Accept=yes" not in activation.log():  # its message follows the close
+        assert time.monotonic() < deadline, activation.log()
+        time.sleep(0.01)
+
+
 def test_listen_variables_meant_for_another_process_are_ignored_and_removed() -> None:
     environ = {"LISTEN_PID": str(os.getpid() + 1), "LISTEN_FDS": "1", "LISTEN_FDNAMES": "memoryd.socket", "PATH": "/bin"}
     assert take_listen_socket(environ) is None

@@ -137,6 +137,32 @@ def _add_and_search(path: Path, manager: UserManager) -> None:
     assert [hit["id"] for hit in hits["result"]] == [added["result"]["id"]]
 
 
+def _uids_seen_by(path: Path, uid: int) -> dict[str, int]:
+    """system.health's connections_by_uid, asked by a child running as ``uid`` (group root)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child only drops privileges, makes one call and reports
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setresuid(uid, uid, uid)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.settimeout(30)
+                client.connect(str(path))
+                client.sendall(b'{"jsonrpc": "2.0", "method": "system.health", "id": 1}\n')
+                reply = b""
+                while not reply.endswith(b"\n"):
+                    reply += client.recv(65536)
+            os.write(write_end, json.dumps(json.loads(reply)["result"]["server"]["connections_by_uid"]).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as results:
+        seen = results.read()
+    os.waitpid(pid, 0)
+    return json.loads(seen) if seen else {}
+
+
 def _assert_sandboxed_and_notifying(manager: UserManager, unit: str) -> None:
     state = manager.show(unit, "ActiveState", "SubState", "StatusText", "MainPID", "NRestarts", "Type")
     assert state["Type"] == "notify" and state["ActiveState"] == "active", state
@@ -166,9 +192,10 @@ def test_system_service_sandbox_leaves_memoryd_working(manager: UserManager) -> 
     rig = manager.runtime.parent
     service = (REPO / "systemd/memoryd.service").read_text()
     service = re.sub(r"^(User|Group)=.*\n", "", _with_venv_memoryd(service), flags=re.MULTILINE)
-    service = service.replace("--config /etc/memoryd/config.toml", f"--config {rig}/config.toml")
+    service = service.replace("--config /etc/memoryd/memoryd.toml", f"--config {rig}/config.toml")
     socket_unit = (REPO / "systemd/memoryd.socket").read_text()
-    socket_unit = socket_unit.replace("/run/memoryd/memoryd.sock", f"{rig}/sock/memoryd.sock")
+    # %t is /run for the system manager: the socket shares the service's RuntimeDirectory=.
+    socket_unit = socket_unit.replace("/run/memoryd/memoryd.sock", "%t/memoryd/memoryd.sock")
     socket_unit = socket_unit.replace("SocketGroup=memoryd", "SocketGroup=root")
     (rig / "config.toml").write_text('embedder = "local"\n')
     (rig / "data").mkdir()
@@ -181,10 +208,23 @@ def test_system_service_sandbox_leaves_memoryd_working(manager: UserManager) -> 
         f"ReadWritePaths={rig}/data\nStandardError=file:{rig}/memoryd.log\n" + _interpreter_binds(),
     )
     assert manager.systemctl("start", "memoryd.socket").returncode == 0
-    _add_and_search(rig / "sock" / "memoryd.sock", manager)
+    path = manager.runtime / "memoryd" / "memoryd.sock"
+    _add_and_search(path, manager)
     _assert_sandboxed_and_notifying(manager, "memoryd.service")
-    properties = manager.show("memoryd.service", "MemoryDenyWriteExecute", "ProtectSystem", "PrivateUsers")
-    assert properties == {"MemoryDenyWriteExecute": "yes", "ProtectSystem": "strict", "PrivateUsers": "yes"}
+    properties = manager.show("memoryd.service", "MemoryDenyWriteExecute", "ProtectSystem", "ProtectHome")
+    assert properties["MemoryDenyWriteExecute"] == "yes" and properties["ProtectSystem"] == "strict"
+
+    # Peer uids reach the daemon unchanged (a user namespace would turn them into 65534),
+    # so auth.trusted_uids keeps working.  The runtime dir is opened to group root for the peer.
+    os.chmod(manager.runtime, 0o750)
+    assert "4242" in _uids_seen_by(path, 4242)
+
+    # Stopping the service keeps the runtime directory, so the socket stays and re-activates it.
+    assert manager.systemctl("stop", "memoryd.service").returncode == 0
+    assert path.is_socket()
+    hits = _call(path, manager, "memory.search", {"user_id": "u1", "query": "tuna"})
+    assert len(hits["result"]) == 1
+    assert manager.show("memoryd.service", "ActiveState")["ActiveState"] == "active"
 
     # The control: the same sandbox really refuses writable+executable memory.
     probe = f"{sys.executable} -c 'import mmap; mmap.mmap(-1, 4096, prot=7)'"

@@ -85,7 +85,7 @@ def test_system_service_security_exposure_is_ok_or_better(tmp_path: Path, runtim
     exposure, label = float(match.group(1)), match.group(2)
     print(f"systemd-analyze security memoryd.service: {exposure} {label}")
     assert label in {"PERFECT", "SAFE", "OK"}  # systemd's scale: SAFE < 1.0 <= OK < 5.0 <= MEDIUM
-    # 1.1 with systemd 252 (docs/systemd.md); dropping a hardening option shows up here first.
+    # 1.2 with systemd 252 (docs/systemd.md); dropping a hardening option shows up here first.
     assert exposure < 2.0
 
 
