@@ -62,7 +62,7 @@ class EmbedConfig(_Section):
 
 class AuthConfig(_Section):
     #: "trust": the caller's user_id/chat_id are believed; only for a socket nobody else can
-    #: reach (mode 0600).  "token": every call needs a signed context_token (see docs/sandbox.md).
+    #: reach (mode 0600).  "token": every call needs a signed context_token (see "Running tools in a sandbox" in README.md).
     mode: Literal["trust", "token"] = "trust"
     #: The HMAC key, decoded like ash's ASH_CONTEXT_TOKEN_SECRET: hex, else base64url, else UTF-8.
     token_secret: str = ""
@@ -78,7 +78,7 @@ class StorageConfig(_Section):
 
 
 class LifecycleConfig(_Section):
-    """What the daemon's maintenance task does (see docs/operations.md)."""
+    """What the daemon's maintenance task does (see "Lifecycle inside the daemon" in README.md)."""
 
     #: Deleted or expired memories are hard-removed by gc this many days later.
     retention_days: Annotated[float, Meta(ge=0)] = 30.0
