@@ -218,3 +218,29 @@ async def test_a_call_past_the_request_timeout_is_answered_deadline_exceeded(
     # The connection and the daemon carry on.
     assert "result" in await peer.call("system.health", {})
     daemon.request_stop()
+
+
+async def test_concurrent_adds_share_embedding_calls(
+    short_tmp: Path, nursery: trio.Nursery, openai_backend: FakeBackend
+) -> None:
+    daemon = Daemon(openai_config(short_tmp, openai_backend.url, add_wait=5.0, timeout=5.0))
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await wait_vector_space_ready(peer)
+    calls_before = len(openai_backend.seen)
+    # Hold the backend's first reply a moment, so the other adds arrive while it is busy.
+    openai_backend.script.append(Reply(delay=0.3))
+
+    async def add(n: int) -> None:
+        client = await NdjsonPeer.connect(daemon.config.socket_path)
+        result = await call_ok(client, "memory.add", {**ALICE, "content": f"concurrent fact number {n}"})
+        assert result["embedded"] is True
+
+    async with trio.open_nursery() as adders:
+        for n in range(40):
+            adders.start_soon(add, n)
+    calls = openai_backend.seen[calls_before:]
+    embedded_texts = sum(len(call.body["input"]) for call in calls)
+    assert embedded_texts == 40
+    assert len(calls) <= 10, f"{len(calls)} backend calls for 40 adds"
+    daemon.request_stop()
