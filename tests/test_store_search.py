@@ -94,10 +94,18 @@ async def test_hostile_queries_never_error(store: Store, query: str) -> None:
 
 def test_terms_are_folded_words_without_syntax() -> None:
     terms = fts_query.extract_terms('Thé AND "café" NEAR(x*) o\'clock')
-    assert terms == ["the", "and", "cafe", "near", "x", "o", "clock"]
+    assert terms == ["cafe", "near", "x", "o", "clock"]  # stopwords go when other words remain
+    assert fts_query.extract_terms("what is it") == ["what", "is", "it"]
     assert fts_query.extract_terms("☕ ***") == []
     assert fts_query.extract_terms("\uff54\uff45\uff41") == ["tea"]  # full-width
     assert len(fts_query.extract_terms(" ".join(f"w{i}" for i in range(100)))) == fts_query.MAX_TERMS
+
+
+async def test_questions_do_not_match_on_their_stopwords_and_stems_match(store: Store) -> None:
+    await store.add(note("allergic to peanuts"))
+    await store.add(note("wife Sarah likes Italian food"))
+    hits = await store.search(ALICE, "what does my wife like to eat?", limit=5, query_vector=None)
+    assert [hit.content for hit in hits] == ["wife Sarah likes Italian food"]
 
 
 async def test_diacritics_and_case_do_not_matter(store: Store) -> None:

@@ -23,10 +23,24 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
+#: English function words.  A question ("what does my wife like to eat?") would otherwise match
+#: every memory holding "to" or "my", and in rank fusion such a hit weighs as much as the best
+#: vector match.  Dropped only when the query has other words.
+STOPWORDS = frozenset(
+    """a about am an and any are as at be been being but by can could did do does doing for from
+    had has have having he her hers him his how i if in into is it its me my myself no nor not
+    of on or our ours she should so some such than that the their theirs them then there these
+    they this those to too us was we were what when where which while who whom why will with
+    would you your yours""".split()
+)
+
+
 def extract_terms(text: str) -> list[str]:
-    """The distinct words of ``text``, folded, in first-seen order (at most MAX_TERMS)."""
-    terms = dict.fromkeys(extract_all_words(text))
-    return list(terms)[:MAX_TERMS]
+    """The distinct words of ``text``, folded, in first-seen order (at most MAX_TERMS), without
+    stopwords unless the query has nothing else."""
+    terms = list(dict.fromkeys(extract_all_words(text)))
+    content = [term for term in terms if term not in STOPWORDS]
+    return (content or terms)[:MAX_TERMS]
 
 
 def extract_all_words(text: str) -> list[str]:

@@ -53,7 +53,8 @@ def m001_create_tables(db: apsw.Connection) -> None:
         CREATE VIRTUAL TABLE memories_fts USING fts5 (
             content, subjects, scope_token,
             content = 'memories', content_rowid = 'rowid',
-            tokenize = 'unicode61 remove_diacritics 2'
+            -- porter: "likes" finds "like"; it stems the query the same way.
+            tokenize = 'porter unicode61 remove_diacritics 2'
         );
 
         -- Only live memories are in the FTS index; a soft delete takes the row out.
