@@ -242,6 +242,11 @@ class Store:
 
     # -- maintenance ---------------------------------------------------------------------------
 
+    @property
+    def write_count(self) -> int:
+        """How many write transactions this process has run (a cheap change stamp)."""
+        return self._db.write_count
+
     async def health_counts(self) -> dict[str, Any]:
         counts: dict[str, Any] = await self._db.read(memories.health_counts, now_ms())
         counts["db_bytes"] = self._file_bytes()
