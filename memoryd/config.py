@@ -180,7 +180,7 @@ def _convert(raw: dict[str, Any], *, strict: bool, origin: str) -> Config:
     except msgspec.ValidationError as exc:
         raise ConfigError(f"invalid configuration ({origin}): {_describe(exc)}") from None
     try:
-        config.socket_mode_bits
+        _ = config.socket_mode_bits  # parses the octal string
     except ValueError:
         raise ConfigError(f"invalid configuration ({origin}): socket_mode must be an octal string like \"0600\"") from None
     return config

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
-import threading
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Self, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 import pytest

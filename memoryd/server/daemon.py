@@ -65,7 +65,6 @@ class Daemon:
         self._stop.set()
 
     async def run(self, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED) -> None:
-        config = self.config
         started = trio.current_time()
         store = await trio.to_thread.run_sync(self._open_store)
         self.store = store

@@ -73,7 +73,7 @@ class EmbeddingBackfill:
                 continue
             self.last_error = None
             try:
-                await self.store.complete_embed_jobs(list(zip(jobs, vectors)))
+                await self.store.complete_embed_jobs(list(zip(jobs, vectors, strict=True)))
             except EmbeddingModelMismatch as exc:
                 # The backend changed its dimension under us: never mix vector spaces.
                 self.last_error = str(exc)

@@ -41,7 +41,6 @@ class HealthReporter:
     async def health(self, params: HealthParams, ctx: CallContext) -> dict[str, Any]:
         # Never needs a token (liveness probes, `memory health` in a sandbox), so in token mode
         # only trusted peers see the host-wide numbers; everyone else gets liveness only.
-        store = self.service.store
         embedder = self.service.embedder
         degraded = embedder is not None and self.backfill is not None and bool(self.backfill.last_error)
         if not self.service.authenticator.sees_health_details(ctx):
