@@ -109,11 +109,21 @@ def _with_venv_memoryd(text: str) -> str:
 
 
 def _interpreter_binds() -> str:
-    """The venv's interpreter may live in a home (pyenv): show just it, read-only."""
+    """Show the service what it must run, read-only, where the sandbox hides it: the base
+    interpreter may live in a home (pyenv), and a checkout (with its .venv and the editable
+    install's sources) may live under /tmp, which PrivateTmp= replaces."""
+    lines = []
     base = Path(sys.base_prefix).resolve()
     if base.parts[1] in ("root", "home"):
-        return f"ProtectHome=tmpfs\nBindReadOnlyPaths={base}\n"
-    return ""
+        lines += ["ProtectHome=tmpfs", f"BindReadOnlyPaths={base}"]
+    for path in {Path(sys.prefix).resolve(), Path(__file__).resolve().parent.parent}:
+        if path.parts[1] in ("tmp", "var") and path.parts[1:3] != ("var", "lib"):
+            lines.append(f"BindReadOnlyPaths={path}")
+        elif path.parts[1] in ("root", "home") and base.parts[1] not in ("root", "home"):
+            lines += ["ProtectHome=tmpfs", f"BindReadOnlyPaths={path}"]
+        elif path.parts[1] in ("root", "home"):
+            lines.append(f"BindReadOnlyPaths={path}")
+    return "".join(line + "\n" for line in lines)
 
 
 def _call(path: Path, manager: UserManager, method: str, params: dict[str, Any]) -> Any:
