@@ -194,3 +194,17 @@ async def test_a_client_that_vanishes_mid_request_does_not_hurt_others(daemon: D
         await rude.aclose()
     polite = await NdjsonPeer.connect(daemon.config.socket_path)
     assert "result" in await polite.call("system.health", {})
+
+
+async def test_a_large_batch_is_answered_in_full_and_in_order(daemon: Daemon) -> None:
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    batch = [
+        {"jsonrpc": "2.0", "method": "memory.add", "params": {**ALICE, "content": f"batched fact {i}"}, "id": i}
+        for i in range(500)
+    ]
+    await peer.send(batch)
+    replies = await peer.receive()
+    assert [reply["id"] for reply in replies] == list(range(500))
+    assert all("result" in reply for reply in replies)
+    listed = await peer.call("memory.list", {**ALICE, "limit": 1000})
+    assert len(listed["result"]) == 500
