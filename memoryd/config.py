@@ -31,7 +31,7 @@ class _Section(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     pass
 
 
-class LimitsConfig(_Section):
+class LimitsConfig(_Section, frozen=True):
     max_message_bytes: PositiveInt = 1024 * 1024
     max_connections: PositiveInt = 512
     #: Requests one connection may have in flight; past it the daemon stops reading (backpressure).
@@ -41,7 +41,7 @@ class LimitsConfig(_Section):
     shutdown_grace: PositiveFloat = 10.0
 
 
-class EmbedConfig(_Section):
+class EmbedConfig(_Section, frozen=True):
     #: local: a sentence-transformers folder; empty means the pinned bundled all-MiniLM-L6-v2.
     model_path: str = ""
     #: ollama/openai: base URL, e.g. http://127.0.0.1:11434 or http://127.0.0.1:8080.
@@ -60,7 +60,7 @@ class EmbedConfig(_Section):
     query_timeout: PositiveFloat = 3.0
 
 
-class AuthConfig(_Section):
+class AuthConfig(_Section, frozen=True):
     #: "trust": the caller's user_id/chat_id are believed; only for a socket nobody else can
     #: reach (mode 0600).  "token": every call needs a signed context_token (see "Running tools in a sandbox" in README.md).
     mode: Literal["trust", "token"] = "trust"
@@ -72,12 +72,12 @@ class AuthConfig(_Section):
     trusted_uids: list[Annotated[int, Meta(ge=0)]] = []
 
 
-class StorageConfig(_Section):
+class StorageConfig(_Section, frozen=True):
     readers: Annotated[int, Meta(ge=1, le=64)] = 4
     busy_timeout_ms: Annotated[int, Meta(ge=0)] = 5000
 
 
-class LifecycleConfig(_Section):
+class LifecycleConfig(_Section, frozen=True):
     """What the daemon's maintenance task does (see "Lifecycle inside the daemon" in README.md)."""
 
     #: Deleted or expired memories are hard-removed by gc this many days later.
@@ -91,7 +91,7 @@ class LifecycleConfig(_Section):
     protect_recent_days: Annotated[float, Meta(ge=0)] = 7.0
 
 
-class Config(_Section):
+class Config(_Section, frozen=True):
     socket: str = ""
     #: Octal string: who may connect is decided by the socket file's mode and group.
     socket_mode: str = "0600"

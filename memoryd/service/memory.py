@@ -149,7 +149,8 @@ class MemoryService:
         except (EmbedderError, trio.TooSlowError) as exc:
             log.warning("search.keyword_only", extra=fields(reason=type(exc).__name__))
             return None
-        return vectors[0]
+        vector: np.ndarray = vectors[0]
+        return vector
 
 
 def _unique(names: list[str]) -> list[str]:

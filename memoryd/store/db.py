@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import apsw
 import apsw.bestpractice
-import sqlite_vec
+import sqlite_vec  # type: ignore[import-untyped]
 import trio
 
 from memoryd.errors import StoreBusy, StoreError
