@@ -208,3 +208,23 @@ async def test_a_large_batch_is_answered_in_full_and_in_order(daemon: Daemon) ->
     assert all("result" in reply for reply in replies)
     listed = await peer.call("memory.list", {**ALICE, "limit": 1000})
     assert len(listed["result"]) == 500
+
+
+async def test_a_client_that_never_reads_its_replies_is_cut_off(short_tmp: Path, nursery: trio.Nursery) -> None:
+    instance = Daemon(make_config(short_tmp, limits={"idle_timeout": 0.5}))
+    await nursery.start(instance.run)
+    writer = await NdjsonPeer.connect(instance.config.socket_path)
+    for i in range(20):
+        await writer.call("memory.add", {**ALICE, "content": f"{i} " + "padding " * 1900})
+    # Ask for megabytes of replies and never read them: the socket buffers fill up.
+    request = json.dumps({"jsonrpc": "2.0", "method": "memory.list", "params": {**ALICE, "limit": 1000}, "id": 1})
+    with trio.move_on_after(3):
+        for _ in range(200):
+            await writer.send_raw(request.encode() + b"\n")
+    polite = await NdjsonPeer.connect(instance.config.socket_path)
+    with trio.fail_after(10):
+        while (await polite.call("system.health", {}))["result"]["server"]["stalled_connections"] == 0:
+            await trio.sleep(0.1)
+    health = (await polite.call("system.health", {}))["result"]
+    assert health["server"]["connections_open"] == 1  # only the polite one is left
+    instance.request_stop()

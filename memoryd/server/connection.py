@@ -177,7 +177,14 @@ class Connection:
         framing = self.decoder.framing or Framing.LINES
         await acquire_fast(self.send_lock)
         try:
-            await self.stream.send_all(encode_frame(framing, payload))
+            # A client that stops reading its replies must not pin a connection (and its
+            # in-flight slots) forever: a send that makes no progress for idle_timeout ends it.
+            with trio.move_on_after(self.server.limits.idle_timeout) as stalled:
+                await self.stream.send_all(encode_frame(framing, payload))
+            if stalled.cancelled_caught:
+                log.info("connection.send_stalled", extra=fields(conn=self.context.connection_id))
+                self.server.stalled_connections += 1
+                await self.stream.aclose()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             # The client went away; its requests' results have nowhere to go.
             log.debug("connection.send_failed", extra=fields(conn=self.context.connection_id))

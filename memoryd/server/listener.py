@@ -69,6 +69,7 @@ class RpcServer:
         self.connections_total = 0
         self.connections_rejected = 0
         self.oversized_messages = 0
+        self.stalled_connections = 0
         self.connections_by_uid: Counter[int] = Counter()
         self.stopped = trio.Event()
         self._drained = trio.Event()
@@ -83,6 +84,7 @@ class RpcServer:
             "requests_total": self.requests_total,
             "requests_in_flight": len(self.request_scopes),
             "oversized_messages": self.oversized_messages,
+            "stalled_connections": self.stalled_connections,
             "connections_by_uid": {str(uid): count for uid, count in self.connections_by_uid.items()},
         }
 
