@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 import trio
 
 from memoryd import __version__
 from memoryd.config import Config, config_reference, load_config
-from memoryd.errors import ConfigError, EmbedderError, MemorydError, StartupError
+from memoryd.errors import ConfigError, MemorydError
 from memoryd.log import setup_logging
 
 log = logging.getLogger("memoryd.cli")
@@ -115,9 +117,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(config.log_level, config.log_format)
     try:
         return _COMMANDS[args.command](config, args)
-    except (StartupError, ConfigError, EmbedderError) as exc:
-        print(f"memoryd: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
     except MemorydError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -219,48 +218,24 @@ def _quiet_admin_logs(args: argparse.Namespace) -> None:
         logging.getLogger("memoryd").setLevel(logging.WARNING)
 
 
-def _stats(config: Config, args: argparse.Namespace) -> int:
-    from memoryd.admin import stats
+#: Admin subcommand -> (module in memoryd.admin, its run() keywords from the parsed args).
+#: Imported on use, so `memoryd serve` does not load them.
+_ADMIN_COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], dict[str, Any]]]] = {
+    "stats": ("stats", lambda args: {"as_json": args.json}),
+    "gc": ("gc", lambda args: {"dry_run": args.dry_run, "as_json": args.json}),
+    "export": ("export", lambda args: {"user": args.user}),
+    "import": ("importing", lambda args: {"path": args.file}),
+    "backup": ("backup", lambda args: {"target": args.path, "force": args.force}),
+    "check": ("check", lambda args: {"repair": args.repair, "as_json": args.json}),
+}
 
+
+def _admin(config: Config, args: argparse.Namespace) -> int:
+    module_name, keywords = _ADMIN_COMMANDS[args.command]
+    module = importlib.import_module(f"memoryd.admin.{module_name}")
     _quiet_admin_logs(args)
-    return stats.run(config, as_json=args.json)
+    result: int = module.run(config, **keywords(args))
+    return result
 
 
-def _gc(config: Config, args: argparse.Namespace) -> int:
-    from memoryd.admin import gc
-
-    _quiet_admin_logs(args)
-    return gc.run(config, dry_run=args.dry_run, as_json=args.json)
-
-
-def _export(config: Config, args: argparse.Namespace) -> int:
-    from memoryd.admin import export
-
-    _quiet_admin_logs(args)
-    return export.run(config, user=args.user)
-
-
-def _import(config: Config, args: argparse.Namespace) -> int:
-    from memoryd.admin import importing
-
-    _quiet_admin_logs(args)
-    return importing.run(config, path=args.file)
-
-
-def _backup(config: Config, args: argparse.Namespace) -> int:
-    from memoryd.admin import backup
-
-    _quiet_admin_logs(args)
-    return backup.run(config, target=args.path, force=args.force)
-
-
-def _check(config: Config, args: argparse.Namespace) -> int:
-    from memoryd.admin import check
-
-    _quiet_admin_logs(args)
-    return check.run(config, repair=args.repair, as_json=args.json)
-
-
-_COMMANDS.update(
-    {"stats": _stats, "gc": _gc, "export": _export, "import": _import, "backup": _backup, "check": _check}
-)
+_COMMANDS.update(dict.fromkeys(_ADMIN_COMMANDS, _admin))
