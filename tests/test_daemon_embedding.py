@@ -14,15 +14,9 @@ from memoryd.server.daemon import Daemon
 from memoryd.store import Store
 from tests.conftest import make_config
 from tests.fake_backends import FakeBackend, Reply
-from tests.wire import NdjsonPeer
+from tests.wire import NdjsonPeer, call_ok
 
 ALICE = {"user_id": "alice"}
-
-
-async def call_ok(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> Any:
-    reply = await peer.call(method, params)
-    assert "result" in reply, reply
-    return reply["result"]
 
 
 @pytest.fixture

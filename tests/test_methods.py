@@ -10,16 +10,10 @@ import trio
 
 from memoryd.server.daemon import Daemon
 from tests.conftest import make_config
-from tests.wire import NdjsonPeer
+from tests.wire import NdjsonPeer, call_ok
 
 ALICE = {"user_id": "alice"}
 HIT_FIELDS = {"id", "content", "score", "similarity", "source", "subjects", "scope", "created_at", "expires_at", "metadata"}
-
-
-async def call_ok(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> Any:
-    reply = await peer.call(method, params)
-    assert "result" in reply, reply
-    return reply["result"]
 
 
 @pytest.fixture

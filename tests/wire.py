@@ -99,6 +99,13 @@ class PrefixPeer:
         await self.stream.aclose()
 
 
+async def call_ok(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> Any:
+    """The result of one call, failing the test on an error reply."""
+    reply = await peer.call(method, params)
+    assert "result" in reply, reply
+    return reply["result"]
+
+
 def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
     """One NDJSON call with blocking sockets (for tests that drive a daemon subprocess)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

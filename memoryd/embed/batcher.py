@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from memoryd.embed.base import Embedder
-from memoryd.embed.vectors import F32, empty
+from memoryd.embed.vectors import F32, empty, text_batch
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
 
@@ -80,9 +80,7 @@ class CoalescingEmbedder:
     async def embed(self, texts: Sequence[str]) -> F32:
         if not self._running:
             return await self.inner.embed(texts)
-        batch = list(texts)
-        if not all(isinstance(text, str) for text in batch):
-            raise TypeError("embed() takes a sequence of str")
+        batch = text_batch(texts)
         if not batch:
             return empty(self.dim)
         request = _Request(batch)

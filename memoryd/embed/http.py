@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 import trio
 
-from memoryd.embed.vectors import F32, checked_unit_rows, empty
+from memoryd.embed.vectors import F32, checked_unit_rows, empty, text_batch
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
 
@@ -116,9 +116,7 @@ class HttpEmbedder:
         }
 
     async def embed(self, texts: Sequence[str]) -> F32:
-        batch = list(texts)
-        if not all(isinstance(text, str) for text in batch):
-            raise TypeError("embed() takes a sequence of str")
+        batch = text_batch(texts)
         if not batch:
             return empty(self.dim)
         await self.start()

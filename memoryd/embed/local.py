@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from memoryd.embed.sentence_model import SentenceModel
-from memoryd.embed.vectors import F32, empty
+from memoryd.embed.vectors import F32, empty, text_batch
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
 
@@ -115,9 +115,7 @@ class LocalEmbedder:
         if model is None:
             detail = f": {self._last_error}" if self._last_error else ""
             raise EmbedderError(f"local embedder is not loaded ({self._state}){detail}")
-        batch = list(texts)
-        if not all(isinstance(text, str) for text in batch):
-            raise TypeError("embed() takes a sequence of str")
+        batch = text_batch(texts)
         if not batch:
             return empty(self.dim)
         # abandon_on_cancel: a cancelled caller returns at once; the thread finishes on its own

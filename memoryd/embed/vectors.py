@@ -3,6 +3,8 @@ finite and unit-length, or an EmbedderError."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -18,6 +20,14 @@ def normalize_rows(vectors: F32) -> F32:
     np.maximum(norms, np.float32(1e-12), out=norms)
     vectors /= norms
     return vectors
+
+
+def text_batch(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, refusing anything that is not a str (every backend's first check)."""
+    batch = list(texts)
+    if not all(isinstance(text, str) for text in batch):
+        raise TypeError("embed() takes a sequence of str")
+    return batch
 
 
 def empty(dim: int | None) -> F32:
