@@ -134,7 +134,9 @@ class Connection:
     async def _dispatch_final_line(self, requests: trio.Nursery) -> None:
         try:
             payload = self.decoder.end_of_input()
-        except PayloadTooLarge:
+        except PayloadTooLarge as exc:
+            self.server.oversized_messages += 1
+            await self._send(encode_error(None, exc))
             return
         if payload:
             await self._start(payload, requests)
