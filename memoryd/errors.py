@@ -22,7 +22,9 @@ becomes -32603 with a log line.
     ├── ConfigError              bad configuration: start-up stops, naming the key
     ├── StartupError             e.g. a live daemon already holds the socket
     ├── StoreError               the database refused something
-    │   └── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
+    │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
+    │   ├── AmbiguousIdPrefix    an id prefix matches several of the caller's memories
+    │   └── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
     └── EmbedderError            an embedding backend is down, slow or returned garbage
 """
 
@@ -159,6 +161,21 @@ class StoreError(MemorydError):
 
 class EmbeddingModelMismatch(StoreError):
     """The store's vectors come from another model; mixing vector spaces is refused."""
+
+
+class AmbiguousIdPrefix(StoreError):
+    """An id prefix matches ``count`` (>= 2) memories the caller can see; the service turns it
+    into InvalidParams naming the field that carried the prefix."""
+
+    def __init__(self, prefix: str, count: int) -> None:
+        super().__init__(f"prefix {prefix} is ambiguous: {count} of your memories match; give more characters")
+        self.prefix = prefix
+        self.count = count
+
+
+class BrokenInvariant(StoreError):
+    """A value breaks one of the store's invariants (a shared memory without a chat, a scope
+    without a user).  Input is validated in ``memoryd.service`` first: reaching this is a bug."""
 
 
 class EmbedderError(MemorydError):

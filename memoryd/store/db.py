@@ -11,6 +11,7 @@ from a free list sized by another CapacityLimiter, so a search never waits behin
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -123,6 +124,10 @@ class Database:
             self._readers.append(reader)
             self._free_readers.append(reader)
 
+    def file_bytes(self) -> int:
+        """The database file plus its WAL, in bytes."""
+        return sum(file_sizes(self.path).values())
+
     @property
     def closed(self) -> bool:
         return self._writer is None
@@ -210,6 +215,15 @@ def _read_in_snapshot(
     with reader:
         result = fn(reader, *args, **kwargs)
     return result
+
+
+def file_sizes(path: Path) -> dict[str, int]:
+    """Bytes of the database ``file`` and of its ``wal`` (those that exist)."""
+    sizes = {}
+    for name, suffix in (("file", ""), ("wal", "-wal")):
+        with contextlib.suppress(OSError):
+            sizes[name] = os.path.getsize(f"{path}{suffix}")
+    return sizes
 
 
 def one(db: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:

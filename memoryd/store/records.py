@@ -6,42 +6,14 @@ JSON text columns) into it in one place, ``record_from_row``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from memoryd.ids import iso_from_ms
-
-ScopeKind = Literal["personal", "group"]
+from memoryd.store.visibility import ScopeKind, key_for, scope_kind
 
 _json_decode = msgspec.json.decode
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Who is asking: a user, optionally inside a chat.
-
-    The caller sees its own personal memories plus the group memories of ``chat_id``.
-    """
-
-    user_id: str
-    chat_id: str | None = None
-
-    def visible_keys(self) -> list[str]:
-        """The scope keys (vec0 partition values) this caller may read."""
-        keys = [personal_key(self.user_id)]
-        if self.chat_id is not None:
-            keys.append(group_key(self.chat_id))
-        return keys
-
-
-def personal_key(user_id: str) -> str:
-    return "u:" + user_id
-
-
-def group_key(chat_id: str) -> str:
-    return "c:" + chat_id
 
 
 class NewMemory(msgspec.Struct):
@@ -59,10 +31,7 @@ class NewMemory(msgspec.Struct):
 
     @property
     def scope_key(self) -> str:
-        if self.shared:
-            assert self.chat_id is not None  # checked by Store.add before we get here
-            return group_key(self.chat_id)
-        return personal_key(self.owner)
+        return key_for(shared=self.shared, owner=self.owner, chat_id=self.chat_id)
 
 
 class MemoryRecord(msgspec.Struct):
@@ -129,7 +98,7 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
         content=content,
         source=source,
         subjects=_json_decode(subjects),
-        scope="group" if shared else "personal",
+        scope=scope_kind(bool(shared)),
         owner=owner,
         chat_id=chat_id,
         created_at=iso_from_ms(created) or "",
