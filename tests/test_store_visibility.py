@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import trio
 
-from memoryd.store import NewMemory, Scope, Store
+from memoryd.errors import BrokenInvariant
+from memoryd.store import NewMemory, Scope, Store, visibility
 from tests.store_helpers import embed_all, note
 from tests.store_helpers import unit as unit_of
 
@@ -145,3 +146,29 @@ async def test_group_memories_are_visible_to_every_member_of_the_chat(store: Sto
     deleted = await store.memories.delete(Scope("alice", "c1"), ids["c1 group"])
     assert deleted == ids["c1 group"]
     assert ids["c1 group"] not in {r.id for r in await store.memories.list(Scope("bob", "c1"), limit=10)}
+
+
+# -- the predicate every retriever is built from ---------------------------------------------------
+
+
+def test_the_predicate_names_the_callers_keys_and_hides_deleted_and_expired() -> None:
+    sql, params = visibility.predicate(Scope("alice", "c1"), "m", now_ms=123)
+    assert sql == (
+        "m.scope_key IN (?, ?) AND m.deleted_at_ms IS NULL AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)"
+    )
+    assert params == ("u:alice", "c:c1", 123)
+    sql, params = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, key="u:alice")
+    assert (sql, params) == ("memories.scope_key = ? AND memories.deleted_at_ms IS NULL", ("u:alice",))
+
+
+def test_a_retriever_cannot_ask_for_a_key_its_caller_does_not_see() -> None:
+    with pytest.raises(BrokenInvariant):
+        visibility.predicate(Scope("alice", "c1"), now_ms=0, key="c:c2")
+
+
+def test_scope_keys_and_kinds_have_one_spelling() -> None:
+    assert visibility.key_for(shared=False, owner="bob", chat_id="c1") == "u:bob"
+    assert visibility.key_for(shared=True, owner="bob", chat_id="c1") == "c:c1"
+    assert [visibility.kind_of_key(k) for k in ("u:bob", "c:c1")] == ["personal", "group"]
+    with pytest.raises(BrokenInvariant):
+        visibility.key_for(shared=True, owner="bob", chat_id=None)

@@ -8,6 +8,7 @@ The prefix arrives normalised and checked (``memoryd.service.validation``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import apsw
 
@@ -31,7 +32,9 @@ def resolve_visible(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int)
     """(rowid, id) of the one visible memory matching ``prefix`` (a full id or a unique prefix),
     None when none does; AmbiguousIdPrefix when several visible memories match."""
     where, params = _prefix_range(scope, prefix, now_ms)
-    matches = db.execute(f"SELECT rowid, id FROM memories WHERE {where} ORDER BY id LIMIT 2", params).fetchall()
+    matches: list[tuple[Any, ...]] = db.execute(
+        f"SELECT rowid, id FROM memories WHERE {where} ORDER BY id LIMIT 2", params
+    ).fetchall()
     if not matches:
         return None
     if len(matches) > 1:
