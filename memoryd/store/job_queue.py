@@ -33,7 +33,7 @@ class JobQueue:
         if results:
             await self._db.write(jobs.complete_embed, list(results), self._clock())
 
-    async def fail(self, failed: Sequence[EmbedJob], error: str) -> None:
+    async def fail(self, failed: Sequence[jobs.ClaimedJob], error: str) -> None:
         """Release the jobs for a retry after a growing, jittered delay; ``error`` is kept."""
         if failed:
             await self._db.write(jobs.fail, list(failed), error, self._clock(), self._rng)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
 import numpy.typing as npt
@@ -136,8 +136,15 @@ def complete_embed(db: apsw.Connection, results: Sequence[tuple[EmbedJob, npt.Ar
     return written
 
 
+class ClaimedJob(Protocol):
+    """Any claimed job (an ``EmbedJob`` today): failing and retrying only need its id."""
+
+    @property
+    def job_id(self) -> int: ...
+
+
 def fail(
-    db: apsw.Connection, jobs: Sequence[EmbedJob], error: str, now_ms: int, rng: random.Random | None = None
+    db: apsw.Connection, jobs: Sequence[ClaimedJob], error: str, now_ms: int, rng: random.Random | None = None
 ) -> None:
     for job in jobs:
         row = db.execute("SELECT attempts FROM jobs WHERE job_id = ?", (job.job_id,)).fetchone()
