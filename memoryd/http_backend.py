@@ -8,6 +8,7 @@ the userinfo of a URL.
 from __future__ import annotations
 
 import email.utils
+import math
 import random
 import time
 from pathlib import Path
@@ -90,7 +91,7 @@ def retry_after(response: httpx.Response, *, now: float | None = None) -> float 
         if when.tzinfo is None:
             return None  # RFC 9110 dates are GMT; one without a zone is not one
         seconds = when.timestamp() - (time.time() if now is None else now)
-    if seconds != seconds:  # NaN
+    if math.isnan(seconds):
         return None
     return min(MAX_RETRY_AFTER, max(0.0, seconds))
 
@@ -98,7 +99,7 @@ def retry_after(response: httpx.Response, *, now: float | None = None) -> float 
 def backoff_delay(attempt: int, *, base: float, cap: float, hint: float | None = None) -> float:
     """Seconds to wait before retry number ``attempt + 1``: exponential with jitter, at least
     the server's hint, never past ``cap``."""
-    delay = min(cap, base * 2**attempt) * random.uniform(0.5, 1.0)
+    delay = min(cap, base * 2.0**attempt) * random.uniform(0.5, 1.0)
     if hint is not None:
         delay = min(cap, max(delay, hint))
     return delay

@@ -15,12 +15,12 @@ an item.  With the script empty it answers ``default``, else 500 "script exhaust
 from __future__ import annotations
 
 import json
-import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
+
+from tests.loopback_http import LoopbackServer, QuietHandler
 
 OPENAI_PATH = "/v1/chat/completions"
 OLLAMA_PATH = "/api/chat"
@@ -90,19 +90,16 @@ def envelope(path: str, request: dict[str, Any], answer: Answer) -> bytes:
     return json.dumps({**reply, "done": True, "done_reason": done_reason}).encode()
 
 
-class FakeLlm:
+class FakeLlm(LoopbackServer):
     def __init__(self) -> None:
         self.script: deque[Item | Callable[[Seen], Item]] = deque()
         self.default: Item | None = None
         #: Output modes answered 400, as a server without structured output does.
         self.reject_modes: set[str] = set()
         self.seen: list[Seen] = []
-        self.stopping = threading.Event()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 seen = Seen(self.path, dict(self.headers), json.loads(self.rfile.read(length)))
@@ -110,34 +107,22 @@ class FakeLlm:
                 item = fake.next_item(seen)
                 if getattr(item, "delay", 0.0):
                     fake.stopping.wait(item.delay)  # type: ignore[union-attr]
-                try:
-                    if isinstance(item, CutOff):
+                if isinstance(item, CutOff):
+                    try:
                         self.send_response(200)
                         self.send_header("Content-Length", "4096")
                         self.end_headers()
                         self.wfile.write(b'{"choices": [{"message": {"content": "{\\"fa')
                         self.wfile.flush()
-                        self.close_connection = True
-                        return
-                    if isinstance(item, Answer):
-                        item = Raw(200, envelope(self.path, seen.body, item))
-                    self.send_response(item.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(item.body)))
-                    for name, value in item.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(item.body)
-                except OSError:
-                    pass  # the client gave up (timeout tests)
+                    except OSError:
+                        pass
+                    self.close_connection = True
+                    return
+                if isinstance(item, Answer):
+                    item = Raw(200, envelope(self.path, seen.body, item))
+                self.send_json(item.status, item.body, item.headers)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
+        super().__init__(Handler)
 
     def next_item(self, seen: Seen) -> Item:
         if seen.path not in (OPENAI_PATH, OLLAMA_PATH):
@@ -148,12 +133,3 @@ class FakeLlm:
         if callable(item):
             item = item(seen)
         return item if item is not None else Raw(500, b'{"error": "fake llm: script exhausted"}')
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()

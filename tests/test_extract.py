@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -29,7 +29,7 @@ from memoryd.extract.filters import MAX_FACTS
 from memoryd.llm import LlmClient, OllamaChat, OpenAIChat
 from tests.fake_llm import Answer, FakeLlm, Raw
 
-NOW = datetime(2026, 11, 22, 18, 24, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 18, 24, tzinfo=UTC)
 DAVID = Speaker(username="david", display_name="David Cramer")
 CONVERSATION = [
     ConversationMessage(role="user", content="My wife Sarah loves Italian food.", id="m1"),
@@ -113,7 +113,7 @@ async def test_each_group_member_is_labelled_by_their_own_names(fake: FakeLlm, l
     fake.script.append(Answer({"facts": []}))
     messages = [
         ConversationMessage(role="user", content="I run marathons", username="bob", display_name="Bob Li"),
-        ConversationMessage(role="user", content="I prefer tea", timestamp=datetime(2026, 11, 22, 9, 5, tzinfo=timezone.utc)),
+        ConversationMessage(role="user", content="I prefer tea", timestamp=datetime(2026, 11, 22, 9, 5, tzinfo=UTC)),
     ]
     outcome = await run(llm, messages)
     assert outcome.facts == [] and outcome.called_llm
@@ -132,7 +132,7 @@ async def test_a_message_cannot_forge_another_speakers_block(fake: FakeLlm, llm:
 
 async def test_the_date_is_the_owners_local_date(fake: FakeLlm, llm: LlmClient) -> None:
     fake.script.append(Answer({"facts": []}))
-    await run(llm, now=datetime(2026, 11, 22, 23, 30, tzinfo=timezone.utc), timezone_name="Asia/Tokyo")
+    await run(llm, now=datetime(2026, 11, 22, 23, 30, tzinfo=UTC), timezone_name="Asia/Tokyo")
     assert "Current date and time: Monday 23 November 2026, 08:30 (UTC+09:00)" in fake.seen[0].prompt
 
 

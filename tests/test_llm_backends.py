@@ -19,7 +19,14 @@ import trio
 from memoryd.config import LlmConfig
 from memoryd.errors import ConfigError, LlmBadReply, LlmRefused, LlmUnavailable
 from memoryd.http_backend import MAX_RETRY_AFTER, retry_after
-from memoryd.llm import LlmClient, OllamaChat, OpenAIChat, decode_reply, json_schema, make_llm
+from memoryd.llm import (
+    LlmClient,
+    OllamaChat,
+    OpenAIChat,
+    decode_reply,
+    json_schema,
+    make_llm,
+)
 from memoryd.llm.schema import BadReply
 from tests.fake_llm import Answer, CutOff, FakeLlm, Raw, Seen
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memoryd.config import ExtractionConfig
@@ -93,5 +93,5 @@ def _local(now: datetime, timezone_name: str | None) -> datetime:
             return now.astimezone(ZoneInfo(timezone_name))
         except (ZoneInfoNotFoundError, ValueError):
             log.debug("unknown timezone, using UTC", extra=fields(timezone=timezone_name))
-    return now.astimezone(timezone.utc)
+    return now.astimezone(UTC)
 

@@ -52,7 +52,7 @@ def _inline(node: Any, definitions: dict[str, Any], seen: tuple[str, ...]) -> An
 
 
 @functools.cache
-def _decoder(struct: type[T]) -> msgspec.json.Decoder[T]:
+def _decoder(struct: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(struct)
 
 
@@ -68,7 +68,7 @@ def decode_reply(text: str, struct: type[T]) -> T:
         text = fenced.group(1).strip()
     if not text:
         raise BadReply("empty reply")
-    decoder = _decoder(struct)
+    decoder: msgspec.json.Decoder[T] = _decoder(struct)
     try:
         return decoder.decode(text)
     except msgspec.ValidationError as exc:
