@@ -139,20 +139,50 @@ def scan(text: str) -> SecretScan:
     return SecretScan("".join(parts), dict(Counter(finding.kind for finding in findings)))
 
 
+def screen(text: str, mode: SecretsMode) -> tuple[str | None, SecretScan]:
+    """``extraction.secrets`` applied to ``text``: (the text to store, or None when it is
+    refused; the scan, whose ``found`` the caller counts for system.health)."""
+    result = scan(text)
+    if result.clean:
+        return text, result
+    return (None if mode == "refuse" else result.text), result
+
+
+#: Substrings (of the lower-cased text) without which a pattern cannot match: most texts hold
+#: none, and a substring test costs a fraction of a regex scan (16 KiB of prose: 7.5 ms -> 0.6 ms).
+_HINTS: dict[str, tuple[str, ...]] = {
+    "private_key": ("private key",),
+    "jwt": ("eyj",),
+    "bearer_token": ("bearer",),
+    "api_key": ("sk-", "gh", "github_pat_", "xox", "akia", "asia", "aiza", "k_live_", "k_test_", "glpat-", "hf_", "npm_"),
+    "connection_string": ("://",),
+    "password": ("pass", "pw", "pin"),
+    "keyword_token": ("key", "token", "secret"),
+}
+
+
+def _hinted(lowered: str, name: str) -> bool:
+    return any(hint in lowered for hint in _HINTS[name])
+
+
 def _candidates(text: str) -> Iterator[Finding]:
+    lowered = text.lower()
     for kind, pattern in _PATTERNS:
-        for match in pattern.finditer(text):
-            yield _finding(kind, match)
-    for match in _PASSWORD.finditer(text):
-        value = match.group("quoted") or match.group("secret")
-        if match.group("word").lower().startswith("pin"):
-            if re.fullmatch(r"\d{4,8}", value):
+        if _hinted(lowered, kind):
+            for match in pattern.finditer(text):
+                yield _finding(kind, match)
+    if _hinted(lowered, "password"):
+        for match in _PASSWORD.finditer(text):
+            value = match.group("quoted") or match.group("secret")
+            if match.group("word").lower().startswith("pin"):
+                if re.fullmatch(r"\d{4,8}", value):
+                    yield _finding("password", match)
+            elif match.group("quoted") or not _looks_like_prose(value):
                 yield _finding("password", match)
-        elif match.group("quoted") or not _looks_like_prose(value):
-            yield _finding("password", match)
-    for match in _KEYWORD_TOKEN.finditer(text):
-        if _high_entropy(match.group("secret")):
-            yield _finding("api_key", match)
+    if _hinted(lowered, "keyword_token"):
+        for match in _KEYWORD_TOKEN.finditer(text):
+            if _high_entropy(match.group("secret")):
+                yield _finding("api_key", match)
     for match in _CARD.finditer(text):
         digits = re.sub(r"[ -]", "", match.group())
         if 13 <= len(digits) <= 19 and _luhn_ok(digits):

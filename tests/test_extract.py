@@ -21,6 +21,7 @@ from memoryd.extract import (
     ExtractionOutcome,
     Fact,
     Speaker,
+    around,
     extract_facts,
     filter_facts,
     normalized_text,
@@ -335,3 +336,23 @@ def test_the_reply_schema_advertises_enums_and_ranges() -> None:
     assert item["properties"]["sensitivity"]["enum"] == ["public", "personal", "sensitive"]
     assert (item["properties"]["confidence"]["minimum"], item["properties"]["confidence"]["maximum"]) == (0, 1)
     assert json.dumps(item).count("$ref") == 0
+
+
+def test_around_is_the_message_and_its_neighbours() -> None:
+    messages = [ConversationMessage(role="user", content=str(i), id=f"m{i}") for i in range(7)]
+    assert [m.id for m in around(messages, "m3", 2) or []] == ["m1", "m2", "m3", "m4", "m5"]
+    assert [m.id for m in around(messages, "m0", 2) or []] == ["m0", "m1", "m2"]
+    assert [m.id for m in around(messages, "m6", 0) or []] == ["m6"]
+    assert around(messages, "m9", 2) is None
+
+
+def test_messages_decode_from_the_wire_with_iso_or_epoch_timestamps() -> None:
+    import msgspec
+
+    raw = b'[{"role": "user", "content": "hi", "timestamp": "2026-11-22T09:05:00Z", "id": "1"},' \
+          b' {"role": "assistant", "content": "hello", "timestamp": 1795338300}]'
+    first, second = msgspec.json.decode(raw, type=list[ConversationMessage])
+    assert first.sent_at() == datetime(2026, 11, 22, 9, 5, tzinfo=UTC)
+    assert second.sent_at() == datetime.fromtimestamp(1795338300, UTC)
+    with pytest.raises(msgspec.ValidationError, match="role"):
+        msgspec.json.decode(b'[{"role": "system", "content": "x"}]', type=list[ConversationMessage])

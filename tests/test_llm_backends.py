@@ -6,6 +6,7 @@ import email.utils
 import json
 import re
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -281,24 +282,31 @@ async def test_an_openai_refusal_is_a_bad_reply(fake: FakeLlm) -> None:
 
 
 async def test_concurrency_is_capped(fake: FakeLlm) -> None:
-    in_flight = peak = 0
+    total, in_flight, peak, started = 6, 0, 0, 0
+    changed = threading.Condition()
 
     def slow(seen: Seen) -> Answer:
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
-        time.sleep(0.1)
-        in_flight -= 1
+        # Each request waits for a partner (so an overlap is sure, not left to timing), except
+        # the last one; a third request in flight would show in ``peak``.
+        nonlocal in_flight, peak, started
+        with changed:
+            in_flight, started = in_flight + 1, started + 1
+            peak = max(peak, in_flight)
+            changed.notify_all()
+            changed.wait_for(lambda: in_flight >= 2 or started == total, timeout=5)
+        time.sleep(0.05)
+        with changed:
+            in_flight -= 1
         return Answer(GOOD)
 
-    fake.script.extend([slow] * 6)
+    fake.script.extend([slow] * total)
     llm = OllamaChat(fake.url, "m", concurrency=2, **{**FAST, "timeout": 10.0})
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
-            for _ in range(6):
+            for _ in range(total):
                 nursery.start_soon(llm.complete_json, "s", [{"role": "user", "content": "u"}], Pets)
         await llm.aclose()
-    assert len(fake.seen) == 6
+    assert len(fake.seen) == total
     assert peak == 2
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.secrets import REDACTED, find_secrets, scan
+from memoryd.secrets import REDACTED, find_secrets, scan, screen
 
 # Built from parts so that no scanner of this repository mistakes the fixtures for leaks.
 OPENAI_KEY = "sk-" + "proj-" + "Xq7Lm2Nc9Vb4Tz8Rw1Ks6Jd3Hf5"
@@ -101,3 +101,12 @@ def test_overlapping_matches_count_once() -> None:
     # "api_key = sk-..." matches both the prefix and the keyword rule: one secret.
     findings = find_secrets(f"api_key = {OPENAI_KEY}")
     assert [f.kind for f in findings] == ["api_key"]
+
+
+def test_screen_refuses_or_redacts_per_mode() -> None:
+    text = f"deploy key {GITHUB_TOKEN}"
+    refused, found = screen(text, "refuse")
+    assert refused is None and found.found == {"api_key": 1}
+    redacted, _ = screen(text, "redact")
+    assert redacted == f"deploy key {REDACTED}"
+    assert screen("David likes tea", "refuse")[0] == "David likes tea"

@@ -16,7 +16,7 @@ from memoryd.extract.facts import (
     Sensitivity,
 )
 from memoryd.extract.filters import Filtered, filter_facts, normalized_text
-from memoryd.extract.messages import ConversationMessage, Speaker
+from memoryd.extract.messages import ConversationMessage, Speaker, around
 from memoryd.extract.prompt import SYSTEM_PROMPT, build_prompt
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "MemoryType",
     "Sensitivity",
     "Speaker",
+    "around",
     "build_prompt",
     "extract_facts",
     "filter_facts",

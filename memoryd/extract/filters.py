@@ -40,7 +40,7 @@ from memoryd.extract.facts import (
     MemoryType,
     Sensitivity,
 )
-from memoryd.secrets import SecretKind, SecretsMode, scan
+from memoryd.secrets import SecretKind, SecretsMode, screen
 
 MAX_FACT_CHARS = 1000
 MAX_FACTS = 20
@@ -119,15 +119,13 @@ def _check(
     speaker = (fact.speaker or "").strip().lstrip("@") or None
     if _ABOUT_ASSISTANT.search(content) or (speaker or "").casefold() in _ASSISTANT_NAMES:
         return "about_assistant", None
-    secret_scan = scan(content)
+    screened, secret_scan = screen(content, secrets)
     found.update(secret_scan.found)
-    if not secret_scan.clean:
-        if secrets == "refuse":
-            return "secret", None
-        content = secret_scan.text
+    if screened is None:
+        return "secret", None
     memory_type = _memory_type(fact.memory_type)
     return "", Fact(
-        content=content,
+        content=screened,
         memory_type=memory_type,
         confidence=confidence,
         subjects=_subjects(fact.subjects, owners),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Literal
 
 import msgspec
@@ -14,11 +15,21 @@ class ConversationMessage(msgspec.Struct, kw_only=True, frozen=True):
     role: Literal["user", "assistant"]
     content: str
     id: str | None = None
-    timestamp: datetime | None = None
+    #: ISO 8601, or seconds since the epoch.
+    timestamp: datetime | float | None = None
     #: Who wrote a user message, in a group chat where several people talk.
     username: str | None = None
     display_name: str | None = None
     user_id: str | None = None
+
+
+    def sent_at(self) -> datetime | None:
+        if isinstance(self.timestamp, float):
+            try:
+                return datetime.fromtimestamp(self.timestamp, UTC)
+            except (OverflowError, OSError, ValueError):
+                return None
+        return self.timestamp
 
 
 class Speaker(msgspec.Struct, kw_only=True, frozen=True):
@@ -48,3 +59,14 @@ def author(message: ConversationMessage, speaker: Speaker) -> Speaker:
     if message.username or message.display_name:
         return Speaker(username=message.username, display_name=message.display_name)
     return speaker
+
+
+def around(
+    messages: Sequence[ConversationMessage], message_id: str, radius: int
+) -> list[ConversationMessage] | None:
+    """The message ``message_id`` with ``radius`` messages either side (``memory.extract``'s
+    window, ``extraction.context_messages``), or None when no message has that id."""
+    for index, message in enumerate(messages):
+        if message.id == message_id:
+            return list(messages[max(0, index - radius) : index + radius + 1])
+    return None

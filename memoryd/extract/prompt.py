@@ -147,8 +147,9 @@ def _message_block(message: ConversationMessage, speaker: Speaker) -> str:
     attributes = f'role="{message.role}"'
     if message.role == "user":
         attributes += f' from="{_attribute(author(message, speaker).label())}"'
-    if message.timestamp is not None:
-        attributes += f' at="{message.timestamp:%Y-%m-%d %H:%M}"'
+    sent_at = message.sent_at()
+    if sent_at is not None:
+        attributes += f' at="{sent_at:%Y-%m-%d %H:%M}"'
     return f"<message {attributes}>{text}</message>"
 
 

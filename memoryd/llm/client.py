@@ -44,6 +44,8 @@ class LlmClient:
     path: ClassVar[str]
     #: Output modes this API knows, strictest first; a 400 steps down one.
     modes: ClassVar[tuple[str, ...]]
+    #: The response envelope, decoded before the model's own text.
+    reply_type: ClassVar[type[msgspec.Struct]]
 
     def __init__(
         self,
@@ -147,14 +149,28 @@ class LlmClient:
         async with self._limiter:
             return await self._http.post(payload)
 
-    # The wire format: filled in per API.
+    # The wire format: the common part here, the rest per API.
 
     def payload(
         self, system: str, messages: list[ChatMessage], schema: dict[str, Any], name: str, mode: str
     ) -> dict[str, Any]:
         """The request body for output ``mode`` (one of :attr:`modes`)."""
-        raise NotImplementedError
+        conversation = [{"role": "system", "content": system}, *messages]
+        body = {"model": self.model, "messages": conversation, "stream": False}
+        return body | self.request_options(mode, schema, name)
 
     def reply_text(self, body: bytes) -> str:
         """The assistant message's text from a response body; raises BadReply."""
+        try:
+            reply = msgspec.json.decode(body, type=self.reply_type)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise BadReply(f"not a chat reply: {exc}") from None
+        return self.text_of(reply)
+
+    def request_options(self, mode: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
+        """This API's sampling options and output format for ``mode``."""
+        raise NotImplementedError
+
+    def text_of(self, reply: Any) -> str:
+        """The text of a decoded :attr:`reply_type`; raises BadReply (cut off, refused)."""
         raise NotImplementedError

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from memoryd.llm.client import ChatMessage, LlmClient
+from memoryd.llm.client import LlmClient
 from memoryd.llm.schema import BadReply
 
 
@@ -25,27 +25,17 @@ class OllamaChat(LlmClient):
     provider = "ollama"
     path = "/api/chat"
     modes = ("json_schema", "json", "plain")
+    reply_type = _Reply
 
-    def payload(
-        self, system: str, messages: list[ChatMessage], schema: dict[str, Any], name: str, mode: str
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": "system", "content": system}, *messages],
-            "stream": False,
-            "options": {"temperature": self.temperature, "num_predict": self.max_tokens},
-        }
+    def request_options(self, mode: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
+        options: dict[str, Any] = {"options": {"temperature": self.temperature, "num_predict": self.max_tokens}}
         if mode == "json_schema":
-            body["format"] = schema
+            options["format"] = schema
         elif mode == "json":
-            body["format"] = "json"
-        return body
+            options["format"] = "json"
+        return options
 
-    def reply_text(self, body: bytes) -> str:
-        try:
-            reply = msgspec.json.decode(body, type=_Reply)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise BadReply(f"not a chat reply: {exc}") from None
+    def text_of(self, reply: _Reply) -> str:
         if reply.done_reason == "length":
             raise BadReply("reply cut off at max_tokens")
         return reply.message.content

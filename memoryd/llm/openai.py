@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from memoryd.llm.client import ChatMessage, LlmClient
+from memoryd.llm.client import LlmClient
 from memoryd.llm.schema import BadReply
 
 
@@ -30,33 +30,22 @@ class OpenAIChat(LlmClient):
     provider = "openai"
     path = "/v1/chat/completions"
     modes = ("json_schema", "json_object", "plain")
+    reply_type = _Reply
 
-    def payload(
-        self, system: str, messages: list[ChatMessage], schema: dict[str, Any], name: str, mode: str
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": "system", "content": system}, *messages],
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "stream": False,
-        }
+    def request_options(self, mode: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
+        options: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
         if mode == "json_schema":
             # strict=False: strict mode wants every property required and no defaults, which
             # our optional fields are not; the decode checks the shape either way.
-            body["response_format"] = {
+            options["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": schema, "strict": False},
             }
         elif mode == "json_object":
-            body["response_format"] = {"type": "json_object"}
-        return body
+            options["response_format"] = {"type": "json_object"}
+        return options
 
-    def reply_text(self, body: bytes) -> str:
-        try:
-            reply = msgspec.json.decode(body, type=_Reply)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise BadReply(f"not a chat completion: {exc}") from None
+    def text_of(self, reply: _Reply) -> str:
         if not reply.choices:
             raise BadReply("a chat completion without choices")
         choice = reply.choices[0]
