@@ -1,4 +1,5 @@
-"""RpcServer's graceful shutdown on a real socket: nothing read goes unanswered."""
+"""RpcServer on a real socket: per-connection backpressure, and a graceful shutdown in which nothing
+read goes unanswered."""
 
 from __future__ import annotations
 
@@ -21,11 +22,21 @@ class Seconds(msgspec.Struct):
     seconds: float = 0.0
 
 
-def sleepy_table() -> MethodTable:
+class Running:
+    now = 0
+    most = 0
+
+
+def sleepy_table(running: Running) -> MethodTable:
     table = MethodTable()
 
     async def sleep(params: Seconds, ctx: CallContext) -> str:
-        await trio.sleep(params.seconds)
+        running.now += 1
+        running.most = max(running.most, running.now)
+        try:
+            await trio.sleep(params.seconds)
+        finally:
+            running.now -= 1
         return "slept"
 
     table.register("sleep", Seconds, sleep)
@@ -33,9 +44,10 @@ def sleepy_table() -> MethodTable:
 
 
 class Served:
-    def __init__(self, server: RpcServer, path: Path) -> None:
+    def __init__(self, server: RpcServer, path: Path, running: Running) -> None:
         self.server = server
         self.path = path
+        self.running = running
 
     async def connect(self) -> NdjsonPeer:
         return await NdjsonPeer.connect(self.path)
@@ -47,13 +59,26 @@ async def served(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[Served
     listen_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listen_socket.bind(str(path))
     listen_socket.listen()
-    server = RpcServer(sleepy_table(), msgspec.convert({"shutdown_grace": 0.5}, LimitsConfig))
+    running = Running()
+    limits = msgspec.convert({"shutdown_grace": 0.5, "max_inflight_per_connection": 3}, LimitsConfig)
+    server = RpcServer(sleepy_table(running), limits)
     # Long enough that a request sent right after shutdown begins lands inside it on a busy machine.
     server.connection_limits = replace(server.connection_limits, shutdown_linger=3.0)
     await nursery.start(server.serve, listen_socket)
-    yield Served(server, path)
+    yield Served(server, path, running)
     server.shutdown()
     listen_socket.close()
+
+
+async def test_pipelined_calls_past_max_inflight_wait_their_turn_and_all_get_answers(served: Served) -> None:
+    with trio.fail_after(20):
+        peer = await served.connect()
+        for id in range(12):
+            await peer.send({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 0.02}, "id": id})
+        replies = [await peer.receive() for _ in range(12)]
+    assert sorted(reply["id"] for reply in replies) == list(range(12))
+    assert all(reply["result"] == "slept" for reply in replies)
+    assert served.running.most == 3
 
 
 async def test_a_request_sent_as_shutdown_begins_is_answered_shutting_down(served: Served) -> None:
