@@ -25,8 +25,8 @@ def _import_every_memoryd_module() -> None:
             importlib.import_module(module.name)
 
 
-def _every_subclass(cls: type) -> set[type]:
-    found: set[type] = set()
+def _every_subclass(cls: type[Exception]) -> set[type[Exception]]:
+    found: set[type[Exception]] = set()
     for sub in cls.__subclasses__():
         found |= {sub} | _every_subclass(sub)
     return found

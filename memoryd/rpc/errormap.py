@@ -74,7 +74,7 @@ def rpc_error_for(exc: Exception, method: str, connection_id: int) -> RpcError:
 
 def _translate(exc: Exception) -> RpcError:
     for cls in type(exc).__mro__:
-        translate = ERROR_REPLIES.get(cls)  # type: ignore[call-overload]
+        translate = ERROR_REPLIES.get(cls)
         if translate is not None:
             return translate(exc)
     return _internal(exc)
