@@ -2,7 +2,7 @@
 
 Two kinds: ``RpcError`` classes are what a JSON-RPC caller receives, one per code of
 ``memoryd_client.errors.ErrorCode`` (the one table of codes, shared with the client); every
-other class is raised by the layer that failed (store, embedder, config) and knows nothing of
+other class is raised by the layer that failed (store, embedder, LLM, config) and knows nothing of
 JSON-RPC.  ``memoryd/rpc/errormap.py`` is the one place either kind becomes a reply: an
 ``RpcError`` as itself, every other class as its entry there says (a test fails for a class
 without one), anything else as -32603 with a log line.
@@ -20,13 +20,18 @@ without one), anything else as -32603 with a log line.
     │   ├── PayloadTooLarge      message over max_message_bytes; connection closed
     │   ├── DeadlineExceeded     the request ran past request_timeout
     │   ├── ShuttingDown         the daemon is stopping; retry after restart
-    │   └── Unavailable          a resource the call needs is busy or missing; retry
+    │   ├── Unavailable          a resource the call needs is busy or missing; retry
+    │   └── LlmNotConfigured     extraction is off: [llm] provider/url/model are not set
     ├── ConfigError              bad configuration: start-up stops, naming the key
     ├── StartupError             e.g. a live daemon already holds the socket
     ├── StoreError               the database refused something
     │   ├── StoreBusy            the database stayed locked past busy_timeout (callers: Unavailable)
     │   └── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
-    └── EmbedderError            an embedding backend is down, slow or returned garbage
+    ├── EmbedderError            an embedding backend is down, slow or returned garbage
+    └── LlmError                 the LLM backend failed; ``retry_later`` says what a job does next
+        ├── LlmUnavailable          down, too slow, 429/5xx after the retries (retry later)
+        ├── LlmRefused              a 4xx: bad key, unknown model, request too large (park)
+        └── LlmBadReply             replies never decoded into the expected shape (park)
 """
 
 from __future__ import annotations
@@ -102,6 +107,14 @@ class ShuttingDown(RpcError, code=ErrorCode.SHUTTING_DOWN, message="Daemon is sh
 class Unavailable(RpcError, code=ErrorCode.UNAVAILABLE, message="Temporarily unavailable, retry later"): ...
 
 
+class LlmNotConfigured(
+    RpcError,
+    code=ErrorCode.LLM_NOT_CONFIGURED,
+    message='Extraction is off: set [llm] provider ("openai" or "ollama"), url and model',
+):
+    """An extract method was called while ``[llm] provider = "none"`` (the default)."""
+
+
 #: The class for each code (the classes carry their codes).
 RPC_ERRORS_BY_CODE: dict[int, type[RpcError]] = {cls.code: cls for cls in RpcError.__subclasses__()}
 
@@ -133,3 +146,30 @@ class EmbeddingModelMismatch(StoreError):
 
 class EmbedderError(MemorydError):
     """An embedding backend failed: down, too slow, or returned something unusable."""
+
+
+class LlmError(MemorydError):
+    """An LLM backend failed.  The message names the server, never the key or the prompt."""
+
+    #: True when the same request may well succeed later (the job is retried with backoff);
+    #: False when it needs a person (the job is parked with the reason).
+    retry_later: ClassVar[bool] = False
+
+
+class LlmUnavailable(LlmError):
+    """Connection refused or reset, no reply in time, or 429/5xx on every attempt."""
+
+    retry_later = True
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        #: The server's last Retry-After hint in seconds (capped), for the job's next try.
+        self.retry_after = retry_after
+
+
+class LlmRefused(LlmError):
+    """The server refused the request itself (401, 403, 404, a 400 in every output mode)."""
+
+
+class LlmBadReply(LlmError):
+    """Every attempt got a reply that was empty, not JSON, or not the requested shape."""

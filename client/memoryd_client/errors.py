@@ -22,7 +22,8 @@ round.
         ├── PayloadTooLarge      the daemon closed the connection
         ├── DeadlineExceeded
         ├── ShuttingDown         retry after the daemon restarts
-        └── Unavailable          the database is busy (locked by another process); retry
+        ├── Unavailable          the database is busy (locked by another process); retry
+        └── LlmNotConfigured     extraction is off: the daemon's [llm] names no provider
 
 An error code this client does not know becomes a plain ``MemorydRpcError``.
 """
@@ -51,6 +52,7 @@ class ErrorCode(enum.IntEnum):
     DEADLINE_EXCEEDED = -32005  # the call ran past the daemon's request_timeout
     SHUTTING_DOWN = -32006  # retry after the daemon restarts
     UNAVAILABLE = -32007  # something the call needs is busy or down (the database); retry
+    LLM_NOT_CONFIGURED = -32008  # extraction is off: the daemon's [llm] names no provider
 
 
 class MemoryClientError(Exception):
@@ -149,6 +151,9 @@ class ShuttingDown(MemorydRpcError, code=ErrorCode.SHUTTING_DOWN): ...
 
 
 class Unavailable(MemorydRpcError, code=ErrorCode.UNAVAILABLE): ...
+
+
+class LlmNotConfigured(MemorydRpcError, code=ErrorCode.LLM_NOT_CONFIGURED): ...
 
 
 #: The class for each code.

@@ -21,6 +21,10 @@ from memoryd.errors import (
     EmbedderError,
     EmbeddingModelMismatch,
     InternalError,
+    LlmBadReply,
+    LlmError,
+    LlmRefused,
+    LlmUnavailable,
     MemorydError,
     RpcError,
     StartupError,
@@ -46,10 +50,12 @@ def _store_busy(exc: StoreBusy) -> RpcError:
     )
 
 
-def _embedder_unavailable(exc: EmbedderError) -> RpcError:
-    # Searches fall back to keywords and adds never wait on a failing embedder, so this is only
-    # reached by a call that cannot do without one.  The message may name a backend's URL: not sent.
-    return Unavailable("Embedding backend unavailable, retry later", {"backend": "embedder"})
+def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
+    # The exception's message may name a backend's URL: it stays in the daemon's log.
+    def reply(exc: Exception) -> RpcError:
+        return Unavailable(f"{what} unavailable, retry later", {"backend": backend})
+
+    return reply
 
 
 #: What a caller receives for each MemorydError that is not an RpcError; the entry of the
@@ -58,7 +64,13 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreError: _internal,
     StoreBusy: _store_busy,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug
-    EmbedderError: _embedder_unavailable,
+    # Searches fall back to keywords and adds never wait on a failing embedder: only a call that
+    # cannot do without one gets this.
+    EmbedderError: _backend_down("Embedding backend", "embedder"),
+    LlmError: _internal,
+    LlmUnavailable: _backend_down("LLM backend", "llm"),  # down, slow, 429/5xx: worth a retry
+    LlmRefused: _internal,  # a bad key or an unknown model: the operator must act (logged)
+    LlmBadReply: _internal,  # the model never answered in shape: retrying the call will not help
     ConfigError: _internal,  # raised only while starting up
     StartupError: _internal,  # raised only while starting up
 }
