@@ -56,6 +56,12 @@ _NOT_EMPLOYERS = frozenset(
     "hours remote remotely".split()
 )
 
+#: Opinion objects that point elsewhere: "I like it" and "I hate it" may be about two things.
+_REFERRING = frozenset("it that this them those these him her you everything nothing something anything "
+                       "when how what".split())
+#: Favorites of a context ("my favorite part is the ending"), not of a person.
+CONTEXTUAL_FAVORITES = frozenset("part thing bit moment one scene line episode memory quote".split())
+
 BE = r"(?:am|is|are|be|being|been|became|become|becomes|has\s+become|have\s+become)"
 _NAME = r"(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"
 _TAIL = r"(?P<value>.+)"
@@ -85,13 +91,21 @@ def _looks_like_proper_noun(raw: str, lowercase_text: bool) -> bool:
     return lowercase_text or first[:1].isupper()
 
 
+_ORGANISATIONS = frozenset(
+    """council hospital university college school bank government army navy police company firm
+    agency ministry department library museum clinic church embassy airline startup""".split()
+)
+
+
 def _employer_ok(raw: str, lowercase_text: bool) -> bool:
     value = raw.lower()
     if value in _NOT_EMPLOYERS or value.startswith(("home", "night")):
         return False
-    if value.startswith(("a ", "an ", "the ")) or value == "myself":
-        return True  # "a hospital", "the city council"
-    return _looks_like_proper_noun(raw, lowercase_text)
+    if value.startswith(("a ", "an ")) or value == "myself":
+        return True  # "a hospital", "a startup"
+    if value.startswith("the ") and value.split()[-1] in _ORGANISATIONS:
+        return True  # "the city council", but not "the front desk"
+    return _looks_like_proper_noun(raw, lowercase_text)  # "the City Council", not "the front desk"
 
 
 def _split_list(value: str) -> list[str]:
@@ -101,12 +115,22 @@ def _split_list(value: str) -> list[str]:
     return [p for p in (c.strip() for c in cleaned) if p]
 
 
+#: Adjectives that make "I'm a <adjective> <noun>" a judgement instead of a job title.
+_JUDGEMENTS = frozenset(
+    """good great bad terrible decent amazing awful excellent big huge lousy better worse natural
+    born pretty very really home amateur hobby weekend aspiring wannabe former ex fantastic
+    horrible wonderful poor fine proud lazy careful nervous designated backseat""".split()
+)
+
+
 def _job_value(raw: str) -> str | None:
     """The job in "a senior software engineer at X", or None when the noun is no job."""
-    words = re.split(r"\s+(?:at|for|in|with|from)\s+", raw, maxsplit=1)[0].split()
+    words = re.split(r"\s+(?:at|for|in|with|from|of)\s+", raw, maxsplit=1)[0].split()
     if words and words[0].lower() in {"a", "an", "the"}:
         words = words[1:]
-    return " ".join(words) if words and words[-1].lower().rstrip("s") in JOBS else None
+    if not words or words[0].lower() in _JUDGEMENTS:
+        return None  # "a good cook", "a terrible driver": a description, not a job
+    return " ".join(words) if words[-1].lower().rstrip("s") in JOBS else None
 
 
 def _rule(pattern: str) -> re.Pattern[str]:
@@ -117,17 +141,17 @@ _AGE = _rule(r"^(?:" + BE + r"|turned|just\s+turned|turns|will\s+be)\s+(?P<value
              r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?$")
 _BORN = _rule(r"^(?:was|were|is|am)\s+born\s+(?P<prep>on|in|at)\s+" + _TAIL)
 _RESIDENCE = _rule(r"^(?:(?:am|is|are|was|were)\s+)?(?:lives?|lived|living|resides?|residing|(?:" + BE + r"\s+)?based|relocated|"
-                   r"(?:have|has)?\s*moved(?:\s+back)?|moving|settled)\s+(?:in|to|at)\s+" + _TAIL)
+                   r"(?:have|has)?\s*moved(?:\s+back)?|settled)\s+(?:in|to|at)\s+" + _TAIL)
 _MOVED_OUT = _rule(r"^(?:moved|moving)\s+(?:out\s+of|away\s+from)\s+" + _TAIL)
 _HOMETOWN = _rule(r"^(?:(?:" + BE + r"|comes?|came)\s+(?:originally\s+)?from|grew\s+up\s+in)\s+" + _TAIL)
-_WORKS = _rule(r"^(?:(?:" + BE + r"\s+)?(?:works?|working|worked|employed)|got\s+(?:a\s+)?(?:new\s+)?job|"
-               r"started\s+(?:a\s+new\s+job|working)|(?:got\s+)?hired)\s+(?:at|for|by|with)\s+"
+_WORKS = _rule(r"^(?:(?:(?:" + BE + r"\s+)?(?:works?|working|worked|employed)|started\s+(?:a\s+new\s+job|working)|"
+               r"(?:got\s+)?hired)\s+(?:at|for|by)|got\s+(?:a\s+)?(?:new\s+)?job\s+(?:at|with))\s+"
                r"(?P<value>.+?)(?:\s+as\s+(?P<job>.+))?$")
 _WORKS_AS = _rule(r"^(?:(?:" + BE + r"\s+)?(?:works?|working|worked)|got\s+(?:a\s+)?job)\s+as\s+" + _TAIL)
 _LEFT_JOB = _rule(r"^(?:quit|left|lost)\s+(?:my|his|her|their)\s+job(?:\s+at\s+(?P<value>.+))?$"
                   r"|^(?:was|were|got)\s+(?:laid\s+off|fired|let\s+go)(?:\s+(?:from|by)\s+(?P<v2>.+))?$")
 _PROMOTED = _rule(r"^(?:got|was|were|has\s+been|have\s+been)\s+promoted\s+to\s+" + _TAIL)
-_IS_A = _rule(r"^" + BE + r"\s+(?:an?|the)\s+" + _TAIL)
+_IS_A = _rule(r"^" + BE + r"\s+an?\s+" + _TAIL)
 _STATE = _rule(r"^" + BE + r"\s+(?:now\s+)?(?P<value>" + "|".join(NOT_JOB_STATES) + r")$")
 _DIET = _rule(r"^(?:" + BE + r"|went|gone|have\s+gone|has\s+gone|turned|eats?)\s+(?:an?\s+|fully\s+|strictly\s+)?"
               r"(?P<value>" + "|".join(DIETS) + r")$")
@@ -210,7 +234,7 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
         return [Found("count:" + (relationships.canonical(what) or what), m["value"])]
     if m := _STUDIES.match(rest):
         return [Found("school", m["value"])]
-    if m := _OPINION.match(rest):
+    if (m := _OPINION.match(rest)) and m["value"].split()[0].lower() not in _REFERRING:
         verb = m["verb"].lower()
         polarity = "negative" if verb.startswith(("hate", "dislike", "can", "detest")) else "positive"
         return [Found("opinion:" + m["value"], polarity)]
@@ -259,7 +283,7 @@ _ALLERGIES = _rule(r"^allerg(?:y|ies)\s+(?:is|are|include|includes)\s+" + _TAIL)
 def possessive_facts(rest: str) -> list[Found]:
     """What "<owner's> ``rest``" states, e.g. rest = "favorite color is blue"."""
     rest = rest.strip()
-    if m := _FAVORITE.match(rest):
+    if (m := _FAVORITE.match(rest)) and m["thing"].split()[0].lower() not in CONTEXTUAL_FAVORITES:
         past = m["verb"].lower() in {"was", "were"}
         return [Found("favorite:" + m["thing"], m["value"], negated=past)]
     if m := _ALLERGIES.match(rest):

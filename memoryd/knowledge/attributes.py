@@ -78,7 +78,7 @@ _HAS_PET = re.compile(rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?
 _INVERTED_FAVORITE = re.compile(r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
                                 r"favou?rite\s+.+)$", re.IGNORECASE)
 _ONE_OF = re.compile(r"^one\s+of\s+", re.IGNORECASE)
-_CALL_ME = re.compile(r"^(?:please\s+)?call\s+me\s+(?P<value>.+)$", re.IGNORECASE)
+_CALL_ME = re.compile(rf"^(?:please\s+)?call\s+me\s+(?P<value>{_NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
 _FILLER = re.compile(r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
                      r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up)\b[\s,:;!-]*)+", re.IGNORECASE)
@@ -108,9 +108,10 @@ _NEGATIONS = (
 def parse_attributes(text: str) -> list[Attribute]:
     """The attributes ``text`` sets, in order; empty when no rule recognises it."""
     cleaned = " ".join(text.replace("’", "'").replace("‘", "'").split())
+    # Typed all in lower case ("i live in berlin"), places and names lose their capitals.
+    lowercase_text = not any(ch.isupper() for ch in cleaned)
     for pattern, replacement in _CONTRACTIONS:
         cleaned = re.sub(pattern, replacement, cleaned, flags=re.IGNORECASE)
-    lowercase_text = not any(ch.isupper() for ch in cleaned.replace("I ", ""))
     found: list[Attribute] = []
     for clause in _CLAUSES.split(cleaned):
         clause = _FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()

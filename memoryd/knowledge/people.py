@@ -82,8 +82,8 @@ def _clean_name(raw: str) -> str | None:
         words.pop()
     if not words or words[0].casefold() in _NOT_NAMES:
         return None
-    if words[-1].casefold() in DEMONYMS or words[-1].casefold() in JOBS:
-        return None  # "my wife is Italian", "my sister Doctor ..."
+    if len(words) == 1 and (words[0].casefold() in DEMONYMS or words[0].casefold() in JOBS):
+        return None  # "my wife is Italian" (but "Tom Baker" is a name)
     return " ".join(w[:1].upper() + w[1:] for w in words)
 
 
@@ -165,13 +165,14 @@ _REL_MENTION = re.compile(rf"\b(?P<det>my|our|the|a|an|his|her|their|your)?\s*\b
 
 def _name_mentions(text: str, person: KnownPerson, first_names: dict[str, KnownPerson]) -> list[Mention]:
     found = []
-    names = [(person.name, "name")] + [(a, "alias") for a in person.aliases if not _REL_PHRASE.match(a)]
-    names += [(first, "name") for first, p in first_names.items() if p is person and first != normalise_name(person.name)]
-    for name, via in names:
+    names = [(person.name, "name", False)] + [(a, "alias", False) for a in person.aliases if not _REL_PHRASE.match(a)]
+    names += [(first, "name", True) for first, p in first_names.items()
+              if p is person and first != normalise_name(person.name)]
+    for name, via, first_name_only in names:
         pattern = r"\b" + r"\s+".join(map(re.escape, name.split())) + r"(?:'s|')?(?=\W|$)"
         for m in re.finditer(pattern, text, re.IGNORECASE):
-            if len(name.split()) == 1 and re.match(r"\s+(?-i:[A-Z])[a-z]", text[m.end():]):
-                continue  # "Sarah Connor movie" names another Sarah
+            if first_name_only and re.match(r"\s+(?-i:[A-Z])[a-z]", text[m.end():]):
+                continue  # "Sarah Connor movie" when we know Sarah Miller: another Sarah
             found.append(Mention(person, m.group(), via, person.relationship, m.start()))  # type: ignore[arg-type]
     return found
 
