@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from memoryd.knowledge.mentions import MentionFinder, find_mentions
 from memoryd.knowledge.people import (
-    KnownPerson, RelationshipFact, find_mentions, merge_target, normalise_name, parse_relationships,
-    resolve_person,
+    KnownPerson, RelationshipFact, merge_target, normalise_name, parse_relationships, resolve_person,
 )
 from memoryd.knowledge.relationships import canonical
 
@@ -131,3 +131,18 @@ def test_a_new_name_for_a_one_at_a_time_relationship_merges():
 
 def test_names_normalise_for_comparison():
     assert normalise_name("  Sarah's ") == normalise_name("SARAH") == "sarah"
+
+
+def test_one_finder_serves_many_texts_and_multi_word_relationships():
+    mil = KnownPerson("p6", "Gloria", (), "mother-in-law")
+    finder = MentionFinder([*PEOPLE, mil])
+    assert [m.person for m in finder.find("my mother in law visits")] == [mil]
+    assert [m.person for m in finder.find("what did my new boss say?")] == [TOM]
+    assert [(m.text, m.via) for m in finder.find("is my wife's car fixed")] == [("my wife's", "relationship")]
+    assert [(m.text, m.via) for m in finder.find("ask Tom Baker")] == [("Tom Baker", "name")]
+
+
+def test_an_alias_that_is_a_name_is_a_mention():
+    finder = MentionFinder([KnownPerson("p7", "Elizabeth", ("Liz",), "sister")])
+    (mention,) = finder.find("did liz call?")
+    assert mention.via == "alias" and mention.text == "liz"

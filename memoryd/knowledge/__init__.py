@@ -2,7 +2,8 @@
 
 Pure functions over plain values (no store, no I/O; only :func:`decide_with_llm` awaits the
 caller's LLM).  ``attributes`` maps statements to attribute keys, ``conflict`` decides
-supersession, ``people`` parses relationships and finds people in queries, ``evaluate`` scores
+supersession, ``people`` parses relationships and resolves names, ``mentions`` finds known people in a
+query, ``evaluate`` scores
 the rules on tests/data/supersession_pairs.jsonl.
 """
 
@@ -11,14 +12,15 @@ from memoryd.knowledge.conflict import (
     CONFLICT_SYSTEM_PROMPT, CompleteJson, Decision, LlmConflictAnswer, Resolver, Statement,
     conflict_messages, decide, decide_with_llm,
 )
+from memoryd.knowledge.mentions import Mention, MentionFinder, find_mentions
 from memoryd.knowledge.people import (
-    KnownPerson, Mention, RelationshipFact, find_mentions, merge_target, normalise_name,
-    parse_relationships, person_resolver, resolve_person,
+    KnownPerson, RelationshipFact, merge_target, normalise_name, parse_relationships,
+    person_resolver, resolve_person,
 )
 
 __all__ = [
     "CONFLICT_SYSTEM_PROMPT", "SELF", "Attribute", "CompleteJson", "Decision", "KnownPerson",
-    "LlmConflictAnswer", "Mention", "RelationshipFact", "Resolver", "Statement", "Subject",
+    "LlmConflictAnswer", "Mention", "MentionFinder", "RelationshipFact", "Resolver", "Statement", "Subject",
     "conflict_messages", "decide", "decide_with_llm", "find_mentions", "merge_target",
     "normalise_name", "parse_attributes", "parse_relationships", "person_resolver", "resolve_person",
 ]

@@ -69,9 +69,9 @@ _NOMINATIVE = re.compile(
     rf"|(?P<name>{_NAME})(?=\s))\s*",
     re.IGNORECASE,
 )
-_NAME_IS_REL = re.compile(rf"^(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME})*)\s+(?:is|are)\s+(?:my|our)\s+"
+_NAME_IS_REL = re.compile(rf"^(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
                           rf"(?P<rel>{_REL})$", re.IGNORECASE)
-_REL_IS_NAME = re.compile(rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME})*)$",
+_REL_IS_NAME = re.compile(rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})$",
                           re.IGNORECASE)
 _HAS_PET = re.compile(rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
                       rf"(?:named|called)\s+(?P<names>{_NAME})", re.IGNORECASE)

@@ -2,9 +2,8 @@
 
 "My wife's name is Sarah", "Sarah is my wife", "my boss Tom ..." each yield a
 :class:`RelationshipFact`; :func:`resolve_person` makes "my wife", "wife", "Sarah", "sarah" and
-"Sarah's" land on one :class:`KnownPerson`; :func:`find_mentions` finds known people in a query
-("what does my wife like?") for a people retriever.  Names are only ever matched against people
-already known: a capitalised word alone ("Sarah Connor movie") is never taken for a person.
+"Sarah's" land on one :class:`KnownPerson`.  Finding them in a query is
+:mod:`memoryd.knowledge.mentions`.
 """
 
 from __future__ import annotations
@@ -12,13 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from memoryd.knowledge.attribute_rules import DEMONYMS, JOBS
-from memoryd.knowledge.relationships import PATTERN, PETS, canonical, is_unique, normalise_name, subject_class
+from memoryd.knowledge.relationships import PATTERN, canonical, is_unique, normalise_name, subject_class
 
-__all__ = ["KnownPerson", "Mention", "RelationshipFact", "find_mentions", "merge_target",
-           "normalise_name", "parse_relationships", "person_resolver", "resolve_person"]
+__all__ = ["KnownPerson", "RelationshipFact", "is_relationship_phrase", "merge_target", "normalise_name",
+           "parse_relationships", "person_resolver", "resolve_person", "same_relationship",
+           "unique_first_names"]
 
 
 @dataclass(frozen=True)
@@ -36,20 +35,11 @@ class KnownPerson:
     relationship: str | None = None
 
 
-@dataclass(frozen=True)
-class Mention:
-    person: KnownPerson | None  # None: "my wife" mentioned but no wife is known yet
-    text: str  # the words of the query that mention them
-    via: Literal["name", "alias", "relationship"]
-    relationship: str | None = None
-    start: int = 0
-
-
 _REL = rf"(?:(?:new|current)\s+)?(?P<rel>{PATTERN})\b"  # "my new boss" is my boss
 _NAME = r"(?P<name>(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?))"
 _ANY_NAME = r"(?P<name>[A-Za-zà-ÿ][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"  # "...'s name is sarah"
 _CAP = r"(?-i:[A-Z][a-zà-ÿ-]+)"
-_NAMES = rf"(?P<names>{_CAP}(?:\s*,\s*{_CAP})*,?\s+and\s+{_CAP})"
+_NAMES = rf"(?P<names>{_CAP}(?:\s*,\s*{_CAP}){{0,8}},?\s+and\s+{_CAP})"
 _NOT_NAMES = frozenset(
     """i the a an and or but so my our his her their he she they it we you and is was has had
     who which that this then also too yesterday today tomorrow last next monday tuesday wednesday
@@ -116,16 +106,21 @@ def parse_relationships(text: str) -> list[RelationshipFact]:
 _REL_PHRASE = re.compile(rf"^(?:(?:my|our|the)\s+)?{_REL}$", re.IGNORECASE)
 
 
-def _same_relationship(a: str | None, b: str | None) -> bool:
+def same_relationship(a: str | None, b: str | None) -> bool:
     return a is not None and b is not None and subject_class(a) == subject_class(b)
 
 
-def _first_names(people: Sequence[KnownPerson]) -> dict[str, KnownPerson]:
+def unique_first_names(people: Sequence[KnownPerson]) -> dict[str, KnownPerson]:
     """First names that point at exactly one known person ("Sarah" for "Sarah Connor")."""
     counts: dict[str, list[KnownPerson]] = {}
     for person in people:
         counts.setdefault(normalise_name(person.name).split(" ")[0], []).append(person)
     return {first: found[0] for first, found in counts.items() if len(found) == 1}
+
+
+def is_relationship_phrase(phrase: str) -> bool:
+    """"my wife", "wife", "the boss": an alias that names a role, not a name."""
+    return _REL_PHRASE.match(" ".join(phrase.split())) is not None
 
 
 def resolve_person(phrase: str, people: Sequence[KnownPerson]) -> KnownPerson | None:
@@ -136,9 +131,9 @@ def resolve_person(phrase: str, people: Sequence[KnownPerson]) -> KnownPerson | 
             return person
     if m := _REL_PHRASE.match(wanted):
         relationship = canonical(m["rel"])
-        matches = [p for p in people if _same_relationship(p.relationship, relationship)]
+        matches = [p for p in people if same_relationship(p.relationship, relationship)]
         return matches[0] if len(matches) == 1 else None  # two sons: which one is unknown
-    return _first_names(people).get(wanted)
+    return unique_first_names(people).get(wanted)
 
 
 def person_resolver(people: Sequence[KnownPerson]) -> Callable[[str], str | None]:
@@ -153,50 +148,6 @@ def merge_target(fact: RelationshipFact, people: Sequence[KnownPerson]) -> Known
     if by_name is not None:
         return by_name
     if is_unique(fact.relationship):
-        holders = [p for p in people if _same_relationship(p.relationship, fact.relationship)]
+        holders = [p for p in people if same_relationship(p.relationship, fact.relationship)]
         return holders[0] if len(holders) == 1 else None
     return None
-
-
-# -- mentions ---------------------------------------------------------------------------------
-
-_REL_MENTION = re.compile(rf"\b(?P<det>my|our|the|a|an|his|her|their|your)?\s*\b{_REL}(?:'s|')?", re.IGNORECASE)
-
-
-def _name_mentions(text: str, person: KnownPerson, first_names: dict[str, KnownPerson]) -> list[Mention]:
-    found = []
-    names = [(person.name, "name", False)] + [(a, "alias", False) for a in person.aliases if not _REL_PHRASE.match(a)]
-    names += [(first, "name", True) for first, p in first_names.items()
-              if p is person and first != normalise_name(person.name)]
-    for name, via, first_name_only in names:
-        pattern = r"\b" + r"\s+".join(map(re.escape, name.split())) + r"(?:'s|')?(?=\W|$)"
-        for m in re.finditer(pattern, text, re.IGNORECASE):
-            if first_name_only and re.match(r"\s+(?-i:[A-Z])[a-z]", text[m.end():]):
-                continue  # "Sarah Connor movie" when we know Sarah Miller: another Sarah
-            found.append(Mention(person, m.group(), via, person.relationship, m.start()))  # type: ignore[arg-type]
-    return found
-
-
-def find_mentions(text: str, people: Sequence[KnownPerson]) -> list[Mention]:
-    """Known people (by name or alias) and relationship phrases mentioned in ``text``, in order,
-    one mention per person; "my wife" with no known wife is a mention with ``person=None``."""
-    text = text.replace("’", "'")
-    first_names = _first_names(people)
-    mentions = [m for person in people for m in _name_mentions(text, person, first_names)]
-    for m in _REL_MENTION.finditer(text):
-        det, relationship = (m["det"] or "").casefold(), canonical(m["rel"])
-        if det in {"a", "an", "his", "her", "their", "your"} or relationship is None:
-            continue  # "a doctor", "her husband": not the owner's
-        holders = [p for p in people if _same_relationship(p.relationship, relationship)]
-        if not det and (not holders or relationship in PETS):
-            continue  # a bare common noun ("dog", "friend") names someone only when known
-        for person in holders or [None]:  # "my kids" with two known: both
-            mentions.append(Mention(person, m.group().strip(), "relationship", relationship, m.start("rel")))
-    seen: set[str] = set()
-    unique = []
-    for mention in sorted(mentions, key=lambda m: m.start):
-        ident = mention.person.key if mention.person else "rel:" + (mention.relationship or "")
-        if ident not in seen:
-            seen.add(ident)
-            unique.append(mention)
-    return unique

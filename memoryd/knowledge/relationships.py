@@ -70,6 +70,9 @@ PETS = frozenset({"dog", "cat", "pet", "horse", "bird", "rabbit", "fish", "hamst
 _SUBJECT_CLASS = {"wife": "spouse", "husband": "spouse", "girlfriend": "partner",
                   "boyfriend": "partner", "fiance": "partner"}
 
+#: First words of every relationship phrase ("best" for "best friend"): a quick "could start one".
+FIRST_WORDS = frozenset(word.split()[0] for word in _CANONICAL)
+
 #: One regex alternative matching any surface word, longest first ("best friend" before "friend").
 PATTERN = "|".join(
     re.escape(word).replace(r"\ ", r"\s+") for word in sorted(_CANONICAL, key=len, reverse=True)
