@@ -21,6 +21,9 @@ from memoryd.knowledge.attribute_rules import (
 
 SELF = "self"
 PRONOUN = "pronoun"
+#: A fragment without a subject ("Works at Acme", extraction style): the memory's one subject,
+#: else whoever said it.
+IMPLICIT = "implicit"
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,9 @@ _NOT_NAMES = frozenset(
     """i the my our he she they it this that we you your his her their user there here what
     when where who why how today yesterday tomorrow also and but so then now my btw oh ok well
     monday tuesday wednesday thursday friday saturday sunday january february march april may
-    june july august september october november december""".split()
+    june july august september october november december just recently finally currently still
+    really actually started moved lives works loves likes prefers got has is was had went new old
+    always never usually often sometimes""".split()
 )
 
 _POSSESSIVE = re.compile(
@@ -81,7 +86,10 @@ _ONE_OF = re.compile(r"^one\s+of\s+", re.IGNORECASE)
 _CALL_ME = re.compile(rf"^(?:please\s+)?call\s+me\s+(?P<value>{_NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
 _FILLER = re.compile(r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
-                     r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up)\b[\s,:;!-]*)+", re.IGNORECASE)
+                     r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
+                     r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
+                     r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
+                     re.IGNORECASE)
 _CONTRACTIONS = ((r"\bI'm\b", "I am"), (r"\bI've\b", "I have"), (r"\bI'd\b", "I would"),
                  (r"\b(he|she|it|that)'s\b", r"\1 is"), (r"\b(we|they|you)'re\b", r"\1 are"),
                  (r"\bisn't\b", "is not"), (r"\baren't\b", "are not"), (r"\bdon't\b", "do not"),
@@ -94,8 +102,11 @@ _BE_ADVERBS = re.compile(r"^(am|is|are)\s+(?:(?:now|currently|still|also|actuall
                          re.IGNORECASE)
 _TRAILING = re.compile(r"(?:\s*,?\s*(?:now|after\s+all|these\s+days|nowadays|again|anymore|any\s+more|any\s+longer|too|"
                        r"as\s+well|currently|at\s+the\s+moment|right\s+now|full[- ]time|for\s+now|"
-                       r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?\w+\s+years?))+$",
+                       r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?\w+\s+(?:days?|weeks?|months?|years?)|"
+                       r"yesterday|today|recently|lately|last\s+(?:night|week|month|year)|"
+                       r"this\s+(?:week|month|year)|(?:a|\w+)\s+(?:days?|weeks?|months?|years?)\s+ago))+$",
                        re.IGNORECASE)
+_PERFECT = re.compile(r"^(?:have|has)\s+(?=(?:been|gone|become|got|grown|begun|started|\w+ed)\b)", re.IGNORECASE)
 _ADDITIVE = re.compile(r"\b(?:also|too|as\s+well|another|second|additionally)\b", re.IGNORECASE)
 _NEGATIONS = (
     (re.compile(r"^(am|is|are)\s+(?:no\s+longer|not|never)\s+", re.I), r"\1 "),
@@ -137,10 +148,13 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
             facts = [Found("favorites:" + f.key.partition(":")[2], f.value, True) for f in facts]
         if facts:
             return [_attribute(f, subject) for f in facts]
-    if not (m := _NOMINATIVE.match(clause)) or not (subject := _subject(m)):
+    if (m := _NOMINATIVE.match(clause)) and (subject := _subject(m)):
+        rest = clause[m.end():]
+    elif clause[:1].isalpha():
+        subject, rest = Subject("", IMPLICIT), clause
+    else:
         return []
-    rest = clause[m.end():]
-    if subject.key.startswith("rel:") and (names := _REL_IS_NAME.match(_BE_ADVERBS.sub(r"\1 ", rest))):
+    if subject.key.startswith("rel:") and (names := _REL_IS_NAME.match(_TRAILING.sub("", _BE_ADVERBS.sub(r"\1 ", rest)))):
         if not _describes(names["names"]):
             return _names_of(subject, names["names"])
     additive = bool(_ADDITIVE.search(rest))
@@ -161,6 +175,7 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
 def _strip_modifiers(rest: str) -> tuple[str, bool]:
     """("no longer works at Acme anymore") -> ("works at Acme", True)."""
     rest = _LEADING_ADVERBS.sub("", rest.strip())
+    rest = _PERFECT.sub("", rest)  # "have been living in" -> "been living in"
     trailing = _TRAILING.search(rest)
     negated = bool(trailing and re.search(r"any\s*(?:more|longer)", trailing.group(), re.I))
     rest = _TRAILING.sub("", rest)

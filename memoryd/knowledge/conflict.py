@@ -22,7 +22,7 @@ from typing import Literal, TypeVar
 import msgspec
 
 from memoryd.knowledge import relationships
-from memoryd.knowledge.attributes import PRONOUN, SELF, Attribute, parse_attributes
+from memoryd.knowledge.attributes import IMPLICIT, PRONOUN, SELF, Attribute, parse_attributes
 
 Verdict = Literal["conflict", "coexist", "unknown"]
 #: Maps a subject phrase ("my wife", "Sarah", a speaker's username) to a person key, or None
@@ -83,6 +83,8 @@ class _Identities:
             return self.speaker()
         if subject.key == PRONOUN:  # "she works at IBM": whoever the one subject is
             return self.of_phrase(subjects[0]) if len(subjects) == 1 else None
+        if subject.key == IMPLICIT:  # "Works at IBM": the one subject, else the speaker
+            return self.of_phrase(subjects[0]) if len(subjects) == 1 else self.speaker()
         resolved = self._resolve(subject.phrase)
         if resolved is None and subject.key.startswith("rel:") and len(subjects) == 1:
             return self.of_phrase(subjects[0])  # "my wife's ..." with subjects ["Sarah"]
@@ -96,7 +98,7 @@ class _Identities:
 
     def first_hand(self, attribute: Attribute) -> bool:
         """Said by its subject: "I ...", or a third-person sentence spoken by that person."""
-        if attribute.subject.key == SELF:
+        if attribute.subject.key == SELF or (attribute.subject.key == IMPLICIT and not self.statement.subjects):
             return True
         return self.statement.speaker is not None and self.speaker() == self.of(attribute)
 

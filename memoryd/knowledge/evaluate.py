@@ -94,13 +94,13 @@ def evaluate(pairs: Iterable[LabelledPair]) -> tuple[Scores, dict[str, Scores]]:
 
 
 def format_table(overall: Scores, by_category: dict[str, Scores]) -> str:
-    header = f"{'category':<16}{'pairs':>6}{'TP':>5}{'FP':>5}{'FN':>5}{'TN':>5}{'precision':>11}{'recall':>8}"
+    header = f"{'category':<18}{'pairs':>6}{'TP':>5}{'FP':>5}{'FN':>5}{'TN':>5}{'precision':>11}{'recall':>8}"
     lines = [header, "-" * len(header)]
     rows = sorted(by_category.items()) + [("ALL", overall)]
     for name, s in rows:
         if name == "ALL":
             lines.append("-" * len(header))
-        lines.append(f"{name:<16}{s.total:>6}{s.true_pos:>5}{s.false_pos:>5}{s.false_neg:>5}{s.true_neg:>5}"
+        lines.append(f"{name:<18}{s.total:>6}{s.true_pos:>5}{s.false_pos:>5}{s.false_neg:>5}{s.true_neg:>5}"
                      f"{s.precision:>11.3f}{s.recall:>8.3f}")
     return "\n".join(lines)
 

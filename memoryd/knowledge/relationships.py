@@ -62,7 +62,7 @@ _CANONICAL: dict[str, str] = {word: canon for canon, words in _SYNONYMS.items() 
 #: Everything else (son, friend, dog...) can be several people at once, so names coexist.
 UNIQUE = frozenset(
     {"wife", "husband", "spouse", "partner", "fiance", "girlfriend", "boyfriend", "mother",
-     "father", "boss", "manager", "mother-in-law", "father-in-law"}
+     "father", "boss", "manager", "mother-in-law", "father-in-law", "best friend"}
 )
 PETS = frozenset({"dog", "cat", "pet", "horse", "bird", "rabbit", "fish", "hamster"})
 
