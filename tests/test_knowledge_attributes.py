@@ -57,6 +57,11 @@ CASES = [
     ("I was born in 1990", [("self", "birth_year", "1990")]),
     ("I grew up in Ohio", [("self", "hometown", "ohio")]),
     ("I have two kids", [("self", "count:child", "two")]),
+    ("Works at Acme", [("implicit", "employer", "acme")]),  # extraction fragment
+    ("Today I moved to Berlin", [("self", "residence", "berlin")]),
+    ("I've been living in Oslo for two years", [("self", "residence", "oslo")]),
+    ("I turned 28 yesterday", [("self", "age", "28")]),
+    ("My best friend is Priya now", [("rel:best friend", "name", "priya")]),
     # negation and the past
     ("I no longer work at Acme", [("self", "employer", "acme", NEG)]),
     ("I used to live in Paris", [("self", "residence", "paris", NEG)]),
@@ -85,6 +90,8 @@ NOTHING = [
     "I'm moving to Paris next year",  # not moved yet
     "Call me tomorrow",
     "My favorite part is the ending",  # a favorite of some film, not of a person
+    "I'm turning 28 next week",  # not yet
+    "Just Mike",  # a capitalised adverb is no subject
 ]
 
 

@@ -102,6 +102,12 @@ def test_resolver_joins_a_relationship_and_a_name():
     assert decide(old, new, person_resolver(people)).supersedes
 
 
+def test_a_fragment_is_about_its_one_subject_or_else_its_speaker():
+    assert decide(s("Works at Acme", ["Tom"]), s("Tom works at Globex", ["Tom"])).supersedes
+    assert decide(s("Works at Acme"), s("I work at Globex")).supersedes
+    assert not decide(s("Works at Acme", ["Tom"]), s("I work at Globex")).supersedes
+
+
 def test_speakers_are_people_too():
     # Two group members each saying "I live in ..." are two subjects.
     assert not decide(s("I live in Chicago", speaker="Sarah"), s("I live in Denver", speaker="Tom")).supersedes
