@@ -108,6 +108,13 @@ def test_a_fragment_is_about_its_one_subject_or_else_its_speaker():
     assert not decide(s("Works at Acme", ["Tom"]), s("I work at Globex")).supersedes
 
 
+def test_the_owner_speaking_in_a_chat_is_the_owner():
+    resolve = person_resolver([], owner_names=["alice_k", "Alice"])
+    by_hand, in_chat = s("I live in Leeds"), s("I moved to York", speaker="alice_k")
+    assert not decide(by_hand, in_chat).supersedes  # without knowing alice_k is the owner
+    assert decide(by_hand, in_chat, resolve).supersedes
+
+
 def test_speakers_are_people_too():
     # Two group members each saying "I live in ..." are two subjects.
     assert not decide(s("I live in Chicago", speaker="Sarah"), s("I live in Denver", speaker="Tom")).supersedes
@@ -142,7 +149,8 @@ async def test_llm_is_asked_with_both_texts_dates_and_speakers():
     (system, messages, struct_type), = model.calls
     assert system == CONFLICT_SYSTEM_PROMPT and struct_type is LlmConflictAnswer
     text = messages[0]["content"]
-    for needle in ("Honda Civic", "Tesla", "2025-01-02T10:00:00Z", "2026-03-04T10:00:00Z", "Said by: the user themselves"):
+    for needle in ("Honda Civic", "Tesla", "2025-01-02T10:00:00Z", "2026-03-04T10:00:00Z",
+                   "Said by: the user themselves"):
         assert needle in text
 
 

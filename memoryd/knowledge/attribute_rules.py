@@ -140,7 +140,8 @@ def _rule(pattern: str) -> re.Pattern[str]:
 _AGE = _rule(r"^(?:" + BE + r"|turned|just\s+turned)\s+(?P<value>\d{1,3})"
              r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?$")
 _BORN = _rule(r"^(?:was|were|is|am)\s+born\s+(?P<prep>on|in|at)\s+" + _TAIL)
-_RESIDENCE = _rule(r"^(?:(?:am|is|are|was|were|been)\s+)?(?:lives?|lived|living|resides?|residing|(?:" + BE + r"\s+)?based|relocated|"
+_RESIDENCE = _rule(r"^(?:(?:am|is|are|was|were|been)\s+)?"
+                   r"(?:lives?|lived|living|resides?|residing|(?:" + BE + r"\s+)?based|relocated|"
                    r"(?:have|has)?\s*moved(?:\s+back)?|settled)\s+(?:in|to|at)\s+" + _TAIL)
 _MOVED_OUT = _rule(r"^(?:moved|moving)\s+(?:out\s+of|away\s+from)\s+" + _TAIL)
 _HOMETOWN = _rule(r"^(?:(?:" + BE + r"|comes?|came)\s+(?:originally\s+)?from|grew\s+up\s+in)\s+" + _TAIL)
@@ -165,7 +166,8 @@ _STATUS = _rule(r"^(?:" + BE + r"|got|just\s+got)\s+(?P<value>" + "|".join(STATU
 _DATING = _rule(r"^" + BE + r"\s+dating\s+(?P<partner>" + _NAME + r")$")
 _CALLED = _rule(r"^(?:" + BE + r"\s+called|goes\s+by|go\s+by)\s+" + _TAIL)
 _NATIONALITY = _rule(r"^" + BE + r"\s+(?:an?\s+)?(?P<value>[a-z-]+)(?:\s+citizen|\s+national)?$")
-_OPINION = _rule(r"^(?:really\s+|absolutely\s+)?(?:(?:started|begun|come|grown|learned)\s+to\s+)?(?P<verb>likes?|loves?|enjoys?|adores?|hates?|dislikes?|"
+_OPINION = _rule(r"^(?:really\s+|absolutely\s+)?(?:(?:started|begun|come|grown|learned)\s+to\s+)?"
+                 r"(?P<verb>likes?|loves?|enjoys?|adores?|hates?|dislikes?|"
                  r"can't\s+stand|cannot\s+stand|detests?)\s+(?P<value>.+)$")
 _HAS_COUNT = _rule(r"^(?:has|have)\s+(?P<value>\d+|no|an?|one|two|three|four|five|six|seven|eight)\s+"
                    r"(?P<what>kids?|child|children|sons?|daughters?|grandchild|grandchildren|siblings?|"

@@ -154,8 +154,9 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
         subject, rest = Subject("", IMPLICIT), clause
     else:
         return []
-    if subject.key.startswith("rel:") and (names := _REL_IS_NAME.match(_TRAILING.sub("", _BE_ADVERBS.sub(r"\1 ", rest)))):
-        if not _describes(names["names"]):
+    if subject.key.startswith("rel:"):  # "my boss is (now) Linda"
+        names = _REL_IS_NAME.match(_TRAILING.sub("", _BE_ADVERBS.sub(r"\1 ", rest)))
+        if names and not _describes(names["names"]):
             return _names_of(subject, names["names"])
     additive = bool(_ADDITIVE.search(rest))
     rest, negated = _strip_modifiers(rest)

@@ -85,7 +85,7 @@ def load_pairs(path: Path = DEFAULT_PAIRS) -> list[LabelledPair]:
 
 def evaluate(pairs: Iterable[LabelledPair]) -> tuple[Scores, dict[str, Scores]]:
     """Overall scores and scores per category."""
-    overall, by_category = Scores(), {}
+    overall, by_category = Scores(), dict[str, Scores]()
     for pair in pairs:
         decision = pair.decide()
         overall.add(pair, decision)

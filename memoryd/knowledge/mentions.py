@@ -104,15 +104,15 @@ class MentionFinder:
             phrase = (phrase + " " + _bare(words[i + length - 1].group())).strip()
             if (relationship := canonical(phrase)) is None:
                 continue
-            owner = _owner_word(words, i)
+            owner, owner_at = _owner_word(words, i)
             if owner in _OTHERS:
                 return None
             holders = self._holders.get(subject_class(relationship), [])
             if owner is None and (not holders or relationship in PETS):
                 return None  # a bare common noun ("dog", "friend") names someone only when known
-            start = words[i - 1].start() if owner in _OWNERS else words[i].start()
+            start = words[owner_at].start() if owner in _OWNERS else words[i].start()
             said = text[start:words[i + length - 1].end()]
-            new = [p for p in holders if p.key not in seen]  # "my friend" x 1000: build each once
+            new: list[KnownPerson | None] = [p for p in holders if p.key not in seen]  # build each once
             if holders and not new:
                 return [], length
             return [Mention(p, said, "relationship", relationship, words[i].start())
@@ -120,15 +120,14 @@ class MentionFinder:
         return None
 
 
-def _owner_word(words: list[re.Match[str]], i: int) -> str | None:
-    """The determiner before a relationship word, skipping "new"/"current" ("my new boss")."""
+def _owner_word(words: list[re.Match[str]], i: int) -> tuple[str | None, int]:
+    """The determiner before a relationship word and its index, skipping "new"/"current"
+    ("my new boss")."""
     j = i - 1
     if j >= 0 and words[j].group().casefold() in {"new", "current"}:
         j -= 1
-    if j < 0:
-        return None
-    word = words[j].group().casefold()
-    return word if word in _OWNERS or word in _OTHERS else None
+    word = words[j].group().casefold() if j >= 0 else ""
+    return (word, j) if word in _OWNERS or word in _OTHERS else (None, i)
 
 
 def _followed_by_surname(text: str, words: list[re.Match[str]], j: int) -> bool:

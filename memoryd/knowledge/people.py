@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memoryd.knowledge.attribute_rules import DEMONYMS, JOBS
+from memoryd.knowledge.attributes import SELF
 from memoryd.knowledge.relationships import PATTERN, canonical, is_unique, normalise_name, subject_class
 
 __all__ = ["KnownPerson", "RelationshipFact", "is_relationship_phrase", "merge_target", "normalise_name",
@@ -91,7 +92,8 @@ def parse_relationships(text: str) -> list[RelationshipFact]:
     for pattern, fixed in _PATTERNS:
         for m in pattern.finditer(text):
             groups = m.groupdict()
-            raw_names = re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", groups["names"]) if groups.get("names") else [m["name"]]
+            listed = groups.get("names")
+            raw_names = re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", listed) if listed else [m["name"]]
             surface = " ".join((groups.get("rel") or "").casefold().split())
             relationship = fixed or canonical(surface)
             for name in filter(None, map(_clean_name, raw_names)):
@@ -136,9 +138,19 @@ def resolve_person(phrase: str, people: Sequence[KnownPerson]) -> KnownPerson | 
     return unique_first_names(people).get(wanted)
 
 
-def person_resolver(people: Sequence[KnownPerson]) -> Callable[[str], str | None]:
-    """A resolver for :func:`memoryd.knowledge.conflict.decide`: phrase -> person key."""
-    return lambda phrase: person.key if (person := resolve_person(phrase, people)) else None
+def person_resolver(people: Sequence[KnownPerson], owner_names: Sequence[str] = ()) -> Callable[[str], str | None]:
+    """A resolver for :func:`memoryd.knowledge.conflict.decide`: phrase -> person key, and the
+    owner's own names (username, display name) -> ``attributes.SELF``, so "I ..." said by the
+    owner in a chat and "I ..." added by hand are one subject."""
+    own = {normalise_name(name) for name in owner_names}
+
+    def resolve(phrase: str) -> str | None:
+        if normalise_name(phrase) in own:
+            return SELF
+        person = resolve_person(phrase, people)
+        return person.key if person else None
+
+    return resolve
 
 
 def merge_target(fact: RelationshipFact, people: Sequence[KnownPerson]) -> KnownPerson | None:
