@@ -92,6 +92,12 @@ NOTHING = [
     "My favorite part is the ending",  # a favorite of some film, not of a person
     "I'm turning 28 next week",  # not yet
     "Just Mike",  # a capitalised adverb is no subject
+    # hypotheticals, wishes, questions and beliefs state nothing
+    "If I moved to Paris, I would be happy",
+    "Does Sarah live in Boston?",
+    "I think Sarah moved to Paris",
+    "I want to work at Google",
+    "I'd love to live in Paris",
 ]
 
 

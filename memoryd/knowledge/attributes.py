@@ -11,6 +11,7 @@ supersede the statement of the same value (or, for "I quit my job", any value of
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -55,7 +56,8 @@ _NOT_NAMES = frozenset(
     monday tuesday wednesday thursday friday saturday sunday january february march april may
     june july august september october november december just recently finally currently still
     really actually started moved lives works loves likes prefers got has is was had went new old
-    always never usually often sometimes""".split()
+    always never usually often sometimes if because since after before maybe perhaps should would
+    could will do does did can might must please let""".split()
 )
 
 _POSSESSIVE = re.compile(
@@ -118,6 +120,11 @@ _NEGATIONS = (
 
 def parse_attributes(text: str) -> list[Attribute]:
     """The attributes ``text`` sets, in order; empty when no rule recognises it."""
+    return list(_parse_cached(text))
+
+
+@functools.lru_cache(maxsize=4096)  # a new memory is compared with several candidates, each parsed again
+def _parse_cached(text: str) -> tuple[Attribute, ...]:
     cleaned = " ".join(text.replace("’", "'").replace("‘", "'").split())
     # Typed all in lower case ("i live in berlin"), places and names lose their capitals.
     lowercase_text = not any(ch.isupper() for ch in cleaned)
@@ -128,7 +135,7 @@ def parse_attributes(text: str) -> list[Attribute]:
         clause = _FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
         if clause:
             found.extend(_clause_attributes(clause, lowercase_text))
-    return found
+    return tuple(found)
 
 
 def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
