@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class ServerStats:
+    """Counted since start; ``system.health`` shows them under ``server``."""
+
     connections_total: int = 0
     #: Refused with Overloaded because max_connections were open.
     connections_rejected: int = 0
