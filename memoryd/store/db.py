@@ -175,7 +175,7 @@ class Database:
                 return await trio.to_thread.run_sync(lambda: self.write_sync(fn, *args, **kwargs))
             except apsw.BusyError:
                 # BEGIN IMMEDIATE waited busy_timeout for another process's lock: nothing written.
-                raise StoreBusy(data={"busy_timeout_ms": self._busy_timeout_ms}) from None
+                raise StoreBusy(self._busy_timeout_ms) from None
 
     async def read(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(reader, ...)`` in one read transaction (one consistent snapshot)."""
@@ -186,7 +186,7 @@ class Database:
             try:
                 return await trio.to_thread.run_sync(_read_in_snapshot, reader, fn, args, kwargs)
             except apsw.BusyError:
-                raise StoreBusy(data={"busy_timeout_ms": self._busy_timeout_ms}) from None
+                raise StoreBusy(self._busy_timeout_ms) from None
             finally:
                 self._free_readers.append(reader)
 
