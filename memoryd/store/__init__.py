@@ -7,7 +7,7 @@ What a caller may see is decided in ``visibility.py``; the ranking is ``search.p
 
 from memoryd.store.job_queue import JobQueue
 from memoryd.store.lifecycle import Lifecycle
-from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, SearchHit
+from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Provenance, SearchHit
 from memoryd.store.repository import MemoryRepository
 from memoryd.store.store import Store
 from memoryd.store.vectors import VectorSpace
@@ -20,6 +20,7 @@ __all__ = [
     "MemoryRecord",
     "MemoryRepository",
     "NewMemory",
+    "Provenance",
     "Scope",
     "SearchHit",
     "Store",

@@ -18,10 +18,25 @@ import msgspec
 from memoryd.ids import new_ulid
 from memoryd.store import jobs, vectors
 from memoryd.store.db import one
-from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
+from memoryd.store.records import (
+    NO_PROVENANCE,
+    PROVENANCE_COLUMNS,
+    RECORD_COLUMNS,
+    MemoryRecord,
+    NewMemory,
+    Provenance,
+    record_from_row,
+)
 from memoryd.store.visibility import Scope, live, predicate, scope_kind
 
 _encode = msgspec.json.encode
+_PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
+_PROVENANCE_SLOTS = ", ".join("?" * len(PROVENANCE_COLUMNS))
+
+
+def _provenance_values(provenance: Provenance) -> list[object]:
+    return [getattr(provenance, name) for name in PROVENANCE_COLUMNS]
+
 
 def content_hash(content: str) -> str:
     """Identity for dedupe: Unicode-normalised, whitespace-collapsed content."""
@@ -53,10 +68,11 @@ def insert(db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | No
     """Insert one memory (no dedupe), audit it and queue its embedding; returns its rowid."""
     memory_id = new_ulid(now_ms)
     db.execute(
-        """
+        f"""
         INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects,
-            created_at_ms, updated_at_ms, expires_at_ms, confidence, metadata, content_hash)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            created_at_ms, updated_at_ms, expires_at_ms, confidence, metadata, content_hash,
+            {_PROVENANCE_NAMES})
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_PROVENANCE_SLOTS})
         """,
         (
             memory_id,
@@ -73,6 +89,7 @@ def insert(db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | No
             float(new.confidence),
             _encode(new.metadata).decode(),
             digest or content_hash(new.content),
+            *_provenance_values(new.provenance or NO_PROVENANCE),
         ),
     )
     rowid = db.last_insert_rowid()
