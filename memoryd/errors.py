@@ -28,6 +28,7 @@ without one), anything else as -32603 with a log line.
     │   ├── StoreBusy            the database stayed locked past busy_timeout (callers: Unavailable)
     │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
     │   ├── AmbiguousIdPrefix    an id prefix matches several of the caller's memories
+    │   ├── UnknownListCursor    memory.list's before_id names none of the caller's memories
     │   └── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
     ├── EmbedderError            an embedding backend is down, slow or returned garbage
     └── LlmError                 the LLM backend failed; ``retry_later`` says what a job does next
@@ -154,6 +155,14 @@ class AmbiguousIdPrefix(StoreError):
         super().__init__(f"prefix {prefix} is ambiguous: {count} of your memories match; give more characters")
         self.prefix = prefix
         self.count = count
+
+
+class UnknownListCursor(StoreError):
+    """``before_id`` names no memory the caller can see (ids no longer order by time, so a
+    cursor must be a memory's id or prefix; a page's last memory stays one even once deleted)."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__(f"no memory of yours has the id or prefix {prefix}; pass the id of a page's last memory")
 
 
 class BrokenInvariant(StoreError):

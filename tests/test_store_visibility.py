@@ -153,12 +153,18 @@ async def test_group_memories_are_visible_to_every_member_of_the_chat(store: Sto
 
 def test_the_predicate_names_the_callers_keys_and_hides_deleted_and_expired() -> None:
     sql, params = visibility.predicate(Scope("alice", "c1"), "m", now_ms=123)
-    assert sql == (
-        "m.scope_key IN (?, ?) AND m.deleted_at_ms IS NULL AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)"
+    assert sql.startswith(
+        "m.scope_key IN (?, ?) AND m.deleted_at_ms IS NULL AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?) AND "
     )
-    assert params == ("u:alice", "c:c1", 123)
+    # then the disclosure rules: not sensitive (the chat type is unknown), and not private to
+    # another conversation, unless learned in this chat.
+    assert sql.endswith("AND (m.disclosure IN (0, 1, 2) OR (m.chat_id = ? AND m.disclosure IN (0, 1, 2, 6, 7, 8)))")
+    assert params == ("u:alice", "c:c1", 123, "c1")
     sql, params = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, key="u:alice")
-    assert (sql, params) == ("memories.scope_key = ? AND memories.deleted_at_ms IS NULL", ("u:alice",))
+    assert (sql, params) == (
+        "memories.scope_key = ? AND memories.deleted_at_ms IS NULL AND (memories.disclosure IN (0, 1, 2))",
+        ("u:alice",),
+    )
 
 
 def test_a_retriever_cannot_ask_for_a_key_its_caller_does_not_see() -> None:

@@ -34,6 +34,7 @@ from memoryd.errors import (
     StoreBusy,
     StoreError,
     Unavailable,
+    UnknownListCursor,
 )
 
 __all__ = ["ERROR_REPLIES", "rpc_error_for"]
@@ -58,6 +59,10 @@ def _ambiguous_id(exc: AmbiguousIdPrefix) -> RpcError:
     return InvalidParams.for_field("memory_id", str(exc))
 
 
+def _unknown_cursor(exc: UnknownListCursor) -> RpcError:
+    return InvalidParams.for_field("before_id", str(exc))
+
+
 def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
     # The exception's message may name a backend's URL: it stays in the daemon's log.
     def reply(exc: Exception) -> RpcError:
@@ -73,6 +78,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreBusy: _store_busy,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug
     AmbiguousIdPrefix: _ambiguous_id,
+    UnknownListCursor: _unknown_cursor,
     BrokenInvariant: _internal,  # the service validates first: reaching the store with it is a bug
     # Searches fall back to keywords and adds never wait on a failing embedder: only a call that
     # cannot do without one gets this.

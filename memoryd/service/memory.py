@@ -116,13 +116,14 @@ class MemoryService:
         before_id = None
         if params.before_id is not None:
             before_id = check_id_prefix("before_id", check_text("before_id", params.before_id, max_bytes=64))
-        return await self.memories.list(
-            scope,
-            limit=params.limit,
-            offset=params.offset,
-            before_id=before_id,
-            include_expired=params.include_expired,
-        )
+        with _ambiguity_names("before_id"):
+            return await self.memories.list(
+                scope,
+                limit=params.limit,
+                offset=params.offset,
+                before_id=before_id,
+                include_expired=params.include_expired,
+            )
 
     async def get(self, params: GetParams, ctx: CallContext) -> MemoryRecord:
         scope = caller_scope(params, ctx, self.authenticator)
