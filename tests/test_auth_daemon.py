@@ -234,6 +234,15 @@ def test_memoryd_token_prints_a_token_for_the_configured_secret() -> None:
     claims = verify_token(done.stdout.strip(), SECRET)
     assert (claims.user_id, claims.chat_id, claims.expires_at - claims.issued_at) == ("alice", "team", 7200)
     assert SECRET not in done.stderr
+    assert claims.chat_type is None
+    routed = run_memoryd(
+        "token", "--user", "alice", "--chat", "team", "--chat-type", "group", "--source-username", "al",
+        "--source-display-name", "Alice", "--message-id", "m-7", env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET},
+    )
+    claims = verify_token(routed.stdout.strip(), SECRET)
+    assert (claims.chat_type, claims.source_username, claims.source_display_name, claims.message_id) == (
+        "group", "al", "Alice", "m-7"
+    )
 
 
 def test_memoryd_token_refuses_bad_input_with_usage_errors(short_tmp: Path) -> None:

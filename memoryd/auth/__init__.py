@@ -1,6 +1,6 @@
 """Caller identity: trust mode, or signed context tokens (ash-compatible) in token mode."""
 
-from memoryd.auth.authenticator import Authenticator, AuthMode, Caller
+from memoryd.auth.authenticator import NO_ROUTING, Authenticator, AuthMode, Caller, Routing
 from memoryd.auth.tokens import Claims, TokenError, load_token_secret, mint_token, verify_token
 
 __all__ = [
@@ -8,6 +8,8 @@ __all__ = [
     "Authenticator",
     "Caller",
     "Claims",
+    "NO_ROUTING",
+    "Routing",
     "TokenError",
     "load_token_secret",
     "mint_token",
