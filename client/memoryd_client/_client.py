@@ -58,9 +58,10 @@ class MemoryClient:
         chat_id: Optional[str] = None,
         context_token: Optional[str] = None,
         timeout: Optional[float] = 10.0,
+        chat_type: Optional[str] = None,
     ) -> None:
         self._socket_path, self._socket_origin = resolve_socket_path_with_origin(socket_path)
-        self._identity: Identity = resolve_identity(user_id, chat_id, context_token)
+        self._identity: Identity = resolve_identity(user_id, chat_id, context_token, chat_type=chat_type)
         self.timeout = check_timeout(timeout)
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
@@ -90,15 +91,19 @@ class MemoryClient:
         expires_days: Optional[float] = None,
         subjects: Optional[Sequence[str]] = None,
         shared: bool = False,
+        sensitivity: Optional[str] = None,
     ) -> Record:
-        """Store a memory: ``{"id", "short_id", "created_at", "scope", "deduplicated", "embedded"}``."""
-        params = _methods.add_params(content, source, expires_days, subjects, shared)
+        """Store a memory: ``{"id", "short_id", "created_at", "scope", "sensitivity", "deduplicated",
+        "embedded"}``.  ``sensitivity`` (public, personal, sensitive): a sensitive memory is shown
+        only in private chats."""
+        params = _methods.add_params(content, source, expires_days, subjects, shared, sensitivity)
         result: Record = self.call("memory.add", **params)
         return result
 
-    def search(self, query: str, limit: int = 10) -> Records:
-        """Best hits first, each with ``score`` and ``similarity``."""
-        result: Records = self.call("memory.search", **_methods.search_params(query, limit))
+    def search(self, query: str, limit: int = 10, *, this_chat: bool = False) -> Records:
+        """Best hits first, each with ``score`` and ``similarity``; ``this_chat``: only memories
+        learned in the client's chat."""
+        result: Records = self.call("memory.search", **_methods.search_params(query, limit, this_chat))
         return result
 
     def list(
@@ -107,9 +112,12 @@ class MemoryClient:
         offset: int = 0,
         before_id: Optional[str] = None,
         include_expired: bool = False,
+        *,
+        this_chat: bool = False,
     ) -> Records:
-        """Newest first; pass the last id as ``before_id`` for the next page."""
-        params = _methods.list_params(limit, offset, before_id, include_expired)
+        """Newest first; pass the last id as ``before_id`` for the next page; ``this_chat``: only
+        memories learned in the client's chat."""
+        params = _methods.list_params(limit, offset, before_id, include_expired, this_chat)
         result: Records = self.call("memory.list", **params)
         return result
 

@@ -22,6 +22,7 @@ def add_params(
     expires_days: Optional[float],
     subjects: Optional[Sequence[str]],
     shared: bool,
+    sensitivity: Optional[str] = None,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -30,19 +31,27 @@ def add_params(
             "expires_days": expires_days,
             "subjects": None if subjects is None else list(subjects),
             "shared": shared,
+            "sensitivity": sensitivity,
         }
     )
 
 
-def search_params(query: str, limit: int) -> Dict[str, Any]:
-    return {"query": query, "limit": limit}
+def search_params(query: str, limit: int, this_chat: bool = False) -> Dict[str, Any]:
+    # Sent only when set, so a client works against a daemon that predates the flag.
+    return _drop_none({"query": query, "limit": limit, "this_chat": this_chat or None})
 
 
 def list_params(
-    limit: int, offset: int, before_id: Optional[str], include_expired: bool
+    limit: int, offset: int, before_id: Optional[str], include_expired: bool, this_chat: bool = False
 ) -> Dict[str, Any]:
     return _drop_none(
-        {"limit": limit, "offset": offset, "before_id": before_id, "include_expired": include_expired}
+        {
+            "limit": limit,
+            "offset": offset,
+            "before_id": before_id,
+            "include_expired": include_expired,
+            "this_chat": this_chat or None,
+        }
     )
 
 

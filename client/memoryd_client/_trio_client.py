@@ -39,9 +39,10 @@ class AsyncMemoryClient:
         chat_id: Optional[str] = None,
         context_token: Optional[str] = None,
         timeout: Optional[float] = 10.0,
+        chat_type: Optional[str] = None,
     ) -> None:
         self._socket_path, self._socket_origin = resolve_socket_path_with_origin(socket_path)
-        self._identity: Identity = resolve_identity(user_id, chat_id, context_token)
+        self._identity: Identity = resolve_identity(user_id, chat_id, context_token, chat_type=chat_type)
         self.timeout = check_timeout(timeout)
         self._lock = trio.Lock()
         self._stream: Optional[trio.SocketStream] = None
@@ -70,13 +71,14 @@ class AsyncMemoryClient:
         expires_days: Optional[float] = None,
         subjects: Optional[Sequence[str]] = None,
         shared: bool = False,
+        sensitivity: Optional[str] = None,
     ) -> Record:
-        params = _methods.add_params(content, source, expires_days, subjects, shared)
+        params = _methods.add_params(content, source, expires_days, subjects, shared, sensitivity)
         result: Record = await self.call("memory.add", **params)
         return result
 
-    async def search(self, query: str, limit: int = 10) -> Records:
-        result: Records = await self.call("memory.search", **_methods.search_params(query, limit))
+    async def search(self, query: str, limit: int = 10, *, this_chat: bool = False) -> Records:
+        result: Records = await self.call("memory.search", **_methods.search_params(query, limit, this_chat))
         return result
 
     async def list(
@@ -85,8 +87,10 @@ class AsyncMemoryClient:
         offset: int = 0,
         before_id: Optional[str] = None,
         include_expired: bool = False,
+        *,
+        this_chat: bool = False,
     ) -> Records:
-        params = _methods.list_params(limit, offset, before_id, include_expired)
+        params = _methods.list_params(limit, offset, before_id, include_expired, this_chat)
         result: Records = await self.call("memory.list", **params)
         return result
 
