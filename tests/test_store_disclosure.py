@@ -149,3 +149,16 @@ def test_disclosure_codes_agree_with_the_generated_column(store: Store) -> None:
     for i, (kind, sensitivity, private) in enumerate(combos):
         assert rows[f"c{i}"] == Disclosure.of(kind, sensitivity, private).code
 
+
+
+async def test_a_duplicate_hidden_from_the_adders_chat_is_neither_returned_nor_reused(store: Store) -> None:
+    said_in_dm, _ = await store.memories.add(note("I am moving to Berlin", chat_id="dm", provenance=Provenance(chat_type="private")))
+    in_group = note("I am moving to Berlin", chat_id="team", provenance=Provenance(chat_type="group"))
+    said_in_group, deduplicated = await store.memories.add(in_group)
+    assert not deduplicated and said_in_group.id != said_in_dm.id
+    assert [r.id for r in await store.memories.list(Scope("alice", "team", "group"), limit=10)] == [said_in_group.id]
+    again, deduplicated = await store.memories.add(in_group)
+    assert deduplicated and again.id == said_in_group.id
+    # A sensitive restatement does not vanish into the public one either.
+    sensitive = note("I am moving to Berlin", chat_id="team", provenance=Provenance(chat_type="group", sensitivity="sensitive"))
+    assert (await store.memories.add(sensitive))[1] is False

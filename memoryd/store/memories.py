@@ -28,7 +28,7 @@ from memoryd.store.records import (
     Provenance,
     record_from_row,
 )
-from memoryd.store.visibility import Scope, live, predicate, scope_kind
+from memoryd.store.visibility import Disclosure, Scope, live, predicate, scope_kind
 
 _encode = msgspec.json.encode
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
@@ -56,11 +56,17 @@ def audit(
 
 
 def find_duplicate(db: apsw.Connection, new: NewMemory, digest: str, now_ms: int) -> MemoryRecord | None:
+    """An identical live memory learned in the same chat with the same disclosure code: so it is
+    shown exactly where the new one would be (a duplicate hidden from the adder's chat is
+    neither revealed nor allowed to swallow the new provenance)."""
     live_sql, live_params = live(now_ms=now_ms)
+    provenance = new.provenance or NO_PROVENANCE
+    code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
     row = db.execute(
         f"SELECT {RECORD_COLUMNS} FROM memories "
-        f"WHERE memories.scope_key = ? AND memories.content_hash = ? AND {live_sql} ORDER BY memories.id LIMIT 1",
-        (new.scope_key, digest, *live_params),
+        f"WHERE memories.scope_key = ? AND memories.content_hash = ? AND {live_sql} "
+        "AND memories.disclosure = ? AND memories.chat_id IS ? ORDER BY memories.rowid LIMIT 1",
+        (new.scope_key, digest, *live_params, code, new.chat_id),
     ).fetchone()
     return None if row is None else record_from_row(row)
 
