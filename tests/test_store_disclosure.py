@@ -51,9 +51,7 @@ def expected(memory: Learned, caller: Scope) -> bool:
         return False
     if (caller.this_chat or memory.conversation_private) and not learned_here:
         return False
-    if group_audience and not learned_here and memory.chat_type not in ("group", "supergroup"):
-        return False
-    return True
+    return not group_audience or learned_here or memory.chat_type in ("group", "supergroup")
 
 
 PERSONAL = [

@@ -15,7 +15,13 @@ import msgspec
 from memoryd.errors import InvalidParams
 from memoryd.ids import ms_from_iso
 from memoryd.service.validation import check_full_id, check_group_chat, check_text
-from memoryd.store.transfer import FORMAT, READABLE_VERSIONS, VERSION, ExportHeader, MemoryLine
+from memoryd.store.transfer import (
+    FORMAT,
+    READABLE_VERSIONS,
+    VERSION,
+    ExportHeader,
+    MemoryLine,
+)
 
 _header_decoder = msgspec.json.Decoder(ExportHeader)
 _line_decoder = msgspec.json.Decoder(MemoryLine)

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import apsw
 import msgspec
 
-from memoryd.ids import MIN_PREFIX_LENGTH, new_id
 from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
+from memoryd.ids import MIN_PREFIX_LENGTH, new_id
 from memoryd.store import jobs, vectors
 from memoryd.store.db import one
 from memoryd.store.records import (
@@ -154,7 +154,7 @@ def position_of(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> 
     """The list position of the memory ``prefix`` names among what ``scope`` may see (deleted or
     expired since included: a page's last memory stays a valid cursor)."""
     where, params = predicate(scope, now_ms=now_ms, include_deleted=True)
-    rows = db.execute(
+    rows: list[tuple[Any, ...]] = db.execute(
         f"SELECT created_at_ms, rowid FROM memories WHERE {where} AND memories.id >= ? AND memories.id < ? LIMIT 2",
         (*params, prefix, prefix + "~"),
     ).fetchall()

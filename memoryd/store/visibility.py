@@ -229,7 +229,7 @@ def predicate(
         scope_sql = f"{alias}.scope_key = ?"
     else:
         raise BrokenInvariant("a retriever asked for a scope key its caller cannot see")
-    sql, params = f"{scope_sql}", (*keys,)
+    sql, params = scope_sql, tuple[object, ...](keys)
     if not include_deleted:
         live_sql, live_params = live(alias, now_ms=now_ms, include_expired=include_expired)
         sql, params = f"{sql} AND {live_sql}", (*params, *live_params)
