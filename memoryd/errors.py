@@ -17,13 +17,18 @@ becomes -32603 with a log line.
     │   ├── PayloadTooLarge      -32004  message over max_message_bytes; connection closed
     │   ├── DeadlineExceeded     -32005  the request ran past request_timeout
     │   ├── ShuttingDown         -32006  the daemon is stopping; retry after restart
-    │   └── Unavailable          -32007  a resource the call needs is busy or missing; retry
-    │       └── StoreBusy                the database stayed locked past busy_timeout
+    │   ├── Unavailable          -32007  a resource the call needs is busy or missing; retry
+    │   │   └── StoreBusy                the database stayed locked past busy_timeout
+    │   └── LlmNotConfigured     -32008  extraction is off: [llm] provider/url/model are not set
     ├── ConfigError              bad configuration: start-up stops, naming the key
     ├── StartupError             e.g. a live daemon already holds the socket
     ├── StoreError               the database refused something
     │   └── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
-    └── EmbedderError            an embedding backend is down, slow or returned garbage
+    ├── EmbedderError            an embedding backend is down, slow or returned garbage
+    └── LlmError                 the LLM backend failed; ``retry_later`` says what a job does next
+        ├── LlmUnavailable          down, too slow, 429/5xx after the retries (retry later)
+        ├── LlmRefused              a 4xx: bad key, unknown model, request too large (park)
+        └── LlmBadReply             replies never decoded into the expected shape (park)
 """
 
 from __future__ import annotations
@@ -125,6 +130,13 @@ class StoreBusy(Unavailable):
     default_message = "Database is busy (locked by another process), retry later"
 
 
+class LlmNotConfigured(RpcError):
+    """An extract method was called while ``[llm] provider = "none"`` (the default)."""
+
+    code = -32008
+    default_message = 'Extraction is off: set [llm] provider ("openai" or "ollama"), url and model'
+
+
 #: Every caller-visible error class by code, for documentation and for the client.
 RPC_ERRORS_BY_CODE: dict[int, type[RpcError]] = {
     cls.code: cls
@@ -141,6 +153,7 @@ RPC_ERRORS_BY_CODE: dict[int, type[RpcError]] = {
         DeadlineExceeded,
         ShuttingDown,
         Unavailable,
+        LlmNotConfigured,
     )
 }
 
@@ -163,3 +176,30 @@ class EmbeddingModelMismatch(StoreError):
 
 class EmbedderError(MemorydError):
     """An embedding backend failed: down, too slow, or returned something unusable."""
+
+
+class LlmError(MemorydError):
+    """An LLM backend failed.  The message names the server, never the key or the prompt."""
+
+    #: True when the same request may well succeed later (the job is retried with backoff);
+    #: False when it needs a person (the job is parked with the reason).
+    retry_later: ClassVar[bool] = False
+
+
+class LlmUnavailable(LlmError):
+    """Connection refused or reset, no reply in time, or 429/5xx on every attempt."""
+
+    retry_later = True
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        #: The server's last Retry-After hint in seconds (capped), for the job's next try.
+        self.retry_after = retry_after
+
+
+class LlmRefused(LlmError):
+    """The server refused the request itself (401, 403, 404, a 400 in every output mode)."""
+
+
+class LlmBadReply(LlmError):
+    """Every attempt got a reply that was empty, not JSON, or not the requested shape."""

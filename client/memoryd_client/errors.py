@@ -21,7 +21,8 @@ the daemon package is not installed.
         ├── PayloadTooLarge      -32004  the daemon closed the connection
         ├── DeadlineExceeded     -32005
         ├── ShuttingDown         -32006  retry after the daemon restarts
-        └── Unavailable          -32007  the database is busy (locked by another process); retry
+        ├── Unavailable          -32007  the database is busy (locked by another process); retry
+        └── LlmNotConfigured     -32008  extraction is off: the daemon's [llm] names no provider
 
 An error code this client does not know becomes a plain ``MemorydRpcError``.
 """
@@ -137,6 +138,12 @@ class Unavailable(MemorydRpcError):
     code = -32007
 
 
+class LlmNotConfigured(MemorydRpcError):
+    """Extraction is off on this daemon: its [llm] section names no provider."""
+
+    code = -32008
+
+
 RPC_ERRORS_BY_CODE: Dict[int, Type[MemorydRpcError]] = {
     cls.code: cls
     for cls in (
@@ -152,6 +159,7 @@ RPC_ERRORS_BY_CODE: Dict[int, Type[MemorydRpcError]] = {
         DeadlineExceeded,
         ShuttingDown,
         Unavailable,
+        LlmNotConfigured,
     )
 }
 
