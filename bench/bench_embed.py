@@ -74,19 +74,67 @@ def p95(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-async def measure(rounds: int) -> dict[str, Any]:
-    """memoryd's numbers, in seconds; ``vectors`` are the QUERIES' embeddings."""
+class SentenceTransformersWorker:
+    """bench/st_embed.py in the sentence-transformers interpreter, one call at a time."""
+
+    def __init__(self, python: Path) -> None:
+        self.python = python
+        self.process = subprocess.Popen(
+            [str(python), str(BENCH_DIR / "st_embed.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"},
+            text=True,
+        )
+        self.info = self._reply()
+        self.thread_counts = sorted({int(self.info["threads"]), 1}, reverse=True)
+
+    def embed(self, texts: list[str], threads: int, *, vectors: bool = False) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"texts": texts, "threads": threads, "vectors": vectors}) + "\n")
+        self.process.stdin.flush()
+        return self._reply()
+
+    def _reply(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"{self.python} bench/st_embed.py exited with {self.process.wait()}")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+async def measure(rounds: int, st: SentenceTransformersWorker | None = None) -> dict[str, Any]:
+    """memoryd's numbers in seconds (``vectors``: the QUERIES' embeddings).  With ``st``, each
+    call to memoryd is followed by the same call to sentence-transformers at each thread count,
+    so both meet the same machine load (``st``: samples by thread count)."""
     started = time.perf_counter()
     embedder = LocalEmbedder()
     await embedder.start()
     result: dict[str, Any] = {"load_seconds": time.perf_counter() - started, "kernel": openblas_kernel()}
+    st_samples: dict[int, dict[str, list[float]]] = {n: {"query": [], "batch": []} for n in (st.thread_counts if st else [])}
+
+    def st_calls(kind: str, texts: list[str]) -> None:
+        for threads, samples in st_samples.items():
+            assert st is not None
+            samples[kind].append(st.embed(texts, threads)["seconds"])
+
     await embedder.embed(memory_like_texts(32, seed=0))  # warm-up: caches, allocator
+    for threads in st_samples:
+        assert st is not None
+        st.embed(memory_like_texts(32, seed=0), threads)
     queries = []
     for _ in range(rounds):
         for query in QUERIES:
             t0 = time.perf_counter()
             await embedder.embed([query])
             queries.append(time.perf_counter() - t0)
+            st_calls("query", [query])
     result["query"] = queries
     texts = []
     for text in memory_like_texts(rounds * 2, seed=1):
@@ -94,11 +142,14 @@ async def measure(rounds: int) -> dict[str, Any]:
         await embedder.embed([text])
         texts.append(time.perf_counter() - t0)
     result["text"] = texts
-    batches = [memory_like_texts(32, seed=100 + i) for i in range(max(3, rounds // 5))]
-    t0 = time.perf_counter()
-    for batch in batches:
+    batches = []
+    for i in range(max(3, rounds // 5)):
+        batch = memory_like_texts(32, seed=100 + i)
+        t0 = time.perf_counter()
         await embedder.embed(batch)
-    result["batch_seconds"] = (time.perf_counter() - t0) / len(batches)
+        batches.append(time.perf_counter() - t0)
+        st_calls("batch", batch)
+    result["batch_seconds"] = statistics.median(batches)
     t0 = time.perf_counter()
     await embedder.embed(["The quick brown fox jumps over the lazy dog. " * 60])
     result["long_text"] = time.perf_counter() - t0
@@ -114,20 +165,11 @@ async def measure(rounds: int) -> dict[str, Any]:
         nursery.cancel_scope.cancel()
     result["coalesced_calls"] = coalescing.describe()["coalescing"]["backend_calls"]
     result["vectors"] = (await embedder.embed(QUERIES)).tolist()
+    if st is not None:
+        result["st"] = st_samples
+        result["st_vectors"] = st.embed(QUERIES, 0, vectors=True)["vectors"]
     await embedder.aclose()
     return result
-
-
-def run_sentence_transformers(python: Path, rounds: int) -> dict[str, Any]:
-    job = {"queries": QUERIES, "batch": memory_like_texts(32, seed=100), "rounds": rounds, "threads": [0, 1]}
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [str(python), str(BENCH_DIR / "st_embed.py")], input=json.dumps(job).encode(), capture_output=True, env=env
-    )
-    if done.returncode:
-        raise SystemExit(f"{python} bench/st_embed.py failed:\n{done.stderr.decode(errors='replace')[-3000:]}")
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
 
 
 def autodetect_column(rounds: int) -> dict[str, Any]:
@@ -147,12 +189,15 @@ def print_table(columns: list[tuple[str, dict[str, str]]]) -> None:
         print(f"{row:{width}}  " + "  ".join(f"{cells.get(row, ''):>28}" for _, cells in columns))
 
 
+def latency_cell(samples: list[float]) -> str:
+    return f"{ms(statistics.median(samples))} / {ms(p95(samples))}"
+
+
 def memoryd_cells(result: dict[str, Any]) -> dict[str, str]:
-    query, text = result["query"], result["text"]
     return {
         "load": f"{result['load_seconds']:.2f} s",
-        "query p50 / p95": f"{ms(statistics.median(query))} / {ms(p95(query))}",
-        "memory-like text p50 / p95": f"{ms(statistics.median(text))} / {ms(p95(text))}",
+        "query p50 / p95": latency_cell(result["query"]),
+        "memory-like text p50 / p95": latency_cell(result["text"]),
         "batch of 32": f"{32 / result['batch_seconds']:.0f} texts/s",
         "one 256-token text": ms(result["long_text"]),
         "32 callers, coalesced": f"{ms(result['coalesced'])} in {result['coalesced_calls']} call(s)",
@@ -166,7 +211,13 @@ def main() -> None:
     parser.add_argument("--blas-autodetect", action="store_true", help="also measure without OPENBLAS_CORETYPE")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    result = trio.run(measure, args.rounds)
+    st_python = args.st_python or (DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
+    st = SentenceTransformersWorker(st_python) if st_python is not None and not args.json else None
+    try:
+        result = trio.run(measure, args.rounds, st)
+    finally:
+        if st is not None:
+            st.close()
     if args.json:
         json.dump(result, sys.stdout)
         return
@@ -176,28 +227,22 @@ def main() -> None:
     columns = [(f"memoryd ({result['kernel']})", memoryd_cells(result))]
     if args.blas_autodetect and pinned:
         auto = autodetect_column(args.rounds)
-        columns.append((f"memoryd ({auto['kernel']}, auto)", memoryd_cells(auto)))
-    st_python = args.st_python or (DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
-    mine = np.array(result["vectors"], dtype=np.float32)
-    if st_python is not None:
-        st = run_sentence_transformers(st_python, args.rounds)
-        for run in st["runs"]:
-            query = [s for per_query in run["latencies"] for s in per_query]
-            columns.append(
-                (
-                    f"ST, torch {run['threads']} thread(s)",
-                    {
-                        "load": f"{st['load_seconds']:.2f} s",
-                        "query p50 / p95": f"{ms(statistics.median(query))} / {ms(p95(query))}",
-                        "batch of 32": f"{32 / run['batch_seconds']:.0f} texts/s",
-                    },
-                )
-            )
-        cosines = (mine * np.array(st["vectors"], dtype=np.float32)).sum(axis=1)
-        print(f"sentence-transformers via {st_python} (torch {st['torch']})")
+        columns.append((f"memoryd ({auto['kernel']}, auto)*", memoryd_cells(auto)))
+    if st is not None:
+        print(f"sentence-transformers via {st_python} (torch {st.info['torch']}), interleaved call by call")
+        for threads, samples in result["st"].items():
+            cells = {
+                "load": f"{st.info['load_seconds']:.2f} s",
+                "query p50 / p95": latency_cell(samples["query"]),
+                "batch of 32": f"{32 / statistics.median(samples['batch']):.0f} texts/s",
+            }
+            columns.append((f"ST, torch {threads} thread(s)", cells))
     print_table(columns)
-    if st_python is not None:
-        print(f"cosine memoryd vs sentence-transformers over the queries: min {cosines.min():.7f}")
+    if args.blas_autodetect and pinned:
+        print("* measured in a child process after the others, not interleaved with them")
+    if st is not None:
+        mine, theirs = (np.array(result[key], dtype=np.float32) for key in ("vectors", "st_vectors"))
+        print(f"cosine memoryd vs sentence-transformers over the queries: min {(mine * theirs).sum(axis=1).min():.7f}")
 
 
 if __name__ == "__main__":
