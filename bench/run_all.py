@@ -107,7 +107,7 @@ class Bench:
             started = time.perf_counter()
             with Store(data / "memoryd.db") as store:
                 bench_store.build(store, rng, maker, memories, self.sizes.others, model=LOCAL_MODEL_ID)
-                store.checkpoint()
+                store.lifecycle.checkpoint()
             size = (data / "memoryd.db").stat().st_size / 1e6
             print(f"  built a store of {memories} + {self.sizes.others} + 5 memories in "
                   f"{time.perf_counter() - started:.1f} s ({size:.0f} MB)")  # fmt: skip

@@ -25,6 +25,7 @@ import apsw
 
 from memoryd.store import fts_query
 from memoryd.store.db import one
+from memoryd.store.visibility import Scope, predicate
 
 #: A term matching at least this many of the scope's documents counts as common.
 COMMON_DOCS = 1000
@@ -36,18 +37,19 @@ _BM25 = "bm25(memories_fts, 1.0, 0.5, 0.0)"
 Ranked = list[tuple[int, float]]  # (rowid, bm25: lower is better)
 
 
-def _bm25_ranked(db: apsw.Connection, key: str, expression: str, depth: int, now_ms: int, min_rowid: int = 0) -> Ranked:
+def _bm25_ranked(
+    db: apsw.Connection, scope: Scope, key: str, expression: str, depth: int, now_ms: int, min_rowid: int = 0
+) -> Ranked:
+    visible, params = predicate(scope, "m", now_ms=now_ms, key=key)
     rows = db.execute(
         f"""
         SELECT f.rowid, {_BM25} AS score
         FROM memories_fts AS f JOIN memories AS m ON m.rowid = f.rowid
-        WHERE memories_fts MATCH ? AND f.rowid >= ?
-          AND m.scope_key = ? AND m.deleted_at_ms IS NULL
-          AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)
+        WHERE memories_fts MATCH ? AND f.rowid >= ? AND {visible}
         ORDER BY score, f.rowid DESC
         LIMIT ?
         """,
-        (expression, min_rowid, key, now_ms, depth),
+        (expression, min_rowid, *params, depth),
     )
     return [(int(rowid), float(score)) for rowid, score in rows]
 
@@ -61,7 +63,7 @@ def _capped_doc_count(db: apsw.Connection, expression: str, cap: int) -> int:
     return int(count)
 
 
-def _scope_candidates(db: apsw.Connection, key: str, terms: list[str], depth: int, now_ms: int) -> Ranked:
+def _scope_candidates(db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int) -> Ranked:
     tokens = [fts_query.scope_token(key)]
     counts = {t: _capped_doc_count(db, fts_query.match_expression(tokens, [t]), COMMON_DOCS) for t in terms}
     present = [t for t in terms if counts[t] > 0]
@@ -69,8 +71,8 @@ def _scope_candidates(db: apsw.Connection, key: str, terms: list[str], depth: in
         return []
     rare = [t for t in present if counts[t] < COMMON_DOCS]
     if len(rare) == len(present):
-        return _bm25_ranked(db, key, fts_query.match_expression(tokens, present), depth, now_ms)
-    hits = _bm25_ranked(db, key, fts_query.match_expression(tokens, rare), depth, now_ms) if rare else []
+        return _bm25_ranked(db, scope, key, fts_query.match_expression(tokens, present), depth, now_ms)
+    hits = _bm25_ranked(db, scope, key, fts_query.match_expression(tokens, rare), depth, now_ms) if rare else []
     if len(hits) >= depth:
         return hits
     full = fts_query.match_expression(tokens, present)
@@ -79,7 +81,7 @@ def _scope_candidates(db: apsw.Connection, key: str, terms: list[str], depth: in
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
         (full, RECENT_WINDOW - 1),
     ).fetchone()
-    recent = _bm25_ranked(db, key, full, depth, now_ms, min_rowid=bound[0] if bound else 0)
+    recent = _bm25_ranked(db, scope, key, full, depth, now_ms, min_rowid=bound[0] if bound else 0)
     seen = {rowid for rowid, _ in hits}
     # Ranked after the rare-term hits: never better than the last of them.
     floor = hits[-1][1] if hits else float("-inf")
@@ -87,10 +89,10 @@ def _scope_candidates(db: apsw.Connection, key: str, terms: list[str], depth: in
     return hits + extra[: depth - len(hits)]
 
 
-def candidates(db: apsw.Connection, keys: list[str], terms: list[str], depth: int, now_ms: int) -> list[int]:
+def candidates(db: apsw.Connection, scope: Scope, terms: list[str], depth: int, now_ms: int) -> list[int]:
     """Rowids of the caller's memories matching any term, best BM25 first (at most ``depth``)."""
     if not terms:
         return []
-    per_key = [_scope_candidates(db, key, terms, depth, now_ms) for key in keys]
+    per_key = [_scope_candidates(db, scope, key, terms, depth, now_ms) for key in scope.visible_keys()]
     merged = heapq.merge(*per_key, key=lambda hit: hit[1])
     return [rowid for rowid, _ in merged][:depth]

@@ -15,7 +15,8 @@ import apsw
 import numpy as np
 
 from memoryd.store import fts_query, keyword, memories, vectors
-from memoryd.store.records import Scope, SearchHit, hit_from_record
+from memoryd.store.records import SearchHit, hit_from_record
+from memoryd.store.visibility import Scope
 
 log = logging.getLogger("memoryd.store")
 
@@ -81,17 +82,16 @@ def search(
     configured); vectors are used only when it is the store's current space."""
     if limit < 1:
         return []
-    keys = scope.visible_keys()
     terms = fts_query.extract_terms(query)
     depth = candidate_depth(limit)
-    by_words = keyword.candidates(db, keys, terms, depth, now_ms)
+    by_words = keyword.candidates(db, scope, terms, depth, now_ms)
 
     space = _usable_space(db, query_vector, vector_space)
     unit = vectors.normalized(query_vector, space.dim) if space is not None and query_vector is not None else None
     cosines: dict[int, float] = {}
     semantic: list[int] = []
     if space is not None and unit is not None:
-        nearest = vectors.knn(db, space, keys, unit, depth=depth, coarse_k=coarse_k(depth), now_ms=now_ms)
+        nearest = vectors.knn(db, space, scope, unit, depth=depth, coarse_k=coarse_k(depth), now_ms=now_ms)
         semantic = [rowid for rowid, _ in nearest]
         cosines = dict(nearest)
 
