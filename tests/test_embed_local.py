@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import trio
 from memoryd.config import EmbedConfig
 from memoryd.embed import BUNDLED_MODEL_ID, BUNDLED_SHA256, LocalEmbedder, make_embedder
 from memoryd.embed.bert import gelu_
-from memoryd.embed.blas import limit_blas_threads
+from memoryd.embed.blas import limit_blas_threads, openblas_kernel
 from memoryd.embed.local import bundled_model_path
 from memoryd.embed.sentence_model import MAX_CHUNK_ROWS, TOKEN_BUDGET, _chunks, _spread
 from memoryd.errors import ConfigError, EmbedderError
@@ -228,6 +229,17 @@ def test_chunking_covers_every_text_once_within_the_budgets(lengths: list[int]) 
     for chunk in chunks:
         assert len(chunk) <= MAX_CHUNK_ROWS
         assert len(chunk) == 1 or len(chunk) * max(lengths[i] for i in chunk) <= TOKEN_BUDGET
+
+
+async def test_describe_names_the_openblas_kernel_in_use() -> None:
+    embedder = await started(LocalEmbedder())
+    kernel = embedder.describe()["blas_kernel"]
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    if pinned:  # read by OpenBLAS when numpy loaded it, in this same process
+        assert kernel is not None and kernel.lower() == pinned.lower()
+    else:
+        assert kernel is None or kernel.isidentifier()
+    assert kernel == openblas_kernel()
 
 
 def test_an_explicit_openblas_thread_count_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:

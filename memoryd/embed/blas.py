@@ -49,12 +49,14 @@ def openblas_kernel() -> str | None:
     variable to the operator.  Pinned to ``Haswell`` (AVX2) on a CPU with AVX-512, the local
     model measured ~1.3x slower per query and ~1.5x per batch than with OpenBLAS's own choice.
     """
-    for getter in _openblas_functions(_CORE_NAMES)[:1]:
-        getter.argtypes = []
-        getter.restype = ctypes.c_char_p
-        value = getter()
-        return value.decode("ascii", "replace") if value else None
-    return None
+    getters = _openblas_functions(_CORE_NAMES)
+    if not getters:
+        return None
+    getter = getters[0]  # numpy loads one OpenBLAS
+    getter.argtypes = []
+    getter.restype = ctypes.c_char_p
+    value = getter()
+    return value.decode("ascii", "replace") if value else None
 
 
 def _openblas_functions(names: tuple[str, ...]) -> list[ctypes._CFuncPtr]:
