@@ -98,3 +98,55 @@ async def test_two_ulids_of_one_instant_are_still_told_apart_by_a_longer_prefix(
         await store.memories.delete(ALICE, first.id[:MIN_PREFIX_LENGTH])
     assert (await store.memories.short_ids(ALICE, [first.id]))[first.id] != first.id[:MIN_PREFIX_LENGTH]
     assert await store.memories.delete(ALICE, first.id) == first.id
+
+
+def test_a_list_page_walks_the_time_index_without_sorting(store: Store) -> None:
+    from memoryd.store.visibility import predicate
+
+    scope = Scope("alice", "team", "group")
+    where, params = predicate(scope, now_ms=0, key="u:alice")
+    for cursor in ("", " AND (memories.created_at_ms, memories.rowid) < (?, ?)"):
+        plan = sql(
+            store.path,
+            f"EXPLAIN QUERY PLAN SELECT memories.id FROM memories WHERE {where}{cursor} "
+            "ORDER BY memories.created_at_ms DESC, memories.rowid DESC LIMIT 20",
+            (*params, *((5, 5) if cursor else ())),
+        )
+        details = " ".join(str(row[-1]) for row in plan)
+        assert "USING INDEX memories_scope_time" in details and "TEMP B-TREE" not in details, details
+
+
+async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store: Store, clock: Clock) -> None:
+    from memoryd.store import Provenance
+    from tests.store_helpers import embed_all, unit
+
+    store.configure_vector_space("test:upgrade", 4)
+    dm, _ = await store.memories.add(note("dm fact", chat_id="dm", provenance=Provenance(chat_type="private")))
+    team, _ = await store.memories.add(note("team fact", chat_id="team", provenance=Provenance(chat_type="group")))
+    await embed_all(store, {}, unit(4, 1))
+    path = store.path
+    store.close()
+    # Back to schema 3: no disclosure column, no time index, the vector table without its
+    # disclosure metadata (vectors and all).
+    sql(path, "DROP INDEX memories_scope_time")
+    sql(path, "ALTER TABLE memories DROP COLUMN disclosure")
+    sql(path, "CREATE TABLE old_vectors AS SELECT memory_rowid, scope_key, expires_at, coarse, embedding FROM vec_g1")
+    sql(path, "DROP TABLE vec_g1")
+    sql(path, "CREATE VIRTUAL TABLE vec_g1 USING vec0 (memory_rowid INTEGER PRIMARY KEY, scope_key TEXT PARTITION KEY, "
+              "expires_at INTEGER, coarse BIT[8], +embedding BLOB, chunk_size = 512)")
+    sql(path, "INSERT INTO vec_g1 SELECT memory_rowid, scope_key, expires_at, vec_bit(coarse), embedding FROM old_vectors")
+    sql(path, "DROP TABLE old_vectors")
+    sql(path, "PRAGMA user_version = 3")
+
+    upgraded = Store(path, clock=clock)
+    try:
+        upgraded.configure_vector_space("test:upgrade", 4)  # the same space: no re-embedding
+        assert sql(path, "SELECT count(*) FROM vec_g1") == [(2,)]
+        assert (await upgraded.jobs.backlog())["embed"] == 0
+        in_group = await upgraded.memories.search(Scope("alice", "team", "group"), "", limit=5, query_vector=unit(4, 1))
+        assert [h.id for h in in_group] == [team.id] and in_group[0].similarity > 0.99
+        in_dm = await upgraded.memories.search(Scope("alice", "dm", "private"), "", limit=5, query_vector=unit(4, 1))
+        assert {h.id for h in in_dm} == {dm.id, team.id}
+        assert upgraded.lifecycle.check() and all(f.ok for f in upgraded.lifecycle.check())
+    finally:
+        upgraded.close()

@@ -164,17 +164,21 @@ def create_table(db: apsw.Connection, space: VectorSpace) -> None:
 
 def rebuild_table(db: apsw.Connection, space: VectorSpace) -> int:
     """Re-create ``space``'s table with the current columns, keeping every vector (schema
-    upgrades); returns the vectors copied."""
-    old = f"{space.table}_old"
-    db.execute(f"ALTER TABLE {space.table} RENAME TO {old}")
+    upgrades); returns the vectors copied.  The rows wait in a plain temporary table: vec0 does
+    not rename its shadow tables, so the old table cannot be renamed out of the way."""
+    db.execute(
+        "CREATE TEMP TABLE vectors_upgrade AS "
+        f"SELECT memory_rowid, scope_key, expires_at, coarse, embedding FROM {space.table}"
+    )
+    db.execute(f"DROP TABLE {space.table}")
     create_table(db, space)
     db.execute(
         f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, embedding) "
-        f"SELECT v.memory_rowid, v.scope_key, v.expires_at, m.disclosure, coalesce(m.chat_id, ''), vec_bit(v.coarse), "
-        f"v.embedding FROM {old} AS v JOIN memories AS m ON m.rowid = v.memory_rowid"
+        "SELECT v.memory_rowid, v.scope_key, v.expires_at, m.disclosure, coalesce(m.chat_id, ''), vec_bit(v.coarse), "
+        "v.embedding FROM temp.vectors_upgrade AS v JOIN memories AS m ON m.rowid = v.memory_rowid"
     )
     copied = int(db.changes())
-    db.execute(f"DROP TABLE {old}")
+    db.execute("DROP TABLE temp.vectors_upgrade")
     return copied
 
 
