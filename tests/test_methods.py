@@ -138,6 +138,8 @@ async def test_ash_routing_fields_are_accepted_and_recorded(peer: NdjsonPeer) ->
     # ash sends an unset env var as null and a set-but-empty one as "": both mean unknown.
     blank = await call_ok(peer, "memory.add", {**ALICE, "chat_type": "", "source_username": None, "content": "x y"})
     assert (await call_ok(peer, "memory.get", {**ALICE, "memory_id": blank["id"]}))["chat_type"] is None
+    numbered = await call_ok(peer, "memory.add", {**ALICE, "message_id": 4711, "content": "a numbered message"})
+    assert (await call_ok(peer, "memory.get", {**ALICE, "memory_id": numbered["id"]}))["source_message_id"] == "4711"
 
 
 HOSTILE_QUERIES = [

@@ -42,7 +42,7 @@ class CallerParams(Struct, kw_only=True, forbid_unknown_fields=True):
     provider: Any = None
     thread_id: Any = None
     session_key: Any = None
-    message_id: RoutingText | None = None
+    message_id: RoutingText | int | None = None  # a chat platform's message ids are often numbers
     source_username: RoutingText | None = None
     source_display_name: RoutingText | None = None
     username: Any = None

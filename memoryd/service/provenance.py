@@ -24,7 +24,7 @@ def routing_of(params: CallerParams) -> Routing:
         chat_type=_text(params.chat_type),
         source_username=_text(params.source_username),
         source_display_name=_text(params.source_display_name),
-        message_id=_text(params.message_id),
+        message_id=_text(None if params.message_id is None else str(params.message_id)),
     )
 
 
