@@ -12,14 +12,15 @@ from memoryd.store.consistency import Finding
 
 def run(config: Config, *, repair: bool, as_json: bool, out: TextIO = sys.stdout) -> int:
     repaired: list[str] = []
-    with open_store(config) as store:
+    # Only --repair writes: a plain check also works on a read-only disk.
+    with open_store(config, readonly=not repair) as store:
         findings = store.lifecycle.check()
         if repair and any(not f.ok and f.repairable for f in findings):
             repaired = store.lifecycle.repair(findings)
     if repaired:
         # Checked again on fresh connections: FTS5's integrity check trusts the index
         # structure a connection cached before the rebuild, and would report false damage.
-        with open_store(config) as store:
+        with open_store(config, readonly=True) as store:
             findings = store.lifecycle.check()
     healthy = all(f.ok for f in findings)
     if as_json:
