@@ -3,15 +3,21 @@
 The connections report what SQLite answered (``Database`` calls ``full``, ``corrupt`` and
 ``wrote``); system.health and the systemd status line read ``current``.  Each change of state is
 logged once, so a full disk under load writes two log lines (full, then space returned), not one
-per failed call.  ``full`` clears itself on the next write that succeeds; ``corrupt`` never does
-(the file must be checked and restored by a person), and while it holds no write is attempted.
+per failed call.  ``full`` clears itself once the file system has ``MIN_FREE_BYTES`` free again
+(looked at after each write and whenever health asks): not on the first write that succeeds,
+since small writes fit in WAL space the failed ones left allocated, and a condition flapping
+with each call would tell an operator nothing.  ``corrupt`` never clears (the file must be
+checked and restored by a person), and while it holds no write is attempted.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from memoryd.ids import now_ms
@@ -36,14 +42,31 @@ class Condition:
 
 OK = Condition("ok")
 
+#: Free bytes that count as "space returned" after SQLITE_FULL.
+MIN_FREE_BYTES = 1 << 20
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged writer may still use on the file system holding ``path``."""
+    info = os.statvfs(path.parent)
+    return info.f_bavail * info.f_frsize
+
 
 class StorageCondition:
     """The store's one state; safe to update from the writer's and the readers' threads."""
 
-    def __init__(self, path: object) -> None:
+    def __init__(self, path: Path, free: Callable[[], int] | None = None) -> None:
         self._path = path
+        self._free = free or (lambda: free_bytes(path))
         self._lock = threading.Lock()
-        self.current = OK
+        self._current = OK
+
+    @property
+    def current(self) -> Condition:
+        """The state now: a full disk that has space again is ok (and that is logged)."""
+        if self._current.state == "full":
+            self._clear_if_space()
+        return self._current
 
     def full(self) -> None:
         self._change(
@@ -58,18 +81,27 @@ class StorageCondition:
         )
 
     def wrote(self) -> None:
-        """A write transaction committed: a full disk has space again."""
-        if self.current.state == "full":
-            with self._lock:
-                if self.current.state != "full":
-                    return
-                self.current = OK
-            log.warning("store.space_returned: writes succeed again", extra=fields(path=str(self._path)))
+        """A write transaction committed: perhaps because space returned."""
+        if self._current.state == "full":
+            self._clear_if_space()
+
+    def _clear_if_space(self) -> None:
+        try:
+            free = self._free()
+        except OSError:
+            return
+        if free < MIN_FREE_BYTES:
+            return
+        with self._lock:
+            if self._current.state != "full":
+                return
+            self._current = OK
+        log.warning("store.space_returned: writes succeed again", extra=fields(path=str(self._path), free_bytes=free))
 
     def _change(self, state: State, reason: str) -> None:
         with self._lock:
             # corrupt outranks full: freeing space does not mend a damaged file.
-            if self.current.state == state or self.current.state == "corrupt":
+            if self._current.state == state or self._current.state == "corrupt":
                 return
-            self.current = Condition(state, reason, now_ms())
+            self._current = Condition(state, reason, now_ms())
         log.error("store.%s: %s", state, reason, extra=fields(path=str(self._path)))

@@ -295,7 +295,8 @@ class Database:
             on_start(connection.interrupt)
             try:
                 with reporting_to(self.condition, writing=False):
-                    messages = [str(row[0]) for row in connection.execute("PRAGMA quick_check(20)")]
+                    # One line each: SQLite puts newlines inside some of them.
+                    messages = [" ".join(str(row[0]).split()) for row in connection.execute("PRAGMA quick_check(20)")]
             except apsw.InterruptError:
                 return None
             except StoreCorrupt as exc:

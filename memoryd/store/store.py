@@ -16,7 +16,7 @@ from pathlib import Path
 
 import apsw
 
-from memoryd.errors import StoreError
+from memoryd.errors import DiskFull, StoreCorrupt, StoreError
 from memoryd.ids import now_ms
 from memoryd.store import jobs, schema, vectors
 from memoryd.store.db import MMAP_BYTES, Database
@@ -107,6 +107,8 @@ class Store:
             if entries:
                 try:
                     self._db.write_sync(write_hits, entries)
+                except (DiskFull, StoreCorrupt) as exc:  # logged once by the store's condition
+                    log.warning("store: could not write %d hit counts on close: %s", len(entries), exc)
                 except Exception:  # best-effort statistics must not stop a shutdown
                     log.warning("store: could not write %d hit counts on close", len(entries), exc_info=True)
             self._db.close()
