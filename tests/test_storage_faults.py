@@ -7,11 +7,12 @@ import logging
 import random
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
-from memoryd.errors import StoreCorrupt
+from memoryd import errors
 from memoryd.server.daemon import Daemon
 from memoryd.store import Store
 from memoryd.store.visibility import Scope
@@ -71,9 +72,10 @@ async def test_a_full_disk_answers_storage_full_turns_health_degraded_and_recove
                 assert kept[0] in [m["id"] for m in listed["result"]]
 
                 filler.unlink()
-                assert "result" in await _add(peer, "space is back")
+                # Health sees the space come back by itself, before any write succeeds.
                 health = (await peer.call("system.health", {}))["result"]
                 assert health["status"] == "ok" and "reason" not in health
+                assert "result" in await _add(peer, _bulky(2000))
                 await peer.aclose()
                 daemon.request_stop()
     # Once per state change, no traceback per call.
@@ -96,13 +98,13 @@ async def test_a_store_damaged_while_serving_turns_health_degraded_and_stops_wri
             try:
                 await store.memories.list(scope, limit=10_000)
                 await store.memories.search(scope, query, limit=50, query_vector=None)
-            except StoreCorrupt:
+            except errors.StoreCorrupt:
                 failures += 1
         assert failures, "the overwritten pages were never read"
         assert store.memories.storage.state == "corrupt"
         assert "memoryd check" in store.memories.storage.reason
         files_before = _file_states(db_path)
-        with pytest.raises(StoreCorrupt):
+        with pytest.raises(errors.StoreCorrupt):
             await store.memories.add(note("written into a damaged file?"))
         assert _file_states(db_path) == files_before  # refused before SQLite wrote anything
         assert caplog.text.count("store.corrupt") == 1
@@ -133,3 +135,34 @@ async def test_damage_found_after_ready_is_answered_unavailable_and_shown_in_hea
             assert refused["error"]["data"] == {"storage": "corrupt"}
             await peer.aclose()
             daemon.request_stop()
+
+
+async def test_the_embedding_backfill_pauses_on_a_full_disk_instead_of_stopping_the_daemon(
+    short_tmp: Path, local_embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="memoryd.daemon")
+    with tmpfs("16m") as disk:
+        config = make_config(short_tmp, data_dir=str(disk / "data"), embedder="local", embed={"add_wait": 0.0})
+        daemon = Daemon(config, embedder=local_embedder)
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(120):
+                path = await nursery.start(daemon.run)
+                peer = await NdjsonPeer.connect(path)
+                filler = fill(disk)
+                # Small adds fit in WAL space already allocated; their vectors need a new vec0
+                # chunk (hundreds of KB), which the full disk refuses to the backfill.
+                added = [await _add(peer, f"small note {i}") for i in range(5)]
+                assert any("result" in reply for reply in added), added
+                while (await peer.call("system.health", {}))["result"]["status"] == "ok":
+                    await trio.sleep(0.05)
+                await trio.sleep(1.0)
+                health = (await peer.call("system.health", {}))["result"]
+                assert health["storage"]["state"] == "full"
+                assert "worker.paused" in caplog.text  # the backfill hit the full disk, and lives
+                filler.unlink()
+                while (await peer.call("system.health", {}))["result"]["counts"]["memories_active"] == 0:
+                    await trio.sleep(0.05)
+                search = await peer.call("memory.search", {"user_id": "alice", "query": "small note"})
+                assert search["result"], search
+                await peer.aclose()
+                daemon.request_stop()

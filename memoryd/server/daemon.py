@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
-from memoryd.errors import EmbeddingModelMismatch, StartupError, StoreError, StoreRefused
+from memoryd.errors import DiskFull, EmbeddingModelMismatch, StartupError, StoreCorrupt, StoreError, StoreRefused
 from memoryd.log import fields
 from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
@@ -172,7 +173,7 @@ class Daemon:
                 if coalescer is not None:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
-                    await nursery.start(backfill.run)
+                    await nursery.start(_despite_storage_faults, backfill.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(store.lifecycle, config.lifecycle)
                 await nursery.start(self.maintenance.run)
@@ -219,6 +220,24 @@ class Daemon:
             f"serving; memories {counts['memories_active']}, users {counts['users']}, "
             f"jobs pending {pending}, connections {connections}"
         )
+
+
+#: How long a worker stopped by a full disk or a damaged file waits before it tries again.
+STORAGE_RETRY_SECONDS = 5.0
+
+
+async def _despite_storage_faults(
+    run: Callable[[], Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run a background worker (the embedding backfill) that a full disk or a damaged file
+    must pause, not bring the daemon down with it; the store logged the fault once."""
+    task_status.started()
+    while True:
+        try:
+            await run()
+        except (DiskFull, StoreCorrupt) as exc:
+            log.debug("worker.paused", extra=fields(reason=str(exc), retry_in=STORAGE_RETRY_SECONDS))
+            await trio.sleep(STORAGE_RETRY_SECONDS)
 
 
 def _close_store(store: Store) -> None:

@@ -34,6 +34,7 @@ def prepare(data_dir: Path, db_path: Path, *, accept_empty_db: bool = False) -> 
         raise _unusable(data_dir, exc) from None
     warn_if_others_can_read(data_dir)
     _probe_write(data_dir)
+    warn_if_others_can_read(db_path)
     if db_path.exists():
         try:
             os.close(os.open(db_path, os.O_RDWR | os.O_CLOEXEC))
@@ -57,13 +58,17 @@ RESTORE_ADVICE = (
 )
 
 
-def warn_if_others_can_read(data_dir: Path) -> None:
-    """Memories are personal: a data directory other users may enter is worth a warning."""
-    mode = data_dir.stat().st_mode
+def warn_if_others_can_read(path: Path) -> None:
+    """Memories are personal: a data directory other users may enter, or a database file they
+    may read (one made before memoryd created its files 0600), is worth a warning."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
     if mode & (stat.S_IROTH | stat.S_IXOTH):
         log.warning(
-            "data_dir.readable_by_others: chmod 700 it (memories are personal)",
-            extra=fields(path=str(data_dir), mode=oct(stat.S_IMODE(mode))),
+            "data_dir.readable_by_others: chmod go-rwx it (memories are personal)",
+            extra=fields(path=str(path), mode=oct(stat.S_IMODE(mode))),
         )
 
 
