@@ -158,6 +158,20 @@ def test_check_and_stats_work_on_a_read_only_data_dir() -> None:
         assert b'"active": 50' in stats.stdout
 
 
+def test_check_and_stats_work_in_a_data_dir_the_user_cannot_write(short_tmp: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to drop root's power to write anywhere")
+    data = short_tmp / "data"
+    build_store(data / "memoryd.db", memories=50)
+    data.chmod(0o755)
+    os.chown(data, NOBODY, NOBODY)  # someone else's directory; the database file is still ours
+    checked = memoryd("check", data_dir=data, preexec_fn=_without_dac_override)
+    assert checked.returncode == 0 and "the database is consistent" in text(checked), text(checked)
+    stats = memoryd("stats", data_dir=data, preexec_fn=_without_dac_override)
+    assert stats.returncode == 0, text(stats)
+    assert sorted(path.name for path in data.iterdir()) == ["memoryd.db"]  # nothing created
+
+
 def test_database_files_and_backups_are_0600_whatever_the_umask(daemon_process: Any, short_tmp: Path) -> None:
     data = short_tmp / "data"
     data.mkdir(mode=0o755)
