@@ -12,14 +12,18 @@ checked and restored by a person), and while it holds no write is attempted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import apsw
+
+from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import now_ms
 from memoryd.log import fields
 
@@ -105,3 +109,18 @@ class StorageCondition:
                 return
             self._current = Condition(state, reason, now_ms())
         log.error("store.%s: %s", state, reason, extra=fields(path=str(self._path)))
+
+
+@contextlib.contextmanager
+def reporting_to(condition: StorageCondition, *, writing: bool) -> Iterator[None]:
+    """Turn SQLite's verdicts on the storage into our errors, and tell ``condition``."""
+    try:
+        yield
+    except apsw.FullError:
+        condition.full()
+        raise DiskFull("the disk is full: nothing was written") from None
+    except (apsw.CorruptError, apsw.NotADBError) as exc:
+        condition.corrupt(str(exc))
+        raise StoreCorrupt(f"the database file is damaged: {exc}") from None
+    if writing:
+        condition.wrote()

@@ -30,8 +30,8 @@ import apsw.ext
 import sqlite_vec  # type: ignore[import-untyped]
 import trio
 
-from memoryd.errors import DiskFull, StoreBusy, StoreCorrupt, StoreError
-from memoryd.store.condition import StorageCondition
+from memoryd.errors import StoreBusy, StoreCorrupt, StoreError
+from memoryd.store.condition import StorageCondition, reporting_to
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -133,21 +133,6 @@ def write_transaction(connection: apsw.Connection) -> Iterator[apsw.Connection]:
         if not connection.getautocommit():
             connection.execute("ROLLBACK")
         raise
-
-
-@contextlib.contextmanager
-def reporting_to(condition: StorageCondition, *, writing: bool) -> Iterator[None]:
-    """Turn SQLite's verdicts on the storage into our errors, and tell ``condition``."""
-    try:
-        yield
-    except apsw.FullError:
-        condition.full()
-        raise DiskFull("the disk is full: nothing was written") from None
-    except (apsw.CorruptError, apsw.NotADBError) as exc:
-        condition.corrupt(str(exc))
-        raise StoreCorrupt(f"the database file is damaged: {exc}") from None
-    if writing:
-        condition.wrote()
 
 
 class Database:
