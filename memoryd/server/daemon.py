@@ -58,6 +58,7 @@ class Daemon:
         self.server: RpcServer | None = None
         self.store: Store | None = None
         self.maintenance: Maintenance | None = None
+        self.summaries: SummaryService | None = None
         self.embedder: Embedder | None = embedder
         self._owns_embedder = embedder is None
         # Writes the summaries (and, later, extraction); None with [llm] provider = "none".
@@ -140,6 +141,7 @@ class Daemon:
             max_memories=config.summary.max_memories,
             max_chars=config.summary.max_chars,
         )
+        self.summaries = summaries
         service = MemoryService(
             store.memories,
             embedder,
