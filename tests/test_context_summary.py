@@ -112,7 +112,7 @@ async def llm_daemon(short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm) -> A
     config = msgspec.structs.replace(
         config,
         llm=msgspec.structs.replace(config.llm, provider="openai", url=fake.url, model="m", retries=0, timeout=5.0),
-        summary=msgspec.structs.replace(config.summary, debounce_seconds=0.2),
+        summary=msgspec.structs.replace(config.summary, debounce_seconds=1.0),
     )
     instance = Daemon(config)
     await nursery.start(instance.run)
@@ -120,36 +120,48 @@ async def llm_daemon(short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm) -> A
     instance.request_stop()
 
 
-async def test_llm_summary_is_a_narrative_rebuilt_after_the_debounce(llm_daemon: Daemon, fake: FakeLlm) -> None:
+async def wait_rebuilt(daemon: Daemon, count: int) -> None:
+    summaries = daemon.summaries
+    assert summaries is not None
+    with trio.fail_after(10):
+        while summaries.rebuilt < count:
+            await trio.sleep(0.02)
+
+
+async def test_llm_summary_is_a_narrative_written_in_the_background(llm_daemon: Daemon, fake: FakeLlm) -> None:
     peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
     await seed(peer)
     fake.script.append(Answer({"summary": "The user is married to Sarah, who loves Italian food."}))
-    first = await call_ok(peer, "memory.summary", ALICE)
-    assert first == {**first, "source": "llm", "stale": False,
-                     "summary": "The user is married to Sarah, who loves Italian food."}
+    first = await call_ok(peer, "memory.summary", ALICE)  # never waits for the model
+    assert first["source"] == "digest" and first["summary"].startswith("Sarah (wife):") and first["stale"] is True
+    await wait_rebuilt(llm_daemon, 1)
+    narrative = await call_ok(peer, "memory.summary", ALICE)
+    assert narrative == {**narrative, "source": "llm", "stale": False,
+                         "summary": "The user is married to Sarah, who loves Italian food."}
     asked = fake.seen[-1].prompt
     assert "Sarah (wife)" in asked and "Sarah likes Italian food" in asked and "hiking" in asked
 
     fake.script.append(Answer({"summary": "The user lives in Vienna with Sarah."}))
     await add(peer, "I moved to Vienna")
+    await add(peer, "I work at Acme")  # within the debounce: one rebuild for both
     stale = await call_ok(peer, "memory.summary", ALICE)
     assert stale["summary"].startswith("The user is married") and stale["stale"] is True
-    summaries = llm_daemon.summaries
-    assert summaries is not None
-    with trio.fail_after(10):
-        while summaries.rebuilt < 1:
-            await trio.sleep(0.05)
+    await wait_rebuilt(llm_daemon, 2)
     fresh = await call_ok(peer, "memory.summary", ALICE)
     assert fresh["summary"] == "The user lives in Vienna with Sarah." and fresh["stale"] is False
-    assert "I moved to Vienna" in fake.seen[-1].prompt
+    assert "I moved to Vienna" in fake.seen[-1].prompt and "I work at Acme" in fake.seen[-1].prompt
+    assert len(fake.seen) == 2
 
     context = await call_ok(peer, "memory.context", {**ALICE, "message": "where do we live?"})
     assert context["summary"] == fresh["summary"] and "The user lives in Vienna with Sarah." in context["text"]
 
 
-async def test_a_failing_llm_answers_the_digest(llm_daemon: Daemon, fake: FakeLlm) -> None:
+async def test_a_failing_llm_keeps_the_digest(llm_daemon: Daemon, fake: FakeLlm) -> None:
     peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
     await seed(peer)
     fake.script.append(Raw(500, b'{"error": "down"}'))
+    await call_ok(peer, "memory.summary", ALICE)
+    await wait_rebuilt(llm_daemon, 1)
     result = await call_ok(peer, "memory.summary", ALICE)
     assert result["source"] == "digest" and result["summary"].startswith("Sarah (wife):")
+    assert result["stale"] is False and len(fake.seen) == 1

@@ -6,10 +6,11 @@ B's group memories, so chat A's group memories cannot leak through a cache.
 
 - Offline (no ``[llm]``): a deterministic digest grouped by person and type
   (``summary_digest``), rebuilt on the next call after any change: never stale.
-- With an LLM: a narrative, rebuilt in the background ``summary.debounce_seconds`` after the
+- With an LLM: a narrative, written in the background, never while a caller waits (the first
+  call for a scope answers the digest), and rebuilt ``summary.debounce_seconds`` after the
   first change (several adds in a row cost one call); a call in between answers the previous
   text, so it is never staler than the debounce plus one LLM reply.  If the model fails, the
-  digest is answered instead.
+  digest is kept.
 """
 
 from __future__ import annotations
@@ -106,9 +107,14 @@ class SummaryService:
         return await self.summary_for(caller_scope(params, ctx, self.authenticator))
 
     async def summary_for(self, scope: Scope) -> dict[str, Any]:
+        """Never waits for the LLM (memory.context calls this before every reply): the first
+        call for a scope answers the digest and has the narrative written in the background."""
         entry = self._cache.get(scope)
         if entry is None or (entry.dirty_since is not None and self.llm is None):
-            entry = await self._build(scope)
+            entry = await self._build(scope, use_llm=False)
+            if self.llm is not None and entry.memories:
+                entry.dirty_since = trio.current_time() - self.debounce  # due now
+                self._wake.set()
         self._cache.move_to_end(scope)
         return {
             "summary": entry.text,
@@ -118,11 +124,11 @@ class SummaryService:
             "stale": entry.dirty_since is not None,
         }
 
-    async def _build(self, scope: Scope) -> _Entry:
+    async def _build(self, scope: Scope, *, use_llm: bool) -> _Entry:
         started = trio.current_time()
         material = await self.people.summary_material(scope, self.max_memories)
         text, source = digest(material, self.max_chars), "digest"
-        if self.llm is not None and material.records:
+        if use_llm and self.llm is not None and material.records:
             try:
                 reply = await self.llm.complete_json(
                     SUMMARY_SYSTEM_PROMPT, [{"role": "user", "content": facts_for_llm(material)}], SummaryReply
@@ -159,7 +165,7 @@ class SummaryService:
                     self._wake = trio.Event()
                 continue
             try:
-                await self._build(scope)
+                await self._build(scope, use_llm=True)
             except Exception:  # the next change or call retries; the daemon must not stop
                 log.warning("summary.rebuild_failed", exc_info=True)
                 entry = self._cache.get(scope)
