@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from memoryd.server.daemon import Daemon
+from tests.conftest import make_config
 from tests.wire import NdjsonPeer, call_ok
 
 ALICE = {"user_id": "alice"}
@@ -152,3 +155,19 @@ async def test_forget_person_with_ashs_params_can_keep_the_person(peer: NdjsonPe
     )
     assert result["archived_count"] == 1 and result["person_deleted"] is False
     assert [p["memories"] for p in await call_ok(peer, "person.list", ALICE)] == [0]
+
+
+async def test_with_the_local_model_my_wife_still_finds_sarah_first(
+    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
+) -> None:
+    daemon = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await add(peer, "My wife's name is Sarah")
+    food = await add(peer, "Sarah likes Italian food")
+    for text in ("I like hiking in the Alps", "My favourite food is sushi", "I love my dog Rex",
+                 "Tom likes golf", "My wife and I met in Rome"):
+        await add(peer, text)
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "what does my wife like?"})
+    assert hits[0]["id"] == food and hits[0]["about"] == ["Sarah"]
+    daemon.request_stop()
