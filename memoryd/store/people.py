@@ -141,13 +141,46 @@ def memories_about(
     if before_id is not None:
         where, params = f"{where} AND memories.id < ?", (*params, before_id)
     rows = db.execute(
-        f"SELECT DISTINCT {RECORD_COLUMNS} FROM memory_people AS link "
-        f"JOIN memories ON memories.rowid = link.memory_rowid "
-        f"WHERE link.person_rowid IN (SELECT value FROM json_each(?)) AND {where} "
-        f"ORDER BY memories.id DESC LIMIT ? OFFSET ?",
+        f"SELECT DISTINCT {RECORD_COLUMNS} FROM json_each(?) AS wanted "
+        f"CROSS JOIN memory_people AS link ON link.person_rowid = wanted.value "
+        f"CROSS JOIN memories ON memories.rowid = link.memory_rowid "
+        f"WHERE {where} ORDER BY memories.id DESC LIMIT ? OFFSET ?",
         (_encode(list(person_rowids)).decode(), *params, limit, offset),
     )
     return [(int(row[0]), record_from_row(row)) for row in rows]
+
+
+def texts_about(
+    db: apsw.Connection, scope: Scope, person_rowids: Sequence[int], now_ms: int, *, limit: int
+) -> list[tuple[int, str]]:
+    """(rowid, content + subjects) of the newest ``limit`` memories about these people that
+    ``scope`` may see: what the people retriever ranks (no record decoding on the search path)."""
+    where, params = predicate(scope, now_ms=now_ms)
+    # CROSS JOIN pins the plan to "the people's links, then each memory by rowid"; left alone,
+    # the planner walks the whole scope in id order (20 ms in a 100k scope).  Rowids grow with
+    # time, so the link index gives newest first without a sort.
+    rows = db.execute(
+        f"SELECT memories.rowid, memories.content || ' ' || memories.subjects "
+        f"FROM json_each(?) AS wanted CROSS JOIN memory_people AS link ON link.person_rowid = wanted.value "
+        f"CROSS JOIN memories ON memories.rowid = link.memory_rowid "
+        f"WHERE {where} ORDER BY link.memory_rowid DESC LIMIT ?",
+        (_encode(list(person_rowids)).decode(), *params, limit * len(person_rowids)),
+    )
+    found = dict((int(rowid), text) for rowid, text in rows)  # one row per memory
+    return list(found.items())[:limit]
+
+
+def counts_about(db: apsw.Connection, scope: Scope, person_rowids: Sequence[int], now_ms: int) -> dict[int, int]:
+    """person rowid -> how many memories about them ``scope`` may see (absent: none)."""
+    where, params = predicate(scope, now_ms=now_ms)
+    rows = db.execute(
+        f"SELECT link.person_rowid, count(*) FROM json_each(?) AS wanted "
+        f"CROSS JOIN memory_people AS link ON link.person_rowid = wanted.value "
+        f"CROSS JOIN memories ON memories.rowid = link.memory_rowid "
+        f"WHERE {where} GROUP BY link.person_rowid",
+        (_encode(list(person_rowids)).decode(), *params),
+    )
+    return {int(rowid): int(count) for rowid, count in rows}
 
 
 def names_for(db: apsw.Connection, owner: str, memory_ids: Sequence[str]) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import apsw
+import msgspec
 
 from memoryd.ids import is_id_prefix
 from memoryd.knowledge import normalise_name, resolve_person
@@ -79,6 +80,24 @@ class PeopleRepository:
 
         return await self._db.write(run)
 
+    def learn_many(self, owner: str, memories_of: Sequence[tuple[str, str, Sequence[str]]],
+                   owner_names: Sequence[str]) -> int:
+        """``learn`` for many (memory id, content, subjects) in one transaction (benchmarks,
+        tests).  Synchronous: not for the event loop."""
+        now = self._clock()
+
+        def run(db: apsw.Connection) -> int:
+            rowids = dict(db.execute(
+                "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+                (msgspec.json.encode([m[0] for m in memories_of]).decode(),),
+            ).fetchall())
+            for memory_id, content, subjects in memories_of:
+                people_learning.learn(db, owner=owner, memory_rowid=int(rowids[memory_id]), content=content,
+                                      subjects=subjects, owner_names=owner_names, now_ms=now)
+            return len(memories_of)
+
+        return self._db.write_sync(run)
+
     async def people_of(self, owner: str) -> list[StoredPerson]:
         return await self._db.read(people.people_of, owner)
 
@@ -100,8 +119,8 @@ class PeopleRepository:
         """person id -> how many memories about them ``scope`` may see."""
 
         def run(db: apsw.Connection) -> dict[str, int]:
-            now = self._clock()
-            return {p.id: len(people.memories_about(db, scope, [p.rowid], now)) for p in persons}
+            found = people.counts_about(db, scope, [p.rowid for p in persons], self._clock())
+            return {p.id: found.get(p.rowid, 0) for p in persons}
 
         return await self._db.read(run)
 
