@@ -19,6 +19,7 @@ from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
 from memoryd.errors import EmbeddingModelMismatch, StartupError
+from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server.activation import bound_name, take_listen_socket
 from memoryd.server.listener import RpcServer
@@ -30,7 +31,6 @@ from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
 from memoryd.service.people import PeopleService
 from memoryd.service.summary import SummaryService
-from memoryd.llm import LlmClient, make_llm
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.daemon")

@@ -30,10 +30,10 @@ from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.memory import caller_scope
-from memoryd.service.people_params import SummaryParams
-from memoryd.service.summary_digest import SummaryMaterial, digest, facts_for_llm
-from memoryd.store import MemoryRecord, PeopleRepository, Scope
 from memoryd.service.params import AddParams
+from memoryd.service.people_params import SummaryParams
+from memoryd.service.summary_digest import digest, facts_for_llm
+from memoryd.store import MemoryRecord, PeopleRepository, Scope
 
 log = logging.getLogger("memoryd.service")
 
