@@ -46,7 +46,7 @@ def new_id() -> str:
 
 
 def new_ulid(at_ms: int | None = None) -> str:
-    """A ULID, the id format of older versions (tests build old stores with it): a new ULID for ``at_ms`` (default now); monotonic within a process on the real clock.
+    """A ULID (people ids; memory ids of older versions, which tests rebuild with it): a new ULID for ``at_ms`` (default now); monotonic within a process on the real clock.
 
     Ids made in the same millisecond (or while the clock steps back) bump the random part, so
     they still sort by creation.  A timestamp from the future (imports, tests) gets a plain

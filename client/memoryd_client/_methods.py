@@ -36,13 +36,18 @@ def add_params(
     )
 
 
-def search_params(query: str, limit: int, this_chat: bool = False) -> Dict[str, Any]:
-    # Sent only when set, so a client works against a daemon that predates the flag.
-    return _drop_none({"query": query, "limit": limit, "this_chat": this_chat or None})
+def search_params(query: str, limit: int, about: Optional[str] = None, this_chat: bool = False) -> Dict[str, Any]:
+    # this_chat is sent only when set, so a client works against a daemon that predates it.
+    return _drop_none({"query": query, "limit": limit, "about": about, "this_chat": this_chat or None})
 
 
 def list_params(
-    limit: int, offset: int, before_id: Optional[str], include_expired: bool, this_chat: bool = False
+    limit: int,
+    offset: int,
+    before_id: Optional[str],
+    include_expired: bool,
+    about: Optional[str] = None,
+    this_chat: bool = False,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -50,10 +55,27 @@ def list_params(
             "offset": offset,
             "before_id": before_id,
             "include_expired": include_expired,
+            "about": about,
             "this_chat": this_chat or None,
         }
     )
 
 
+def context_params(message: str, limit: Optional[int], max_chars: Optional[int]) -> Dict[str, Any]:
+    return _drop_none({"message": message, "limit": limit, "max_chars": max_chars})
+
+
+def forget_person_params(person: str, delete_person_record: bool) -> Dict[str, Any]:
+    return {"person": person, "delete_person_record": delete_person_record}
+
+
 def memory_id_params(memory_id: str) -> Dict[str, Any]:
     return {"memory_id": memory_id}
+
+
+def person_params(name: str, limit: Optional[int]) -> Dict[str, Any]:
+    return _drop_none({"name": name, "limit": limit})
+
+
+def merge_params(from_: str, into: str) -> Dict[str, Any]:
+    return {"from": from_, "into": into}

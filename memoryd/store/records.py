@@ -92,6 +92,8 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
     conversation_private: bool = False
     source_label: str = ""
     trust: Trust = "unknown"
+    #: Who the memory is about: the caller's own people it is linked to (see
+    #: ``store/people_retriever.annotate``), else its subjects.
     about: list[str] = []
 
 
@@ -163,7 +165,7 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
         conversation_private=bool(private),
         source_label=source,
         trust=trust_of(username, display_name, subject_names),
-        about=subject_names,
+        about=list(subject_names),
     )
 
 
