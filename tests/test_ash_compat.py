@@ -314,3 +314,22 @@ async def test_limits_ash_does_not_check_get_a_clear_invalid_params(
         await in_thread(ash.rpc_call, method, {**params, **ash.context_params()})
     assert caught.value.code == -32602 and caught.value.data["field"] == field
     assert field in str(caught.value)  # ash prints only the message
+
+
+async def test_context_and_people_keep_a_private_chat_memory_out_of_the_group(short_tmp: Path, nursery: trio.Nursery) -> None:
+    daemon = await start(short_tmp, nursery, mode="token", token_secret=SECRET)
+    dm = ash_session(daemon, "dm-alice", "private")
+    group = ash_session(daemon, "team", "group")
+    secret = await in_thread(dm.add, "Sarah is pregnant with twins", subject=["Sarah"])
+    public = await in_thread(group.add, "Sarah runs the Berlin office", subject=["Sarah"])
+
+    def context(session: AshSandboxClient) -> dict[str, Any]:
+        params = {"message": "what about Sarah?", **session.context_params()}
+        result: dict[str, Any] = session.rpc_call("memory.context", params)
+        return result
+
+    in_group = await in_thread(context, group)
+    assert [m["id"] for m in in_group["memories"]] == [public] and "pregnant" not in in_group["text"]
+    assert {m["id"] for m in (await in_thread(context, dm))["memories"]} == {secret, public}
+    person = await in_thread(group.rpc_call, "person.get", {"name": "Sarah", **group.context_params()})
+    assert [m["id"] for m in person["memories"]] == [public]
