@@ -18,7 +18,8 @@ from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
-from memoryd.errors import EmbeddingModelMismatch, StartupError
+from memoryd.errors import ConfigError, EmbeddingModelMismatch, StartupError
+from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server.activation import bound_name, take_listen_socket
 from memoryd.server.listener import RpcServer
@@ -28,6 +29,8 @@ from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
+from memoryd.service.supersession import Supersession
+from memoryd.service.supersession_worker import SupersessionWorker
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.daemon")
@@ -123,6 +126,8 @@ class Daemon:
         if embedder is not None:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
+        llm = make_llm(config.llm)
+        supersession, supersession_worker = _supersession(config, store, llm)
         service = MemoryService(
             store.memories,
             embedder,
@@ -130,6 +135,7 @@ class Daemon:
             add_wait=config.embed.add_wait,
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
+            supersession=supersession,
         )
         server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)), config.limits)
         self.server = server
@@ -148,6 +154,7 @@ class Daemon:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
                     await nursery.start(backfill.run)
+                await nursery.start(supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(store.lifecycle, config.lifecycle)
                 await nursery.start(self.maintenance.run)
@@ -178,6 +185,9 @@ class Daemon:
             if identity is not None:
                 remove_socket_file(path, identity)
             listen_socket.close()
+            if llm is not None:
+                with trio.CancelScope(shield=True):
+                    await llm.aclose()
 
     def _server_stats(self) -> dict[str, Any]:
         return self.server.stats() if self.server is not None else {}
@@ -191,6 +201,19 @@ class Daemon:
             f"serving; memories {counts['memories_active']}, users {counts['users']}, "
             f"jobs pending {pending}, connections {connections}"
         )
+
+
+def _supersession(config: Config, store: Store, llm: LlmClient | None) -> tuple[Supersession, SupersessionWorker]:
+    """Who decides supersession: the offline rules inline, or the LLM in the background."""
+    decider = config.supersession.decider
+    if decider == "llm" and llm is None:
+        raise ConfigError('supersession.decider = "llm" needs an [llm] provider (url and model)')
+    use_llm = llm is not None and decider != "rules"
+    supersession = Supersession(store.supersession, config.supersession, use_llm=use_llm)
+    # Without an LLM the worker still drains jobs a previous run (with one) left, by the rules.
+    worker = SupersessionWorker(supersession, llm.complete_json if use_llm and llm is not None else None)
+    supersession.on_queued = worker.notify
+    return supersession, worker
 
 
 async def run_until_signalled(config: Config) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -28,9 +29,11 @@ from memoryd.service.params import (
     CallerParams,
     DeleteParams,
     GetParams,
+    HistoryParams,
     ListParams,
     SearchParams,
 )
+from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
 
@@ -55,8 +58,10 @@ class MemoryService:
         add_wait: float,
         query_timeout: float,
         authenticator: Authenticator | None = None,
+        supersession: Supersession | None = None,
     ) -> None:
         self.authenticator = authenticator or Authenticator("trust")
+        self.supersession = supersession
         self.memories = memories
         self.embedder = embedder
         self.backfill = backfill
@@ -76,18 +81,25 @@ class MemoryService:
         expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
-        record, deduplicated = await self.memories.add(
-            NewMemory(
-                content=params.content.strip(),
-                owner=scope.user_id,
-                chat_id=scope.chat_id,
-                shared=params.shared,
-                source=params.source,
-                subjects=_unique(params.subjects),
-                expires_at_ms=expires_at_ms,
-                metadata=metadata,
-            )
+        new = NewMemory(
+            content=params.content.strip(),
+            owner=scope.user_id,
+            chat_id=scope.chat_id,
+            shared=params.shared,
+            source=params.source,
+            subjects=_unique(params.subjects),
+            expires_at_ms=expires_at_ms,
+            metadata=metadata,
         )
+        superseded: list[str] = []
+        if self.supersession is None:
+            record, deduplicated = await self.memories.add(new)
+        else:
+            supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
+            key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
+            with _ambiguity_names("supersedes"):
+                stored = await self.supersession.store(scope, new, supersedes=supersedes, key=key)
+            record, deduplicated, superseded = stored.record, stored.deduplicated, stored.superseded
         embedded = False
         # Wait briefly for the embedding so a search right after sees the vector; skip the wait
         # while the backend is known to be failing, so a down embedder does not slow adds.
@@ -103,16 +115,21 @@ class MemoryService:
             "scope": record.scope,
             "deduplicated": deduplicated,
             "embedded": embedded,
+            "superseded": superseded,
         }
 
     async def search(self, params: SearchParams, ctx: CallContext) -> list[SearchHit]:
-        scope = caller_scope(params, ctx, self.authenticator)
+        scope = dataclasses.replace(
+            caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
+        )
         check_text("query", params.query, max_bytes=MAX_QUERY_BYTES)
         query_vector = await self._embed_query(params.query)
         return await self.memories.search(scope, params.query, limit=params.limit, query_vector=query_vector)
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
-        scope = caller_scope(params, ctx, self.authenticator)
+        scope = dataclasses.replace(
+            caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
+        )
         before_id = None
         if params.before_id is not None:
             before_id = check_id_prefix("before_id", check_text("before_id", params.before_id, max_bytes=64))
@@ -134,6 +151,20 @@ class MemoryService:
                 {"field": "memory_id", "reason": "no visible memory has this id or prefix"},
             )
         return record
+
+    async def history(self, params: HistoryParams, ctx: CallContext) -> list[MemoryRecord]:
+        """The versions of a memory (what it replaced and what replaced it), oldest first."""
+        scope = caller_scope(params, ctx, self.authenticator)
+        chain = None
+        if self.supersession is not None:
+            with _ambiguity_names("memory_id"):
+                chain = await self.supersession.history(scope, check_id_prefix("memory_id", params.memory_id))
+        if chain is None:
+            raise NotFound(
+                "No memory visible to you matches that id",
+                {"field": "memory_id", "reason": "no visible memory has this id or prefix"},
+            )
+        return chain
 
     async def delete(self, params: DeleteParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)

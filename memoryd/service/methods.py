@@ -11,7 +11,15 @@ from memoryd import __version__
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.memory import MemoryService
-from memoryd.service.params import AddParams, DeleteParams, GetParams, HealthParams, ListParams, SearchParams
+from memoryd.service.params import (
+    AddParams,
+    DeleteParams,
+    GetParams,
+    HealthParams,
+    HistoryParams,
+    ListParams,
+    SearchParams,
+)
 from memoryd.store import JobQueue
 
 
@@ -91,5 +99,6 @@ def build_method_table(service: MemoryService, health: HealthReporter) -> Method
     table.register("memory.list", ListParams, service.list)
     table.register("memory.get", GetParams, service.get)
     table.register("memory.delete", DeleteParams, service.delete)
+    table.register("memory.history", HistoryParams, service.history)
     table.register("system.health", HealthParams, health.health)
     return table

@@ -152,11 +152,13 @@ def list_visible(
     return [record_from_row(row) for row in rows]
 
 
-def fetch_visible(db: apsw.Connection, scope: Scope, rowids: Sequence[int], now_ms: int) -> dict[int, MemoryRecord]:
+def fetch_visible(
+    db: apsw.Connection, scope: Scope, rowids: Sequence[int], now_ms: int, *, include_superseded: bool = False
+) -> dict[int, MemoryRecord]:
     """Records of ``rowids`` that the caller may see right now (the last check of a search)."""
     if not rowids:
         return {}
-    where, params = predicate(scope, now_ms=now_ms)
+    where, params = predicate(scope, now_ms=now_ms, include_superseded=include_superseded)
     # CROSS JOIN pins the plan to "look up each rowid": left alone, the planner may prefer
     # walking the whole scope through the scope index.
     rows = db.execute(
