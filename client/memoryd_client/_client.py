@@ -90,15 +90,18 @@ class MemoryClient:
         expires_days: Optional[float] = None,
         subjects: Optional[Sequence[str]] = None,
         shared: bool = False,
+        supersedes: Optional[str] = None,
+        key: Optional[str] = None,
     ) -> Record:
-        """Store a memory: ``{"id", "short_id", "created_at", "scope", "deduplicated", "embedded"}``."""
-        params = _methods.add_params(content, source, expires_days, subjects, shared)
+        """Store a memory: ``{"id", "short_id", "created_at", "scope", "deduplicated", "embedded",
+        "superseded"}``; ``supersedes`` (an id) or ``key`` (an upsert key) replace older memories."""
+        params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key)
         result: Record = self.call("memory.add", **params)
         return result
 
-    def search(self, query: str, limit: int = 10) -> Records:
+    def search(self, query: str, limit: int = 10, *, include_superseded: bool = False) -> Records:
         """Best hits first, each with ``score`` and ``similarity``."""
-        result: Records = self.call("memory.search", **_methods.search_params(query, limit))
+        result: Records = self.call("memory.search", **_methods.search_params(query, limit, include_superseded))
         return result
 
     def list(
@@ -107,15 +110,21 @@ class MemoryClient:
         offset: int = 0,
         before_id: Optional[str] = None,
         include_expired: bool = False,
+        include_superseded: bool = False,
     ) -> Records:
         """Newest first; pass the last id as ``before_id`` for the next page."""
-        params = _methods.list_params(limit, offset, before_id, include_expired)
+        params = _methods.list_params(limit, offset, before_id, include_expired, include_superseded)
         result: Records = self.call("memory.list", **params)
         return result
 
     def get(self, memory_id: str) -> Record:
         """One memory by full id or unique prefix (>= 8 chars); raises NotFound if none is visible."""
         result: Record = self.call("memory.get", **_methods.memory_id_params(memory_id))
+        return result
+
+    def history(self, memory_id: str) -> Records:
+        """The versions of a memory (what it replaced, what replaced it), oldest first."""
+        result: Records = self.call("memory.history", **_methods.memory_id_params(memory_id))
         return result
 
     def delete(self, memory_id: str) -> Record:

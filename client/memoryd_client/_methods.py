@@ -22,6 +22,8 @@ def add_params(
     expires_days: Optional[float],
     subjects: Optional[Sequence[str]],
     shared: bool,
+    supersedes: Optional[str] = None,
+    key: Optional[str] = None,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -30,19 +32,28 @@ def add_params(
             "expires_days": expires_days,
             "subjects": None if subjects is None else list(subjects),
             "shared": shared,
+            "supersedes": supersedes,
+            "key": key,
         }
     )
 
 
-def search_params(query: str, limit: int) -> Dict[str, Any]:
-    return {"query": query, "limit": limit}
+def search_params(query: str, limit: int, include_superseded: bool = False) -> Dict[str, Any]:
+    # Sent only when set, so a client works with daemons that predate supersession.
+    return _drop_none({"query": query, "limit": limit, "include_superseded": include_superseded or None})
 
 
 def list_params(
-    limit: int, offset: int, before_id: Optional[str], include_expired: bool
+    limit: int, offset: int, before_id: Optional[str], include_expired: bool, include_superseded: bool = False
 ) -> Dict[str, Any]:
     return _drop_none(
-        {"limit": limit, "offset": offset, "before_id": before_id, "include_expired": include_expired}
+        {
+            "limit": limit,
+            "offset": offset,
+            "before_id": before_id,
+            "include_expired": include_expired,
+            "include_superseded": include_superseded or None,
+        }
     )
 
 

@@ -70,13 +70,15 @@ class AsyncMemoryClient:
         expires_days: Optional[float] = None,
         subjects: Optional[Sequence[str]] = None,
         shared: bool = False,
+        supersedes: Optional[str] = None,
+        key: Optional[str] = None,
     ) -> Record:
-        params = _methods.add_params(content, source, expires_days, subjects, shared)
+        params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key)
         result: Record = await self.call("memory.add", **params)
         return result
 
-    async def search(self, query: str, limit: int = 10) -> Records:
-        result: Records = await self.call("memory.search", **_methods.search_params(query, limit))
+    async def search(self, query: str, limit: int = 10, *, include_superseded: bool = False) -> Records:
+        result: Records = await self.call("memory.search", **_methods.search_params(query, limit, include_superseded))
         return result
 
     async def list(
@@ -85,14 +87,20 @@ class AsyncMemoryClient:
         offset: int = 0,
         before_id: Optional[str] = None,
         include_expired: bool = False,
+        include_superseded: bool = False,
     ) -> Records:
-        params = _methods.list_params(limit, offset, before_id, include_expired)
+        params = _methods.list_params(limit, offset, before_id, include_expired, include_superseded)
         result: Records = await self.call("memory.list", **params)
         return result
 
     async def get(self, memory_id: str) -> Record:
         """One memory by full id or unique prefix (>= 8 chars); raises NotFound if none is visible."""
         result: Record = await self.call("memory.get", **_methods.memory_id_params(memory_id))
+        return result
+
+    async def history(self, memory_id: str) -> Records:
+        """The versions of a memory (what it replaced, what replaced it), oldest first."""
+        result: Records = await self.call("memory.history", **_methods.memory_id_params(memory_id))
         return result
 
     async def delete(self, memory_id: str) -> Record:

@@ -1,0 +1,125 @@
+"""Supersession through the real add path (store + rules) where the wire cannot reach yet:
+provenance (who said it), the labelled pairs, the audit trail, vectors of superseded memories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memoryd.config import SupersessionConfig
+from memoryd.knowledge.evaluate import DEFAULT_PAIRS, LabelledPair, load_pairs
+from memoryd.service.supersession import Supersession
+from memoryd.store import Provenance, Scope, Store
+from memoryd.store import vectors as store_vectors
+from tests.store_helpers import note, sql
+
+ALICE = Scope("alice")
+
+
+@pytest.fixture
+def rules(store: Store) -> Supersession:
+    return Supersession(store.supersession, SupersessionConfig(), use_llm=False)
+
+
+def said_by(speaker: str | None) -> Provenance | None:
+    return None if speaker is None else Provenance(source_username=speaker)
+
+
+async def test_first_person_supersedes_hearsay_but_not_the_reverse(rules: Supersession) -> None:
+    hearsay = await rules.store(
+        ALICE, note("Sarah's favorite color is red", subjects=["Sarah"], provenance=said_by("tom"))
+    )
+    own = await rules.store(ALICE, note("My favorite color is blue", subjects=["Sarah"], provenance=said_by("Sarah")))
+    assert own.superseded == [hearsay.record.id]
+    later_hearsay = await rules.store(
+        ALICE, note("Sarah's favorite color is green", subjects=["Sarah"], provenance=said_by("tom"))
+    )
+    assert later_hearsay.superseded == []
+
+
+async def test_the_owners_own_username_is_not_hearsay(rules: Supersession) -> None:
+    red = await rules.store(ALICE, note("My favorite color is red"))
+    blue = await rules.store(ALICE, note("My favorite color is blue", provenance=said_by("alice")))
+    assert blue.superseded == [red.record.id]
+
+
+async def test_supersession_is_audited_with_ids_and_no_contents(store: Store, rules: Supersession) -> None:
+    red = await rules.store(ALICE, note("My favorite color is red"))
+    blue = await rules.store(ALICE, note("My favorite color is blue"))
+    events = sql(store.path, "SELECT memory_id, event, actor, detail FROM events WHERE event = 'superseded'")
+    assert len(events) == 1
+    memory_id, _, actor, detail = events[0]
+    assert (memory_id, actor) == (red.record.id, "alice")
+    assert blue.record.id in detail and "favorite:color" in detail
+    assert "red" not in detail and "blue" not in detail
+
+
+async def test_a_superseded_memory_loses_its_vector_and_embed_job(tmp_path: Path) -> None:
+    with Store(tmp_path / "v.db", readers=1) as store:
+        store.configure_vector_space("test-model", 4)
+        rules = Supersession(store.supersession, SupersessionConfig(), use_llm=False)
+        red = await rules.store(ALICE, note("My favorite color is red"))
+        jobs = await store.jobs.claim_embed(10)
+        await store.jobs.complete_embed([(job, np.ones(4, dtype=np.float32)) for job in jobs])
+        table = store_vectors.table_name(1)
+        assert sql(store.path, f"SELECT count(*) FROM {table}") == [(1,)]
+        blue = await rules.store(ALICE, note("My favorite color is blue"))
+        assert blue.superseded == [red.record.id]
+        assert sql(store.path, f"SELECT memory_rowid FROM {table}") == []
+        # Only blue's embed job is left; red's vector never comes back.
+        assert sql(store.path, "SELECT m.id FROM jobs JOIN memories AS m ON m.rowid = jobs.memory_rowid") == [
+            (blue.record.id,)
+        ]
+        assert [finding.name for finding in store.lifecycle.check() if not finding.ok] == []
+
+
+def labelled(paths: list[Path]) -> list[LabelledPair]:
+    return [pair for path in paths for pair in load_pairs(path)]
+
+
+PAIR_FILES = [DEFAULT_PAIRS, *sorted(DEFAULT_PAIRS.parent.glob("supersession_holdout*.jsonl"))]
+
+
+async def test_the_add_path_agrees_with_the_pure_rules_on_the_labelled_pairs(rules: Supersession) -> None:
+    """Every labelled pair (280) through the real store, each in a scope of its own: the
+    integrated decision (candidates by attribute key and subjects, judged in the add's
+    transaction) is exactly the pure rules' decision."""
+    pairs = labelled(PAIR_FILES)
+    assert len(pairs) >= 200
+    disagreements = []
+    for index, pair in enumerate(pairs):
+        scope = Scope(f"user{index}")
+        old = await rules.store(
+            scope,
+            note(pair.old, scope.user_id, subjects=list(pair.old_subjects), provenance=said_by(pair.old_speaker)),
+        )
+        new = await rules.store(
+            scope,
+            note(pair.new, scope.user_id, subjects=list(pair.new_subjects), provenance=said_by(pair.new_speaker)),
+        )
+        if (new.superseded == [old.record.id]) != pair.decide().supersedes:
+            disagreements.append(pair.note)
+    assert disagreements == []
+
+
+async def test_the_llm_job_finds_candidates_by_meaning_once_the_vector_exists(tmp_path: Path) -> None:
+    with Store(tmp_path / "v.db", readers=1) as store:
+        store.configure_vector_space("test-model", 4)
+        deferred = Supersession(store.supersession, SupersessionConfig(similarity=0.9), use_llm=True)
+        near = await deferred.store(ALICE, note("Lives near the old harbour"))
+        far = await deferred.store(ALICE, note("Plays the cello"))
+        new = await deferred.store(ALICE, note("Has a flat by the docks"))
+        assert new.superseded == []  # an LLM decides later: nothing inline
+        jobs = await store.supersession.claim_jobs(10)
+        assert [job.memory_rowid for job in jobs] == [1, 2, 3]
+        waiting = await store.supersession.job_candidates(jobs[2], similarity=0.9, limit=5, wait_for_vector=True)
+        assert waiting is None  # its embed job is still pending
+        embeds = await store.jobs.claim_embed(10)
+        vectors = {near.record.id: [1, 1, 0, 0], far.record.id: [0, 0, 1, 1], new.record.id: [1, 0.9, 0, 0]}
+        await store.jobs.complete_embed([(job, np.array(vectors[job.memory_id], np.float32)) for job in embeds])
+        found = await store.supersession.job_candidates(jobs[2], similarity=0.9, limit=5, wait_for_vector=True)
+        assert found is not None
+        record, candidates = found
+        assert record.id == new.record.id and [old.id for _, old in candidates] == [near.record.id]
