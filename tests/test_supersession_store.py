@@ -3,8 +3,10 @@ provenance (who said it), the labelled pairs, the audit trail, vectors of supers
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from memoryd.knowledge.evaluate import DEFAULT_PAIRS, LabelledPair, load_pairs
 from memoryd.service.supersession import Supersession
 from memoryd.store import Provenance, Scope, Store
 from memoryd.store import vectors as store_vectors
+from memoryd.store.transfer import MemoryLine
 from tests.store_helpers import note, sql
 
 ALICE = Scope("alice")
@@ -123,3 +126,47 @@ async def test_the_llm_job_finds_candidates_by_meaning_once_the_vector_exists(tm
         assert found is not None
         record, candidates = found
         assert record.id == new.record.id and [old.id for _, old in candidates] == [near.record.id]
+
+
+async def test_export_and_import_keep_the_supersession_columns(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db", readers=1) as source:
+        rules = Supersession(source.supersession, SupersessionConfig(), use_llm=False)
+        await rules.store(ALICE, note("Takes coffee black"), key="coffee")
+        await rules.store(ALICE, note("Takes coffee with milk"), key="coffee")
+        chunks: list[bytes] = []
+        source.lifecycle.export(chunks.append, user=None)
+    exported = b"".join(chunks).splitlines()[1:]
+    lines = [msgspec.json.decode(line, type=MemoryLine) for line in exported]
+    old, new = lines
+    assert (old.key, new.key) == ("coffee", "coffee")
+    assert old.superseded_by == new.id and old.superseded_at is not None and old.supersede_reason
+    with Store(tmp_path / "b.db", readers=1) as target:
+        target.configure_vector_space("test-model", 4)
+        report = target.lifecycle.import_memories(lines)
+        assert (report.imported, report.embed_jobs) == (2, 1)  # no vector for the old version
+        again: list[bytes] = []
+        target.lifecycle.export(again.append, user=None)
+    assert b"".join(again).splitlines()[1:] == exported
+
+
+async def test_eviction_takes_superseded_memories_first(store: Store, rules: Supersession) -> None:
+    red = await rules.store(ALICE, note("My favorite color is red"))
+    await rules.store(ALICE, note("My favorite color is blue"))
+    await rules.store(ALICE, note("Waters the plants on Sundays"))
+    report = store.lifecycle.enforce_max_entries(per_user=2, per_chat=0, protect_recent_ms=0)
+    assert report.evicted == 1
+    assert sql(store.path, "SELECT id FROM memories WHERE deleted_at_ms IS NOT NULL") == [(red.record.id,)]
+
+
+async def test_the_people_hook_lets_the_rules_see_that_my_wife_is_sarah(store: Store) -> None:
+    async def alices_people(owner: str) -> Callable[[str], str | None] | None:
+        assert owner == "alice"
+        known = {"my wife": "person:1", "wife": "person:1", "sarah": "person:1"}
+        return lambda phrase: known.get(phrase.casefold().removesuffix("'s"))
+
+    plain = Supersession(store.supersession, SupersessionConfig(), use_llm=False)
+    first = await plain.store(ALICE, note("My wife's favorite color is red"))
+    assert (await plain.store(ALICE, note("Sarah's favorite color is blue"))).superseded == []
+    with_people = Supersession(store.supersession, SupersessionConfig(), use_llm=False, resolver_for=alices_people)
+    green = await with_people.store(ALICE, note("Sarah's favorite color is green"))
+    assert first.record.id in green.superseded

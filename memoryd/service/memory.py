@@ -36,6 +36,7 @@ from memoryd.service.params import (
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
+from memoryd.store.supersession import NOT_VISIBLE
 
 log = logging.getLogger("memoryd.service")
 
@@ -146,10 +147,7 @@ class MemoryService:
         with _ambiguity_names("memory_id"):
             record = await self.memories.get(scope, check_id_prefix("memory_id", params.memory_id))
         if record is None:
-            raise NotFound(
-                "No memory visible to you matches that id",
-                {"field": "memory_id", "reason": "no visible memory has this id or prefix"},
-            )
+            raise _not_visible("memory_id")
         return record
 
     async def history(self, params: HistoryParams, ctx: CallContext) -> list[MemoryRecord]:
@@ -160,10 +158,7 @@ class MemoryService:
             with _ambiguity_names("memory_id"):
                 chain = await self.supersession.history(scope, check_id_prefix("memory_id", params.memory_id))
         if chain is None:
-            raise NotFound(
-                "No memory visible to you matches that id",
-                {"field": "memory_id", "reason": "no visible memory has this id or prefix"},
-            )
+            raise _not_visible("memory_id")
         return chain
 
     async def delete(self, params: DeleteParams, ctx: CallContext) -> dict[str, Any]:
@@ -195,6 +190,11 @@ def _ambiguity_names(field: str) -> Iterator[None]:
         yield
     except AmbiguousIdPrefix as exc:
         raise InvalidParams.for_field(field, str(exc)) from None
+
+
+def _not_visible(field: str) -> NotFound:
+    """Nothing the caller can see has that id: the same answer whether it exists elsewhere or not."""
+    return NotFound("No memory visible to you matches that id", {"field": field, "reason": NOT_VISIBLE})
 
 
 def _unique(names: list[str]) -> list[str]:

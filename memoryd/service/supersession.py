@@ -15,19 +15,20 @@ is the owner (``knowledge.conflict.Statement.speaker`` is set only for someone e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from memoryd.config import SupersessionConfig
 from memoryd.knowledge import Resolver, Statement, decide, parse_attributes
 from memoryd.knowledge.attributes import SELF
 from memoryd.knowledge.conflict import Decision
 from memoryd.store import MemoryRecord, NewMemory, Scope
-from memoryd.store.supersession import Plan, Ruling, Stored
+from memoryd.store.supersession import Judge, Plan, Ruling, Stored
 from memoryd.store.supersession_repository import Supersessions
 
-#: The owner's people, for "my wife" = "Sarah" (the people feature plugs in here); None: only
-#: the owner's own id is known (it maps to ``SELF``).
-ResolverFor = Callable[[str], Resolver | None]
+#: The owner's people, for "my wife" = "Sarah": the people feature plugs in here (awaited once
+#: per add, before the write transaction, so it may read the store); None: only the owner's own
+#: id is known (it maps to ``SELF``).
+ResolverFor = Callable[[str], Awaitable[Resolver | None]]
 
 
 def statement_of(record: MemoryRecord) -> Statement:
@@ -69,12 +70,18 @@ class Supersession:
         self.resolver_for = resolver_for
         self.on_queued = on_queued
 
-    def resolver(self, owner: str) -> Resolver:
-        return owner_resolver(owner, self.resolver_for(owner) if self.resolver_for is not None else None)
+    async def resolver(self, owner: str) -> Resolver:
+        people = await self.resolver_for(owner) if self.resolver_for is not None else None
+        return owner_resolver(owner, people)
 
-    def judge(self, old: MemoryRecord, new: MemoryRecord) -> Ruling:
+    @staticmethod
+    def judge(resolve: Resolver) -> Judge:
         """The offline rules on one pair (``new`` is the later memory)."""
-        return ruling_of(decide(statement_of(old), statement_of(new), self.resolver(new.owner)))
+
+        def rule(old: MemoryRecord, new: MemoryRecord) -> Ruling:
+            return ruling_of(decide(statement_of(old), statement_of(new), resolve))
+
+        return rule
 
     async def store(
         self, scope: Scope, new: NewMemory, *, supersedes: str | None = None, key: str | None = None
@@ -84,7 +91,7 @@ class Supersession:
             attributes=tuple(sorted({attribute.key for attribute in parse_attributes(new.content)})),
             supersedes=supersedes,
             key=key,
-            judge=None if self.use_llm else self.judge,
+            judge=None if self.use_llm else self.judge(await self.resolver(new.owner)),
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,
         )

@@ -66,10 +66,11 @@ class SupersessionWorker:
             return
         new, candidates = found
         rulings: list[tuple[int, Ruling]] = []
+        resolve = await self.supersession.resolver(new.owner)
+        rules = self.supersession.judge(resolve)
         for old_rowid, old in candidates:
-            resolve = self.supersession.resolver(new.owner)
             if self.complete_json is None:
-                ruling = self.supersession.judge(old, new)
+                ruling = rules(old, new)
             else:
                 decision = await decide_with_llm(statement_of(old), statement_of(new), self.complete_json, resolve)
                 ruling = ruling_of(decision)

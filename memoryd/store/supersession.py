@@ -28,6 +28,9 @@ from memoryd.store.db import one
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
 from memoryd.store.visibility import Scope, kind_of_key, live, predicate
 
+#: The reason of a refused ``supersedes`` that names nothing visible (the words memory.get uses).
+NOT_VISIBLE = "no visible memory has this id or prefix"
+
 #: Links history follows at most (a chain is a handful of versions; this bounds a cycle bug).
 MAX_CHAIN = 200
 
@@ -89,7 +92,7 @@ def _record(db: apsw.Connection, rowid: int) -> MemoryRecord:
 def _target(db: apsw.Connection, scope: Scope, prefix: str, new: NewMemory, now_ms: int) -> tuple[int, str]:
     match = lookup.resolve_visible(db, scope, prefix, now_ms)
     if match is None:
-        raise SupersedeRefused("no visible memory has this id or prefix", found=False)
+        raise SupersedeRefused(NOT_VISIBLE, found=False)
     scope_key, superseded_by = one(db, "SELECT scope_key, superseded_by FROM memories WHERE rowid = ?", (match[0],))
     if scope_key != new.scope_key:
         raise SupersedeRefused(
