@@ -57,7 +57,9 @@ def audit(
 def find_duplicate(db: apsw.Connection, new: NewMemory, digest: str, now_ms: int) -> MemoryRecord | None:
     live_sql, live_params = live(now_ms=now_ms)
     row = db.execute(
-        f"SELECT {RECORD_COLUMNS} FROM memories "
+        # Pinned: for "ORDER BY id" the planner prefers walking the whole scope in id order
+        # (memories_scope_id), ~20 ms per add in a scope of 10k memories.
+        f"SELECT {RECORD_COLUMNS} FROM memories INDEXED BY memories_dedupe "
         f"WHERE memories.scope_key = ? AND memories.content_hash = ? AND {live_sql} ORDER BY memories.id LIMIT 1",
         (new.scope_key, digest, *live_params),
     ).fetchone()
