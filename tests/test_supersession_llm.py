@@ -52,11 +52,11 @@ async def decided(peer: NdjsonPeer, memory_id: str, versions: int) -> list[dict[
             await trio.sleep(0.02)
 
 
-async def settled(fake: FakeLlm, requests: int) -> None:
+async def drained(peer: NdjsonPeer) -> None:
+    """Wait until the worker has decided every queued supersession (its jobs are gone)."""
     with trio.fail_after(10):
-        while len(fake.seen) < requests:
+        while (await call_ok(peer, "system.health", {}))["backlog"]["supersede"]:
             await trio.sleep(0.02)
-    await trio.sleep(0.2)  # the worker writes its rulings after the reply
 
 
 async def test_the_model_says_conflict_and_the_older_memory_is_superseded(peer: NdjsonPeer, fake: FakeLlm) -> None:
@@ -77,7 +77,8 @@ async def test_the_model_says_coexist_and_both_stay(peer: NdjsonPeer, fake: Fake
     fake.script.append(Answer({"decision": "coexist", "reason": "both can hold"}))
     red = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is red"})
     blue = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is blue"})
-    await settled(fake, 1)
+    await drained(peer)
+    assert len(fake.seen) == 1
     listed = await call_ok(peer, "memory.list", ALICE)
     assert {m["id"] for m in listed} == {red["id"], blue["id"]}
 
@@ -98,7 +99,7 @@ async def test_structural_rules_are_not_put_to_the_model(peer: NdjsonPeer, fake:
         peer, "memory.add", {**ALICE, "content": "Her favorite color is blue", "subjects": ["Sarah"]}
     )
     # The subjects differ, so they are not even candidates: no request, both stay.
-    await trio.sleep(0.3)
+    await drained(peer)
     assert fake.seen == []
     listed = await call_ok(peer, "memory.list", ALICE)
     assert {m["id"] for m in listed} == {general["id"], about_sarah["id"]}
@@ -114,3 +115,18 @@ async def test_decider_llm_without_a_provider_stops_start_up(short_tmp: Path) ->
     config = msgspec.structs.replace(make_config(short_tmp), supersession=SupersessionConfig(decider="llm"))
     with pytest.raises(ConfigError, match="supersession.decider"):
         await Daemon(config).run()
+
+
+async def test_the_model_is_never_asked_about_another_scopes_memory(peer: NdjsonPeer, fake: FakeLlm) -> None:
+    fake.default = Answer({"decision": "conflict", "reason": "always conflict"})
+    bob = {"user_id": "bob"}
+    bobs = await call_ok(peer, "memory.add", {**bob, "content": "My favorite color is red"})
+    group = await call_ok(
+        peer, "memory.add", {**ALICE, "chat_id": "c1", "shared": True, "content": "My favorite color is green"}
+    )
+    mine = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is blue"})
+    await drained(peer)
+    assert fake.seen == []
+    assert [m["id"] for m in await call_ok(peer, "memory.list", bob)] == [bobs["id"]]
+    listed = await call_ok(peer, "memory.list", {**ALICE, "chat_id": "c1"})
+    assert {m["id"] for m in listed} == {group["id"], mine["id"]}
