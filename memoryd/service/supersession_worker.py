@@ -19,7 +19,8 @@ from memoryd.knowledge import decide_with_llm
 from memoryd.knowledge.conflict import CompleteJson, LlmConflictAnswer
 from memoryd.log import fields
 from memoryd.service.supersession import Supersession, ruling_of, statement_of
-from memoryd.store.supersession import Ruling, SupersedeJob
+from memoryd.store.supersession import Ruling
+from memoryd.store.supersession_jobs import SupersedeJob
 
 log = logging.getLogger("memoryd.supersession")
 

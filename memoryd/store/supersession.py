@@ -11,19 +11,19 @@ The store does not know *why* a memory replaces another: the service hands it a 
   jobs go (FTS keeps it: ``include_superseded`` still finds it by keywords), so the vec0 scan is
   never crowded by outdated memories;
 - ``history``: the chain around a memory, every link checked by ``visibility.predicate``.
+
+The 'supersede' job's queries are in ``supersession_jobs.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import apsw
-import numpy as np
 
 from memoryd.errors import SupersedeRefused
-from memoryd.store import jobs, lookup, memories, vectors
+from memoryd.store import jobs, lookup, memories
 from memoryd.store.db import one
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
 from memoryd.store.visibility import Scope, kind_of_key, live, predicate
@@ -68,13 +68,6 @@ class Stored:
     superseded: list[str] = field(default_factory=list)  # ids this add replaced
 
 
-@dataclass(frozen=True)
-class SupersedeJob:
-    job_id: int
-    memory_rowid: int
-    attempts: int
-
-
 def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
     """A fact about Sarah never replaces a general one, nor the reverse."""
     return {s.casefold() for s in a} == {s.casefold() for s in b}
@@ -85,7 +78,7 @@ def _rowid_of(db: apsw.Connection, memory_id: str) -> int:
     return int(rowid)
 
 
-def _record(db: apsw.Connection, rowid: int) -> MemoryRecord:
+def record_of(db: apsw.Connection, rowid: int) -> MemoryRecord:
     return record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,)))
 
 
@@ -135,7 +128,7 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
                     _apply(db, stored, old_rowid, ruling, scope.user_id, now_ms)
         elif plan.defer:
             jobs.enqueue(db, jobs.SUPERSEDE, rowid, now_ms)
-    stored.record = _record(db, rowid)
+    stored.record = record_of(db, rowid)
     return stored
 
 
@@ -151,7 +144,7 @@ def _key_holders(db: apsw.Connection, scope_key: str, key: str, rowid: int, now_
 
 def _apply(db: apsw.Connection, stored: Stored, old_rowid: int, ruling: Ruling, actor: str, now_ms: int) -> None:
     if mark_superseded(db, old_rowid, stored.record.id, ruling, actor, now_ms) is not None:
-        stored.superseded.append(_record(db, old_rowid).id)
+        stored.superseded.append(record_of(db, old_rowid).id)
 
 
 def mark_superseded(
@@ -209,92 +202,20 @@ def attribute_candidates(
     matching = [
         (r, old)
         for r, old in sorted(records.items(), reverse=True)
-        if _scope_key(db, r) == scope_key and same_subjects(old.subjects, record.subjects)
+        if scope_key_of(db, r) == scope_key and same_subjects(old.subjects, record.subjects)
     ]
     return matching[:limit]
 
 
-def _scope_key(db: apsw.Connection, rowid: int) -> str:
+def scope_key_of(db: apsw.Connection, rowid: int) -> str:
     (key,) = one(db, "SELECT scope_key FROM memories WHERE rowid = ?", (rowid,))
     return str(key)
 
 
 def _attributes_of(db: apsw.Connection, rowid: int) -> tuple[str, list[str]]:
-    scope_key = _scope_key(db, rowid)
+    scope_key = scope_key_of(db, rowid)
     rows = db.execute("SELECT attribute FROM memory_attributes WHERE memory_rowid = ?", (rowid,))
     return scope_key, [str(a) for (a,) in rows]
-
-
-def vector_neighbours(db: apsw.Connection, rowid: int, similarity: float, depth: int, now_ms: int) -> list[int] | None:
-    """Rowids of the same scope key whose vectors have cosine >= ``similarity`` with the
-    memory's own; None while its vector is still to come (an embed job is pending)."""
-    space = vectors.read_space(db)
-    if space is None:
-        return []
-    row = db.execute(f"SELECT embedding FROM {space.table} WHERE memory_rowid = ?", (rowid,)).fetchone()
-    if row is None:
-        pending = db.execute("SELECT 1 FROM jobs WHERE memory_rowid = ? AND kind = ?", (rowid, jobs.EMBED)).fetchone()
-        return None if pending is not None else []
-    query = np.frombuffer(row[0], dtype=np.float16).astype(np.float32)
-    owner, chat_id, shared, scope_key = one(
-        db, "SELECT owner, chat_id, shared, scope_key FROM memories WHERE rowid = ?", (rowid,)
-    )
-    scope = Scope(owner, chat_id if shared else None)
-    nearest = vectors.knn(db, space, scope, query, depth=depth + 1, coarse_k=max(64, 3 * depth), now_ms=now_ms)
-    near = [r for r, cosine in nearest if r != rowid and cosine >= similarity]
-    return [r for r in near if _scope_key(db, r) == scope_key]
-
-
-# -- the 'supersede' job (LLM decisions after the add was acknowledged) ---------------------------
-
-
-def claim_jobs(db: apsw.Connection, limit: int, now_ms: int) -> list[SupersedeJob]:
-    """Lease due 'supersede' jobs; jobs of memories no longer live are dropped."""
-    rows: list[tuple[Any, ...]] = db.execute(
-        "SELECT j.job_id, j.memory_rowid, j.attempts, m.deleted_at_ms, m.superseded_by FROM jobs AS j "
-        "JOIN memories AS m ON m.rowid = j.memory_rowid WHERE j.kind = ? AND j.due_at_ms <= ? "
-        "AND (j.leased_until_ms IS NULL OR j.leased_until_ms <= ?) ORDER BY j.due_at_ms, j.job_id LIMIT ?",
-        (jobs.SUPERSEDE, now_ms, now_ms, limit),
-    ).fetchall()
-    claimed = []
-    for job_id, rowid, attempts, deleted_at, superseded_by in rows:
-        if deleted_at is not None or superseded_by is not None:
-            db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
-            continue
-        db.execute("UPDATE jobs SET leased_until_ms = ? WHERE job_id = ?", (now_ms + jobs.LEASE_MS, job_id))
-        claimed.append(SupersedeJob(int(job_id), int(rowid), int(attempts)))
-    return claimed
-
-
-def job_candidates(
-    db: apsw.Connection, job: SupersedeJob, similarity: float, limit: int, now_ms: int, *, wait_for_vector: bool
-) -> tuple[MemoryRecord, list[tuple[int, MemoryRecord]]] | None:
-    """The job's memory and its candidates; None while its vector is still to come (unless
-    ``wait_for_vector`` is False: then the attribute candidates alone)."""
-    near = vector_neighbours(db, job.memory_rowid, similarity, limit, now_ms)
-    if near is None:
-        if wait_for_vector:
-            return None
-        near = []
-    record = _record(db, job.memory_rowid)
-    return record, attribute_candidates(db, job.memory_rowid, record, limit, now_ms, extra=near)
-
-
-def complete_job(
-    db: apsw.Connection, job: SupersedeJob, rulings: Sequence[tuple[int, Ruling]], now_ms: int
-) -> list[str]:
-    """Apply the job's rulings (if its memory is still live) and delete the job; ids replaced."""
-    db.execute("DELETE FROM jobs WHERE job_id = ?", (job.job_id,))
-    live_sql, live_params = live(now_ms=now_ms)
-    row = db.execute(
-        f"SELECT memories.id, memories.owner FROM memories WHERE memories.rowid = ? AND {live_sql}",
-        (job.memory_rowid, *live_params),
-    ).fetchone()
-    if row is None:
-        return []
-    new_id, owner = row
-    replaced = [mark_superseded(db, old, new_id, ruling, owner, now_ms) for old, ruling in rulings if ruling.supersedes]
-    return [memory_id for memory_id in replaced if memory_id is not None]
 
 
 # -- history --------------------------------------------------------------------------------------

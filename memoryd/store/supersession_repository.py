@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from memoryd.store import jobs, supersession
+from memoryd.store import jobs, supersession, supersession_jobs
 from memoryd.store.db import Database
 from memoryd.store.hits import HitCounter
 from memoryd.store.records import MemoryRecord, NewMemory
-from memoryd.store.supersession import Plan, Ruling, Stored, SupersedeJob
+from memoryd.store.supersession import Plan, Ruling, Stored
+from memoryd.store.supersession_jobs import SupersedeJob
 from memoryd.store.visibility import Scope
 
 
@@ -34,17 +35,17 @@ class Supersessions:
         return records
 
     async def claim_jobs(self, limit: int) -> list[SupersedeJob]:
-        return await self._db.write(supersession.claim_jobs, limit, self._clock())
+        return await self._db.write(supersession_jobs.claim_jobs, limit, self._clock())
 
     async def job_candidates(
         self, job: SupersedeJob, *, similarity: float, limit: int, wait_for_vector: bool
     ) -> tuple[MemoryRecord, list[tuple[int, MemoryRecord]]] | None:
         return await self._db.read(
-            supersession.job_candidates, job, similarity, limit, self._clock(), wait_for_vector=wait_for_vector
+            supersession_jobs.job_candidates, job, similarity, limit, self._clock(), wait_for_vector=wait_for_vector
         )
 
     async def complete_job(self, job: SupersedeJob, rulings: Sequence[tuple[int, Ruling]]) -> list[str]:
-        return await self._db.write(supersession.complete_job, job, list(rulings), self._clock())
+        return await self._db.write(supersession_jobs.complete_job, job, list(rulings), self._clock())
 
     async def fail_job(self, job: SupersedeJob, error: str) -> None:
         """Retry later (growing, jittered delay), e.g. while the memory's vector is not there yet."""
