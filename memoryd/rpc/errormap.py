@@ -20,6 +20,7 @@ from memoryd.errors import (
     AmbiguousIdPrefix,
     BrokenInvariant,
     ConfigError,
+    DiskFull,
     EmbedderError,
     EmbeddingModelMismatch,
     InternalError,
@@ -32,8 +33,12 @@ from memoryd.errors import (
     NotFound,
     RpcError,
     StartupError,
+    StorageFull,
+    StorageUnusable,
     StoreBusy,
+    StoreCorrupt,
     StoreError,
+    StoreRefused,
     SupersedeRefused,
     Unavailable,
 )
@@ -52,6 +57,19 @@ def _store_busy(exc: StoreBusy) -> RpcError:
     # Nothing was written: the caller may retry once the other process lets go.
     return Unavailable(
         "Database is busy (locked by another process), retry later", {"busy_timeout_ms": exc.busy_timeout_ms}
+    )
+
+
+def _disk_full(exc: DiskFull) -> RpcError:
+    # Rolled back, so the call can be retried as is; the store logged the state change once.
+    return StorageFull(data={"retryable": True})
+
+
+def _store_corrupt(exc: StoreCorrupt) -> RpcError:
+    # Not a bug to log per call: the store logged the damage once and health says degraded.
+    return Unavailable(
+        "Database is damaged: writes are stopped until the operator runs `memoryd check` and restores a backup",
+        {"storage": "corrupt"},
     )
 
 
@@ -81,6 +99,8 @@ def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
 ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreError: _internal,
     StoreBusy: _store_busy,
+    DiskFull: _disk_full,
+    StoreCorrupt: _store_corrupt,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug
     AmbiguousIdPrefix: _ambiguous_id,
     SupersedeRefused: _supersede_refused,
@@ -94,6 +114,8 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     LlmBadReply: _internal,  # the model never answered in shape: retrying the call will not help
     ConfigError: _internal,  # raised only while starting up
     StartupError: _internal,  # raised only while starting up
+    StorageUnusable: _internal,  # raised only while starting up
+    StoreRefused: _internal,  # raised only while starting up
 }
 
 
