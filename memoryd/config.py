@@ -147,6 +147,18 @@ class SupersessionConfig(_Section, frozen=True):
     max_candidates: Annotated[int, Meta(ge=1, le=50)] = 5
 
 
+class SummaryConfig(_Section, frozen=True):
+    """memory.summary and memory.context (see "People, context and summary" in README.md)."""
+
+    #: With an LLM, a summary is rebuilt this long after the first new fact (adds in a row cost
+    #: one call); offline the digest is rebuilt on the next call and never stale.
+    debounce_seconds: Annotated[float, Meta(ge=0)] = 30.0
+    #: The newest memories a summary is built from.
+    max_memories: Annotated[int, Meta(ge=1, le=5000)] = 200
+    #: The longest summary kept.
+    max_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1500
+
+
 class Config(_Section, frozen=True):
     socket: str = ""
     #: Octal string: who may connect is decided by the socket file's mode and group.
@@ -164,6 +176,7 @@ class Config(_Section, frozen=True):
     llm: LlmConfig = LlmConfig()
     extraction: ExtractionConfig = ExtractionConfig()
     supersession: SupersessionConfig = SupersessionConfig()
+    summary: SummaryConfig = SummaryConfig()
 
     @property
     def socket_path(self) -> Path:

@@ -190,3 +190,12 @@ async def test_gc_removes_superseded_memories_after_retention(daemon: Daemon, pe
     assert error["code"] == -32001
     chain = await call_ok(peer, "memory.history", {**ALICE, "memory_id": blue["id"]})
     assert [m["id"] for m in chain] == [blue["id"]]
+
+
+async def test_the_owners_people_make_my_wife_and_sarah_one_subject(peer: NdjsonPeer) -> None:
+    await add(peer, ALICE, "My wife's name is Sarah")
+    red = await add(peer, ALICE, "My wife's favorite color is red")
+    blue = await add(peer, ALICE, "Sarah's favorite color is blue")
+    assert blue["superseded"] == [red["id"]]
+    bobs = await add(peer, BOB, "Sarah's favorite color is green")  # bob knows no Sarah of alice's
+    assert bobs["superseded"] == []

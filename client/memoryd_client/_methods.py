@@ -38,13 +38,22 @@ def add_params(
     )
 
 
-def search_params(query: str, limit: int, include_superseded: bool = False) -> Dict[str, Any]:
-    # Sent only when set, so a client works with daemons that predate supersession.
-    return _drop_none({"query": query, "limit": limit, "include_superseded": include_superseded or None})
+def search_params(
+    query: str, limit: int, about: Optional[str] = None, include_superseded: bool = False
+) -> Dict[str, Any]:
+    # include_superseded is sent only when set, so a client works with daemons that predate it.
+    return _drop_none(
+        {"query": query, "limit": limit, "about": about, "include_superseded": include_superseded or None}
+    )
 
 
 def list_params(
-    limit: int, offset: int, before_id: Optional[str], include_expired: bool, include_superseded: bool = False
+    limit: int,
+    offset: int,
+    before_id: Optional[str],
+    include_expired: bool,
+    about: Optional[str] = None,
+    include_superseded: bool = False,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -52,10 +61,27 @@ def list_params(
             "offset": offset,
             "before_id": before_id,
             "include_expired": include_expired,
+            "about": about,
             "include_superseded": include_superseded or None,
         }
     )
 
 
+def context_params(message: str, limit: Optional[int], max_chars: Optional[int]) -> Dict[str, Any]:
+    return _drop_none({"message": message, "limit": limit, "max_chars": max_chars})
+
+
+def forget_person_params(person: str, delete_person_record: bool) -> Dict[str, Any]:
+    return {"person": person, "delete_person_record": delete_person_record}
+
+
 def memory_id_params(memory_id: str) -> Dict[str, Any]:
     return {"memory_id": memory_id}
+
+
+def person_params(name: str, limit: Optional[int]) -> Dict[str, Any]:
+    return _drop_none({"name": name, "limit": limit})
+
+
+def merge_params(from_: str, into: str) -> Dict[str, Any]:
+    return {"from": from_, "into": into}

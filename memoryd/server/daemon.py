@@ -42,6 +42,8 @@ from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
+from memoryd.service.people import PeopleService
+from memoryd.service.summary import SummaryService
 from memoryd.service.supersession import Supersession
 from memoryd.service.supersession_worker import SupersessionWorker
 from memoryd.store import Store
@@ -73,8 +75,11 @@ class Daemon:
         self.server: RpcServer | None = None
         self.store: Store | None = None
         self.maintenance: Maintenance | None = None
+        self.summaries: SummaryService | None = None
         self.embedder: Embedder | None = embedder
         self._owns_embedder = embedder is None
+        # Writes the summaries (and, later, extraction); None with [llm] provider = "none".
+        self.llm: LlmClient | None = make_llm(config.llm)
         self._listen_socket = listen_socket
         self.notifier = notifier or Notifier(None)
         self._accept_empty_db = accept_empty_db
@@ -95,6 +100,9 @@ class Daemon:
                 await self._await_integrity(integrity, started)
                 await self._serve(store, embedder, started, task_status)
             finally:
+                if self.llm is not None:
+                    with trio.CancelScope(shield=True):
+                        await self.llm.aclose()
                 if embedder is not None and self._owns_embedder:
                     with trio.CancelScope(shield=True):
                         await embedder.aclose()
@@ -160,8 +168,17 @@ class Daemon:
         if embedder is not None:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
-        llm = make_llm(config.llm)
-        supersession, supersession_worker = _supersession(config, store, llm)
+        people = PeopleService(store.people, self.authenticator)
+        summaries = SummaryService(
+            store.people,
+            self.authenticator,
+            self.llm,
+            debounce=config.summary.debounce_seconds,
+            max_memories=config.summary.max_memories,
+            max_chars=config.summary.max_chars,
+        )
+        self.summaries = summaries
+        supersession, supersession_worker = _supersession(config, store, self.llm, people)
         service = MemoryService(
             store.memories,
             embedder,
@@ -169,9 +186,14 @@ class Daemon:
             add_wait=config.embed.add_wait,
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
+            people=people,
             supersession=supersession,
         )
-        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)), config.limits)
+        service.on_added.append(summaries.note_added)
+        service.on_deleted.append(summaries.note_deleted)
+        people.on_changed.append(summaries.note_deleted)
+        health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)
+        server = RpcServer(build_method_table(service, health, people, summaries), config.limits)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -188,6 +210,7 @@ class Daemon:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
                     await nursery.start(_despite_storage_faults, backfill.run)
+                await nursery.start(summaries.run)
                 # A full disk or a damaged file pauses it like the backfill.
                 await nursery.start(_despite_storage_faults, supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
@@ -220,9 +243,6 @@ class Daemon:
             if identity is not None:
                 remove_socket_file(path, identity)
             listen_socket.close()
-            if llm is not None:
-                with trio.CancelScope(shield=True):
-                    await llm.aclose()
 
     def _server_stats(self) -> dict[str, Any]:
         return self.server.stats() if self.server is not None else {}
@@ -241,13 +261,18 @@ class Daemon:
         )
 
 
-def _supersession(config: Config, store: Store, llm: LlmClient | None) -> tuple[Supersession, SupersessionWorker]:
-    """Who decides supersession: the offline rules inline, or the LLM in the background."""
+def _supersession(
+    config: Config, store: Store, llm: LlmClient | None, people: PeopleService
+) -> tuple[Supersession, SupersessionWorker]:
+    """Who decides supersession: the offline rules inline, or the LLM in the background; the
+    owner's people tell the rules that "my wife" and "Sarah" are one subject."""
     decider = config.supersession.decider
     if decider == "llm" and llm is None:
         raise ConfigError('supersession.decider = "llm" needs an [llm] provider (url and model)')
     use_llm = llm is not None and decider != "rules"
-    supersession = Supersession(store.supersession, config.supersession, use_llm=use_llm)
+    supersession = Supersession(
+        store.supersession, config.supersession, use_llm=use_llm, resolver_for=people.resolver_for
+    )
     # Without an LLM the worker still drains jobs a previous run (with one) left, by the rules.
     worker = SupersessionWorker(supersession, llm.complete_json if use_llm and llm is not None else None)
     supersession.on_queued = worker.notify

@@ -91,6 +91,9 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
     superseded_at: str | None = None
     supersede_reason: str | None = None
     key: str | None = None
+    #: Who the memory is about: the caller's own people it is linked to (see
+    #: ``store/people_retriever.annotate``), else its subjects.
+    about: list[str] = []
 
 
 class SearchHit(MemoryRecord, kw_only=True):
@@ -143,11 +146,12 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row[:12]
     (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:20]
     (superseded_by, superseded_at_ms, supersede_reason, key) = row[20:24]
+    subject_list = _json_decode(subjects)
     return MemoryRecord(
         id=id_,
         content=content,
         source=source,
-        subjects=_json_decode(subjects),
+        subjects=subject_list,
         scope=scope_kind(bool(shared)),
         owner=owner,
         chat_id=chat_id,
@@ -167,6 +171,7 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
         superseded_at=iso_from_ms(superseded_at_ms),
         supersede_reason=supersede_reason,
         key=key,
+        about=list(subject_list),
     )
 
 
