@@ -34,6 +34,7 @@ without one), anything else as -32603 with a log line.
     │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
     │   ├── AmbiguousIdPrefix    an id prefix matches several of the caller's memories
     │   ├── UnknownListCursor    memory.list's before_id names none of the caller's memories
+    │   ├── SupersedeRefused     memory.add's ``supersedes`` names no visible memory, or one it may not replace
     │   └── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
     ├── EmbedderError            an embedding backend is down, slow or returned garbage
     └── LlmError                 the LLM backend failed; ``retry_later`` says what a job does next
@@ -210,6 +211,17 @@ class UnknownListCursor(StoreError):
 
     def __init__(self, prefix: str) -> None:
         super().__init__(f"no memory of yours has the id or prefix {prefix}; pass the id of a page's last memory")
+
+
+class SupersedeRefused(StoreError):
+    """The memory named by ``supersedes`` is not visible to the caller (``found`` False) or may
+    not be replaced by the new one (another scope, already superseded); nothing was written."""
+
+    def __init__(self, reason: str, *, found: bool, field: str = "supersedes") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.found = found
+        self.field = field
 
 
 class BrokenInvariant(StoreError):

@@ -22,6 +22,8 @@ def add_params(
     expires_days: Optional[float],
     subjects: Optional[Sequence[str]],
     shared: bool,
+    supersedes: Optional[str] = None,
+    key: Optional[str] = None,
     sensitivity: Optional[str] = None,
 ) -> Dict[str, Any]:
     return _drop_none(
@@ -31,14 +33,26 @@ def add_params(
             "expires_days": expires_days,
             "subjects": None if subjects is None else list(subjects),
             "shared": shared,
+            "supersedes": supersedes,
+            "key": key,
             "sensitivity": sensitivity,
         }
     )
 
 
-def search_params(query: str, limit: int, about: Optional[str] = None, this_chat: bool = False) -> Dict[str, Any]:
-    # this_chat is sent only when set, so a client works against a daemon that predates it.
-    return _drop_none({"query": query, "limit": limit, "about": about, "this_chat": this_chat or None})
+def search_params(
+    query: str, limit: int, about: Optional[str] = None, include_superseded: bool = False, this_chat: bool = False
+) -> Dict[str, Any]:
+    # The flags are sent only when set, so a client works with daemons that predate them.
+    return _drop_none(
+        {
+            "query": query,
+            "limit": limit,
+            "about": about,
+            "include_superseded": include_superseded or None,
+            "this_chat": this_chat or None,
+        }
+    )
 
 
 def list_params(
@@ -47,6 +61,7 @@ def list_params(
     before_id: Optional[str],
     include_expired: bool,
     about: Optional[str] = None,
+    include_superseded: bool = False,
     this_chat: bool = False,
 ) -> Dict[str, Any]:
     return _drop_none(
@@ -56,6 +71,7 @@ def list_params(
             "before_id": before_id,
             "include_expired": include_expired,
             "about": about,
+            "include_superseded": include_superseded or None,
             "this_chat": this_chat or None,
         }
     )

@@ -13,13 +13,21 @@ from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.context import ContextService
 from memoryd.service.memory import MemoryService
+from memoryd.service.params import (
+    AddParams,
+    DeleteParams,
+    GetParams,
+    HealthParams,
+    HistoryParams,
+    ListParams,
+    SearchParams,
+)
 from memoryd.service.people import PeopleService
 from memoryd.service.people_params import (
     ContextParams, ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
     SummaryParams,
 )
 from memoryd.service.summary import SummaryService
-from memoryd.service.params import AddParams, DeleteParams, GetParams, HealthParams, ListParams, SearchParams
 from memoryd.store import JobQueue
 
 
@@ -116,6 +124,7 @@ def build_method_table(
     table.register("memory.list", ListParams, service.list)
     table.register("memory.get", GetParams, service.get)
     table.register("memory.delete", DeleteParams, service.delete)
+    table.register("memory.history", HistoryParams, service.history)
     table.register("system.health", HealthParams, health.health)
     if people is not None and summaries is not None:
         register_people_methods(table, ContextService(service, people, summaries, service.authenticator))

@@ -63,7 +63,9 @@ def find_duplicate(db: apsw.Connection, new: NewMemory, digest: str, now_ms: int
     provenance = new.provenance or NO_PROVENANCE
     code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
     row = db.execute(
-        f"SELECT {RECORD_COLUMNS} FROM memories "
+        # Pinned: left alone, the planner may walk the whole scope through another index
+        # (~20 ms per add in a scope of 10k memories).
+        f"SELECT {RECORD_COLUMNS} FROM memories INDEXED BY memories_dedupe "
         f"WHERE memories.scope_key = ? AND memories.content_hash = ? AND {live_sql} "
         "AND memories.disclosure = ? AND memories.chat_id IS ? ORDER BY memories.rowid LIMIT 1",
         (new.scope_key, digest, *live_params, code, new.chat_id),
@@ -203,11 +205,13 @@ def list_visible(
     return [record_from_row(row) for row in rows]
 
 
-def fetch_visible(db: apsw.Connection, scope: Scope, rowids: Sequence[int], now_ms: int) -> dict[int, MemoryRecord]:
+def fetch_visible(
+    db: apsw.Connection, scope: Scope, rowids: Sequence[int], now_ms: int, *, include_superseded: bool = False
+) -> dict[int, MemoryRecord]:
     """Records of ``rowids`` that the caller may see right now (the last check of a search)."""
     if not rowids:
         return {}
-    where, params = predicate(scope, now_ms=now_ms)
+    where, params = predicate(scope, now_ms=now_ms, include_superseded=include_superseded)
     # CROSS JOIN pins the plan to "look up each rowid": left alone, the planner may prefer
     # walking the whole scope through the scope index.
     rows = db.execute(

@@ -92,6 +92,13 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
     conversation_private: bool = False
     source_label: str = ""
     trust: Trust = "unknown"
+    #: Supersession (schema m005): the newer memory that replaced this one, when and why, and
+    #: the caller's upsert ``key``.  Only superseded memories (include_superseded, get,
+    #: history) have the first three set.
+    superseded_by: str | None = None
+    superseded_at: str | None = None
+    supersede_reason: str | None = None
+    key: str | None = None
     #: Who the memory is about: the caller's own people it is linked to (see
     #: ``store/people_retriever.annotate``), else its subjects.
     about: list[str] = []
@@ -116,6 +123,9 @@ class EmbedJob(msgspec.Struct, frozen=True):
     generation: int = 0
 
 
+#: Supersession columns, in record order (schema m005 and m002's superseded_by).
+SUPERSESSION_COLUMNS = ("superseded_by", "superseded_at_ms", "supersede_reason", "key")
+
 #: The memories columns every record query selects (qualified: some queries join), in
 #: ``record_from_row`` order.
 RECORD_COLUMNS = ", ".join(
@@ -134,6 +144,7 @@ RECORD_COLUMNS = ", ".join(
         "metadata",
         "confidence",
         *PROVENANCE_COLUMNS,
+        *SUPERSESSION_COLUMNS,
     )
 )
 
@@ -141,7 +152,8 @@ RECORD_COLUMNS = ", ".join(
 def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     """Build a MemoryRecord from a row selected with RECORD_COLUMNS (the rowid is skipped)."""
     (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row[:12]
-    (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:]
+    (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:20]
+    (superseded_by, superseded_at_ms, supersede_reason, key) = row[20:24]
     subject_names: list[str] = _json_decode(subjects)
     return MemoryRecord(
         id=id_,
@@ -165,6 +177,10 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
         conversation_private=bool(private),
         source_label=source,
         trust=trust_of(username, display_name, subject_names),
+        superseded_by=superseded_by,
+        superseded_at=iso_from_ms(superseded_at_ms),
+        supersede_reason=supersede_reason,
+        key=key,
         about=list(subject_names),
     )
 

@@ -67,6 +67,10 @@ class MemoryLine(msgspec.Struct, forbid_unknown_fields=True):
     superseded_by: str | None
     access_count: int
     last_access_at: str | None
+    # Schema m005 (files written before it have none of these).
+    superseded_at: str | None = None
+    supersede_reason: str | None = None
+    key: str | None = None
     # Provenance (version 2; see records.Provenance), in PROVENANCE_COLUMNS order.
     chat_type: str | None = None
     source_username: str | None = None
@@ -82,8 +86,8 @@ _encoder = msgspec.json.Encoder()
 _PROVENANCE = ", ".join(PROVENANCE_COLUMNS)
 _COLUMNS = (
     "id, shared, owner, chat_id, source, content, subjects, metadata, confidence, created_at_ms, "
-    f"updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms, "
-    f"{_PROVENANCE}"
+    "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms, "
+    f"superseded_at_ms, supersede_reason, key, {_PROVENANCE}"
 )
 
 
@@ -101,8 +105,8 @@ def header_line(exported_at_ms: int, user: str | None) -> bytes:
 
 def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
     (id_, shared, owner, chat_id, source, content, subjects, metadata, confidence, created, updated, expires,
-     deleted, expiry_recorded, superseded_by, access_count, last_access) = row[:17]  # fmt: skip
-    provenance = dict(zip(PROVENANCE_COLUMNS, row[17:], strict=True))
+     deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key) = row[:20]  # fmt: skip
+    provenance = dict(zip(PROVENANCE_COLUMNS, row[20:], strict=True))
     provenance["conversation_private"] = bool(provenance["conversation_private"])
     return MemoryLine(
         id=id_,
@@ -122,6 +126,9 @@ def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
         superseded_by=superseded_by,
         access_count=access_count,
         last_access_at=iso_from_ms(last_access),
+        superseded_at=iso_from_ms(superseded_at),
+        supersede_reason=reason,
+        key=key,
         **provenance,
     )
 
@@ -175,8 +182,10 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
             f"""
             INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects, created_at_ms,
                 updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, confidence,
-                metadata, content_hash, access_count, last_access_ms, {_PROVENANCE})
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {", ".join("?" * len(PROVENANCE_COLUMNS))})
+                metadata, content_hash, access_count, last_access_ms, superseded_at_ms, supersede_reason, key,
+                {_PROVENANCE})
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                {", ".join("?" * len(PROVENANCE_COLUMNS))})
             ON CONFLICT (id) DO NOTHING
             """,
             (
@@ -199,6 +208,9 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
                 memories.content_hash(line.content),
                 line.access_count,
                 _ms(line.last_access_at),
+                _ms(line.superseded_at),
+                line.supersede_reason,
+                line.key,
                 *(getattr(line, name) for name in PROVENANCE_COLUMNS),
             ),
         )
@@ -207,7 +219,11 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
             continue
         report.imported += 1
         memories.audit(db, line.id, "imported", ACTOR, now_ms, {})
-        live = deleted_at_ms is None and (expires_at_ms is None or expires_at_ms > now_ms)
+        live = (
+            deleted_at_ms is None
+            and line.superseded_by is None
+            and (expires_at_ms is None or expires_at_ms > now_ms)
+        )
         if space is not None and live:
             jobs.enqueue_embed(db, db.last_insert_rowid(), now_ms)
             report.embed_jobs += 1

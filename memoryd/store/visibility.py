@@ -2,7 +2,8 @@
 
 Every retriever (list, get, delete, short ids, keyword, vector KNN, the final fetch of a
 search) builds its WHERE clause from :func:`predicate` (the vec0 scan from
-:func:`vector_filters`), so a visibility rule is written once, here.
+:func:`vector_filters`), so a visibility rule is written once, here.  Superseded memories are
+hidden unless the caller asks for them (``Scope.include_superseded``, a clause of ``live``).
 
 A memory lives in one scope key: ``u:<owner>`` (personal) or ``c:<chat_id>`` (group).  A caller
 sees its own personal key plus the group key of its current chat, nothing else.
@@ -86,6 +87,8 @@ class Scope:
     chat_type: str | None = None
     this_chat: bool = False
     verified: bool = False
+    #: Also show memories that a newer one superseded (search and list's ``include_superseded``).
+    include_superseded: bool = False
 
     def __post_init__(self) -> None:
         # An invariant, not input validation (the service checks input): an empty user would
@@ -114,9 +117,14 @@ class Scope:
 Clause = tuple[str, tuple[object, ...]]
 
 
-def live(alias: str = "memories", *, now_ms: int, include_expired: bool = False) -> Clause:
-    """The "live memory" predicate: not deleted and (unless asked otherwise) not expired."""
+def live(
+    alias: str = "memories", *, now_ms: int, include_expired: bool = False, include_superseded: bool = False
+) -> Clause:
+    """The "live memory" predicate: not deleted and (unless asked otherwise) neither superseded
+    nor expired."""
     sql = f"{alias}.deleted_at_ms IS NULL"
+    if not include_superseded:
+        sql = f"{sql} AND {alias}.superseded_by IS NULL"
     if include_expired:
         return sql, ()
     return f"{sql} AND ({alias}.expires_at_ms IS NULL OR {alias}.expires_at_ms > ?)", (now_ms,)
@@ -216,11 +224,13 @@ def predicate(
     now_ms: int,
     include_expired: bool = False,
     include_deleted: bool = False,
+    include_superseded: bool = False,
     key: str | None = None,
 ) -> Clause:
     """What ``scope`` may see of table ``alias``: its keys (or the one ``key`` of them, for the
     queries that walk one scope key at a time), live memories only (``include_deleted``: a list
-    cursor may name a memory deleted since), and what the disclosure rules allow."""
+    cursor may name a memory deleted since), and what the disclosure rules allow.  Superseded
+    memories show when the scope or the query (ids: get, delete, history) asks for them."""
     if key is None:
         keys = scope.visible_keys()
         scope_sql = f"{alias}.scope_key IN ({', '.join('?' * len(keys))})"
@@ -231,7 +241,12 @@ def predicate(
         raise BrokenInvariant("a retriever asked for a scope key its caller cannot see")
     sql, params = scope_sql, tuple[object, ...](keys)
     if not include_deleted:
-        live_sql, live_params = live(alias, now_ms=now_ms, include_expired=include_expired)
+        live_sql, live_params = live(
+            alias,
+            now_ms=now_ms,
+            include_expired=include_expired,
+            include_superseded=include_superseded or scope.include_superseded,
+        )
         sql, params = f"{sql} AND {live_sql}", (*params, *live_params)
     rule_sql, rule_params = disclosure_clause(scope, alias)
     if rule_sql != "1":
