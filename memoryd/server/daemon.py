@@ -131,7 +131,7 @@ class Daemon:
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
         )
-        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)), config.limits)
+        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)), config.limits, config.auth.trusted_uids)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
