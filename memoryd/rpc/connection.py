@@ -61,7 +61,8 @@ class Wait(enum.Enum):
     #: Bytes: receive some and pass them (b"" at end of input) to ``receive_data``, giving up at
     #: ``read_deadline`` (then ``read_timed_out``).
     NEED_DATA = "need-data"
-    #: A running message to finish (``message_done``): ``max_inflight`` are running.
+    #: A running message to finish (``message_done``): ``max_inflight`` are running, or the
+    #: connection's unsent replies have reached ``max_reply_bytes``.
     SLOT = "slot"
 
 
@@ -127,7 +128,10 @@ class RpcConnection:
         """
         if self._closed is not None:
             return self._closed
-        if self.in_flight >= self.limits.max_inflight:
+        if self.in_flight >= self.limits.max_inflight or (
+            self.in_flight and self.replies.pending >= self.limits.max_reply_bytes
+        ):
+            # Running more would queue more replies for a peer that is not reading them.
             return Wait.SLOT
         try:
             payload = self._decoder.next_message()
