@@ -38,7 +38,7 @@ class LimitsConfig(_Section, frozen=True):
     max_message_bytes: PositiveInt = 1024 * 1024
     max_connections: PositiveInt = 512
     #: Regular slots one peer uid may hold (uids in auth.trusted_uids are exempt).
-    max_connections_per_uid: PositiveInt = 256
+    max_connections_per_uid: PositiveInt = 384
     #: Slots past max_connections kept for auth.trusted_uids.
     reserved_connections: Annotated[int, Meta(ge=0)] = 16
     #: Slots past max_connections for system.health probes (that method only).

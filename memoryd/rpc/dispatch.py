@@ -142,6 +142,18 @@ async def serve_message(
     than ``max_batch_calls`` calls is refused whole (-32600 naming the limit).
     """
     try:
+        return await _serve_message(payload, table, ctx, budget, max_batch_calls)
+    except Exception as exc:
+        # A bug between the bytes and the reply (the methods' own failures never get here):
+        # answer and keep the connection, and the daemon, up.
+        error = rpc_error_for(exc, "<message>", ctx.connection_id)
+        return _settled(budget, encode_error(None, error))
+
+
+async def _serve_message(
+    payload: bytes, table: MethodTable, ctx: CallContext, budget: ReplyBudget | None, max_batch_calls: int | None
+) -> bytes | None:
+    try:
         message = parse_message(payload)
     except RpcError as err:
         return _settled(budget, encode_error(None, err))
@@ -149,7 +161,7 @@ async def serve_message(
     if not message.is_batch:
         call = calls[0]
         if isinstance(call, BadCall):
-            return _settled(budget, encode_error(call.id, call.error))
+            return None if call.notification else _settled(budget, encode_error(call.id, call.error))
         reply = await table.dispatch(call, ctx)
         if reply is None or budget is None:
             return reply
@@ -173,7 +185,7 @@ async def _serve_batch(
     requests: list[tuple[int, Request]] = []
     for index, call in enumerate(calls):
         if isinstance(call, BadCall):
-            replies[index] = encode_error(call.id, call.error)
+            replies[index] = None if call.notification else encode_error(call.id, call.error)
         else:
             requests.append((index, call))
     queue = iter(requests)

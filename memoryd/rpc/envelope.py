@@ -41,10 +41,12 @@ class Request(msgspec.Struct, gc=False):
 
 
 class BadCall(msgspec.Struct):
-    """An entry that is not a valid request; it always gets an error reply."""
+    """An entry that cannot run; it gets an error reply unless it is a notification whose only
+    fault is in its params (a notification is never answered, whatever its params)."""
 
     id: Id
     error: RpcError
+    notification: bool = False
 
 
 class Message(msgspec.Struct):
@@ -209,9 +211,10 @@ def _lenient_call(entry: Any) -> Request | BadCall:
         params = entry.get("params")
         in_params = _surrogate_at(params, "params" if isinstance(params, list) else "")
         elsewhere = _surrogate_at({key: value for key, value in entry.items() if key != "params"}, "")
-        if in_params is not None:
+        if in_params is not None and elsewhere is None:
             reason = "contains a lone surrogate escape (not valid Unicode)"
-            return BadCall(id=id_, error=InvalidParams.for_field(in_params or "params", reason))
+            error = InvalidParams.for_field(in_params or "params", reason)
+            return BadCall(id=id_, error=error, notification="id" not in entry)
         if elsewhere is not None:
             return BadCall(id=id_, error=InvalidRequest())
         # Clean after all (msgspec refused something else it could not read): the usual way.
@@ -232,7 +235,9 @@ def _surrogate_at(value: Any, path: str) -> str | None:
         return path if _has_lone_surrogate(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
+            # The path goes into the reply: a key holding the surrogate is shown escaped.
+            shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+            where = f"{path}.{shown}" if path else shown
             if _has_lone_surrogate(key):
                 return where
             found = _surrogate_at(item, where)
