@@ -51,9 +51,9 @@ class LimitsConfig(_Section, frozen=True):
     #: Calls in one batch.
     max_batch_calls: PositiveInt = 1000
     #: Reply bytes one connection may hold unsent (a batch's whole reply included).
-    max_reply_bytes: PositiveInt = 8 * 1024 * 1024
+    max_reply_bytes: PositiveInt = 4 * 1024 * 1024
     #: Bytes buffered across all connections: unfinished frames plus replies not yet sent.
-    max_buffered_bytes: PositiveInt = 32 * 1024 * 1024
+    max_buffered_bytes: PositiveInt = 16 * 1024 * 1024
     request_timeout: PositiveFloat = 30.0
     idle_timeout: PositiveFloat = 300.0
     #: Seconds a frame may take to arrive whole once its first byte is in.

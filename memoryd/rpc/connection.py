@@ -44,7 +44,7 @@ class ConnectionLimits:
     frame_timeout: float = 10.0
     #: Bytes of replies built and not yet sent that one connection may hold (one batch's reply
     #: included); past it, a batch's remaining calls are answered -32004 without running.
-    max_reply_bytes: int = 8 * 1024 * 1024
+    max_reply_bytes: int = 4 * 1024 * 1024
     #: Calls in one batch; a longer batch is answered -32600 whole.
     max_batch_calls: int = 1000
 
