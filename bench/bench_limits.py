@@ -118,10 +118,15 @@ def run(repo: Path, name: str) -> dict[str, Any]:
             reset_peak(process.pid)
             held = {"batch2000": lambda: attack_batches(sock, 2000), "batch1000": lambda: attack_batches(sock, 1000),
                     "frames": lambda: attack_frames(sock)}[name]()  # fmt: skip
-            samples = []
-            for _ in range(12):
+            # Sample until RSS has settled (the unbounded daemon takes a while to build 61 MB
+            # replies): at least 6 s, then until 5 s pass without 1 MB of growth, 120 s at most.
+            samples: list[float] = []
+            started = time.monotonic()
+            while time.monotonic() - started < 120:
                 time.sleep(0.5)
                 samples.append(rss_mib(process.pid)[0])
+                if len(samples) >= 12 and max(samples[-10:]) - min(samples[-10:]) < 1.0:
+                    break
             _, peak = rss_mib(process.pid)
             alive = "result" in rpc_call(sock, "system.health", timeout=60)
             for conn in held:
