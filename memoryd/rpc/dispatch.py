@@ -142,7 +142,22 @@ async def serve_message(
     than ``max_batch_calls`` calls is refused whole (-32600 naming the limit).
     """
     try:
-        return await _serve_message(payload, table, ctx, budget, max_batch_calls)
+        message = parse_message(payload)
+        calls = message.calls
+        if not message.is_batch:
+            call = calls[0]
+            if isinstance(call, BadCall):
+                return None if call.notification else _settled(budget, encode_error(call.id, call.error))
+            reply = await table.dispatch(call, ctx)
+            if reply is None or budget is None:
+                return reply
+            refusal = budget.take(len(reply))
+            if refusal is None:
+                return reply
+            return _settled(budget, encode_error(call.id, refusal))
+        return await _serve_batch(calls, table, ctx, budget, max_batch_calls)
+    except RpcError as err:  # from parse_message: the payload as a whole is refused
+        return _settled(budget, encode_error(None, err))
     except Exception as exc:
         # A bug between the bytes and the reply (the methods' own failures never get here):
         # answer and keep the connection, and the daemon, up.
@@ -150,37 +165,19 @@ async def serve_message(
         return _settled(budget, encode_error(None, error))
 
 
-async def _serve_message(
-    payload: bytes, table: MethodTable, ctx: CallContext, budget: ReplyBudget | None, max_batch_calls: int | None
+async def _serve_batch(
+    calls: list[Request | BadCall],
+    table: MethodTable,
+    ctx: CallContext,
+    budget: ReplyBudget | None,
+    max_batch_calls: int | None,
 ) -> bytes | None:
-    try:
-        message = parse_message(payload)
-    except RpcError as err:
-        return _settled(budget, encode_error(None, err))
-    calls = message.calls
-    if not message.is_batch:
-        call = calls[0]
-        if isinstance(call, BadCall):
-            return None if call.notification else _settled(budget, encode_error(call.id, call.error))
-        reply = await table.dispatch(call, ctx)
-        if reply is None or budget is None:
-            return reply
-        refusal = budget.take(len(reply))
-        if refusal is None:
-            return reply
-        return _settled(budget, encode_error(call.id, refusal))
     if max_batch_calls is not None and len(calls) > max_batch_calls:
         refused = InvalidRequest(
             f"Invalid Request: a batch may hold at most {max_batch_calls} calls (max_batch_calls)",
             {"limit": "max_batch_calls", "max_batch_calls": max_batch_calls, "calls": len(calls)},
         )
         return _settled(budget, encode_error(None, refused))
-    return await _serve_batch(calls, table, ctx, budget)
-
-
-async def _serve_batch(
-    calls: list[Request | BadCall], table: MethodTable, ctx: CallContext, budget: ReplyBudget | None
-) -> bytes | None:
     replies: list[bytes | None] = [None] * len(calls)
     requests: list[tuple[int, Request]] = []
     for index, call in enumerate(calls):
