@@ -33,12 +33,12 @@ LONG = os.environ.get("MEMORYD_FUZZ_LONG") == "1"
 CODES = {int(code) for code in ErrorCode}
 CTX = CallContext(peer_uid=1000, peer_pid=1, peer_gid=1000, connection_id=1)
 FUZZ = settings(
-    max_examples=20_000 if LONG else 120,
+    max_examples=5_000 if LONG else 120,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 SOCKET_FUZZ = settings(
-    max_examples=3_000 if LONG else 40,
+    max_examples=1_000 if LONG else 40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
