@@ -67,11 +67,13 @@ class ReplyBudget:
                 "Reply too large: over max_reply_bytes; the rest of the batch was not run",
                 {"limit": "max_reply_bytes", "max_reply_bytes": self.max_reply_bytes},
             )
-        if not self.shared.try_take(size):
+        shared = self.shared
+        if shared.used + size > shared.limit:  # SharedBudget.try_take, inlined: once per reply
             return Overloaded(
                 "Overloaded, retry later: the daemon's reply buffers are full",
                 {"limit": "max_buffered_bytes", "reason": "reply buffers full"},
             )
+        shared.used += size
         self.pending += size
         return None
 
@@ -84,4 +86,4 @@ class ReplyBudget:
     def release(self, size: int) -> None:
         """A reply of ``size`` bytes was sent, or will never be."""
         self.pending -= size
-        self.shared.release(size)
+        self.shared.used -= size
