@@ -22,6 +22,7 @@ from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
 from memoryd.errors import DiskFull, EmbeddingModelMismatch, StartupError, StoreCorrupt, StoreError, StoreRefused
+from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
@@ -33,6 +34,8 @@ from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
+from memoryd.service.people import PeopleService
+from memoryd.service.summary import SummaryService
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.daemon")
@@ -62,8 +65,11 @@ class Daemon:
         self.server: RpcServer | None = None
         self.store: Store | None = None
         self.maintenance: Maintenance | None = None
+        self.summaries: SummaryService | None = None
         self.embedder: Embedder | None = embedder
         self._owns_embedder = embedder is None
+        # Writes the summaries (and, later, extraction); None with [llm] provider = "none".
+        self.llm: LlmClient | None = make_llm(config.llm)
         self._listen_socket = listen_socket
         self.notifier = notifier or Notifier(None)
         self._accept_empty_db = accept_empty_db
@@ -84,6 +90,9 @@ class Daemon:
                 await self._await_integrity(integrity, started)
                 await self._serve(store, embedder, started, task_status)
             finally:
+                if self.llm is not None:
+                    with trio.CancelScope(shield=True):
+                        await self.llm.aclose()
                 if embedder is not None and self._owns_embedder:
                     with trio.CancelScope(shield=True):
                         await embedder.aclose()
@@ -149,6 +158,16 @@ class Daemon:
         if embedder is not None:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
+        people = PeopleService(store.people, self.authenticator)
+        summaries = SummaryService(
+            store.people,
+            self.authenticator,
+            self.llm,
+            debounce=config.summary.debounce_seconds,
+            max_memories=config.summary.max_memories,
+            max_chars=config.summary.max_chars,
+        )
+        self.summaries = summaries
         service = MemoryService(
             store.memories,
             embedder,
@@ -156,8 +175,14 @@ class Daemon:
             add_wait=config.embed.add_wait,
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
+            people=people,
         )
-        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)), config.limits, config.auth.trusted_uids)
+        service.on_added.append(summaries.note_added)
+        service.on_deleted.append(summaries.note_deleted)
+        people.on_changed.append(summaries.note_deleted)
+        health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)
+        table = build_method_table(service, health, people, summaries)
+        server = RpcServer(table, config.limits, config.auth.trusted_uids)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -174,6 +199,7 @@ class Daemon:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
                     await nursery.start(_despite_storage_faults, backfill.run)
+                await nursery.start(summaries.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(store.lifecycle, config.lifecycle)
                 await nursery.start(self.maintenance.run)

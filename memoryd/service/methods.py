@@ -11,7 +11,14 @@ from memoryd import __version__
 from memoryd.errors import StoreError
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.context import ContextService
 from memoryd.service.memory import MemoryService
+from memoryd.service.people import PeopleService
+from memoryd.service.people_params import (
+    ContextParams, ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
+    SummaryParams,
+)
+from memoryd.service.summary import SummaryService
 from memoryd.service.params import AddParams, DeleteParams, GetParams, HealthParams, ListParams, SearchParams
 from memoryd.store import JobQueue
 
@@ -97,7 +104,12 @@ class HealthReporter:
         return self._store_numbers
 
 
-def build_method_table(service: MemoryService, health: HealthReporter) -> MethodTable:
+def build_method_table(
+    service: MemoryService,
+    health: HealthReporter,
+    people: PeopleService | None = None,
+    summaries: SummaryService | None = None,
+) -> MethodTable:
     table = MethodTable()
     table.register("memory.add", AddParams, service.add)
     table.register("memory.search", SearchParams, service.search)
@@ -105,4 +117,17 @@ def build_method_table(service: MemoryService, health: HealthReporter) -> Method
     table.register("memory.get", GetParams, service.get)
     table.register("memory.delete", DeleteParams, service.delete)
     table.register("system.health", HealthParams, health.health)
+    if people is not None and summaries is not None:
+        register_people_methods(table, ContextService(service, people, summaries, service.authenticator))
     return table
+
+
+def register_people_methods(table: MethodTable, context: ContextService) -> None:
+    people, summaries = context.people, context.summaries
+    table.register("person.list", PersonListParams, people.list)
+    table.register("person.get", PersonGetParams, people.get)
+    table.register("person.merge", PersonMergeParams, people.merge)
+    table.register("person.alias", PersonAliasParams, people.alias)
+    table.register("memory.forget_person", ForgetPersonParams, people.forget)
+    table.register("memory.context", ContextParams, context.context)
+    table.register("memory.summary", SummaryParams, summaries.summary)
