@@ -230,6 +230,7 @@ def history(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> list
         return None
     where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
     seen: dict[str, MemoryRecord] = {}
+    order: dict[str, int] = {}  # rowid: ids carry no time (ids.py), rowids grow with it
     frontier = [match[1]]
     while frontier and len(seen) < MAX_CHAIN:
         memory_id = frontier.pop()
@@ -240,8 +241,9 @@ def history(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> list
         if row is None:
             continue
         record = seen[memory_id] = record_from_row(row)
+        order[memory_id] = int(row[0])
         if record.superseded_by is not None:
             frontier.append(record.superseded_by)
         frontier += [str(i) for (i,) in db.execute(
             "SELECT id FROM memories INDEXED BY memories_superseded_by WHERE superseded_by = ?", (memory_id,))]
-    return sorted(seen.values(), key=lambda record: record.id)
+    return sorted(seen.values(), key=lambda record: (record.created_at, order[record.id]))
