@@ -22,8 +22,18 @@ from memoryd.store import fts_query, keyword, search, vectors
 from memoryd.store.db import open_connection
 from memoryd.store.records import Scope, personal_key
 
-#: The old fusion's depth per retriever.
+#: The old fusion's depth per retriever, and its constant (Cormack et al.).
 RRF_DEPTH = 50
+RRF_K = 60
+
+
+def fuse(rankings: list[list[int]], k: int = RRF_K) -> list[int]:
+    """Reciprocal rank fusion: sum of 1/(k + rank) over the lists, best first (ties: first seen)."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, rowid in enumerate(ranking, start=1):
+            scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (k + rank)
+    return [rowid for rowid, _ in sorted(scores.items(), key=lambda item: -item[1])]
 
 
 def embed_questions(conversations: list[locomo.Conversation]) -> list[np.ndarray]:
@@ -55,7 +65,7 @@ def rankings(
     now = now_ms()
     words = keyword.candidates(db, [key], fts_query.extract_terms(question.text), RRF_DEPTH, now)
     dense = _dense(db, space, key, unit)
-    fused = [rowid for rowid, _ in search.fuse([words, dense[:RRF_DEPTH]])]
+    fused = fuse([words, dense[:RRF_DEPTH]])
     hits = search.search(
         db,
         Scope(conversation.user_id),
