@@ -89,7 +89,8 @@ def score(questions: list[Question], weights: np.ndarray, scores: locomo.Scores,
     for q in questions:
         linear = q.matrix @ weights[: len(ranking.FEATURES)]
         scored = {rowid: float(value) for rowid, value in zip(q.rowids, linear, strict=True)}
-        ranked = [rowid for rowid, _ in ranking.order(scored)]
+        cosines = {rowid: float(value) for rowid, value in zip(q.rowids, q.matrix[:, 0], strict=True)}
+        ranked = [rowid for rowid, _ in ranking.order(scored, cosines)]
         scores.add(q.question, [labels_of.get(rowid, []) for rowid in ranked[: locomo.LIMIT]])
 
 

@@ -40,6 +40,8 @@ WEIGHTS: Mapping[str, float] = {
     "window_coverage": 3.31,
 }
 FEATURES = tuple(WEIGHTS)
+#: How much closer in meaning the best semantic match must be to move above a candidate.
+SEMANTIC_MARGIN = 0.05
 #: Neighbours the window reaches on either side.
 WINDOW = 2
 
@@ -105,7 +107,26 @@ def scores(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return 1.0 / (1.0 + np.exp(-linear))
 
 
-def order(scored: Mapping[int, float]) -> list[tuple[int, float]]:
-    """Best first; equal scores put the newer memory (the higher rowid) first, so the order
-    never depends on the order the retrievers listed the candidates in."""
-    return sorted(scored.items(), key=lambda item: (-item[1], -item[0]))
+def order(scored: Mapping[int, float], cosines: Mapping[int, float]) -> list[tuple[int, float]]:
+    """Best first by score; equal scores put the newer memory (the higher rowid) first, so the
+    order never depends on the order the retrievers listed the candidates in.
+
+    Then one guard: the candidate closest in meaning (highest cosine) moves above every
+    candidate directly ahead of it whose cosine is SEMANTIC_MARGIN or more below its own.  The
+    weights come from conversations, where a shared word is strong evidence; among a person's
+    plain facts a shared word can be a pun ("living" in "lives in Toronto"), and a clearly
+    better match in meaning must not lose to it.  It takes the score of the one it passes.
+    """
+    ranked = sorted(scored.items(), key=lambda item: (-item[1], -item[0]))
+    similar = [(cosines[rowid], rowid) for rowid, _ in ranked if rowid in cosines]
+    if not similar:
+        return ranked
+    best_cosine, best = max(similar)
+    position = next(i for i, (rowid, _) in enumerate(ranked) if rowid == best)
+    target = position
+    while target > 0 and cosines.get(ranked[target - 1][0], 0.0) < best_cosine - SEMANTIC_MARGIN:
+        target -= 1
+    if target < position:
+        ranked.insert(target, (best, ranked[target][1]))
+        del ranked[position + 1]
+    return ranked

@@ -138,7 +138,7 @@ def search(
         db, scope, query, limit=limit, query_vector=query_vector, vector_space=vector_space, now_ms=now_ms
     )
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
-    ranked = ranking.order(scored)[:limit]
+    ranked = ranking.order(scored, found.cosines)[:limit]
     records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
 
     hits: list[SearchHit] = []
