@@ -20,16 +20,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Store, jobs, memories
-from memoryd.store.access import AccessLog
-from memoryd.store.access import apply as apply_access
+from memoryd.ids import DAY_MS, now_ms
+from memoryd.store import NewMemory, Store, memories
+from memoryd.store.db import open_connection, write_transaction
+from memoryd.store.hits import HitCounter, write_hits
 
 DIM = 384
-DAY_MS = 86_400_000
 
 
 def build(data: Path, count: int, rng: np.random.Generator) -> None:
@@ -38,7 +38,8 @@ def build(data: Path, count: int, rng: np.random.Generator) -> None:
     data.mkdir(parents=True)
     created = now_ms() - 60 * DAY_MS
     long_ago = now_ms() - 40 * DAY_MS
-    with Store(data / "memoryd.db", readers=1) as store:
+    clock = Clock(created)
+    with Store(data / "memoryd.db", readers=1, clock=clock) as store:
         store.configure_vector_space("bench:random", DIM)
         batch = 10_000
         for start in range(0, count, batch):
@@ -56,20 +57,35 @@ def build(data: Path, count: int, rng: np.random.Generator) -> None:
                 )
                 for i in range(min(batch, count - start))
             )
-            store.database.write_sync(memories.insert_many, news, created)
-        embedded_at = created + DAY_MS
-        while claimed := store.database.write_sync(jobs.claim_embed, 10_000, embedded_at):
-            vectors = rng.standard_normal((len(claimed), DIM)).astype(np.float32)
-            store.database.write_sync(jobs.complete_embed, list(zip(claimed, vectors, strict=True)), embedded_at)
+            store.memories.add_many(news)
+        clock.at = created + DAY_MS
+        trio.run(embed_randomly, store, rng)
+        store.lifecycle.checkpoint()
+    # 30% deleted 40 days ago, the way memory.delete does it (in one transaction, for speed).
+    db = open_connection(data / "memoryd.db", busy_timeout_ms=5000)
+    try:
+        with write_transaction(db):
+            for (rowid,) in db.execute("SELECT rowid FROM memories WHERE rowid % 10 IN (1, 2, 5)").fetchall():
+                memories.mark_deleted(db, rowid, long_ago)
+        db.pragma("wal_checkpoint", "TRUNCATE")
+    finally:
+        db.close()
 
-        def delete_some(db: object) -> None:
-            # 30% deleted 40 days ago, the way memory.delete does it.
-            rowids = [row[0] for row in db.execute("SELECT rowid FROM memories WHERE rowid % 10 IN (1, 2, 5)")]  # type: ignore[attr-defined]
-            for rowid in rowids:
-                memories.mark_deleted(db, rowid, long_ago)  # type: ignore[arg-type]
 
-        store.database.write_sync(delete_some)
-        store.checkpoint()
+class Clock:
+    """The store's clock, set to the moment being simulated."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def __call__(self) -> int:
+        return self.at
+
+
+async def embed_randomly(store: Store, rng: np.random.Generator) -> None:
+    while claimed := await store.jobs.claim_embed(10_000):
+        vectors = rng.standard_normal((len(claimed), DIM)).astype(np.float32)
+        await store.jobs.complete_embed(list(zip(claimed, vectors, strict=True)))
 
 
 #: Runs a command and reports its peak RSS.  It is a small process of its own because a
@@ -103,7 +119,7 @@ def run(label: str, args: list[str], data: Path, stdout: Path | None = None) -> 
 
 
 def access_cost(data: Path) -> None:
-    log = AccessLog()
+    log = HitCounter()
     ids = [f"{i:026d}" for i in range(10)]
     rounds = 100_000
     started = time.perf_counter()
@@ -111,13 +127,17 @@ def access_cost(data: Path) -> None:
         log.note(ids, i)
     per_search = (time.perf_counter() - started) / rounds
     print(f"access: noting 10 hits       {per_search * 1e6:7.2f} us per search")
-    with Store(data / "memoryd.db", readers=1) as store:
-        real_ids = [row[0] for row in store.database.read_sync(lambda db: db.execute("SELECT id FROM memories LIMIT 10000").fetchall())]
-        fresh = AccessLog()
+    db = open_connection(data / "memoryd.db", busy_timeout_ms=5000)
+    try:
+        real_ids = [row[0] for row in db.execute("SELECT id FROM memories LIMIT 10000")]
+        fresh = HitCounter()
         fresh.note(real_ids, now_ms())
         started = time.perf_counter()
-        store.database.write_sync(apply_access, fresh.drain())
+        with write_transaction(db):
+            write_hits(db, fresh.drain())
         print(f"access: flush 10k memories   {(time.perf_counter() - started) * 1000:7.1f} ms (one transaction)")
+    finally:
+        db.close()
 
 
 def main() -> None:

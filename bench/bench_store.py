@@ -24,8 +24,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Scope, Store, jobs, memories
+from memoryd.store import NewMemory, Scope, Store
 
 VOCABULARY = 30_000
 ZIPF_EXPONENT = 1.07
@@ -75,17 +74,12 @@ def build(
     """N memories of "alice", ``others`` spread over 1000 users, bob's five; random unit vectors
     registered as ``model`` (bench/run_all.py names the local model's space, so memoryd with
     ``--embedder local`` serves the file)."""
-    now = now_ms()
     batch = 20_000
     for start in range(0, n, batch):
         texts = maker.texts(min(batch, n - start))
-        store._db.write_sync(memories.insert_many, (NewMemory(t, "alice", None, False, "bench") for t in texts), now)
+        store.memories.add_many(NewMemory(t, "alice", None, False, "bench") for t in texts)
     texts = maker.texts(others)
-    store._db.write_sync(
-        memories.insert_many,
-        (NewMemory(t, f"user{i % 1000}", None, False, "bench") for i, t in enumerate(texts)),
-        now,
-    )
+    store.memories.add_many(NewMemory(t, f"user{i % 1000}", None, False, "bench") for i, t in enumerate(texts))
     bob = [
         "bob drinks oolong tea",
         "bob is allergic to peanuts",
@@ -93,15 +87,16 @@ def build(
         "bob's daughter plays the cello",
         "bob prefers aisle seats",
     ]
-    store._db.write_sync(memories.insert_many, (NewMemory(t, "bob", None, False, "bench") for t in bob), now)
+    store.memories.add_many(NewMemory(t, "bob", None, False, "bench") for t in bob)
     # Vectors through the real job path.
     store.configure_vector_space(model, DIM)
-    while True:
-        claimed = store._db.write_sync(jobs.claim_embed, 10_000, now_ms())
-        if not claimed:
-            break
+    trio.run(embed_randomly, store, rng)
+
+
+async def embed_randomly(store: Store, rng: np.random.Generator) -> None:
+    while claimed := await store.jobs.claim_embed(10_000):
         units = random_units(rng, len(claimed))
-        store._db.write_sync(jobs.complete_embed, list(zip(claimed, units, strict=True)), now_ms())
+        await store.jobs.complete_embed(list(zip(claimed, units, strict=True)))
 
 
 def percentiles(samples: list[float]) -> str:
@@ -133,19 +128,19 @@ async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, quer
     qtexts = query_texts(rng, maker, queries)
     qvecs = random_units(rng, queries)
 
-    fts = await timed(queries, lambda i: store.search(alice, qtexts[i], limit=10, query_vector=None))
+    fts = await timed(queries, lambda i: store.memories.search(alice, qtexts[i], limit=10, query_vector=None))
     print(f"FTS-only     {percentiles(fts)}")
-    vec = await timed(queries, lambda i: store.search(alice, "", limit=10, query_vector=qvecs[i]))
+    vec = await timed(queries, lambda i: store.memories.search(alice, "", limit=10, query_vector=qvecs[i]))
     print(f"vector-only  {percentiles(vec)}")
-    hyb = await timed(queries, lambda i: store.search(alice, qtexts[i], limit=10, query_vector=qvecs[i]))
+    hyb = await timed(queries, lambda i: store.memories.search(alice, qtexts[i], limit=10, query_vector=qvecs[i]))
     print(f"hybrid       {percentiles(hyb)}")
-    lst = await timed(queries, lambda i: store.list(alice, limit=20))
+    lst = await timed(queries, lambda i: store.memories.list(alice, limit=20))
     print(f"list page    {percentiles(lst)}")
 
-    bob_hyb = await timed(queries, lambda i: store.search(bob, qtexts[i] + " tea", limit=10, query_vector=qvecs[i]))
+    bob_hyb = await timed(queries, lambda i: store.memories.search(bob, qtexts[i] + " tea", limit=10, query_vector=qvecs[i]))
     print(f"bob hybrid   {percentiles(bob_hyb)}")
-    keyword = await store.search(bob, "bob", limit=10, query_vector=None)
-    vector = await store.search(bob, "", limit=10, query_vector=qvecs[0])
+    keyword = await store.memories.search(bob, "bob", limit=10, query_vector=None)
+    vector = await store.memories.search(bob, "", limit=10, query_vector=qvecs[0])
     print(f"bob completeness: keyword {len(keyword)}/5, vector {len(vector)}/5")
     return {"fts": fts, "vector": vec, "hybrid": hyb, "list": lst, "bob_hybrid": bob_hyb}
 
@@ -169,14 +164,14 @@ def main() -> None:
             if not (args.reuse and args.path):
                 start = time.perf_counter()
                 build(store, rng, maker, args.memories, args.others)
-                store.checkpoint()
+                store.lifecycle.checkpoint()
                 print(
                     f"build        {time.perf_counter() - start:6.1f} s for "
                     f"{args.memories} + {args.others} + 5 memories"
                 )
             store.configure_vector_space("bench:random", DIM)  # query vectors belong to this space
             trio.run(measure, store, rng, maker, args.queries)
-            store.checkpoint()
+            store.lifecycle.checkpoint()
             print(f"db size      {path.stat().st_size / 1e6:6.1f} MB")
         finally:
             store.close()

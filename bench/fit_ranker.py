@@ -31,9 +31,9 @@ import reference_retrievers  # noqa: E402
 from retrieval import default_data  # noqa: E402
 
 from memoryd.ids import now_ms  # noqa: E402
-from memoryd.store import ranking, search, vectors  # noqa: E402
+from memoryd.store import fts_query, ranking, search, vectors  # noqa: E402
 from memoryd.store.db import open_connection  # noqa: E402
-from memoryd.store.records import Scope  # noqa: E402
+from memoryd.store.visibility import Scope  # noqa: E402
 
 #: L2 penalty: small; it only keeps the Newton steps well-posed.
 L2 = 0.01
@@ -90,7 +90,8 @@ def score(questions: list[Question], weights: np.ndarray, scores: locomo.Scores,
         linear = q.matrix @ weights[: len(ranking.FEATURES)]
         scored = {rowid: float(value) for rowid, value in zip(q.rowids, linear, strict=True)}
         cosines = {rowid: float(value) for rowid, value in zip(q.rowids, q.matrix[:, 0], strict=True)}
-        ranked = [rowid for rowid, _ in ranking.order(scored, cosines)]
+        guard = ranking.guards(fts_query.extract_terms(q.question.text))
+        ranked = [rowid for rowid, _ in ranking.order(scored, cosines, guard=guard)]
         scores.add(q.question, [labels_of.get(rowid, []) for rowid in ranked[: locomo.LIMIT]])
 
 

@@ -20,7 +20,7 @@ from memoryd.embed.sentence_model import SentenceModel
 from memoryd.ids import now_ms
 from memoryd.store import fts_query, keyword, search, vectors
 from memoryd.store.db import open_connection
-from memoryd.store.records import Scope, personal_key
+from memoryd.store.visibility import Scope, personal_key
 
 #: The old fusion's depth per retriever, and its constant (Cormack et al.).
 RRF_DEPTH = 50
@@ -63,7 +63,7 @@ def rankings(
     assert space is not None, "the database has no vectors"
     key = personal_key(conversation.user_id)
     now = now_ms()
-    words = keyword.candidates(db, [key], fts_query.extract_terms(question.text), RRF_DEPTH, now)
+    words = keyword.candidates(db, Scope(conversation.user_id), fts_query.extract_terms(question.text), RRF_DEPTH, now)
     dense = _dense(db, space, key, unit)
     fused = fuse([words, dense[:RRF_DEPTH]])
     hits = search.search(

@@ -201,8 +201,9 @@ def _config(config: Config, args: argparse.Namespace) -> int:
 
 def _redacted(config: Config) -> dict[str, Any]:
     data: dict[str, Any] = msgspec.to_builtins(config)
-    if data["embed"].get("api_key"):
-        data["embed"]["api_key"] = "***"
+    for section in ("embed", "llm"):
+        if data[section].get("api_key"):
+            data[section]["api_key"] = "***"
     if data["auth"].get("token_secret"):
         data["auth"]["token_secret"] = "***"
     data["effective"] = {"socket": str(config.socket_path), "database": str(config.db_path)}

@@ -19,6 +19,7 @@ from memoryd.errors import ConfigError
 from memoryd_client.paths import default_socket_path
 
 EmbedderKind = Literal["local", "ollama", "openai", "none"]
+LlmProvider = Literal["none", "openai", "ollama"]
 PositiveFloat = Annotated[float, Meta(gt=0)]
 PositiveInt = Annotated[int, Meta(ge=1)]
 
@@ -91,6 +92,45 @@ class LifecycleConfig(_Section, frozen=True):
     protect_recent_days: Annotated[float, Meta(ge=0)] = 7.0
 
 
+class LlmConfig(_Section, frozen=True):
+    """The model that turns conversations into memories (see "Extraction" in README.md)."""
+
+    #: "none" turns extraction off; "openai": any /v1/chat/completions server; "ollama": /api/chat.
+    provider: LlmProvider = "none"
+    url: str = ""
+    model: str = ""
+    api_key: str = ""
+    api_key_file: str = ""
+    #: Seconds one request may take, whole reply included (local models can be slow).
+    timeout: PositiveFloat = 120.0
+    retries: Annotated[int, Meta(ge=0, le=10)] = 2
+    #: Requests in flight to the server at once; the rest wait their turn.
+    concurrency: Annotated[int, Meta(ge=1, le=64)] = 2
+    temperature: Annotated[float, Meta(ge=0, le=2)] = 0.0
+    #: Longest reply asked for, in tokens (OpenAI max_tokens, Ollama num_predict).
+    max_tokens: Annotated[int, Meta(ge=64, le=65536)] = 2048
+
+
+class ExtractionConfig(_Section, frozen=True):
+    """What extraction keeps and when it runs."""
+
+    #: A session is extracted once it has been quiet this long.
+    debounce_seconds: Annotated[float, Meta(ge=0)] = 30.0
+    #: Facts the model is less sure of than this are dropped.
+    confidence_threshold: Annotated[float, Meta(ge=0, le=1)] = 0.7
+    #: A secret in an extracted fact or in memory.add: "refuse" keeps the text out, "redact"
+    #: stores it with the secret replaced by [redacted].
+    secrets: Literal["refuse", "redact"] = "refuse"
+    #: Messages one extraction reads at most (the newest).
+    max_messages: Annotated[int, Meta(ge=1, le=1000)] = 50
+    #: memory.extract reads this many messages either side of the one named.
+    context_messages: Annotated[int, Meta(ge=0, le=50)] = 2
+    #: Observed messages are removed this many days after they arrive.
+    retention_days: Annotated[float, Meta(ge=0)] = 30.0
+    #: An extraction job that failed this many times is parked with its reason.
+    max_attempts: Annotated[int, Meta(ge=1, le=100)] = 5
+
+
 class Config(_Section, frozen=True):
     socket: str = ""
     #: Octal string: who may connect is decided by the socket file's mode and group.
@@ -105,6 +145,8 @@ class Config(_Section, frozen=True):
     storage: StorageConfig = StorageConfig()
     lifecycle: LifecycleConfig = LifecycleConfig()
     auth: AuthConfig = AuthConfig()
+    llm: LlmConfig = LlmConfig()
+    extraction: ExtractionConfig = ExtractionConfig()
 
     @property
     def socket_path(self) -> Path:

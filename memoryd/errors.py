@@ -1,34 +1,46 @@
 """memoryd's one error hierarchy.
 
-Every error a caller can see carries its JSON-RPC code; the RPC boundary maps exceptions to
-error responses in one place (``memoryd.rpc.dispatch``).  Anything else that escapes a handler
-becomes -32603 with a log line.
+Two kinds: ``RpcError`` classes are what a JSON-RPC caller receives, one per code of
+``memoryd_client.errors.ErrorCode`` (the one table of codes, shared with the client); every
+other class is raised by the layer that failed (store, embedder, LLM, config) and knows nothing of
+JSON-RPC.  ``memoryd/rpc/errormap.py`` is the one place either kind becomes a reply: an
+``RpcError`` as itself, every other class as its entry there says (a test fails for a class
+without one), anything else as -32603 with a log line.
 
     MemorydError
     ├── RpcError                 an error a JSON-RPC caller receives
-    │   ├── ParseError           -32700  not JSON, or not UTF-8
-    │   ├── InvalidRequest       -32600  not a JSON-RPC 2.0 request object
-    │   ├── MethodNotFound       -32601
-    │   ├── InvalidParams        -32602  data = {"field": ..., "reason": ...}
-    │   ├── InternalError        -32603
-    │   ├── NotFound             -32001
-    │   ├── Unauthorized         -32002
-    │   ├── Overloaded           -32003  too many connections or requests; retry later
-    │   ├── PayloadTooLarge      -32004  message over max_message_bytes; connection closed
-    │   ├── DeadlineExceeded     -32005  the request ran past request_timeout
-    │   ├── ShuttingDown         -32006  the daemon is stopping; retry after restart
-    │   └── Unavailable          -32007  a resource the call needs is busy or missing; retry
-    │       └── StoreBusy                the database stayed locked past busy_timeout
+    │   ├── ParseError           not JSON, or not UTF-8
+    │   ├── InvalidRequest       not a JSON-RPC 2.0 request object
+    │   ├── MethodNotFound
+    │   ├── InvalidParams        data = {"field": ..., "reason": ...}
+    │   ├── InternalError        a bug or an unexpected failure (always logged)
+    │   ├── NotFound
+    │   ├── Unauthorized
+    │   ├── Overloaded           too many connections or requests; retry later
+    │   ├── PayloadTooLarge      message over max_message_bytes; connection closed
+    │   ├── DeadlineExceeded     the request ran past request_timeout
+    │   ├── ShuttingDown         the daemon is stopping; retry after restart
+    │   ├── Unavailable          a resource the call needs is busy or missing; retry
+    │   └── LlmNotConfigured     extraction is off: [llm] provider/url/model are not set
     ├── ConfigError              bad configuration: start-up stops, naming the key
     ├── StartupError             e.g. a live daemon already holds the socket
     ├── StoreError               the database refused something
-    │   └── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
-    └── EmbedderError            an embedding backend is down, slow or returned garbage
+    │   ├── StoreBusy            the database stayed locked past busy_timeout (callers: Unavailable)
+    │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
+    │   ├── AmbiguousIdPrefix    an id prefix matches several of the caller's memories
+    │   └── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
+    ├── EmbedderError            an embedding backend is down, slow or returned garbage
+    └── LlmError                 the LLM backend failed; ``retry_later`` says what a job does next
+        ├── LlmUnavailable          down, too slow, 429/5xx after the retries (retry later)
+        ├── LlmRefused              a 4xx: bad key, unknown model, request too large (park)
+        └── LlmBadReply             replies never decoded into the expected shape (park)
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+from memoryd_client.errors import ErrorCode
 
 
 class MemorydError(Exception):
@@ -36,113 +48,77 @@ class MemorydError(Exception):
 
 
 class RpcError(MemorydError):
-    """An error that reaches a JSON-RPC caller as ``{"code", "message", "data"}``."""
+    """An error that reaches a JSON-RPC caller as ``{"code", "message", "data"}``.
 
-    code: ClassVar[int] = -32603
+    Each subclass names its ``ErrorCode`` and the message sent when none is given.
+    """
+
+    code: ClassVar[int] = ErrorCode.INTERNAL_ERROR
     default_message: ClassVar[str] = "Internal error"
+
+    def __init_subclass__(cls, code: ErrorCode | None = None, message: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
+        if message is not None:
+            cls.default_message = message
 
     def __init__(self, message: str | None = None, data: Any = None) -> None:
         self.message = message or self.default_message
         self.data = data
         super().__init__(self.message)
 
-    def to_error_object(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
+
+class ParseError(RpcError, code=ErrorCode.PARSE_ERROR, message="Parse error"): ...
 
 
-class ParseError(RpcError):
-    code = -32700
-    default_message = "Parse error"
+class InvalidRequest(RpcError, code=ErrorCode.INVALID_REQUEST, message="Invalid Request"): ...
 
 
-class InvalidRequest(RpcError):
-    code = -32600
-    default_message = "Invalid Request"
+class MethodNotFound(RpcError, code=ErrorCode.METHOD_NOT_FOUND, message="Method not found"): ...
 
 
-class MethodNotFound(RpcError):
-    code = -32601
-    default_message = "Method not found"
-
-
-class InvalidParams(RpcError):
-    code = -32602
-    default_message = "Invalid params"
-
+class InvalidParams(RpcError, code=ErrorCode.INVALID_PARAMS, message="Invalid params"):
     @classmethod
     def for_field(cls, field: str, reason: str) -> InvalidParams:
         """The usual shape: the message and ``data`` both name the bad field."""
         return cls(f"Invalid params: {field}: {reason}", {"field": field, "reason": reason})
 
 
-class InternalError(RpcError):
-    code = -32603
-    default_message = "Internal error"
+class InternalError(RpcError, code=ErrorCode.INTERNAL_ERROR, message="Internal error"): ...
 
 
-class NotFound(RpcError):
-    code = -32001
-    default_message = "Not found"
+class NotFound(RpcError, code=ErrorCode.NOT_FOUND, message="Not found"): ...
 
 
-class Unauthorized(RpcError):
-    code = -32002
-    default_message = "Unauthorized"
+class Unauthorized(RpcError, code=ErrorCode.UNAUTHORIZED, message="Unauthorized"): ...
 
 
-class Overloaded(RpcError):
-    code = -32003
-    default_message = "Overloaded, retry later"
+class Overloaded(RpcError, code=ErrorCode.OVERLOADED, message="Overloaded, retry later"): ...
 
 
-class PayloadTooLarge(RpcError):
-    code = -32004
-    default_message = "Payload too large"
+class PayloadTooLarge(RpcError, code=ErrorCode.PAYLOAD_TOO_LARGE, message="Payload too large"): ...
 
 
-class DeadlineExceeded(RpcError):
-    code = -32005
-    default_message = "Request deadline exceeded"
+class DeadlineExceeded(RpcError, code=ErrorCode.DEADLINE_EXCEEDED, message="Request deadline exceeded"): ...
 
 
-class ShuttingDown(RpcError):
-    code = -32006
-    default_message = "Daemon is shutting down, retry after restart"
+class ShuttingDown(RpcError, code=ErrorCode.SHUTTING_DOWN, message="Daemon is shutting down, retry after restart"): ...
 
 
-class Unavailable(RpcError):
-    code = -32007
-    default_message = "Temporarily unavailable, retry later"
+class Unavailable(RpcError, code=ErrorCode.UNAVAILABLE, message="Temporarily unavailable, retry later"): ...
 
 
-class StoreBusy(Unavailable):
-    """Another process (an admin command such as a large import) held the database's write
-    lock past ``storage.busy_timeout_ms``; nothing was written, the call can be retried."""
+class LlmNotConfigured(
+    RpcError,
+    code=ErrorCode.LLM_NOT_CONFIGURED,
+    message='Extraction is off: set [llm] provider ("openai" or "ollama"), url and model',
+):
+    """An extract method was called while ``[llm] provider = "none"`` (the default)."""
 
-    default_message = "Database is busy (locked by another process), retry later"
 
-
-#: Every caller-visible error class by code, for documentation and for the client.
-RPC_ERRORS_BY_CODE: dict[int, type[RpcError]] = {
-    cls.code: cls
-    for cls in (
-        ParseError,
-        InvalidRequest,
-        MethodNotFound,
-        InvalidParams,
-        InternalError,
-        NotFound,
-        Unauthorized,
-        Overloaded,
-        PayloadTooLarge,
-        DeadlineExceeded,
-        ShuttingDown,
-        Unavailable,
-    )
-}
+#: The class for each code (the classes carry their codes).
+RPC_ERRORS_BY_CODE: dict[int, type[RpcError]] = {cls.code: cls for cls in RpcError.__subclasses__()}
 
 
 class ConfigError(MemorydError):
@@ -157,9 +133,60 @@ class StoreError(MemorydError):
     """The database refused an operation."""
 
 
+class StoreBusy(StoreError):
+    """Another process (an admin command such as a large import) held the database's lock past
+    ``storage.busy_timeout_ms``; nothing was written, the call can be retried."""
+
+    def __init__(self, busy_timeout_ms: int) -> None:
+        super().__init__(f"the database stayed locked for {busy_timeout_ms} ms")
+        self.busy_timeout_ms = busy_timeout_ms
+
+
 class EmbeddingModelMismatch(StoreError):
     """The store's vectors come from another model; mixing vector spaces is refused."""
 
 
+class AmbiguousIdPrefix(StoreError):
+    """An id prefix matches ``count`` (>= 2) memories the caller can see; the service turns it
+    into InvalidParams naming the field that carried the prefix."""
+
+    def __init__(self, prefix: str, count: int) -> None:
+        super().__init__(f"prefix {prefix} is ambiguous: {count} of your memories match; give more characters")
+        self.prefix = prefix
+        self.count = count
+
+
+class BrokenInvariant(StoreError):
+    """A value breaks one of the store's invariants (a shared memory without a chat, a scope
+    without a user).  Input is validated in ``memoryd.service`` first: reaching this is a bug."""
+
+
 class EmbedderError(MemorydError):
     """An embedding backend failed: down, too slow, or returned something unusable."""
+
+
+class LlmError(MemorydError):
+    """An LLM backend failed.  The message names the server, never the key or the prompt."""
+
+    #: True when the same request may well succeed later (the job is retried with backoff);
+    #: False when it needs a person (the job is parked with the reason).
+    retry_later: ClassVar[bool] = False
+
+
+class LlmUnavailable(LlmError):
+    """Connection refused or reset, no reply in time, or 429/5xx on every attempt."""
+
+    retry_later = True
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        #: The server's last Retry-After hint in seconds (capped), for the job's next try.
+        self.retry_after = retry_after
+
+
+class LlmRefused(LlmError):
+    """The server refused the request itself (401, 403, 404, a 400 in every output mode)."""
+
+
+class LlmBadReply(LlmError):
+    """Every attempt got a reply that was empty, not JSON, or not the requested shape."""

@@ -8,7 +8,9 @@ database and ISO 8601 UTC on the wire.
 
 from __future__ import annotations
 
+import calendar
 import os
+import re
 import threading
 import time
 from datetime import datetime, timezone
@@ -16,6 +18,7 @@ from datetime import datetime, timezone
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ULID_LENGTH = 26
 MIN_PREFIX_LENGTH = 8
+DAY_MS = 86_400_000
 
 _lock = threading.Lock()
 _last_ms = -1
@@ -65,3 +68,19 @@ def iso_from_ms(ms: int | None) -> str | None:
         return None
     stamp = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z")
+
+
+def ms_from_iso(text: str) -> int:
+    """Inverse of ``iso_from_ms`` (exactly that format: ``YYYY-MM-DDTHH:MM:SS.mmmZ``)."""
+    match = _ISO.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a timestamp like 2025-01-02T03:04:05.678Z")
+    year, month, day, hour, minute, second, millis = (int(part) for part in match.groups())
+    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1] and hour < 24 and minute < 60):
+        raise ValueError(f"{text!r} is not a valid date and time")
+    if second > 59:
+        raise ValueError(f"{text!r} is not a valid date and time")
+    return calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)) * 1000 + millis

@@ -19,6 +19,8 @@ import trio
 
 from memoryd.config import Config, load_config
 from memoryd.server.daemon import Daemon
+from memoryd.store import Store
+from tests.store_helpers import Clock
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,6 +30,19 @@ def short_tmp() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="md-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """The store fixture's clock: real time until a test sets ``clock.at``."""
+    return Clock()
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: Clock) -> Iterator[Store]:
+    """A fresh store file (no vector space: a test module may override this fixture to add one)."""
+    with Store(tmp_path / "memory.db", readers=2, clock=clock) as opened:
+        yield opened
 
 
 def make_config(base: Path, **overrides: Any) -> Config:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
+
+from tests.loopback_http import LoopbackServer, QuietHandler
 
 DIM = 8
 
@@ -41,7 +41,7 @@ class Seen:
     body: dict[str, Any]
 
 
-class FakeBackend:
+class FakeBackend(LoopbackServer):
     """A threaded HTTP server speaking Ollama's or OpenAI's embedding API.
 
     ``script`` replies are used first, in order; then every request gets a correct reply
@@ -53,12 +53,9 @@ class FakeBackend:
         self.dim = DIM
         self.script: deque[Reply | Callable[[dict[str, Any]], Reply]] = deque()
         self.seen: list[Seen] = []
-        self.stopping = threading.Event()
         backend = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 request = json.loads(self.rfile.read(length))
@@ -69,24 +66,9 @@ class FakeBackend:
                 if reply.delay:
                     backend.stopping.wait(reply.delay)
                 body = reply.body if reply.body is not None else backend.correct_body(request)
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    for name, value in reply.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the client gave up (timeout test)
+                self.send_json(reply.status, body, reply.headers)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
+        super().__init__(Handler)
 
     def correct_body(self, request: dict[str, Any]) -> bytes:
         vectors = [vector_for(text, self.dim) for text in request["input"]]
@@ -94,12 +76,3 @@ class FakeBackend:
             return json.dumps({"model": request["model"], "embeddings": vectors}).encode()
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
         return json.dumps({"object": "list", "data": data[::-1], "model": request["model"]}).encode()
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()

@@ -6,15 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import apsw
 import numpy as np
 import pytest
 
+from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Scope, Store, jobs, lifecycle
+from memoryd.store import Scope, Store
+from memoryd.store.db import open_connection
 from tests.admin_cli import memoryd, text
-
-DAY = lifecycle.DAY_MS
+from tests.store_helpers import embed_all, note, sql
 
 
 def db_path(data_dir: Path) -> Path:
@@ -26,20 +26,13 @@ def open_store(data_dir: Path) -> Store:
     return Store(db_path(data_dir), readers=1)
 
 
-def query(data_dir: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    db = apsw.Connection(str(db_path(data_dir)))
-    try:
-        return [tuple(row) for row in db.execute(sql, params)]
-    finally:
-        db.close()
+def query(data_dir: Path, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    return sql(db_path(data_dir), statement, params)
 
 
-def embed_all(store: Store) -> None:
-    claimed = store.database.write_sync(jobs.claim_embed, 1000, now_ms())
+async def embed_randomly(store: Store) -> None:
     rng = np.random.default_rng(7)
-    store.database.write_sync(
-        jobs.complete_embed, [(job, rng.standard_normal(4).astype(np.float32)) for job in claimed], now_ms()
-    )
+    await embed_all(store, lambda content: rng.standard_normal(4).astype(np.float32))
 
 
 async def seed(data_dir: Path, *, vectors: bool = True) -> dict[str, str]:
@@ -50,16 +43,7 @@ async def seed(data_dir: Path, *, vectors: bool = True) -> dict[str, str]:
             store.configure_vector_space("test:4d", 4)
 
         async def add(name: str, content: str, owner: str = "alice", **kw: Any) -> None:
-            record, _ = await store.add(
-                NewMemory(
-                    content=content,
-                    owner=owner,
-                    chat_id=kw.pop("chat_id", None),
-                    shared=kw.pop("shared", False),
-                    source=kw.pop("source", "agent"),
-                    **kw,
-                )
-            )
+            record, _ = await store.memories.add(note(content, owner, **{"source": "agent", **kw}))
             ids[name] = record.id
 
         await add("tea", "Alice drinks green tea 🍵", subjects=["drinks", "alice"], metadata={"k": [1, {"x": None}]})
@@ -68,12 +52,12 @@ async def seed(data_dir: Path, *, vectors: bool = True) -> dict[str, str]:
         await add("bob", "bob likes chess", owner="bob", chat_id="team")
         await add("expired", "a fleeting thought", expires_at_ms=now_ms() - 1000)
         await add("deleted", "deleted soon")
-        assert await store.delete(Scope("alice"), ids["deleted"]) == ids["deleted"]
+        assert await store.memories.delete(Scope("alice"), ids["deleted"]) == ids["deleted"]
         if vectors:
-            embed_all(store)
-        await store.search(Scope("alice", "team"), "tea mondays", limit=5, query_vector=None)
-        await store.flush_access()
-        store.mark_expired()
+            await embed_randomly(store)
+        await store.memories.search(Scope("alice", "team"), "tea mondays", limit=5, query_vector=None)
+        await store.lifecycle.flush_hits()
+        store.lifecycle.mark_expired()
     return ids
 
 
@@ -123,10 +107,8 @@ async def test_gc_dry_run_counts_and_gc_removes_what_is_past_retention(tmp_path:
     data = tmp_path / "data"
     ids = await seed(data)
     long_ago = now_ms() - 40 * DAY
-    db = apsw.Connection(str(db_path(data)))
-    db.execute("UPDATE memories SET deleted_at_ms = ? WHERE id = ?", (long_ago, ids["deleted"]))
-    db.execute("UPDATE memories SET expires_at_ms = ? WHERE id = ?", (long_ago, ids["expired"]))
-    db.close()
+    query(data, "UPDATE memories SET deleted_at_ms = ? WHERE id = ?", (long_ago, ids["deleted"]))
+    query(data, "UPDATE memories SET expires_at_ms = ? WHERE id = ?", (long_ago, ids["expired"]))
 
     dry = memoryd("gc", "--dry-run", "--json", data_dir=data)
     assert dry.returncode == 0, text(dry)
@@ -192,10 +174,10 @@ async def test_an_import_is_searchable_and_queued_for_embedding(tmp_path: Path) 
     done = memoryd("import", str(dump), data_dir=target)
     assert "4 queued for embedding" in done.stdout.decode(), text(done)  # the live ones
     with open_store(target) as store:
-        hits = await store.search(Scope("alice", "team"), "green tea", limit=5, query_vector=None)
+        hits = await store.memories.search(Scope("alice", "team"), "green tea", limit=5, query_vector=None)
         assert [hit.id for hit in hits] == [ids["tea"]]
-        assert await store.list(Scope("alice"), limit=10, include_expired=True) != []
-        assert (await store.backlog())["embed"] == 4
+        assert await store.memories.list(Scope("alice"), limit=10, include_expired=True) != []
+        assert (await store.jobs.backlog())["embed"] == 4
 
 
 async def test_export_of_one_user_has_only_the_memories_they_added(tmp_path: Path) -> None:
@@ -242,7 +224,7 @@ def good(number: int, **changes: Any) -> bytes:
         (good(3, created_at="yesterday"), "created_at"),
         (good(3, expires_at="2025-02-30T00:00:00.000Z"), "not a valid date"),
         (good(3, id="not-an-id"), "not a memory id"),
-        (good(3, scope="group"), "needs a chat_id"),
+        (good(3, scope="group"), "chat_id is required for a shared (group) memory"),
         (good(3, scope="world"), "`$.scope`"),
         (good(3, content="   "), "content must not be empty"),
         (good(3, confidence="high"), "`$.confidence`"),
@@ -255,7 +237,7 @@ async def test_a_malformed_line_is_reported_with_its_number_and_nothing_is_impor
 ) -> None:
     data = tmp_path / "data"
     with open_store(data) as store:
-        await store.add(NewMemory("already here", "alice", None, False, "agent"))
+        await store.memories.add(note("already here", source="agent"))
     dump = tmp_path / "bad.jsonl"
     dump.write_bytes(HEADER + good(1) + good(2) + bad_line + good(5))
     done = memoryd("import", str(dump), data_dir=data)
@@ -316,7 +298,7 @@ async def test_check_finds_index_damage_and_repair_fixes_it(tmp_path: Path) -> N
     ids = await seed(data)
     assert memoryd("check", data_dir=data).returncode == 0
 
-    db = apsw.Connection(str(db_path(data)))
+    db = open_connection(db_path(data), busy_timeout_ms=5000)
     with db:
         rowid, content, subjects, token = db.execute(
             "SELECT rowid, content, subjects, scope_token FROM memories WHERE id = ?", (ids["tea"],)
@@ -350,6 +332,6 @@ async def test_check_finds_index_damage_and_repair_fixes_it(tmp_path: Path) -> N
     assert "rebuilt the FTS index" in out and "to re-embed" in out and "queued 1 embed jobs" in out
     assert memoryd("check", data_dir=data).returncode == 0
     with open_store(data) as store:
-        hits = await store.search(Scope("alice"), "green tea", limit=5, query_vector=None)
+        hits = await store.memories.search(Scope("alice"), "green tea", limit=5, query_vector=None)
         assert [hit.id for hit in hits] == [ids["tea"]]
-        assert (await store.backlog())["embed"] == 1  # the tea memory is re-embedded
+        assert (await store.jobs.backlog())["embed"] == 1  # the tea memory is re-embedded

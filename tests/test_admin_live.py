@@ -14,14 +14,13 @@ from typing import Any
 import apsw
 import trio
 
+from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
 from memoryd.server.daemon import Daemon
-from memoryd.store import lifecycle
 from tests.admin_cli import memoryd, text
 from tests.conftest import make_config
 from tests.wire import NdjsonPeer, sync_call
 
-DAY = lifecycle.DAY_MS
 
 
 async def run_cli(*args: str, data_dir: Path, env: dict[str, str] | None = None) -> Any:

@@ -147,12 +147,20 @@ def test_every_error_code_maps_to_its_exception(code: int, cls: type[errors.Memo
     assert (error.code, error.message, error.data) == (code, "boom", {"k": 1})
 
 
-def test_error_codes_match_the_daemon() -> None:
+def test_each_error_code_has_one_class_named_after_it_in_the_client_and_the_daemon() -> None:
     from memoryd import errors as daemon_errors
 
-    daemon = {code: cls.__name__ for code, cls in daemon_errors.RPC_ERRORS_BY_CODE.items()}
-    client = {code: cls.__name__ for code, cls in errors.RPC_ERRORS_BY_CODE.items()}
-    assert client == daemon
+    named = {member: "".join(word.title() for word in member.name.split("_")) for member in errors.ErrorCode}
+    for by_code in (errors.RPC_ERRORS_BY_CODE, daemon_errors.RPC_ERRORS_BY_CODE):
+        assert {code: cls.__name__ for code, cls in by_code.items()} == named
+    for member, name in named.items():
+        assert getattr(errors, name).code is member and getattr(daemon_errors, name).code is member
+
+
+def test_the_daemon_reads_its_codes_from_the_client_package() -> None:
+    from memoryd import errors as daemon_errors
+
+    assert daemon_errors.ErrorCode is errors.ErrorCode
 
 
 def test_unknown_error_code_becomes_the_base_rpc_error() -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -104,6 +102,10 @@ class FakeDaemon:
         except OSError:
             pass
 
+    @property
+    def listening(self) -> bool:
+        return self._listener is not None and self._listener.fileno() != -1
+
     def stop(self) -> None:
         """Like a daemon exiting: the listener goes, the socket file goes, connections are cut."""
         assert self._listener is not None
@@ -122,18 +124,16 @@ class FakeDaemon:
 
 
 @pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    # tmp_path can exceed the 108-byte AF_UNIX limit; /tmp keeps paths short.
-    path = Path(tempfile.mkdtemp(prefix="mdc-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def sock_dir(short_tmp: Path) -> Path:
+    # tmp_path can exceed the 108-byte AF_UNIX limit; short_tmp is in /tmp.
+    return short_tmp
 
 
 @pytest.fixture
 def server(sock_dir: Path) -> Iterator[FakeDaemon]:
     daemon = FakeDaemon(str(sock_dir / "d.sock")).start()
     yield daemon
-    if daemon._listener is not None and daemon._listener.fileno() != -1:
+    if daemon.listening:
         daemon.stop()
 
 

@@ -196,6 +196,18 @@ async def test_expired_memories_are_hidden_unless_asked_for(peer: NdjsonPeer) ->
     assert {m["id"] for m in with_expired} == {short["id"], keep["id"]}
 
 
+async def test_get_of_an_expired_memory_answers_not_found(peer: NdjsonPeer) -> None:
+    brief = await call_ok(peer, "memory.add", {**ALICE, "content": "gate B7 until boarding", "expires_days": 0.3 / 86400})
+    assert (await call_ok(peer, "memory.get", {**ALICE, "memory_id": brief["id"]}))["id"] == brief["id"]
+    await trio.sleep(0.5)
+    reply = await peer.call("memory.get", {**ALICE, "memory_id": brief["id"]})
+    assert reply["error"]["code"] == -32001 and reply["error"]["data"]["field"] == "memory_id"
+    # Still there for the caller who asks for expired memories, and still deletable.
+    with_expired = await call_ok(peer, "memory.list", {**ALICE, "include_expired": True})
+    assert [m["id"] for m in with_expired] == [brief["id"]]
+    assert (await call_ok(peer, "memory.delete", {**ALICE, "memory_id": brief["id"]}))["deleted"] is True
+
+
 async def test_a_short_prefix_only_ever_matches_the_callers_own_memories(peer: NdjsonPeer) -> None:
     alice_memory = await call_ok(peer, "memory.add", {**ALICE, "content": "alice only"})
     prefix = alice_memory["id"][:8]

@@ -10,14 +10,11 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Scope, Store, jobs
+from memoryd.store import Scope, Store, jobs
+from tests.store_helpers import note, sql
 
 DIM = 8
 ALICE = Scope("alice")
-
-
-def note(content: str, **kw: object) -> NewMemory:
-    return NewMemory(content=content, owner="alice", chat_id=None, shared=False, source="t", **kw)  # type: ignore[arg-type]
 
 
 def vector() -> np.ndarray:
@@ -25,77 +22,74 @@ def vector() -> np.ndarray:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "memory.db", readers=2) as s:
-        s.configure_vector_space("test:m", DIM)
-        yield s
+def store(store: Store) -> Iterator[Store]:
+    store.configure_vector_space("test:m", DIM)
+    yield store
 
 
 async def test_adding_a_memory_queues_one_embed_job(store: Store) -> None:
-    record, _ = await store.add(note("a"))
-    await store.add(note("a"))  # duplicate: no second job
-    assert await store.backlog() == {"embed": 1}
-    [job] = await store.claim_embed_jobs(10)
+    record, _ = await store.memories.add(note("a"))
+    await store.memories.add(note("a"))  # duplicate: no second job
+    assert await store.jobs.backlog() == {"embed": 1}
+    [job] = await store.jobs.claim_embed(10)
     assert (job.memory_id, job.content, job.attempts, job.generation) == (record.id, "a", 0, 1)
 
 
 async def test_without_a_vector_space_nothing_is_queued(tmp_path: Path) -> None:
     with Store(tmp_path / "memory.db") as store:
-        await store.add(note("a"))
-        assert await store.backlog() == {"embed": 0}
-        assert await store.claim_embed_jobs(10) == []
-        assert store.enqueue_missing_embeddings() == 0
+        await store.memories.add(note("a"))
+        assert await store.jobs.backlog() == {"embed": 0}
+        assert await store.jobs.claim_embed(10) == []
+        assert store.jobs.enqueue_missing_embeddings() == 0
 
 
 async def test_claims_are_oldest_first_and_leased(store: Store) -> None:
-    first, _ = await store.add(note("first"))
-    second, _ = await store.add(note("second"))
-    claimed = await store.claim_embed_jobs(1)
+    first, _ = await store.memories.add(note("first"))
+    second, _ = await store.memories.add(note("second"))
+    claimed = await store.jobs.claim_embed(1)
     assert [j.memory_id for j in claimed] == [first.id]
-    again = await store.claim_embed_jobs(10)
+    again = await store.jobs.claim_embed(10)
     assert [j.memory_id for j in again] == [second.id]  # the first is leased
-    assert await store.claim_embed_jobs(10) == []
+    assert await store.jobs.claim_embed(10) == []
 
 
 async def test_completing_writes_the_vector_and_removes_the_job(store: Store) -> None:
-    await store.add(note("sailing"))
-    [job] = await store.claim_embed_jobs(10)
-    await store.complete_embed_jobs([(job, vector())])
-    assert await store.backlog() == {"embed": 0}
-    assert await store.next_job_due_ms() is None
-    [hit] = await store.search(ALICE, "", limit=5, query_vector=vector())
+    await store.memories.add(note("sailing"))
+    [job] = await store.jobs.claim_embed(10)
+    await store.jobs.complete_embed([(job, vector())])
+    assert await store.jobs.backlog() == {"embed": 0}
+    assert await store.jobs.next_due_ms() is None
+    [hit] = await store.memories.search(ALICE, "", limit=5, query_vector=vector())
     assert hit.similarity == pytest.approx(1.0, abs=1e-3)
-    await store.complete_embed_jobs([(job, vector())])  # a repeat is harmless
+    await store.jobs.complete_embed([(job, vector())])  # a repeat is harmless
 
 
 async def test_jobs_of_deleted_memories_are_dropped(store: Store) -> None:
-    gone, _ = await store.add(note("gone"))
-    kept, _ = await store.add(note("kept"))
-    await store.delete(ALICE, gone.id)
-    assert [j.memory_id for j in await store.claim_embed_jobs(10)] == [kept.id]
+    gone, _ = await store.memories.add(note("gone"))
+    kept, _ = await store.memories.add(note("kept"))
+    await store.memories.delete(ALICE, gone.id)
+    assert [j.memory_id for j in await store.jobs.claim_embed(10)] == [kept.id]
 
 
 async def test_a_memory_deleted_while_embedding_gets_no_vector(store: Store) -> None:
-    record, _ = await store.add(note("racing"))
-    [job] = await store.claim_embed_jobs(10)
-    await store.delete(ALICE, record.id)
-    await store.complete_embed_jobs([(job, vector())])
-    assert await store.search(ALICE, "", limit=5, query_vector=vector()) == []
+    record, _ = await store.memories.add(note("racing"))
+    [job] = await store.jobs.claim_embed(10)
+    await store.memories.delete(ALICE, record.id)
+    await store.jobs.complete_embed([(job, vector())])
+    assert await store.memories.search(ALICE, "", limit=5, query_vector=vector()) == []
 
 
 async def test_failure_backs_off_and_keeps_the_error(store: Store) -> None:
-    await store.add(note("x"))
-    [job] = await store.claim_embed_jobs(10)
+    await store.memories.add(note("x"))
+    [job] = await store.jobs.claim_embed(10)
     before = now_ms()
-    await store.fail_jobs([job], "embedder down: connection refused")
-    due = await store.next_job_due_ms("embed")
+    await store.jobs.fail([job], "embedder down: connection refused")
+    due = await store.jobs.next_due_ms("embed")
     assert due is not None
     assert before + jobs.FIRST_BACKOFF_MS // 2 <= due <= now_ms() + jobs.FIRST_BACKOFF_MS
-    assert await store.claim_embed_jobs(10) == []  # not due yet
-    assert await store.backlog() == {"embed": 1}
-    db = store._db
-    row = db.write_sync(lambda c: c.execute("SELECT attempts, last_error FROM jobs").fetchone())
-    assert row == (1, "embedder down: connection refused")
+    assert await store.jobs.claim_embed(10) == []  # not due yet
+    assert await store.jobs.backlog() == {"embed": 1}
+    assert sql(store.path, "SELECT attempts, last_error FROM jobs") == [(1, "embedder down: connection refused")]
 
 
 def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
@@ -111,26 +105,26 @@ def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
 async def test_start_up_releases_leases_and_queues_missing_embeddings(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     with Store(path) as store:
-        await store.add(note("before any embedder"))
+        await store.memories.add(note("before any embedder"))
         store.configure_vector_space("m", DIM)
-        await store.add(note("after"))
-        claimed = await store.claim_embed_jobs(10)
+        await store.memories.add(note("after"))
+        claimed = await store.jobs.claim_embed(10)
         assert len(claimed) == 2
     # The daemon died while embedding: the jobs are leased but nobody works on them.
     with Store(path) as store:
-        assert await store.claim_embed_jobs(10) == []
-        assert store.enqueue_missing_embeddings() == 0  # both still have a job
-        assert len(await store.claim_embed_jobs(10)) == 2
+        assert await store.jobs.claim_embed(10) == []
+        assert store.jobs.enqueue_missing_embeddings() == 0  # both still have a job
+        assert len(await store.jobs.claim_embed(10)) == 2
 
 
 async def test_enqueue_missing_finds_memories_without_a_vector_or_job(store: Store) -> None:
-    await store.add(note("a"))
-    [job] = await store.claim_embed_jobs(10)
-    await store.complete_embed_jobs([(job, vector())])
-    await store.add(note("b"))
-    store._db.write_sync(lambda c: c.execute("DELETE FROM jobs"))  # e.g. lost in an old version
-    assert store.enqueue_missing_embeddings() == 1
-    assert store.enqueue_missing_embeddings() == 0
-    await store.add(note("expired", expires_at_ms=now_ms() - 1))
-    store._db.write_sync(lambda c: c.execute("DELETE FROM jobs"))
-    assert store.enqueue_missing_embeddings() == 1  # "b" again, not the expired one
+    await store.memories.add(note("a"))
+    [job] = await store.jobs.claim_embed(10)
+    await store.jobs.complete_embed([(job, vector())])
+    await store.memories.add(note("b"))
+    sql(store.path, "DELETE FROM jobs")  # e.g. lost in an old version
+    assert store.jobs.enqueue_missing_embeddings() == 1
+    assert store.jobs.enqueue_missing_embeddings() == 0
+    await store.memories.add(note("expired", expires_at_ms=now_ms() - 1))
+    sql(store.path, "DELETE FROM jobs")
+    assert store.jobs.enqueue_missing_embeddings() == 1  # "b" again, not the expired one

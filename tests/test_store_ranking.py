@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Scope, Store, keyword, memories, neighbours, ranking
-from memoryd.store.records import personal_key
+from memoryd.store import NewMemory, Scope, Store, keyword, neighbours, ranking
+from memoryd.store.db import open_connection
 from memoryd.store.term_match import TermWeights, idf
 
 DIM = 8
@@ -27,6 +27,11 @@ def unit(*components: float) -> np.ndarray:
     v = np.zeros(DIM, dtype=np.float32)
     v[: len(components)] = components
     return v / np.linalg.norm(v)
+
+
+def reader(store: Store) -> apsw.Connection:
+    """A read connection of its own on the store's file, for the SQL-level parts."""
+    return open_connection(store.path, busy_timeout_ms=1000, readonly=True)
 
 
 @pytest.fixture
@@ -62,6 +67,13 @@ def test_the_guard_needs_vectors() -> None:
     assert [rowid for rowid, _ in ranking.order({1: 0.2, 2: 0.7}, {})] == [2, 1]
 
 
+def test_the_guard_is_off_when_asked_and_for_long_queries() -> None:
+    scored, cosines = {1: 0.9, 2: 0.4}, {1: 0.13, 2: 0.43}
+    assert [rowid for rowid, _ in ranking.order(scored, cosines, guard=False)] == [1, 2]
+    assert ranking.guards(["living"]) and ranking.guards(["a", "b", "c"])
+    assert not ranking.guards(["caroline", "support", "group", "may"])
+
+
 async def test_a_strong_semantic_match_beats_a_weak_keyword_match(store: Store) -> None:
     store.configure_vector_space("test:m", DIM)
     contents = {
@@ -70,10 +82,10 @@ async def test_a_strong_semantic_match_beats_a_weak_keyword_match(store: Store) 
         "I am learning to play chess": unit(0, 0, 1),
     }
     for content in contents:
-        await store.add(note(content))
-    claimed = await store.claim_embed_jobs(10)
-    await store.complete_embed_jobs([(job, contents[job.content]) for job in claimed])
-    hits = await store.search(ALICE, "What do I do for a living?", limit=3, query_vector=unit(1, 0.1))
+        await store.memories.add(note(content))
+    claimed = await store.jobs.claim_embed(10)
+    await store.jobs.complete_embed([(job, contents[job.content]) for job in claimed])
+    hits = await store.memories.search(ALICE, "What do I do for a living?", limit=3, query_vector=unit(1, 0.1))
     assert hits[0].content == "I work night shifts as a nurse"
     assert hits[0].score >= hits[1].score
 
@@ -139,17 +151,17 @@ def test_memories_added_far_apart_are_not_linked() -> None:
 
 
 async def test_neighbours_skip_deleted_memories_and_other_scopes(store: Store) -> None:
-    first, _ = await store.add(note("first"))
-    await store.add(NewMemory(content="bob's", owner="bob", chat_id=None, shared=False, source="t", subjects=[]))
-    middle, _ = await store.add(note("middle"))
-    last, _ = await store.add(note("last"))
-    await store.delete(ALICE, middle.id)
+    first, _ = await store.memories.add(note("first"))
+    await store.memories.add(NewMemory(content="bob's", owner="bob", chat_id=None, shared=False, source="t", subjects=[]))
+    middle, _ = await store.memories.add(note("middle"))
+    last, _ = await store.memories.add(note("last"))
+    await store.memories.delete(ALICE, middle.id)
 
     def around(db: apsw.Connection) -> neighbours.Neighbourhood:
         (rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (first.id,)).fetchone()
-        return neighbours.around(db, [personal_key("alice")], [rowid], 3, now_ms())
+        return neighbours.around(db, ALICE, [rowid], 3, now_ms())
 
-    hood = store.database.read_sync(around)
+    hood = around(reader(store))
     texts = [hood.rows[r].text for r in sorted(hood.rows)]
     assert texts == ["first", "last"]
     (first_rowid,) = [r for r in hood.rows if hood.rows[r].text == "first"]
@@ -157,9 +169,9 @@ async def test_neighbours_skip_deleted_memories_and_other_scopes(store: Store) -
 
 
 async def test_a_neighbour_without_a_vector_or_a_query_word_is_not_returned(store: Store) -> None:
-    await store.add(note("green tea every morning"))
-    await store.add(note("allergic to peanuts"))
-    hits = await store.search(ALICE, "tea", limit=5, query_vector=None)
+    await store.memories.add(note("green tea every morning"))
+    await store.memories.add(note("allergic to peanuts"))
+    hits = await store.memories.search(ALICE, "tea", limit=5, query_vector=None)
     assert [hit.content for hit in hits] == ["green tea every morning"]
 
 
@@ -169,17 +181,15 @@ async def test_a_neighbour_without_a_vector_or_a_query_word_is_not_returned(stor
 async def test_recent_window_hits_never_rank_above_rare_term_hits(store: Store) -> None:
     # "common" is in more than COMMON_DOCS memories: the rare term runs alone, and the newest
     # "common" matches fill up after it, each scored no better than the last rare-term hit.
-    store._db.write_sync(
-        memories.insert_many, (note(f"common filler {i}") for i in range(keyword.COMMON_DOCS + 20)), now_ms()
-    )
-    rare, _ = await store.add(note("an old rare note"))
+    store.memories.add_many(note(f"common filler {i}") for i in range(keyword.COMMON_DOCS + 20))
+    rare, _ = await store.memories.add(note("an old rare note"))
 
     def plan(db: apsw.Connection) -> list[int]:
-        key = personal_key("alice")
-        counts = keyword.term_counts(db, key, ["rare", "common"])
+        counts = keyword.term_counts(db, "u:alice", ["rare", "common"])
         assert counts == {"rare": 1, "common": keyword.COMMON_DOCS}
-        return keyword.candidates(db, [key], ["rare", "common"], 10, now_ms(), [counts])
+        return keyword.candidates(db, ALICE, ["rare", "common"], 10, now_ms(), [counts])
 
-    found = store.database.read_sync(plan)
-    (rare_rowid,) = store.database.read_sync(lambda db: db.execute("SELECT rowid FROM memories WHERE id = ?", (rare.id,)).fetchone())
+    db = reader(store)
+    found = plan(db)
+    (rare_rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (rare.id,)).fetchone()
     assert found[0] == rare_rowid and len(found) == 10

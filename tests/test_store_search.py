@@ -2,39 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Scope, Store, fts_query, keyword, memories, search
+from memoryd.store import Scope, Store, fts_query, keyword, search
+from tests.store_helpers import embed_all as embed
+from tests.store_helpers import note
+from tests.store_helpers import unit as unit_of
 
 DIM = 8
 ALICE = Scope("alice")
 
 
 def unit(*components: float) -> np.ndarray:
-    v = np.zeros(DIM, dtype=np.float32)
-    v[: len(components)] = components
-    return v / np.linalg.norm(v)
-
-
-def note(content: str, subjects: list[str] | None = None) -> NewMemory:
-    return NewMemory(content=content, owner="alice", chat_id=None, shared=False, source="t", subjects=subjects or [])
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "memory.db", readers=2) as s:
-        yield s
-
-
-async def embed(store: Store, vectors: dict[str, np.ndarray]) -> None:
-    claimed = await store.claim_embed_jobs(100)
-    await store.complete_embed_jobs([(job, vectors[job.content]) for job in claimed])
+    return unit_of(DIM, *components)
 
 
 HOSTILE = [
@@ -83,8 +67,8 @@ HOSTILE = [
 
 @pytest.mark.parametrize("query", HOSTILE)
 async def test_hostile_queries_never_error(store: Store, query: str) -> None:
-    await store.add(note("green tea and black coffee"))
-    hits = await store.search(ALICE, query, limit=5, query_vector=None)
+    await store.memories.add(note("green tea and black coffee"))
+    hits = await store.memories.search(ALICE, query, limit=5, query_vector=None)
     terms = fts_query.extract_terms(query)
     if "tea" in terms:
         assert [h.content for h in hits] == ["green tea and black coffee"]
@@ -102,35 +86,35 @@ def test_terms_are_folded_words_without_syntax() -> None:
 
 
 async def test_questions_do_not_match_on_their_stopwords_and_stems_match(store: Store) -> None:
-    await store.add(note("allergic to peanuts"))
-    await store.add(note("wife Sarah likes Italian food"))
-    hits = await store.search(ALICE, "what does my wife like to eat?", limit=5, query_vector=None)
+    await store.memories.add(note("allergic to peanuts"))
+    await store.memories.add(note("wife Sarah likes Italian food"))
+    hits = await store.memories.search(ALICE, "what does my wife like to eat?", limit=5, query_vector=None)
     assert [hit.content for hit in hits] == ["wife Sarah likes Italian food"]
 
 
 async def test_diacritics_and_case_do_not_matter(store: Store) -> None:
-    await store.add(note("Meeting at the CAFÉ in São Paulo"))
-    assert len(await store.search(ALICE, "cafe sao", limit=5, query_vector=None)) == 1
+    await store.memories.add(note("Meeting at the CAFÉ in São Paulo"))
+    assert len(await store.memories.search(ALICE, "cafe sao", limit=5, query_vector=None)) == 1
 
 
 async def test_subjects_are_searchable(store: Store) -> None:
-    await store.add(note("prefers window seats", subjects=["travel"]))
-    hits = await store.search(ALICE, "travel", limit=5, query_vector=None)
+    await store.memories.add(note("prefers window seats", subjects=["travel"]))
+    hits = await store.memories.search(ALICE, "travel", limit=5, query_vector=None)
     assert [h.content for h in hits] == ["prefers window seats"]
 
 
 async def test_keyword_only_similarity_is_the_fraction_of_query_terms_present(store: Store) -> None:
-    await store.add(note("green tea every morning"))
-    [hit] = await store.search(ALICE, "green tea evening walk", limit=5, query_vector=None)
+    await store.memories.add(note("green tea every morning"))
+    [hit] = await store.memories.search(ALICE, "green tea evening walk", limit=5, query_vector=None)
     assert hit.similarity == pytest.approx(0.5)
     assert 0.0 < hit.score < 1.0
 
 
 async def test_with_vectors_similarity_is_the_cosine(store: Store) -> None:
     store.configure_vector_space("test:m", DIM)
-    await store.add(note("green tea every morning"))
+    await store.memories.add(note("green tea every morning"))
     await embed(store, {"green tea every morning": unit(1, 1)})
-    [hit] = await store.search(ALICE, "green tea", limit=5, query_vector=unit(1))
+    [hit] = await store.memories.search(ALICE, "green tea", limit=5, query_vector=unit(1))
     assert hit.similarity == pytest.approx(2**-0.5, abs=1e-3)
 
 
@@ -138,9 +122,9 @@ async def test_a_memory_found_by_both_retrievers_ranks_first(store: Store) -> No
     store.configure_vector_space("test:m", DIM)
     contents = {"tea notes one": unit(0, 1), "tea and cake": unit(1, 0.1), "cake only": unit(1)}
     for content in contents:
-        await store.add(note(content))
+        await store.memories.add(note(content))
     await embed(store, contents)
-    hits = await store.search(ALICE, "cake", limit=5, query_vector=unit(1))
+    hits = await store.memories.search(ALICE, "cake", limit=5, query_vector=unit(1))
     # "cake only": keyword #1 or #2 and vector #1; "tea and cake": both lists too.
     assert {hits[0].content, hits[1].content} == {"cake only", "tea and cake"}
     assert hits[-1].content == "tea notes one"
@@ -148,69 +132,66 @@ async def test_a_memory_found_by_both_retrievers_ranks_first(store: Store) -> No
 
 
 async def test_no_terms_and_no_vector_finds_nothing(store: Store) -> None:
-    await store.add(note("anything"))
-    assert await store.search(ALICE, "!!! ...", limit=5, query_vector=None) == []
+    await store.memories.add(note("anything"))
+    assert await store.memories.search(ALICE, "!!! ...", limit=5, query_vector=None) == []
 
 
 async def test_memories_without_a_vector_yet_are_still_found_by_keyword(store: Store) -> None:
     store.configure_vector_space("test:m", DIM)
-    await store.add(note("pending embedding about sailing"))
-    [hit] = await store.search(ALICE, "sailing", limit=5, query_vector=unit(1))
+    await store.memories.add(note("pending embedding about sailing"))
+    [hit] = await store.memories.search(ALICE, "sailing", limit=5, query_vector=unit(1))
     assert hit.similarity == pytest.approx(1.0)  # term fraction: no vector to compare
 
 
 async def test_a_query_vector_of_another_dimension_degrades_to_keywords(store: Store) -> None:
     store.configure_vector_space("test:m", DIM)
-    await store.add(note("vectors everywhere"))
+    await store.memories.add(note("vectors everywhere"))
     await embed(store, {"vectors everywhere": unit(1)})
-    hits = await store.search(ALICE, "vectors", limit=5, query_vector=np.ones(DIM + 1, dtype=np.float32))
+    hits = await store.memories.search(ALICE, "vectors", limit=5, query_vector=np.ones(DIM + 1, dtype=np.float32))
     assert [h.similarity for h in hits] == [1.0]  # the term fraction, not a cosine
-    assert await store.search(ALICE, "", limit=5, query_vector=np.ones(DIM + 1, dtype=np.float32)) == []
+    assert await store.memories.search(ALICE, "", limit=5, query_vector=np.ones(DIM + 1, dtype=np.float32)) == []
 
 
 async def test_before_this_process_configured_a_space_search_is_keyword_only(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     with Store(path) as first:
         first.configure_vector_space("test:m", DIM)
-        await first.add(note("kept vectors"))
+        await first.memories.add(note("kept vectors"))
         await embed(first, {"kept vectors": unit(1)})
     with Store(path) as second:  # e.g. the configured model was refused as a mismatch
-        assert await second.search(ALICE, "", limit=5, query_vector=unit(1)) == []
+        assert await second.memories.search(ALICE, "", limit=5, query_vector=unit(1)) == []
         with pytest.raises(EmbeddingModelMismatch):
             second.configure_vector_space("other", DIM)
-        assert await second.search(ALICE, "", limit=5, query_vector=unit(1)) == []
+        assert await second.memories.search(ALICE, "", limit=5, query_vector=unit(1)) == []
         second.configure_vector_space("test:m", DIM)
-        assert len(await second.search(ALICE, "", limit=5, query_vector=unit(1))) == 1
+        assert len(await second.memories.search(ALICE, "", limit=5, query_vector=unit(1))) == 1
 
 
 async def test_limit_caps_the_hits(store: Store) -> None:
     for i in range(12):
-        await store.add(note(f"tea note {i}"))
-    assert len(await store.search(ALICE, "tea", limit=5, query_vector=None)) == 5
+        await store.memories.add(note(f"tea note {i}"))
+    assert len(await store.memories.search(ALICE, "tea", limit=5, query_vector=None)) == 5
 
 
 async def test_rare_terms_win_in_a_scope_where_other_terms_are_everywhere(store: Store) -> None:
     # More documents contain "common" than COMMON_DOCS: the planner drops it for the rare
     # term, and still fills up from recent common-term matches when the rare ones run out.
-    filler = (note(f"common filler {i}") for i in range(keyword.COMMON_DOCS + 50))
-    store._db.write_sync(memories.insert_many, filler, now_ms())
-    await store.add(note("common and rare words"))
-    hits = await store.search(ALICE, "common rare", limit=10, query_vector=None)
+    store.memories.add_many(note(f"common filler {i}") for i in range(keyword.COMMON_DOCS + 50))
+    await store.memories.add(note("common and rare words"))
+    hits = await store.memories.search(ALICE, "common rare", limit=10, query_vector=None)
     assert hits[0].content == "common and rare words"
     assert len(hits) == 10
-    only_common = await store.search(ALICE, "common", limit=10, query_vector=None)
+    only_common = await store.memories.search(ALICE, "common", limit=10, query_vector=None)
     assert len(only_common) == 10
 
 
 async def test_own_old_memories_are_found_inside_a_huge_group_chat(store: Store) -> None:
     # The chat's flood of "common" matches is planned apart from alice's personal scope, so
     # her old memory is not cut off by the chat's recent-matches window.
-    mine, _ = await store.add(note("common personal thing"))
-    flood = (
-        NewMemory(content=f"common chat filler {i}", owner="bob", chat_id="big", shared=True, source="t")
-        for i in range(keyword.RECENT_WINDOW + 200)
+    mine, _ = await store.memories.add(note("common personal thing"))
+    store.memories.add_many(
+        note(f"common chat filler {i}", "bob", chat_id="big", shared=True) for i in range(keyword.RECENT_WINDOW + 200)
     )
-    store._db.write_sync(memories.insert_many, flood, now_ms())
-    hits = await store.search(Scope("alice", "big"), "common", limit=50, query_vector=None)
+    hits = await store.memories.search(Scope("alice", "big"), "common", limit=50, query_vector=None)
     assert len(hits) == 50
     assert mine.id in {h.id for h in hits}

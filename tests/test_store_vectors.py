@@ -2,52 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
-import numpy as np
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.store import NewMemory, Scope, Store
+from memoryd.store import Scope, Store
+from tests.store_helpers import embed_all, note, sql, unit
 
 ALICE = Scope("alice")
 
 
-def note(content: str) -> NewMemory:
-    return NewMemory(content=content, owner="alice", chat_id=None, shared=False, source="t")
-
-
-def unit(dim: int, index: int = 0) -> np.ndarray:
-    v = np.zeros(dim, dtype=np.float32)
-    v[index] = 1.0
-    return v
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "memory.db", readers=2) as s:
-        yield s
-
-
 def vec_tables(path: Path) -> set[str]:
-    db = apsw.Connection(str(path))
-    try:
-        return {
-            name
-            for (name,) in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%vec0%'"
-            )
-        }
-    finally:
-        db.close()
+    query = "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%vec0%'"
+    return {name for (name,) in sql(path, query)}
 
 
 async def embed_everything(store: Store, dim: int) -> int:
-    claimed = await store.claim_embed_jobs(1000)
-    await store.complete_embed_jobs([(job, unit(dim)) for job in claimed])
-    return len(claimed)
+    return await embed_all(store, lambda content: unit(dim))
 
 
 def test_first_configuration_records_the_space(store: Store) -> None:
@@ -76,9 +48,9 @@ def test_another_model_or_dimension_is_refused_naming_reindex(store: Store, mode
 async def test_reindex_starts_a_new_generation_and_requeues_every_memory(store: Store) -> None:
     store.configure_vector_space("old", 8)
     for i in range(3):
-        await store.add(note(f"memory {i} about tea"))
+        await store.memories.add(note(f"memory {i} about tea"))
     assert await embed_everything(store, 8) == 3
-    assert (await store.backlog())["embed"] == 0
+    assert (await store.jobs.backlog())["embed"] == 0
 
     store.request_reindex("new", 16)
     with pytest.raises(EmbeddingModelMismatch):
@@ -87,17 +59,17 @@ async def test_reindex_starts_a_new_generation_and_requeues_every_memory(store: 
     space = store.vector_space()
     assert (space.model, space.dim, space.generation) == ("new", 16, 2)  # type: ignore[union-attr]
     assert vec_tables(store.path) == {"vec_g2"}
-    assert (await store.backlog())["embed"] == 3
+    assert (await store.jobs.backlog())["embed"] == 3
 
     # During the backfill: keyword search works, and vectors of the old space are gone.
-    assert len(await store.search(ALICE, "tea", limit=10, query_vector=None)) == 3
-    assert await store.search(ALICE, "", limit=10, query_vector=unit(16)) == []
+    assert len(await store.memories.search(ALICE, "tea", limit=10, query_vector=None)) == 3
+    assert await store.memories.search(ALICE, "", limit=10, query_vector=unit(16)) == []
     # An old-space query vector is never compared with the new space.
-    hits = await store.search(ALICE, "tea", limit=10, query_vector=unit(8))
+    hits = await store.memories.search(ALICE, "tea", limit=10, query_vector=unit(8))
     assert len(hits) == 3 and all(h.similarity == 1.0 for h in hits)  # term fractions
 
     assert await embed_everything(store, 16) == 3
-    assert len(await store.search(ALICE, "", limit=10, query_vector=unit(16))) == 3
+    assert len(await store.memories.search(ALICE, "", limit=10, query_vector=unit(16))) == 3
     # The request was consumed: the next configure with the same space is a no-op.
     store.configure_vector_space("new", 16)
     assert store.vector_space().generation == 2  # type: ignore[union-attr]
@@ -112,43 +84,43 @@ async def test_a_reindex_request_without_dimension_accepts_any(store: Store) -> 
 
 async def test_reindexing_to_the_same_model_rebuilds_the_vectors(store: Store) -> None:
     store.configure_vector_space("m", 8)
-    await store.add(note("x"))
+    await store.memories.add(note("x"))
     await embed_everything(store, 8)
     store.request_reindex("m", 8)
     store.configure_vector_space("m", 8)
     assert store.vector_space().generation == 2  # type: ignore[union-attr]
-    assert (await store.backlog())["embed"] == 1
+    assert (await store.jobs.backlog())["embed"] == 1
 
 
 async def test_a_vector_computed_for_an_old_generation_is_dropped(store: Store) -> None:
     store.configure_vector_space("old", 8)
-    await store.add(note("x"))
-    [stale] = await store.claim_embed_jobs(10)
+    await store.memories.add(note("x"))
+    [stale] = await store.jobs.claim_embed(10)
     store.request_reindex("new", 8)
     store.configure_vector_space("new", 8)
-    await store.complete_embed_jobs([(stale, unit(8))])
-    assert await store.search(ALICE, "", limit=5, query_vector=unit(8)) == []
-    [fresh] = await store.claim_embed_jobs(10)  # re-queued for the new generation
+    await store.jobs.complete_embed([(stale, unit(8))])
+    assert await store.memories.search(ALICE, "", limit=5, query_vector=unit(8)) == []
+    [fresh] = await store.jobs.claim_embed(10)  # re-queued for the new generation
     assert fresh.generation == 2
-    await store.complete_embed_jobs([(fresh, unit(8))])
-    assert len(await store.search(ALICE, "", limit=5, query_vector=unit(8))) == 1
+    await store.jobs.complete_embed([(fresh, unit(8))])
+    assert len(await store.memories.search(ALICE, "", limit=5, query_vector=unit(8))) == 1
 
 
 async def test_the_vector_space_survives_reopening(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     with Store(path) as first:
         first.configure_vector_space("m", 8)
-        await first.add(note("kept"))
+        await first.memories.add(note("kept"))
         await embed_everything(first, 8)
     with Store(path) as second:
         with pytest.raises(EmbeddingModelMismatch):
             second.configure_vector_space("other", 8)
         second.configure_vector_space("m", 8)
-        assert len(await second.search(ALICE, "", limit=5, query_vector=unit(8))) == 1
+        assert len(await second.memories.search(ALICE, "", limit=5, query_vector=unit(8))) == 1
 
 
 async def test_memories_added_before_any_embedder_get_queued_when_one_appears(store: Store) -> None:
-    await store.add(note("early"))
-    assert (await store.backlog())["embed"] == 0
+    await store.memories.add(note("early"))
+    assert (await store.jobs.backlog())["embed"] == 0
     store.configure_vector_space("m", 8)
-    assert (await store.backlog())["embed"] == 1
+    assert (await store.jobs.backlog())["embed"] == 1

@@ -4,29 +4,22 @@ nothing else, in every retriever — and gets ALL of its own hits even in a crow
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
+import trio
 
-from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Scope, Store, jobs, memories
+from memoryd.errors import BrokenInvariant
+from memoryd.store import NewMemory, Scope, Store, visibility
+from tests.store_helpers import embed_all, note
+from tests.store_helpers import unit as unit_of
 
 DIM = 16
 CROWD = 50_000
 
 
 def unit(*components: float) -> np.ndarray:
-    v = np.zeros(DIM, dtype=np.float32)
-    v[: len(components)] = components
-    return v / np.linalg.norm(v)
-
-
-def embed_all_pending(store: Store, vector_for: dict[str, np.ndarray], default: np.ndarray) -> None:
-    """Run the real job path synchronously: claim, then complete with the given vectors."""
-    while claimed := store._db.write_sync(jobs.claim_embed, 20_000, now_ms()):
-        results = [(job, vector_for.get(job.content, default)) for job in claimed]
-        store._db.write_sync(jobs.complete_embed, results, now_ms())
+    return unit_of(DIM, *components)
 
 
 BOB_PERSONAL = [f"bob note {i}: oolong tea at the station" for i in range(3)]
@@ -41,22 +34,14 @@ def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     """Bob's 5 memories among 50k others' memories that match the same words better."""
     store = Store(tmp_path_factory.mktemp("crowd") / "memory.db", readers=2)
     store.configure_vector_space("test:crowd", DIM)
-    now = now_ms()
-    crowd = (
-        NewMemory(
-            content=f"tea tea oolong station team {i}",
-            owner=f"user{i % 50}",
-            chat_id="chat-other",
-            shared=i % 5 == 0,
-            source="t",
-        )
+    store.memories.add_many(
+        note(f"tea tea oolong station team {i}", f"user{i % 50}", chat_id="chat-other", shared=i % 5 == 0)
         for i in range(CROWD)
     )
-    store._db.write_sync(memories.insert_many, crowd, now)
-    bob = [NewMemory(content=c, owner="bob", chat_id="chat-bob", shared=False, source="t") for c in BOB_PERSONAL]
-    bob += [NewMemory(content=c, owner="carol", chat_id="chat-bob", shared=True, source="t") for c in BOB_GROUP]
-    store._db.write_sync(memories.insert_many, bob, now)
-    embed_all_pending(store, {c: BOB_VECTOR for c in BOB_PERSONAL + BOB_GROUP}, CROWD_VECTOR)
+    bob = [note(c, "bob", chat_id="chat-bob") for c in BOB_PERSONAL]
+    bob += [note(c, "carol", chat_id="chat-bob", shared=True) for c in BOB_GROUP]
+    store.memories.add_many(bob)
+    trio.run(embed_all, store, {c: BOB_VECTOR for c in BOB_PERSONAL + BOB_GROUP}, CROWD_VECTOR)
     yield store
     store.close()
 
@@ -66,56 +51,55 @@ EVERYTHING_OF_BOB = set(BOB_PERSONAL + BOB_GROUP)
 
 
 async def test_keyword_search_finds_all_five_among_fifty_thousand(crowded: Store) -> None:
-    hits = await crowded.search(BOB, "oolong tea station team", limit=10, query_vector=None)
+    hits = await crowded.memories.search(BOB, "oolong tea station team", limit=10, query_vector=None)
     assert {h.content for h in hits} == EVERYTHING_OF_BOB
 
 
 async def test_vector_search_finds_all_five_although_the_crowd_is_nearer(crowded: Store) -> None:
-    hits = await crowded.search(BOB, "", limit=10, query_vector=CROWD_VECTOR)
+    hits = await crowded.memories.search(BOB, "", limit=10, query_vector=CROWD_VECTOR)
     assert {h.content for h in hits} == EVERYTHING_OF_BOB
 
 
 async def test_hybrid_search_finds_all_five_and_nothing_else(crowded: Store) -> None:
-    hits = await crowded.search(BOB, "tea", limit=50, query_vector=CROWD_VECTOR)
+    hits = await crowded.memories.search(BOB, "tea", limit=50, query_vector=CROWD_VECTOR)
     assert {h.content for h in hits} == EVERYTHING_OF_BOB
 
 
 async def test_without_the_chat_only_personal_memories_are_visible(crowded: Store) -> None:
-    hits = await crowded.search(Scope("bob"), "tea", limit=10, query_vector=CROWD_VECTOR)
+    hits = await crowded.memories.search(Scope("bob"), "tea", limit=10, query_vector=CROWD_VECTOR)
     assert {h.content for h in hits} == set(BOB_PERSONAL)
-    listed = await crowded.list(Scope("bob"), limit=100)
+    listed = await crowded.memories.list(Scope("bob"), limit=100)
     assert {r.content for r in listed} == set(BOB_PERSONAL)
 
 
 async def test_list_shows_all_five(crowded: Store) -> None:
-    listed = await crowded.list(BOB, limit=100)
+    listed = await crowded.memories.list(BOB, limit=100)
     assert {r.content for r in listed} == EVERYTHING_OF_BOB
 
 
 async def test_a_stranger_sees_nothing(crowded: Store) -> None:
     stranger = Scope("mallory", "chat-mallory")
-    assert await crowded.search(stranger, "tea oolong", limit=10, query_vector=CROWD_VECTOR) == []
-    assert await crowded.list(stranger, limit=10) == []
+    assert await crowded.memories.search(stranger, "tea oolong", limit=10, query_vector=CROWD_VECTOR) == []
+    assert await crowded.memories.list(stranger, limit=10) == []
 
 
 async def test_nobody_can_delete_or_resolve_what_they_cannot_see(crowded: Store) -> None:
-    bobs = await crowded.list(BOB, limit=100)
+    bobs = await crowded.memories.list(BOB, limit=100)
     target = bobs[0].id
-    assert await crowded.delete(Scope("mallory", "chat-mallory"), target) is None
-    assert await crowded.delete(Scope("mallory", "chat-mallory"), target[:12]) is None
+    assert await crowded.memories.delete(Scope("mallory", "chat-mallory"), target) is None
+    assert await crowded.memories.delete(Scope("mallory", "chat-mallory"), target[:12]) is None
     # A member of the crowd's chat sees 10k group memories, but not bob's.
-    assert await crowded.delete(Scope("user1", "chat-other"), target) is None
-    assert {r.id for r in await crowded.list(BOB, limit=100)} == {r.id for r in bobs}
+    assert await crowded.memories.delete(Scope("user1", "chat-other"), target) is None
+    assert {r.id for r in await crowded.memories.list(BOB, limit=100)} == {r.id for r in bobs}
 
 
 # -- small, explicit cases for each retriever ----------------------------------------------------
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "memory.db", readers=2) as s:
-        s.configure_vector_space("test:small", DIM)
-        yield s
+def store(store: Store) -> Iterator[Store]:
+    store.configure_vector_space("test:small", DIM)
+    yield store
 
 
 async def seed(store: Store) -> dict[str, str]:
@@ -128,8 +112,8 @@ async def seed(store: Store) -> dict[str, str]:
         "c2 group": new("c2 group tea", "alice", "c2", True),
         "bob personal": new("bob personal tea", "bob", "c1", False),
     }
-    ids = {name: (await store.add(new))[0].id for name, new in rows.items()}
-    embed_all_pending(store, {}, unit(1))
+    ids = {name: (await store.memories.add(new))[0].id for name, new in rows.items()}
+    await embed_all(store, {}, unit(1))
     return ids
 
 
@@ -147,18 +131,44 @@ async def seed(store: Store) -> dict[str, str]:
 async def test_every_retriever_applies_the_same_visibility(store: Store, scope: Scope, visible: set[str]) -> None:
     ids = await seed(store)
     names = {v: k for k, v in ids.items()}
-    keyword = {names[h.id] for h in await store.search(scope, "tea", limit=10, query_vector=None)}
-    vector = {names[h.id] for h in await store.search(scope, "", limit=10, query_vector=unit(1))}
-    listed = {names[r.id] for r in await store.list(scope, limit=10)}
+    keyword = {names[h.id] for h in await store.memories.search(scope, "tea", limit=10, query_vector=None)}
+    vector = {names[h.id] for h in await store.memories.search(scope, "", limit=10, query_vector=unit(1))}
+    listed = {names[r.id] for r in await store.memories.list(scope, limit=10)}
     assert keyword == vector == listed == visible
     for name, memory_id in ids.items():
         if name not in visible:
-            assert await store.delete(scope, memory_id) is None
-    assert {names[r.id] for r in await store.list(scope, limit=10)} == visible
+            assert await store.memories.delete(scope, memory_id) is None
+    assert {names[r.id] for r in await store.memories.list(scope, limit=10)} == visible
 
 
 async def test_group_memories_are_visible_to_every_member_of_the_chat(store: Store) -> None:
     ids = await seed(store)
-    deleted = await store.delete(Scope("alice", "c1"), ids["c1 group"])
+    deleted = await store.memories.delete(Scope("alice", "c1"), ids["c1 group"])
     assert deleted == ids["c1 group"]
-    assert ids["c1 group"] not in {r.id for r in await store.list(Scope("bob", "c1"), limit=10)}
+    assert ids["c1 group"] not in {r.id for r in await store.memories.list(Scope("bob", "c1"), limit=10)}
+
+
+# -- the predicate every retriever is built from ---------------------------------------------------
+
+
+def test_the_predicate_names_the_callers_keys_and_hides_deleted_and_expired() -> None:
+    sql, params = visibility.predicate(Scope("alice", "c1"), "m", now_ms=123)
+    assert sql == (
+        "m.scope_key IN (?, ?) AND m.deleted_at_ms IS NULL AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)"
+    )
+    assert params == ("u:alice", "c:c1", 123)
+    sql, params = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, key="u:alice")
+    assert (sql, params) == ("memories.scope_key = ? AND memories.deleted_at_ms IS NULL", ("u:alice",))
+
+
+def test_a_retriever_cannot_ask_for_a_key_its_caller_does_not_see() -> None:
+    with pytest.raises(BrokenInvariant):
+        visibility.predicate(Scope("alice", "c1"), now_ms=0, key="c:c2")
+
+
+def test_scope_keys_and_kinds_have_one_spelling() -> None:
+    assert visibility.key_for(shared=False, owner="bob", chat_id="c1") == "u:bob"
+    assert visibility.key_for(shared=True, owner="bob", chat_id="c1") == "c:c1"
+    assert [visibility.kind_of_key(k) for k in ("u:bob", "c:c1")] == ["personal", "group"]
+    with pytest.raises(BrokenInvariant):
+        visibility.key_for(shared=True, owner="bob", chat_id=None)

@@ -1,7 +1,8 @@
-"""The client's error hierarchy.
+"""The client's error hierarchy, and memoryd's table of JSON-RPC error codes.
 
-The JSON-RPC codes are copied from the daemon's ``memoryd/errors.py``: the client must run where
-the daemon package is not installed.
+:class:`ErrorCode` is the one source of the codes: the daemon (``memoryd/errors.py``) reads it
+from here, since the client must run where the daemon is not installed and not the other way
+round.
 
     MemoryClientError
     ├── DaemonUnavailable        no socket, connection refused, or no permission to connect
@@ -10,25 +11,48 @@ the daemon package is not installed.
     ├── ProtocolError            the daemon's reply was not a JSON-RPC 2.0 response to our call
     ├── MissingIdentity          no user id: neither passed, nor in the environment, nor in a token
     └── MemorydRpcError          the daemon answered with an error: .code .message .data
-        ├── ParseError           -32700
-        ├── InvalidRequest       -32600
-        ├── MethodNotFound       -32601
-        ├── InvalidParams        -32602  data = {"field": ..., "reason": ...}
-        ├── InternalError        -32603
-        ├── NotFound             -32001
-        ├── Unauthorized         -32002
-        ├── Overloaded           -32003  retry later
-        ├── PayloadTooLarge      -32004  the daemon closed the connection
-        ├── DeadlineExceeded     -32005
-        ├── ShuttingDown         -32006  retry after the daemon restarts
-        └── Unavailable          -32007  the database is busy (locked by another process); retry
+        ├── ParseError           one class per ErrorCode member, named after it
+        ├── InvalidRequest
+        ├── MethodNotFound
+        ├── InvalidParams        .field and .reason name the bad parameter
+        ├── InternalError
+        ├── NotFound
+        ├── Unauthorized
+        ├── Overloaded           retry later
+        ├── PayloadTooLarge      the daemon closed the connection
+        ├── DeadlineExceeded
+        ├── ShuttingDown         retry after the daemon restarts
+        ├── Unavailable          the database is busy (locked by another process); retry
+        └── LlmNotConfigured     extraction is off: the daemon's [llm] names no provider
 
 An error code this client does not know becomes a plain ``MemorydRpcError``.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Dict, Optional, Type
+
+
+class ErrorCode(enum.IntEnum):
+    """Every error code memoryd answers with; each has one exception class here and one in the
+    daemon, named as the member in CamelCase (``INVALID_PARAMS`` -> ``InvalidParams``)."""
+
+    # JSON-RPC 2.0's own codes.
+    PARSE_ERROR = -32700  # not JSON, or not UTF-8
+    INVALID_REQUEST = -32600  # not a JSON-RPC 2.0 request object
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602  # data = {"field": ..., "reason": ...}
+    INTERNAL_ERROR = -32603  # a bug or an unexpected failure; the daemon logged it
+    # memoryd's application codes.
+    NOT_FOUND = -32001
+    UNAUTHORIZED = -32002
+    OVERLOADED = -32003  # too many connections or requests; retry later
+    PAYLOAD_TOO_LARGE = -32004  # message over max_message_bytes; the connection is closed
+    DEADLINE_EXCEEDED = -32005  # the call ran past the daemon's request_timeout
+    SHUTTING_DOWN = -32006  # retry after the daemon restarts
+    UNAVAILABLE = -32007  # something the call needs is busy or down (the database); retry
+    LLM_NOT_CONFIGURED = -32008  # extraction is off: the daemon's [llm] names no provider
 
 
 class MemoryClientError(Exception):
@@ -67,7 +91,12 @@ class MissingIdentity(MemoryClientError):
 class MemorydRpcError(MemoryClientError):
     """The daemon answered with a JSON-RPC error object."""
 
-    code: int = -32603
+    code: int = ErrorCode.INTERNAL_ERROR
+
+    def __init_subclass__(cls, code: Optional[ErrorCode] = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
 
     def __init__(self, message: str, data: Any = None, code: Optional[int] = None) -> None:
         if code is not None:
@@ -80,21 +109,16 @@ class MemorydRpcError(MemoryClientError):
         return f"{type(self).__name__}(code={self.code}, message={self.message!r}, data={self.data!r})"
 
 
-class ParseError(MemorydRpcError):
-    code = -32700
+class ParseError(MemorydRpcError, code=ErrorCode.PARSE_ERROR): ...
 
 
-class InvalidRequest(MemorydRpcError):
-    code = -32600
+class InvalidRequest(MemorydRpcError, code=ErrorCode.INVALID_REQUEST): ...
 
 
-class MethodNotFound(MemorydRpcError):
-    code = -32601
+class MethodNotFound(MemorydRpcError, code=ErrorCode.METHOD_NOT_FOUND): ...
 
 
-class InvalidParams(MemorydRpcError):
-    code = -32602
-
+class InvalidParams(MemorydRpcError, code=ErrorCode.INVALID_PARAMS):
     @property
     def field(self) -> Optional[str]:
         """The parameter the daemon rejected, when it said."""
@@ -105,55 +129,35 @@ class InvalidParams(MemorydRpcError):
         return self.data.get("reason") if isinstance(self.data, dict) else None
 
 
-class InternalError(MemorydRpcError):
-    code = -32603
+class InternalError(MemorydRpcError, code=ErrorCode.INTERNAL_ERROR): ...
 
 
-class NotFound(MemorydRpcError):
-    code = -32001
+class NotFound(MemorydRpcError, code=ErrorCode.NOT_FOUND): ...
 
 
-class Unauthorized(MemorydRpcError):
-    code = -32002
+class Unauthorized(MemorydRpcError, code=ErrorCode.UNAUTHORIZED): ...
 
 
-class Overloaded(MemorydRpcError):
-    code = -32003
+class Overloaded(MemorydRpcError, code=ErrorCode.OVERLOADED): ...
 
 
-class PayloadTooLarge(MemorydRpcError):
-    code = -32004
+class PayloadTooLarge(MemorydRpcError, code=ErrorCode.PAYLOAD_TOO_LARGE): ...
 
 
-class DeadlineExceeded(MemorydRpcError):
-    code = -32005
+class DeadlineExceeded(MemorydRpcError, code=ErrorCode.DEADLINE_EXCEEDED): ...
 
 
-class ShuttingDown(MemorydRpcError):
-    code = -32006
+class ShuttingDown(MemorydRpcError, code=ErrorCode.SHUTTING_DOWN): ...
 
 
-class Unavailable(MemorydRpcError):
-    code = -32007
+class Unavailable(MemorydRpcError, code=ErrorCode.UNAVAILABLE): ...
 
 
-RPC_ERRORS_BY_CODE: Dict[int, Type[MemorydRpcError]] = {
-    cls.code: cls
-    for cls in (
-        ParseError,
-        InvalidRequest,
-        MethodNotFound,
-        InvalidParams,
-        InternalError,
-        NotFound,
-        Unauthorized,
-        Overloaded,
-        PayloadTooLarge,
-        DeadlineExceeded,
-        ShuttingDown,
-        Unavailable,
-    )
-}
+class LlmNotConfigured(MemorydRpcError, code=ErrorCode.LLM_NOT_CONFIGURED): ...
+
+
+#: The class for each code.
+RPC_ERRORS_BY_CODE: Dict[int, Type[MemorydRpcError]] = {cls.code: cls for cls in MemorydRpcError.__subclasses__()}
 
 
 def error_from_object(error: Any) -> MemorydRpcError:

@@ -7,22 +7,20 @@ from typing import TextIO
 
 from memoryd.admin.common import EXIT_OK, EXIT_PROBLEMS, open_store, print_json
 from memoryd.config import Config
-from memoryd.ids import now_ms
-from memoryd.store import consistency
 from memoryd.store.consistency import Finding
 
 
 def run(config: Config, *, repair: bool, as_json: bool, out: TextIO = sys.stdout) -> int:
     repaired: list[str] = []
     with open_store(config) as store:
-        findings = store.database.read_sync(consistency.check, now_ms())
+        findings = store.lifecycle.check()
         if repair and any(not f.ok and f.repairable for f in findings):
-            repaired = store.database.write_sync(consistency.repair, findings, now_ms())
+            repaired = store.lifecycle.repair(findings)
     if repaired:
         # Checked again on fresh connections: FTS5's integrity check trusts the index
         # structure a connection cached before the rebuild, and would report false damage.
         with open_store(config) as store:
-            findings = store.database.read_sync(consistency.check, now_ms())
+            findings = store.lifecycle.check()
     healthy = all(f.ok for f in findings)
     if as_json:
         print_json({"ok": healthy, "checks": [f.to_dict() for f in findings], "repaired": repaired}, out)

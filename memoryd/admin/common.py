@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import msgspec
@@ -34,14 +31,6 @@ def open_store(config: Config, *, create: bool = False) -> Store:
     # No mmap: these commands scan whole tables once; through the bounded page cache their
     # RSS stays flat however large the file is.
     return Store(path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms, mmap_bytes=0)
-
-
-def file_bytes(path: Path) -> dict[str, int]:
-    sizes = {}
-    for name, suffix in (("file", ""), ("wal", "-wal")):
-        with contextlib.suppress(OSError):
-            sizes[name] = os.path.getsize(f"{path}{suffix}")
-    return sizes
 
 
 def human_bytes(count: float) -> str:

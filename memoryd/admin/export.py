@@ -11,14 +11,12 @@ from typing import BinaryIO, TextIO
 
 from memoryd.admin.common import EXIT_OK, open_store
 from memoryd.config import Config
-from memoryd.ids import now_ms
-from memoryd.store import transfer
 
 
 def run(config: Config, *, user: str | None, out: BinaryIO | None = None, err: TextIO = sys.stderr) -> int:
     sink = out if out is not None else sys.stdout.buffer
     with open_store(config) as store:
-        count = store.database.read_sync(transfer.export_memories, sink.write, user=user, now_ms=now_ms())
+        count = store.lifecycle.export(sink.write, user=user)
     sink.flush()
     err.write(f"exported {count} memories{f' of {user}' if user else ''}\n")
     return EXIT_OK

@@ -8,18 +8,17 @@ from typing import TextIO
 
 from memoryd.admin.common import EXIT_OK, open_store, print_json
 from memoryd.config import Config
-
-DAY_MS = 86_400_000
+from memoryd.ids import DAY_MS
 
 
 def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdout) -> int:
     retention_days = config.lifecycle.retention_days
     checkpoint: tuple[int, int, int] | None = None
     with open_store(config) as store:
-        report = store.gc(retention_ms=int(retention_days * DAY_MS), dry_run=dry_run)
+        report = store.lifecycle.gc(retention_ms=int(retention_days * DAY_MS), dry_run=dry_run)
         if not dry_run:
-            report.optimize_steps = store.optimize()
-            checkpoint = store.checkpoint("TRUNCATE")
+            report.optimize_steps = store.lifecycle.optimize()
+            checkpoint = store.lifecycle.checkpoint("TRUNCATE")
     data = {**report.to_dict(), "retention_days": retention_days}
     if checkpoint is not None:
         data["checkpoint_complete"] = checkpoint[0] == 0

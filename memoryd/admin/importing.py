@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import TextIO
 
 from memoryd.admin.common import EXIT_OK, EXIT_PROBLEMS, open_store
+from memoryd.admin.import_file import LineError, parse_header, parse_line, read_lines
 from memoryd.config import Config
 from memoryd.errors import StoreError
-from memoryd.ids import now_ms
-from memoryd.store import transfer
-from memoryd.store.transfer import LineError, MemoryLine
+from memoryd.store.transfer import MemoryLine
 
 #: Problems listed before giving up on a bad file.
 MAX_REPORTED = 20
@@ -32,17 +31,17 @@ def validate(path: Path) -> tuple[int, list[LineError]]:
     errors: list[LineError] = []
     first_line_of: dict[str, int] = {}
     with open(path, "rb") as file:
-        lines = transfer.read_lines(file)
+        lines = read_lines(file)
         header = next(lines, None)
         if header is None:
             return 0, [LineError(1, "the file is empty (expected a memoryd export header)")]
         try:
-            transfer.parse_header(*header)
+            parse_header(*header)
         except LineError as exc:
             return 0, [exc]
         for number, raw in lines:
             try:
-                line = transfer.parse_line(number, raw)
+                line = parse_line(number, raw)
             except LineError as exc:
                 errors.append(exc)
             else:
@@ -56,10 +55,10 @@ def validate(path: Path) -> tuple[int, list[LineError]]:
 
 def _memories(path: Path) -> Iterator[MemoryLine]:
     with open(path, "rb") as file:
-        lines = transfer.read_lines(file)
+        lines = read_lines(file)
         next(lines)  # the header, validated already
         for number, raw in lines:
-            yield transfer.parse_line(number, raw)
+            yield parse_line(number, raw)
 
 
 def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -74,7 +73,7 @@ def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = s
         return EXIT_PROBLEMS
     with open_store(config, create=True) as store:
         try:
-            report = store.database.write_sync(transfer.import_memories, _memories(path), now_ms())
+            report = store.lifecycle.import_memories(_memories(path))
         except LineError as exc:  # the file changed between the passes
             err.write(f"memoryd: {path}: {exc}\nmemoryd: nothing imported\n")
             return EXIT_PROBLEMS

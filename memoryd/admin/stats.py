@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from memoryd.admin.common import EXIT_OK, file_bytes, human_bytes, open_store, print_json, table
+from memoryd.admin.common import EXIT_OK, human_bytes, open_store, print_json, table
 from memoryd.config import Config
-from memoryd.ids import now_ms
 from memoryd.store import stats
 
 #: Users shown in the table (JSON has all of them).
@@ -16,10 +15,7 @@ TOP_USERS = 20
 
 def gather(config: Config) -> dict[str, Any]:
     with open_store(config) as store:
-        data = store.database.read_sync(stats.collect, now_ms())
-    sizes = file_bytes(config.db_path)
-    data["database"] = {"path": str(config.db_path), **sizes, "bytes": sum(sizes.values())}
-    return data
+        return store.lifecycle.stats()
 
 
 def run(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:

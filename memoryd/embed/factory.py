@@ -9,6 +9,7 @@ from memoryd.embed.base import Embedder, NoEmbedder
 from memoryd.embed.http import OllamaEmbedder, OpenAIEmbedder
 from memoryd.embed.local import LocalEmbedder
 from memoryd.errors import ConfigError
+from memoryd.http_backend import api_key_from
 
 
 def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Embedder:
@@ -34,7 +35,7 @@ def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Em
                 settings.url,
                 settings.model,
                 # Sent as a Bearer token; Ollama ignores it, a proxy in front of it may want it.
-                api_key=_api_key(settings),
+                api_key=api_key_from("embed", settings.api_key, settings.api_key_file),
                 dim=settings.dim or None,
                 timeout=settings.timeout,
                 retries=settings.retries,
@@ -43,19 +44,3 @@ def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Em
         except ValueError as exc:
             raise ConfigError(f"embed.url: {exc}") from None
     raise ConfigError(f"embedder: unknown kind {kind!r} (expected local, ollama, openai or none)")
-
-
-def _api_key(settings: EmbedConfig) -> str | None:
-    if settings.api_key and settings.api_key_file:
-        raise ConfigError("embed.api_key and embed.api_key_file are both set; keep one")
-    if settings.api_key_file:
-        path = Path(settings.api_key_file).expanduser()
-        try:
-            key = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            # The path is not secret; the file's contents never appear in a message.
-            raise ConfigError(f"embed.api_key_file: cannot read {path}: {exc.strerror}") from None
-        if not key:
-            raise ConfigError(f"embed.api_key_file: {path} is empty")
-        return key
-    return settings.api_key or None

@@ -1,6 +1,10 @@
-"""The JSON-RPC layer: framing and envelope are sans-io; dispatch runs handlers under trio."""
+"""The JSON-RPC layer.  Sans-io: framing, envelope, the per-connection protocol state; under
+trio: the method table, the request deadline, and the one mapping from errors to replies."""
 
-from memoryd.rpc.dispatch import CallContext, Handler, MethodTable, serve_message
+from memoryd.rpc.connection import Close, CloseReason, ConnectionLimits, RpcConnection, Wait
+from memoryd.rpc.context import CallContext, Handler
+from memoryd.rpc.deadlines import RequestGuard
+from memoryd.rpc.dispatch import MethodTable, serve_message
 from memoryd.rpc.envelope import (
     BadCall,
     Id,
@@ -11,11 +15,16 @@ from memoryd.rpc.envelope import (
     encode_result,
     parse_message,
 )
-from memoryd.rpc.framing import FrameDecoder, Framing, encode_frame
+from memoryd.rpc.errormap import ERROR_REPLIES, rpc_error_for
+from memoryd.rpc.framing import FrameDecoder, Framing, detect_framing, encode_frame
 
 __all__ = [
     "BadCall",
     "CallContext",
+    "Close",
+    "CloseReason",
+    "ConnectionLimits",
+    "ERROR_REPLIES",
     "FrameDecoder",
     "Framing",
     "Handler",
@@ -23,10 +32,15 @@ __all__ = [
     "Message",
     "MethodTable",
     "Request",
+    "RequestGuard",
+    "RpcConnection",
+    "Wait",
+    "detect_framing",
     "encode_batch",
     "encode_error",
     "encode_frame",
     "encode_result",
     "parse_message",
+    "rpc_error_for",
     "serve_message",
 ]

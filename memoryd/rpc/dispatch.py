@@ -1,55 +1,29 @@
-"""Run JSON-RPC calls against a table of methods; the one place exceptions become replies.
+"""Run JSON-RPC calls against a table of methods: one framed payload in, one reply (or none) out.
 
-Params are decoded once, from the raw envelope slice into the method's params Struct, with a
-decoder built at registration.  ``RpcError`` → its own error; a params ``ValidationError`` →
--32602 naming the field; anything else → -32603 plus an error log with traceback.  A failing
-call never drops the connection.
+A method is registered with its params Struct; params are decoded once, from the raw envelope
+slice straight into that Struct, by a decoder built at registration.  Whatever a call raises
+becomes its reply in rpc/errormap.py, the only place that decides codes; a failing call never
+drops the connection.  A table ``guarded_by`` a RequestGuard runs each call under the request
+deadline and shutdown policy of rpc/deadlines.py.
 """
 
 from __future__ import annotations
 
-import logging
-import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import trio
 
-from memoryd.errors import InternalError, InvalidParams, MethodNotFound, RpcError
-from memoryd.rpc.envelope import (
-    BadCall,
-    Request,
-    encode_batch,
-    encode_error,
-    encode_result,
-    parse_message,
-)
+from memoryd.errors import InvalidParams, MethodNotFound, RpcError
+from memoryd.rpc.context import CallContext, Handler
+from memoryd.rpc.deadlines import RequestGuard
+from memoryd.rpc.envelope import BadCall, Request, encode_batch, encode_error, encode_result, parse_message
+from memoryd.rpc.errormap import rpc_error_for
+from memoryd.rpc.validation_errors import invalid_params_from
 
-__all__ = ["CallContext", "Dispatcher", "Handler", "MethodTable", "invalid_params_from", "serve_message"]
-
-log = logging.getLogger("memoryd.rpc")
-
-
-@dataclass
-class CallContext:
-    """Who is calling: the peer's credentials (SO_PEERCRED) and the connection it came on."""
-
-    peer_uid: int | None = None
-    peer_pid: int | None = None
-    peer_gid: int | None = None
-    connection_id: int = 0
-    extras: dict[str, Any] = field(default_factory=dict)
-
-
-Handler = Callable[[Any, CallContext], Awaitable[Any]]
-
-
-class Dispatcher(Protocol):
-    """What :func:`serve_message` needs: a MethodTable, or a wrapper around one (the server's)."""
-
-    async def dispatch(self, request: Request, ctx: CallContext) -> bytes | None: ...
+# CallContext is re-exported: handlers (service/, auth/) import it from here with the table.
+__all__ = ["CallContext", "Handler", "MethodTable", "serve_message"]
 
 _OPEN_BRACKET = ord("[")
 #: How many calls of one batch run at once.
@@ -70,6 +44,7 @@ class MethodTable:
 
     def __init__(self) -> None:
         self._methods: dict[str, _Method] = {}
+        self._guard: RequestGuard | None = None
 
     def register(self, name: str, params_type: type[msgspec.Struct], handler: Handler) -> None:
         if name in self._methods:
@@ -84,6 +59,13 @@ class MethodTable:
             empty=b"[]" if array_like else b"{}",
         )
 
+    def guarded_by(self, guard: RequestGuard) -> MethodTable:
+        """The same methods, each call run under ``guard`` (deadline, refusal during shutdown)."""
+        table = MethodTable()
+        table._methods = self._methods
+        table._guard = guard
+        return table
+
     def names(self) -> list[str]:
         """Registered method names, in registration order."""
         return list(self._methods)
@@ -91,24 +73,25 @@ class MethodTable:
     async def dispatch(self, request: Request, ctx: CallContext) -> bytes | None:
         """The encoded reply to one call; None for a notification, even when it failed."""
         try:
-            method = self._methods.get(request.method)
-            if method is None:
-                raise MethodNotFound()
-            params = _decode_params(method, request.params)
-            result = await method.handler(params, ctx)
+            if self._guard is None:
+                result = await self._call(request, ctx)
+            else:
+                result = await self._guard.run(self._call, request, ctx)
             if request.is_notification:
                 return None
             # Encoding sits inside the try: a result msgspec cannot encode is our bug (-32603).
             return encode_result(request.id, result)
-        except RpcError as err:
-            error = err
-        except Exception:
-            # No params in the log: they may hold memory contents.
-            log.exception("method %r failed on connection %d", request.method, ctx.connection_id)
-            error = InternalError()
+        except Exception as exc:
+            error = rpc_error_for(exc, request.method, ctx.connection_id)
         if request.is_notification:
             return None
         return encode_error(request.id, error)
+
+    async def _call(self, request: Request, ctx: CallContext) -> Any:
+        method = self._methods.get(request.method)
+        if method is None:
+            raise MethodNotFound()
+        return await method.handler(_decode_params(method, request.params), ctx)
 
 
 def _decode_params(method: _Method, raw: msgspec.Raw | None) -> Any:
@@ -126,7 +109,7 @@ def _decode_params(method: _Method, raw: msgspec.Raw | None) -> Any:
         raise InvalidParams.for_field("params", "are nested too deeply") from None
 
 
-async def serve_message(payload: bytes, table: Dispatcher, ctx: CallContext) -> bytes | None:
+async def serve_message(payload: bytes, table: MethodTable, ctx: CallContext) -> bytes | None:
     """Answer one framed payload: a reply, a batch reply, or None when nothing needs answering."""
     try:
         message = parse_message(payload)
@@ -160,86 +143,3 @@ async def serve_message(payload: bytes, table: Dispatcher, ctx: CallContext) -> 
             nursery.start_soon(worker)
     items = [reply for reply in replies if reply is not None]
     return encode_batch(items) if items else None
-
-
-# -- ValidationError → InvalidParams -------------------------------------------------------
-#
-# msgspec's messages look like "Expected `int` >= 1 - at `$.limit`"; callers (often a model
-# writing tool calls) get the field as a path without "$." and a short readable reason.
-
-_AT = re.compile(r"^(?P<msg>.*) - at `\$(?P<path>.*)`$", re.DOTALL)
-_MISSING = re.compile(r"^Object missing required field `(?P<name>.*)`$", re.DOTALL)
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>.*)`$", re.DOTALL)
-_GOT = re.compile(r"^Expected `(?P<type>[^`]*)`, got `(?P<got>[^`]*)`$")
-_BOUND = re.compile(r"^Expected `(?P<type>[^`]*)` (?P<op>>=|<=|>|<) (?P<n>\S+)$")
-_LENGTH = re.compile(r"^Expected `(?P<type>[^`]*)` of length (?P<op>>=|<=) (?P<n>\d+)$")
-_REGEX = re.compile(r"^Expected `(?P<type>[^`]*)` matching regex (?P<re>.*)$", re.DOTALL)
-_MULTIPLE = re.compile(r"^Expected `(?P<type>[^`]*)` that's a multiple of (?P<n>\S+)$")
-_ENUM = re.compile(r"^Invalid enum value (?P<value>.*)$", re.DOTALL)
-
-_TYPE_WORDS = {
-    "int": "an integer",
-    "float": "a number",
-    "str": "a string",
-    "bool": "a boolean",
-    "null": "null",
-    "array": "an array",
-    "object": "an object",
-    "bytes": "base64-encoded bytes",
-    "datetime": "an RFC 3339 date-time",
-    "date": "an ISO 8601 date",
-    "time": "an ISO 8601 time",
-    "uuid": "a UUID",
-    "decimal": "a decimal number",
-}
-_LENGTH_UNITS = {"str": "characters", "array": "items", "object": "entries"}
-
-
-def invalid_params_from(exc: msgspec.ValidationError) -> InvalidParams:
-    """Turn a msgspec validation message into ``InvalidParams`` naming the field."""
-    text = str(exc)
-    path = ""
-    at = _AT.match(text)
-    if at:
-        text, path = at["msg"], at["path"]
-    path = path.removeprefix(".")
-    if found := _MISSING.match(text):
-        return InvalidParams.for_field(_join(path, found["name"]), "is required")
-    if found := _UNKNOWN.match(text):
-        known = "parameter" if not path else "field"
-        return InvalidParams.for_field(_join(path, found["name"]), f"is not a known {known}")
-    return InvalidParams.for_field(path or "params", _reason(text))
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
-
-
-def _type_words(spec: str) -> str:
-    words = [_TYPE_WORDS.get(part.strip(), part.strip()) for part in spec.split("|")]
-    if len(words) == 1:
-        return words[0]
-    return ", ".join(words[:-1]) + " or " + words[-1]
-
-
-def _reason(text: str) -> str:
-    if found := _GOT.match(text):
-        return f"must be {_type_words(found['type'])}"
-    if found := _BOUND.match(text):
-        return f"must be {found['op']} {found['n']}"
-    if found := _LENGTH.match(text):
-        unit = _LENGTH_UNITS.get(found["type"], "items")
-        least = "at least" if found["op"] == ">=" else "at most"
-        if found["type"] == "str":
-            return f"must be {least} {found['n']} {unit} long"
-        return f"must have {least} {found['n']} {unit}"
-    if found := _REGEX.match(text):
-        return f"must match the pattern {found['re']}"
-    if found := _MULTIPLE.match(text):
-        return f"must be a multiple of {found['n']}"
-    if found := _ENUM.match(text):
-        return f"{found['value']} is not an allowed value"
-    if text == "Number out of range":
-        return "is out of range"
-    # A __post_init__ check raising ValueError/TypeError: its message is already for humans.
-    return text

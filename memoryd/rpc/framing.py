@@ -13,7 +13,7 @@ import enum
 
 from memoryd.errors import PayloadTooLarge
 
-__all__ = ["FrameDecoder", "Framing", "encode_frame"]
+__all__ = ["FrameDecoder", "Framing", "detect_framing", "encode_frame"]
 
 # Bytes that make a connection line-framed: how a JSON text may begin.  Includes \v and \f
 # (bytes.isspace() whitespace) so a stray one is not taken for a huge length prefix.
@@ -24,6 +24,11 @@ _PREFIX_BYTES = 4
 class Framing(enum.Enum):
     LINES = "lines"
     LENGTH_PREFIX = "length-prefix"
+
+
+def detect_framing(first_bytes: bytes) -> Framing:
+    """The framing a connection uses, from the first byte its client sent."""
+    return Framing.LINES if first_bytes[0] in _LINE_START else Framing.LENGTH_PREFIX
 
 
 class FrameDecoder:
@@ -48,7 +53,7 @@ class FrameDecoder:
         if not data:
             return
         if self.framing is None:
-            self.framing = Framing.LINES if data[0] in _LINE_START else Framing.LENGTH_PREFIX
+            self.framing = detect_framing(data)
         self._buffer += data
 
     def next_message(self) -> bytes | None:

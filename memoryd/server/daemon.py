@@ -78,7 +78,7 @@ class Daemon:
                         await embedder.aclose()
         finally:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(store.checkpoint)
+                await trio.to_thread.run_sync(store.lifecycle.checkpoint)
                 await trio.to_thread.run_sync(store.close)
             log.info("daemon.stopped")
 
@@ -124,14 +124,14 @@ class Daemon:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
         service = MemoryService(
-            store,
+            store.memories,
             embedder,
             backfill,
             add_wait=config.embed.add_wait,
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
         )
-        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats)), config.limits)
+        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)), config.limits)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -149,7 +149,7 @@ class Daemon:
                 if backfill is not None:
                     await nursery.start(backfill.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
-                self.maintenance = Maintenance(store, config.lifecycle)
+                self.maintenance = Maintenance(store.lifecycle, config.lifecycle)
                 await nursery.start(self.maintenance.run)
                 await nursery.start(server.serve, listen_socket)
                 log.info(
@@ -184,8 +184,8 @@ class Daemon:
 
     async def _describe(self, store: Store) -> str:
         """The STATUS= line an operator sees in ``systemctl status memoryd``."""
-        counts = await store.health_counts()
-        pending = sum((await store.backlog()).values())
+        counts = await store.memories.health_counts()
+        pending = sum((await store.jobs.backlog()).values())
         connections = self._server_stats().get("connections_open", 0)
         return (
             f"serving; memories {counts['memories_active']}, users {counts['users']}, "

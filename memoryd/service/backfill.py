@@ -60,7 +60,7 @@ class EmbeddingBackfill:
         await self._establish_vector_space()
         while True:
             self._wake = trio.Event()
-            jobs = await self.store.claim_embed_jobs(self.batch_size)
+            jobs = await self.store.jobs.claim_embed(self.batch_size)
             if not jobs:
                 await self._sleep_until_due()
                 continue
@@ -69,16 +69,16 @@ class EmbeddingBackfill:
             except EmbedderError as exc:
                 self.last_error = str(exc)
                 log.warning("backfill.embed_failed", extra=fields(jobs=len(jobs), error=str(exc)))
-                await self.store.fail_jobs(jobs, str(exc))
+                await self.store.jobs.fail(jobs, str(exc))
                 continue
             self.last_error = None
             try:
-                await self.store.complete_embed_jobs(list(zip(jobs, vectors, strict=True)))
+                await self.store.jobs.complete_embed(list(zip(jobs, vectors, strict=True)))
             except EmbeddingModelMismatch as exc:
                 # The backend changed its dimension under us: never mix vector spaces.
                 self.last_error = str(exc)
                 log.error("backfill.dimension_changed", extra=fields(error=str(exc)))
-                await self.store.fail_jobs(jobs, str(exc))
+                await self.store.jobs.fail(jobs, str(exc))
                 continue
             self.embedded_total += len(jobs)
             for job in jobs:
@@ -105,13 +105,13 @@ class EmbeddingBackfill:
             self.last_error = str(exc)
             log.error("backfill.model_mismatch", extra=fields(error=str(exc)))
             await trio.sleep_forever()
-        queued = await trio.to_thread.run_sync(self.store.enqueue_missing_embeddings)
+        queued = await trio.to_thread.run_sync(self.store.jobs.enqueue_missing_embeddings)
         self.vector_space_ready = True
         if queued:
             log.info("backfill.queued", extra=fields(jobs=queued))
 
     async def _sleep_until_due(self) -> None:
-        due_ms = await self.store.next_job_due_ms("embed")
+        due_ms = await self.store.jobs.next_due_ms()
         timeout = IDLE_POLL_SECONDS
         if due_ms is not None:
             # Due times are wall-clock milliseconds (they survive restarts).

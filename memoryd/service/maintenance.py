@@ -4,7 +4,7 @@ A pass (at start-up, then every ``lifecycle.maintenance_interval`` seconds) audi
 expired memories, hard-removes what has been deleted or expired for longer than
 ``retention_days``, evicts past ``max_entries_per_user`` / ``max_entries_per_chat``, merges the
 FTS index when much was removed, and records a summary that `memoryd stats` shows.  The work
-is done by ``memoryd.store.lifecycle`` in short write transactions, in a worker thread.
+is done by the store's ``Lifecycle`` in short write transactions, in a worker thread.
 
 Separately, every few seconds, the hit counts that search and list gathered in memory are
 written in one transaction, so recording access never slows a search.
@@ -19,13 +19,12 @@ from typing import Any
 import trio
 
 from memoryd.config import LifecycleConfig
-from memoryd.ids import iso_from_ms, now_ms
+from memoryd.ids import DAY_MS, iso_from_ms, now_ms
 from memoryd.log import fields
-from memoryd.store import Store, lifecycle
+from memoryd.store import Lifecycle
 
 log = logging.getLogger("memoryd.maintenance")
 
-DAY_MS = 86_400_000
 #: How often gathered access counts are written.
 ACCESS_FLUSH_SECONDS = 5.0
 #: Merge the FTS index after a pass removed at least this many memories.
@@ -33,8 +32,8 @@ OPTIMIZE_AFTER_ROWS = 1000
 
 
 class Maintenance:
-    def __init__(self, store: Store, settings: LifecycleConfig) -> None:
-        self.store = store
+    def __init__(self, lifecycle: Lifecycle, settings: LifecycleConfig) -> None:
+        self.lifecycle = lifecycle
         self.settings = settings
         self.runs = 0
         self.last_summary: dict[str, Any] | None = None
@@ -81,21 +80,21 @@ class Maintenance:
         return summary
 
     def _pass(self) -> dict[str, Any]:
-        settings, store = self.settings, self.store
+        settings, lifecycle = self.settings, self.lifecycle
         started = time.perf_counter()
-        expired = store.mark_expired()
-        gc = store.gc(retention_ms=int(settings.retention_days * DAY_MS))
-        eviction = store.enforce_max_entries(
+        expired = lifecycle.mark_expired()
+        gc = lifecycle.gc(retention_ms=int(settings.retention_days * DAY_MS))
+        eviction = lifecycle.enforce_max_entries(
             per_user=settings.max_entries_per_user,
             per_chat=settings.max_entries_per_chat,
             protect_recent_ms=int(settings.protect_recent_days * DAY_MS),
         )
         optimize_steps = 0
         if gc.purged + eviction.evicted >= OPTIMIZE_AFTER_ROWS:
-            optimize_steps = store.optimize()
+            optimize_steps = lifecycle.optimize()
         # PASSIVE: never waits for readers or blocks writers; SQLite's auto-checkpoint and the
         # TRUNCATE at shutdown do the rest.
-        store.checkpoint("PASSIVE")
+        lifecycle.checkpoint("PASSIVE")
         summary: dict[str, Any] = {
             "at": iso_from_ms(now_ms()),
             "expired_marked": expired,
@@ -106,7 +105,7 @@ class Maintenance:
             "optimize_steps": optimize_steps,
             "ms": round((time.perf_counter() - started) * 1000, 1),
         }
-        store.database.write_sync(lifecycle.record_maintenance, summary)
+        lifecycle.record_maintenance(summary)
         log.info("maintenance.done", extra=fields(**summary))
         return summary
 
@@ -117,7 +116,7 @@ class Maintenance:
 
     async def _flush_access(self) -> None:
         try:
-            flushed = await self.store.flush_access()
+            flushed = await self.lifecycle.flush_hits()
         except Exception:
             # Kept in memory and retried next time (e.g. an import held the write lock).
             log.warning("maintenance.access_flush_failed", exc_info=True)

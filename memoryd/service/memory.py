@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -11,8 +13,8 @@ import trio
 
 from memoryd.auth import Authenticator
 from memoryd.embed import Embedder
-from memoryd.errors import EmbedderError, InvalidParams, NotFound
-from memoryd.ids import MIN_PREFIX_LENGTH, now_ms
+from memoryd.errors import AmbiguousIdPrefix, EmbedderError, InvalidParams, NotFound
+from memoryd.ids import DAY_MS, MIN_PREFIX_LENGTH, now_ms
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.backfill import EmbeddingBackfill
@@ -20,19 +22,19 @@ from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     MAX_METADATA_BYTES,
     MAX_QUERY_BYTES,
+    MAX_SOURCE_BYTES,
+    MAX_SUBJECT_BYTES,
     AddParams,
     CallerParams,
     DeleteParams,
     GetParams,
     ListParams,
     SearchParams,
-    check_text,
 )
-from memoryd.store import MemoryRecord, NewMemory, Scope, SearchHit, Store
+from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
+from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
 
 log = logging.getLogger("memoryd.service")
-
-DAY_MS = 86_400_000
 
 
 def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
@@ -46,7 +48,7 @@ def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenti
 class MemoryService:
     def __init__(
         self,
-        store: Store,
+        memories: MemoryRepository,
         embedder: Embedder | None,
         backfill: EmbeddingBackfill | None,
         *,
@@ -55,7 +57,7 @@ class MemoryService:
         authenticator: Authenticator | None = None,
     ) -> None:
         self.authenticator = authenticator or Authenticator("trust")
-        self.store = store
+        self.memories = memories
         self.embedder = embedder
         self.backfill = backfill
         self.add_wait = add_wait
@@ -64,18 +66,17 @@ class MemoryService:
     async def add(self, params: AddParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("content", params.content, max_bytes=MAX_CONTENT_BYTES)
-        check_text("source", params.source, max_bytes=64)
+        check_text("source", params.source, max_bytes=MAX_SOURCE_BYTES)
         for index, subject in enumerate(params.subjects):
-            check_text(f"subjects[{index}]", subject, max_bytes=800)
-        if params.shared and scope.chat_id is None:
-            raise InvalidParams.for_field("chat_id", "is required when shared is true")
+            check_text(f"subjects[{index}]", subject, max_bytes=MAX_SUBJECT_BYTES)
+        check_group_chat(params.shared, scope.chat_id)
         metadata = params.metadata or {}
         if len(msgspec.json.encode(metadata)) > MAX_METADATA_BYTES:
             raise InvalidParams.for_field("metadata", f"must encode to at most {MAX_METADATA_BYTES} bytes")
         expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
-        record, deduplicated = await self.store.add(
+        record, deduplicated = await self.memories.add(
             NewMemory(
                 content=params.content.strip(),
                 owner=scope.user_id,
@@ -92,7 +93,7 @@ class MemoryService:
         # while the backend is known to be failing, so a down embedder does not slow adds.
         if self.backfill is not None and self.backfill.last_error is None and not deduplicated:
             embedded = await self.backfill.wait_embedded(record.id, self.add_wait)
-        short_ids = await self.store.short_ids(scope, [record.id])
+        short_ids = await self.memories.short_ids(scope, [record.id])
         log.info("memory.added", extra=fields(id=record.id, scope=record.scope, dedup=deduplicated))
         return {
             "id": record.id,
@@ -108,23 +109,25 @@ class MemoryService:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("query", params.query, max_bytes=MAX_QUERY_BYTES)
         query_vector = await self._embed_query(params.query)
-        return await self.store.search(scope, params.query, limit=params.limit, query_vector=query_vector)
+        return await self.memories.search(scope, params.query, limit=params.limit, query_vector=query_vector)
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
         scope = caller_scope(params, ctx, self.authenticator)
+        before_id = None
         if params.before_id is not None:
-            check_text("before_id", params.before_id, max_bytes=64)
-        return await self.store.list(
+            before_id = check_id_prefix("before_id", check_text("before_id", params.before_id, max_bytes=64))
+        return await self.memories.list(
             scope,
             limit=params.limit,
             offset=params.offset,
-            before_id=params.before_id,
+            before_id=before_id,
             include_expired=params.include_expired,
         )
 
     async def get(self, params: GetParams, ctx: CallContext) -> MemoryRecord:
         scope = caller_scope(params, ctx, self.authenticator)
-        record = await self.store.get(scope, params.memory_id)
+        with _ambiguity_names("memory_id"):
+            record = await self.memories.get(scope, check_id_prefix("memory_id", params.memory_id))
         if record is None:
             raise NotFound(
                 "No memory visible to you matches that id",
@@ -134,7 +137,8 @@ class MemoryService:
 
     async def delete(self, params: DeleteParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
-        deleted_id = await self.store.delete(scope, params.memory_id)
+        with _ambiguity_names("memory_id"):
+            deleted_id = await self.memories.delete(scope, check_id_prefix("memory_id", params.memory_id))
         if deleted_id is not None:
             log.info("memory.deleted", extra=fields(id=deleted_id))
         return {"deleted": deleted_id is not None, "id": deleted_id}
@@ -151,6 +155,15 @@ class MemoryService:
             return None
         vector: np.ndarray = vectors[0]
         return vector
+
+
+@contextlib.contextmanager
+def _ambiguity_names(field: str) -> Iterator[None]:
+    """An id prefix that matched several memories is the caller's input problem: -32602."""
+    try:
+        yield
+    except AmbiguousIdPrefix as exc:
+        raise InvalidParams.for_field(field, str(exc)) from None
 
 
 def _unique(names: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.memory import MemoryService
 from memoryd.service.params import AddParams, DeleteParams, GetParams, HealthParams, ListParams, SearchParams
+from memoryd.store import JobQueue
 
 
 #: Health's store numbers are reused for this long unless this process wrote meanwhile.
@@ -30,8 +31,11 @@ class HealthReporter:
         service: MemoryService,
         backfill: EmbeddingBackfill | None,
         server_stats: Callable[[], dict[str, Any]],
+        *,
+        jobs: JobQueue,
     ) -> None:
         self.service = service
+        self.jobs = jobs
         self.backfill = backfill
         self.server_stats = server_stats
         self.started = time.monotonic()
@@ -70,12 +74,12 @@ class HealthReporter:
 
 
     async def _cached_store_numbers(self) -> tuple[dict[str, Any], dict[str, int]]:
-        store = self.service.store
+        memories = self.service.memories
         writes, taken_at = self._store_numbers_stamp
         now = trio.current_time()
-        if self._store_numbers is None or writes != store.write_count or now - taken_at > HEALTH_CACHE_SECONDS:
-            stamp = (store.write_count, now)
-            self._store_numbers = (await store.health_counts(), await store.backlog())
+        if self._store_numbers is None or writes != memories.write_count or now - taken_at > HEALTH_CACHE_SECONDS:
+            stamp = (memories.write_count, now)
+            self._store_numbers = (await memories.health_counts(), await self.jobs.backlog())
             self._store_numbers_stamp = stamp
         return self._store_numbers
 

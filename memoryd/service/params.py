@@ -1,7 +1,8 @@
 """Typed params of every method; msgspec rejects unknown fields and wrong types by name.
 
 Limits live here as msgspec ``Meta`` constraints, so the error a caller gets names the field.
-Checks msgspec cannot express (byte length, NUL characters) are in :func:`check_text`.
+Checks msgspec cannot express (byte length, NUL characters, id prefixes) are in
+``validation.py``.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
-from memoryd.errors import InvalidParams
-
 MAX_CONTENT_BYTES = 16 * 1024
 MAX_QUERY_BYTES = 16 * 1024
 MAX_METADATA_BYTES = 4 * 1024
+MAX_SOURCE_BYTES = 64
+MAX_SUBJECT_BYTES = 800
 
 Identity = Annotated[str, Meta(min_length=1, max_length=256)]
 SubjectName = Annotated[str, Meta(min_length=1, max_length=200)]
@@ -78,18 +79,3 @@ class GetParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
 class HealthParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     # Health is also called by monitoring that has no user: it never resolves an identity.
     pass
-
-
-def check_text(field: str, value: str, *, max_bytes: int, allow_blank: bool = False) -> str:
-    """Reject what msgspec lets through: blank, NUL characters, more than max_bytes of UTF-8."""
-    if not allow_blank and not value.strip():
-        raise InvalidParams.for_field(field, "must not be empty")
-    if "\x00" in value:
-        raise InvalidParams.for_field(field, "must not contain NUL characters")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidParams.for_field(field, "must be valid Unicode (it has a lone surrogate)") from None
-    if size > max_bytes:
-        raise InvalidParams.for_field(field, f"must be at most {max_bytes} bytes of UTF-8 (got {size})")
-    return value

@@ -1,11 +1,28 @@
 """The memory database: SQLite (apsw) with FTS5 and sqlite-vec, scoped per caller.
 
-Everything a caller may see is decided in SQL inside each retriever; see ``search.py`` for the
-ranking and ``vectors.py`` for vector spaces and generations.
+``Store`` opens the file and hands each caller its object: ``store.memories``
+(``MemoryRepository``), ``store.jobs`` (``JobQueue``), ``store.lifecycle`` (``Lifecycle``).
+What a caller may see is decided in ``visibility.py``; the ranking is ``search.py``'s.
 """
 
-from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Scope, SearchHit
+from memoryd.store.job_queue import JobQueue
+from memoryd.store.lifecycle import Lifecycle
+from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Provenance, SearchHit
+from memoryd.store.repository import MemoryRepository
 from memoryd.store.store import Store
 from memoryd.store.vectors import VectorSpace
+from memoryd.store.visibility import Scope
 
-__all__ = ["EmbedJob", "MemoryRecord", "NewMemory", "Scope", "SearchHit", "Store", "VectorSpace"]
+__all__ = [
+    "EmbedJob",
+    "JobQueue",
+    "Lifecycle",
+    "MemoryRecord",
+    "MemoryRepository",
+    "NewMemory",
+    "Provenance",
+    "Scope",
+    "SearchHit",
+    "Store",
+    "VectorSpace",
+]

@@ -10,7 +10,6 @@ as ``<data_dir>/memoryd.db`` (removing any stale ``-wal``/``-shm`` files next to
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -60,8 +59,7 @@ def backup(source_path: Path, target: Path, *, busy_timeout_ms: int, overwrite: 
 
 def _remove(partial: Path) -> None:
     for path in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
 
 
 def _copy(source_path: Path, partial: Path, busy_timeout_ms: int) -> int:

@@ -19,7 +19,6 @@ rows, bad vector rows are dropped and their memories re-queued for embedding.  A
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 
 import apsw
@@ -27,10 +26,10 @@ import apsw
 from memoryd.store import fts_query, jobs, vectors
 from memoryd.store.db import one
 from memoryd.store.vectors import NEVER, VectorSpace
+from memoryd.store.visibility import live
 
 #: Live memories whose searchability is spot-checked.
 FTS_SAMPLE = 200
-_VEC_TABLE = re.compile(r"vec_g\d+")
 
 
 @dataclass
@@ -68,8 +67,8 @@ def check_fts_documents(db: apsw.Connection) -> Finding:
         "WHERE m.rowid IS NULL OR m.deleted_at_ms IS NOT NULL",
     )
     if missing == 0 and extra == 0:
-        (live,) = one(db, "SELECT count(*) FROM memories WHERE deleted_at_ms IS NULL")
-        return _ok("fts.documents", f"{live} live memories indexed, nothing else")
+        (indexed,) = one(db, "SELECT count(*) FROM memories WHERE deleted_at_ms IS NULL")
+        return _ok("fts.documents", f"{indexed} live memories indexed, nothing else")
     return Finding(
         "fts.documents",
         False,
@@ -107,7 +106,7 @@ def _vec_tables(db: apsw.Connection) -> list[str]:
     return [
         name
         for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%'")
-        if _VEC_TABLE.fullmatch(name)
+        if vectors.is_table_name(name)
     ]
 
 
@@ -160,12 +159,12 @@ def check_vectors(db: apsw.Connection, now_ms: int) -> list[Finding]:
         )
     else:
         findings.append(_ok("vectors.rows", f"{rows} vectors, all of live memories, scope and expiry match"))
+    live_sql, live_params = live("m", now_ms=now_ms)
     (unqueued,) = one(
         db,
-        "SELECT count(*) FROM memories AS m WHERE m.deleted_at_ms IS NULL "
-        "AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?) AND m.vector_gen IS NOT ? "
+        f"SELECT count(*) FROM memories AS m WHERE {live_sql} AND m.vector_gen IS NOT ? "
         "AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.memory_rowid = m.rowid AND j.kind = ?)",
-        (now_ms, space.generation, jobs.EMBED),
+        (*live_params, space.generation, jobs.EMBED),
     )
     findings.append(
         Finding("vectors.queue", False, f"{unqueued} live memories have no vector and no embed job", int(unqueued), True)
@@ -237,7 +236,7 @@ def repair_vectors(db: apsw.Connection, now_ms: int) -> list[str]:
         return done
     vectors.create_table(db, space)
     bad = [row[0] for row in db.execute(_bad_vector_rows_sql(space), (space.generation,))]
-    db.executemany(f"DELETE FROM {space.table} WHERE memory_rowid = ?", [(rowid,) for rowid in bad])
+    vectors.delete_vectors(db, space, bad)
     unbacked = [row[0] for row in db.execute(_unbacked_sql(space), (space.generation,))]
     db.executemany("UPDATE memories SET vector_gen = NULL WHERE rowid = ?", [(rowid,) for rowid in {*bad, *unbacked}])
     if bad or unbacked:

@@ -11,6 +11,7 @@ from a free list sized by another CapacityLimiter, so a search never waits behin
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -123,6 +124,10 @@ class Database:
             self._readers.append(reader)
             self._free_readers.append(reader)
 
+    def file_bytes(self) -> int:
+        """The database file plus its WAL, in bytes."""
+        return sum(file_sizes(self.path).values())
+
     @property
     def closed(self) -> bool:
         return self._writer is None
@@ -170,7 +175,7 @@ class Database:
                 return await trio.to_thread.run_sync(lambda: self.write_sync(fn, *args, **kwargs))
             except apsw.BusyError:
                 # BEGIN IMMEDIATE waited busy_timeout for another process's lock: nothing written.
-                raise StoreBusy(data={"busy_timeout_ms": self._busy_timeout_ms}) from None
+                raise StoreBusy(self._busy_timeout_ms) from None
 
     async def read(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(reader, ...)`` in one read transaction (one consistent snapshot)."""
@@ -181,7 +186,7 @@ class Database:
             try:
                 return await trio.to_thread.run_sync(_read_in_snapshot, reader, fn, args, kwargs)
             except apsw.BusyError:
-                raise StoreBusy(data={"busy_timeout_ms": self._busy_timeout_ms}) from None
+                raise StoreBusy(self._busy_timeout_ms) from None
             finally:
                 self._free_readers.append(reader)
 
@@ -210,6 +215,15 @@ def _read_in_snapshot(
     with reader:
         result = fn(reader, *args, **kwargs)
     return result
+
+
+def file_sizes(path: Path) -> dict[str, int]:
+    """Bytes of the database ``file`` and of its ``wal`` (those that exist)."""
+    sizes = {}
+    for name, suffix in (("file", ""), ("wal", "-wal")):
+        with contextlib.suppress(OSError):
+            sizes[name] = os.path.getsize(f"{path}{suffix}")
+    return sizes
 
 
 def one(db: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:

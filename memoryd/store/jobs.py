@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
 import numpy.typing as npt
 
 from memoryd.store import vectors
 from memoryd.store.records import EmbedJob
+from memoryd.store.visibility import live
 
 EMBED = "embed"
 KINDS = (EMBED,)
@@ -57,16 +58,15 @@ def enqueue_missing(db: apsw.Connection, space: vectors.VectorSpace, now_ms: int
             "UPDATE jobs SET due_at_ms = ?, attempts = 0, leased_until_ms = NULL, last_error = NULL WHERE kind = ?",
             (now_ms, EMBED),
         )
+    live_sql, live_params = live(now_ms=now_ms)
     db.execute(
-        """
+        f"""
         INSERT INTO jobs (kind, memory_rowid, due_at_ms, created_at_ms)
         SELECT ?, rowid, ?, ? FROM memories
-        WHERE deleted_at_ms IS NULL
-          AND (expires_at_ms IS NULL OR expires_at_ms > ?)
-          AND (vector_gen IS NULL OR vector_gen != ?)
+        WHERE {live_sql} AND (vector_gen IS NULL OR vector_gen != ?)
         ON CONFLICT (kind, memory_rowid) DO NOTHING
         """,
-        (EMBED, now_ms, now_ms, now_ms, space.generation),
+        (EMBED, now_ms, now_ms, *live_params, space.generation),
     )
     after: int = db.total_changes()
     return after - before
@@ -77,8 +77,8 @@ def clear_leases(db: apsw.Connection) -> None:
     db.execute("UPDATE jobs SET leased_until_ms = NULL WHERE leased_until_ms IS NOT NULL")
 
 
-def drop_jobs_of(db: apsw.Connection, memory_rowid: int) -> None:
-    db.execute("DELETE FROM jobs WHERE memory_rowid = ?", (memory_rowid,))
+def drop_jobs_of(db: apsw.Connection, memory_rowids: Sequence[int]) -> None:
+    db.executemany("DELETE FROM jobs WHERE memory_rowid = ?", [(rowid,) for rowid in memory_rowids])
 
 
 def claim_embed(db: apsw.Connection, limit: int, now_ms: int) -> list[EmbedJob]:
@@ -136,8 +136,15 @@ def complete_embed(db: apsw.Connection, results: Sequence[tuple[EmbedJob, npt.Ar
     return written
 
 
+class ClaimedJob(Protocol):
+    """Any claimed job (an ``EmbedJob`` today): failing and retrying only need its id."""
+
+    @property
+    def job_id(self) -> int: ...
+
+
 def fail(
-    db: apsw.Connection, jobs: Sequence[EmbedJob], error: str, now_ms: int, rng: random.Random | None = None
+    db: apsw.Connection, jobs: Sequence[ClaimedJob], error: str, now_ms: int, rng: random.Random | None = None
 ) -> None:
     for job in jobs:
         row = db.execute("SELECT attempts FROM jobs WHERE job_id = ?", (job.job_id,)).fetchone()

@@ -26,6 +26,7 @@ import apsw
 
 from memoryd.store import fts_query
 from memoryd.store.db import one
+from memoryd.store.visibility import Scope, predicate
 
 #: A term matching at least this many of the scope's documents counts as common.
 COMMON_DOCS = 1000
@@ -37,18 +38,19 @@ _BM25 = "bm25(memories_fts, 1.0, 0.5, 0.0)"
 Ranked = list[tuple[int, float]]  # (rowid, bm25: lower is better)
 
 
-def _bm25_ranked(db: apsw.Connection, key: str, expression: str, depth: int, now_ms: int, min_rowid: int = 0) -> Ranked:
+def _bm25_ranked(
+    db: apsw.Connection, scope: Scope, key: str, expression: str, depth: int, now_ms: int, min_rowid: int = 0
+) -> Ranked:
+    visible, params = predicate(scope, "m", now_ms=now_ms, key=key)
     rows = db.execute(
         f"""
         SELECT f.rowid, {_BM25} AS score
         FROM memories_fts AS f JOIN memories AS m ON m.rowid = f.rowid
-        WHERE memories_fts MATCH ? AND f.rowid >= ?
-          AND m.scope_key = ? AND m.deleted_at_ms IS NULL
-          AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)
+        WHERE memories_fts MATCH ? AND f.rowid >= ? AND {visible}
         ORDER BY score, f.rowid DESC
         LIMIT ?
         """,
-        (expression, min_rowid, key, now_ms, depth),
+        (expression, min_rowid, *params, depth),
     )
     return [(int(rowid), float(score)) for rowid, score in rows]
 
@@ -63,18 +65,18 @@ def _capped_doc_count(db: apsw.Connection, expression: str, cap: int) -> int:
 
 
 def term_counts(db: apsw.Connection, key: str, terms: list[str]) -> dict[str, int]:
-    """How many of the scope's documents hold each term, capped at COMMON_DOCS."""
+    """How many of the scope key's documents hold each term, capped at COMMON_DOCS."""
     tokens = [fts_query.scope_token(key)]
     return {t: _capped_doc_count(db, fts_query.match_expression(tokens, [t]), COMMON_DOCS) for t in terms}
 
 
 def scope_size(db: apsw.Connection, key: str) -> int:
-    """How many documents the scope holds, capped at COMMON_DOCS (the term counts' cap)."""
+    """How many documents the scope key holds, capped at COMMON_DOCS (the term counts' cap)."""
     return _capped_doc_count(db, fts_query.scope_filter([fts_query.scope_token(key)]), COMMON_DOCS)
 
 
 def _scope_candidates(
-    db: apsw.Connection, key: str, terms: list[str], depth: int, now_ms: int, counts: Mapping[str, int]
+    db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int, counts: Mapping[str, int]
 ) -> Ranked:
     tokens = [fts_query.scope_token(key)]
     present = [t for t in terms if counts[t] > 0]
@@ -82,8 +84,8 @@ def _scope_candidates(
         return []
     rare = [t for t in present if counts[t] < COMMON_DOCS]
     if len(rare) == len(present):
-        return _bm25_ranked(db, key, fts_query.match_expression(tokens, present), depth, now_ms)
-    hits = _bm25_ranked(db, key, fts_query.match_expression(tokens, rare), depth, now_ms) if rare else []
+        return _bm25_ranked(db, scope, key, fts_query.match_expression(tokens, present), depth, now_ms)
+    hits = _bm25_ranked(db, scope, key, fts_query.match_expression(tokens, rare), depth, now_ms) if rare else []
     if len(hits) >= depth:
         return hits
     full = fts_query.match_expression(tokens, present)
@@ -92,7 +94,7 @@ def _scope_candidates(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
         (full, RECENT_WINDOW - 1),
     ).fetchone()
-    recent = _bm25_ranked(db, key, full, depth, now_ms, min_rowid=bound[0] if bound else 0)
+    recent = _bm25_ranked(db, scope, key, full, depth, now_ms, min_rowid=bound[0] if bound else 0)
     seen = {rowid for rowid, _ in hits}
     # Ranked after the rare-term hits: never better than the last of them.
     floor = hits[-1][1] if hits else float("-inf")
@@ -102,7 +104,7 @@ def _scope_candidates(
 
 def candidates(
     db: apsw.Connection,
-    keys: list[str],
+    scope: Scope,
     terms: list[str],
     depth: int,
     now_ms: int,
@@ -110,11 +112,14 @@ def candidates(
 ) -> list[int]:
     """Rowids of the caller's memories matching any term, best BM25 first (at most ``depth``).
 
-    ``counts``: each key's :func:`term_counts`, when the caller measured them already."""
+    ``counts``: each visible key's :func:`term_counts`, when the caller measured them already."""
     if not terms:
         return []
+    keys = scope.visible_keys()
     if counts is None:
         counts = [term_counts(db, key, terms) for key in keys]
-    per_key = [_scope_candidates(db, key, terms, depth, now_ms, n) for key, n in zip(keys, counts, strict=True)]
+    per_key = [
+        _scope_candidates(db, scope, key, terms, depth, now_ms, n) for key, n in zip(keys, counts, strict=True)
+    ]
     merged = heapq.merge(*per_key, key=lambda hit: hit[1])
     return [rowid for rowid, _ in merged][:depth]

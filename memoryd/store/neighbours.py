@@ -8,7 +8,8 @@ neighbours to see that, and puts the neighbours of good candidates up for rankin
 Neighbours are adjacent in id order within one scope key (ids are ULIDs: they sort by creation
 time; the (scope_key, id) index serves the walk) and only count as linked when they were added
 within MAX_GAP_MS of each other: an exchange, not last week's note.  Deleted and expired
-memories are skipped, so nothing the caller cannot see shapes the ranking.
+memories are skipped (visibility.py's predicates), so nothing the caller cannot see shapes
+the ranking.
 """
 
 from __future__ import annotations
@@ -19,13 +20,10 @@ from dataclasses import dataclass, field
 
 import apsw
 
+from memoryd.store.visibility import Scope, live, predicate
+
 #: Memories added further apart than this are not each other's context.
 MAX_GAP_MS = 30 * 60 * 1000
-
-
-def _visible(table: str) -> str:
-    """Not deleted, not expired at ``?3`` (the partial (scope_key, id) index needs the first)."""
-    return f"{table}.deleted_at_ms IS NULL AND ({table}.expires_at_ms IS NULL OR {table}.expires_at_ms > ?3)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,34 +60,36 @@ def _row(rowid: int, content: str, subjects: str, created_at_ms: int) -> Row:
     return Row(rowid, " ".join([content, *names]), created_at_ms)
 
 
-def _around_sql(keys: list[str]) -> str:
+def _around_sql(scope: Scope, reach: int, now_ms: int) -> tuple[str, tuple[object, ...]]:
     # One statement for all candidates: each correlated subquery walks the (scope_key, id)
-    # index a few steps, which costs less than a round trip per candidate.
+    # index a few steps, which costs less than a round trip per candidate.  A neighbour shares
+    # its candidate's scope key, and the candidate passed the caller's predicate.
+    live_sql, live_params = live("s", now_ms=now_ms)
     side = (
-        "SELECT rowid FROM (SELECT rowid FROM memories AS s WHERE s.scope_key = c.scope_key AND {visible} "
-        "AND s.id {compare} c.id ORDER BY s.id {direction} LIMIT ?2)"
+        f"SELECT rowid FROM (SELECT s.rowid FROM memories AS s WHERE s.scope_key = c.scope_key AND {live_sql} "
+        "AND s.id {compare} c.id ORDER BY s.id {direction} LIMIT ?)"
     )
-    before = side.format(visible=_visible("s"), compare="<", direction="DESC")
-    after = side.format(visible=_visible("s"), compare=">", direction="ASC")
-    placeholders = ", ".join(f"?{4 + i}" for i in range(len(keys)))
-    return (
+    before = side.format(compare="<", direction="DESC")
+    after = side.format(compare=">", direction="ASC")
+    visible, visible_params = predicate(scope, "c", now_ms=now_ms)
+    sql = (
         "SELECT c.rowid, n.rowid, n.id, n.content, n.subjects, n.created_at_ms "
-        "FROM json_each(?1) AS w CROSS JOIN memories AS c ON c.rowid = w.value "
+        "FROM json_each(?) AS w CROSS JOIN memories AS c ON c.rowid = w.value "
         f"JOIN memories AS n ON n.rowid IN ({before} UNION ALL {after} UNION ALL SELECT c.rowid) "
-        f"WHERE c.scope_key IN ({placeholders}) AND {_visible('c')}"
+        f"WHERE {visible}"
     )
+    return sql, (*live_params, reach, *live_params, reach, *visible_params)
 
 
-def around(db: apsw.Connection, keys: list[str], rowids: Iterable[int], reach: int, now_ms: int) -> Neighbourhood:
-    """The visible rows within ``reach`` positions of each of ``rowids`` (in ``keys``' scopes)."""
+def around(db: apsw.Connection, scope: Scope, rowids: Iterable[int], reach: int, now_ms: int) -> Neighbourhood:
+    """The rows ``scope`` sees within ``reach`` positions of each of ``rowids``."""
     hood = Neighbourhood()
     wanted = list(dict.fromkeys(rowids))
-    if not wanted or not keys:
+    if not wanted:
         return hood
+    sql, params = _around_sql(scope, reach, now_ms)
     chains: dict[int, list[tuple[str, int]]] = {}
-    for centre, rowid, memory_id, content, subjects, created in db.execute(
-        _around_sql(keys), (json.dumps(wanted), reach, now_ms, *keys)
-    ):
+    for centre, rowid, memory_id, content, subjects, created in db.execute(sql, (json.dumps(wanted), *params)):
         if rowid not in hood.rows:
             hood.rows[rowid] = _row(rowid, content, subjects, created)
         chains.setdefault(centre, []).append((memory_id, rowid))

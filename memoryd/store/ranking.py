@@ -42,6 +42,8 @@ WEIGHTS: Mapping[str, float] = {
 FEATURES = tuple(WEIGHTS)
 #: How much closer in meaning the best semantic match must be to move above a candidate.
 SEMANTIC_MARGIN = 0.05
+#: The guard protects queries of at most this many content words.
+GUARD_MAX_TERMS = 3
 #: Neighbours the window reaches on either side.
 WINDOW = 2
 
@@ -107,7 +109,14 @@ def scores(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return 1.0 / (1.0 + np.exp(-linear))
 
 
-def order(scored: Mapping[int, float], cosines: Mapping[int, float]) -> list[tuple[int, float]]:
+def guards(terms: Sequence[str]) -> bool:
+    """Whether the semantic guard of :func:`order` applies to a query with these terms."""
+    return len(terms) <= GUARD_MAX_TERMS
+
+
+def order(
+    scored: Mapping[int, float], cosines: Mapping[int, float], *, guard: bool = True
+) -> list[tuple[int, float]]:
     """Best first by score; equal scores put the newer memory (the higher rowid) first, so the
     order never depends on the order the retrievers listed the candidates in.
 
@@ -116,10 +125,12 @@ def order(scored: Mapping[int, float], cosines: Mapping[int, float]) -> list[tup
     weights come from conversations, where a shared word is strong evidence; among a person's
     plain facts a shared word can be a pun ("living" in "lives in Toronto"), and a clearly
     better match in meaning must not lose to it.  It takes the score of the one it passes.
+    ``guard`` is for queries of a few words only (see :func:`guards`): with more words, a
+    keyword match rests on more than one word and the weights are trusted.
     """
     ranked = sorted(scored.items(), key=lambda item: (-item[1], -item[0]))
     similar = [(cosines[rowid], rowid) for rowid, _ in ranked if rowid in cosines]
-    if not similar:
+    if not similar or not guard:
         return ranked
     best_cosine, best = max(similar)
     position = next(i for i, (rowid, _) in enumerate(ranked) if rowid == best)

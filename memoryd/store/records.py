@@ -6,42 +6,41 @@ JSON text columns) into it in one place, ``record_from_row``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from memoryd.ids import iso_from_ms
-
-ScopeKind = Literal["personal", "group"]
+from memoryd.store.visibility import ScopeKind, key_for, scope_kind
 
 _json_decode = msgspec.json.decode
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Who is asking: a user, optionally inside a chat.
+class Provenance(msgspec.Struct, frozen=True, kw_only=True):
+    """Where and how a memory was learned (schema m003).  ``None`` everywhere means unknown.
 
-    The caller sees its own personal memories plus the group memories of ``chat_id``.
+    The chat it was learned in is the memory's own ``chat_id``.  These are the inputs of the
+    disclosure rules (issue 9), extraction's records (issue 10), and supersession and people
+    (issue 11): ``source_username`` is who said it, which decides first-person vs hearsay.
     """
 
-    user_id: str
-    chat_id: str | None = None
-
-    def visible_keys(self) -> list[str]:
-        """The scope keys (vec0 partition values) this caller may read."""
-        keys = [personal_key(self.user_id)]
-        if self.chat_id is not None:
-            keys.append(group_key(self.chat_id))
-        return keys
-
-
-def personal_key(user_id: str) -> str:
-    return "u:" + user_id
+    chat_type: str | None = None  # ash's routing field: private, group, supergroup
+    source_username: str | None = None
+    source_display_name: str | None = None
+    source_message_id: str | None = None
+    source_session: str | None = None  # the conversation (session key) it was extracted from
+    sensitivity: str | None = None  # public, personal, sensitive
+    memory_type: str | None = None  # ash's set: preference, identity, relationship, ...
+    conversation_private: bool = False  # shown only in the chat where it was learned
 
 
-def group_key(chat_id: str) -> str:
-    return "c:" + chat_id
+#: Provenance fields in column order (the memories columns have the same names).
+PROVENANCE_COLUMNS: tuple[str, ...] = Provenance.__struct_fields__
+
+NO_PROVENANCE = Provenance()
+
+#: What a memory with no recorded type is reported as (ash's default type).
+DEFAULT_MEMORY_TYPE = "knowledge"
 
 
 class NewMemory(msgspec.Struct):
@@ -56,16 +55,14 @@ class NewMemory(msgspec.Struct):
     expires_at_ms: int | None = None
     metadata: dict[str, Any] = {}
     confidence: float = 1.0
+    provenance: Provenance | None = None
 
     @property
     def scope_key(self) -> str:
-        if self.shared:
-            assert self.chat_id is not None  # checked by Store.add before we get here
-            return group_key(self.chat_id)
-        return personal_key(self.owner)
+        return key_for(shared=self.shared, owner=self.owner, chat_id=self.chat_id)
 
 
-class MemoryRecord(msgspec.Struct):
+class MemoryRecord(msgspec.Struct, kw_only=True):
     """A memory as callers see it (timestamps ISO 8601 UTC)."""
 
     id: str
@@ -79,9 +76,17 @@ class MemoryRecord(msgspec.Struct):
     expires_at: str | None
     metadata: dict[str, Any]
     confidence: float
+    chat_type: str | None = None
+    source_username: str | None = None
+    source_display_name: str | None = None
+    source_message_id: str | None = None
+    source_session: str | None = None
+    sensitivity: str | None = None
+    memory_type: str = DEFAULT_MEMORY_TYPE  # never null on the wire: ash's CLI slices it
+    conversation_private: bool = False
 
 
-class SearchHit(MemoryRecord):
+class SearchHit(MemoryRecord, kw_only=True):
     """A search result: ``score`` is the RRF score (higher is better); ``similarity`` is in 0..1."""
 
     score: float
@@ -117,25 +122,35 @@ RECORD_COLUMNS = ", ".join(
         "expires_at_ms",
         "metadata",
         "confidence",
+        *PROVENANCE_COLUMNS,
     )
 )
 
 
 def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     """Build a MemoryRecord from a row selected with RECORD_COLUMNS (the rowid is skipped)."""
-    (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row
+    (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row[:12]
+    (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:]
     return MemoryRecord(
         id=id_,
         content=content,
         source=source,
         subjects=_json_decode(subjects),
-        scope="group" if shared else "personal",
+        scope=scope_kind(bool(shared)),
         owner=owner,
         chat_id=chat_id,
         created_at=iso_from_ms(created) or "",
         expires_at=iso_from_ms(expires),
         metadata=_json_decode(metadata),
         confidence=confidence,
+        chat_type=chat_type,
+        source_username=username,
+        source_display_name=display_name,
+        source_message_id=message_id,
+        source_session=session,
+        sensitivity=sensitivity,
+        memory_type=memory_type or DEFAULT_MEMORY_TYPE,
+        conversation_private=bool(private),
     )
 
 

@@ -141,10 +141,33 @@ def m002_lifecycle(db: apsw.Connection) -> None:
     )
 
 
+def m003_provenance(db: apsw.Connection) -> None:
+    """Where a memory was learned and how it may be disclosed (see ``records.Provenance``).
+
+    NULL means unknown: memories from before this version have no provenance, and the
+    disclosure rules treat unknown as "learned in a private chat" (fail closed).
+    """
+    db.execute(
+        """
+        ALTER TABLE memories ADD COLUMN chat_type TEXT;
+        ALTER TABLE memories ADD COLUMN source_username TEXT;
+        ALTER TABLE memories ADD COLUMN source_display_name TEXT;
+        ALTER TABLE memories ADD COLUMN source_message_id TEXT;
+        ALTER TABLE memories ADD COLUMN source_session TEXT;
+        ALTER TABLE memories ADD COLUMN sensitivity TEXT
+            CHECK (sensitivity IS NULL OR sensitivity IN ('public', 'personal', 'sensitive'));
+        ALTER TABLE memories ADD COLUMN memory_type TEXT;
+        ALTER TABLE memories ADD COLUMN conversation_private INTEGER NOT NULL DEFAULT 0
+            CHECK (conversation_private IN (0, 1));
+        """
+    )
+
+
 #: The ladder: step N brings user_version from N-1 to N.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m001_create_tables,
     m002_lifecycle,
+    m003_provenance,
 ]
 
 

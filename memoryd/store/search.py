@@ -21,8 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.store import fts_query, keyword, memories, neighbours, ranking, vectors
-from memoryd.store.records import Scope, SearchHit, hit_from_record
+from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.term_match import TermWeights
+from memoryd.store.visibility import Scope
 
 log = logging.getLogger("memoryd.store")
 
@@ -88,7 +89,7 @@ def candidates(
     terms = fts_query.extract_terms(query)
     depth = candidate_depth(limit)
     counts = [keyword.term_counts(db, key, terms) for key in keys]
-    by_words = keyword.candidates(db, keys, terms, depth, now_ms, counts)
+    by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
 
     space = _usable_space(db, query_vector, vector_space)
     unit = vectors.normalized(query_vector, space.dim) if space is not None and query_vector is not None else None
@@ -96,12 +97,12 @@ def candidates(
     semantic: list[int] = []
     if space is not None and unit is not None:
         # Every coarse candidate is rescored anyway: keep all their cosines for the neighbours.
-        nearest = vectors.knn(db, space, keys, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=now_ms)
+        nearest = vectors.knn(db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=now_ms)
         semantic = [rowid for rowid, _ in nearest[:depth]]
         cosines = dict(nearest)
 
     found = list(dict.fromkeys(by_words + semantic))
-    hood = neighbours.around(db, keys, found, REACH, now_ms)
+    hood = neighbours.around(db, scope, found, REACH, now_ms)
     pool = [rowid for rowid in found if rowid in hood.rows]
     known = set(pool)
     adjacent = [
@@ -138,7 +139,7 @@ def search(
         db, scope, query, limit=limit, query_vector=query_vector, vector_space=vector_space, now_ms=now_ms
     )
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
-    ranked = ranking.order(scored, found.cosines)[:limit]
+    ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))[:limit]
     records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
 
     hits: list[SearchHit] = []

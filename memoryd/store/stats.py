@@ -9,11 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 import apsw
+import msgspec
 
-from memoryd.store import jobs, lifecycle, schema, vectors
+from memoryd.store import jobs, meta, schema, vectors
 from memoryd.store.db import one
+from memoryd.store.visibility import scope_kind
 
 STATES = ("active", "expired", "superseded", "deleted")
+META_LAST_MAINTENANCE = "maintenance_last"
 
 #: A memory's state; the first that applies wins (a deleted superseded memory is deleted).
 STATE_SQL = """
@@ -38,7 +41,7 @@ def collect(db: apsw.Connection, now_ms: int) -> dict[str, Any]:
         (now_ms,),
     ):
         totals[state] += count
-        by_scope["group" if shared else "personal"][state] += count
+        by_scope[scope_kind(bool(shared))][state] += count
         by_user.setdefault(owner, _states())[state] += count
         by_source.setdefault(source, _states())[state] += count
     (chats,) = one(db, "SELECT count(DISTINCT chat_id) FROM memories WHERE shared = 1 AND deleted_at_ms IS NULL")
@@ -77,7 +80,7 @@ def collect(db: apsw.Connection, now_ms: int) -> dict[str, Any]:
             "pages": int(db.pragma("page_count")),
             "free_pages": int(db.pragma("freelist_count")),
         },
-        "last_maintenance": lifecycle.last_maintenance(db),
+        "last_maintenance": last_maintenance(db),
     }
 
 
@@ -87,3 +90,39 @@ def _reindex_target(db: apsw.Connection) -> str | None:
         return None
     model, dim = target
     return model if dim is None else f"{model} (dim {dim})"
+
+
+def record_maintenance(db: apsw.Connection, summary: dict[str, object]) -> None:
+    """Remember the last maintenance run (shown by `memoryd stats`)."""
+    meta.put(db, META_LAST_MAINTENANCE, msgspec.json.encode(summary).decode())
+
+
+def last_maintenance(db: apsw.Connection) -> dict[str, object] | None:
+    value = meta.get(db, META_LAST_MAINTENANCE)
+    if value is None:
+        return None
+    decoded = msgspec.json.decode(value)
+    return decoded if isinstance(decoded, dict) else None
+
+
+def health_counts(db: apsw.Connection, now_ms: int) -> dict[str, int]:
+    """The few numbers ``system.health`` shows (through an index: no content pages read)."""
+    active, expired, deleted = one(
+        db,
+        """
+        SELECT coalesce(sum(deleted_at_ms IS NULL AND (expires_at_ms IS NULL OR expires_at_ms > ?1)), 0),
+               coalesce(sum(deleted_at_ms IS NULL AND expires_at_ms <= ?1), 0),
+               coalesce(sum(deleted_at_ms IS NOT NULL), 0)
+        FROM memories INDEXED BY memories_health
+        """,
+        (now_ms,),
+    )
+    (users,) = one(
+        db, "SELECT count(DISTINCT owner) FROM memories INDEXED BY memories_health WHERE deleted_at_ms IS NULL"
+    )
+    return {
+        "memories_active": int(active),
+        "memories_expired": int(expired),
+        "memories_deleted": int(deleted),
+        "users": int(users),
+    }

@@ -11,25 +11,22 @@ model; the importing store re-embeds); audit events are not exported either (the
 store records an 'imported' event per memory).
 
 Import is idempotent by id: a memory whose id the store already has is skipped, whatever its
-content.  Parsing and validation (``parse_line``) are separate from insertion
-(``import_memories``), so a file can be checked completely before the write lock is taken.
+content.  Lines are parsed and validated before they get here (``memoryd.admin.import_file``),
+so a file is checked completely before the write lock is taken.
 """
 
 from __future__ import annotations
 
-import calendar
-import math
-import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import apsw
 import msgspec
 
-from memoryd.ids import ULID_LENGTH, is_id_prefix, iso_from_ms
+from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.store import jobs, memories, vectors
-from memoryd.store.records import group_key, personal_key
+from memoryd.store.visibility import ScopeKind, key_for, scope_kind
 
 FORMAT = "memoryd-export"
 VERSION = 1
@@ -48,7 +45,7 @@ class MemoryLine(msgspec.Struct, forbid_unknown_fields=True):
     """One memory, every column but the derived ones (rowid, scope key, content hash, vector)."""
 
     id: str
-    scope: Literal["personal", "group"]
+    scope: ScopeKind
     owner: str
     chat_id: str | None
     source: str
@@ -67,36 +64,10 @@ class MemoryLine(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _encoder = msgspec.json.Encoder()
-_header_decoder = msgspec.json.Decoder(ExportHeader)
-_line_decoder = msgspec.json.Decoder(MemoryLine)
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z")
-
 _COLUMNS = (
     "id, shared, owner, chat_id, source, content, subjects, metadata, confidence, created_at_ms, "
     "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms"
 )
-
-
-class LineError(ValueError):
-    """A line of an import file that cannot be imported; ``line`` is 1-based."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(f"line {line}: {reason}")
-        self.line = line
-        self.reason = reason
-
-
-def ms_from_iso(text: str) -> int:
-    """Inverse of ``iso_from_ms`` (exactly that format: ``YYYY-MM-DDTHH:MM:SS.mmmZ``)."""
-    match = _ISO.fullmatch(text)
-    if match is None:
-        raise ValueError(f"{text!r} is not a timestamp like 2025-01-02T03:04:05.678Z")
-    year, month, day, hour, minute, second, millis = (int(part) for part in match.groups())
-    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1] and hour < 24 and minute < 60):
-        raise ValueError(f"{text!r} is not a valid date and time")
-    if second > 59:
-        raise ValueError(f"{text!r} is not a valid date and time")
-    return calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)) * 1000 + millis
 
 
 def _ms(value: str | None) -> int | None:
@@ -116,7 +87,7 @@ def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
      deleted, expiry_recorded, superseded_by, access_count, last_access) = row  # fmt: skip
     return MemoryLine(
         id=id_,
-        scope="group" if shared else "personal",
+        scope=scope_kind(bool(shared)),
         owner=owner,
         chat_id=chat_id,
         source=source,
@@ -160,69 +131,6 @@ def export_memories(
 # -- import -------------------------------------------------------------------------------------
 
 
-def parse_header(line_no: int, raw: bytes) -> ExportHeader:
-    try:
-        header = _header_decoder.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise LineError(line_no, f"not a memoryd export header: {exc}") from None
-    if header.format != FORMAT:
-        raise LineError(line_no, f"format is {header.format!r}, expected {FORMAT!r}")
-    if header.version != VERSION:
-        raise LineError(line_no, f"format version {header.version} is not supported (this memoryd reads {VERSION})")
-    return header
-
-
-def _check_text(name: str, value: str, *, allow_empty: bool = False) -> None:
-    if not allow_empty and not value.strip():
-        raise ValueError(f"{name} must not be empty")
-    if "\x00" in value:
-        raise ValueError(f"{name} must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{name} is not valid Unicode text") from None
-
-
-def _check_id(name: str, value: str) -> None:
-    if len(value) != ULID_LENGTH or not is_id_prefix(value):
-        raise ValueError(f"{name} {value!r} is not a memory id (26 characters, 0-9 and A-Z)")
-
-
-def parse_line(line_no: int, raw: bytes) -> MemoryLine:
-    """Decode and validate one memory line; raises LineError naming the line and the problem."""
-    try:
-        line = _line_decoder.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise LineError(line_no, str(exc)) from None
-    try:
-        _check_id("id", line.id)
-        _check_text("content", line.content)
-        _check_text("owner", line.owner)
-        _check_text("source", line.source)
-        for index, subject in enumerate(line.subjects):
-            _check_text(f"subjects[{index}]", subject)
-        if line.chat_id is not None:
-            _check_text("chat_id", line.chat_id)
-        if line.scope == "group" and line.chat_id is None:
-            raise ValueError("a group memory needs a chat_id")
-        if line.superseded_by is not None:
-            _check_id("superseded_by", line.superseded_by)
-        if not math.isfinite(line.confidence):
-            raise ValueError("confidence must be a finite number")
-        if line.access_count < 0:
-            raise ValueError("access_count must be >= 0")
-        for name in ("created_at", "updated_at", "expires_at", "deleted_at", "expiry_recorded_at", "last_access_at"):
-            value = getattr(line, name)
-            if value is not None:
-                try:
-                    ms_from_iso(value)
-                except ValueError as exc:
-                    raise ValueError(f"{name}: {exc}") from None
-    except ValueError as exc:
-        raise LineError(line_no, str(exc)) from None
-    return line
-
-
 @dataclass
 class ImportReport:
     imported: int = 0
@@ -240,7 +148,7 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
     space = vectors.read_space(db)
     for line in lines:
         shared = line.scope == "group"
-        scope_key = group_key(line.chat_id) if shared and line.chat_id is not None else personal_key(line.owner)
+        scope_key = key_for(shared=shared, owner=line.owner, chat_id=line.chat_id)
         expires_at_ms = _ms(line.expires_at)
         deleted_at_ms = _ms(line.deleted_at)
         db.execute(
@@ -283,10 +191,3 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
             jobs.enqueue_embed(db, db.last_insert_rowid(), now_ms)
             report.embed_jobs += 1
     return report
-
-
-def read_lines(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
-    """(1-based line number, line) of a binary file, skipping blank lines."""
-    for number, raw in enumerate(chunks, start=1):
-        if raw.strip():
-            yield number, raw

@@ -32,6 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.errors import EmbeddingModelMismatch, StoreError
+from memoryd.store import meta
+from memoryd.store.visibility import Scope, vector_filter
 
 #: vec0 metadata columns cannot hold NULL; this stands for "never expires".
 NEVER = (1 << 63) - 1
@@ -52,6 +54,19 @@ META_REINDEX_DIM = "reindex_dim"
 
 FloatArray = npt.NDArray[np.float32]
 
+_TABLE_PREFIX = "vec_g"
+
+
+def table_name(generation: int) -> str:
+    """The vec0 table of one generation (an int we wrote ourselves: safe to format into SQL)."""
+    return f"{_TABLE_PREFIX}{int(generation)}"
+
+
+def is_table_name(name: str) -> bool:
+    """Whether ``name`` is the vec0 table of some generation."""
+    digits = name.removeprefix(_TABLE_PREFIX)
+    return digits != name and digits.isdigit()
+
 
 @dataclass(frozen=True, slots=True)
 class VectorSpace:
@@ -61,27 +76,12 @@ class VectorSpace:
 
     @property
     def table(self) -> str:
-        # generation is an int we wrote ourselves, so formatting it into SQL is safe.
-        return f"vec_g{int(self.generation)}"
-
-
-def _get_meta(db: apsw.Connection, key: str) -> str | None:
-    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return None if row is None else row[0]
-
-
-def _set_meta(db: apsw.Connection, key: str, value: str | None) -> None:
-    db.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
+        return table_name(self.generation)
 
 
 def read_space(db: apsw.Connection) -> VectorSpace | None:
     """The current vector space (read on every search and add: one indexed query)."""
-    values = dict(
-        db.execute("SELECT key, value FROM meta WHERE key IN (?, ?, ?)", (META_MODEL, META_DIM, META_GENERATION))
-    )
+    values = meta.get_many(db, META_MODEL, META_DIM, META_GENERATION)
     model = values.get(META_MODEL)
     if model is None:
         return None
@@ -89,16 +89,16 @@ def read_space(db: apsw.Connection) -> VectorSpace | None:
 
 
 def read_reindex_target(db: apsw.Connection) -> tuple[str, int | None] | None:
-    model = _get_meta(db, META_REINDEX_MODEL)
+    model = meta.get(db, META_REINDEX_MODEL)
     if model is None:
         return None
-    dim = _get_meta(db, META_REINDEX_DIM)
+    dim = meta.get(db, META_REINDEX_DIM)
     return model, (int(dim) if dim else None)
 
 
 def request_reindex(db: apsw.Connection, model: str, dim: int | None) -> None:
-    _set_meta(db, META_REINDEX_MODEL, model)
-    _set_meta(db, META_REINDEX_DIM, None if dim is None else str(int(dim)))
+    meta.put(db, META_REINDEX_MODEL, model)
+    meta.put(db, META_REINDEX_DIM, None if dim is None else str(int(dim)))
 
 
 def configure(db: apsw.Connection, model: str, dim: int) -> tuple[VectorSpace, bool]:
@@ -127,16 +127,16 @@ def configure(db: apsw.Connection, model: str, dim: int) -> tuple[VectorSpace, b
 
 def _start_generation(db: apsw.Connection, old: VectorSpace | None, model: str, dim: int) -> VectorSpace:
     # Generations only grow, also across a store that once had no space.
-    last = int(_get_meta(db, META_GENERATION) or 0)
+    last = int(meta.get(db, META_GENERATION) or 0)
     space = VectorSpace(model, dim, last + 1)
     create_table(db, space)
     if old is not None:
         db.execute(f"DROP TABLE IF EXISTS {old.table}")
     db.execute("UPDATE memories SET vector_gen = NULL WHERE vector_gen IS NOT NULL")
-    _set_meta(db, META_MODEL, model)
-    _set_meta(db, META_DIM, str(dim))
-    _set_meta(db, META_GENERATION, str(space.generation))
-    db.execute("DELETE FROM meta WHERE key IN (?, ?)", (META_REINDEX_MODEL, META_REINDEX_DIM))
+    meta.put(db, META_MODEL, model)
+    meta.put(db, META_DIM, str(dim))
+    meta.put(db, META_GENERATION, str(space.generation))
+    meta.remove(db, META_REINDEX_MODEL, META_REINDEX_DIM)
     return space
 
 
@@ -183,7 +183,7 @@ def write_vectors(
     count = 0
     for rowid, scope_key, expires_at_ms, vector in rows:
         # vec0 has no UPSERT; delete-then-insert keeps a retried job idempotent.
-        db.execute(f"DELETE FROM {space.table} WHERE memory_rowid = ?", (rowid,))
+        delete_vectors(db, space, [rowid])
         db.execute(
             f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, coarse, embedding) "
             "VALUES (?, ?, ?, vec_bit(?), ?)",
@@ -199,34 +199,35 @@ def write_vectors(
     return count
 
 
-def delete_vector(db: apsw.Connection, space: VectorSpace, rowid: int) -> None:
-    db.execute(f"DELETE FROM {space.table} WHERE memory_rowid = ?", (rowid,))
+def delete_vectors(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> None:
+    db.executemany(f"DELETE FROM {space.table} WHERE memory_rowid = ?", [(rowid,) for rowid in rowids])
 
 
 def knn(
     db: apsw.Connection,
     space: VectorSpace,
-    scope_keys: list[str],
+    scope: Scope,
     query: FloatArray,
     *,
     depth: int,
     coarse_k: int,
     now_ms: int,
 ) -> list[tuple[int, float]]:
-    """The ``depth`` nearest unexpired memories of the given scopes: (rowid, cosine), best first.
+    """The ``depth`` nearest unexpired memories ``scope`` can see: (rowid, cosine), best first.
 
     Each scope is one partition-key KNN (filtering happens inside the vec0 scan); the coarse
     hamming candidates are rescored with the exact cosine.
     """
     k = max(1, min(max(coarse_k, depth), MAX_K))
     bits = _coarse(query)
+    live_sql, live_params = vector_filter(now_ms)
     rowids: list[int] = []
     blobs: list[bytes] = []
-    for key in scope_keys:
+    for key in scope.visible_keys():
         for rowid, blob in db.execute(
             f"SELECT memory_rowid, embedding FROM {space.table} "
-            "WHERE coarse MATCH vec_bit(?) AND k = ? AND scope_key = ? AND expires_at > ?",
-            (bits, k, key, now_ms),
+            f"WHERE coarse MATCH vec_bit(?) AND k = ? AND scope_key = ? AND {live_sql}",
+            (bits, k, key, *live_params),
         ):
             rowids.append(rowid)
             blobs.append(blob)

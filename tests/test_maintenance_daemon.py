@@ -6,19 +6,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import apsw
 import msgspec
 import trio
 
 from memoryd.config import Config
+from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
 from memoryd.server.daemon import Daemon
-from memoryd.store import NewMemory, Store, lifecycle, memories
+from memoryd.store import Store
 from tests.admin_cli import memoryd
 from tests.conftest import make_config
+from tests.store_helpers import Clock, note, sql
 from tests.wire import NdjsonPeer
-
-DAY = lifecycle.DAY_MS
 
 
 def lifecycle_config(base: Path, **settings: Any) -> Config:
@@ -26,22 +25,18 @@ def lifecycle_config(base: Path, **settings: Any) -> Config:
     return msgspec.structs.replace(config, lifecycle=msgspec.structs.replace(config.lifecycle, **settings))
 
 
-def query(config: Config, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    db = apsw.Connection(str(config.db_path))
-    try:
-        return [tuple(row) for row in db.execute(sql, params)]
-    finally:
-        db.close()
+def query(config: Config, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    return sql(config.db_path, statement, params)
 
 
 def seed_old_memories(config: Config, count: int, owner: str = "alice") -> list[str]:
     """Memories added 30 days ago (past protect_recent_days), oldest first."""
     config.data_path.mkdir(parents=True)
-    with Store(config.db_path, readers=1) as store:
+    clock = Clock()
+    with Store(config.db_path, readers=1, clock=clock) as store:
         for i in range(count):
-            store.database.write_sync(
-                memories.insert, NewMemory(f"old memory {i}", owner, None, False, "agent"), now_ms() - 30 * DAY + i
-            )
+            clock.at = now_ms() - 30 * DAY + i
+            store.memories.add_many([note(f"old memory {i}", owner, source="agent")])
     return [row[0] for row in query(config, "SELECT id FROM memories ORDER BY created_at_ms")]
 
 

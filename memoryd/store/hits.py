@@ -1,8 +1,8 @@
-"""Access recording: which memories search and list returned, and when.
+"""Hit counting: which memories search, list and get returned, and when.
 
 A search must not pay for a write, so hits are only counted in memory here; the daemon's
 maintenance task flushes the counts every few seconds in one write transaction
-(``Store.flush_access``), and closing the store flushes what is left.  The counts are
+(``Lifecycle.flush_hits``), and closing the store flushes what is left.  The counts are
 best-effort statistics for eviction: a crash loses the last few seconds of them, nothing else.
 """
 
@@ -18,10 +18,10 @@ import apsw
 MAX_PENDING = 100_000
 
 #: (memory id, hits since the last flush, last hit in ms)
-AccessEntry = tuple[str, int, int]
+HitEntry = tuple[str, int, int]
 
 
-class AccessLog:
+class HitCounter:
     """Hit counts accumulated between flushes (thread-safe: the store closes from a worker)."""
 
     def __init__(self, max_pending: int = MAX_PENDING) -> None:
@@ -45,12 +45,12 @@ class AccessLog:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def drain(self) -> list[AccessEntry]:
+    def drain(self) -> list[HitEntry]:
         with self._lock:
             pending, self._pending = self._pending, {}
         return [(memory_id, count, last) for memory_id, (count, last) in pending.items()]
 
-    def restore(self, entries: Iterable[AccessEntry]) -> None:
+    def restore(self, entries: Iterable[HitEntry]) -> None:
         """Put back the entries of a flush that failed, merged with what arrived meanwhile."""
         with self._lock:
             for memory_id, count, last in entries:
@@ -59,7 +59,7 @@ class AccessLog:
                 entry[1] = max(entry[1], last)
 
 
-def apply(db: apsw.Connection, entries: list[AccessEntry]) -> None:
+def write_hits(db: apsw.Connection, entries: list[HitEntry]) -> None:
     """Add the counts to the rows (gone memories are simply not matched)."""
     db.executemany(
         "UPDATE memories SET access_count = access_count + ?, "

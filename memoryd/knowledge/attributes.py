@@ -1,0 +1,277 @@
+"""Offline rules mapping a statement to the attributes it sets: ("my wife", favorite:color, green).
+
+Two statements that set the same single-valued attribute of the same subject conflict (the newer
+wins); multi-valued attributes (allergies, languages, several sons' names) coexist.  Whatever the
+rules do not recognise yields no attribute, which never counts as a conflict.
+
+Negation and the past are kept as ``negated``: "I no longer work at Acme", "I used to live in
+Paris", "I'm not vegan anymore" deny a value; :mod:`memoryd.knowledge.conflict` lets a denial
+supersede the statement of the same value (or, for "I quit my job", any value of that key).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from memoryd.knowledge import relationships
+from memoryd.knowledge.attribute_rules import (
+    DEMONYMS, JOBS, MULTI_VALUED, Found, possessive_facts, predicate_facts,
+)
+
+SELF = "self"
+PRONOUN = "pronoun"
+#: A fragment without a subject ("Works at Acme", extraction style): the memory's one subject,
+#: else whoever said it.
+IMPLICIT = "implicit"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Whom a statement is about: ``phrase`` as written, ``key`` for comparison."""
+
+    phrase: str  # "I", "my wife", "Sarah", "Sarah's husband", "she"
+    key: str  # "self", "rel:spouse", "name:sarah", "name:sarah/rel:spouse", "pronoun"
+    #: "my brother" when one may have several: which one is unknown, so nothing supersedes.
+    ambiguous: bool = False
+
+
+@dataclass(frozen=True)
+class Attribute:
+    key: str  # "employer", "favorite:color", "opinion:cats", "allergy", ...
+    value: str  # normalised: "acme", "blue"; "" for a denial of any value ("I quit my job")
+    subject: Subject
+    multi_valued: bool = False
+    negated: bool = False
+
+
+_NAME = r"(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"
+_REL = r"(?:" + relationships.PATTERN + r")\b"
+_OWNER = r"(?:my|our|the\s+user's|user's)"
+_NEW = r"(?:(?:new|current)\s+)?"  # "my new boss" is my boss; "my ex-wife" is not my wife
+_NOT_NAMES = frozenset(
+    """i the my our he she they it this that we you your his her their user there here what
+    when where who why how today yesterday tomorrow also and but so then now my btw oh ok well
+    monday tuesday wednesday thursday friday saturday sunday january february march april may
+    june july august september october november december just recently finally currently still
+    really actually started moved lives works loves likes prefers got has is was had went new old
+    always never usually often sometimes if because since after before maybe perhaps should would
+    could will do does did can might must please let""".split()
+)
+
+_POSSESSIVE = re.compile(
+    rf"^(?:(?P<own>{_OWNER})\s+{_NEW}(?P<rel>{_REL})(?:\s+(?P<relname>{_NAME}))?(?:'s|')\s+"
+    rf"|(?P<owner>{_NAME})'s\s+(?P<orel>{_REL})(?:'s|')\s+"
+    rf"|(?P<self>my|our|the\s+user's|user's)\s+"
+    rf"|(?P<pron>his|her|their)\s+"
+    rf"|(?P<name>{_NAME})'s\s+)",
+    re.IGNORECASE,
+)
+_NOMINATIVE = re.compile(
+    rf"^(?:(?P<own>{_OWNER})\s+{_NEW}(?P<rel>{_REL})(?:,?\s+(?P<relname>{_NAME}),?)?"
+    rf"|(?P<self>i|we|the\s+user|user)\b(?!')"
+    rf"|(?P<owner>{_NAME})'s\s+(?P<orel>{_REL})"
+    rf"|(?P<pron>he|she|they)\b"
+    rf"|(?P<name>{_NAME})(?=\s))\s*",
+    re.IGNORECASE,
+)
+_NAME_IS_REL = re.compile(rf"^(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
+                          rf"(?P<rel>{_REL})$", re.IGNORECASE)
+_REL_IS_NAME = re.compile(rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})$",
+                          re.IGNORECASE)
+_HAS_PET = re.compile(rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
+                      rf"(?:named|called)\s+(?P<names>{_NAME})", re.IGNORECASE)
+_INVERTED_FAVORITE = re.compile(r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
+                                r"favou?rite\s+.+)$", re.IGNORECASE)
+_ONE_OF = re.compile(r"^one\s+of\s+", re.IGNORECASE)
+_CALL_ME = re.compile(rf"^(?:please\s+)?call\s+me\s+(?P<value>{_NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
+
+_FILLER = re.compile(r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
+                     r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
+                     r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
+                     r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
+                     re.IGNORECASE)
+_CONTRACTIONS = ((r"\bI'm\b", "I am"), (r"\bI've\b", "I have"), (r"\bI'd\b", "I would"),
+                 (r"\b(he|she|it|that)'s\b", r"\1 is"), (r"\b(we|they|you)'re\b", r"\1 are"),
+                 (r"\bisn't\b", "is not"), (r"\baren't\b", "are not"), (r"\bdon't\b", "do not"),
+                 (r"\bdoesn't\b", "does not"), (r"\bdidn't\b", "did not"))
+_CLAUSES = re.compile(r"\s*(?:[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
+                      re.IGNORECASE)
+_LEADING_ADVERBS = re.compile(r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
+                              r"happily|also|presently|meanwhile)\s+)+", re.IGNORECASE)
+_BE_ADVERBS = re.compile(r"^(am|is|are)\s+(?:(?:now|currently|still|also|actually|officially|finally)\s+)+",
+                         re.IGNORECASE)
+_TRAILING = re.compile(r"(?:\s*,?\s*(?:now|after\s+all|these\s+days|nowadays|again|anymore|any\s+more|any\s+longer|too|"
+                       r"as\s+well|currently|at\s+the\s+moment|right\s+now|full[- ]time|for\s+now|"
+                       r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?\w+\s+(?:days?|weeks?|months?|years?)|"
+                       r"yesterday|today|recently|lately|last\s+(?:night|week|month|year)|"
+                       r"this\s+(?:week|month|year)|(?:a|\w+)\s+(?:days?|weeks?|months?|years?)\s+ago))+$",
+                       re.IGNORECASE)
+_PERFECT = re.compile(r"^(?:have|has)\s+(?=(?:been|gone|become|got|grown|begun|started|\w+ed)\b)", re.IGNORECASE)
+_ADDITIVE = re.compile(r"\b(?:also|too|as\s+well|another|second|additionally)\b", re.IGNORECASE)
+_NEGATIONS = (
+    (re.compile(r"^(am|is|are)\s+(?:no\s+longer|not|never)\s+", re.I), r"\1 "),
+    (re.compile(r"^(?:no\s+longer|never|do\s+not|does\s+not|did\s+not|used\s+to)\s+", re.I), ""),
+    (re.compile(r"^(?:stopped|quit)\s+(?=being\b|working\b|living\b|speaking\b|eating\b)", re.I), ""),
+    (re.compile(r"^(?:was|were)\s+(?!born\b|laid\b|fired\b|let\b|promoted\b)", re.I), "is "),
+)
+
+
+def parse_attributes(text: str) -> list[Attribute]:
+    """The attributes ``text`` sets, in order; empty when no rule recognises it."""
+    return list(_parse_cached(text))
+
+
+@functools.lru_cache(maxsize=4096)  # a new memory is compared with several candidates, each parsed again
+def _parse_cached(text: str) -> tuple[Attribute, ...]:
+    cleaned = " ".join(text.replace("’", "'").replace("‘", "'").split())
+    # Typed all in lower case ("i live in berlin"), places and names lose their capitals.
+    lowercase_text = not any(ch.isupper() for ch in cleaned)
+    for pattern, replacement in _CONTRACTIONS:
+        cleaned = re.sub(pattern, replacement, cleaned, flags=re.IGNORECASE)
+    found: list[Attribute] = []
+    for clause in _CLAUSES.split(cleaned):
+        clause = _FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
+        if clause:
+            found.extend(_clause_attributes(clause, lowercase_text))
+    return tuple(found)
+
+
+def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
+    if m := _HAS_PET.search(clause):
+        return _names_of(_relation_subject("my", m["rel"], None), m["names"])
+    if m := _NAME_IS_REL.match(clause):
+        return _names_of(_relation_subject("my", m["rel"], None), m["names"])
+    if m := _CALL_ME.match(clause):
+        return [_attribute(Found("name", m["value"]), Subject("I", SELF))]
+    if (m := _INVERTED_FAVORITE.match(clause)) and not _ONE_OF.match(clause):
+        clause = f"{m['rest']} is {m['value']}"  # "Blue is my favorite color" -> "my favorite color is Blue"
+    one_of = bool(_ONE_OF.match(clause))
+    clause = _ONE_OF.sub("", clause)
+    if (m := _POSSESSIVE.match(clause)) and (subject := _subject(m)):
+        facts = possessive_facts(clause[m.end():])
+        if one_of:  # "one of my favorite foods is sushi": one of several
+            facts = [Found("favorites:" + f.key.partition(":")[2], f.value, True) for f in facts]
+        if facts:
+            return [_attribute(f, subject) for f in facts]
+    if (m := _NOMINATIVE.match(clause)) and (subject := _subject(m)):
+        rest = clause[m.end():]
+    elif clause[:1].isalpha():
+        subject, rest = Subject("", IMPLICIT), clause
+    else:
+        return []
+    if subject.key.startswith("rel:"):  # "my boss is (now) Linda"
+        names = _REL_IS_NAME.match(_TRAILING.sub("", _BE_ADVERBS.sub(r"\1 ", rest)))
+        if names and not _describes(names["names"]):
+            return _names_of(subject, names["names"])
+    additive = bool(_ADDITIVE.search(rest))
+    rest, negated = _strip_modifiers(rest)
+    attributes = []
+    for fact in predicate_facts(rest, lowercase_text):
+        if fact.key.startswith("opinion:") and negated:  # "I don't like X" is an opinion too
+            fact = Found(fact.key, "negative" if fact.value == "positive" else "positive")
+        elif negated:
+            fact = Found(fact.key, fact.value, fact.multi_valued, negated=True)
+        attribute = _attribute(fact, subject)
+        if additive:  # "I also work at a bar": a second value, not a replacement
+            attribute = Attribute(attribute.key, attribute.value, subject, True, attribute.negated)
+        attributes.append(attribute)
+    return attributes
+
+
+def _strip_modifiers(rest: str) -> tuple[str, bool]:
+    """("no longer works at Acme anymore") -> ("works at Acme", True)."""
+    rest = _LEADING_ADVERBS.sub("", rest.strip())
+    rest = _PERFECT.sub("", rest)  # "have been living in" -> "been living in"
+    trailing = _TRAILING.search(rest)
+    negated = bool(trailing and re.search(r"any\s*(?:more|longer)", trailing.group(), re.I))
+    rest = _TRAILING.sub("", rest)
+    for pattern, replacement in _NEGATIONS:
+        if pattern.match(rest):
+            rest, negated = pattern.sub(replacement, rest, count=1), True
+            break
+    return _BE_ADVERBS.sub(r"\1 ", rest).strip(), negated
+
+
+def _describes(names: str) -> bool:
+    """"my wife is Italian" / "my boss is Manager" describe; "my wife is Sarah" names."""
+    last = names.split()[-1].casefold()
+    return last in DEMONYMS or last in JOBS
+
+
+def _names_of(subject: Subject, names: str) -> list[Attribute]:
+    values = [n for n in re.split(r"\s*(?:,|\band\b)\s*", names) if n]
+    several = len(values) > 1
+    return [_attribute(Found("name", v, multi_valued=several), subject) for v in values]
+
+
+def _subject(m: re.Match[str]) -> Subject | None:
+    groups = m.groupdict()
+    if groups.get("self"):
+        return Subject("I", SELF)
+    if groups.get("rel"):
+        return _relation_subject(groups["own"], groups["rel"], groups.get("relname"))
+    if groups.get("orel"):
+        owner = groups["owner"]
+        if owner.casefold() in _NOT_NAMES:
+            return None
+        canon = relationships.canonical(groups["orel"]) or groups["orel"].casefold()
+        key = f"name:{relationships.normalise_name(owner)}/rel:{relationships.subject_class(canon)}"
+        return Subject(f"{owner}'s {canon}", key, not relationships.is_unique(canon))
+    if groups.get("pron"):
+        return Subject(groups["pron"].casefold(), PRONOUN)
+    name = groups.get("name")
+    if not name or name.split()[0].casefold() in _NOT_NAMES:
+        return None
+    return Subject(name, "name:" + relationships.normalise_name(name))
+
+
+def _relation_subject(own: str, rel: str, name: str | None) -> Subject:
+    canon = relationships.canonical(rel) or rel.casefold()
+    unique = relationships.is_unique(canon)
+    if name and not unique and name.split()[0].casefold() not in _NOT_NAMES:
+        return Subject(name, "name:" + relationships.normalise_name(name))  # "my son Leo" is Leo
+    ambiguous = not unique and canon not in relationships.PETS
+    return Subject(f"{own.casefold()} {canon}", "rel:" + relationships.subject_class(canon), ambiguous)
+
+
+def _attribute(found: Found, subject: Subject) -> Attribute:
+    key = _normalise_key(found.key)
+    multi = found.multi_valued or key in MULTI_VALUED
+    if key == "name" and subject.key.startswith("rel:"):
+        canon = subject.key[4:]
+        multi = multi or not relationships.is_unique(canon)  # "my dog's name is Rex": maybe two dogs
+    return Attribute(key, normalise_value(found.value), subject, multi, found.negated)
+
+
+_SPELLING = {"colour": "color", "favourite": "favorite", "tv": "tv", "flavour": "flavor"}
+
+
+def _normalise_key(key: str) -> str:
+    head, sep, thing = key.partition(":")
+    if not sep or not head.startswith("favorite") and head != "opinion":
+        return key.casefold()
+    words = [_SPELLING.get(w, w) for w in _TRAILING.sub("", thing).casefold().split()]
+    if head != "opinion" and words:  # "favorite foods" and "favorite food" are one key
+        words[-1] = _singular(words[-1])
+    return f"{head}:{' '.join(words)}" if head != "opinion" else "opinion:" + normalise_value(" ".join(words))
+
+
+_IES_WORDS = frozenset("movies cookies pies series species ties lies brownies smoothies zombies calories".split())
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4 and word not in _IES_WORDS:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def normalise_value(value: str) -> str:
+    """"Acme Corp, since 2020" -> "acme corp"; "the Netherlands" -> "netherlands"."""
+    value = re.split(r"\s*(?:,|;|\s-\s|\bbecause\b|\bbut\b|\bsince\b|\bwhere\b|\bwhich\b)", value, maxsplit=1)[0]
+    value = _TRAILING.sub("", value.strip()).casefold().strip(" .!?'\"")
+    value = re.sub(r"^(?:a|an|the)\s+", "", value)
+    return " ".join(value.split())

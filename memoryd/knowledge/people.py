@@ -1,0 +1,165 @@
+"""People in the owner's life: relationship statements, name resolution, mentions in a query.
+
+"My wife's name is Sarah", "Sarah is my wife", "my boss Tom ..." each yield a
+:class:`RelationshipFact`; :func:`resolve_person` makes "my wife", "wife", "Sarah", "sarah" and
+"Sarah's" land on one :class:`KnownPerson`.  Finding them in a query is
+:mod:`memoryd.knowledge.mentions`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from memoryd.knowledge.attribute_rules import DEMONYMS, JOBS
+from memoryd.knowledge.attributes import SELF
+from memoryd.knowledge.relationships import PATTERN, canonical, is_unique, normalise_name, subject_class
+
+__all__ = ["KnownPerson", "RelationshipFact", "is_relationship_phrase", "merge_target", "normalise_name",
+           "parse_relationships", "person_resolver", "resolve_person", "same_relationship",
+           "unique_first_names"]
+
+
+@dataclass(frozen=True)
+class RelationshipFact:
+    name: str  # "Sarah"
+    relationship: str  # canonical: "wife", "boss", "dog", "spouse" (from "married to")
+    aliases: tuple[str, ...]  # ("my wife",)
+
+
+@dataclass(frozen=True)
+class KnownPerson:
+    key: str  # the store's id for the person
+    name: str
+    aliases: tuple[str, ...] = ()
+    relationship: str | None = None
+
+
+_REL = rf"(?:(?:new|current)\s+)?(?P<rel>{PATTERN})\b"  # "my new boss" is my boss
+_NAME = r"(?P<name>(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?))"
+_ANY_NAME = r"(?P<name>[A-Za-zà-ÿ][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"  # "...'s name is sarah"
+_CAP = r"(?-i:[A-Z][a-zà-ÿ-]+)"
+_NAMES = rf"(?P<names>{_CAP}(?:\s*,\s*{_CAP}){{0,8}},?\s+and\s+{_CAP})"
+_NOT_NAMES = frozenset(
+    """i the a an and or but so my our his her their he she they it we you and is was has had
+    who which that this then also too yesterday today tomorrow last next monday tuesday wednesday
+    thursday friday saturday sunday january february march april may june july august september
+    october november december""".split()
+)
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), fixed)
+    for pattern, fixed in (
+        (rf"\b(?:my|our)\s+{_REL}(?:'s|')\s+(?:first\s+|full\s+)?name\s+is\s+{_ANY_NAME}", None),
+        (rf"\b(?:my|our)\s+{_REL}\s+is\s+(?:named|called)\s+{_ANY_NAME}", None),
+        (rf"\b{_NAME}\s+(?:is|was)\s+(?:my|our)\s+(?:new\s+)?{_REL}(?!\s*'s)", None),
+        (rf"\b{_NAME},\s+(?:my|our)\s+{_REL}(?!\s*'s)", None),
+        (rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?{_REL}\s+(?:named|called)\s+{_NAME}", None),
+        (rf"\b(?:my|our)\s+{_REL}\s+is\s+{_NAME}\s*(?:[.,;!?]|$|\s+(?:and|who|but)\b)", None),
+        (rf"\b(?:my|our)\s+{_REL}(?:,\s+|\s+){_NAME}\b", None),
+        (rf"\b(?:i\s+am|i'm|we\s+are|we're|i\s+got|i\s+just\s+got)\s+married\s+to\s+{_NAME}", "spouse"),
+        (rf"\b(?:i\s+am|i'm|we\s+are|we're|i\s+got|i\s+just\s+got)\s+engaged\s+to\s+{_NAME}", "fiance"),
+        (rf"\b(?:i\s+am|i'm)\s+dating\s+{_NAME}", "partner"),
+        (rf"\b(?:my|our)\s+{_REL}(?:'s|')?\s+(?:names\s+)?are\s+{_NAMES}", None),
+        (rf"\b{_NAMES}\s+are\s+(?:my|our)\s+{_REL}", None),
+    )
+)
+
+
+def _clean_name(raw: str) -> str | None:
+    words = raw.split()
+    while words and words[-1].casefold() in _NOT_NAMES:  # "my boss Tom And ..." never happens
+        words.pop()
+    if not words or words[0].casefold() in _NOT_NAMES:
+        return None
+    if len(words) == 1 and (words[0].casefold() in DEMONYMS or words[0].casefold() in JOBS):
+        return None  # "my wife is Italian" (but "Tom Baker" is a name)
+    return " ".join(w[:1].upper() + w[1:] for w in words)
+
+
+def _singular(surface: str) -> bool:
+    """"mom" yes (an alias), "kids" / "children" no: a plural names a group, not this person."""
+    if not surface or surface in {"children", "wives", "puppies", "grandchildren", "grandkids"}:
+        return False
+    return not (surface.endswith("s") and canonical(surface[:-1]) == canonical(surface))
+
+
+def parse_relationships(text: str) -> list[RelationshipFact]:
+    """The named relationships ``text`` states; a relationship without a name yields nothing."""
+    text = " ".join(text.replace("’", "'").split())
+    facts: dict[str, RelationshipFact] = {}
+    for pattern, fixed in _PATTERNS:
+        for m in pattern.finditer(text):
+            groups = m.groupdict()
+            listed = groups.get("names")
+            raw_names = re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", listed) if listed else [m["name"]]
+            surface = " ".join((groups.get("rel") or "").casefold().split())
+            relationship = fixed or canonical(surface)
+            for name in filter(None, map(_clean_name, raw_names)):
+                if relationship and normalise_name(name) not in facts:
+                    aliases = [f"my {relationship}"] + ([f"my {surface}"] if _singular(surface) else [])
+                    facts[normalise_name(name)] = RelationshipFact(name, relationship, tuple(dict.fromkeys(aliases)))
+    return list(facts.values())
+
+
+# -- resolution -------------------------------------------------------------------------------
+
+_REL_PHRASE = re.compile(rf"^(?:(?:my|our|the)\s+)?{_REL}$", re.IGNORECASE)
+
+
+def same_relationship(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and subject_class(a) == subject_class(b)
+
+
+def unique_first_names(people: Sequence[KnownPerson]) -> dict[str, KnownPerson]:
+    """First names that point at exactly one known person ("Sarah" for "Sarah Connor")."""
+    counts: dict[str, list[KnownPerson]] = {}
+    for person in people:
+        counts.setdefault(normalise_name(person.name).split(" ")[0], []).append(person)
+    return {first: found[0] for first, found in counts.items() if len(found) == 1}
+
+
+def is_relationship_phrase(phrase: str) -> bool:
+    """"my wife", "wife", "the boss": an alias that names a role, not a name."""
+    return _REL_PHRASE.match(" ".join(phrase.split())) is not None
+
+
+def resolve_person(phrase: str, people: Sequence[KnownPerson]) -> KnownPerson | None:
+    """The one person ``phrase`` names ("my wife", "wife", "Sarah", "sarah", "Sarah's")."""
+    wanted = normalise_name(phrase)
+    for person in people:
+        if wanted == normalise_name(person.name) or wanted in {normalise_name(a) for a in person.aliases}:
+            return person
+    if m := _REL_PHRASE.match(wanted):
+        relationship = canonical(m["rel"])
+        matches = [p for p in people if same_relationship(p.relationship, relationship)]
+        return matches[0] if len(matches) == 1 else None  # two sons: which one is unknown
+    return unique_first_names(people).get(wanted)
+
+
+def person_resolver(people: Sequence[KnownPerson], owner_names: Sequence[str] = ()) -> Callable[[str], str | None]:
+    """A resolver for :func:`memoryd.knowledge.conflict.decide`: phrase -> person key, and the
+    owner's own names (username, display name) -> ``attributes.SELF``, so "I ..." said by the
+    owner in a chat and "I ..." added by hand are one subject."""
+    own = {normalise_name(name) for name in owner_names}
+
+    def resolve(phrase: str) -> str | None:
+        if normalise_name(phrase) in own:
+            return SELF
+        person = resolve_person(phrase, people)
+        return person.key if person else None
+
+    return resolve
+
+
+def merge_target(fact: RelationshipFact, people: Sequence[KnownPerson]) -> KnownPerson | None:
+    """The known person a new fact is about: same name, else the holder of a one-at-a-time
+    relationship ("my wife's name is Sara" after Sarah is known as my wife merges, no duplicate)."""
+    by_name = resolve_person(fact.name, people)
+    if by_name is not None:
+        return by_name
+    if is_unique(fact.relationship):
+        holders = [p for p in people if same_relationship(p.relationship, fact.relationship)]
+        return holders[0] if len(holders) == 1 else None
+    return None

@@ -1,0 +1,50 @@
+"""Checks of caller input that msgspec's types cannot express; each raises InvalidParams
+naming the field.  The one place these rules live: the memory.* methods use them, and so does
+`memoryd import` (``memoryd.admin.import_file``) for the lines of an export file.
+"""
+
+from __future__ import annotations
+
+from memoryd.errors import InvalidParams
+from memoryd.ids import MIN_PREFIX_LENGTH, ULID_LENGTH, is_id_prefix, normalize_id_prefix
+
+NOT_AN_ID = f"is not a memory id ({ULID_LENGTH} characters, 0-9 and A-Z)"
+
+
+def check_text(field: str, value: str, *, max_bytes: int | None = None, allow_blank: bool = False) -> str:
+    """Reject blank text, NUL characters, lone surrogates and more than ``max_bytes`` of UTF-8."""
+    if not allow_blank and not value.strip():
+        raise InvalidParams.for_field(field, "must not be empty")
+    if "\x00" in value:
+        raise InvalidParams.for_field(field, "must not contain NUL characters")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidParams.for_field(field, "must be valid Unicode (it has a lone surrogate)") from None
+    if max_bytes is not None and size > max_bytes:
+        raise InvalidParams.for_field(field, f"must be at most {max_bytes} bytes of UTF-8 (got {size})")
+    return value
+
+
+def check_id_prefix(field: str, text: str) -> str:
+    """A memory id or a prefix of at least MIN_PREFIX_LENGTH characters, normalised (upper
+    case, Crockford look-alikes mapped)."""
+    prefix = normalize_id_prefix(text)
+    if len(prefix) < MIN_PREFIX_LENGTH:
+        raise InvalidParams.for_field(field, f"must be at least {MIN_PREFIX_LENGTH} characters of a memory id")
+    if len(prefix) > ULID_LENGTH or not is_id_prefix(prefix):
+        raise InvalidParams.for_field(field, NOT_AN_ID)
+    return prefix
+
+
+def check_full_id(field: str, value: str) -> str:
+    """A complete memory id, exactly as stored."""
+    if len(value) != ULID_LENGTH or not is_id_prefix(value):
+        raise InvalidParams.for_field(field, NOT_AN_ID)
+    return value
+
+
+def check_group_chat(shared: bool, chat_id: str | None) -> None:
+    """A shared (group) memory belongs to a chat."""
+    if shared and chat_id is None:
+        raise InvalidParams.for_field("chat_id", "is required for a shared (group) memory")

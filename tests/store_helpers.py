@@ -1,0 +1,73 @@
+"""What the store tests share: a movable clock, memories to add, vectors, the embed-all loop and
+SQL on the database file through a connection of the test's own (the real file, no internals)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memoryd.ids import now_ms
+from memoryd.store import NewMemory, Store
+from memoryd.store.db import open_connection
+
+
+class Clock:
+    """A store clock a test can stop: ``Store(path, clock=clock)``; ``clock.at = T`` holds it
+    at T, ``clock.at = None`` lets it follow real time again."""
+
+    def __init__(self, at: int | None = None) -> None:
+        self.at = at
+
+    def __call__(self) -> int:
+        return now_ms() if self.at is None else self.at
+
+
+def note(
+    content: str,
+    owner: str = "alice",
+    *,
+    chat_id: str | None = None,
+    shared: bool = False,
+    source: str = "t",
+    **fields: Any,
+) -> NewMemory:
+    """A memory to add; ``shared=True`` makes it a group memory of ``chat_id``."""
+    return NewMemory(content=content, owner=owner, chat_id=chat_id, shared=shared, source=source, **fields)
+
+
+def unit(dim: int, *components: float) -> np.ndarray:
+    """A unit vector of ``dim`` dimensions starting with ``components`` (default: the first axis)."""
+    vector = np.zeros(dim, dtype=np.float32)
+    vector[: len(components) or 1] = components or (1.0,)
+    return vector / np.linalg.norm(vector)
+
+
+async def embed_all(
+    store: Store,
+    vector_for: Mapping[str, np.ndarray] | Callable[[str], np.ndarray],
+    default: np.ndarray | None = None,
+) -> int:
+    """Run the real job path until no job is due: claim, complete with ``vector_for[content]``
+    (or ``vector_for(content)``, or ``default``).  Returns how many were embedded."""
+    done = 0
+    while claimed := await store.jobs.claim_embed(10_000):
+        if callable(vector_for):
+            vectors = [vector_for(job.content) for job in claimed]
+        else:
+            vectors = [vector_for.get(job.content, default) for job in claimed]
+        await store.jobs.complete_embed(list(zip(claimed, vectors, strict=True)))
+        done += len(claimed)
+    return done
+
+
+def sql(path: Path, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run ``query`` on the database file in a connection of its own (sqlite-vec loaded)."""
+    db = open_connection(path, busy_timeout_ms=5000)
+    try:
+        with db:
+            return [tuple(row) for row in db.execute(query, params)]
+    finally:
+        db.close()

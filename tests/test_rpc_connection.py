@@ -1,0 +1,196 @@
+"""RpcConnection, the sans-io protocol state of one connection: bytes in, events out, no sockets."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import pytest
+
+from memoryd.rpc.connection import Close, CloseReason, ConnectionLimits, RpcConnection, Wait
+from memoryd.rpc.framing import Framing
+
+LIMITS = ConnectionLimits(max_message_bytes=100, max_inflight=4, idle_timeout=300.0, shutdown_linger=0.25)
+
+
+def events(connection: RpcConnection) -> list[bytes | Wait | Close]:
+    """Every event up to the first wait or close."""
+    out: list[bytes | Wait | Close] = []
+    while True:
+        event = connection.next_event()
+        out.append(event)
+        if not isinstance(event, bytes):
+            return out
+
+
+def error_code(framed: bytes) -> int:
+    reply = json.loads(framed)
+    assert reply["id"] is None
+    code: int = reply["error"]["code"]
+    return code
+
+
+def test_nothing_happens_before_the_first_byte() -> None:
+    connection = RpcConnection(LIMITS)
+    assert connection.framing is None
+    assert connection.next_event() is Wait.NEED_DATA
+    assert connection.frame(b"{}") == b"{}\n"  # a reply before any byte goes out as a line
+
+
+def test_lines_are_handed_out_whole_and_replies_framed_as_lines() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(b'{"a":1}\n\n  \n{"b"')
+    assert events(connection) == [b'{"a":1}', Wait.NEED_DATA]
+    connection.receive_data(b":2}\r\n")
+    assert events(connection) == [b'{"b":2}', Wait.NEED_DATA]
+    assert connection.framing is Framing.LINES
+    assert connection.in_flight == 2
+    assert connection.frame(b'{"r":1}') == b'{"r":1}\n'
+
+
+def test_a_message_arriving_byte_by_byte_comes_out_once() -> None:
+    connection = RpcConnection(LIMITS)
+    for byte in b'{"jsonrpc":"2.0"}\n':
+        assert connection.next_event() is Wait.NEED_DATA
+        connection.receive_data(bytes([byte]))
+    assert events(connection) == [b'{"jsonrpc":"2.0"}', Wait.NEED_DATA]
+
+
+def test_length_prefixed_messages_get_length_prefixed_replies() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(struct.pack(">I", 7) + b'{"a":1}' + struct.pack(">I", 2))
+    assert events(connection) == [b'{"a":1}', Wait.NEED_DATA]
+    assert connection.framing is Framing.LENGTH_PREFIX
+    assert connection.frame(b"{}") == b"\x00\x00\x00\x02{}"
+
+
+def test_past_max_inflight_it_waits_for_a_slot_then_goes_on() -> None:
+    connection = RpcConnection(ConnectionLimits(max_message_bytes=100, max_inflight=2, idle_timeout=1.0))
+    connection.receive_data(b"[1]\n[2]\n[3]\n")
+    assert events(connection) == [b"[1]", b"[2]", Wait.SLOT]
+    assert connection.next_event() is Wait.SLOT  # still full
+    connection.message_done()
+    # Full again: it reads no further (bytes wait in the socket, not in our buffer).
+    assert events(connection) == [b"[3]", Wait.SLOT]
+    connection.message_done()
+    assert events(connection) == [Wait.NEED_DATA]
+
+
+@pytest.mark.parametrize("framing", ["lines", "prefix"])
+def test_an_oversized_frame_is_answered_in_kind_and_closes_after_the_messages_before_it(framing: str) -> None:
+    connection = RpcConnection(LIMITS)
+    if framing == "lines":
+        connection.receive_data(b"[1]\n" + b"x" * 101)
+    else:
+        connection.receive_data(struct.pack(">I", 3) + b"[1]" + struct.pack(">I", 101))
+    first, close = events(connection)
+    assert first == b"[1]"
+    assert isinstance(close, Close) and close.reason is CloseReason.TOO_LARGE
+    assert close.reply is not None
+    body = close.reply[:-1] if framing == "lines" else close.reply[4:]
+    assert error_code(body) == -32004
+    assert json.loads(body)["error"]["data"] == {"max_message_bytes": 100}
+    # Closed for good: more bytes change nothing, and the message already handed out still counts.
+    connection.receive_data(b"[2]\n")
+    assert connection.next_event() is close
+    assert connection.in_flight == 1
+
+
+def test_an_unterminated_line_is_refused_as_soon_as_it_passes_the_limit() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(b"[" + b"1," * 40)
+    assert connection.next_event() is Wait.NEED_DATA
+    connection.receive_data(b"1," * 20)
+    close = connection.next_event()
+    assert isinstance(close, Close) and close.reason is CloseReason.TOO_LARGE
+
+
+def test_at_end_of_input_a_last_line_without_newline_still_counts() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(b'[1]\n{"last":true}  ')
+    connection.receive_data(b"")
+    assert events(connection) == [b"[1]", b'{"last":true}', Close(CloseReason.END_OF_INPUT)]
+
+
+@pytest.mark.parametrize("rest", [b"", b"\n", b"  \r\n\t "])
+def test_end_of_input_with_nothing_left_just_closes(rest: bytes) -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(b"[1]\n" + rest)
+    connection.receive_data(b"")
+    assert events(connection) == [b"[1]", Close(CloseReason.END_OF_INPUT)]
+
+
+def test_an_oversized_last_line_at_end_of_input_is_answered_too_large() -> None:
+    connection = RpcConnection(ConnectionLimits(max_message_bytes=10, max_inflight=4, idle_timeout=1.0))
+    connection.receive_data(b"[" + b"1" * 9)  # 10 bytes: under the limit while it might still grow
+    assert connection.next_event() is Wait.NEED_DATA
+    connection.receive_data(b"]")
+    connection.receive_data(b"")
+    close = connection.next_event()
+    assert isinstance(close, Close) and close.reason is CloseReason.TOO_LARGE
+    assert close.reply is not None and error_code(close.reply) == -32004
+
+
+def test_a_partial_length_prefixed_frame_at_end_of_input_is_dropped() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(struct.pack(">I", 50) + b'{"half')
+    connection.receive_data(b"")
+    assert events(connection) == [Close(CloseReason.END_OF_INPUT)]
+
+
+def test_end_of_input_while_slots_are_full_closes_once_one_frees() -> None:
+    connection = RpcConnection(ConnectionLimits(max_message_bytes=100, max_inflight=1, idle_timeout=1.0))
+    connection.receive_data(b"[1]\n[2]")
+    connection.receive_data(b"")
+    assert events(connection) == [b"[1]", Wait.SLOT]
+    connection.message_done()
+    assert events(connection) == [b"[2]", Wait.SLOT]
+    connection.message_done()
+    assert events(connection) == [Close(CloseReason.END_OF_INPUT)]
+
+
+def test_only_an_idle_connection_has_a_read_deadline() -> None:
+    connection = RpcConnection(LIMITS)
+    assert connection.read_deadline(1000.0) == 1300.0
+    connection.receive_data(b"[1]\n")
+    assert connection.next_event() == b"[1]"
+    assert connection.read_deadline(1000.0) == math.inf  # a running call's deadline is not ours
+    connection.message_done()
+    assert connection.read_deadline(1010.0) == 1310.0
+
+
+def test_an_idle_connection_that_times_out_closes() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.read_timed_out()
+    assert events(connection) == [Close(CloseReason.IDLE)]
+
+
+def test_during_shutdown_it_keeps_reading_until_quiet_for_the_linger_time() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(b"[1]\n")
+    assert connection.next_event() == b"[1]"
+    connection.begin_shutdown()
+    assert connection.read_deadline(50.0) == math.inf  # its reply is still to come
+    connection.message_done()
+    assert connection.read_deadline(50.0) == 50.25
+    # A request already on the wire as shutdown began is still handed out (and answered).
+    connection.receive_data(b"[2]\n")
+    assert events(connection) == [b"[2]", Wait.NEED_DATA]
+    connection.message_done()
+    connection.read_timed_out()
+    assert events(connection) == [Close(CloseReason.SHUTDOWN)]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"max_message_bytes": 0, "max_inflight": 1, "idle_timeout": 1.0},
+        {"max_message_bytes": 1, "max_inflight": 0, "idle_timeout": 1.0},
+        {"max_message_bytes": 1, "max_inflight": 1, "idle_timeout": 0.0},
+        {"max_message_bytes": 1, "max_inflight": 1, "idle_timeout": 1.0, "shutdown_linger": -1.0},
+    ],
+)
+def test_limits_must_be_positive(values: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        ConnectionLimits(**values)  # type: ignore[arg-type]
