@@ -109,16 +109,44 @@ def candidates(
         n for rowid in pool for n in (hood.walk(rowid, -1), hood.walk(rowid, 1)) if n is not None and n not in known
     ]
     adjacent = list(dict.fromkeys(adjacent))
-    if space is not None and unit is not None:
-        missing = [rowid for rowid in pool + adjacent if rowid not in cosines]
-        cosines.update(vectors.cosines_for(db, space, missing, unit))
+    vectors_on = space is not None and unit is not None
+    if vectors_on:
+        cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
 
     totals = [keyword.scope_size(db, key) for key in keys] if terms else [0]
     facts = _facts(hood, TermWeights(db, terms, _summed(counts), sum(totals)))
+    features = ranking.feature_matrix(pool, cosines, hood, facts)
+    if vectors_on:
+        adjacent = _worth_a_cosine(adjacent, features, cosines, hood, facts, limit)
+        cosines.update(vectors.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
     # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
     # on its neighbour's alone: keyword-only search returns only memories that match.
-    pool += [rowid for rowid in adjacent if rowid in cosines or facts(rowid).coverage > 0]
-    return Candidates(pool, ranking.feature_matrix(pool, cosines, hood, facts), cosines, terms)
+    joining = [rowid for rowid in adjacent if rowid in cosines or facts(rowid).coverage > 0]
+    features = np.vstack([features, ranking.feature_matrix(joining, cosines, hood, facts)])
+    return Candidates(pool + joining, features, cosines, terms)
+
+
+def _worth_a_cosine(
+    adjacent: list[int],
+    pool_features: npt.NDArray[np.float64],
+    cosines: dict[int, float],
+    hood: neighbours.Neighbourhood,
+    facts: Callable[[int], ranking.RowFacts],
+    limit: int,
+) -> list[int]:
+    """The neighbours that could reach the top ``limit`` even with the best cosine seen so far.
+
+    A vec0 lookup costs ~10-20 us per row, and most neighbours of a big scope's candidates are
+    unrelated to the query: scoring them first with that optimistic cosine (the model rises
+    with the cosine) spares the lookups of those that cannot place.  The retrievers' best
+    cosine bounds a neighbour's only approximately (the KNN's coarse pass is not exact).
+    """
+    if not adjacent or len(pool_features) < limit:
+        return adjacent
+    best = max(cosines.values(), default=0.0)
+    optimistic = ranking.feature_matrix(adjacent, dict.fromkeys(adjacent, best), hood, facts)
+    bar = np.sort(ranking.scores(pool_features))[-limit]
+    return [rowid for rowid, score in zip(adjacent, ranking.scores(optimistic), strict=True) if score >= bar]
 
 
 def search(
