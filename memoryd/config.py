@@ -76,6 +76,9 @@ class AuthConfig(_Section, frozen=True):
 class StorageConfig(_Section, frozen=True):
     readers: Annotated[int, Meta(ge=1, le=64)] = 4
     busy_timeout_ms: Annotated[int, Meta(ge=0)] = 5000
+    #: Seconds start-up waits for the integrity check (quick_check) before serving; a larger
+    #: store is served meanwhile and the check finishes in the background (see README.md).
+    integrity_check_wait: Annotated[float, Meta(ge=0)] = 0.5
 
 
 class LifecycleConfig(_Section, frozen=True):
@@ -131,6 +134,31 @@ class ExtractionConfig(_Section, frozen=True):
     max_attempts: Annotated[int, Meta(ge=1, le=100)] = 5
 
 
+class SupersessionConfig(_Section, frozen=True):
+    """When a new memory replaces older ones (see "Supersession" in README.md)."""
+
+    #: "rules": the offline rules, inline in memory.add; "llm": the [llm] model, in the
+    #: background after the add is acknowledged; "auto": llm when [llm] provider is set.
+    decider: Literal["auto", "rules", "llm"] = "auto"
+    #: Cosine an older memory needs with the new one to be a candidate by meaning (with an
+    #: embedder; the rules also look at memories that set the same attribute).
+    similarity: Annotated[float, Meta(ge=0, le=1)] = 0.75
+    #: Older memories judged per new one, newest first.
+    max_candidates: Annotated[int, Meta(ge=1, le=50)] = 5
+
+
+class SummaryConfig(_Section, frozen=True):
+    """memory.summary and memory.context (see "People, context and summary" in README.md)."""
+
+    #: With an LLM, a summary is rebuilt this long after the first new fact (adds in a row cost
+    #: one call); offline the digest is rebuilt on the next call and never stale.
+    debounce_seconds: Annotated[float, Meta(ge=0)] = 30.0
+    #: The newest memories a summary is built from.
+    max_memories: Annotated[int, Meta(ge=1, le=5000)] = 200
+    #: The longest summary kept.
+    max_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1500
+
+
 class Config(_Section, frozen=True):
     socket: str = ""
     #: Octal string: who may connect is decided by the socket file's mode and group.
@@ -147,6 +175,8 @@ class Config(_Section, frozen=True):
     auth: AuthConfig = AuthConfig()
     llm: LlmConfig = LlmConfig()
     extraction: ExtractionConfig = ExtractionConfig()
+    supersession: SupersessionConfig = SupersessionConfig()
+    summary: SummaryConfig = SummaryConfig()
 
     @property
     def socket_path(self) -> Path:

@@ -20,6 +20,7 @@ from memoryd.errors import (
     AmbiguousIdPrefix,
     BrokenInvariant,
     ConfigError,
+    DiskFull,
     EmbedderError,
     EmbeddingModelMismatch,
     InternalError,
@@ -29,10 +30,16 @@ from memoryd.errors import (
     LlmRefused,
     LlmUnavailable,
     MemorydError,
+    NotFound,
     RpcError,
     StartupError,
+    StorageFull,
+    StorageUnusable,
     StoreBusy,
+    StoreCorrupt,
     StoreError,
+    StoreRefused,
+    SupersedeRefused,
     Unavailable,
 )
 
@@ -53,9 +60,30 @@ def _store_busy(exc: StoreBusy) -> RpcError:
     )
 
 
+def _disk_full(exc: DiskFull) -> RpcError:
+    # Rolled back, so the call can be retried as is; the store logged the state change once.
+    return StorageFull(data={"retryable": True})
+
+
+def _store_corrupt(exc: StoreCorrupt) -> RpcError:
+    # Not a bug to log per call: the store logged the damage once and health says degraded.
+    return Unavailable(
+        "Database is damaged: writes are stopped until the operator runs `memoryd check` and restores a backup",
+        {"storage": "corrupt"},
+    )
+
+
 def _ambiguous_id(exc: AmbiguousIdPrefix) -> RpcError:
     # memory.get/delete answer this themselves (naming their field); any other id lookup too.
     return InvalidParams.for_field("memory_id", str(exc))
+
+
+def _supersede_refused(exc: SupersedeRefused) -> RpcError:
+    # Not visible is "not found", exactly as memory.get says it: another scope's ids never leak.
+    data = {"field": exc.field, "reason": exc.reason}
+    if exc.found:
+        return InvalidParams.for_field(exc.field, exc.reason)
+    return NotFound("No memory visible to you matches that id", data)
 
 
 def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
@@ -71,8 +99,11 @@ def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
 ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreError: _internal,
     StoreBusy: _store_busy,
+    DiskFull: _disk_full,
+    StoreCorrupt: _store_corrupt,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug
     AmbiguousIdPrefix: _ambiguous_id,
+    SupersedeRefused: _supersede_refused,
     BrokenInvariant: _internal,  # the service validates first: reaching the store with it is a bug
     # Searches fall back to keywords and adds never wait on a failing embedder: only a call that
     # cannot do without one gets this.
@@ -83,6 +114,8 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     LlmBadReply: _internal,  # the model never answered in shape: retrying the call will not help
     ConfigError: _internal,  # raised only while starting up
     StartupError: _internal,  # raised only while starting up
+    StorageUnusable: _internal,  # raised only while starting up
+    StoreRefused: _internal,  # raised only while starting up
 }
 
 

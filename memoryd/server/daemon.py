@@ -2,6 +2,8 @@
 
 Order matters: the socket file appears only once everything behind it is ready, and on the
 way out the socket goes first, then in-flight calls finish, then the WAL is checkpointed.
+A bad data directory or a damaged store stops start-up with one ``StartupError`` whose
+``exit_status`` says which (``data_dir.py``, ``integrity.py``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +21,20 @@ from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
-from memoryd.errors import EmbeddingModelMismatch, StartupError
+from memoryd.errors import (
+    ConfigError,
+    DiskFull,
+    EmbeddingModelMismatch,
+    StartupError,
+    StoreCorrupt,
+    StoreError,
+    StoreRefused,
+)
+from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
+from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
+from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
@@ -28,6 +42,10 @@ from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
+from memoryd.service.people import PeopleService
+from memoryd.service.summary import SummaryService
+from memoryd.service.supersession import Supersession
+from memoryd.service.supersession_worker import SupersessionWorker
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.daemon")
@@ -43,11 +61,13 @@ class Daemon:
         embedder: Embedder | None = None,
         listen_socket: socket.socket | None = None,
         notifier: Notifier | None = None,
+        accept_empty_db: bool = False,
     ) -> None:
         """``embedder`` overrides the configured one (tests share one loaded model).
 
         ``listen_socket`` is a socket-activated one (systemd owns its file); ``notifier`` tells
-        the service manager about readiness and status.
+        the service manager about readiness and status.  ``accept_empty_db`` serves a
+        zero-length database file even where other files suggest it was truncated.
         """
         self.config = config
         # Built first: a missing or too short token secret stops start-up before anything opens.
@@ -55,10 +75,14 @@ class Daemon:
         self.server: RpcServer | None = None
         self.store: Store | None = None
         self.maintenance: Maintenance | None = None
+        self.summaries: SummaryService | None = None
         self.embedder: Embedder | None = embedder
         self._owns_embedder = embedder is None
+        # Writes the summaries (and, later, extraction); None with [llm] provider = "none".
+        self.llm: LlmClient | None = make_llm(config.llm)
         self._listen_socket = listen_socket
         self.notifier = notifier or Notifier(None)
+        self._accept_empty_db = accept_empty_db
         self._stop = trio.Event()
 
     def request_stop(self) -> None:
@@ -68,28 +92,49 @@ class Daemon:
         started = trio.current_time()
         store = await trio.to_thread.run_sync(self._open_store)
         self.store = store
+        integrity = IntegrityCheck(store.lifecycle)
+        integrity.start()  # alongside the embedder's start-up
         try:
             embedder = await self._start_embedder(store)
             try:
+                await self._await_integrity(integrity, started)
                 await self._serve(store, embedder, started, task_status)
             finally:
+                if self.llm is not None:
+                    with trio.CancelScope(shield=True):
+                        await self.llm.aclose()
                 if embedder is not None and self._owns_embedder:
                     with trio.CancelScope(shield=True):
                         await embedder.aclose()
         finally:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(store.lifecycle.checkpoint)
-                await trio.to_thread.run_sync(store.close)
+                integrity.stop()
+                await integrity.done.wait()
+                await trio.to_thread.run_sync(_close_store, store)
             log.info("daemon.stopped")
 
     def _open_store(self) -> Store:
-        data_path = self.config.data_path
+        config = self.config
+        data_dir.prepare(config.data_path, config.db_path, accept_empty_db=self._accept_empty_db)
+        storage = config.storage
         try:
-            data_path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StartupError(f"cannot create data dir {data_path}: {exc}") from None
-        storage = self.config.storage
-        return Store(self.config.db_path, readers=storage.readers, busy_timeout_ms=storage.busy_timeout_ms)
+            return Store(config.db_path, readers=storage.readers, busy_timeout_ms=storage.busy_timeout_ms)
+        except StoreError as exc:
+            failure = data_dir.opening_failure(config.db_path, exc)
+            if failure is None:
+                raise StartupError(str(exc)) from None
+            raise failure from None
+
+    async def _await_integrity(self, integrity: IntegrityCheck, started: float) -> None:
+        with trio.move_on_at(started + self.config.storage.integrity_check_wait):
+            await integrity.done.wait()
+        if integrity.damaged:
+            assert integrity.verdict is not None
+            problems = "; ".join(integrity.verdict[:3])
+            raise StoreRefused(f"{self.config.db_path} failed its integrity check ({problems}); {data_dir.RESTORE_ADVICE}")
+        if not integrity.done.is_set():
+            # Damage found later turns health degraded and stops writes (the store's condition).
+            log.info("store.integrity_check_continues", extra=fields(after_ready=True))
 
     async def _start_embedder(self, store: Store) -> Embedder | None:
         if self.embedder is not None:
@@ -123,6 +168,17 @@ class Daemon:
         if embedder is not None:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
+        people = PeopleService(store.people, self.authenticator)
+        summaries = SummaryService(
+            store.people,
+            self.authenticator,
+            self.llm,
+            debounce=config.summary.debounce_seconds,
+            max_memories=config.summary.max_memories,
+            max_chars=config.summary.max_chars,
+        )
+        self.summaries = summaries
+        supersession, supersession_worker = _supersession(config, store, self.llm, people)
         service = MemoryService(
             store.memories,
             embedder,
@@ -130,8 +186,14 @@ class Daemon:
             add_wait=config.embed.add_wait,
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
+            people=people,
+            supersession=supersession,
         )
-        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)), config.limits)
+        service.on_added.append(summaries.note_added)
+        service.on_deleted.append(summaries.note_deleted)
+        people.on_changed.append(summaries.note_deleted)
+        health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)
+        server = RpcServer(build_method_table(service, health, people, summaries), config.limits)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -147,7 +209,10 @@ class Daemon:
                 if coalescer is not None:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
-                    await nursery.start(backfill.run)
+                    await nursery.start(_despite_storage_faults, backfill.run)
+                await nursery.start(summaries.run)
+                # A full disk or a damaged file pauses it like the backfill.
+                await nursery.start(_despite_storage_faults, supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(store.lifecycle, config.lifecycle)
                 await nursery.start(self.maintenance.run)
@@ -184,6 +249,9 @@ class Daemon:
 
     async def _describe(self, store: Store) -> str:
         """The STATUS= line an operator sees in ``systemctl status memoryd``."""
+        storage = store.memories.storage
+        if storage.state != "ok":
+            return f"degraded: {storage.reason}"
         counts = await store.memories.health_counts()
         pending = sum((await store.jobs.backlog()).values())
         connections = self._server_stats().get("connections_open", 0)
@@ -193,10 +261,60 @@ class Daemon:
         )
 
 
-async def run_until_signalled(config: Config) -> None:
+def _supersession(
+    config: Config, store: Store, llm: LlmClient | None, people: PeopleService
+) -> tuple[Supersession, SupersessionWorker]:
+    """Who decides supersession: the offline rules inline, or the LLM in the background; the
+    owner's people tell the rules that "my wife" and "Sarah" are one subject."""
+    decider = config.supersession.decider
+    if decider == "llm" and llm is None:
+        raise ConfigError('supersession.decider = "llm" needs an [llm] provider (url and model)')
+    use_llm = llm is not None and decider != "rules"
+    supersession = Supersession(
+        store.supersession, config.supersession, use_llm=use_llm, resolver_for=people.resolver_for
+    )
+    # Without an LLM the worker still drains jobs a previous run (with one) left, by the rules.
+    worker = SupersessionWorker(supersession, llm.complete_json if use_llm and llm is not None else None)
+    supersession.on_queued = worker.notify
+    return supersession, worker
+
+
+#: How long a worker stopped by a full disk or a damaged file waits before it tries again.
+STORAGE_RETRY_SECONDS = 5.0
+
+
+async def _despite_storage_faults(
+    run: Callable[[], Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run a background worker (the embedding backfill, supersession) that a full disk or a damaged file
+    must pause, not bring the daemon down with it; the store logged the fault once."""
+    task_status.started()
+    while True:
+        try:
+            await run()
+        except (DiskFull, StoreCorrupt) as exc:
+            log.debug("worker.paused", extra=fields(reason=str(exc), retry_in=STORAGE_RETRY_SECONDS))
+            await trio.sleep(STORAGE_RETRY_SECONDS)
+
+
+def _close_store(store: Store) -> None:
+    try:
+        store.lifecycle.checkpoint()
+    except StoreError as exc:
+        # Every committed write is already in the WAL file, which outlives this process (the
+        # same guarantee as any commit under synchronous=NORMAL); SQLite folds it into the
+        # database file on the next open or checkpoint.  Nothing is lost: exit normally.
+        log.warning(
+            "daemon.checkpoint_failed: the WAL is kept and is durable; it is folded in at the next start",
+            extra=fields(error=str(exc)),
+        )
+    store.close()
+
+
+async def run_until_signalled(config: Config, *, accept_empty_db: bool = False) -> None:
     """``memoryd serve``: run until SIGTERM or SIGINT, then shut down gracefully."""
     notifier = Notifier.from_environ()
-    daemon = Daemon(config, listen_socket=take_listen_socket(), notifier=notifier)
+    daemon = Daemon(config, listen_socket=take_listen_socket(), notifier=notifier, accept_empty_db=accept_empty_db)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
 
         async def watch_signals() -> None:
@@ -208,5 +326,9 @@ async def run_until_signalled(config: Config) -> None:
             nursery.start_soon(watch_signals)
             # For the whole run, start-up included: the pings prove the loop is alive, not ready.
             nursery.start_soon(notifier.run_watchdog)
-            await daemon.run()
+            try:
+                await daemon.run()
+            except StartupError as exc:
+                await notifier.failed(str(exc), getattr(exc, "errno", None))
+                raise
             nursery.cancel_scope.cancel()

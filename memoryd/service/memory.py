@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -28,13 +29,24 @@ from memoryd.service.params import (
     CallerParams,
     DeleteParams,
     GetParams,
+    HistoryParams,
     ListParams,
     SearchParams,
 )
+from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
+from memoryd.store.supersession import NOT_VISIBLE
+
+if TYPE_CHECKING:
+    from memoryd.service.people import PeopleService
 
 log = logging.getLogger("memoryd.service")
+
+#: Told about every stored memory (people learning, summary freshness): caller, record, params.
+AddedListener = Callable[[Scope, MemoryRecord, AddParams], Awaitable[None]]
+#: Told that memories the caller sees were deleted (summary freshness).
+DeletedListener = Callable[[Scope], None]
 
 
 def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
@@ -55,8 +67,14 @@ class MemoryService:
         add_wait: float,
         query_timeout: float,
         authenticator: Authenticator | None = None,
+        people: PeopleService | None = None,
+        supersession: Supersession | None = None,
     ) -> None:
         self.authenticator = authenticator or Authenticator("trust")
+        self.people = people
+        self.supersession = supersession
+        self.on_added: list[AddedListener] = [people.learn] if people is not None else []
+        self.on_deleted: list[DeletedListener] = []
         self.memories = memories
         self.embedder = embedder
         self.backfill = backfill
@@ -76,18 +94,27 @@ class MemoryService:
         expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
-        record, deduplicated = await self.memories.add(
-            NewMemory(
-                content=params.content.strip(),
-                owner=scope.user_id,
-                chat_id=scope.chat_id,
-                shared=params.shared,
-                source=params.source,
-                subjects=_unique(params.subjects),
-                expires_at_ms=expires_at_ms,
-                metadata=metadata,
-            )
+        new = NewMemory(
+            content=params.content.strip(),
+            owner=scope.user_id,
+            chat_id=scope.chat_id,
+            shared=params.shared,
+            source=params.source,
+            subjects=_unique(params.subjects),
+            expires_at_ms=expires_at_ms,
+            metadata=metadata,
         )
+        superseded: list[str] = []
+        if self.supersession is None:
+            record, deduplicated = await self.memories.add(new)
+        else:
+            supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
+            key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
+            with _ambiguity_names("supersedes"):
+                stored = await self.supersession.store(scope, new, supersedes=supersedes, key=key)
+            record, deduplicated, superseded = stored.record, stored.deduplicated, stored.superseded
+        for listener in self.on_added:
+            await listener(scope, record, params)
         embedded = False
         # Wait briefly for the embedding so a search right after sees the vector; skip the wait
         # while the backend is known to be failing, so a down embedder does not slow adds.
@@ -103,25 +130,42 @@ class MemoryService:
             "scope": record.scope,
             "deduplicated": deduplicated,
             "embedded": embedded,
+            "superseded": superseded,
         }
 
     async def search(self, params: SearchParams, ctx: CallContext) -> list[SearchHit]:
-        scope = caller_scope(params, ctx, self.authenticator)
-        check_text("query", params.query, max_bytes=MAX_QUERY_BYTES)
-        query_vector = await self._embed_query(params.query)
-        return await self.memories.search(scope, params.query, limit=params.limit, query_vector=query_vector)
+        scope = dataclasses.replace(
+            caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
+        )
+        return await self.search_in(scope, params.query, params.limit, about=params.about)
+
+    async def search_in(self, scope: Scope, query: str, limit: int, *, about: str | None = None) -> list[SearchHit]:
+        """memory.search for a caller already identified (memory.context searches too)."""
+        check_text("query", query, max_bytes=MAX_QUERY_BYTES)
+        focus = None
+        if self.people is not None:
+            focus, query = await self.people.focus(scope, query, about)
+        query_vector = await self._embed_query(query)
+        return await self.memories.search(scope, query, limit=limit, query_vector=query_vector, people_focus=focus)
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
-        scope = caller_scope(params, ctx, self.authenticator)
+        scope = dataclasses.replace(
+            caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
+        )
         before_id = None
         if params.before_id is not None:
             before_id = check_id_prefix("before_id", check_text("before_id", params.before_id, max_bytes=64))
+        about = None
+        if params.about is not None and self.people is not None:
+            focus, _ = await self.people.focus(scope, "", params.about)
+            about = focus.only if focus is not None else None
         return await self.memories.list(
             scope,
             limit=params.limit,
             offset=params.offset,
             before_id=before_id,
             include_expired=params.include_expired,
+            about=about,
         )
 
     async def get(self, params: GetParams, ctx: CallContext) -> MemoryRecord:
@@ -129,11 +173,19 @@ class MemoryService:
         with _ambiguity_names("memory_id"):
             record = await self.memories.get(scope, check_id_prefix("memory_id", params.memory_id))
         if record is None:
-            raise NotFound(
-                "No memory visible to you matches that id",
-                {"field": "memory_id", "reason": "no visible memory has this id or prefix"},
-            )
+            raise _not_visible("memory_id")
         return record
+
+    async def history(self, params: HistoryParams, ctx: CallContext) -> list[MemoryRecord]:
+        """The versions of a memory (what it replaced and what replaced it), oldest first."""
+        scope = caller_scope(params, ctx, self.authenticator)
+        chain = None
+        if self.supersession is not None:
+            with _ambiguity_names("memory_id"):
+                chain = await self.supersession.history(scope, check_id_prefix("memory_id", params.memory_id))
+        if chain is None:
+            raise _not_visible("memory_id")
+        return chain
 
     async def delete(self, params: DeleteParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
@@ -141,6 +193,8 @@ class MemoryService:
             deleted_id = await self.memories.delete(scope, check_id_prefix("memory_id", params.memory_id))
         if deleted_id is not None:
             log.info("memory.deleted", extra=fields(id=deleted_id))
+            for listener in self.on_deleted:
+                listener(scope)
         return {"deleted": deleted_id is not None, "id": deleted_id}
 
     async def _embed_query(self, query: str) -> np.ndarray | None:
@@ -164,6 +218,11 @@ def _ambiguity_names(field: str) -> Iterator[None]:
         yield
     except AmbiguousIdPrefix as exc:
         raise InvalidParams.for_field(field, str(exc)) from None
+
+
+def _not_visible(field: str) -> NotFound:
+    """Nothing the caller can see has that id: the same answer whether it exists elsewhere or not."""
+    return NotFound("No memory visible to you matches that id", {"field": field, "reason": NOT_VISIBLE})
 
 
 def _unique(names: list[str]) -> list[str]:

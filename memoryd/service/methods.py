@@ -8,10 +8,26 @@ import trio
 from typing import Any, Callable
 
 from memoryd import __version__
+from memoryd.errors import StoreError
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.context import ContextService
 from memoryd.service.memory import MemoryService
-from memoryd.service.params import AddParams, DeleteParams, GetParams, HealthParams, ListParams, SearchParams
+from memoryd.service.params import (
+    AddParams,
+    DeleteParams,
+    GetParams,
+    HealthParams,
+    HistoryParams,
+    ListParams,
+    SearchParams,
+)
+from memoryd.service.people import PeopleService
+from memoryd.service.people_params import (
+    ContextParams, ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
+    SummaryParams,
+)
+from memoryd.service.summary import SummaryService
 from memoryd.store import JobQueue
 
 
@@ -47,12 +63,18 @@ class HealthReporter:
         # only trusted peers see the host-wide numbers; everyone else gets liveness only.
         embedder = self.service.embedder
         degraded = embedder is not None and self.backfill is not None and bool(self.backfill.last_error)
+        storage = self.service.memories.storage
+        degraded = degraded or storage.state != "ok"
+        liveness: dict[str, Any] = {
+            "status": "degraded" if degraded else "ok",
+            "version": __version__,
+            "uptime_seconds": round(time.monotonic() - self.started, 3),
+        }
+        if storage.state != "ok":
+            # A full disk or a damaged file: every caller should learn why writes fail.
+            liveness["reason"] = storage.reason
         if not self.service.authenticator.sees_health_details(ctx):
-            return {
-                "status": "degraded" if degraded else "ok",
-                "version": __version__,
-                "uptime_seconds": round(time.monotonic() - self.started, 3),
-            }
+            return liveness
         embedder_state: dict[str, Any] = {"backend": "none", "state": "disabled"}
         if embedder is not None:
             embedder_state = dict(embedder.describe())
@@ -61,11 +83,17 @@ class HealthReporter:
                 embedder_state["embedded_since_start"] = self.backfill.embedded_total
                 if self.backfill.last_error:
                     embedder_state["last_error"] = self.backfill.last_error
-        counts, backlog = await self._cached_store_numbers()
+        try:
+            counts, backlog = await self._cached_store_numbers()
+        except StoreError:
+            # The numbers may sit on damaged pages; health must still answer (the store's
+            # condition now says corrupt, and the reason is shown).
+            counts, backlog = {}, {}
+            storage = self.service.memories.storage
+            liveness.update(status="degraded", reason=storage.reason or "the store could not be read")
         return {
-            "status": "degraded" if degraded else "ok",
-            "version": __version__,
-            "uptime_seconds": round(time.monotonic() - self.started, 3),
+            **liveness,
+            "storage": storage.to_dict(),
             "counts": counts,
             "embedder": embedder_state,
             "backlog": backlog,
@@ -84,12 +112,31 @@ class HealthReporter:
         return self._store_numbers
 
 
-def build_method_table(service: MemoryService, health: HealthReporter) -> MethodTable:
+def build_method_table(
+    service: MemoryService,
+    health: HealthReporter,
+    people: PeopleService | None = None,
+    summaries: SummaryService | None = None,
+) -> MethodTable:
     table = MethodTable()
     table.register("memory.add", AddParams, service.add)
     table.register("memory.search", SearchParams, service.search)
     table.register("memory.list", ListParams, service.list)
     table.register("memory.get", GetParams, service.get)
     table.register("memory.delete", DeleteParams, service.delete)
+    table.register("memory.history", HistoryParams, service.history)
     table.register("system.health", HealthParams, health.health)
+    if people is not None and summaries is not None:
+        register_people_methods(table, ContextService(service, people, summaries, service.authenticator))
     return table
+
+
+def register_people_methods(table: MethodTable, context: ContextService) -> None:
+    people, summaries = context.people, context.summaries
+    table.register("person.list", PersonListParams, people.list)
+    table.register("person.get", PersonGetParams, people.get)
+    table.register("person.merge", PersonMergeParams, people.merge)
+    table.register("person.alias", PersonAliasParams, people.alias)
+    table.register("memory.forget_person", ForgetPersonParams, people.forget)
+    table.register("memory.context", ContextParams, context.context)
+    table.register("memory.summary", SummaryParams, summaries.summary)

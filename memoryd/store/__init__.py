@@ -7,6 +7,9 @@ What a caller may see is decided in ``visibility.py``; the ranking is ``search.p
 
 from memoryd.store.job_queue import JobQueue
 from memoryd.store.lifecycle import Lifecycle
+from memoryd.store.people import StoredPerson
+from memoryd.store.people_repository import AliasTaken, Forgotten, PeopleRepository, SummaryMaterial
+from memoryd.store.people_retriever import PeopleFocus
 from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Provenance, SearchHit
 from memoryd.store.repository import MemoryRepository
 from memoryd.store.store import Store
@@ -14,6 +17,12 @@ from memoryd.store.vectors import VectorSpace
 from memoryd.store.visibility import Scope
 
 __all__ = [
+    "AliasTaken",
+    "Forgotten",
+    "PeopleFocus",
+    "PeopleRepository",
+    "StoredPerson",
+    "SummaryMaterial",
     "EmbedJob",
     "JobQueue",
     "Lifecycle",

@@ -18,6 +18,7 @@ from typing import Any
 
 import apsw
 
+from memoryd.errors import StoreCorrupt
 from memoryd.store import consistency, eviction, retention, stats, transfer
 from memoryd.store.consistency import Finding
 from memoryd.store.db import Database, file_sizes
@@ -49,20 +50,22 @@ class Lifecycle:
         return total
 
     def gc(self, *, retention_ms: int, dry_run: bool = False) -> GcReport:
-        """Purge memories deleted or expired more than ``retention_ms`` ago, then prune their old
+        """Purge memories deleted, expired or superseded more than ``retention_ms`` ago, then prune their old
         events.  Optimizing and checkpointing are separate steps."""
         started = time.perf_counter()
         now_ms = self._clock()
         report = GcReport(dry_run=dry_run, cutoff_ms=now_ms - retention_ms)
         if dry_run:
-            report.purged_deleted, report.purged_expired = self._db.read_sync(retention.purge_counts, report.cutoff_ms)
+            counts = self._db.read_sync(retention.purge_counts, report.cutoff_ms)
+            report.purged_deleted, report.purged_expired, report.purged_superseded = counts
             report.events_pruned = self._db.read_sync(retention.count_prunable_events, report.cutoff_ms)
         else:
             while True:
-                deleted, expired = self._db.write_sync(retention.purge_batch, report.cutoff_ms, now_ms)
+                deleted, expired, superseded = self._db.write_sync(retention.purge_batch, report.cutoff_ms, now_ms)
                 report.purged_deleted += deleted
                 report.purged_expired += expired
-                if deleted + expired < BATCH:
+                report.purged_superseded += superseded
+                if deleted + expired + superseded < BATCH:
                     break
             report.events_pruned = self._db.write_sync(retention.prune_events, report.cutoff_ms)
         report.seconds = time.perf_counter() - started
@@ -126,7 +129,17 @@ class Lifecycle:
 
     def check(self, *, fts_sample: int = consistency.FTS_SAMPLE) -> list[Finding]:
         """Integrity and index consistency, in one read snapshot."""
-        return self._db.read_sync(consistency.check, self._clock(), fts_sample=fts_sample)
+        try:
+            return self._db.read_sync(consistency.check, self._clock(), fts_sample=fts_sample)
+        except StoreCorrupt as exc:
+            # Damaged where even the snapshot could not be read: that is the finding.
+            return [Finding("sqlite", False, f"{exc} ({consistency.RESTORE_HINT})", 1)]
+
+    def quick_check(self, on_start: Callable[[Callable[[], None]], None] = lambda interrupt: None) -> list[str] | None:
+        """SQLite's quick_check of the whole file (the daemon's start-up check): ``["ok"]``, the
+        problems (a damaged file also stops the store's writes), or None if interrupted.
+        ``on_start`` receives a thread-safe function that interrupts it."""
+        return self._db.quick_check(on_start)
 
     def repair(self, findings: list[Finding]) -> list[str]:
         """Fix what ``check`` found, in one write transaction; returns what was done."""

@@ -13,14 +13,14 @@ The keyword plan lives in ``keyword.py``, the scoped KNN in ``vectors.py``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import fts_query, keyword, memories, neighbours, ranking, vectors
+from memoryd.store import fts_query, keyword, memories, neighbours, people_retriever, ranking, vectors
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
@@ -30,6 +30,8 @@ log = logging.getLogger("memoryd.store")
 #: How far around each candidate the ranker reads (the window of ranking.py, plus one step
 #: for the neighbours that become candidates themselves).
 REACH = ranking.WINDOW + 1
+#: Reciprocal rank fusion constant (Cormack et al.), for the people retriever's list.
+RRF_K = 60
 
 
 def candidate_depth(limit: int) -> int:
@@ -83,8 +85,10 @@ def candidates(
     query_vector: np.ndarray | None,
     vector_space: vectors.VectorSpace | None,
     now_ms: int,
+    extra: Sequence[int] = (),
 ) -> Candidates:
-    """Both retrievers' candidates and their neighbours, with the ranking model's features."""
+    """Both retrievers' candidates (and ``extra`` ones, e.g. the people retriever's) and their
+    neighbours, with the ranking model's features."""
     keys = scope.visible_keys()
     terms = fts_query.extract_terms(query)
     depth = candidate_depth(limit)
@@ -101,7 +105,7 @@ def candidates(
         semantic = [rowid for rowid, _ in nearest[:depth]]
         cosines = dict(nearest)
 
-    found = list(dict.fromkeys(by_words + semantic))
+    found = list(dict.fromkeys([*by_words, *semantic, *extra]))
     hood = neighbours.around(db, scope, found, REACH, now_ms)
     pool = [rowid for rowid in found if rowid in hood.rows]
     known = set(pool)
@@ -158,17 +162,28 @@ def search(
     query_vector: np.ndarray | None,
     vector_space: vectors.VectorSpace | None,
     now_ms: int,
+    people_focus: people_retriever.PeopleFocus | None = None,
 ) -> list[SearchHit]:
     """``vector_space`` is the space the query vector belongs to (the one this process
-    configured); vectors are used only when it is the store's current space."""
+    configured); vectors are used only when it is the store's current space.
+    ``people_focus``: the people the query mentions (a third ranked list) or is filtered to."""
     if limit < 1:
         return []
+    by_people = people_retriever.ranking(db, scope, people_focus, candidate_depth(limit), now_ms)
     found = candidates(
-        db, scope, query, limit=limit, query_vector=query_vector, vector_space=vector_space, now_ms=now_ms
-    )
+        db, scope, query, limit=limit, query_vector=query_vector, vector_space=vector_space, now_ms=now_ms,
+        extra=by_people,
+    )  # fmt: skip
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
-    ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))[:limit]
+    ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
+    if by_people:
+        # The mentioned people's memories have no feature of their own in the model: their
+        # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
+        # and breaks its ties (the query is about those people).
+        ranked = [(rowid, scored.get(rowid, 0.0)) for rowid in fuse([by_people, [r for r, _ in ranked]])]
+    ranked = people_retriever.restrict(db, people_focus, ranked)[:limit]
     records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
+    people_retriever.annotate(db, scope, records.values())
 
     hits: list[SearchHit] = []
     for rowid, score in ranked:
@@ -181,6 +196,15 @@ def search(
             similarity = fts_query.term_fraction(found.terms, record.content, " ".join(record.subjects))
         hits.append(hit_from_record(record, score, similarity))
     return hits
+
+
+def fuse(rankings: list[list[int]], k: int = RRF_K) -> list[int]:
+    """Reciprocal rank fusion: sum of 1/(k + rank) over the lists, best first (ties: first seen)."""
+    scores: dict[int, float] = {}
+    for ranked in rankings:
+        for rank, rowid in enumerate(ranked, start=1):
+            scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (k + rank)
+    return [rowid for rowid, _ in sorted(scores.items(), key=lambda item: -item[1])]
 
 
 def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
