@@ -11,16 +11,13 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Scope, Store, keyword, neighbours, ranking
+from memoryd.store import NewMemory, Provenance, Scope, Store, keyword, neighbours, ranking
 from memoryd.store.db import open_connection
 from memoryd.store.term_match import TermWeights, idf
+from tests.store_helpers import note
 
 DIM = 8
 ALICE = Scope("alice")
-
-
-def note(content: str) -> NewMemory:
-    return NewMemory(content=content, owner="alice", chat_id=None, shared=False, source="t", subjects=[])
 
 
 def unit(*components: float) -> np.ndarray:
@@ -193,3 +190,26 @@ async def test_recent_window_hits_never_rank_above_rare_term_hits(store: Store) 
     found = plan(db)
     (rare_rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (rare.id,)).fetchone()
     assert found[0] == rare_rowid and len(found) == 10
+
+
+async def test_neighbours_hidden_from_the_callers_chat_never_shape_its_ranking(store: Store) -> None:
+    # Learned in a group: visible from another group chat.  Learned in private right after it:
+    # hidden from group chats, so it must not be its neighbour there (nor lend it its words).
+    in_group = Scope("alice", chat_id="g2", chat_type="group")
+    asked, _ = await store.memories.add(
+        note("Did they sign it for a reason?", chat_id="g1", provenance=Provenance(chat_type="group"))
+    )
+    await store.memories.add(
+        note("They signed it because of the lawsuit", chat_id="dm", provenance=Provenance(chat_type="private"))
+    )
+    answered, _ = await store.memories.add(
+        note("They framed it afterwards", chat_id="g1", provenance=Provenance(chat_type="group"))
+    )
+
+    def around(db: apsw.Connection) -> neighbours.Neighbourhood:
+        (rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (asked.id,)).fetchone()
+        return neighbours.around(db, in_group, [rowid], 3, now_ms())
+
+    hood = around(reader(store))
+    texts = sorted(row.text for row in hood.rows.values())
+    assert texts == sorted([asked.content, answered.content])

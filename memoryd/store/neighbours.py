@@ -5,11 +5,12 @@ they sign it for a reason?" then "They signed it to show our friendship"), so th
 the words of a search and its neighbour holds the answer.  The ranker reads a candidate's
 neighbours to see that, and puts the neighbours of good candidates up for ranking too.
 
-Neighbours are adjacent in id order within one scope key (ids are ULIDs: they sort by creation
-time; the (scope_key, id) index serves the walk) and only count as linked when they were added
+Neighbours are adjacent in creation order, (created_at_ms, rowid), within one scope key (ids
+are random and say nothing of time; the (scope_key, created_at_ms, rowid) index serves the walk)
+and only count as linked when they were added
 within MAX_GAP_MS of each other: an exchange, not last week's note.  Deleted and expired
-memories are skipped (visibility.py's predicates), so nothing the caller cannot see shapes
-the ranking.
+memories, and those the disclosure rules hide from the caller, are skipped (visibility.py's
+predicate), so nothing the caller cannot see shapes the ranking.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from memoryd.store.visibility import Scope, live, predicate
+from memoryd.store.visibility import Scope, predicate
 
 #: Memories added further apart than this are not each other's context.
 MAX_GAP_MS = 30 * 60 * 1000
@@ -61,24 +62,26 @@ def _row(rowid: int, content: str, subjects: str, created_at_ms: int) -> Row:
 
 
 def _around_sql(scope: Scope, reach: int, now_ms: int) -> tuple[str, tuple[object, ...]]:
-    # One statement for all candidates: each correlated subquery walks the (scope_key, id)
-    # index a few steps, which costs less than a round trip per candidate.  A neighbour shares
-    # its candidate's scope key, and the candidate passed the caller's predicate.
-    live_sql, live_params = live("s", now_ms=now_ms)
+    # One statement for all candidates: each correlated subquery walks the (scope_key,
+    # created_at_ms, rowid) index a few steps, which costs less than a round trip per candidate.
+    # A neighbour shares its candidate's scope key and must pass the caller's own predicate
+    # (disclosure rules included): what the caller cannot see never shapes its ranking.
+    near_sql, near_params = predicate(scope, "s", now_ms=now_ms)
     side = (
-        f"SELECT rowid FROM (SELECT s.rowid FROM memories AS s WHERE s.scope_key = c.scope_key AND {live_sql} "
-        "AND s.id {compare} c.id ORDER BY s.id {direction} LIMIT ?)"
+        f"SELECT rowid FROM (SELECT s.rowid FROM memories AS s WHERE s.scope_key = c.scope_key AND {near_sql} "
+        "AND (s.created_at_ms, s.rowid) {compare} (c.created_at_ms, c.rowid) "
+        "ORDER BY s.created_at_ms {direction}, s.rowid {direction} LIMIT ?)"
     )
     before = side.format(compare="<", direction="DESC")
     after = side.format(compare=">", direction="ASC")
     visible, visible_params = predicate(scope, "c", now_ms=now_ms)
     sql = (
-        "SELECT c.rowid, n.rowid, n.id, n.content, n.subjects, n.created_at_ms "
+        "SELECT c.rowid, n.rowid, n.content, n.subjects, n.created_at_ms "
         "FROM json_each(?) AS w CROSS JOIN memories AS c ON c.rowid = w.value "
         f"JOIN memories AS n ON n.rowid IN ({before} UNION ALL {after} UNION ALL SELECT c.rowid) "
         f"WHERE {visible}"
     )
-    return sql, (*live_params, reach, *live_params, reach, *visible_params)
+    return sql, (*near_params, reach, *near_params, reach, *visible_params)
 
 
 def around(db: apsw.Connection, scope: Scope, rowids: Iterable[int], reach: int, now_ms: int) -> Neighbourhood:
@@ -88,11 +91,11 @@ def around(db: apsw.Connection, scope: Scope, rowids: Iterable[int], reach: int,
     if not wanted:
         return hood
     sql, params = _around_sql(scope, reach, now_ms)
-    chains: dict[int, list[tuple[str, int]]] = {}
-    for centre, rowid, memory_id, content, subjects, created in db.execute(sql, (json.dumps(wanted), *params)):
+    chains: dict[int, list[tuple[int, int]]] = {}
+    for centre, rowid, content, subjects, created in db.execute(sql, (json.dumps(wanted), *params)):
         if rowid not in hood.rows:
             hood.rows[rowid] = _row(rowid, content, subjects, created)
-        chains.setdefault(centre, []).append((memory_id, rowid))
+        chains.setdefault(centre, []).append((created, rowid))
     for chain in chains.values():
         chain.sort()
         for (_, first), (_, second) in zip(chain, chain[1:]):
