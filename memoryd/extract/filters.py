@@ -30,6 +30,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from memoryd.extract.facts import (
     EPHEMERAL_TTL_DAYS,
@@ -46,6 +47,8 @@ MAX_FACT_CHARS = 1000
 MAX_FACTS = 20
 MAX_SUBJECTS = 10
 MAX_EXPIRES_DAYS = 3650
+
+_Label = TypeVar("_Label", bound=str)
 
 _ASSISTANT_NAMES = frozenset({"assistant", "the assistant", "ai", "bot", "agent", "system", "chatbot", "model"})
 _ABOUT_ASSISTANT = re.compile(
@@ -138,20 +141,21 @@ def _check(
     )
 
 
-def _memory_type(value: str) -> MemoryType:
+def _one_of(value: str, known: Sequence[_Label], fallback: _Label) -> _Label:
+    """``value`` as one of the ``known`` labels (case and spaces aside), else ``fallback``."""
     value = value.strip().lower()
-    for known in MEMORY_TYPES:
-        if value == known:
-            return known
-    return "knowledge"
+    for label in known:
+        if value == label:
+            return label  # the Literal itself, so the type checker knows what came back
+    return fallback
+
+
+def _memory_type(value: str) -> MemoryType:
+    return _one_of(value, MEMORY_TYPES, "knowledge")
 
 
 def _sensitivity(value: str) -> Sensitivity:
-    value = value.strip().lower()
-    for known in SENSITIVITIES:
-        if value == known:
-            return known
-    return "sensitive"
+    return _one_of(value, SENSITIVITIES, "sensitive")
 
 
 def _expires_days(memory_type: MemoryType, value: float | None) -> int | None:
