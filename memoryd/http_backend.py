@@ -191,3 +191,26 @@ class JsonEndpoint:
 
     def redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
+
+
+class HttpBackend:
+    """What a backend over one :class:`JsonEndpoint` shares: opening and closing it, and the
+    state ``system.health`` shows (idle, ok, error, closed, with the last error's text)."""
+
+    def __init__(self, url: str, path: str, *, label: str, api_key: str | None, timeout: float) -> None:
+        self._http = JsonEndpoint(url, path, label=label, api_key=api_key, timeout=timeout)
+        self._state = "idle"
+        self._last_error: str | None = None
+
+    async def start(self) -> None:
+        await self._http.start()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+        self._state = "closed"
+
+    def _succeeded(self) -> None:
+        self._state, self._last_error = "ok", None
+
+    def _failed(self, error: Exception) -> None:
+        self._state, self._last_error = "error", str(error)

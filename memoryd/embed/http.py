@@ -17,7 +17,7 @@ import trio
 
 from memoryd.embed.vectors import F32, checked_unit_rows, empty, text_batch
 from memoryd.errors import EmbedderError
-from memoryd.http_backend import JsonEndpoint, Refused, Retryable, backoff_delay
+from memoryd.http_backend import HttpBackend, Refused, Retryable, backoff_delay
 from memoryd.log import fields
 
 log = logging.getLogger("memoryd.embed")
@@ -36,7 +36,7 @@ class _OpenAIReply(msgspec.Struct):
     data: list[_OpenAIItem]
 
 
-class HttpEmbedder:
+class HttpEmbedder(HttpBackend):
     """Shared machinery; :class:`OllamaEmbedder` and :class:`OpenAIEmbedder` fill in the wire format."""
 
     backend: ClassVar[str]
@@ -59,7 +59,7 @@ class HttpEmbedder:
             raise ValueError("model is required")
         if batch_size < 1 or retries < 0 or timeout <= 0:
             raise ValueError("batch_size must be >= 1, retries >= 0, timeout > 0")
-        self._http = JsonEndpoint(url, self.path, label=self.backend, api_key=api_key, timeout=timeout)
+        super().__init__(url, self.path, label=self.backend, api_key=api_key, timeout=timeout)
         self.model = model
         self.model_id: str | None = f"{self.backend}:{model}"
         self.dim: int | None = dim or None
@@ -67,15 +67,6 @@ class HttpEmbedder:
         self._batch_size = batch_size
         self._backoff = backoff
         self._max_backoff = max_backoff
-        self._state = "idle"
-        self._last_error: str | None = None
-
-    async def start(self) -> None:
-        await self._http.start()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-        self._state = "closed"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -98,9 +89,9 @@ class HttpEmbedder:
                 for start in range(0, len(batch), self._batch_size)
             ]
         except EmbedderError as exc:
-            self._state, self._last_error = "error", str(exc)
+            self._failed(exc)
             raise
-        self._state, self._last_error = "ok", None
+        self._succeeded()
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     async def _embed_batch(self, texts: list[str]) -> F32:

@@ -24,7 +24,7 @@ import msgspec
 import trio
 
 from memoryd.errors import LlmBadReply, LlmRefused, LlmUnavailable
-from memoryd.http_backend import JsonEndpoint, Refused, Retryable, backoff_delay
+from memoryd.http_backend import HttpBackend, Refused, Retryable, backoff_delay
 from memoryd.llm.schema import BadReply, decode_reply, json_schema
 from memoryd.log import fields
 
@@ -36,7 +36,7 @@ T = TypeVar("T", bound=msgspec.Struct)
 ChatMessage = dict[str, str]
 
 
-class LlmClient:
+class LlmClient(HttpBackend):
     """Shared machinery; :class:`~memoryd.llm.openai.OpenAIChat` and
     :class:`~memoryd.llm.ollama.OllamaChat` fill in the wire format."""
 
@@ -65,7 +65,7 @@ class LlmClient:
             raise ValueError("model is required")
         if retries < 0 or timeout <= 0 or concurrency < 1:
             raise ValueError("retries must be >= 0, timeout > 0, concurrency >= 1")
-        self._http = JsonEndpoint(url, self.path, label=self.provider, api_key=api_key, timeout=timeout)
+        super().__init__(url, self.path, label=self.provider, api_key=api_key, timeout=timeout)
         self.model = model
         self._retries = retries
         self._limiter = trio.CapacityLimiter(concurrency)
@@ -74,15 +74,6 @@ class LlmClient:
         self._backoff = backoff
         self._max_backoff = max_backoff
         self._mode = 0
-        self._state = "idle"
-        self._last_error: str | None = None
-
-    async def start(self) -> None:
-        await self._http.start()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-        self._state = "closed"
 
     def describe(self) -> dict[str, Any]:
         """For system.health: never the key."""
@@ -101,9 +92,9 @@ class LlmClient:
         try:
             result = await self._complete(system, messages, schema_struct)
         except (LlmUnavailable, LlmRefused, LlmBadReply) as exc:
-            self._state, self._last_error = "error", str(exc)
+            self._failed(exc)
             raise
-        self._state, self._last_error = "ok", None
+        self._succeeded()
         return result
 
     async def _complete(self, system: str, messages: list[ChatMessage], struct: type[T]) -> T:
