@@ -1,9 +1,9 @@
 """SQLite connections: one writer and a pool of readers, all run off the event loop.
 
-apsw's best-practice hooks and sqlite-vec are applied to every connection through
-``apsw.connection_hooks``.  The writer is used by one thread at a time (a trio
-CapacityLimiter(1) for async callers plus a threading lock so the few synchronous start-up
-methods cannot interleave with a write running in a worker thread).  Readers are handed out
+Each connection is opened by ``connection.py`` (best-practice hooks, sqlite-vec, pragmas).
+The writer is used by one thread at a time (a trio CapacityLimiter(1) for async callers plus
+a threading lock so the few synchronous start-up methods cannot interleave with a write
+running in a worker thread).  Readers are handed out
 from a free list sized by another CapacityLimiter, so a search never waits behind a write
 (WAL lets readers and the writer run concurrently).
 
@@ -16,123 +16,26 @@ gives the -wal and -shm files the database file's mode).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import threading
-import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import apsw
-import apsw.bestpractice
-import apsw.ext
-import sqlite_vec  # type: ignore[import-untyped]
 import trio
 
 from memoryd.errors import StoreBusy, StoreCorrupt, StoreError
 from memoryd.store.condition import StorageCondition, reporting_to
 
+# Re-exported: the store's modules, tests and benches import these from here.
+from memoryd.store.connection import MMAP_BYTES as MMAP_BYTES
+from memoryd.store.connection import one as one
+from memoryd.store.connection import open_connection as open_connection
+from memoryd.store.connection import write_transaction as write_transaction
+
 P = ParamSpec("P")
 T = TypeVar("T")
-
-#: Reads map the file instead of copying pages through read(2); vector scans are ~30% faster.
-# No mmap: every connection maps the file separately, so the same page counts once per
-# connection in the daemon's RSS (885 MiB at 100k memories with 5 connections); reads through
-# SQLite's page cache and the OS cache measured a few ms slower at most.
-MMAP_BYTES = 0
-#: Per-connection page cache (negative = KiB).
-CACHE_KIB = 16 * 1024
-
-_hooks_lock = threading.Lock()
-_hooks_installed = False
-
-
-def _load_sqlite_vec(connection: apsw.Connection) -> None:
-    connection.enable_load_extension(True)
-    try:
-        connection.load_extension(sqlite_vec.loadable_path())
-    finally:
-        connection.enable_load_extension(False)
-
-
-def install_connection_hooks() -> None:
-    """Once per process: apsw best practice (WAL, foreign keys, ...) and sqlite-vec."""
-    global _hooks_installed
-    with _hooks_lock:
-        if _hooks_installed:
-            return
-        apsw.bestpractice.apply(apsw.bestpractice.recommended)
-        # SQLite's own log goes to memoryd's loggers at INFO at most: the errors that matter
-        # (a full disk, a damaged file) are raised and reported once by the store itself, and
-        # a damaged file would otherwise print dozens of lines per query.
-        apsw.ext.log_sqlite(level=logging.INFO, logger=logging.getLogger("memoryd.sqlite"))
-        apsw.connection_hooks.append(_load_sqlite_vec)
-        _hooks_installed = True
-
-
-def create_private_file(path: Path) -> None:
-    """Create ``path`` empty with mode 0600 unless it exists (then it is left alone)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        return
-    try:
-        os.fchmod(fd, 0o600)  # the umask may have taken bits away; never adds any
-    finally:
-        os.close(fd)
-
-
-def open_connection(
-    path: Path,
-    *,
-    busy_timeout_ms: int,
-    readonly: bool = False,
-    mmap_bytes: int = MMAP_BYTES,
-    immutable: bool = False,
-) -> apsw.Connection:
-    """``immutable``: read a file nobody can be writing (its directory is read-only and it has
-    no WAL), without the -shm file SQLite could not create there."""
-    install_connection_hooks()
-    name, flags = str(path), apsw.SQLITE_OPEN_READONLY
-    if immutable:
-        name = f"file:{urllib.parse.quote(str(path))}?mode=ro&immutable=1"
-        flags |= apsw.SQLITE_OPEN_URI
-    elif not readonly:
-        try:
-            create_private_file(path)
-        except OSError as exc:
-            raise StoreError(f"cannot create database {path}: {exc.strerror or exc}") from exc
-        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    try:
-        connection = apsw.Connection(name, flags=flags)
-    except apsw.Error as exc:
-        raise StoreError(f"cannot open database {path}: {exc}") from exc
-    # After the hooks, which set a short busy timeout of their own.
-    connection.set_busy_timeout(busy_timeout_ms)
-    connection.pragma("mmap_size", mmap_bytes)
-    connection.pragma("cache_size", -CACHE_KIB)
-    if not readonly:
-        # WAL + NORMAL: a commit survives a crash of the process; only power loss can drop
-        # the last transactions, never corrupt the file.
-        connection.pragma("synchronous", "NORMAL")
-    return connection
-
-
-@contextlib.contextmanager
-def write_transaction(connection: apsw.Connection) -> Iterator[apsw.Connection]:
-    """BEGIN IMMEDIATE: take the write lock up front, so a transaction never fails half-way
-    with SQLITE_BUSY when another process (the CLI) writes at the same time."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield connection
-        connection.execute("COMMIT")
-    except BaseException:
-        # SQLite may have rolled back already (a failed COMMIT on a full disk): a second
-        # ROLLBACK would fail and hide the error that matters.
-        if not connection.getautocommit():
-            connection.execute("ROLLBACK")
-        raise
 
 
 class Database:
@@ -335,10 +238,3 @@ def file_sizes(path: Path) -> dict[str, int]:
             sizes[name] = os.path.getsize(f"{path}{suffix}")
     return sizes
 
-
-def one(db: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
-    """The single row an aggregate or a known key must produce."""
-    row = db.execute(sql, params).fetchone()
-    if row is None:
-        raise StoreError("the database returned no row where one was expected")
-    return tuple(row)
