@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 import threading
@@ -10,7 +9,7 @@ import time
 from typing import Any, Dict, Optional, Sequence
 
 from . import _methods
-from ._connect import ConnectRetry, unix_socket
+from ._connect import ConnectRetry, check_timeout, describe_connect_error, unix_socket
 from ._identity import Identity, resolve_identity
 from ._methods import Record, Records
 from ._protocol import LineReader, Response, encode_request, outcome, parse_response
@@ -22,25 +21,6 @@ _RECV_BYTES = 65536
 
 class _Broken(Exception):
     """The connection died under a call (EPIPE, ECONNRESET, EOF before the reply)."""
-
-
-def describe_connect_error(exc: OSError) -> str:
-    """A short human reason for a failed connect(), used by both drivers."""
-    if isinstance(exc, FileNotFoundError):
-        return "no such socket"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused (the socket file is there but no daemon is listening)"
-    if isinstance(exc, PermissionError):
-        return "permission denied (the socket belongs to another user?)"
-    if exc.errno == errno.ENOTSOCK or isinstance(exc, NotADirectoryError):
-        return "not a socket"
-    return exc.strerror or str(exc)
-
-
-def check_timeout(timeout: Optional[float]) -> Optional[float]:
-    if timeout is not None and not timeout > 0:
-        raise ValueError(f"timeout must be > 0 seconds or None, got {timeout!r}")
-    return timeout
 
 
 class MemoryClient:

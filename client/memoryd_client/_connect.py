@@ -1,4 +1,5 @@
-"""Connecting during a burst, for both drivers: which connect errors are worth another try, and when.
+"""Connecting, for both drivers: which connect errors are worth another try, and when; how a
+failed connect is described; the timeout check.
 
 EAGAIN on an AF_UNIX connect means the daemon's accept queue is full (hundreds of clients
 connecting at once): the daemon is there and will get to us.  ECONNREFUSED means the socket file
@@ -49,3 +50,22 @@ class ConnectRetry:
 
 def unix_socket() -> socket.socket:
     return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+
+def describe_connect_error(exc: OSError) -> str:
+    """A short human reason for a failed connect(), used by both drivers."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such socket"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (the socket file is there but no daemon is listening)"
+    if isinstance(exc, PermissionError):
+        return "permission denied (the socket belongs to another user?)"
+    if exc.errno == errno.ENOTSOCK or isinstance(exc, NotADirectoryError):
+        return "not a socket"
+    return exc.strerror or str(exc)
+
+
+def check_timeout(timeout: Optional[float]) -> Optional[float]:
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds or None, got {timeout!r}")
+    return timeout

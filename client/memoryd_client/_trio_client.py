@@ -11,8 +11,7 @@ from typing import Any, Dict, Optional, Sequence
 import trio
 
 from . import _methods
-from ._client import check_timeout, describe_connect_error
-from ._connect import ConnectRetry, unix_socket
+from ._connect import ConnectRetry, check_timeout, describe_connect_error, unix_socket
 from ._identity import Identity, resolve_identity
 from ._methods import Record, Records
 from ._protocol import LineReader, Response, encode_request, outcome, parse_response
