@@ -194,3 +194,13 @@ def test_during_shutdown_it_keeps_reading_until_quiet_for_the_linger_time() -> N
 def test_limits_must_be_positive(values: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         ConnectionLimits(**values)  # type: ignore[arg-type]
+
+
+def test_after_a_stalled_send_the_messages_still_buffered_are_not_run() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(b"[1]\n[2]\n[3]\n")
+    assert connection.next_event() == b"[1]"
+    connection.send_stalled()  # the reply to [1] went nowhere: the peer reads nothing
+    assert connection.next_event() == Close(CloseReason.STALLED)
+    connection.message_done()
+    assert connection.next_event() == Close(CloseReason.STALLED)

@@ -216,6 +216,9 @@ class Daemon:
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(store.lifecycle, config.lifecycle)
                 await nursery.start(self.maintenance.run)
+                # READY=1 before the first accept: a client that has been answered must find
+                # the unit active (clients that come meanwhile wait in the listen queue).
+                await self.notifier.ready(lambda: self._describe(store))
                 await nursery.start(server.serve, listen_socket)
                 log.info(
                     "daemon.ready",
@@ -228,7 +231,6 @@ class Daemon:
                     ),
                 )
                 task_status.started(path)
-                await self.notifier.ready(lambda: self._describe(store))
                 nursery.start_soon(self.notifier.run_status, lambda: self._describe(store))
                 await self._stop.wait()
                 log.info("daemon.stopping")
