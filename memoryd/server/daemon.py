@@ -193,7 +193,8 @@ class Daemon:
         service.on_deleted.append(summaries.note_deleted)
         people.on_changed.append(summaries.note_deleted)
         health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)
-        server = RpcServer(build_method_table(service, health, people, summaries), config.limits)
+        table = build_method_table(service, health, people, summaries)
+        server = RpcServer(table, config.limits, config.auth.trusted_uids)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
