@@ -188,7 +188,9 @@ async def test_another_model_is_refused_until_reindex(short_tmp: Path, openai_ba
         assert len(await call_ok(peer, "memory.search", {**ALICE, "query": "tea"})) >= 1
         await wait_for_backlog(peer, lambda n: n == 0)
         hits = await call_ok(peer, "memory.search", {**ALICE, "query": "cello", "limit": 3})
-        assert hits[0]["content"] == "plays the cello"
+        # The fake backend's vectors are hash noise, and the ranker weighs cosines: only the
+        # keyword match is meaningful here, not its rank among noise.
+        assert "plays the cello" in [hit["content"] for hit in hits]
         second.request_stop()
 
 

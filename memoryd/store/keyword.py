@@ -20,6 +20,7 @@ comparable and the per-key lists merge by score.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping, Sequence
 
 import apsw
 
@@ -63,9 +64,21 @@ def _capped_doc_count(db: apsw.Connection, expression: str, cap: int) -> int:
     return int(count)
 
 
-def _scope_candidates(db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int) -> Ranked:
+def term_counts(db: apsw.Connection, key: str, terms: list[str]) -> dict[str, int]:
+    """How many of the scope key's documents hold each term, capped at COMMON_DOCS."""
     tokens = [fts_query.scope_token(key)]
-    counts = {t: _capped_doc_count(db, fts_query.match_expression(tokens, [t]), COMMON_DOCS) for t in terms}
+    return {t: _capped_doc_count(db, fts_query.match_expression(tokens, [t]), COMMON_DOCS) for t in terms}
+
+
+def scope_size(db: apsw.Connection, key: str) -> int:
+    """How many documents the scope key holds, capped at COMMON_DOCS (the term counts' cap)."""
+    return _capped_doc_count(db, fts_query.scope_filter([fts_query.scope_token(key)]), COMMON_DOCS)
+
+
+def _scope_candidates(
+    db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int, counts: Mapping[str, int]
+) -> Ranked:
+    tokens = [fts_query.scope_token(key)]
     present = [t for t in terms if counts[t] > 0]
     if not present:
         return []
@@ -89,10 +102,24 @@ def _scope_candidates(db: apsw.Connection, scope: Scope, key: str, terms: list[s
     return hits + extra[: depth - len(hits)]
 
 
-def candidates(db: apsw.Connection, scope: Scope, terms: list[str], depth: int, now_ms: int) -> list[int]:
-    """Rowids of the caller's memories matching any term, best BM25 first (at most ``depth``)."""
+def candidates(
+    db: apsw.Connection,
+    scope: Scope,
+    terms: list[str],
+    depth: int,
+    now_ms: int,
+    counts: Sequence[Mapping[str, int]] | None = None,
+) -> list[int]:
+    """Rowids of the caller's memories matching any term, best BM25 first (at most ``depth``).
+
+    ``counts``: each visible key's :func:`term_counts`, when the caller measured them already."""
     if not terms:
         return []
-    per_key = [_scope_candidates(db, scope, key, terms, depth, now_ms) for key in scope.visible_keys()]
+    keys = scope.visible_keys()
+    if counts is None:
+        counts = [term_counts(db, key, terms) for key in keys]
+    per_key = [
+        _scope_candidates(db, scope, key, terms, depth, now_ms, n) for key, n in zip(keys, counts, strict=True)
+    ]
     merged = heapq.merge(*per_key, key=lambda hit: hit[1])
     return [rowid for rowid, _ in merged][:depth]

@@ -1,8 +1,11 @@
-"""Hybrid retrieval: FTS5 BM25 + vec0 KNN, fused with reciprocal rank fusion.
+"""Hybrid retrieval: FTS5 BM25 + vec0 KNN gather candidates, a fitted model ranks them.
 
 Both retrievers are confined to the caller's scopes inside SQL (FTS: the scope token is ANDed
 into the MATCH; vec0: the scope is the partition key of the scan), so nobody's memories crowd
-out anybody else's.  A final fetch re-checks scope, deletion and expiry.
+out anybody else's.  Their candidates, and the memories added right before and after each
+(neighbours.py), are scored by ranking.py from the cosine, the scope-weighted share of query
+terms (term_match.py) and the neighbours' features.  A final fetch re-checks scope, deletion
+and expiry.
 
 The keyword plan lives in ``keyword.py``, the scoped KNN in ``vectors.py``.
 """
@@ -10,23 +13,30 @@ The keyword plan lives in ``keyword.py``, the scoped KNN in ``vectors.py``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import apsw
 import numpy as np
+import numpy.typing as npt
 
-from memoryd.store import fts_query, keyword, memories, people_retriever, vectors
+from memoryd.store import fts_query, keyword, memories, neighbours, people_retriever, ranking, vectors
 from memoryd.store.records import SearchHit, hit_from_record
+from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
 
 log = logging.getLogger("memoryd.store")
 
-#: Reciprocal rank fusion constant (Cormack et al.).
+#: How far around each candidate the ranker reads (the window of ranking.py, plus one step
+#: for the neighbours that become candidates themselves).
+REACH = ranking.WINDOW + 1
+#: Reciprocal rank fusion constant (Cormack et al.), for the people retriever's list.
 RRF_K = 60
 
 
 def candidate_depth(limit: int) -> int:
     """How many candidates each retriever contributes to the fusion."""
-    return max(2 * limit, 20)
+    return max(limit, 20)
 
 
 def coarse_k(depth: int) -> int:
@@ -56,16 +66,91 @@ def _usable_space(
     return space
 
 
-def fuse(rankings: list[list[int]], k: int = RRF_K) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion: sum of 1/(k + rank) over the lists, best first.
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Everything ranked for one query: the candidates, their features, the known cosines."""
 
-    Ties keep the order of first appearance (keyword list first), which is deterministic.
+    rowids: list[int]
+    features: npt.NDArray[np.float64]  # one row of ranking.FEATURES per candidate
+    cosines: dict[int, float]
+    terms: list[str]
+
+
+def candidates(
+    db: apsw.Connection,
+    scope: Scope,
+    query: str,
+    *,
+    limit: int,
+    query_vector: np.ndarray | None,
+    vector_space: vectors.VectorSpace | None,
+    now_ms: int,
+    extra: Sequence[int] = (),
+) -> Candidates:
+    """Both retrievers' candidates (and ``extra`` ones, e.g. the people retriever's) and their
+    neighbours, with the ranking model's features."""
+    keys = scope.visible_keys()
+    terms = fts_query.extract_terms(query)
+    depth = candidate_depth(limit)
+    counts = [keyword.term_counts(db, key, terms) for key in keys]
+    by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
+
+    space = _usable_space(db, query_vector, vector_space)
+    unit = vectors.normalized(query_vector, space.dim) if space is not None and query_vector is not None else None
+    cosines: dict[int, float] = {}
+    semantic: list[int] = []
+    if space is not None and unit is not None:
+        # Every coarse candidate is rescored anyway: keep all their cosines for the neighbours.
+        nearest = vectors.knn(db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=now_ms)
+        semantic = [rowid for rowid, _ in nearest[:depth]]
+        cosines = dict(nearest)
+
+    found = list(dict.fromkeys([*by_words, *semantic, *extra]))
+    hood = neighbours.around(db, scope, found, REACH, now_ms)
+    pool = [rowid for rowid in found if rowid in hood.rows]
+    known = set(pool)
+    adjacent = [
+        n for rowid in pool for n in (hood.walk(rowid, -1), hood.walk(rowid, 1)) if n is not None and n not in known
+    ]
+    adjacent = list(dict.fromkeys(adjacent))
+    vectors_on = space is not None and unit is not None
+    if vectors_on:
+        cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
+
+    totals = [keyword.scope_size(db, key) for key in keys] if terms else [0]
+    facts = _facts(hood, TermWeights(db, terms, _summed(counts), sum(totals)))
+    features = ranking.feature_matrix(pool, cosines, hood, facts)
+    if vectors_on:
+        adjacent = _worth_a_cosine(adjacent, features, cosines, hood, facts, limit)
+        cosines.update(vectors.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
+    # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
+    # on its neighbour's alone: keyword-only search returns only memories that match.
+    joining = [rowid for rowid in adjacent if rowid in cosines or facts(rowid).coverage > 0]
+    features = np.vstack([features, ranking.feature_matrix(joining, cosines, hood, facts)])
+    return Candidates(pool + joining, features, cosines, terms)
+
+
+def _worth_a_cosine(
+    adjacent: list[int],
+    pool_features: npt.NDArray[np.float64],
+    cosines: dict[int, float],
+    hood: neighbours.Neighbourhood,
+    facts: Callable[[int], ranking.RowFacts],
+    limit: int,
+) -> list[int]:
+    """The neighbours that could reach the top ``limit`` even with the best cosine seen so far.
+
+    A vec0 lookup costs ~10-20 us per row, and most neighbours of a big scope's candidates are
+    unrelated to the query: scoring them first with that optimistic cosine (the model rises
+    with the cosine) spares the lookups of those that cannot place.  The retrievers' best
+    cosine bounds a neighbour's only approximately (the KNN's coarse pass is not exact).
     """
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, rowid in enumerate(ranking, start=1):
-            scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda item: -item[1])
+    if not adjacent or len(pool_features) < limit:
+        return adjacent
+    best = max(cosines.values(), default=0.0)
+    optimistic = ranking.feature_matrix(adjacent, dict.fromkeys(adjacent, best), hood, facts)
+    bar = np.sort(ranking.scores(pool_features))[-limit]
+    return [rowid for rowid, score in zip(adjacent, ranking.scores(optimistic), strict=True) if score >= bar]
 
 
 def search(
@@ -84,35 +169,60 @@ def search(
     ``people_focus``: the people the query mentions (a third ranked list) or is filtered to."""
     if limit < 1:
         return []
-    terms = fts_query.extract_terms(query)
-    depth = candidate_depth(limit)
-    by_words = keyword.candidates(db, scope, terms, depth, now_ms)
-
-    space = _usable_space(db, query_vector, vector_space)
-    unit = vectors.normalized(query_vector, space.dim) if space is not None and query_vector is not None else None
-    cosines: dict[int, float] = {}
-    semantic: list[int] = []
-    if space is not None and unit is not None:
-        nearest = vectors.knn(db, space, scope, unit, depth=depth, coarse_k=coarse_k(depth), now_ms=now_ms)
-        semantic = [rowid for rowid, _ in nearest]
-        cosines = dict(nearest)
-
-    by_people = people_retriever.ranking(db, scope, people_focus, depth, now_ms)
-    fused = people_retriever.restrict(db, people_focus, fuse([by_words, semantic, by_people]))[:limit]
-    records = memories.fetch_visible(db, scope, [rowid for rowid, _ in fused], now_ms)
+    by_people = people_retriever.ranking(db, scope, people_focus, candidate_depth(limit), now_ms)
+    found = candidates(
+        db, scope, query, limit=limit, query_vector=query_vector, vector_space=vector_space, now_ms=now_ms,
+        extra=by_people,
+    )  # fmt: skip
+    scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
+    ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
+    if by_people:
+        # The mentioned people's memories have no feature of their own in the model: their
+        # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
+        # and breaks its ties (the query is about those people).
+        ranked = [(rowid, scored.get(rowid, 0.0)) for rowid in fuse([by_people, [r for r, _ in ranked]])]
+    ranked = people_retriever.restrict(db, people_focus, ranked)[:limit]
+    records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
     people_retriever.annotate(db, scope, records.values())
-    if space is not None and unit is not None:
-        missing = [rowid for rowid, _ in fused if rowid not in cosines and rowid in records]
-        cosines.update(vectors.cosines_for(db, space, missing, unit))
 
     hits: list[SearchHit] = []
-    for rowid, score in fused:
+    for rowid, score in ranked:
         record = records.get(rowid)
         if record is None:
             continue
-        if rowid in cosines:
-            similarity = min(1.0, max(0.0, cosines[rowid]))
+        if rowid in found.cosines:
+            similarity = min(1.0, max(0.0, found.cosines[rowid]))
         else:
-            similarity = fts_query.term_fraction(terms, record.content, " ".join(record.subjects))
+            similarity = fts_query.term_fraction(found.terms, record.content, " ".join(record.subjects))
         hits.append(hit_from_record(record, score, similarity))
     return hits
+
+
+def fuse(rankings: list[list[int]], k: int = RRF_K) -> list[int]:
+    """Reciprocal rank fusion: sum of 1/(k + rank) over the lists, best first (ties: first seen)."""
+    scores: dict[int, float] = {}
+    for ranked in rankings:
+        for rank, rowid in enumerate(ranked, start=1):
+            scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (k + rank)
+    return [rowid for rowid, _ in sorted(scores.items(), key=lambda item: -item[1])]
+
+
+def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for per_key in counts:
+        for term, count in per_key.items():
+            total[term] = total.get(term, 0) + count
+    return total
+
+
+def _facts(hood: neighbours.Neighbourhood, weights: TermWeights) -> Callable[[int], ranking.RowFacts]:
+    """Per-row facts, computed once per row however many candidates read them."""
+    known: dict[int, ranking.RowFacts] = {}
+
+    def facts(rowid: int) -> ranking.RowFacts:
+        if rowid not in known:
+            text = hood.rows[rowid].text
+            known[rowid] = ranking.RowFacts(weights.coverage(text), ranking.is_question(text))
+        return known[rowid]
+
+    return facts

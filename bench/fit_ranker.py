@@ -1,0 +1,129 @@
+"""Fit the ranking model's weights (memoryd/store/ranking.py) and show how well they generalise.
+
+    python bench/retrieval.py --keep /tmp/locomo-db          # once: build the store via the daemon
+    python bench/fit_ranker.py --db /tmp/locomo-db [--data PATH]
+
+For every question the store's own candidate generation runs in-process (``search.candidates``,
+the same code the daemon runs), and each candidate is labelled relevant when it is one of the
+question's evidence turns.  A logistic regression (L2, Newton steps) over ranking.FEATURES is then:
+
+1. fitted on four conversations and scored on the fifth, for each of the five (the held-out
+   table: the honest estimate for conversations the weights never saw);
+2. fitted on all five: the weights to ship, printed as a Python mapping.
+
+The shipped weights are rounded to two digits; nothing here reads names, words or questions of
+the data set: the features are the ranking model's, the same for any user's memories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import locomo  # noqa: E402
+import reference_retrievers  # noqa: E402
+from retrieval import default_data  # noqa: E402
+
+from memoryd.ids import now_ms  # noqa: E402
+from memoryd.store import fts_query, ranking, search, vectors  # noqa: E402
+from memoryd.store.db import open_connection  # noqa: E402
+from memoryd.store.visibility import Scope  # noqa: E402
+
+#: L2 penalty: small; it only keeps the Newton steps well-posed.
+L2 = 0.01
+
+
+class Question:
+    """One question's candidates: rowids, feature matrix, relevance labels."""
+
+    def __init__(self, question: locomo.Question, rowids: list[int], matrix: np.ndarray, relevant: np.ndarray) -> None:
+        self.question = question
+        self.rowids = rowids
+        self.matrix = matrix
+        self.relevant = relevant
+
+
+def collect(db_dir: Path, conversations: list[locomo.Conversation]) -> list[list[Question]]:
+    labels: dict[str, list[str]] = json.loads((db_dir / "labels.json").read_text())
+    db = open_connection(db_dir / "memoryd.db", busy_timeout_ms=5000, readonly=True)
+    try:
+        space = vectors.read_space(db)
+        ids = dict(db.execute("SELECT rowid, id FROM memories"))
+        out: list[list[Question]] = []
+        for conversation, units in zip(conversations, reference_retrievers.embed_questions(conversations), strict=True):
+            questions = []
+            for question, unit in zip(conversation.questions, units, strict=True):
+                found = search.candidates(
+                    db, Scope(conversation.user_id), question.text, limit=locomo.LIMIT,
+                    query_vector=unit, vector_space=space, now_ms=now_ms(),
+                )  # fmt: skip
+                relevant = np.array([bool(set(labels.get(ids[r], [])) & question.evidence) for r in found.rowids])
+                questions.append(Question(question, found.rowids, found.features, relevant))
+            out.append(questions)
+        return out
+    finally:
+        db.close()
+
+
+def fit(questions: list[Question]) -> np.ndarray:
+    """Logistic regression weights (the last one is the intercept)."""
+    x = np.vstack([q.matrix for q in questions])
+    x = np.hstack([x, np.ones((len(x), 1))])
+    y = np.concatenate([q.relevant for q in questions]).astype(float)
+    w = np.zeros(x.shape[1])
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        gradient = x.T @ (p - y) + L2 * w
+        hessian = (x * (p * (1 - p))[:, None]).T @ x + L2 * np.eye(len(w))
+        w -= np.linalg.solve(hessian, gradient)
+    return w
+
+
+def score(questions: list[Question], weights: np.ndarray, scores: locomo.Scores, labels_of: dict[int, list[str]]) -> None:
+    for q in questions:
+        linear = q.matrix @ weights[: len(ranking.FEATURES)]
+        scored = {rowid: float(value) for rowid, value in zip(q.rowids, linear, strict=True)}
+        cosines = {rowid: float(value) for rowid, value in zip(q.rowids, q.matrix[:, 0], strict=True)}
+        guard = ranking.guards(fts_query.extract_terms(q.question.text))
+        ranked = [rowid for rowid, _ in ranking.order(scored, cosines, guard=guard)]
+        scores.add(q.question, [labels_of.get(rowid, []) for rowid in ranked[: locomo.LIMIT]])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", type=Path, required=True, help="a directory written by retrieval.py --keep")
+    parser.add_argument("--data", type=Path, default=default_data())
+    args = parser.parse_args()
+    conversations = locomo.load(args.data)
+    per_conversation = collect(args.db, conversations)
+
+    labels: dict[str, list[str]] = json.loads((args.db / "labels.json").read_text())
+    db = open_connection(args.db / "memoryd.db", busy_timeout_ms=5000, readonly=True)
+    labels_of = {rowid: labels.get(memory_id, []) for rowid, memory_id in db.execute("SELECT rowid, id FROM memories")}
+    db.close()
+
+    held_out = locomo.Scores()
+    for test, conversation in enumerate(conversations):
+        train = [q for i, qs in enumerate(per_conversation) if i != test for q in qs]
+        weights = fit(train)
+        print(f"fold {conversation.user_id}: " + ", ".join(f"{w:+.2f}" for w in weights[:-1]))
+        score(per_conversation[test], weights, held_out, labels_of)
+    shipped = locomo.Scores()
+    score(
+        [q for qs in per_conversation for q in qs], np.array([ranking.WEIGHTS[n] for n in ranking.FEATURES]), shipped,
+        labels_of,
+    )  # fmt: skip
+    everything = fit([q for qs in per_conversation for q in qs])
+    print("\nweights fitted on all five conversations:")
+    print("{\n" + "".join(f'    "{n}": {w:.2f},\n' for n, w in zip(ranking.FEATURES, everything, strict=False)) + "}")
+    print(locomo.table({"held out (fit on 4, scored on the 5th)": held_out, "shipped weights, all 5": shipped}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""A memory's conversation: the memories added just before and after it in the same scope.
+
+Memories are rarely self-contained.  A reply is added right after the question it answers ("Did
+they sign it for a reason?" then "They signed it to show our friendship"), so the question holds
+the words of a search and its neighbour holds the answer.  The ranker reads a candidate's
+neighbours to see that, and puts the neighbours of good candidates up for ranking too.
+
+Neighbours are adjacent in creation order, (created_at_ms, rowid), within one scope key (ids
+are random and say nothing of time; the (scope_key, created_at_ms, rowid) index serves the walk)
+and only count as linked when they were added
+within MAX_GAP_MS of each other: an exchange, not last week's note.  Deleted and expired
+memories, and those the disclosure rules hide from the caller, are skipped (visibility.py's
+predicate), so nothing the caller cannot see shapes the ranking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import apsw
+
+from memoryd.store.visibility import Scope, predicate
+
+#: Memories added further apart than this are not each other's context.
+MAX_GAP_MS = 30 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    rowid: int
+    text: str  # content and subjects, for term matching
+    created_at_ms: int
+
+
+@dataclass
+class Neighbourhood:
+    """Rows around the candidates, with links to the previous and next row of each."""
+
+    rows: dict[int, Row] = field(default_factory=dict)
+    before: dict[int, int] = field(default_factory=dict)
+    after: dict[int, int] = field(default_factory=dict)
+
+    def link(self, first: Row, second: Row) -> None:
+        if abs(second.created_at_ms - first.created_at_ms) <= MAX_GAP_MS:
+            self.after[first.rowid] = second.rowid
+            self.before[second.rowid] = first.rowid
+
+    def walk(self, rowid: int, steps: int) -> int | None:
+        """The row ``steps`` links away (negative: earlier), or None past a gap or the edge."""
+        links = self.after if steps > 0 else self.before
+        current: int | None = rowid
+        for _ in range(abs(steps)):
+            current = links.get(current) if current is not None else None
+        return current
+
+
+def _row(rowid: int, content: str, subjects: str, created_at_ms: int) -> Row:
+    names = json.loads(subjects) if subjects and subjects != "[]" else []
+    return Row(rowid, " ".join([content, *names]), created_at_ms)
+
+
+def _around_sql(scope: Scope, reach: int, now_ms: int) -> tuple[str, tuple[object, ...]]:
+    # One statement for all candidates: each correlated subquery walks the (scope_key,
+    # created_at_ms, rowid) index a few steps, which costs less than a round trip per candidate.
+    # A neighbour shares its candidate's scope key and must pass the caller's own predicate
+    # (disclosure rules included): what the caller cannot see never shapes its ranking.
+    near_sql, near_params = predicate(scope, "s", now_ms=now_ms)
+    side = (
+        f"SELECT rowid FROM (SELECT s.rowid FROM memories AS s WHERE s.scope_key = c.scope_key AND {near_sql} "
+        "AND (s.created_at_ms, s.rowid) {compare} (c.created_at_ms, c.rowid) "
+        "ORDER BY s.created_at_ms {direction}, s.rowid {direction} LIMIT ?)"
+    )
+    before = side.format(compare="<", direction="DESC")
+    after = side.format(compare=">", direction="ASC")
+    visible, visible_params = predicate(scope, "c", now_ms=now_ms)
+    sql = (
+        "SELECT c.rowid, n.rowid, n.content, n.subjects, n.created_at_ms "
+        "FROM json_each(?) AS w CROSS JOIN memories AS c ON c.rowid = w.value "
+        f"JOIN memories AS n ON n.rowid IN ({before} UNION ALL {after} UNION ALL SELECT c.rowid) "
+        f"WHERE {visible}"
+    )
+    return sql, (*near_params, reach, *near_params, reach, *visible_params)
+
+
+def around(db: apsw.Connection, scope: Scope, rowids: Iterable[int], reach: int, now_ms: int) -> Neighbourhood:
+    """The rows ``scope`` sees within ``reach`` positions of each of ``rowids``."""
+    hood = Neighbourhood()
+    wanted = list(dict.fromkeys(rowids))
+    if not wanted:
+        return hood
+    sql, params = _around_sql(scope, reach, now_ms)
+    chains: dict[int, list[tuple[int, int]]] = {}
+    for centre, rowid, content, subjects, created in db.execute(sql, (json.dumps(wanted), *params)):
+        if rowid not in hood.rows:
+            hood.rows[rowid] = _row(rowid, content, subjects, created)
+        chains.setdefault(centre, []).append((created, rowid))
+    for chain in chains.values():
+        chain.sort()
+        for (_, first), (_, second) in zip(chain, chain[1:]):
+            hood.link(hood.rows[first], hood.rows[second])
+    return hood

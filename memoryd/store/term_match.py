@@ -1,0 +1,68 @@
+"""Which of the query's terms a memory holds, weighted by how rare each is in the caller's scope.
+
+FTS5's BM25 uses table-wide statistics, so a word that is rare among all users but sits in half
+of one user's memories (their own name, their town) weighs like a rare word, and a memory that
+repeats it outranks one holding the question's real subject.  The ranker reads the scope's own
+document frequencies instead (keyword.py measures them anyway to plan its query) and computes a
+memory's *coverage*: the IDF-weighted share of the query's terms it contains, each term counted
+once however often it occurs.
+
+Words are compared after FTS5's own tokenizer (the one in schema.py: porter over unicode61,
+diacritics removed), so "played" in a memory matches "play" in a question exactly as MATCH does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import apsw
+
+#: The tokenizer of ``memories_fts`` (schema.py): ``porter unicode61 remove_diacritics 2``.
+_TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
+
+
+class TermWeights:
+    """The query's terms (as index tokens) with their IDF in the caller's scope."""
+
+    def __init__(self, db: apsw.Connection, terms: list[str], doc_counts: Mapping[str, int], scope_docs: int) -> None:
+        self._tokenize = db.fts5_tokenizer(*_TOKENIZER)
+        self.weights: dict[str, float] = {}
+        for term in terms:
+            for token in self.tokens(term)[:1]:
+                self.weights[token] = self.weights.get(token, 0.0) + idf(doc_counts.get(term, 0), scope_docs)
+        self.total = sum(self.weights.values())
+        # Porter only rewrites the end of a word, and every rewrite keeps the stem's last-but-one
+        # letter in place ("happi" <- happy, "relat" <- relational), so an ASCII text can hold a
+        # token only if it holds the token minus its last letter: a substring test (C speed)
+        # spares tokenizing the many candidates that share no word with the query.
+        self._hints = tuple({token[:-1] or token for token in self.weights})
+
+    def tokens(self, text: str) -> list[str]:
+        if not text:
+            return []
+        found: list[str] = self._tokenize(
+            text.encode("utf-8", "replace"),
+            apsw.FTS5_TOKENIZE_DOCUMENT,
+            None,
+            include_offsets=False,
+            include_colocated=False,
+        )
+        return found
+
+    def coverage(self, text: str) -> float:
+        """The IDF-weighted share (0..1) of the query's terms found in ``text``."""
+        if self.total <= 0.0:
+            return 0.0
+        if text.isascii():
+            lowered = text.lower()
+            if not any(hint in lowered for hint in self._hints):
+                return 0.0
+        found = set(self.tokens(text))
+        return sum(weight for token, weight in self.weights.items() if token in found) / self.total
+
+
+def idf(doc_count: int, scope_docs: int) -> float:
+    """BM25's inverse document frequency, never negative (a term in every document weighs ~0)."""
+    docs = max(scope_docs, doc_count)
+    return math.log(1.0 + (docs - doc_count + 0.5) / (doc_count + 0.5))

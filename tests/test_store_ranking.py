@@ -1,0 +1,215 @@
+"""The ranking model's parts: fixed tie order, the semantic guard, scope-IDF coverage,
+conversation neighbours, the keyword planner's score floor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+
+from memoryd.ids import now_ms
+from memoryd.store import NewMemory, Provenance, Scope, Store, keyword, neighbours, ranking
+from memoryd.store.db import open_connection
+from memoryd.store.term_match import TermWeights, idf
+from tests.store_helpers import note
+
+DIM = 8
+ALICE = Scope("alice")
+
+
+def unit(*components: float) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    v[: len(components)] = components
+    return v / np.linalg.norm(v)
+
+
+def reader(store: Store) -> apsw.Connection:
+    """A read connection of its own on the store's file, for the SQL-level parts."""
+    return open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "memory.db", readers=2) as s:
+        yield s
+
+
+# -- order ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("listed", [[3, 1, 2], [1, 2, 3], [2, 3, 1]])
+def test_equal_scores_rank_the_newer_memory_first_whatever_the_input_order(listed: list[int]) -> None:
+    scored = {rowid: 0.5 for rowid in listed}
+    assert [rowid for rowid, _ in ranking.order(scored, {})] == [3, 2, 1]
+
+
+def test_a_clearly_closer_meaning_moves_above_a_keyword_match_and_takes_its_score() -> None:
+    scored = {1: 0.9, 2: 0.4}  # 1: a shared word; 2: the better meaning
+    cosines = {1: 0.13, 2: 0.43}
+    assert ranking.order(scored, cosines) == [(2, 0.9), (1, 0.9)]
+
+
+def test_the_guard_stops_at_a_candidate_nearly_as_close_in_meaning() -> None:
+    scored = {1: 0.9, 2: 0.8, 3: 0.4}
+    cosines = {1: 0.10, 2: 0.42, 3: 0.45}  # 2 is within SEMANTIC_MARGIN of 3, 1 is not
+    assert [rowid for rowid, _ in ranking.order(scored, cosines)] == [1, 2, 3]
+    cosines[1] = 0.5
+    assert [rowid for rowid, _ in ranking.order(scored, cosines)] == [1, 2, 3]
+
+
+def test_the_guard_needs_vectors() -> None:
+    assert [rowid for rowid, _ in ranking.order({1: 0.2, 2: 0.7}, {})] == [2, 1]
+
+
+def test_the_guard_is_off_when_asked_and_for_long_queries() -> None:
+    scored, cosines = {1: 0.9, 2: 0.4}, {1: 0.13, 2: 0.43}
+    assert [rowid for rowid, _ in ranking.order(scored, cosines, guard=False)] == [1, 2]
+    assert ranking.guards(["living"]) and ranking.guards(["a", "b", "c"])
+    assert not ranking.guards(["caroline", "support", "group", "may"])
+
+
+async def test_a_strong_semantic_match_beats_a_weak_keyword_match(store: Store) -> None:
+    store.configure_vector_space("test:m", DIM)
+    contents = {
+        "My brother lives in Toronto": unit(0.1, 1),
+        "I work night shifts as a nurse": unit(1, 0.2),
+        "I am learning to play chess": unit(0, 0, 1),
+    }
+    for content in contents:
+        await store.memories.add(note(content))
+    claimed = await store.jobs.claim_embed(10)
+    await store.jobs.complete_embed([(job, contents[job.content]) for job in claimed])
+    hits = await store.memories.search(ALICE, "What do I do for a living?", limit=3, query_vector=unit(1, 0.1))
+    assert hits[0].content == "I work night shifts as a nurse"
+    assert hits[0].score >= hits[1].score
+
+
+def test_is_question_reads_past_a_trailing_aside() -> None:
+    assert ranking.is_question("Where did you go? (photo attached)")
+    assert ranking.is_question("How was it?  ")
+    assert not ranking.is_question("I went to Lyon (again?) and stayed")
+    assert not ranking.is_question("I went to Lyon.")
+
+
+# -- coverage ------------------------------------------------------------------------------
+
+
+def test_idf_is_never_negative_and_falls_with_the_document_count() -> None:
+    assert idf(0, 100) > idf(10, 100) > idf(100, 100) > 0.0
+    assert idf(1000, 1000) >= 0.0
+    assert idf(5, 0) >= 0.0  # a count above the (capped) scope size
+
+
+def test_coverage_weighs_rare_terms_above_common_ones_and_matches_stems() -> None:
+    db = apsw.Connection(":memory:")
+    weights = TermWeights(db, ["played", "violin"], {"played": 40, "violin": 1}, scope_docs=50)
+    assert weights.coverage("She plays the VIOLIN") == pytest.approx(1.0)
+    only_common = weights.coverage("we play chess")
+    only_rare = weights.coverage("a violin")
+    assert 0.0 < only_common < only_rare < 1.0
+    assert only_common + only_rare == pytest.approx(1.0)
+    assert weights.coverage("nothing in common") == 0.0
+    assert weights.coverage("") == 0.0
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["happy", "happiness", "ponies", "relational", "conditional", "sensibility", "hopping", "conflated",
+     "generalization", "running", "agreed", "feed", "electricity", "hopefulness", "formality", "adjustable",
+     "caresses", "cats", "motoring", "sized", "probate", "rate", "cease", "controlling", "roll"],
+)  # fmt: skip
+def test_the_substring_shortcut_never_hides_a_stem_match(word: str) -> None:
+    # coverage() skips tokenizing an ASCII text lacking every token minus its last letter;
+    # the word's own token must never be skipped that way.
+    weights = TermWeights(apsw.Connection(":memory:"), [word], {word: 1}, scope_docs=10)
+    assert weights.coverage(f"some text with {word} inside") == pytest.approx(1.0)
+    assert weights.coverage(f"{word.upper()}!") == pytest.approx(1.0)
+
+
+def test_non_ascii_texts_are_always_tokenized() -> None:
+    weights = TermWeights(apsw.Connection(":memory:"), ["naive", "cafe"], {}, scope_docs=10)
+    assert weights.coverage("Un café naïve") == pytest.approx(1.0)
+
+
+# -- neighbours ----------------------------------------------------------------------------
+
+
+def test_memories_added_far_apart_are_not_linked() -> None:
+    hood = neighbours.Neighbourhood()
+    a, b, c = (neighbours.Row(i, f"m{i}", at) for i, at in ((1, 0), (2, 1000), (3, neighbours.MAX_GAP_MS + 5000)))
+    hood.link(a, b)
+    hood.link(b, c)
+    assert hood.walk(1, 1) == 2 and hood.walk(2, -1) == 1
+    assert hood.walk(2, 1) is None and hood.walk(3, -1) is None
+    assert hood.walk(1, 2) is None
+
+
+async def test_neighbours_skip_deleted_memories_and_other_scopes(store: Store) -> None:
+    first, _ = await store.memories.add(note("first"))
+    await store.memories.add(NewMemory(content="bob's", owner="bob", chat_id=None, shared=False, source="t", subjects=[]))
+    middle, _ = await store.memories.add(note("middle"))
+    last, _ = await store.memories.add(note("last"))
+    await store.memories.delete(ALICE, middle.id)
+
+    def around(db: apsw.Connection) -> neighbours.Neighbourhood:
+        (rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (first.id,)).fetchone()
+        return neighbours.around(db, ALICE, [rowid], 3, now_ms())
+
+    hood = around(reader(store))
+    texts = [hood.rows[r].text for r in sorted(hood.rows)]
+    assert texts == ["first", "last"]
+    (first_rowid,) = [r for r in hood.rows if hood.rows[r].text == "first"]
+    assert hood.rows[hood.walk(first_rowid, 1) or -1].text == "last"
+
+
+async def test_a_neighbour_without_a_vector_or_a_query_word_is_not_returned(store: Store) -> None:
+    await store.memories.add(note("green tea every morning"))
+    await store.memories.add(note("allergic to peanuts"))
+    hits = await store.memories.search(ALICE, "tea", limit=5, query_vector=None)
+    assert [hit.content for hit in hits] == ["green tea every morning"]
+
+
+# -- the keyword planner's floor -----------------------------------------------------------
+
+
+async def test_recent_window_hits_never_rank_above_rare_term_hits(store: Store) -> None:
+    # "common" is in more than COMMON_DOCS memories: the rare term runs alone, and the newest
+    # "common" matches fill up after it, each scored no better than the last rare-term hit.
+    store.memories.add_many(note(f"common filler {i}") for i in range(keyword.COMMON_DOCS + 20))
+    rare, _ = await store.memories.add(note("an old rare note"))
+
+    def plan(db: apsw.Connection) -> list[int]:
+        counts = keyword.term_counts(db, "u:alice", ["rare", "common"])
+        assert counts == {"rare": 1, "common": keyword.COMMON_DOCS}
+        return keyword.candidates(db, ALICE, ["rare", "common"], 10, now_ms(), [counts])
+
+    db = reader(store)
+    found = plan(db)
+    (rare_rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (rare.id,)).fetchone()
+    assert found[0] == rare_rowid and len(found) == 10
+
+
+async def test_neighbours_hidden_from_the_callers_chat_never_shape_its_ranking(store: Store) -> None:
+    # Learned in a group: visible from another group chat.  Learned in private right after it:
+    # hidden from group chats, so it must not be its neighbour there (nor lend it its words).
+    in_group = Scope("alice", chat_id="g2", chat_type="group")
+    asked, _ = await store.memories.add(
+        note("Did they sign it for a reason?", chat_id="g1", provenance=Provenance(chat_type="group"))
+    )
+    await store.memories.add(
+        note("They signed it because of the lawsuit", chat_id="dm", provenance=Provenance(chat_type="private"))
+    )
+    answered, _ = await store.memories.add(
+        note("They framed it afterwards", chat_id="g1", provenance=Provenance(chat_type="group"))
+    )
+
+    def around(db: apsw.Connection) -> neighbours.Neighbourhood:
+        (rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (asked.id,)).fetchone()
+        return neighbours.around(db, in_group, [rowid], 3, now_ms())
+
+    hood = around(reader(store))
+    texts = sorted(row.text for row in hood.rows.values())
+    assert texts == sorted([asked.content, answered.content])
