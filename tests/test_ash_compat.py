@@ -219,5 +219,9 @@ async def test_errors_reach_ash_in_its_framing(short_tmp: Path, nursery: trio.Nu
         await in_thread(ash.search, "anything")
     assert caught.value.code == -32002 and caught.value.data["field"] == "context_token"
     with pytest.raises(AshRpcError) as unknown:
-        await in_thread(ash.rpc_call, "memory.extract", {"shared": False, **ash.context_params()})
+        await in_thread(ash.rpc_call, "memory.nonexistent", {"shared": False, **ash.context_params()})
     assert unknown.value.code == -32601
+    # ash's `memory extract` with extraction off: the dedicated code, naming the settings.
+    with pytest.raises(AshRpcError) as off:
+        await in_thread(ash.rpc_call, "memory.extract", {"shared": False, **ash.context_params()})
+    assert off.value.code == -32008 and "[llm]" in str(off.value)

@@ -19,15 +19,20 @@ from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
 from memoryd.errors import EmbeddingModelMismatch, StartupError
+from memoryd.llm import make_llm
 from memoryd.log import fields
 from memoryd.server.activation import bound_name, take_listen_socket
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
 from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.conversation import ConversationService
+from memoryd.service.extraction import ExtractionWorker
+from memoryd.service.learning import FactLearner
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.daemon")
@@ -52,6 +57,9 @@ class Daemon:
         self.config = config
         # Built first: a missing or too short token secret stops start-up before anything opens.
         self.authenticator = Authenticator.from_config(config.auth)
+        # The same for the LLM settings (no network I/O here; a down server is the worker's problem).
+        self.llm = make_llm(config.llm)
+        self.extraction: ExtractionWorker | None = None
         self.server: RpcServer | None = None
         self.store: Store | None = None
         self.maintenance: Maintenance | None = None
@@ -73,9 +81,11 @@ class Daemon:
             try:
                 await self._serve(store, embedder, started, task_status)
             finally:
-                if embedder is not None and self._owns_embedder:
-                    with trio.CancelScope(shield=True):
+                with trio.CancelScope(shield=True):
+                    if embedder is not None and self._owns_embedder:
                         await embedder.aclose()
+                    if self.llm is not None:
+                        await self.llm.aclose()
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(store.lifecycle.checkpoint)
@@ -123,6 +133,7 @@ class Daemon:
         if embedder is not None:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
+        guard = SecretsGuard(config.extraction.secrets)
         service = MemoryService(
             store.memories,
             embedder,
@@ -130,8 +141,11 @@ class Daemon:
             add_wait=config.embed.add_wait,
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
+            secrets=guard,
         )
-        server = RpcServer(build_method_table(service, HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)), config.limits)
+        conversations = self._conversation_service(store, embedder, backfill, guard)
+        health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs, conversations=conversations)
+        server = RpcServer(build_method_table(service, health, conversations), config.limits)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -148,8 +162,12 @@ class Daemon:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
                     await nursery.start(backfill.run)
+                if self.extraction is not None:
+                    await nursery.start(self.extraction.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
-                self.maintenance = Maintenance(store.lifecycle, config.lifecycle)
+                self.maintenance = Maintenance(
+                    store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
+                )
                 await nursery.start(self.maintenance.run)
                 await nursery.start(server.serve, listen_socket)
                 log.info(
@@ -158,6 +176,7 @@ class Daemon:
                         version=__version__,
                         socket=str(path),
                         embedder=config.embedder,
+                        llm=config.llm.provider,
                         auth=config.auth.mode,
                         startup_ms=round((trio.current_time() - started) * 1000),
                     ),
@@ -178,6 +197,26 @@ class Daemon:
             if identity is not None:
                 remove_socket_file(path, identity)
             listen_socket.close()
+
+    def _conversation_service(
+        self, store: Store, embedder: Embedder | None, backfill: EmbeddingBackfill | None, guard: SecretsGuard
+    ) -> ConversationService:
+        """observe and the extract methods; the extraction worker too when an LLM is configured."""
+        config = self.config
+        learner = FactLearner(store.conversations, embedder, backfill, embed_timeout=config.embed.query_timeout)
+        if self.llm is not None:
+            self.extraction = ExtractionWorker(
+                store.conversations, self.llm, learner, guard, config.extraction, concurrency=config.llm.concurrency
+            )
+        return ConversationService(
+            store.conversations,
+            learner,
+            guard,
+            config.extraction,
+            llm=self.llm,
+            worker=self.extraction,
+            authenticator=self.authenticator,
+        )
 
     def _server_stats(self) -> dict[str, Any]:
         return self.server.stats() if self.server is not None else {}

@@ -31,6 +31,7 @@ from memoryd.service.params import (
     ListParams,
     SearchParams,
 )
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
 
@@ -55,8 +56,10 @@ class MemoryService:
         add_wait: float,
         query_timeout: float,
         authenticator: Authenticator | None = None,
+        secrets: SecretsGuard | None = None,
     ) -> None:
         self.authenticator = authenticator or Authenticator("trust")
+        self.secrets = secrets or SecretsGuard("refuse")
         self.memories = memories
         self.embedder = embedder
         self.backfill = backfill
@@ -76,9 +79,11 @@ class MemoryService:
         expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
+        # Last of the checks: a refused secret is reported only once the rest of the call is valid.
+        content = self.secrets.screen_add("content", params.content.strip())
         record, deduplicated = await self.memories.add(
             NewMemory(
-                content=params.content.strip(),
+                content=content,
                 owner=scope.user_id,
                 chat_id=scope.chat_id,
                 shared=params.shared,

@@ -10,8 +10,19 @@ from typing import Any, Callable
 from memoryd import __version__
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.conversation import ConversationService
 from memoryd.service.memory import MemoryService
-from memoryd.service.params import AddParams, DeleteParams, GetParams, HealthParams, ListParams, SearchParams
+from memoryd.service.params import (
+    AddParams,
+    DeleteParams,
+    ExtractFromMessagesParams,
+    ExtractParams,
+    GetParams,
+    HealthParams,
+    ListParams,
+    ObserveParams,
+    SearchParams,
+)
 from memoryd.store import JobQueue
 
 
@@ -33,8 +44,10 @@ class HealthReporter:
         server_stats: Callable[[], dict[str, Any]],
         *,
         jobs: JobQueue,
+        conversations: ConversationService | None = None,
     ) -> None:
         self.service = service
+        self.conversations = conversations
         self.jobs = jobs
         self.backfill = backfill
         self.server_stats = server_stats
@@ -62,6 +75,10 @@ class HealthReporter:
                 if self.backfill.last_error:
                     embedder_state["last_error"] = self.backfill.last_error
         counts, backlog = await self._cached_store_numbers()
+        extra: dict[str, Any] = {}
+        if self.conversations is not None:
+            extra["extraction"] = await self.conversations.describe()
+        extra["secrets"] = self.service.secrets.describe()
         return {
             "status": "degraded" if degraded else "ok",
             "version": __version__,
@@ -70,6 +87,7 @@ class HealthReporter:
             "embedder": embedder_state,
             "backlog": backlog,
             "server": self.server_stats(),
+            **extra,
         }
 
 
@@ -84,12 +102,18 @@ class HealthReporter:
         return self._store_numbers
 
 
-def build_method_table(service: MemoryService, health: HealthReporter) -> MethodTable:
+def build_method_table(
+    service: MemoryService, health: HealthReporter, conversations: ConversationService | None = None
+) -> MethodTable:
     table = MethodTable()
     table.register("memory.add", AddParams, service.add)
     table.register("memory.search", SearchParams, service.search)
     table.register("memory.list", ListParams, service.list)
     table.register("memory.get", GetParams, service.get)
     table.register("memory.delete", DeleteParams, service.delete)
+    if conversations is not None:
+        table.register("memory.observe", ObserveParams, conversations.observe)
+        table.register("memory.extract", ExtractParams, conversations.extract)
+        table.register("memory.extract_from_messages", ExtractFromMessagesParams, conversations.extract_from_messages)
     table.register("system.health", HealthParams, health.health)
     return table

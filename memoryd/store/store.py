@@ -3,6 +3,7 @@
     store.memories   MemoryRepository  memory.* methods and system.health
     store.jobs       JobQueue          the backfill worker (and the next workers)
     store.lifecycle  Lifecycle         the maintenance task and the admin commands
+    store.conversations ConversationLog observe, the extract methods, the extraction worker
 
 The container itself keeps what belongs to the store as a whole: the vector space this
 process works in (start-up, `memoryd reindex`) and closing.
@@ -19,6 +20,7 @@ import apsw
 from memoryd.ids import now_ms
 from memoryd.store import jobs, schema, vectors
 from memoryd.store.db import MMAP_BYTES, Database
+from memoryd.store.conversation_log import ConversationLog
 from memoryd.store.hits import HitCounter, write_hits
 from memoryd.store.job_queue import JobQueue
 from memoryd.store.lifecycle import Lifecycle
@@ -60,6 +62,7 @@ class Store:
         self.memories = MemoryRepository(self._db, self._hits, clock, lambda: self._space)
         self.jobs = JobQueue(self._db, clock)
         self.lifecycle = Lifecycle(self._db, self._hits, clock)
+        self.conversations = ConversationLog(self._db, clock)
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
 
     # -- the vector space (start-up and `memoryd reindex`) -------------------------------------

@@ -1,0 +1,114 @@
+"""Storing extracted facts: new memories, or a refresh of the live memory that already says it.
+
+A fact is the same as a live memory of its scope when the content is identical (the dedupe
+of ``memories.add``), when its vector is within :data:`NEAR_DUPLICATE_COSINE` of one of the
+scope's vectors, or, without vectors, when both read the same once normalized (the caller's
+``normalize``: case, spacing, final punctuation).  A refresh bumps ``updated_at_ms`` and the
+confidence and is audited; the memory keeps its id, text and expiry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import apsw
+import numpy.typing as npt
+
+from memoryd.store import memories, vectors
+from memoryd.store.records import NewMemory
+from memoryd.store.visibility import Scope, live
+
+#: Cosine at or above which a fact counts as a memory the scope already has (all-MiniLM-L6-v2:
+#: paraphrases such as "Likes tea" / "likes tea." score above 0.95; different facts about the
+#: same subject, "likes green tea" / "likes black tea", below).
+NEAR_DUPLICATE_COSINE = 0.95
+
+
+@dataclass(frozen=True)
+class Learned:
+    memory_id: str
+    #: True when an existing memory was refreshed instead of a new one stored.
+    refreshed: bool
+
+
+def store_facts(
+    db: apsw.Connection,
+    news: Sequence[NewMemory],
+    fact_vectors: Sequence[npt.ArrayLike | None],
+    now_ms: int,
+    *,
+    normalize: Callable[[str], str],
+) -> list[Learned]:
+    """Add or refresh each of ``news`` (``fact_vectors`` aligned with it, None where unknown)."""
+    space = vectors.read_space(db)
+    normalized_scopes: dict[str, dict[str, int]] = {}
+    learned = []
+    for new, vector in zip(news, fact_vectors, strict=True):
+        rowid = _exact_or_near(db, new, vector, space, now_ms)
+        if rowid is None and (vector is None or space is None):
+            texts = normalized_scopes.get(new.scope_key)
+            if texts is None:
+                texts = normalized_scopes[new.scope_key] = _normalized_texts(db, new.scope_key, now_ms, normalize)
+            rowid = texts.get(normalize(new.content))
+        if rowid is not None:
+            learned.append(Learned(_refresh(db, rowid, new, now_ms), refreshed=True))
+            continue
+        rowid = memories.insert(db, new, now_ms)
+        (memory_id,) = db.execute("SELECT id FROM memories WHERE rowid = ?", (rowid,)).fetchone()
+        normalized_scopes.get(new.scope_key, {})[normalize(new.content)] = rowid
+        learned.append(Learned(memory_id, refreshed=False))
+    return learned
+
+
+def _exact_or_near(
+    db: apsw.Connection,
+    new: NewMemory,
+    vector: npt.ArrayLike | None,
+    space: vectors.VectorSpace | None,
+    now_ms: int,
+) -> int | None:
+    live_sql, live_params = live(now_ms=now_ms)
+    row = db.execute(
+        f"SELECT rowid FROM memories WHERE scope_key = ? AND content_hash = ? AND {live_sql} LIMIT 1",
+        (new.scope_key, memories.content_hash(new.content), *live_params),
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    if vector is None or space is None:
+        return None
+    unit = vectors.normalized(vector, space.dim)
+    if unit is None:
+        return None
+    scope = Scope(user_id=new.owner, chat_id=new.chat_id if new.shared else None)
+    for rowid, cosine in vectors.knn(db, space, scope, unit, depth=4, coarse_k=64, now_ms=now_ms):
+        if cosine < NEAR_DUPLICATE_COSINE:
+            break
+        key = db.execute(f"SELECT scope_key FROM memories WHERE rowid = ? AND {live_sql}", (rowid, *live_params))
+        found = key.fetchone()
+        if found is not None and found[0] == new.scope_key:
+            return rowid
+    return None
+
+
+def _normalized_texts(
+    db: apsw.Connection, scope_key: str, now_ms: int, normalize: Callable[[str], str]
+) -> dict[str, int]:
+    # One walk of the scope per batch (through the scope index), only when there are no vectors.
+    live_sql, live_params = live(now_ms=now_ms)
+    rows = db.execute(
+        f"SELECT rowid, content FROM memories WHERE scope_key = ? AND {live_sql}", (scope_key, *live_params)
+    )
+    return {normalize(content): rowid for rowid, content in rows}
+
+
+def _refresh(db: apsw.Connection, rowid: int, new: NewMemory, now_ms: int) -> str:
+    db.execute(
+        "UPDATE memories SET updated_at_ms = ?, confidence = max(confidence, ?) WHERE rowid = ?",
+        (now_ms, float(new.confidence), rowid),
+    )
+    (memory_id,) = db.execute("SELECT id FROM memories WHERE rowid = ?", (rowid,)).fetchone()
+    provenance = new.provenance
+    detail = {"source": new.source, "message_id": provenance.source_message_id if provenance else None}
+    memories.audit(db, memory_id, "refreshed", new.owner, now_ms, detail)
+    return str(memory_id)
