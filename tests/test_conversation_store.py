@@ -135,6 +135,11 @@ async def test_the_window_around_a_message_is_found_with_or_without_the_session_
     assert await store.conversations.window(SessionRef("bob", "chat-1", None), "m4", 2) is None
     assert await store.conversations.window(SessionRef("alice", "chat-2", None), "m4", 2) is None
     assert await store.conversations.window(ALICE, "m99", 2) is None
+    # Any session key of that user and chat, whatever its characters.
+    emoji = SessionRef("alice", "chat-1", "🍵 tea-time")
+    await store.conversations.observe(emoji, CONTEXT, messages("tea", first_id=50), extract_after_ms=None)
+    found_emoji = await store.conversations.window(SessionRef("alice", "chat-1", None), "m50", 1)
+    assert found_emoji is not None and found_emoji[0] == emoji
 
 
 async def test_exact_and_normalized_duplicates_refresh_instead_of_adding(store: Store) -> None:

@@ -117,13 +117,13 @@ class ConversationService:
             all_shared=params.shared,
         )
 
-    async def describe(self) -> dict[str, Any]:
-        """system.health's "extraction": the LLM, the backlog (sessions), parked jobs, the last
-        error; never message contents."""
+    def describe(self, queue: dict[str, Any]) -> dict[str, Any]:
+        """system.health's "extraction": the LLM, the queue's numbers (``ConversationLog.status``:
+        backlog in sessions, parked jobs, the last error), the worker's; never message contents."""
         state: dict[str, Any] = {"provider": "none", "state": "disabled"}
         if self.llm is not None:
             state = dict(self.llm.describe())
-        state.update(await self.conversations.status())
+        state.update(queue)
         if self.worker is not None:
             state.update(self.worker.describe())
         return state

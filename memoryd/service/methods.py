@@ -52,7 +52,7 @@ class HealthReporter:
         self.backfill = backfill
         self.server_stats = server_stats
         self.started = time.monotonic()
-        self._store_numbers: tuple[dict[str, Any], dict[str, int]] | None = None
+        self._store_numbers: tuple[dict[str, Any], dict[str, int], dict[str, Any]] | None = None
         self._store_numbers_stamp = (-1, 0.0)
 
     async def health(self, params: HealthParams, ctx: CallContext) -> dict[str, Any]:
@@ -74,10 +74,10 @@ class HealthReporter:
                 embedder_state["embedded_since_start"] = self.backfill.embedded_total
                 if self.backfill.last_error:
                     embedder_state["last_error"] = self.backfill.last_error
-        counts, backlog = await self._cached_store_numbers()
+        counts, backlog, queue = await self._cached_store_numbers()
         extra: dict[str, Any] = {}
         if self.conversations is not None:
-            extra["extraction"] = await self.conversations.describe()
+            extra["extraction"] = self.conversations.describe(queue)
         extra["secrets"] = self.service.secrets.describe()
         return {
             "status": "degraded" if degraded else "ok",
@@ -91,13 +91,14 @@ class HealthReporter:
         }
 
 
-    async def _cached_store_numbers(self) -> tuple[dict[str, Any], dict[str, int]]:
+    async def _cached_store_numbers(self) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
         memories = self.service.memories
         writes, taken_at = self._store_numbers_stamp
         now = trio.current_time()
         if self._store_numbers is None or writes != memories.write_count or now - taken_at > HEALTH_CACHE_SECONDS:
             stamp = (memories.write_count, now)
-            self._store_numbers = (await memories.health_counts(), await self.jobs.backlog())
+            queue = {} if self.conversations is None else await self.conversations.conversations.status()
+            self._store_numbers = (await memories.health_counts(), await self.jobs.backlog(), queue)
             self._store_numbers_stamp = stamp
         return self._store_numbers
 

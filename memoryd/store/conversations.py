@@ -159,9 +159,10 @@ def window(
     if session.session_key is not None:
         where, bounds = "session = ?", (session.key,)
     else:
-        # Keys are JSON [owner, chat, key]: the sessions of one owner and chat share a prefix.
+        # Keys are JSON [owner, chat, key]: the sessions of one owner and chat are exactly the
+        # keys from '["owner","chat",' (inclusive) to '["owner","chat"-' (',' + 1 = '-').
         prefix = msgspec.json.encode([session.owner, session.chat_id]).decode()[:-1] + ","
-        where, bounds = "session > ? AND session < ?", (prefix, prefix + "\uffff")
+        where, bounds = "session >= ? AND session < ?", (prefix, prefix[:-1] + "-")
     row = db.execute(
         f"SELECT session, seq FROM observed_messages WHERE message_id = ? AND {where} ORDER BY seq DESC LIMIT 1",
         (message_id, *bounds),
