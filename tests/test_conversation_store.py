@@ -172,3 +172,6 @@ async def test_near_duplicates_by_vector_refresh(tmp_path: Path, clock: Clock) -
         )
         assert near.refreshed and near.memory_id == first.memory_id
         assert not far.refreshed
+        # The new memory keeps the vector it was compared with: nothing left for the backfill.
+        assert await vstore.jobs.claim_embed(5) == []
+        assert (await vstore.jobs.backlog())["embed"] == 0

@@ -350,3 +350,28 @@ async def test_both_clients_observe_and_extract(short_tmp: Path, nursery: trio.N
 
     from_messages = await trio.to_thread.run_sync(sync_calls)
     assert from_messages["stored"] == 1 and from_messages["refreshed"] == []
+
+
+async def test_with_the_local_model_a_paraphrase_refreshes_and_a_new_fact_keeps_its_vector(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm, local_embedder: Any
+) -> None:
+    fake.default = Answer({"facts": [
+        {"content": "Sarah, Alice's wife, loves Italian food.", "memory_type": "relationship", "confidence": 0.9},
+        {"content": "Alice likes black tea.", "memory_type": "preference", "confidence": 0.9},
+    ]})  # fmt: skip
+    config = make_config(
+        short_tmp,
+        embedder="local",
+        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0},
+    )
+    daemon = Daemon(config, embedder=local_embedder)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    wife = await call_ok(peer, "memory.add", {**ALICE, "content": "Alice's wife Sarah loves Italian food."})
+    await call_ok(peer, "memory.add", {**ALICE, "content": "Alice likes green tea."})
+    reply = await call_ok(peer, "memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[0]})
+    assert reply["refreshed"] == [wife["id"]] and reply["stored"] == 1
+    health = await call_ok(peer, "system.health", {})
+    assert health["backlog"]["embed"] == 0
+    (hit, *_) = await call_ok(peer, "memory.search", {**ALICE, "query": "which tea does she drink, black?"})
+    assert hit["content"] == "Alice likes black tea." and hit["similarity"] > 0.5

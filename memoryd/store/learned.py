@@ -4,7 +4,8 @@ A fact is the same as a live memory of its scope when the content is identical (
 of ``memories.add``), when its vector is within :data:`NEAR_DUPLICATE_COSINE` of one of the
 scope's vectors, or, without vectors, when both read the same once normalized (the caller's
 ``normalize``: case, spacing, final punctuation).  A refresh bumps ``updated_at_ms`` and the
-confidence and is audited; the memory keeps its id, text and expiry.
+confidence and is audited; the memory keeps its id, text and expiry.  A new memory keeps the
+vector its fact was compared with, so the backfill does not embed it a second time.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import apsw
 import numpy.typing as npt
 
-from memoryd.store import memories, vectors
+from memoryd.store import jobs, memories, vectors
 from memoryd.store.records import NewMemory
 from memoryd.store.visibility import Scope, live
 
@@ -45,8 +46,9 @@ def store_facts(
     normalized_scopes: dict[str, dict[str, int]] = {}
     learned = []
     for new, vector in zip(news, fact_vectors, strict=True):
-        rowid = _exact_or_near(db, new, vector, space, now_ms)
-        if rowid is None and (vector is None or space is None):
+        unit = None if vector is None or space is None else vectors.normalized(vector, space.dim)
+        rowid = _exact_or_near(db, new, unit, space, now_ms)
+        if rowid is None and unit is None:
             texts = normalized_scopes.get(new.scope_key)
             if texts is None:
                 texts = normalized_scopes[new.scope_key] = _normalized_texts(db, new.scope_key, now_ms, normalize)
@@ -55,6 +57,8 @@ def store_facts(
             learned.append(Learned(_refresh(db, rowid, new, now_ms), refreshed=True))
             continue
         rowid = memories.insert(db, new, now_ms)
+        if unit is not None and space is not None:
+            _keep_vector(db, space, rowid, new, unit)
         (memory_id,) = db.execute("SELECT id FROM memories WHERE rowid = ?", (rowid,)).fetchone()
         normalized_scopes.get(new.scope_key, {})[normalize(new.content)] = rowid
         learned.append(Learned(memory_id, refreshed=False))
@@ -64,7 +68,7 @@ def store_facts(
 def _exact_or_near(
     db: apsw.Connection,
     new: NewMemory,
-    vector: npt.ArrayLike | None,
+    unit: vectors.FloatArray | None,
     space: vectors.VectorSpace | None,
     now_ms: int,
 ) -> int | None:
@@ -75,10 +79,7 @@ def _exact_or_near(
     ).fetchone()
     if row is not None:
         return int(row[0])
-    if vector is None or space is None:
-        return None
-    unit = vectors.normalized(vector, space.dim)
-    if unit is None:
+    if unit is None or space is None:
         return None
     scope = Scope(user_id=new.owner, chat_id=new.chat_id if new.shared else None)
     for rowid, cosine in vectors.knn(db, space, scope, unit, depth=4, coarse_k=64, now_ms=now_ms):
@@ -89,6 +90,16 @@ def _exact_or_near(
         if found is not None and found[0] == new.scope_key:
             return rowid
     return None
+
+
+def _keep_vector(
+    db: apsw.Connection, space: vectors.VectorSpace, rowid: int, new: NewMemory, unit: vectors.FloatArray
+) -> None:
+    """The fact was embedded for the duplicate check: store that vector now instead of
+    embedding the same text again in the backfill (what ``jobs.complete_embed`` would do)."""
+    vectors.write_vectors(db, space, [(rowid, new.scope_key, new.expires_at_ms, unit)])
+    db.execute("UPDATE memories SET vector_gen = ? WHERE rowid = ?", (space.generation, rowid))
+    jobs.drop_jobs_of(db, [rowid])
 
 
 def _normalized_texts(
