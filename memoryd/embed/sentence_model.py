@@ -22,7 +22,7 @@ import safetensors.numpy
 import tokenizers
 
 from memoryd.embed.bert import BertConfig, BertEncoder
-from memoryd.embed.blas import limit_blas_threads
+from memoryd.embed.blas import limit_blas_threads, openblas_kernel
 from memoryd.embed.vectors import F32, normalize_rows
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
@@ -48,6 +48,8 @@ _POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_token
 class LoadReport:
     seconds: float
     verified: bool
+    #: The kernel family OpenBLAS runs the GEMMs with (``Haswell``, ``SkylakeX``...), None if unknown.
+    blas_kernel: str | None
 
 
 class SentenceModel:
@@ -96,10 +98,17 @@ class SentenceModel:
         del weights
         self.encoder = BertEncoder(config, tensors)
         self.dim = config.hidden_size
-        self.load_report = LoadReport(seconds=time.perf_counter() - started, verified=bool(pins))
+        self.load_report = LoadReport(
+            seconds=time.perf_counter() - started, verified=bool(pins), blas_kernel=openblas_kernel()
+        )
         log.info(
             "embedding model loaded",
-            extra=fields(folder=str(folder), seconds=round(self.load_report.seconds, 3), verified=bool(pins)),
+            extra=fields(
+                folder=str(folder),
+                seconds=round(self.load_report.seconds, 3),
+                verified=bool(pins),
+                blas_kernel=self.load_report.blas_kernel,
+            ),
         )
 
     def embed(self, texts: Sequence[str]) -> F32:
