@@ -175,3 +175,21 @@ async def test_near_duplicates_by_vector_refresh(tmp_path: Path, clock: Clock) -
         # The new memory keeps the vector it was compared with: nothing left for the backfill.
         assert await vstore.jobs.claim_embed(5) == []
         assert (await vstore.jobs.backlog())["embed"] == 0
+
+
+async def test_the_maintenance_pass_prunes_messages_past_extraction_retention(store: Store, clock: Clock) -> None:
+    from memoryd.config import ExtractionConfig, LifecycleConfig
+    from memoryd.ids import DAY_MS
+    from memoryd.service.maintenance import Maintenance
+
+    clock.at = 100 * DAY_MS
+    await store.conversations.observe(ALICE, CONTEXT, messages("old"), extract_after_ms=None)
+    clock.at += 2 * DAY_MS
+    await store.conversations.observe(ALICE, CONTEXT, messages("new", first_id=2), extract_after_ms=None)
+    maintenance = Maintenance(
+        store.lifecycle, LifecycleConfig(), conversations=store.conversations,
+        extraction=ExtractionConfig(retention_days=1),
+    )  # fmt: skip
+    summary = await maintenance.run_once()
+    assert summary is not None and summary["messages_pruned"] == 1
+    assert [m.content for m in await store.conversations.session_messages(ALICE, 10)] == ["new"]
