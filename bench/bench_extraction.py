@@ -22,7 +22,6 @@ from typing import Any
 
 import httpx
 import numpy as np
-import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -116,6 +115,7 @@ def pipeline_overhead(bench: Any, fake: FakeLlm, embedder: str) -> None:
         for _ in range(3):  # warm-up: connections, output mode, the embedder's first batch
             maker.count = FACTS
             daemon.call("memory.extract_from_messages", params)
+        before = daemon.call("system.health")["extraction"]["fact_embedding_seconds_since_start"]
         for _ in range(calls):
             for count in (0, FACTS):
                 maker.count = count
@@ -123,6 +123,7 @@ def pipeline_overhead(bench: Any, fake: FakeLlm, embedder: str) -> None:
                 result = daemon.call("memory.extract_from_messages", params)
                 samples[count].append(time.perf_counter() - started)
                 assert result["stored"] == count, result
+        embedded = daemon.call("system.health")["extraction"]["fact_embedding_seconds_since_start"] - before
     http = bare_llm_round_trip(fake, calls)
     t0, tf = statistics.median(samples[0]), statistics.median(samples[FACTS])
     per_fact = (tf - t0) / FACTS
@@ -132,32 +133,16 @@ def pipeline_overhead(bench: Any, fake: FakeLlm, embedder: str) -> None:
                  f"{ms(per_fact)} (+ {ms(t0 - http)} per call)", "< 5 ms",
                  "met" if per_fact < 0.005 else "MISSED")  # fmt: skip
     if embedder == "local":
-        # Each new fact is embedded once (the duplicate check; the vector is then kept, as
-        # memory.add's backfill would embed it): that is the model's time, not the pipeline's.
-        embedding = trio.run(embed_alone, maker, calls)
-        print(f"  of which the local model embedding the facts (same texts, batches of {FACTS}, in this process): "
-              f"{ms(embedding)} per fact; the rest {ms(per_fact - embedding)} per fact")  # fmt: skip
-        bench.result("extraction overhead per fact beyond the LLM and the embedding, embedder local",
-                     ms(per_fact - embedding), "< 5 ms", "met" if per_fact - embedding < 0.005 else "MISSED")
-
-
-async def embed_alone(maker: FactMaker, calls: int) -> float:
-    from memoryd.config import EmbedConfig
-    from memoryd.embed import make_embedder
-
-    embedder = make_embedder("local", EmbedConfig())
-    await embedder.start()
-    try:
-        samples = []
-        for index in range(calls + 3):
-            texts = maker.texts.texts(FACTS, low=10, high=25)
-            started = time.perf_counter()
-            await embedder.embed(texts)
-            if index >= 3:
-                samples.append((time.perf_counter() - started) / FACTS)
-        return statistics.median(samples)
-    finally:
-        await embedder.aclose()
+        # Each new fact is embedded once, for the duplicate check; the vector is then kept (as
+        # memory.add's backfill would embed it). That is the model's time, not the pipeline's:
+        # the daemon times it.  Means here, since the embedding time is a total over the calls.
+        embedding = embedded / (calls * FACTS)
+        mean_per_fact = (statistics.mean(samples[FACTS]) - statistics.mean(samples[0])) / FACTS
+        rest = mean_per_fact - embedding
+        print(f"  means: {ms(mean_per_fact)} per fact, of which the local model embedding it (timed in the daemon) "
+              f"{ms(embedding)}; the rest {ms(rest)}")  # fmt: skip
+        bench.result("extraction overhead per fact beyond the LLM and the embedding, embedder local (means)",
+                     ms(rest), "< 5 ms", "met" if rest < 0.005 else "MISSED")
 
 
 def bare_llm_round_trip(fake: FakeLlm, calls: int) -> float:

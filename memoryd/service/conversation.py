@@ -124,6 +124,7 @@ class ConversationService:
         if self.llm is not None:
             state = dict(self.llm.describe())
         state.update(queue)
+        state.update(self.learner.describe())
         if self.worker is not None:
             state.update(self.worker.describe())
         return state

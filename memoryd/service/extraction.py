@@ -77,8 +77,6 @@ class ExtractionWorker:
     def describe(self) -> dict[str, Any]:
         return {
             "sessions_extracted_since_start": self.sessions_extracted,
-            "memories_stored_since_start": self.learner.stored_total,
-            "memories_refreshed_since_start": self.learner.refreshed_total,
             "failures_since_start": self.failures,
             "worker_last_error": self.last_error,
         }

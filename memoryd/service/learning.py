@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy.typing as npt
 import trio
@@ -105,6 +106,7 @@ class FactLearner:
         self.embed_timeout = embed_timeout
         self.stored_total = 0
         self.refreshed_total = 0
+        self.embedding_seconds = 0.0
 
     async def learn(
         self, facts: Sequence[Fact], scope: Scope, origin: Origin, *, completes: ExtractionJob | None = None
@@ -159,9 +161,20 @@ class FactLearner:
         ready = self.backfill is not None and self.backfill.vector_space_ready and self.backfill.last_error is None
         if not texts or self.embedder is None or not ready:
             return [None] * len(texts)
+        started = trio.current_time()
         try:
             with trio.fail_after(self.embed_timeout):
                 return list(await self.embedder.embed(texts))
         except (EmbedderError, trio.TooSlowError) as exc:
             log.warning("extraction.embed_skipped", extra=fields(reason=type(exc).__name__))
             return [None] * len(texts)
+        finally:
+            self.embedding_seconds += trio.current_time() - started
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "memories_stored_since_start": self.stored_total,
+            "memories_refreshed_since_start": self.refreshed_total,
+            # The facts' embeddings for the duplicate check (bench/bench_extraction.py splits it out).
+            "fact_embedding_seconds_since_start": round(self.embedding_seconds, 6),
+        }
