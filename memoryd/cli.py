@@ -6,8 +6,9 @@ import argparse
 import importlib
 import logging
 import sys
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -15,11 +16,14 @@ import trio
 
 from memoryd import __version__
 from memoryd.config import Config, config_reference, load_config
-from memoryd.errors import ConfigError, MemorydError
+from memoryd.errors import ConfigError, MemorydError, StartupError
 from memoryd.log import setup_logging
 
 log = logging.getLogger("memoryd.cli")
 
+#: Exit statuses (README "Limits and failure modes"); a StartupError carries its own:
+#: 3 = the data dir or database cannot be created, opened or written (read-only, permissions,
+#: full disk), 4 = the store is damaged or suspiciously empty and is not served.
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -42,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the daemon in the foreground")
     _add_config_flags(serve)
     serve.add_argument("--socket", metavar="PATH", help="Unix socket path")
+    serve.add_argument(
+        "--accept-empty-db",
+        action="store_true",
+        help="start a new store over a zero-length memoryd.db even though the data dir holds other files",
+    )
 
     reindex = commands.add_parser(
         "reindex",
@@ -122,6 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(config.log_level, config.log_format)
     try:
         return _COMMANDS[args.command](config, args)
+    except StartupError as exc:
+        # One line naming the path and the cause; the status tells systemd which kind.
+        print(f"memoryd: cannot start: {exc}", file=sys.stderr)
+        return exc.exit_status
     except MemorydError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -132,8 +145,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(config: Config, args: argparse.Namespace) -> int:
     from memoryd.server.daemon import run_until_signalled
 
-    trio.run(run_until_signalled, config)
+    try:
+        trio.run(partial(run_until_signalled, config, accept_empty_db=args.accept_empty_db))
+    except BaseExceptionGroup as group:
+        # The daemon's nurseries wrap what stopped start-up; one error of ours is shown as itself.
+        lone = _lone_error(group)
+        if lone is None:
+            raise
+        raise lone from None
     return EXIT_OK
+
+
+def _lone_error(group: BaseExceptionGroup[BaseException]) -> MemorydError | None:
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 and isinstance(leaves[0], MemorydError) else None
 
 
 def _reindex(config: Config, args: argparse.Namespace) -> int:

@@ -76,6 +76,9 @@ class AuthConfig(_Section, frozen=True):
 class StorageConfig(_Section, frozen=True):
     readers: Annotated[int, Meta(ge=1, le=64)] = 4
     busy_timeout_ms: Annotated[int, Meta(ge=0)] = 5000
+    #: Seconds start-up waits for the integrity check (quick_check) before serving; a larger
+    #: store is served meanwhile and the check finishes in the background (see README.md).
+    integrity_check_wait: Annotated[float, Meta(ge=0)] = 0.5
 
 
 class LifecycleConfig(_Section, frozen=True):

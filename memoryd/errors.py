@@ -21,11 +21,16 @@ without one), anything else as -32603 with a log line.
     │   ├── DeadlineExceeded     the request ran past request_timeout
     │   ├── ShuttingDown         the daemon is stopping; retry after restart
     │   ├── Unavailable          a resource the call needs is busy or missing; retry
-    │   └── LlmNotConfigured     extraction is off: [llm] provider/url/model are not set
+    │   ├── LlmNotConfigured     extraction is off: [llm] provider/url/model are not set
+    │   └── StorageFull          the disk is full: nothing was written; retry when space returns
     ├── ConfigError              bad configuration: start-up stops, naming the key
-    ├── StartupError             e.g. a live daemon already holds the socket
+    ├── StartupError             e.g. a live daemon already holds the socket (exit status 1)
+    │   ├── StorageUnusable      the data dir or database cannot be created, opened or written (3)
+    │   └── StoreRefused         the database is damaged or suspiciously empty: not served (4)
     ├── StoreError               the database refused something
     │   ├── StoreBusy            the database stayed locked past busy_timeout (callers: Unavailable)
+    │   ├── DiskFull             SQLITE_FULL: nothing was written (callers: StorageFull)
+    │   ├── StoreCorrupt         SQLite found the file damaged; writes stop (callers: Unavailable)
     │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
     │   ├── AmbiguousIdPrefix    an id prefix matches several of the caller's memories
     │   └── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
@@ -117,6 +122,10 @@ class LlmNotConfigured(
     """An extract method was called while ``[llm] provider = "none"`` (the default)."""
 
 
+class StorageFull(RpcError, code=ErrorCode.STORAGE_FULL, message="Storage full: nothing was written, retry later"):
+    """The daemon's disk is full (``DiskFull`` below the service); it recovers by itself."""
+
+
 #: The class for each code (the classes carry their codes).
 RPC_ERRORS_BY_CODE: dict[int, type[RpcError]] = {cls.code: cls for cls in RpcError.__subclasses__()}
 
@@ -126,7 +135,35 @@ class ConfigError(MemorydError):
 
 
 class StartupError(MemorydError):
-    """The daemon cannot start (socket held by a live daemon, unwritable data dir, ...)."""
+    """The daemon cannot start (socket held by a live daemon, unwritable data dir, ...).
+
+    ``exit_status`` is what `memoryd serve` exits with (documented in the README), so a
+    service manager can tell a failure that a restart may cure from one that needs a person.
+    """
+
+    exit_status: ClassVar[int] = 1
+
+
+class StorageUnusable(StartupError):
+    """The data directory or the database file cannot be created, opened or written: a
+    read-only mount, missing permissions, a full disk.  The message names the path and the
+    cause (the OS's own words)."""
+
+    exit_status = 3
+
+    def __init__(self, path: object, cause: str, errno: int | None = None) -> None:
+        super().__init__(f"{path}: {cause}")
+        self.path = path
+        self.cause = cause
+        #: The errno behind ``cause`` when one is known (sent to systemd as ERRNO=).
+        self.errno = errno
+
+
+class StoreRefused(StartupError):
+    """The database is damaged (the start-up integrity check failed) or is an empty file
+    where a store was expected: serving it could lose or hide memories."""
+
+    exit_status = 4
 
 
 class StoreError(MemorydError):
@@ -140,6 +177,16 @@ class StoreBusy(StoreError):
     def __init__(self, busy_timeout_ms: int) -> None:
         super().__init__(f"the database stayed locked for {busy_timeout_ms} ms")
         self.busy_timeout_ms = busy_timeout_ms
+
+
+class DiskFull(StoreError):
+    """SQLite answered SQLITE_FULL: the transaction was rolled back, nothing was written."""
+
+
+class StoreCorrupt(StoreError):
+    """SQLite found the database file damaged (SQLITE_CORRUPT / SQLITE_NOTADB).  The store
+    stops writing (so it is not made worse) until an operator runs `memoryd check` and
+    restores a backup."""
 
 
 class EmbeddingModelMismatch(StoreError):

@@ -6,12 +6,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import REPO
 
 
-def memoryd(*args: str, data_dir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    """``python -m memoryd ARGS --data-dir DATA_DIR``; the caller's MEMORYD_* variables are not inherited."""
+def memoryd(
+    *args: str, data_dir: Path, env: dict[str, str] | None = None, **popen: Any
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m memoryd ARGS --data-dir DATA_DIR``; the caller's MEMORYD_* variables are not
+    inherited.  ``popen`` goes to subprocess.run (``umask=``, ``user=``)."""
     clean = {key: value for key, value in os.environ.items() if not key.startswith("MEMORYD_")}
     return subprocess.run(
         [sys.executable, "-m", "memoryd", *args, "--data-dir", str(data_dir)],
@@ -20,6 +24,7 @@ def memoryd(*args: str, data_dir: Path, env: dict[str, str] | None = None) -> su
         env={**clean, **(env or {})},
         cwd=REPO,
         timeout=120,
+        **popen,
     )
 
 

@@ -42,6 +42,7 @@ from .errors import (
     ProtocolError,
     RequestTimeout,
     ShuttingDown,
+    StorageFull,
     Unauthorized,
     Unavailable,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "ProtocolError",
     "RequestTimeout",
     "ShuttingDown",
+    "StorageFull",
     "Unauthorized",
     "TokenError",
     "Unavailable",

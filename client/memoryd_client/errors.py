@@ -23,7 +23,8 @@ round.
         ├── DeadlineExceeded
         ├── ShuttingDown         retry after the daemon restarts
         ├── Unavailable          the database is busy (locked by another process); retry
-        └── LlmNotConfigured     extraction is off: the daemon's [llm] names no provider
+        ├── LlmNotConfigured     extraction is off: the daemon's [llm] names no provider
+        └── StorageFull          the daemon's disk is full: nothing was written; retry later
 
 An error code this client does not know becomes a plain ``MemorydRpcError``.
 """
@@ -53,6 +54,7 @@ class ErrorCode(enum.IntEnum):
     SHUTTING_DOWN = -32006  # retry after the daemon restarts
     UNAVAILABLE = -32007  # something the call needs is busy or down (the database); retry
     LLM_NOT_CONFIGURED = -32008  # extraction is off: the daemon's [llm] names no provider
+    STORAGE_FULL = -32009  # the daemon's disk is full: nothing was written; retry once space returns
 
 
 class MemoryClientError(Exception):
@@ -154,6 +156,9 @@ class Unavailable(MemorydRpcError, code=ErrorCode.UNAVAILABLE): ...
 
 
 class LlmNotConfigured(MemorydRpcError, code=ErrorCode.LLM_NOT_CONFIGURED): ...
+
+
+class StorageFull(MemorydRpcError, code=ErrorCode.STORAGE_FULL): ...
 
 
 #: The class for each code.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TextIO
 
@@ -11,22 +12,36 @@ from memoryd.store.consistency import Finding
 
 
 def run(config: Config, *, repair: bool, as_json: bool, out: TextIO = sys.stdout) -> int:
-    repaired: list[str] = []
-    with open_store(config) as store:
-        findings = store.lifecycle.check()
-        if repair and any(not f.ok and f.repairable for f in findings):
-            repaired = store.lifecycle.repair(findings)
-    if repaired:
-        # Checked again on fresh connections: FTS5's integrity check trusts the index
-        # structure a connection cached before the rebuild, and would report false damage.
-        with open_store(config) as store:
-            findings = store.lifecycle.check()
+    # Damage is this command's finding, reported below; the store's own "run `memoryd check`"
+    # line would only repeat it.
+    store_log = logging.getLogger("memoryd.store")
+    level = store_log.level
+    store_log.setLevel(logging.CRITICAL)
+    try:
+        findings, repaired = _check(config, repair)
+    finally:
+        store_log.setLevel(level)
     healthy = all(f.ok for f in findings)
     if as_json:
         print_json({"ok": healthy, "checks": [f.to_dict() for f in findings], "repaired": repaired}, out)
     else:
         out.write(render(findings, repaired, repair))
     return EXIT_OK if healthy else EXIT_PROBLEMS
+
+
+def _check(config: Config, repair: bool) -> tuple[list[Finding], list[str]]:
+    repaired: list[str] = []
+    # Only --repair writes: a plain check also works on a read-only disk.
+    with open_store(config, readonly=not repair) as store:
+        findings = store.lifecycle.check()
+        if repair and any(not f.ok and f.repairable for f in findings):
+            repaired = store.lifecycle.repair(findings)
+    if repaired:
+        # Checked again on fresh connections: FTS5's integrity check trusts the index
+        # structure a connection cached before the rebuild, and would report false damage.
+        with open_store(config, readonly=True) as store:
+            findings = store.lifecycle.check()
+    return findings, repaired
 
 
 def render(findings: list[Finding], repaired: list[str], repair: bool) -> str:

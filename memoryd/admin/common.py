@@ -17,11 +17,12 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1
 
 
-def open_store(config: Config, *, create: bool = False) -> Store:
+def open_store(config: Config, *, create: bool = False, readonly: bool = False) -> Store:
     """The daemon's database (migrated to this memoryd's schema), for one admin command.
 
     Without ``create`` a missing file is an error: a typo in --data-dir must not make an
-    empty store appear.
+    empty store appear.  ``readonly`` for the commands that only read: no migration, no write,
+    and it works on a read-only disk or in a directory this user may not write.
     """
     path = config.db_path
     if not path.exists():
@@ -30,7 +31,7 @@ def open_store(config: Config, *, create: bool = False) -> Store:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # No mmap: these commands scan whole tables once; through the bounded page cache their
     # RSS stays flat however large the file is.
-    return Store(path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms, mmap_bytes=0)
+    return Store(path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms, mmap_bytes=0, readonly=readonly)
 
 
 def human_bytes(count: float) -> str:

@@ -14,7 +14,7 @@ TOP_USERS = 20
 
 
 def gather(config: Config) -> dict[str, Any]:
-    with open_store(config) as store:
+    with open_store(config, readonly=True) as store:
         return store.lifecycle.stats()
 
 

@@ -20,6 +20,7 @@ from memoryd.errors import (
     AmbiguousIdPrefix,
     BrokenInvariant,
     ConfigError,
+    DiskFull,
     EmbedderError,
     EmbeddingModelMismatch,
     InternalError,
@@ -31,8 +32,12 @@ from memoryd.errors import (
     MemorydError,
     RpcError,
     StartupError,
+    StorageFull,
+    StorageUnusable,
     StoreBusy,
+    StoreCorrupt,
     StoreError,
+    StoreRefused,
     Unavailable,
 )
 
@@ -50,6 +55,19 @@ def _store_busy(exc: StoreBusy) -> RpcError:
     # Nothing was written: the caller may retry once the other process lets go.
     return Unavailable(
         "Database is busy (locked by another process), retry later", {"busy_timeout_ms": exc.busy_timeout_ms}
+    )
+
+
+def _disk_full(exc: DiskFull) -> RpcError:
+    # Rolled back, so the call can be retried as is; the store logged the state change once.
+    return StorageFull(data={"retryable": True})
+
+
+def _store_corrupt(exc: StoreCorrupt) -> RpcError:
+    # Not a bug to log per call: the store logged the damage once and health says degraded.
+    return Unavailable(
+        "Database is damaged: writes are stopped until the operator runs `memoryd check` and restores a backup",
+        {"storage": "corrupt"},
     )
 
 
@@ -71,6 +89,8 @@ def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
 ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreError: _internal,
     StoreBusy: _store_busy,
+    DiskFull: _disk_full,
+    StoreCorrupt: _store_corrupt,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug
     AmbiguousIdPrefix: _ambiguous_id,
     BrokenInvariant: _internal,  # the service validates first: reaching the store with it is a bug
@@ -83,6 +103,8 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     LlmBadReply: _internal,  # the model never answered in shape: retrying the call will not help
     ConfigError: _internal,  # raised only while starting up
     StartupError: _internal,  # raised only while starting up
+    StorageUnusable: _internal,  # raised only while starting up
+    StoreRefused: _internal,  # raised only while starting up
 }
 
 

@@ -2,6 +2,8 @@
 
 Order matters: the socket file appears only once everything behind it is ready, and on the
 way out the socket goes first, then in-flight calls finish, then the WAL is checkpointed.
+A bad data directory or a damaged store stops start-up with one ``StartupError`` whose
+``exit_status`` says which (``data_dir.py``, ``integrity.py``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +21,12 @@ from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
-from memoryd.errors import EmbeddingModelMismatch, StartupError
+from memoryd.errors import DiskFull, EmbeddingModelMismatch, StartupError, StoreCorrupt, StoreError, StoreRefused
 from memoryd.llm import make_llm
 from memoryd.log import fields
+from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
+from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
@@ -48,11 +53,13 @@ class Daemon:
         embedder: Embedder | None = None,
         listen_socket: socket.socket | None = None,
         notifier: Notifier | None = None,
+        accept_empty_db: bool = False,
     ) -> None:
         """``embedder`` overrides the configured one (tests share one loaded model).
 
         ``listen_socket`` is a socket-activated one (systemd owns its file); ``notifier`` tells
-        the service manager about readiness and status.
+        the service manager about readiness and status.  ``accept_empty_db`` serves a
+        zero-length database file even where other files suggest it was truncated.
         """
         self.config = config
         # Built first: a missing or too short token secret stops start-up before anything opens.
@@ -67,6 +74,7 @@ class Daemon:
         self._owns_embedder = embedder is None
         self._listen_socket = listen_socket
         self.notifier = notifier or Notifier(None)
+        self._accept_empty_db = accept_empty_db
         self._stop = trio.Event()
 
     def request_stop(self) -> None:
@@ -76,9 +84,12 @@ class Daemon:
         started = trio.current_time()
         store = await trio.to_thread.run_sync(self._open_store)
         self.store = store
+        integrity = IntegrityCheck(store.lifecycle)
+        integrity.start()  # alongside the embedder's start-up
         try:
             embedder = await self._start_embedder(store)
             try:
+                await self._await_integrity(integrity, started)
                 await self._serve(store, embedder, started, task_status)
             finally:
                 with trio.CancelScope(shield=True):
@@ -88,18 +99,33 @@ class Daemon:
                         await self.llm.aclose()
         finally:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(store.lifecycle.checkpoint)
-                await trio.to_thread.run_sync(store.close)
+                integrity.stop()
+                await integrity.done.wait()
+                await trio.to_thread.run_sync(_close_store, store)
             log.info("daemon.stopped")
 
     def _open_store(self) -> Store:
-        data_path = self.config.data_path
+        config = self.config
+        data_dir.prepare(config.data_path, config.db_path, accept_empty_db=self._accept_empty_db)
+        storage = config.storage
         try:
-            data_path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StartupError(f"cannot create data dir {data_path}: {exc}") from None
-        storage = self.config.storage
-        return Store(self.config.db_path, readers=storage.readers, busy_timeout_ms=storage.busy_timeout_ms)
+            return Store(config.db_path, readers=storage.readers, busy_timeout_ms=storage.busy_timeout_ms)
+        except StoreError as exc:
+            failure = data_dir.opening_failure(config.db_path, exc)
+            if failure is None:
+                raise StartupError(str(exc)) from None
+            raise failure from None
+
+    async def _await_integrity(self, integrity: IntegrityCheck, started: float) -> None:
+        with trio.move_on_at(started + self.config.storage.integrity_check_wait):
+            await integrity.done.wait()
+        if integrity.damaged:
+            assert integrity.verdict is not None
+            problems = "; ".join(integrity.verdict[:3])
+            raise StoreRefused(f"{self.config.db_path} failed its integrity check ({problems}); {data_dir.RESTORE_ADVICE}")
+        if not integrity.done.is_set():
+            # Damage found later turns health degraded and stops writes (the store's condition).
+            log.info("store.integrity_check_continues", extra=fields(after_ready=True))
 
     async def _start_embedder(self, store: Store) -> Embedder | None:
         if self.embedder is not None:
@@ -161,9 +187,9 @@ class Daemon:
                 if coalescer is not None:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
-                    await nursery.start(backfill.run)
+                    await nursery.start(_despite_storage_faults, backfill.run)
                 if self.extraction is not None:
-                    await nursery.start(self.extraction.run)
+                    await nursery.start(_despite_storage_faults, self.extraction.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
@@ -223,6 +249,9 @@ class Daemon:
 
     async def _describe(self, store: Store) -> str:
         """The STATUS= line an operator sees in ``systemctl status memoryd``."""
+        storage = store.memories.storage
+        if storage.state != "ok":
+            return f"degraded: {storage.reason}"
         counts = await store.memories.health_counts()
         pending = sum((await store.jobs.backlog()).values())
         connections = self._server_stats().get("connections_open", 0)
@@ -232,10 +261,42 @@ class Daemon:
         )
 
 
-async def run_until_signalled(config: Config) -> None:
+#: How long a worker stopped by a full disk or a damaged file waits before it tries again.
+STORAGE_RETRY_SECONDS = 5.0
+
+
+async def _despite_storage_faults(
+    run: Callable[[], Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run a background worker (the embedding backfill) that a full disk or a damaged file
+    must pause, not bring the daemon down with it; the store logged the fault once."""
+    task_status.started()
+    while True:
+        try:
+            await run()
+        except (DiskFull, StoreCorrupt) as exc:
+            log.debug("worker.paused", extra=fields(reason=str(exc), retry_in=STORAGE_RETRY_SECONDS))
+            await trio.sleep(STORAGE_RETRY_SECONDS)
+
+
+def _close_store(store: Store) -> None:
+    try:
+        store.lifecycle.checkpoint()
+    except StoreError as exc:
+        # Every committed write is already in the WAL file, which outlives this process (the
+        # same guarantee as any commit under synchronous=NORMAL); SQLite folds it into the
+        # database file on the next open or checkpoint.  Nothing is lost: exit normally.
+        log.warning(
+            "daemon.checkpoint_failed: the WAL is kept and is durable; it is folded in at the next start",
+            extra=fields(error=str(exc)),
+        )
+    store.close()
+
+
+async def run_until_signalled(config: Config, *, accept_empty_db: bool = False) -> None:
     """``memoryd serve``: run until SIGTERM or SIGINT, then shut down gracefully."""
     notifier = Notifier.from_environ()
-    daemon = Daemon(config, listen_socket=take_listen_socket(), notifier=notifier)
+    daemon = Daemon(config, listen_socket=take_listen_socket(), notifier=notifier, accept_empty_db=accept_empty_db)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
 
         async def watch_signals() -> None:
@@ -247,5 +308,9 @@ async def run_until_signalled(config: Config) -> None:
             nursery.start_soon(watch_signals)
             # For the whole run, start-up included: the pings prove the loop is alive, not ready.
             nursery.start_soon(notifier.run_watchdog)
-            await daemon.run()
+            try:
+                await daemon.run()
+            except StartupError as exc:
+                await notifier.failed(str(exc), getattr(exc, "errno", None))
+                raise
             nursery.cancel_scope.cancel()

@@ -83,6 +83,13 @@ class Notifier:
     async def status(self, status: str) -> None:
         await self.send(_status(status))
 
+    async def failed(self, reason: str, errno: int | None = None) -> None:
+        """Start-up failed: ``systemctl status`` shows the reason next to the exit status."""
+        assignments = [_status(f"failed: {reason}")]
+        if errno:
+            assignments.append(f"ERRNO={errno}")
+        await self.send(*assignments)
+
     async def stopping(self) -> None:
         await self.send("STOPPING=1", _status("stopping"))
 

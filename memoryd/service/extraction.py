@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from memoryd.config import ExtractionConfig
-from memoryd.errors import LlmError, LlmUnavailable
+from memoryd.errors import DiskFull, LlmError, LlmUnavailable, StoreCorrupt
 from memoryd.extract import Speaker, extract_facts
 from memoryd.ids import now_ms
 from memoryd.llm import LlmClient
@@ -110,6 +110,10 @@ class ExtractionWorker:
             self.sessions_extracted += 1
         except LlmError as exc:
             await self._failed(job, exc, park=not exc.retry_later, retry_after=_retry_after(exc))
+        except (DiskFull, StoreCorrupt) as exc:
+            # Not the job's fault and not an attempt: it is claimed again once its lease runs out.
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("extraction.store_unavailable", extra=fields(error=self.last_error))
         except Exception as exc:
             # A bug or a store error: logged in full, retried like any failure, parked in the end.
             log.exception("extraction.failed")

@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from memoryd.config import ExtractionConfig, LifecycleConfig
+from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import DAY_MS, iso_from_ms, now_ms
 from memoryd.log import fields
 from memoryd.store import ConversationLog, Lifecycle
@@ -81,6 +82,9 @@ class Maintenance:
         summary: dict[str, Any] | None = None
         try:
             summary = await trio.to_thread.run_sync(self._pass)
+        except (DiskFull, StoreCorrupt) as exc:
+            # The store logged the state change once; a traceback per pass would add nothing.
+            log.warning("maintenance.skipped", extra=fields(reason=str(exc)))
         except Exception:
             log.exception("maintenance.failed")
         self.runs += 1
@@ -131,6 +135,8 @@ class Maintenance:
     async def _flush_access(self) -> None:
         try:
             flushed = await self.lifecycle.flush_hits()
+        except (DiskFull, StoreCorrupt):
+            return  # kept in memory; the store logged the state change once
         except Exception:
             # Kept in memory and retried next time (e.g. an import held the write lock).
             log.warning("maintenance.access_flush_failed", exc_info=True)

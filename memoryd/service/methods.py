@@ -8,6 +8,7 @@ import trio
 from typing import Any, Callable
 
 from memoryd import __version__
+from memoryd.errors import StoreError
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.conversation import ConversationService
@@ -60,12 +61,18 @@ class HealthReporter:
         # only trusted peers see the host-wide numbers; everyone else gets liveness only.
         embedder = self.service.embedder
         degraded = embedder is not None and self.backfill is not None and bool(self.backfill.last_error)
+        storage = self.service.memories.storage
+        degraded = degraded or storage.state != "ok"
+        liveness: dict[str, Any] = {
+            "status": "degraded" if degraded else "ok",
+            "version": __version__,
+            "uptime_seconds": round(time.monotonic() - self.started, 3),
+        }
+        if storage.state != "ok":
+            # A full disk or a damaged file: every caller should learn why writes fail.
+            liveness["reason"] = storage.reason
         if not self.service.authenticator.sees_health_details(ctx):
-            return {
-                "status": "degraded" if degraded else "ok",
-                "version": __version__,
-                "uptime_seconds": round(time.monotonic() - self.started, 3),
-            }
+            return liveness
         embedder_state: dict[str, Any] = {"backend": "none", "state": "disabled"}
         if embedder is not None:
             embedder_state = dict(embedder.describe())
@@ -74,15 +81,21 @@ class HealthReporter:
                 embedder_state["embedded_since_start"] = self.backfill.embedded_total
                 if self.backfill.last_error:
                     embedder_state["last_error"] = self.backfill.last_error
-        counts, backlog, queue = await self._cached_store_numbers()
+        try:
+            counts, backlog, queue = await self._cached_store_numbers()
+        except StoreError:
+            # The numbers may sit on damaged pages; health must still answer (the store's
+            # condition now says corrupt, and the reason is shown).
+            counts, backlog, queue = {}, {}, {}
+            storage = self.service.memories.storage
+            liveness.update(status="degraded", reason=storage.reason or "the store could not be read")
         extra: dict[str, Any] = {}
         if self.conversations is not None:
             extra["extraction"] = self.conversations.describe(queue)
         extra["secrets"] = self.service.secrets.describe()
         return {
-            "status": "degraded" if degraded else "ok",
-            "version": __version__,
-            "uptime_seconds": round(time.monotonic() - self.started, 3),
+            **liveness,
+            "storage": storage.to_dict(),
             "counts": counts,
             "embedder": embedder_state,
             "backlog": backlog,

@@ -28,6 +28,8 @@ from memoryd.store.db import one
 from memoryd.store.vectors import NEVER, VectorSpace
 from memoryd.store.visibility import live
 
+RESTORE_HINT = "restore a backup: `memoryd backup` copies"
+
 #: Live memories whose searchability is spot-checked.
 FTS_SAMPLE = 200
 
@@ -49,10 +51,14 @@ def _ok(check: str, detail: str) -> Finding:
 
 
 def check_sqlite(db: apsw.Connection) -> Finding:
-    messages = [str(row[0]) for row in db.execute("PRAGMA integrity_check(20)")]
+    try:
+        messages = [str(row[0]) for row in db.execute("PRAGMA integrity_check(20)")]
+    except (apsw.CorruptError, apsw.NotADBError) as exc:
+        # Damage bad enough that the check itself cannot walk the file: still a finding.
+        messages = [f"integrity_check stopped: {exc}"]
     if messages == ["ok"]:
         return _ok("sqlite", "integrity_check ok")
-    return Finding("sqlite", False, "; ".join(messages) + " (restore a backup: `memoryd backup` copies)", len(messages))
+    return Finding("sqlite", False, "; ".join(messages) + f" ({RESTORE_HINT})", len(messages))
 
 
 def check_fts_documents(db: apsw.Connection) -> Finding:

@@ -18,6 +18,7 @@ from typing import Any
 
 import apsw
 
+from memoryd.errors import StoreCorrupt
 from memoryd.store import consistency, eviction, retention, stats, transfer
 from memoryd.store.consistency import Finding
 from memoryd.store.db import Database, file_sizes
@@ -126,7 +127,17 @@ class Lifecycle:
 
     def check(self, *, fts_sample: int = consistency.FTS_SAMPLE) -> list[Finding]:
         """Integrity and index consistency, in one read snapshot."""
-        return self._db.read_sync(consistency.check, self._clock(), fts_sample=fts_sample)
+        try:
+            return self._db.read_sync(consistency.check, self._clock(), fts_sample=fts_sample)
+        except StoreCorrupt as exc:
+            # Damaged where even the snapshot could not be read: that is the finding.
+            return [Finding("sqlite", False, f"{exc} ({consistency.RESTORE_HINT})", 1)]
+
+    def quick_check(self, on_start: Callable[[Callable[[], None]], None] = lambda interrupt: None) -> list[str] | None:
+        """SQLite's quick_check of the whole file (the daemon's start-up check): ``["ok"]``, the
+        problems (a damaged file also stops the store's writes), or None if interrupted.
+        ``on_start`` receives a thread-safe function that interrupts it."""
+        return self._db.quick_check(on_start)
 
     def repair(self, findings: list[Finding]) -> list[str]:
         """Fix what ``check`` found, in one write transaction; returns what was done."""

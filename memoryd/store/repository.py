@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.store import lookup, memories, search, stats
+from memoryd.store.condition import Condition
 from memoryd.store.db import Database
 from memoryd.store.hits import HitCounter
 from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
@@ -104,6 +105,11 @@ class MemoryRepository:
     async def short_ids(self, scope: Scope, ids: Iterable[str]) -> dict[str, str]:
         """The shortest prefix (at least 8 characters) naming each id among what ``scope`` sees."""
         return await self._db.read(lookup.short_ids, scope, builtins.list(ids), self._clock())
+
+    @property
+    def storage(self) -> Condition:
+        """Whether the store takes writes (ok, disk full, file damaged), and why not."""
+        return self._db.condition.current
 
     @property
     def write_count(self) -> int:

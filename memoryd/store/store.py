@@ -17,6 +17,7 @@ from pathlib import Path
 
 import apsw
 
+from memoryd.errors import DiskFull, StoreCorrupt, StoreError
 from memoryd.ids import now_ms
 from memoryd.store import jobs, schema, vectors
 from memoryd.store.db import MMAP_BYTES, Database
@@ -41,14 +42,18 @@ class Store:
         busy_timeout_ms: int = 5000,
         mmap_bytes: int = MMAP_BYTES,
         clock: Callable[[], int] = now_ms,
+        readonly: bool = False,
     ) -> None:
         """``mmap_bytes`` = 0 reads through SQLite's bounded page cache instead of mapping the
         file: slower searches, but a full scan (the admin commands) keeps a small RSS.
-        ``clock`` gives "now" in wall-clock ms (tests move it)."""
+        ``clock`` gives "now" in wall-clock ms (tests move it).  ``readonly`` never writes (nor
+        migrates): for the admin commands that only read, on a read-only disk too."""
         self.path = Path(path)
-        self._db = Database(self.path, readers=readers, busy_timeout_ms=busy_timeout_ms, mmap_bytes=mmap_bytes)
+        self._db = Database(
+            self.path, readers=readers, busy_timeout_ms=busy_timeout_ms, mmap_bytes=mmap_bytes, readonly=readonly
+        )
         try:
-            version = self._db.plain_sync(schema.migrate)
+            version = self._db.plain_sync(_require_current if readonly else schema.migrate)
             self._db.open_readers()
         except BaseException:
             self._db.close()
@@ -105,6 +110,8 @@ class Store:
             if entries:
                 try:
                     self._db.write_sync(write_hits, entries)
+                except (DiskFull, StoreCorrupt) as exc:  # logged once by the store's condition
+                    log.warning("store: could not write %d hit counts on close: %s", len(entries), exc)
                 except Exception:  # best-effort statistics must not stop a shutdown
                     log.warning("store: could not write %d hit counts on close", len(entries), exc_info=True)
             self._db.close()
@@ -115,3 +122,14 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _require_current(db: apsw.Connection) -> int:
+    """A read-only store cannot be migrated: it must already have this memoryd's schema."""
+    version = schema.schema_version(db)
+    if version != len(schema.MIGRATIONS):
+        raise StoreError(
+            f"the database has schema v{version} and this memoryd reads v{len(schema.MIGRATIONS)}: "
+            "open it once with write access (`memoryd serve`) to migrate it"
+        )
+    return version

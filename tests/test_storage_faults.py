@@ -1,0 +1,168 @@
+"""A full disk and a damaged file while serving: real faults (tmpfs, overwritten bytes), a daemon
+in this process, calls over its real socket."""
+
+from __future__ import annotations
+
+import logging
+import random
+import string
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from memoryd import errors
+from memoryd.server.daemon import Daemon
+from memoryd.store import Store
+from memoryd.store.visibility import Scope
+from tests.conftest import make_config
+from tests.store_helpers import note
+from tests.disk_faults import build_store, corrupt_mid_file, fill, tmpfs
+from tests.wire import NdjsonPeer
+
+STORAGE_FULL = -32009
+UNAVAILABLE = -32007
+
+
+def _bulky(i: int) -> str:
+    # Incompressible text: every add needs new pages.
+    rng = random.Random(i)
+    return f"note {i} " + "".join(rng.choice(string.ascii_letters + " ") for _ in range(12_000))
+
+
+async def _add(peer: NdjsonPeer, content: str) -> dict:
+    return await peer.call("memory.add", {"user_id": "alice", "content": content})
+
+
+async def test_a_full_disk_answers_storage_full_turns_health_degraded_and_recovers(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="memoryd")
+    with tmpfs("4m") as disk:
+        daemon = Daemon(make_config(short_tmp, data_dir=str(disk / "data")))
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(60):
+                path = await nursery.start(daemon.run)
+                peer = await NdjsonPeer.connect(path)
+                kept = [(await _add(peer, f"small note {i}"))["result"]["id"] for i in range(40)]
+                filler = fill(disk)
+                # The WAL's already allocated space may take a few more adds: add until it says no.
+                for i in range(100):
+                    reply = await _add(peer, _bulky(i))
+                    if "error" in reply:
+                        break
+                assert reply["error"]["code"] == STORAGE_FULL, reply
+                assert reply["error"]["data"] == {"retryable": True}
+                again = await _add(peer, _bulky(1000))
+                assert again["error"]["code"] == STORAGE_FULL
+                # Small deletes fit in the WAL space the failed adds left allocated, until it is used up.
+                for memory_id in kept:
+                    deleted = await peer.call("memory.delete", {"user_id": "alice", "memory_id": memory_id})
+                    if "error" in deleted:
+                        break
+                assert deleted["error"]["code"] == STORAGE_FULL, deleted
+
+                health = (await peer.call("system.health", {}))["result"]
+                assert health["status"] == "degraded"
+                assert "disk is full" in health["reason"]
+                assert health["storage"]["state"] == "full"
+                # Reads still work on a full disk.
+                listed = await peer.call("memory.list", {"user_id": "alice", "limit": 100})
+                assert kept[0] in [m["id"] for m in listed["result"]]
+
+                filler.unlink()
+                # Health sees the space come back by itself, before any write succeeds.
+                health = (await peer.call("system.health", {}))["result"]
+                assert health["status"] == "ok" and "reason" not in health
+                assert "result" in await _add(peer, _bulky(2000))
+                await peer.aclose()
+                daemon.request_stop()
+    # Once per state change, no traceback per call.
+    assert caplog.text.count("store.full") == 1
+    assert caplog.text.count("store.space_returned") == 1
+    assert "Traceback" not in caplog.text
+
+
+async def test_a_store_damaged_while_serving_turns_health_degraded_and_stops_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db_path = tmp_path / "memoryd.db"
+    build_store(db_path)
+    corrupt_mid_file(db_path)
+    # Opened without the start-up check, as a daemon would be that found nothing yet.
+    with Store(db_path, readers=1) as store:
+        scope = Scope("alice")
+        failures = 0
+        for query in ("alpha", "beta gamma", "memory", "kappa sigma"):
+            try:
+                await store.memories.list(scope, limit=10_000)
+                await store.memories.search(scope, query, limit=50, query_vector=None)
+            except errors.StoreCorrupt:
+                failures += 1
+        assert failures, "the overwritten pages were never read"
+        assert store.memories.storage.state == "corrupt"
+        assert "memoryd check" in store.memories.storage.reason
+        files_before = _file_states(db_path)
+        with pytest.raises(errors.StoreCorrupt):
+            await store.memories.add(note("written into a damaged file?"))
+        assert _file_states(db_path) == files_before  # refused before SQLite wrote anything
+        assert caplog.text.count("store.corrupt") == 1
+
+
+def _file_states(db_path: Path) -> dict[str, tuple[int, int]]:
+    """Size and mtime of the database file and its WAL (the files a write would change)."""
+    files = [db_path, Path(f"{db_path}-wal")]
+    return {path.name: (path.stat().st_size, path.stat().st_mtime_ns) for path in files if path.exists()}
+
+
+async def test_damage_found_after_ready_is_answered_unavailable_and_shown_in_health(short_tmp: Path) -> None:
+    data = short_tmp / "data"
+    build_store(data / "memoryd.db")
+    corrupt_mid_file(data / "memoryd.db")
+    # Waiting 0 s for the check: the daemon serves while it runs, as with a large store.
+    daemon = Daemon(make_config(short_tmp, storage={"integrity_check_wait": 0.0}))
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(60):
+            path = await nursery.start(daemon.run)
+            peer = await NdjsonPeer.connect(path)
+            while (health := (await peer.call("system.health", {}))["result"])["status"] == "ok":
+                await trio.sleep(0.01)
+            assert health["storage"]["state"] == "corrupt"
+            assert "memoryd check" in health["reason"]
+            refused = await _add(peer, "must not be written into a damaged file")
+            assert refused["error"]["code"] == UNAVAILABLE
+            assert refused["error"]["data"] == {"storage": "corrupt"}
+            await peer.aclose()
+            daemon.request_stop()
+
+
+async def test_the_embedding_backfill_pauses_on_a_full_disk_instead_of_stopping_the_daemon(
+    short_tmp: Path, local_embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="memoryd.daemon")
+    with tmpfs("16m") as disk:
+        config = make_config(short_tmp, data_dir=str(disk / "data"), embedder="local", embed={"add_wait": 0.0})
+        daemon = Daemon(config, embedder=local_embedder)
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(120):
+                path = await nursery.start(daemon.run)
+                peer = await NdjsonPeer.connect(path)
+                filler = fill(disk)
+                # Small adds fit in WAL space already allocated; their vectors need a new vec0
+                # chunk (hundreds of KB), which the full disk refuses to the backfill.
+                added = [await _add(peer, f"small note {i}") for i in range(5)]
+                assert any("result" in reply for reply in added), added
+                while (await peer.call("system.health", {}))["result"]["status"] == "ok":
+                    await trio.sleep(0.05)
+                await trio.sleep(1.0)
+                health = (await peer.call("system.health", {}))["result"]
+                assert health["storage"]["state"] == "full"
+                assert "worker.paused" in caplog.text  # the backfill hit the full disk, and lives
+                filler.unlink()
+                while (await peer.call("system.health", {}))["result"]["counts"]["memories_active"] == 0:
+                    await trio.sleep(0.05)
+                search = await peer.call("memory.search", {"user_id": "alice", "query": "small note"})
+                assert search["result"], search
+                await peer.aclose()
+                daemon.request_stop()
