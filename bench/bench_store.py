@@ -7,6 +7,10 @@ words (so queries hit very common as well as rare terms), a crowd of other users
 "bob" with five memories; random unit vectors (384-d) stand in for embeddings, written through
 the real job path (claim + complete).  Prints build time, FTS-only / vector-only / hybrid
 search p50 and p99 (no query embedding), list latency, bob's completeness and the DB size.
+
+``--people N`` (default 50) then gives alice N people with ``--links`` memories each and
+compares, interleaved in one run, hybrid search as it was before people (no ``about``
+annotation), as it is for a query that mentions nobody, and for one that mentions a person.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memoryd.store import NewMemory, Scope, Store
+from memoryd.knowledge import MentionFinder
+from memoryd.store import NewMemory, PeopleFocus, Scope, Store, people_retriever
 
 VOCABULARY = 30_000
 ZIPF_EXPONENT = 1.07
@@ -145,6 +150,46 @@ async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, quer
     return {"fts": fts, "vector": vec, "hybrid": hyb, "list": lst, "bob_hybrid": bob_hyb}
 
 
+def add_people(store: Store, maker: TextMaker, count: int, links: int) -> list[int]:
+    """``count`` people of alice, each named as the subject of ``links`` new memories (bulk:
+    one transaction to add, one to learn)."""
+    news = [NewMemory(t, "alice", None, False, "bench", subjects=[f"Person{i}"])
+            for i in range(count) for t in maker.texts(links)]
+    store.memories.add_many(news)
+    added = trio.run(lambda: store.memories.list(Scope("alice"), limit=len(news)))
+    store.people.learn_many("alice", [(r.id, r.content, r.subjects) for r in added], ["alice"])
+    return [person.rowid for person in trio.run(store.people.people_of, "alice")]
+
+
+async def compare_people(store: Store, rng: np.random.Generator, maker: TextMaker, queries: int, rowids: list[int]) -> None:
+    """Hybrid search before people / mentioning nobody / mentioning one person, interleaved."""
+    alice = Scope("alice", None)
+    qtexts = query_texts(rng, maker, queries)
+    qvecs = random_units(rng, queries)
+    annotate = people_retriever.annotate
+    samples: dict[str, list[float]] = {"before people": [], "mentions nobody": [], "mentions a person": []}
+
+    def no_annotation(*args: object) -> None:
+        return None
+
+    kinds = list(samples)
+    for i in range(queries):
+        for kind in kinds[i % 3:] + kinds[: i % 3]:  # rotated: no kind always runs first
+            focus = PeopleFocus(mentioned=(rowids[i % len(rowids)],), rest=qtexts[i]) if kind == "mentions a person" else None
+            people_retriever.annotate = no_annotation if kind == "before people" else annotate  # type: ignore[assignment]
+            start = time.perf_counter()
+            await store.memories.search(alice, qtexts[i], limit=10, query_vector=qvecs[i], people_focus=focus)
+            samples[kind].append(time.perf_counter() - start)
+    people_retriever.annotate = annotate  # type: ignore[assignment]
+    for kind, values in samples.items():
+        print(f"{kind:<18} {percentiles(values)}")
+    finder = MentionFinder([p.known() for p in await store.people.people_of("alice")])
+    start = time.perf_counter()
+    for text in qtexts:
+        finder.find(text)
+    print(f"mention scan       {(time.perf_counter() - start) / len(qtexts) * 1e6:6.1f} us per query")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=100_000)
@@ -153,6 +198,8 @@ def main() -> None:
     parser.add_argument("--path", type=Path, help="database file (default: a temp dir)")
     parser.add_argument("--reuse", action="store_true", help="measure an existing --path without rebuilding")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--people", type=int, default=50, help="alice's people (0: skip the people comparison)")
+    parser.add_argument("--links", type=int, default=200, help="memories about each person")
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
@@ -171,6 +218,11 @@ def main() -> None:
                 )
             store.configure_vector_space("bench:random", DIM)  # query vectors belong to this space
             trio.run(measure, store, rng, maker, args.queries)
+            if args.people:
+                start = time.perf_counter()
+                rowids = add_people(store, maker, args.people, args.links)
+                print(f"people       {time.perf_counter() - start:6.1f} s for {args.people} x {args.links} memories")
+                trio.run(compare_people, store, rng, maker, args.queries, rowids)
             store.lifecycle.checkpoint()
             print(f"db size      {path.stat().st_size / 1e6:6.1f} MB")
         finally:

@@ -134,6 +134,18 @@ class ExtractionConfig(_Section, frozen=True):
     max_attempts: Annotated[int, Meta(ge=1, le=100)] = 5
 
 
+class SummaryConfig(_Section, frozen=True):
+    """memory.summary and memory.context (see "People, context and summary" in README.md)."""
+
+    #: With an LLM, a summary is rebuilt this long after the first new fact (adds in a row cost
+    #: one call); offline the digest is rebuilt on the next call and never stale.
+    debounce_seconds: Annotated[float, Meta(ge=0)] = 30.0
+    #: The newest memories a summary is built from.
+    max_memories: Annotated[int, Meta(ge=1, le=5000)] = 200
+    #: The longest summary kept.
+    max_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1500
+
+
 class Config(_Section, frozen=True):
     socket: str = ""
     #: Octal string: who may connect is decided by the socket file's mode and group.
@@ -150,6 +162,7 @@ class Config(_Section, frozen=True):
     auth: AuthConfig = AuthConfig()
     llm: LlmConfig = LlmConfig()
     extraction: ExtractionConfig = ExtractionConfig()
+    summary: SummaryConfig = SummaryConfig()
 
     @property
     def socket_path(self) -> Path:

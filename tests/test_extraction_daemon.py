@@ -159,6 +159,9 @@ async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_b
     assert trip["memory_type"] == "event" and trip["expires_at"] is not None
     health = await call_ok(peer, "system.health", {})
     assert health["secrets"]["refused"] == 1 and health["secrets"]["by_kind"] == {"api_key": 1}
+    # People learn from extracted memories as from memory.add.
+    people = await call_ok(peer, "person.list", ALICE)
+    assert "Sarah" in [person["name"] for person in people]
     # Quiet again: nothing more is asked.
     await trio.sleep(0.5)
     assert len(fake.seen) == 1

@@ -96,9 +96,10 @@ class MemoryClient:
         result: Record = self.call("memory.add", **params)
         return result
 
-    def search(self, query: str, limit: int = 10) -> Records:
-        """Best hits first, each with ``score`` and ``similarity``."""
-        result: Records = self.call("memory.search", **_methods.search_params(query, limit))
+    def search(self, query: str, limit: int = 10, about: Optional[str] = None) -> Records:
+        """Best hits first, each with ``score``, ``similarity`` and ``about``; ``about`` (a name,
+        alias or "my wife") keeps only the memories about that person."""
+        result: Records = self.call("memory.search", **_methods.search_params(query, limit, about))
         return result
 
     def list(
@@ -107,9 +108,10 @@ class MemoryClient:
         offset: int = 0,
         before_id: Optional[str] = None,
         include_expired: bool = False,
+        about: Optional[str] = None,
     ) -> Records:
         """Newest first; pass the last id as ``before_id`` for the next page."""
-        params = _methods.list_params(limit, offset, before_id, include_expired)
+        params = _methods.list_params(limit, offset, before_id, include_expired, about)
         result: Records = self.call("memory.list", **params)
         return result
 
@@ -154,6 +156,42 @@ class MemoryClient:
 
     def health(self) -> Record:
         result: Record = self.call("system.health")
+        return result
+
+    # -- people, context, summary ----------------------------------------------------------
+
+    def context(self, message: str, limit: Optional[int] = None, max_chars: Optional[int] = None) -> Record:
+        """Before a reply: ``{"memories", "people", "summary", "text"}``; ``text`` fits ``max_chars``."""
+        result: Record = self.call("memory.context", **_methods.context_params(message, limit, max_chars))
+        return result
+
+    def summary(self) -> Record:
+        """``{"summary", "source": "llm" | "digest", "generated_at", "memories", "stale"}``."""
+        result: Record = self.call("memory.summary")
+        return result
+
+    def people(self) -> Records:
+        """Your people: ``id``, ``name``, ``aliases``, ``relationship``, ``memories`` (a count)."""
+        result: Records = self.call("person.list")
+        return result
+
+    def person(self, name: str, limit: Optional[int] = None) -> Record:
+        """A person by name, alias, relationship or id, with the ``memories`` about them."""
+        result: Record = self.call("person.get", **_methods.person_params(name, limit))
+        return result
+
+    def merge_people(self, from_: str, into: str) -> Record:
+        result: Record = self.call("person.merge", **_methods.merge_params(from_, into))
+        return result
+
+    def add_alias(self, name: str, alias: str) -> Record:
+        result: Record = self.call("person.alias", name=name, alias=alias)
+        return result
+
+    def forget_person(self, person: str, delete_person_record: bool = True) -> Record:
+        """Delete the memories about ``person`` you can see (and the person): ``{"deleted": [ids], ...}``."""
+        params = _methods.forget_person_params(person, delete_person_record)
+        result: Record = self.call("memory.forget_person", **params)
         return result
 
     # -- the wire -------------------------------------------------------------------------

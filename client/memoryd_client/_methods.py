@@ -34,20 +34,37 @@ def add_params(
     )
 
 
-def search_params(query: str, limit: int) -> Dict[str, Any]:
-    return {"query": query, "limit": limit}
+def search_params(query: str, limit: int, about: Optional[str] = None) -> Dict[str, Any]:
+    return _drop_none({"query": query, "limit": limit, "about": about})
 
 
 def list_params(
-    limit: int, offset: int, before_id: Optional[str], include_expired: bool
+    limit: int, offset: int, before_id: Optional[str], include_expired: bool, about: Optional[str] = None
 ) -> Dict[str, Any]:
     return _drop_none(
-        {"limit": limit, "offset": offset, "before_id": before_id, "include_expired": include_expired}
+        {"limit": limit, "offset": offset, "before_id": before_id, "include_expired": include_expired,
+         "about": about}
     )
+
+
+def context_params(message: str, limit: Optional[int], max_chars: Optional[int]) -> Dict[str, Any]:
+    return _drop_none({"message": message, "limit": limit, "max_chars": max_chars})
+
+
+def forget_person_params(person: str, delete_person_record: bool) -> Dict[str, Any]:
+    return {"person": person, "delete_person_record": delete_person_record}
 
 
 def memory_id_params(memory_id: str) -> Dict[str, Any]:
     return {"memory_id": memory_id}
+
+
+def person_params(name: str, limit: Optional[int]) -> Dict[str, Any]:
+    return _drop_none({"name": name, "limit": limit})
+
+
+def merge_params(from_: str, into: str) -> Dict[str, Any]:
+    return {"from": from_, "into": into}
 
 
 def observe_params(messages: Sequence[Record], session_key: Optional[str]) -> Dict[str, Any]:

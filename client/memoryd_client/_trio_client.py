@@ -75,8 +75,8 @@ class AsyncMemoryClient:
         result: Record = await self.call("memory.add", **params)
         return result
 
-    async def search(self, query: str, limit: int = 10) -> Records:
-        result: Records = await self.call("memory.search", **_methods.search_params(query, limit))
+    async def search(self, query: str, limit: int = 10, about: Optional[str] = None) -> Records:
+        result: Records = await self.call("memory.search", **_methods.search_params(query, limit, about))
         return result
 
     async def list(
@@ -85,8 +85,9 @@ class AsyncMemoryClient:
         offset: int = 0,
         before_id: Optional[str] = None,
         include_expired: bool = False,
+        about: Optional[str] = None,
     ) -> Records:
-        params = _methods.list_params(limit, offset, before_id, include_expired)
+        params = _methods.list_params(limit, offset, before_id, include_expired, about)
         result: Records = await self.call("memory.list", **params)
         return result
 
@@ -130,6 +131,37 @@ class AsyncMemoryClient:
 
     async def health(self) -> Record:
         result: Record = await self.call("system.health")
+        return result
+
+    # -- people, context, summary (see MemoryClient) ----------------------------------------
+
+    async def context(self, message: str, limit: Optional[int] = None, max_chars: Optional[int] = None) -> Record:
+        result: Record = await self.call("memory.context", **_methods.context_params(message, limit, max_chars))
+        return result
+
+    async def summary(self) -> Record:
+        result: Record = await self.call("memory.summary")
+        return result
+
+    async def people(self) -> Records:
+        result: Records = await self.call("person.list")
+        return result
+
+    async def person(self, name: str, limit: Optional[int] = None) -> Record:
+        result: Record = await self.call("person.get", **_methods.person_params(name, limit))
+        return result
+
+    async def merge_people(self, from_: str, into: str) -> Record:
+        result: Record = await self.call("person.merge", **_methods.merge_params(from_, into))
+        return result
+
+    async def add_alias(self, name: str, alias: str) -> Record:
+        result: Record = await self.call("person.alias", name=name, alias=alias)
+        return result
+
+    async def forget_person(self, person: str, delete_person_record: bool = True) -> Record:
+        params = _methods.forget_person_params(person, delete_person_record)
+        result: Record = await self.call("memory.forget_person", **params)
         return result
 
     # -- the wire -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
 from memoryd.errors import DiskFull, EmbeddingModelMismatch, StartupError, StoreCorrupt, StoreError, StoreRefused
-from memoryd.llm import make_llm
+from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
@@ -37,7 +37,9 @@ from memoryd.service.learning import FactLearner
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
+from memoryd.service.people import PeopleService
 from memoryd.service.secret_guard import SecretsGuard
+from memoryd.service.summary import SummaryService
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.daemon")
@@ -64,14 +66,17 @@ class Daemon:
         self.config = config
         # Built first: a missing or too short token secret stops start-up before anything opens.
         self.authenticator = Authenticator.from_config(config.auth)
-        # The same for the LLM settings (no network I/O here; a down server is the worker's problem).
-        self.llm = make_llm(config.llm)
         self.extraction: ExtractionWorker | None = None
         self.server: RpcServer | None = None
         self.store: Store | None = None
         self.maintenance: Maintenance | None = None
+        self.summaries: SummaryService | None = None
         self.embedder: Embedder | None = embedder
         self._owns_embedder = embedder is None
+        # Writes the summaries and runs extraction; None with [llm] provider = "none".  Built
+        # here so a bad [llm] setting stops start-up (no network I/O: a down server is the
+        # workers' problem).
+        self.llm: LlmClient | None = make_llm(config.llm)
         self._listen_socket = listen_socket
         self.notifier = notifier or Notifier(None)
         self._accept_empty_db = accept_empty_db
@@ -92,11 +97,12 @@ class Daemon:
                 await self._await_integrity(integrity, started)
                 await self._serve(store, embedder, started, task_status)
             finally:
-                with trio.CancelScope(shield=True):
-                    if embedder is not None and self._owns_embedder:
-                        await embedder.aclose()
-                    if self.llm is not None:
+                if self.llm is not None:
+                    with trio.CancelScope(shield=True):
                         await self.llm.aclose()
+                if embedder is not None and self._owns_embedder:
+                    with trio.CancelScope(shield=True):
+                        await embedder.aclose()
         finally:
             with trio.CancelScope(shield=True):
                 integrity.stop()
@@ -160,6 +166,16 @@ class Daemon:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
         guard = SecretsGuard(config.extraction.secrets)
+        people = PeopleService(store.people, self.authenticator)
+        summaries = SummaryService(
+            store.people,
+            self.authenticator,
+            self.llm,
+            debounce=config.summary.debounce_seconds,
+            max_memories=config.summary.max_memories,
+            max_chars=config.summary.max_chars,
+        )
+        self.summaries = summaries
         service = MemoryService(
             store.memories,
             embedder,
@@ -167,11 +183,15 @@ class Daemon:
             add_wait=config.embed.add_wait,
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
+            people=people,
             secrets=guard,
         )
-        conversations = self._conversation_service(store, embedder, backfill, guard)
+        service.on_added.append(summaries.note_added)
+        service.on_deleted.append(summaries.note_deleted)
+        people.on_changed.append(summaries.note_deleted)
+        conversations = self._conversation_service(store, service, guard)
         health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs, conversations=conversations)
-        server = RpcServer(build_method_table(service, health, conversations), config.limits)
+        server = RpcServer(build_method_table(service, health, people, summaries, conversations), config.limits)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -190,6 +210,7 @@ class Daemon:
                     await nursery.start(_despite_storage_faults, backfill.run)
                 if self.extraction is not None:
                     await nursery.start(_despite_storage_faults, self.extraction.run)
+                await nursery.start(summaries.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
@@ -224,12 +245,16 @@ class Daemon:
                 remove_socket_file(path, identity)
             listen_socket.close()
 
-    def _conversation_service(
-        self, store: Store, embedder: Embedder | None, backfill: EmbeddingBackfill | None, guard: SecretsGuard
-    ) -> ConversationService:
+    def _conversation_service(self, store: Store, service: MemoryService, guard: SecretsGuard) -> ConversationService:
         """observe and the extract methods; the extraction worker too when an LLM is configured."""
         config = self.config
-        learner = FactLearner(store.conversations, embedder, backfill, embed_timeout=config.embed.query_timeout)
+        learner = FactLearner(
+            store.conversations,
+            service.embedder,
+            service.backfill,
+            embed_timeout=config.embed.query_timeout,
+            on_added=service.on_added,  # people and summaries learn of extracted memories too
+        )
         if self.llm is not None:
             self.extraction = ExtractionWorker(
                 store.conversations, self.llm, learner, guard, config.extraction, concurrency=config.llm.concurrency

@@ -23,7 +23,18 @@ from memoryd.extract import ConversationMessage, Fact, Speaker, normalized_text
 from memoryd.ids import DAY_MS, now_ms
 from memoryd.log import fields
 from memoryd.service.backfill import EmbeddingBackfill
-from memoryd.store import ConversationLog, ExtractionJob, Learned, NewMemory, Provenance, Scope, StoredMessage
+from memoryd.service.memory import AddedListener
+from memoryd.service.params import AddParams
+from memoryd.store import (
+    ConversationLog,
+    ExtractionJob,
+    Learned,
+    MemoryRecord,
+    NewMemory,
+    Provenance,
+    Scope,
+    StoredMessage,
+)
 
 log = logging.getLogger("memoryd.extraction")
 
@@ -99,7 +110,11 @@ class FactLearner:
         backfill: EmbeddingBackfill | None,
         *,
         embed_timeout: float,
+        on_added: Sequence[AddedListener] = (),
     ) -> None:
+        """``on_added``: the memory service's listeners (people, summaries), told of each new
+        memory as if it had come through ``memory.add`` (pass the service's list itself)."""
+        self.on_added = on_added
         self.conversations = conversations
         self.embedder = embedder
         self.backfill = backfill
@@ -119,12 +134,32 @@ class FactLearner:
         learned = await self.conversations.store_facts(
             news, fact_vectors, normalize=normalized_text, completes=completes
         )
+        for item, fact, new in zip(learned, facts, news, strict=True):
+            if item.record is not None:
+                await self._tell_listeners(scope, item.record, fact, new)
         stored = sum(not item.refreshed for item in learned)
         self.stored_total += stored
         self.refreshed_total += len(learned) - stored
         if stored and self.backfill is not None:
             self.backfill.notify()
         return learned
+
+    async def _tell_listeners(self, scope: Scope, record: MemoryRecord, fact: Fact, new: NewMemory) -> None:
+        provenance = new.provenance or Provenance()
+        params = AddParams(
+            content=record.content,
+            source=record.source,
+            subjects=list(record.subjects),
+            shared=new.shared,
+            source_username=provenance.source_username,
+            source_display_name=provenance.source_display_name,
+        )
+        for listener in self.on_added:
+            try:
+                await listener(scope, record, params)
+            except Exception:
+                # The memory is stored; what a listener derives from it must not fail the batch.
+                log.exception("extraction.listener_failed")
 
     def _new_memory(self, fact: Fact, scope: Scope, origin: Origin, at_ms: int) -> NewMemory:
         shared = (fact.shared or origin.all_shared) and scope.chat_id is not None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -35,7 +35,15 @@ from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
 
+if TYPE_CHECKING:
+    from memoryd.service.people import PeopleService
+
 log = logging.getLogger("memoryd.service")
+
+#: Told about every stored memory (people learning, summary freshness): caller, record, params.
+AddedListener = Callable[[Scope, MemoryRecord, AddParams], Awaitable[None]]
+#: Told that memories the caller sees were deleted (summary freshness).
+DeletedListener = Callable[[Scope], None]
 
 
 def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
@@ -56,10 +64,14 @@ class MemoryService:
         add_wait: float,
         query_timeout: float,
         authenticator: Authenticator | None = None,
+        people: PeopleService | None = None,
         secrets: SecretsGuard | None = None,
     ) -> None:
         self.authenticator = authenticator or Authenticator("trust")
         self.secrets = secrets or SecretsGuard("refuse")
+        self.people = people
+        self.on_added: list[AddedListener] = [people.learn] if people is not None else []
+        self.on_deleted: list[DeletedListener] = []
         self.memories = memories
         self.embedder = embedder
         self.backfill = backfill
@@ -93,6 +105,8 @@ class MemoryService:
                 metadata=metadata,
             )
         )
+        for listener in self.on_added:
+            await listener(scope, record, params)
         embedded = False
         # Wait briefly for the embedding so a search right after sees the vector; skip the wait
         # while the backend is known to be failing, so a down embedder does not slow adds.
@@ -112,21 +126,33 @@ class MemoryService:
 
     async def search(self, params: SearchParams, ctx: CallContext) -> list[SearchHit]:
         scope = caller_scope(params, ctx, self.authenticator)
-        check_text("query", params.query, max_bytes=MAX_QUERY_BYTES)
-        query_vector = await self._embed_query(params.query)
-        return await self.memories.search(scope, params.query, limit=params.limit, query_vector=query_vector)
+        return await self.search_in(scope, params.query, params.limit, about=params.about)
+
+    async def search_in(self, scope: Scope, query: str, limit: int, *, about: str | None = None) -> list[SearchHit]:
+        """memory.search for a caller already identified (memory.context searches too)."""
+        check_text("query", query, max_bytes=MAX_QUERY_BYTES)
+        focus = None
+        if self.people is not None:
+            focus, query = await self.people.focus(scope, query, about)
+        query_vector = await self._embed_query(query)
+        return await self.memories.search(scope, query, limit=limit, query_vector=query_vector, people_focus=focus)
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
         scope = caller_scope(params, ctx, self.authenticator)
         before_id = None
         if params.before_id is not None:
             before_id = check_id_prefix("before_id", check_text("before_id", params.before_id, max_bytes=64))
+        about = None
+        if params.about is not None and self.people is not None:
+            focus, _ = await self.people.focus(scope, "", params.about)
+            about = focus.only if focus is not None else None
         return await self.memories.list(
             scope,
             limit=params.limit,
             offset=params.offset,
             before_id=before_id,
             include_expired=params.include_expired,
+            about=about,
         )
 
     async def get(self, params: GetParams, ctx: CallContext) -> MemoryRecord:
@@ -146,6 +172,8 @@ class MemoryService:
             deleted_id = await self.memories.delete(scope, check_id_prefix("memory_id", params.memory_id))
         if deleted_id is not None:
             log.info("memory.deleted", extra=fields(id=deleted_id))
+            for listener in self.on_deleted:
+                listener(scope)
         return {"deleted": deleted_id is not None, "id": deleted_id}
 
     async def _embed_query(self, query: str) -> np.ndarray | None:

@@ -11,6 +11,7 @@ from memoryd import __version__
 from memoryd.errors import StoreError
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.context import ContextService
 from memoryd.service.conversation import ConversationService
 from memoryd.service.memory import MemoryService
 from memoryd.service.params import (
@@ -24,6 +25,12 @@ from memoryd.service.params import (
     ObserveParams,
     SearchParams,
 )
+from memoryd.service.people import PeopleService
+from memoryd.service.people_params import (
+    ContextParams, ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
+    SummaryParams,
+)
+from memoryd.service.summary import SummaryService
 from memoryd.store import JobQueue
 
 
@@ -117,7 +124,11 @@ class HealthReporter:
 
 
 def build_method_table(
-    service: MemoryService, health: HealthReporter, conversations: ConversationService | None = None
+    service: MemoryService,
+    health: HealthReporter,
+    people: PeopleService | None = None,
+    summaries: SummaryService | None = None,
+    conversations: ConversationService | None = None,
 ) -> MethodTable:
     table = MethodTable()
     table.register("memory.add", AddParams, service.add)
@@ -130,4 +141,17 @@ def build_method_table(
         table.register("memory.extract", ExtractParams, conversations.extract)
         table.register("memory.extract_from_messages", ExtractFromMessagesParams, conversations.extract_from_messages)
     table.register("system.health", HealthParams, health.health)
+    if people is not None and summaries is not None:
+        register_people_methods(table, ContextService(service, people, summaries, service.authenticator))
     return table
+
+
+def register_people_methods(table: MethodTable, context: ContextService) -> None:
+    people, summaries = context.people, context.summaries
+    table.register("person.list", PersonListParams, people.list)
+    table.register("person.get", PersonGetParams, people.get)
+    table.register("person.merge", PersonMergeParams, people.merge)
+    table.register("person.alias", PersonAliasParams, people.alias)
+    table.register("memory.forget_person", ForgetPersonParams, people.forget)
+    table.register("memory.context", ContextParams, context.context)
+    table.register("memory.summary", SummaryParams, summaries.summary)

@@ -60,6 +60,8 @@ class AddParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
 class SearchParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     query: str
     limit: Annotated[int, Meta(ge=1, le=100)] = 10
+    #: Only memories about this person: a name, an alias or a relationship ("my wife").
+    about: SubjectName | None = None
 
 
 class ListParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
@@ -67,6 +69,7 @@ class ListParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     offset: Annotated[int, Meta(ge=0)] = 0
     before_id: str | None = None
     include_expired: bool = False
+    about: SubjectName | None = None
 
 
 class DeleteParams(CallerParams, kw_only=True, forbid_unknown_fields=True):

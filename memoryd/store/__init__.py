@@ -11,6 +11,9 @@ from memoryd.store.conversations import ExtractionJob, SessionContext, SessionRe
 from memoryd.store.job_queue import JobQueue
 from memoryd.store.learned import Learned
 from memoryd.store.lifecycle import Lifecycle
+from memoryd.store.people import StoredPerson
+from memoryd.store.people_repository import AliasTaken, Forgotten, PeopleRepository, SummaryMaterial
+from memoryd.store.people_retriever import PeopleFocus
 from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Provenance, SearchHit
 from memoryd.store.repository import MemoryRepository
 from memoryd.store.store import Store
@@ -18,12 +21,18 @@ from memoryd.store.vectors import VectorSpace
 from memoryd.store.visibility import Scope
 
 __all__ = [
+    "AliasTaken",
     "ConversationLog",
     "ExtractionJob",
+    "Forgotten",
     "Learned",
+    "PeopleFocus",
+    "PeopleRepository",
     "SessionContext",
     "SessionRef",
     "StoredMessage",
+    "StoredPerson",
+    "SummaryMaterial",
     "EmbedJob",
     "JobQueue",
     "Lifecycle",

@@ -17,7 +17,8 @@ import apsw
 import numpy.typing as npt
 
 from memoryd.store import jobs, memories, vectors
-from memoryd.store.records import NewMemory
+from memoryd.store.db import one
+from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
 from memoryd.store.visibility import Scope, live
 
 #: Cosine at or above which a fact counts as a memory the scope already has (all-MiniLM-L6-v2:
@@ -31,6 +32,8 @@ class Learned:
     memory_id: str
     #: True when an existing memory was refreshed instead of a new one stored.
     refreshed: bool
+    #: The new memory as callers see it (None for a refresh), for the add listeners.
+    record: MemoryRecord | None = None
 
 
 def store_facts(
@@ -59,9 +62,9 @@ def store_facts(
         rowid = memories.insert(db, new, now_ms)
         if unit is not None and space is not None:
             _keep_vector(db, space, rowid, new, unit)
-        (memory_id,) = db.execute("SELECT id FROM memories WHERE rowid = ?", (rowid,)).fetchone()
+        record = record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,)))
         normalized_scopes.get(new.scope_key, {})[normalize(new.content)] = rowid
-        learned.append(Learned(memory_id, refreshed=False))
+        learned.append(Learned(record.id, refreshed=False, record=record))
     return learned
 
 

@@ -84,6 +84,9 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
     sensitivity: str | None = None
     memory_type: str = DEFAULT_MEMORY_TYPE  # never null on the wire: ash's CLI slices it
     conversation_private: bool = False
+    #: Who the memory is about: the caller's own people it is linked to (see
+    #: ``store/people_retriever.annotate``), else its subjects.
+    about: list[str] = []
 
 
 class SearchHit(MemoryRecord, kw_only=True):
@@ -131,11 +134,12 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     """Build a MemoryRecord from a row selected with RECORD_COLUMNS (the rowid is skipped)."""
     (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row[:12]
     (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:]
+    subject_list = _json_decode(subjects)
     return MemoryRecord(
         id=id_,
         content=content,
         source=source,
-        subjects=_json_decode(subjects),
+        subjects=subject_list,
         scope=scope_kind(bool(shared)),
         owner=owner,
         chat_id=chat_id,
@@ -151,6 +155,7 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
         sensitivity=sensitivity,
         memory_type=memory_type or DEFAULT_MEMORY_TYPE,
         conversation_private=bool(private),
+        about=list(subject_list),
     )
 
 

@@ -8,16 +8,18 @@ loop.  Input arrives validated (``memoryd.service``); visibility is ``visibility
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import lookup, memories, search, stats
+from memoryd.store import lookup, memories, people, people_retriever, search, stats
 from memoryd.store.condition import Condition
 from memoryd.store.db import Database
 from memoryd.store.hits import HitCounter
+from memoryd.store.people_retriever import PeopleFocus
 from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
 from memoryd.store.vectors import VectorSpace
 from memoryd.store.visibility import Scope
@@ -54,12 +56,14 @@ class MemoryRepository:
         offset: int = 0,
         before_id: str | None = None,
         include_expired: bool = False,
+        about: Sequence[int] | None = None,
     ) -> builtins.list[MemoryRecord]:
         """The caller's memories, newest first; ``before_id`` (a normalised id or prefix)
-        continues after a page."""
+        continues after a page; ``about`` (person rowids) keeps the memories about them."""
         records = await self._db.read(
-            memories.list_visible,
+            _list_annotated,
             scope,
+            about,
             limit=limit,
             offset=offset,
             before_id=before_id,
@@ -70,12 +74,19 @@ class MemoryRepository:
         return records
 
     async def search(
-        self, scope: Scope, query: str, *, limit: int, query_vector: npt.ArrayLike | None
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        limit: int,
+        query_vector: npt.ArrayLike | None,
+        people_focus: PeopleFocus | None = None,
     ) -> builtins.list[SearchHit]:
         """Hybrid keyword + vector search within the caller's scope, best first.
 
         ``query_vector`` must come from the embedder of the configured vector space; before one
         was configured (or with a vector of the wrong length) the search is keyword-only.
+        ``people_focus``: the people the query mentions or an ``about`` filter names.
         """
         vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
         hits = await self._db.read(
@@ -86,6 +97,7 @@ class MemoryRepository:
             query_vector=vector,
             vector_space=self._space(),
             now_ms=self._clock(),
+            people_focus=people_focus,
         )
         self._hits.note((hit.id for hit in hits), self._clock())
         return hits
@@ -93,7 +105,7 @@ class MemoryRepository:
     async def get(self, scope: Scope, prefix: str) -> MemoryRecord | None:
         """One visible, unexpired memory by full id or unique prefix (normalised), or None;
         AmbiguousIdPrefix when the prefix matches several."""
-        record = await self._db.read(lookup.get_visible, scope, prefix, self._clock())
+        record = await self._db.read(_get_annotated, scope, prefix, self._clock())
         if record is not None:
             self._hits.note([record.id], self._clock())
         return record
@@ -121,3 +133,22 @@ class MemoryRepository:
         counts: dict[str, Any] = await self._db.read(stats.health_counts, self._clock())
         counts["db_bytes"] = self._db.file_bytes()
         return counts
+
+
+def _list_annotated(
+    db: apsw.Connection, scope: Scope, about: Sequence[int] | None, **page: Any
+) -> builtins.list[MemoryRecord]:
+    if about is None:
+        records = memories.list_visible(db, scope, **page)
+    else:
+        limit, now_ms = page.pop("limit"), page.pop("now_ms")
+        records = [record for _, record in people.memories_about(db, scope, about, now_ms, limit=limit, **page)]
+    people_retriever.annotate(db, scope, records)
+    return records
+
+
+def _get_annotated(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> MemoryRecord | None:
+    record = lookup.get_visible(db, scope, prefix, now_ms)
+    if record is not None:
+        people_retriever.annotate(db, scope, [record])
+    return record

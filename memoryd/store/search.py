@@ -14,7 +14,7 @@ import logging
 import apsw
 import numpy as np
 
-from memoryd.store import fts_query, keyword, memories, vectors
+from memoryd.store import fts_query, keyword, memories, people_retriever, vectors
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.visibility import Scope
 
@@ -77,9 +77,11 @@ def search(
     query_vector: np.ndarray | None,
     vector_space: vectors.VectorSpace | None,
     now_ms: int,
+    people_focus: people_retriever.PeopleFocus | None = None,
 ) -> list[SearchHit]:
     """``vector_space`` is the space the query vector belongs to (the one this process
-    configured); vectors are used only when it is the store's current space."""
+    configured); vectors are used only when it is the store's current space.
+    ``people_focus``: the people the query mentions (a third ranked list) or is filtered to."""
     if limit < 1:
         return []
     terms = fts_query.extract_terms(query)
@@ -95,8 +97,10 @@ def search(
         semantic = [rowid for rowid, _ in nearest]
         cosines = dict(nearest)
 
-    fused = fuse([by_words, semantic])[:limit]
+    by_people = people_retriever.ranking(db, scope, people_focus, depth, now_ms)
+    fused = people_retriever.restrict(db, people_focus, fuse([by_words, semantic, by_people]))[:limit]
     records = memories.fetch_visible(db, scope, [rowid for rowid, _ in fused], now_ms)
+    people_retriever.annotate(db, scope, records.values())
     if space is not None and unit is not None:
         missing = [rowid for rowid, _ in fused if rowid not in cosines and rowid in records]
         cosines.update(vectors.cosines_for(db, space, missing, unit))

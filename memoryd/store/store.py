@@ -3,6 +3,7 @@
     store.memories   MemoryRepository  memory.* methods and system.health
     store.jobs       JobQueue          the backfill worker (and the next workers)
     store.lifecycle  Lifecycle         the maintenance task and the admin commands
+    store.people     PeopleRepository  person.* methods, people learned on add, context
     store.conversations ConversationLog observe, the extract methods, the extraction worker
 
 The container itself keeps what belongs to the store as a whole: the vector space this
@@ -25,6 +26,7 @@ from memoryd.store.conversation_log import ConversationLog
 from memoryd.store.hits import HitCounter, write_hits
 from memoryd.store.job_queue import JobQueue
 from memoryd.store.lifecycle import Lifecycle
+from memoryd.store.people_repository import PeopleRepository
 from memoryd.store.repository import MemoryRepository
 from memoryd.store.vectors import VectorSpace
 
@@ -67,6 +69,7 @@ class Store:
         self.memories = MemoryRepository(self._db, self._hits, clock, lambda: self._space)
         self.jobs = JobQueue(self._db, clock)
         self.lifecycle = Lifecycle(self._db, self._hits, clock)
+        self.people = PeopleRepository(self._db, clock)
         self.conversations = ConversationLog(self._db, clock)
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
 

@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     search = commands.add_parser("search", help="search memories, best match first")
     search.add_argument("query", metavar="QUERY")
     search.add_argument("-n", "--limit", type=int, default=10, metavar="N", help="at most N hits (default 10)")
+    search.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     search.add_argument("--json", **json_flag)
 
     add = commands.add_parser("add", help="store a memory (CONTENT '-' reads stdin)")
@@ -92,11 +93,23 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list memories, newest first")
     listing.add_argument("-n", "--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
     listing.add_argument("--include-expired", action="store_true", help="include expired memories")
+    listing.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     listing.add_argument("--json", **json_flag)
 
     delete = commands.add_parser("delete", help="delete a memory by id or unique id prefix (>= 8 chars)")
     delete.add_argument("memory_id", metavar="ID")
     delete.add_argument("--json", **json_flag)
+
+    context = commands.add_parser("context", help="what to know before replying to MESSAGE (a prompt block)")
+    context.add_argument("message", metavar="MESSAGE")
+    context.add_argument("-n", "--limit", type=int, metavar="N", help="at most N memories (default 5)")
+    context.add_argument("--max-chars", type=int, metavar="C", help="the block's length limit (default 2000)")
+    context.add_argument("--json", **json_flag)
+
+    forget = commands.add_parser("forget-person", help="delete a person and the memories about them")
+    forget.add_argument("person", metavar="PERSON", help='a name, alias, relationship ("my wife") or person id')
+    forget.add_argument("--keep-person", action="store_true", help="delete the memories only, keep the person")
+    forget.add_argument("--json", **json_flag)
 
     health = commands.add_parser("health", help="is the daemon up?")
     health.add_argument("--json", **json_flag)
@@ -120,7 +133,7 @@ Outcome = Tuple[Any, List[str], int]
 
 
 def _search(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    hits = client.search(args.query, limit=args.limit)
+    hits = client.search(args.query, limit=args.limit, about=args.about)
     return hits, render.search_lines(hits), EXIT_OK
 
 
@@ -135,7 +148,7 @@ def _add(client: MemoryClient, args: argparse.Namespace) -> Outcome:
 
 
 def _list(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    memories = client.list(limit=args.limit, include_expired=args.include_expired)
+    memories = client.list(limit=args.limit, include_expired=args.include_expired, about=args.about)
     width = shutil.get_terminal_size((100, 24)).columns
     return memories, render.list_lines(memories, width), EXIT_OK
 
@@ -153,6 +166,18 @@ def _delete(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     return result, [f"Memory deleted: {shown}"], EXIT_OK
 
 
+def _context(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    result = client.context(args.message, limit=args.limit, max_chars=args.max_chars)
+    return result, (result.get("text") or "Nothing known yet.").splitlines(), EXIT_OK
+
+
+def _forget_person(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    result = client.forget_person(args.person, delete_person_record=not args.keep_person)
+    name = result.get("person", {}).get("name", args.person)
+    count = len(result.get("deleted") or [])
+    return result, [f"Forgot {name}: {count} memor{'y' if count == 1 else 'ies'} deleted"], EXIT_OK
+
+
 def _health(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     health = client.health()
     return health, render.health_lines(health), EXIT_OK
@@ -163,6 +188,8 @@ _COMMANDS: Dict[str, Callable[[MemoryClient, argparse.Namespace], Outcome]] = {
     "add": _add,
     "list": _list,
     "delete": _delete,
+    "context": _context,
+    "forget-person": _forget_person,
     "health": _health,
 }
 

@@ -1,0 +1,89 @@
+"""memory.context: one call before each reply, everything the assistant should know for it.
+
+The memories relevant to the message (memory.search, people retriever included), the people
+it mentions with their relationships, the summary for the caller's scope, and ``text``: all of
+it as one block for a system prompt, at most ``max_chars`` long.  Everything is read through
+the same scope as memory.search, so it shows exactly what the caller may see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memoryd.auth import Authenticator
+from memoryd.rpc.dispatch import CallContext
+from memoryd.service.memory import MemoryService, caller_scope
+from memoryd.service.params import MAX_QUERY_BYTES
+from memoryd.service.people import PeopleService
+from memoryd.service.people_params import ContextParams
+from memoryd.service.summary import SummaryService
+from memoryd.service.summary_digest import person_label
+from memoryd.service.validation import check_text
+from memoryd.store import SearchHit, StoredPerson
+
+SUMMARY_HEADING = "About the user:"
+PEOPLE_HEADING = "People mentioned:"
+MEMORIES_HEADING = "Relevant memories:"
+#: A summary cut shorter than this says too little to be worth its heading.
+MIN_SUMMARY_CHARS = 40
+
+
+class ContextService:
+    def __init__(
+        self, memory: MemoryService, people: PeopleService, summaries: SummaryService, authenticator: Authenticator
+    ) -> None:
+        self.memory = memory
+        self.people = people
+        self.summaries = summaries
+        self.authenticator = authenticator
+
+    async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
+        hits = await self.memory.search_in(scope, params.message, params.limit)
+        mentioned = await self.people.mentioned(scope.user_id, params.message)
+        summary = (await self.summaries.summary_for(scope))["summary"]
+        return {
+            "memories": hits,
+            "people": [person.wire() for person in mentioned],
+            "summary": summary,
+            "text": render(summary, mentioned, hits, params.max_chars),
+        }
+
+
+def _person_line(person: StoredPerson) -> str:
+    aliases = [a for a in person.aliases if a.casefold() != f"my {person.relationship}"]
+    also = f", also {', '.join(aliases)}" if aliases else ""
+    return f"- {person_label(person)}{also}"
+
+
+def _memory_line(hit: SearchHit) -> str:
+    content = " ".join(hit.content.split())
+    about = f" (about {', '.join(hit.about)})" if hit.about else ""
+    return f"- {content}{about}"
+
+
+def render(summary: str, people: Sequence[StoredPerson], hits: Sequence[SearchHit], max_chars: int) -> str:
+    """The block for a system prompt.  Within ``max_chars`` the people and the best memories
+    come first (they answer this message); the summary gets what is left, cut at a word."""
+    sections: list[list[str]] = []
+    used = 0
+    for heading, lines in ((PEOPLE_HEADING, [_person_line(p) for p in people]),
+                           (MEMORIES_HEADING, [_memory_line(h) for h in hits])):
+        kept: list[str] = []
+        for line in lines:
+            cost = len(line) + 1 + (0 if kept else len(heading) + 2)
+            if used + cost > max_chars:
+                break
+            kept.append(line)
+            used += cost
+        if kept:
+            sections.append([heading, *kept])
+    room = max_chars - used - len(SUMMARY_HEADING) - 3
+    summary = " ".join(summary.split()) if "\n" not in summary else summary.strip()
+    if summary and room >= MIN_SUMMARY_CHARS:
+        if len(summary) > room:
+            summary = summary[: room - 1].rsplit(" ", 1)[0] + "…"
+        sections.insert(0, [SUMMARY_HEADING, summary])
+    return "\n\n".join("\n".join(section) for section in sections)

@@ -1,0 +1,177 @@
+"""People: learned on every add, found in queries, and the person.* / forget_person methods.
+
+Every person is the caller's own (``Scope.user_id``); what a caller sees of the memories about
+them is what ``store/visibility.py`` lets it see, in the caller's current chat.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memoryd.auth import Authenticator
+from memoryd.errors import InvalidParams, NotFound
+from memoryd.knowledge import Mention, MentionFinder
+from memoryd.log import fields
+from memoryd.rpc.dispatch import CallContext
+from memoryd.service.memory import caller_scope
+from memoryd.service.params import AddParams, MAX_SUBJECT_BYTES
+from memoryd.service.people_params import (
+    ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
+)
+from memoryd.service.validation import check_text
+from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleRepository, Scope, StoredPerson
+
+log = logging.getLogger("memoryd.service")
+
+#: Owners whose people are indexed for mentions at once (the rest are re-read when asked).
+FINDER_CACHE_OWNERS = 1024
+
+
+class _Directory:
+    """One owner's people, indexed for mentions; rebuilt after any change to them."""
+
+    def __init__(self, persons: Sequence[StoredPerson]) -> None:
+        self.by_id = {person.id: person for person in persons}
+        self.finder = MentionFinder([person.known() for person in persons]) if persons else None
+
+    def mentioned(self, text: str) -> list[StoredPerson]:
+        return [person for person, _ in self.mentions(text)]
+
+    def mentions(self, text: str) -> list[tuple[StoredPerson, Mention]]:
+        if self.finder is None:
+            return []
+        return [(self.by_id[m.person.key], m) for m in self.finder.find(text) if m.person is not None]
+
+
+class PeopleService:
+    def __init__(self, people: PeopleRepository, authenticator: Authenticator) -> None:
+        self.people = people
+        self.authenticator = authenticator
+        self._directories: dict[str, _Directory] = {}
+        #: Told when a person's memories or names changed (summary freshness).
+        self.on_changed: list[Callable[[Scope], None]] = []
+
+    # -- used by the other services ------------------------------------------------------------
+
+    async def learn(self, scope: Scope, record: MemoryRecord, params: AddParams) -> None:
+        """An added memory's people (an ``AddedListener`` of the memory service)."""
+        owner_names = [n for n in (params.source_username, params.source_display_name, params.username)
+                       if isinstance(n, str)]
+        learned = await self.people.learn(scope.user_id, record.id, record.content, record.subjects,
+                                          [scope.user_id, *owner_names])
+        if learned.changed:
+            self.forget_directory(scope.user_id)
+
+    async def mentioned(self, owner: str, text: str) -> list[StoredPerson]:
+        """The owner's people ``text`` mentions, by name, alias or relationship."""
+        return (await self._directory(owner)).mentioned(text)
+
+    async def focus(self, scope: Scope, query: str, about: str | None) -> tuple[PeopleFocus | None, str]:
+        """What a search knows of people: who the query mentions, and the ``about`` filter
+        (a phrase that names nobody filters everything out); and the query with each
+        relationship phrase replaced by the name ("what does my wife like?" -> "what does Sarah
+        like?"), which BM25 and the embedding find her memories by."""
+        mentions = (await self._directory(scope.user_id)).mentions(query)
+        only: tuple[int, ...] | None = None
+        if about is not None:
+            check_text("about", about, max_bytes=MAX_SUBJECT_BYTES)
+            person = await self.people.find(scope.user_id, about)
+            only = () if person is None else (person.rowid,)
+        if not mentions and only is None:
+            return None, query
+        rewritten, rest = query, query
+        for person, mention in sorted(mentions, key=lambda pm: -pm[1].start):  # right to left
+            at = query.rfind(mention.text, 0, mention.start + len(mention.text))
+            if at < 0:
+                continue
+            end = at + len(mention.text)
+            rest = rest[:at] + " " + rest[end:]
+            if mention.via == "relationship":
+                rewritten = rewritten[:at] + person.name + rewritten[end:]
+        return PeopleFocus(mentioned=tuple(p.rowid for p, _ in mentions), only=only, rest=rest), rewritten
+
+    def forget_directory(self, owner: str) -> None:
+        self._directories.pop(owner, None)
+
+    def _changed(self, scope: Scope) -> None:
+        self.forget_directory(scope.user_id)
+        for listener in self.on_changed:
+            listener(scope)
+
+    async def _directory(self, owner: str) -> _Directory:
+        directory = self._directories.get(owner)
+        if directory is None:
+            directory = _Directory(await self.people.people_of(owner))
+            if len(self._directories) >= FINDER_CACHE_OWNERS:
+                self._directories.pop(next(iter(self._directories)))
+            self._directories[owner] = directory
+        return directory
+
+    # -- the methods ---------------------------------------------------------------------------
+
+    async def list(self, params: PersonListParams, ctx: CallContext) -> list[dict[str, Any]]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        persons = await self.people.people_of(scope.user_id)
+        counts = await self.people.counts(scope, persons)
+        return [{**person.wire(), "memories": counts[person.id]} for person in persons]
+
+    async def get(self, params: PersonGetParams, ctx: CallContext) -> dict[str, Any]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        person = await self._find(scope, "name", params.name)
+        memories = await self.people.memories_about(scope, person, limit=params.limit)
+        return {**person.wire(), "memories": memories}
+
+    async def merge(self, params: PersonMergeParams, ctx: CallContext) -> dict[str, Any]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        outcome = await self.people.merge(scope.user_id, params.from_, params.into)
+        if outcome.source is None:
+            raise _no_person("from")
+        if outcome.target is None:
+            raise _no_person("into")
+        if outcome.merged is None:
+            raise InvalidParams.for_field("into", "names the same person as from")
+        self._changed(scope)
+        log.info("person.merged", extra=fields(id=outcome.merged.id))
+        return outcome.merged.wire()
+
+    async def alias(self, params: PersonAliasParams, ctx: CallContext) -> dict[str, Any]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        check_text("alias", params.alias, max_bytes=MAX_SUBJECT_BYTES)
+        try:
+            person = await self.people.add_alias(scope.user_id, params.name, params.alias)
+        except AliasTaken:
+            raise InvalidParams.for_field("alias", "already names another person (use person.merge)") from None
+        if person is None:
+            raise _no_person("name")
+        self._changed(scope)
+        return person.wire()
+
+    async def forget(self, params: ForgetPersonParams, ctx: CallContext) -> dict[str, Any]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        field, phrase = ("person", params.person) if params.person is not None else ("person_id", params.person_id)
+        if phrase is None:
+            raise InvalidParams.for_field("person", "is required (a name, alias, relationship or person id)")
+        forgotten = await self.people.forget(scope, phrase, delete_person=params.delete_person_record)
+        if forgotten is None:
+            raise _no_person(field)
+        self._changed(scope)
+        log.info("person.forgotten", extra=fields(id=forgotten.person.id, memories=len(forgotten.memory_ids)))
+        return {
+            "person": forgotten.person.wire(),
+            "person_deleted": forgotten.person_deleted,
+            "deleted": forgotten.memory_ids,
+            "archived_count": len(forgotten.memory_ids),  # ash's name for the count
+        }
+
+    async def _find(self, scope: Scope, field: str, phrase: str) -> StoredPerson:
+        person = await self.people.find(scope.user_id, phrase)
+        if person is None:
+            raise _no_person(field)
+        return person
+
+
+def _no_person(field: str) -> NotFound:
+    return NotFound("None of your people has that name, alias or relationship",
+                    {"field": field, "reason": "names none of your people"})

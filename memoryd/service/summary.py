@@ -1,0 +1,174 @@
+"""memory.summary: a profile of the owner, built from exactly what the caller may see.
+
+Cached per ``Scope`` (user + chat, and whatever else visibility grows to depend on), never per
+user alone: a summary asked from chat B is built from the user's personal memories plus chat
+B's group memories, so chat A's group memories cannot leak through a cache.
+
+- Offline (no ``[llm]``): a deterministic digest grouped by person and type
+  (``summary_digest``), rebuilt on the next call after any change: never stale.
+- With an LLM: a narrative, written in the background, never while a caller waits (the first
+  call for a scope answers the digest), and rebuilt ``summary.debounce_seconds`` after the
+  first change (several adds in a row cost one call); a call in between answers the previous
+  text, so it is never staler than the debounce plus one LLM reply.  If the model fails, the
+  digest is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import trio
+
+from memoryd.auth import Authenticator
+from memoryd.errors import LlmError
+from memoryd.ids import iso_from_ms, now_ms
+from memoryd.llm import LlmClient
+from memoryd.log import fields
+from memoryd.rpc.dispatch import CallContext
+from memoryd.service.memory import caller_scope
+from memoryd.service.params import AddParams
+from memoryd.service.people_params import SummaryParams
+from memoryd.service.summary_digest import digest, facts_for_llm
+from memoryd.store import MemoryRecord, PeopleRepository, Scope
+
+log = logging.getLogger("memoryd.service")
+
+#: Summaries kept at once (one per user and chat asked from); the oldest asked goes first.
+CACHE_SCOPES = 1024
+
+SUMMARY_SYSTEM_PROMPT = """You write a short profile of a user for an AI assistant's system prompt.
+You get facts the assistant remembers about the user and the people in their life.
+Write 3 to 6 plain sentences in the third person ("The user ..."): who they are, what they like,
+the people in their life (with the relationship), and anything they are working on.
+Use only the facts given; never invent. Prefer newer facts when two disagree.
+Answer JSON: {"summary": "..."}"""
+
+
+class SummaryReply(msgspec.Struct):
+    summary: str
+
+
+@dataclass
+class _Entry:
+    text: str
+    source: str  # "llm" or "digest"
+    built_at_ms: int
+    memories: int
+    dirty_since: float | None = None  # trio time of the first change not in ``text``
+
+
+class SummaryService:
+    def __init__(
+        self,
+        people: PeopleRepository,
+        authenticator: Authenticator,
+        llm: LlmClient | None,
+        *,
+        debounce: float,
+        max_memories: int,
+        max_chars: int,
+    ) -> None:
+        self.people = people
+        self.authenticator = authenticator
+        self.llm = llm
+        self.debounce = debounce
+        self.max_memories = max_memories
+        self.max_chars = max_chars
+        self._cache: OrderedDict[Scope, _Entry] = OrderedDict()
+        self._wake = trio.Event()
+        self.rebuilt = 0  # background rebuilds done (tests wait on it)
+
+    # -- freshness: the memory service tells us about changes ---------------------------------
+
+    async def note_added(self, scope: Scope, record: MemoryRecord, params: AddParams) -> None:
+        """An ``AddedListener``: summaries that can see the new memory are out of date."""
+        shared = record.scope == "group"
+        self._mark(lambda s: (record.chat_id == s.chat_id) if shared else s.user_id == record.owner)
+
+    def note_deleted(self, scope: Scope) -> None:
+        """A ``DeletedListener``: summaries seeing any of the caller's keys are out of date."""
+        keys = set(scope.visible_keys())
+        self._mark(lambda s: bool(keys & set(s.visible_keys())))
+
+    def _mark(self, affected: Any) -> None:
+        now = trio.current_time()
+        for scope, entry in self._cache.items():
+            if entry.dirty_since is None and affected(scope):
+                entry.dirty_since = now
+        self._wake.set()
+
+    # -- the method ----------------------------------------------------------------------------
+
+    async def summary(self, params: SummaryParams, ctx: CallContext) -> dict[str, Any]:
+        return await self.summary_for(caller_scope(params, ctx, self.authenticator))
+
+    async def summary_for(self, scope: Scope) -> dict[str, Any]:
+        """Never waits for the LLM (memory.context calls this before every reply): the first
+        call for a scope answers the digest and has the narrative written in the background."""
+        entry = self._cache.get(scope)
+        if entry is None or (entry.dirty_since is not None and self.llm is None):
+            entry = await self._build(scope, use_llm=False)
+            if self.llm is not None and entry.memories:
+                entry.dirty_since = trio.current_time() - self.debounce  # due now
+                self._wake.set()
+        self._cache.move_to_end(scope)
+        return {
+            "summary": entry.text,
+            "source": entry.source,
+            "generated_at": iso_from_ms(entry.built_at_ms),
+            "memories": entry.memories,
+            "stale": entry.dirty_since is not None,
+        }
+
+    async def _build(self, scope: Scope, *, use_llm: bool) -> _Entry:
+        started = trio.current_time()
+        material = await self.people.summary_material(scope, self.max_memories)
+        text, source = digest(material, self.max_chars), "digest"
+        if use_llm and self.llm is not None and material.records:
+            try:
+                reply = await self.llm.complete_json(
+                    SUMMARY_SYSTEM_PROMPT, [{"role": "user", "content": facts_for_llm(material)}], SummaryReply
+                )
+                if reply.summary.strip():
+                    text, source = reply.summary.strip()[: self.max_chars], "llm"
+            except LlmError as exc:
+                log.warning("summary.digest_instead", extra=fields(reason=type(exc).__name__))
+        entry = _Entry(text, source, now_ms(), len(material.records))
+        previous = self._cache.get(scope)
+        if previous is not None and previous.dirty_since is not None and previous.dirty_since > started:
+            entry.dirty_since = previous.dirty_since  # changed again while we were building
+        self._cache[scope] = entry
+        while len(self._cache) > CACHE_SCOPES:
+            self._cache.popitem(last=False)
+        return entry
+
+    # -- the background rebuilder (LLM only) ---------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        if self.llm is None:
+            return  # offline the digest is rebuilt on demand
+        while True:
+            due = [(e.dirty_since + self.debounce, s) for s, e in self._cache.items() if e.dirty_since is not None]
+            if not due:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                continue
+            when, scope = min(due, key=lambda item: item[0])
+            if when > trio.current_time():
+                with trio.move_on_at(when):
+                    await self._wake.wait()
+                    self._wake = trio.Event()
+                continue
+            try:
+                await self._build(scope, use_llm=True)
+            except Exception:  # the next change or call retries; the daemon must not stop
+                log.warning("summary.rebuild_failed", exc_info=True)
+                entry = self._cache.get(scope)
+                if entry is not None:
+                    entry.dirty_since = trio.current_time()
+            self.rebuilt += 1

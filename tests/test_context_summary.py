@@ -1,0 +1,167 @@
+"""memory.context and memory.summary through the socket: offline digest, and a fake LLM's narrative."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+from memoryd.server.daemon import Daemon
+from tests.conftest import make_config
+from tests.fake_llm import Answer, FakeLlm, Raw
+from tests.wire import NdjsonPeer, call_ok
+
+ALICE = {"user_id": "alice"}
+
+
+@pytest.fixture
+async def peer(daemon: Daemon) -> NdjsonPeer:
+    return await NdjsonPeer.connect(daemon.config.socket_path)
+
+
+async def add(peer: NdjsonPeer, content: str, **params: Any) -> str:
+    memory_id: str = (await call_ok(peer, "memory.add", {**ALICE, **params, "content": content}))["id"]
+    return memory_id
+
+
+async def seed(peer: NdjsonPeer) -> None:
+    await add(peer, "My wife's name is Sarah")
+    await add(peer, "Sarah likes Italian food")
+    await add(peer, "I like hiking in the Alps")
+    await add(peer, "Tom is my boss")
+
+
+async def test_context_answers_memories_people_summary_and_a_block(peer: NdjsonPeer) -> None:
+    await seed(peer)
+    context = await call_ok(peer, "memory.context", {**ALICE, "message": "what should I cook for my wife tonight?"})
+    assert [p["name"] for p in context["people"]] == ["Sarah"]
+    assert context["people"][0]["relationship"] == "wife"
+    assert context["memories"][0]["content"] == "Sarah likes Italian food"
+    assert "Sarah (wife)" in context["summary"] and "Tom (boss)" in context["summary"]
+    text = context["text"]
+    assert text.startswith("About the user:")
+    assert "People mentioned:\n- Sarah (wife)" in text
+    assert "Relevant memories:\n- Sarah likes Italian food (about Sarah)" in text
+    assert len(text) <= 2000
+
+
+@pytest.mark.parametrize("max_chars", [100, 150, 300, 1000])
+async def test_context_text_stays_under_max_chars_best_first(peer: NdjsonPeer, max_chars: int) -> None:
+    await seed(peer)
+    for i in range(30):
+        await add(peer, f"Sarah once said something memorable about topic number {i}")
+    context = await call_ok(
+        peer, "memory.context", {**ALICE, "message": "what does my wife like?", "limit": 20, "max_chars": max_chars}
+    )
+    text = context["text"]
+    assert len(text) <= max_chars
+    assert text.startswith("About the user:") or text.startswith("People mentioned:")
+    assert "- Sarah (wife)" in text  # the person named in the message survives any cut
+
+
+async def test_context_for_a_stranger_is_empty(peer: NdjsonPeer) -> None:
+    await seed(peer)
+    context = await call_ok(peer, "memory.context", {"user_id": "mallory", "message": "what does my wife like?"})
+    assert context == {"memories": [], "people": [], "summary": "", "text": ""}
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({}, "message"), ({"message": " "}, "message"), ({"message": "x", "max_chars": 10}, "max_chars"),
+     ({"message": "x", "limit": 0}, "limit")],
+)
+async def test_bad_context_params_name_the_field(peer: NdjsonPeer, params: dict[str, Any], field: str) -> None:
+    reply = await peer.call("memory.context", {**ALICE, **params})
+    assert reply["error"]["code"] == -32602 and reply["error"]["data"]["field"] == field
+
+
+async def test_offline_summary_is_a_digest_by_person_and_type_and_never_stale(peer: NdjsonPeer) -> None:
+    await seed(peer)
+    first = await call_ok(peer, "memory.summary", ALICE)
+    assert first["source"] == "digest" and first["stale"] is False and first["memories"] == 4
+    lines = first["summary"].splitlines()
+    assert lines[0] == "Sarah (wife): Sarah likes Italian food; My wife's name is Sarah."
+    assert lines[1] == "Tom (boss): Tom is my boss."
+    assert lines[2] == "Knowledge: I like hiking in the Alps."
+    assert await call_ok(peer, "memory.summary", ALICE) == first  # cached: same text, same time
+    gone = await add(peer, "I moved to Vienna")
+    second = await call_ok(peer, "memory.summary", ALICE)
+    assert "I moved to Vienna" in second["summary"]
+    await call_ok(peer, "memory.delete", {**ALICE, "memory_id": gone})
+    assert "Vienna" not in (await call_ok(peer, "memory.summary", ALICE))["summary"]
+    await call_ok(peer, "memory.forget_person", {**ALICE, "person": "Tom"})
+    assert "Tom" not in (await call_ok(peer, "memory.summary", ALICE))["summary"]
+
+
+# -- with an LLM -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLlm]:
+    with FakeLlm() as server:
+        yield server
+
+
+@pytest.fixture
+async def llm_daemon(short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm) -> AsyncIterator[Daemon]:
+    config = make_config(short_tmp)
+    config = msgspec.structs.replace(
+        config,
+        llm=msgspec.structs.replace(config.llm, provider="openai", url=fake.url, model="m", retries=0, timeout=5.0),
+        summary=msgspec.structs.replace(config.summary, debounce_seconds=1.0),
+    )
+    instance = Daemon(config)
+    await nursery.start(instance.run)
+    yield instance
+    instance.request_stop()
+
+
+async def wait_rebuilt(daemon: Daemon, count: int) -> None:
+    summaries = daemon.summaries
+    assert summaries is not None
+    with trio.fail_after(10):
+        while summaries.rebuilt < count:
+            await trio.sleep(0.02)
+
+
+async def test_llm_summary_is_a_narrative_written_in_the_background(llm_daemon: Daemon, fake: FakeLlm) -> None:
+    peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
+    await seed(peer)
+    fake.script.append(Answer({"summary": "The user is married to Sarah, who loves Italian food."}))
+    first = await call_ok(peer, "memory.summary", ALICE)  # never waits for the model
+    assert first["source"] == "digest" and first["summary"].startswith("Sarah (wife):") and first["stale"] is True
+    await wait_rebuilt(llm_daemon, 1)
+    narrative = await call_ok(peer, "memory.summary", ALICE)
+    assert narrative == {**narrative, "source": "llm", "stale": False,
+                         "summary": "The user is married to Sarah, who loves Italian food."}
+    asked = fake.seen[-1].prompt
+    assert "Sarah (wife)" in asked and "Sarah likes Italian food" in asked and "hiking" in asked
+
+    fake.script.append(Answer({"summary": "The user lives in Vienna with Sarah."}))
+    await add(peer, "I moved to Vienna")
+    await add(peer, "I work at Acme")  # within the debounce: one rebuild for both
+    stale = await call_ok(peer, "memory.summary", ALICE)
+    assert stale["summary"].startswith("The user is married") and stale["stale"] is True
+    await wait_rebuilt(llm_daemon, 2)
+    fresh = await call_ok(peer, "memory.summary", ALICE)
+    assert fresh["summary"] == "The user lives in Vienna with Sarah." and fresh["stale"] is False
+    assert "I moved to Vienna" in fake.seen[-1].prompt and "I work at Acme" in fake.seen[-1].prompt
+    assert len(fake.seen) == 2
+
+    context = await call_ok(peer, "memory.context", {**ALICE, "message": "where do we live?"})
+    assert context["summary"] == fresh["summary"] and "The user lives in Vienna with Sarah." in context["text"]
+
+
+async def test_a_failing_llm_keeps_the_digest(llm_daemon: Daemon, fake: FakeLlm) -> None:
+    peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
+    await seed(peer)
+    fake.script.append(Raw(500, b'{"error": "down"}'))
+    await call_ok(peer, "memory.summary", ALICE)
+    await wait_rebuilt(llm_daemon, 1)
+    result = await call_ok(peer, "memory.summary", ALICE)
+    assert result["source"] == "digest" and result["summary"].startswith("Sarah (wife):")
+    assert result["stale"] is False and len(fake.seen) == 1
