@@ -134,6 +134,19 @@ class ExtractionConfig(_Section, frozen=True):
     max_attempts: Annotated[int, Meta(ge=1, le=100)] = 5
 
 
+class SupersessionConfig(_Section, frozen=True):
+    """When a new memory replaces older ones (see "Supersession" in README.md)."""
+
+    #: "rules": the offline rules, inline in memory.add; "llm": the [llm] model, in the
+    #: background after the add is acknowledged; "auto": llm when [llm] provider is set.
+    decider: Literal["auto", "rules", "llm"] = "auto"
+    #: Cosine an older memory needs with the new one to be a candidate by meaning (with an
+    #: embedder; the rules also look at memories that set the same attribute).
+    similarity: Annotated[float, Meta(ge=0, le=1)] = 0.75
+    #: Older memories judged per new one, newest first.
+    max_candidates: Annotated[int, Meta(ge=1, le=50)] = 5
+
+
 class SummaryConfig(_Section, frozen=True):
     """memory.summary and memory.context (see "People, context and summary" in README.md)."""
 
@@ -162,6 +175,7 @@ class Config(_Section, frozen=True):
     auth: AuthConfig = AuthConfig()
     llm: LlmConfig = LlmConfig()
     extraction: ExtractionConfig = ExtractionConfig()
+    supersession: SupersessionConfig = SupersessionConfig()
     summary: SummaryConfig = SummaryConfig()
 
     @property

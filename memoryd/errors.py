@@ -33,6 +33,7 @@ without one), anything else as -32603 with a log line.
     │   ├── StoreCorrupt         SQLite found the file damaged; writes stop (callers: Unavailable)
     │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
     │   ├── AmbiguousIdPrefix    an id prefix matches several of the caller's memories
+    │   ├── SupersedeRefused     memory.add's ``supersedes`` names no visible memory, or one it may not replace
     │   └── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
     ├── EmbedderError            an embedding backend is down, slow or returned garbage
     └── LlmError                 the LLM backend failed; ``retry_later`` says what a job does next
@@ -201,6 +202,17 @@ class AmbiguousIdPrefix(StoreError):
         super().__init__(f"prefix {prefix} is ambiguous: {count} of your memories match; give more characters")
         self.prefix = prefix
         self.count = count
+
+
+class SupersedeRefused(StoreError):
+    """The memory named by ``supersedes`` is not visible to the caller (``found`` False) or may
+    not be replaced by the new one (another scope, already superseded); nothing was written."""
+
+    def __init__(self, reason: str, *, found: bool, field: str = "supersedes") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.found = found
+        self.field = field
 
 
 class BrokenInvariant(StoreError):

@@ -88,7 +88,7 @@ async def test_stats_prints_a_readable_table(tmp_path: Path) -> None:
     assert done.returncode == 0, text(done)
     out = done.stdout.decode()
     assert "memories" in out and "superseded" in out and "group (1 chat)" in out
-    assert "test:4d, dim 4" in out and "backlog      embed 0 pending" in out
+    assert "test:4d, dim 4" in out and "backlog      embed 0, supersede 0 pending" in out
     assert str(db_path(data)) in out
 
 

@@ -44,15 +44,18 @@ async def test_my_wife_finds_sarahs_italian_food_at_rank_one(peer: NdjsonPeer) -
 
 
 async def test_the_relationship_statement_makes_one_person_with_its_alias(peer: NdjsonPeer) -> None:
-    await add(peer, "My wife's name is Sarah")
+    first = await add(peer, "My wife's name is Sarah")
     await add(peer, "sarah likes Italian food", subjects=["sarah"])
-    await add(peer, "Sarah is my wife")
+    restated = await call_ok(peer, "memory.add", {**ALICE, "content": "Sarah is my wife"})
+    # The restatement supersedes "My wife's name is Sarah" (same attribute, same subject), so
+    # two of the three memories about her are live.
+    assert restated["superseded"] == [first]
     people = await call_ok(peer, "person.list", ALICE)
-    assert [(p["name"], p["relationship"], p["memories"]) for p in people] == [("Sarah", "wife", 3)]
+    assert [(p["name"], p["relationship"], p["memories"]) for p in people] == [("Sarah", "wife", 2)]
     assert "my wife" in people[0]["aliases"]
     for phrase in ("my wife", "wife", "Sarah", "sarah", people[0]["id"]):
         got = await call_ok(peer, "person.get", {**ALICE, "name": phrase})
-        assert got["id"] == people[0]["id"] and len(got["memories"]) == 3
+        assert got["id"] == people[0]["id"] and len(got["memories"]) == 2
 
 
 async def test_a_new_name_for_a_one_at_a_time_relationship_merges(peer: NdjsonPeer) -> None:

@@ -30,7 +30,7 @@ def store(store: Store) -> Iterator[Store]:
 async def test_adding_a_memory_queues_one_embed_job(store: Store) -> None:
     record, _ = await store.memories.add(note("a"))
     await store.memories.add(note("a"))  # duplicate: no second job
-    assert await store.jobs.backlog() == {"embed": 1}
+    assert (await store.jobs.backlog())["embed"] == 1
     [job] = await store.jobs.claim_embed(10)
     assert (job.memory_id, job.content, job.attempts, job.generation) == (record.id, "a", 0, 1)
 
@@ -38,7 +38,7 @@ async def test_adding_a_memory_queues_one_embed_job(store: Store) -> None:
 async def test_without_a_vector_space_nothing_is_queued(tmp_path: Path) -> None:
     with Store(tmp_path / "memory.db") as store:
         await store.memories.add(note("a"))
-        assert await store.jobs.backlog() == {"embed": 0}
+        assert (await store.jobs.backlog())["embed"] == 0
         assert await store.jobs.claim_embed(10) == []
         assert store.jobs.enqueue_missing_embeddings() == 0
 
@@ -57,7 +57,7 @@ async def test_completing_writes_the_vector_and_removes_the_job(store: Store) ->
     await store.memories.add(note("sailing"))
     [job] = await store.jobs.claim_embed(10)
     await store.jobs.complete_embed([(job, vector())])
-    assert await store.jobs.backlog() == {"embed": 0}
+    assert (await store.jobs.backlog())["embed"] == 0
     assert await store.jobs.next_due_ms() is None
     [hit] = await store.memories.search(ALICE, "", limit=5, query_vector=vector())
     assert hit.similarity == pytest.approx(1.0, abs=1e-3)
@@ -88,7 +88,7 @@ async def test_failure_backs_off_and_keeps_the_error(store: Store) -> None:
     assert due is not None
     assert before + jobs.FIRST_BACKOFF_MS // 2 <= due <= now_ms() + jobs.FIRST_BACKOFF_MS
     assert await store.jobs.claim_embed(10) == []  # not due yet
-    assert await store.jobs.backlog() == {"embed": 1}
+    assert (await store.jobs.backlog())["embed"] == 1
     assert sql(store.path, "SELECT attempts, last_error FROM jobs") == [(1, "embedder down: connection refused")]
 
 

@@ -151,14 +151,26 @@ async def test_group_memories_are_visible_to_every_member_of_the_chat(store: Sto
 # -- the predicate every retriever is built from ---------------------------------------------------
 
 
-def test_the_predicate_names_the_callers_keys_and_hides_deleted_and_expired() -> None:
+def test_the_predicate_names_the_callers_keys_and_hides_deleted_superseded_and_expired() -> None:
     sql, params = visibility.predicate(Scope("alice", "c1"), "m", now_ms=123)
     assert sql == (
-        "m.scope_key IN (?, ?) AND m.deleted_at_ms IS NULL AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)"
+        "m.scope_key IN (?, ?) AND m.deleted_at_ms IS NULL AND m.superseded_by IS NULL "
+        "AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)"
     )
     assert params == ("u:alice", "c:c1", 123)
     sql, params = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, key="u:alice")
-    assert (sql, params) == ("memories.scope_key = ? AND memories.deleted_at_ms IS NULL", ("u:alice",))
+    assert (sql, params) == (
+        "memories.scope_key = ? AND memories.deleted_at_ms IS NULL AND memories.superseded_by IS NULL",
+        ("u:alice",),
+    )
+
+
+def test_superseded_memories_show_when_the_scope_or_the_query_asks() -> None:
+    everything = "memories.scope_key = ? AND memories.deleted_at_ms IS NULL"
+    by_scope = visibility.predicate(Scope("alice", include_superseded=True), now_ms=5, include_expired=True)
+    by_query = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, include_superseded=True)
+    assert by_scope[0].replace(" IN (?)", " = ?") == everything
+    assert by_query[0].replace(" IN (?)", " = ?") == everything
 
 
 def test_a_retriever_cannot_ask_for_a_key_its_caller_does_not_see() -> None:

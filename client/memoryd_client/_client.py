@@ -90,16 +90,22 @@ class MemoryClient:
         expires_days: Optional[float] = None,
         subjects: Optional[Sequence[str]] = None,
         shared: bool = False,
+        supersedes: Optional[str] = None,
+        key: Optional[str] = None,
     ) -> Record:
-        """Store a memory: ``{"id", "short_id", "created_at", "scope", "deduplicated", "embedded"}``."""
-        params = _methods.add_params(content, source, expires_days, subjects, shared)
+        """Store a memory: ``{"id", "short_id", "created_at", "scope", "deduplicated", "embedded",
+        "superseded"}``; ``supersedes`` (an id) or ``key`` (an upsert key) replace older memories."""
+        params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key)
         result: Record = self.call("memory.add", **params)
         return result
 
-    def search(self, query: str, limit: int = 10, about: Optional[str] = None) -> Records:
+    def search(
+        self, query: str, limit: int = 10, about: Optional[str] = None, *, include_superseded: bool = False
+    ) -> Records:
         """Best hits first, each with ``score``, ``similarity`` and ``about``; ``about`` (a name,
-        alias or "my wife") keeps only the memories about that person."""
-        result: Records = self.call("memory.search", **_methods.search_params(query, limit, about))
+        alias or "my wife") keeps only the memories about that person; ``include_superseded``
+        also returns memories a newer one replaced."""
+        result: Records = self.call("memory.search", **_methods.search_params(query, limit, about, include_superseded))
         return result
 
     def list(
@@ -109,15 +115,21 @@ class MemoryClient:
         before_id: Optional[str] = None,
         include_expired: bool = False,
         about: Optional[str] = None,
+        include_superseded: bool = False,
     ) -> Records:
         """Newest first; pass the last id as ``before_id`` for the next page."""
-        params = _methods.list_params(limit, offset, before_id, include_expired, about)
+        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded)
         result: Records = self.call("memory.list", **params)
         return result
 
     def get(self, memory_id: str) -> Record:
         """One memory by full id or unique prefix (>= 8 chars); raises NotFound if none is visible."""
         result: Record = self.call("memory.get", **_methods.memory_id_params(memory_id))
+        return result
+
+    def history(self, memory_id: str) -> Records:
+        """The versions of a memory (what it replaced, what replaced it), oldest first."""
+        result: Records = self.call("memory.history", **_methods.memory_id_params(memory_id))
         return result
 
     def delete(self, memory_id: str) -> Record:

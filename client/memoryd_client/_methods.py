@@ -22,6 +22,8 @@ def add_params(
     expires_days: Optional[float],
     subjects: Optional[Sequence[str]],
     shared: bool,
+    supersedes: Optional[str] = None,
+    key: Optional[str] = None,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -30,20 +32,38 @@ def add_params(
             "expires_days": expires_days,
             "subjects": None if subjects is None else list(subjects),
             "shared": shared,
+            "supersedes": supersedes,
+            "key": key,
         }
     )
 
 
-def search_params(query: str, limit: int, about: Optional[str] = None) -> Dict[str, Any]:
-    return _drop_none({"query": query, "limit": limit, "about": about})
+def search_params(
+    query: str, limit: int, about: Optional[str] = None, include_superseded: bool = False
+) -> Dict[str, Any]:
+    # include_superseded is sent only when set, so a client works with daemons that predate it.
+    return _drop_none(
+        {"query": query, "limit": limit, "about": about, "include_superseded": include_superseded or None}
+    )
 
 
 def list_params(
-    limit: int, offset: int, before_id: Optional[str], include_expired: bool, about: Optional[str] = None
+    limit: int,
+    offset: int,
+    before_id: Optional[str],
+    include_expired: bool,
+    about: Optional[str] = None,
+    include_superseded: bool = False,
 ) -> Dict[str, Any]:
     return _drop_none(
-        {"limit": limit, "offset": offset, "before_id": before_id, "include_expired": include_expired,
-         "about": about}
+        {
+            "limit": limit,
+            "offset": offset,
+            "before_id": before_id,
+            "include_expired": include_expired,
+            "about": about,
+            "include_superseded": include_superseded or None,
+        }
     )
 
 

@@ -70,13 +70,18 @@ class AsyncMemoryClient:
         expires_days: Optional[float] = None,
         subjects: Optional[Sequence[str]] = None,
         shared: bool = False,
+        supersedes: Optional[str] = None,
+        key: Optional[str] = None,
     ) -> Record:
-        params = _methods.add_params(content, source, expires_days, subjects, shared)
+        params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key)
         result: Record = await self.call("memory.add", **params)
         return result
 
-    async def search(self, query: str, limit: int = 10, about: Optional[str] = None) -> Records:
-        result: Records = await self.call("memory.search", **_methods.search_params(query, limit, about))
+    async def search(
+        self, query: str, limit: int = 10, about: Optional[str] = None, *, include_superseded: bool = False
+    ) -> Records:
+        params = _methods.search_params(query, limit, about, include_superseded)
+        result: Records = await self.call("memory.search", **params)
         return result
 
     async def list(
@@ -86,14 +91,20 @@ class AsyncMemoryClient:
         before_id: Optional[str] = None,
         include_expired: bool = False,
         about: Optional[str] = None,
+        include_superseded: bool = False,
     ) -> Records:
-        params = _methods.list_params(limit, offset, before_id, include_expired, about)
+        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded)
         result: Records = await self.call("memory.list", **params)
         return result
 
     async def get(self, memory_id: str) -> Record:
         """One memory by full id or unique prefix (>= 8 chars); raises NotFound if none is visible."""
         result: Record = await self.call("memory.get", **_methods.memory_id_params(memory_id))
+        return result
+
+    async def history(self, memory_id: str) -> Records:
+        """The versions of a memory (what it replaced, what replaced it), oldest first."""
+        result: Records = await self.call("memory.history", **_methods.memory_id_params(memory_id))
         return result
 
     async def delete(self, memory_id: str) -> Record:

@@ -27,8 +27,8 @@ def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdou
         return EXIT_OK
     verb = "would remove" if dry_run else "removed"
     out.write(
-        f"gc {verb} {report.purged} memories ({report.purged_deleted} deleted, {report.purged_expired} expired "
-        f"before {data['cutoff']}, retention {retention_days:g} days) and {report.events_pruned} old audit events"
+        f"gc {verb} {report.purged} memories ({report.purged_deleted} deleted, {report.purged_expired} expired, "
+        f"{report.purged_superseded} superseded before {data['cutoff']}, retention {retention_days:g} days) and {report.events_pruned} old audit events"
         f" in {report.seconds:.2f} s\n"
     )
     if checkpoint is not None:

@@ -30,6 +30,7 @@ from memoryd.errors import (
     LlmRefused,
     LlmUnavailable,
     MemorydError,
+    NotFound,
     RpcError,
     StartupError,
     StorageFull,
@@ -38,6 +39,7 @@ from memoryd.errors import (
     StoreCorrupt,
     StoreError,
     StoreRefused,
+    SupersedeRefused,
     Unavailable,
 )
 
@@ -76,6 +78,14 @@ def _ambiguous_id(exc: AmbiguousIdPrefix) -> RpcError:
     return InvalidParams.for_field("memory_id", str(exc))
 
 
+def _supersede_refused(exc: SupersedeRefused) -> RpcError:
+    # Not visible is "not found", exactly as memory.get says it: another scope's ids never leak.
+    data = {"field": exc.field, "reason": exc.reason}
+    if exc.found:
+        return InvalidParams.for_field(exc.field, exc.reason)
+    return NotFound("No memory visible to you matches that id", data)
+
+
 def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
     # The exception's message may name a backend's URL: it stays in the daemon's log.
     def reply(exc: Exception) -> RpcError:
@@ -93,6 +103,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreCorrupt: _store_corrupt,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug
     AmbiguousIdPrefix: _ambiguous_id,
+    SupersedeRefused: _supersede_refused,
     BrokenInvariant: _internal,  # the service validates first: reaching the store with it is a bug
     # Searches fall back to keywords and adds never wait on a failing embedder: only a call that
     # cannot do without one gets this.

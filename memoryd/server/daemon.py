@@ -21,7 +21,15 @@ from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
-from memoryd.errors import DiskFull, EmbeddingModelMismatch, StartupError, StoreCorrupt, StoreError, StoreRefused
+from memoryd.errors import (
+    ConfigError,
+    DiskFull,
+    EmbeddingModelMismatch,
+    StartupError,
+    StoreCorrupt,
+    StoreError,
+    StoreRefused,
+)
 from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
@@ -40,6 +48,8 @@ from memoryd.service.methods import HealthReporter, build_method_table
 from memoryd.service.people import PeopleService
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.summary import SummaryService
+from memoryd.service.supersession import Supersession
+from memoryd.service.supersession_worker import SupersessionWorker
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.daemon")
@@ -176,6 +186,7 @@ class Daemon:
             max_chars=config.summary.max_chars,
         )
         self.summaries = summaries
+        supersession, supersession_worker = _supersession(config, store, self.llm, people)
         service = MemoryService(
             store.memories,
             embedder,
@@ -184,6 +195,7 @@ class Daemon:
             query_timeout=config.embed.query_timeout,
             authenticator=self.authenticator,
             people=people,
+            supersession=supersession,
             secrets=guard,
         )
         service.on_added.append(summaries.note_added)
@@ -211,6 +223,8 @@ class Daemon:
                 if self.extraction is not None:
                     await nursery.start(_despite_storage_faults, self.extraction.run)
                 await nursery.start(summaries.run)
+                # A full disk or a damaged file pauses it like the backfill.
+                await nursery.start(_despite_storage_faults, supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
@@ -286,6 +300,24 @@ class Daemon:
         )
 
 
+def _supersession(
+    config: Config, store: Store, llm: LlmClient | None, people: PeopleService
+) -> tuple[Supersession, SupersessionWorker]:
+    """Who decides supersession: the offline rules inline, or the LLM in the background; the
+    owner's people tell the rules that "my wife" and "Sarah" are one subject."""
+    decider = config.supersession.decider
+    if decider == "llm" and llm is None:
+        raise ConfigError('supersession.decider = "llm" needs an [llm] provider (url and model)')
+    use_llm = llm is not None and decider != "rules"
+    supersession = Supersession(
+        store.supersession, config.supersession, use_llm=use_llm, resolver_for=people.resolver_for
+    )
+    # Without an LLM the worker still drains jobs a previous run (with one) left, by the rules.
+    worker = SupersessionWorker(supersession, llm.complete_json if use_llm and llm is not None else None)
+    supersession.on_queued = worker.notify
+    return supersession, worker
+
+
 #: How long a worker stopped by a full disk or a damaged file waits before it tries again.
 STORAGE_RETRY_SECONDS = 5.0
 
@@ -293,7 +325,7 @@ STORAGE_RETRY_SECONDS = 5.0
 async def _despite_storage_faults(
     run: Callable[[], Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """Run a background worker (the embedding backfill) that a full disk or a damaged file
+    """Run a background worker (the embedding backfill, supersession) that a full disk or a damaged file
     must pause, not bring the daemon down with it; the store logged the fault once."""
     task_status.started()
     while True:

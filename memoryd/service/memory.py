@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -28,12 +29,15 @@ from memoryd.service.params import (
     CallerParams,
     DeleteParams,
     GetParams,
+    HistoryParams,
     ListParams,
     SearchParams,
 )
 from memoryd.service.secret_guard import SecretsGuard
+from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
+from memoryd.store.supersession import NOT_VISIBLE
 
 if TYPE_CHECKING:
     from memoryd.service.people import PeopleService
@@ -65,11 +69,13 @@ class MemoryService:
         query_timeout: float,
         authenticator: Authenticator | None = None,
         people: PeopleService | None = None,
+        supersession: Supersession | None = None,
         secrets: SecretsGuard | None = None,
     ) -> None:
         self.authenticator = authenticator or Authenticator("trust")
         self.secrets = secrets or SecretsGuard("refuse")
         self.people = people
+        self.supersession = supersession
         self.on_added: list[AddedListener] = [people.learn] if people is not None else []
         self.on_deleted: list[DeletedListener] = []
         self.memories = memories
@@ -93,18 +99,25 @@ class MemoryService:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
         # Last of the checks: a refused secret is reported only once the rest of the call is valid.
         content = self.secrets.screen_add("content", params.content.strip())
-        record, deduplicated = await self.memories.add(
-            NewMemory(
-                content=content,
-                owner=scope.user_id,
-                chat_id=scope.chat_id,
-                shared=params.shared,
-                source=params.source,
-                subjects=_unique(params.subjects),
-                expires_at_ms=expires_at_ms,
-                metadata=metadata,
-            )
+        new = NewMemory(
+            content=content,
+            owner=scope.user_id,
+            chat_id=scope.chat_id,
+            shared=params.shared,
+            source=params.source,
+            subjects=_unique(params.subjects),
+            expires_at_ms=expires_at_ms,
+            metadata=metadata,
         )
+        superseded: list[str] = []
+        if self.supersession is None:
+            record, deduplicated = await self.memories.add(new)
+        else:
+            supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
+            key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
+            with _ambiguity_names("supersedes"):
+                stored = await self.supersession.store(scope, new, supersedes=supersedes, key=key)
+            record, deduplicated, superseded = stored.record, stored.deduplicated, stored.superseded
         for listener in self.on_added:
             await listener(scope, record, params)
         embedded = False
@@ -122,10 +135,13 @@ class MemoryService:
             "scope": record.scope,
             "deduplicated": deduplicated,
             "embedded": embedded,
+            "superseded": superseded,
         }
 
     async def search(self, params: SearchParams, ctx: CallContext) -> list[SearchHit]:
-        scope = caller_scope(params, ctx, self.authenticator)
+        scope = dataclasses.replace(
+            caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
+        )
         return await self.search_in(scope, params.query, params.limit, about=params.about)
 
     async def search_in(self, scope: Scope, query: str, limit: int, *, about: str | None = None) -> list[SearchHit]:
@@ -138,7 +154,9 @@ class MemoryService:
         return await self.memories.search(scope, query, limit=limit, query_vector=query_vector, people_focus=focus)
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
-        scope = caller_scope(params, ctx, self.authenticator)
+        scope = dataclasses.replace(
+            caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
+        )
         before_id = None
         if params.before_id is not None:
             before_id = check_id_prefix("before_id", check_text("before_id", params.before_id, max_bytes=64))
@@ -160,11 +178,19 @@ class MemoryService:
         with _ambiguity_names("memory_id"):
             record = await self.memories.get(scope, check_id_prefix("memory_id", params.memory_id))
         if record is None:
-            raise NotFound(
-                "No memory visible to you matches that id",
-                {"field": "memory_id", "reason": "no visible memory has this id or prefix"},
-            )
+            raise _not_visible("memory_id")
         return record
+
+    async def history(self, params: HistoryParams, ctx: CallContext) -> list[MemoryRecord]:
+        """The versions of a memory (what it replaced and what replaced it), oldest first."""
+        scope = caller_scope(params, ctx, self.authenticator)
+        chain = None
+        if self.supersession is not None:
+            with _ambiguity_names("memory_id"):
+                chain = await self.supersession.history(scope, check_id_prefix("memory_id", params.memory_id))
+        if chain is None:
+            raise _not_visible("memory_id")
+        return chain
 
     async def delete(self, params: DeleteParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
@@ -197,6 +223,11 @@ def _ambiguity_names(field: str) -> Iterator[None]:
         yield
     except AmbiguousIdPrefix as exc:
         raise InvalidParams.for_field(field, str(exc)) from None
+
+
+def _not_visible(field: str) -> NotFound:
+    """Nothing the caller can see has that id: the same answer whether it exists elsewhere or not."""
+    return NotFound("No memory visible to you matches that id", {"field": field, "reason": NOT_VISIBLE})
 
 
 def _unique(names: list[str]) -> list[str]:

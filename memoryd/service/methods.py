@@ -21,6 +21,7 @@ from memoryd.service.params import (
     ExtractParams,
     GetParams,
     HealthParams,
+    HistoryParams,
     ListParams,
     ObserveParams,
     SearchParams,
@@ -136,6 +137,7 @@ def build_method_table(
     table.register("memory.list", ListParams, service.list)
     table.register("memory.get", GetParams, service.get)
     table.register("memory.delete", DeleteParams, service.delete)
+    table.register("memory.history", HistoryParams, service.history)
     if conversations is not None:
         table.register("memory.observe", ObserveParams, conversations.observe)
         table.register("memory.extract", ExtractParams, conversations.extract)

@@ -55,6 +55,11 @@ class AddParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     subjects: Annotated[list[SubjectName], Meta(max_length=32)] = []
     shared: bool = False
     metadata: dict[str, Any] | None = None
+    #: The id (or unique prefix) of a visible memory of the same scope that this one replaces.
+    supersedes: Annotated[str, Meta(min_length=1, max_length=64)] | None = None
+    #: An upsert key (navi's category/key): a live memory with the same key and subjects in the
+    #: same scope is superseded.
+    key: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
 
 
 class SearchParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
@@ -62,6 +67,7 @@ class SearchParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     limit: Annotated[int, Meta(ge=1, le=100)] = 10
     #: Only memories about this person: a name, an alias or a relationship ("my wife").
     about: SubjectName | None = None
+    include_superseded: bool = False
 
 
 class ListParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
@@ -70,6 +76,7 @@ class ListParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     before_id: str | None = None
     include_expired: bool = False
     about: SubjectName | None = None
+    include_superseded: bool = False
 
 
 class DeleteParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
@@ -77,6 +84,10 @@ class DeleteParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
 
 
 class GetParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    memory_id: Annotated[str, Meta(min_length=1, max_length=64)]
+
+
+class HistoryParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     memory_id: Annotated[str, Meta(min_length=1, max_length=64)]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from memoryd.auth import Authenticator
 from memoryd.errors import InvalidParams, NotFound
-from memoryd.knowledge import Mention, MentionFinder
+from memoryd.knowledge import Mention, MentionFinder, Resolver, person_resolver
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.memory import caller_scope
@@ -91,6 +91,11 @@ class PeopleService:
             if mention.via == "relationship":
                 rewritten = rewritten[:at] + person.name + rewritten[end:]
         return PeopleFocus(mentioned=tuple(p.rowid for p, _ in mentions), only=only, rest=rest), rewritten
+
+    async def resolver_for(self, owner: str) -> Resolver:
+        """The owner's people for the supersession rules: "my wife" and "Sarah" are one subject."""
+        directory = await self._directory(owner)
+        return person_resolver([person.known() for person in directory.by_id.values()])
 
     def forget_directory(self, owner: str) -> None:
         self._directories.pop(owner, None)

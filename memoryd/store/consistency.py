@@ -119,7 +119,8 @@ def _vec_tables(db: apsw.Connection) -> list[str]:
 def _bad_vector_rows_sql(space: VectorSpace) -> str:
     return (
         f"SELECT v.memory_rowid FROM {space.table} AS v LEFT JOIN memories AS m ON m.rowid = v.memory_rowid "
-        "WHERE m.rowid IS NULL OR m.deleted_at_ms IS NOT NULL OR m.scope_key IS NOT v.scope_key "
+        "WHERE m.rowid IS NULL OR m.deleted_at_ms IS NOT NULL OR m.superseded_by IS NOT NULL "
+        "OR m.scope_key IS NOT v.scope_key "
         f"OR coalesce(m.expires_at_ms, {NEVER}) != v.expires_at OR m.vector_gen IS NOT ?"
     )
 

@@ -2,6 +2,7 @@
 
 Eviction order within an over-full scope (first evicted first):
 
+0. superseded memories (hidden already: kept only for audit and history);
 1. expired memories;
 2. memories older than ``protect_recent`` before anything added recently (recent ones only
    when nothing else is left);
@@ -59,6 +60,7 @@ def over_limit(db: apsw.Connection, per_user: int, per_chat: int) -> list[tuple[
 
 #: The eviction order, first evicted first (see the module docstring).
 EVICTION_ORDER = f"""
+    (superseded_by IS NOT NULL) DESC,
     (expires_at_ms IS NOT NULL AND expires_at_ms <= :now) DESC,
     (created_at_ms >= :protect_since) ASC,
     max(created_at_ms, coalesce(last_access_ms, 0)) / {DAY_MS} ASC,

@@ -20,7 +20,9 @@ from memoryd.store.records import EmbedJob
 from memoryd.store.visibility import live
 
 EMBED = "embed"
-KINDS = (EMBED,)
+#: A memory whose supersession an LLM decides after the add was acknowledged (supersession.py).
+SUPERSEDE = "supersede"
+KINDS = (EMBED, SUPERSEDE)
 
 #: How long a claimed job stays invisible to other claims.
 LEASE_MS = 10 * 60 * 1000
@@ -39,10 +41,14 @@ def backoff_ms(attempts: int, rng: random.Random | None = None) -> int:
 
 
 def enqueue_embed(db: apsw.Connection, memory_rowid: int, now_ms: int) -> None:
+    enqueue(db, EMBED, memory_rowid, now_ms)
+
+
+def enqueue(db: apsw.Connection, kind: str, memory_rowid: int, now_ms: int) -> None:
     db.execute(
         "INSERT INTO jobs (kind, memory_rowid, due_at_ms, created_at_ms) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (kind, memory_rowid) DO NOTHING",
-        (EMBED, memory_rowid, now_ms, now_ms),
+        (kind, memory_rowid, now_ms, now_ms),
     )
 
 

@@ -50,20 +50,22 @@ class Lifecycle:
         return total
 
     def gc(self, *, retention_ms: int, dry_run: bool = False) -> GcReport:
-        """Purge memories deleted or expired more than ``retention_ms`` ago, then prune their old
+        """Purge memories deleted, expired or superseded more than ``retention_ms`` ago, then prune their old
         events.  Optimizing and checkpointing are separate steps."""
         started = time.perf_counter()
         now_ms = self._clock()
         report = GcReport(dry_run=dry_run, cutoff_ms=now_ms - retention_ms)
         if dry_run:
-            report.purged_deleted, report.purged_expired = self._db.read_sync(retention.purge_counts, report.cutoff_ms)
+            counts = self._db.read_sync(retention.purge_counts, report.cutoff_ms)
+            report.purged_deleted, report.purged_expired, report.purged_superseded = counts
             report.events_pruned = self._db.read_sync(retention.count_prunable_events, report.cutoff_ms)
         else:
             while True:
-                deleted, expired = self._db.write_sync(retention.purge_batch, report.cutoff_ms, now_ms)
+                deleted, expired, superseded = self._db.write_sync(retention.purge_batch, report.cutoff_ms, now_ms)
                 report.purged_deleted += deleted
                 report.purged_expired += expired
-                if deleted + expired < BATCH:
+                report.purged_superseded += superseded
+                if deleted + expired + superseded < BATCH:
                     break
             report.events_pruned = self._db.write_sync(retention.prune_events, report.cutoff_ms)
         report.seconds = time.perf_counter() - started

@@ -1,7 +1,7 @@
 """Memories by id: full ids and unique prefixes among what the caller can see, and short ids.
 
-A prefix resolves among the caller's visible memories only (expired ones included: they can
-still be deleted), so another user's ids can neither be hit nor make a prefix ambiguous.
+A prefix resolves among the caller's visible memories only (expired and superseded ones
+included: they can still be read by id and deleted), so another user's ids can neither be hit nor make a prefix ambiguous.
 The prefix arrives normalised and checked (``memoryd.service.validation``).
 """
 
@@ -24,7 +24,7 @@ _AFTER_ALL_ID_CHARS = "~"
 
 
 def _prefix_range(scope: Scope, prefix: str, now_ms: int) -> tuple[str, tuple[object, ...]]:
-    where, params = predicate(scope, now_ms=now_ms, include_expired=True)
+    where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
     return f"{where} AND memories.id >= ? AND memories.id < ?", (*params, prefix, prefix + _AFTER_ALL_ID_CHARS)
 
 
@@ -45,11 +45,11 @@ def resolve_visible(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int)
 
 
 def get_visible(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> MemoryRecord | None:
-    """The visible, unexpired memory matching ``prefix``, or None."""
+    """The visible, unexpired memory matching ``prefix`` (superseded or not), or None."""
     match = resolve_visible(db, scope, prefix, now_ms)
     if match is None:
         return None
-    return memories.fetch_visible(db, scope, [match[0]], now_ms).get(match[0])
+    return memories.fetch_visible(db, scope, [match[0]], now_ms, include_superseded=True).get(match[0])
 
 
 def delete(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> str | None:
@@ -81,7 +81,7 @@ def short_ids(db: apsw.Connection, scope: Scope, ids: Iterable[str], now_ms: int
     for memory_id in ids:
         longest = 0
         for key in scope.visible_keys():
-            where, params = predicate(scope, now_ms=now_ms, include_expired=True, key=key)
+            where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True, key=key)
             (before,) = one(db, f"SELECT max(id) FROM memories WHERE {where} AND id < ?", (*params, memory_id))
             (after,) = one(db, f"SELECT min(id) FROM memories WHERE {where} AND id > ?", (*params, memory_id))
             for neighbour in (before, after):

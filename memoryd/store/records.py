@@ -84,6 +84,13 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
     sensitivity: str | None = None
     memory_type: str = DEFAULT_MEMORY_TYPE  # never null on the wire: ash's CLI slices it
     conversation_private: bool = False
+    #: Supersession (schema m005): the newer memory that replaced this one, when and why, and
+    #: the caller's upsert ``key``.  Only superseded memories (include_superseded, get,
+    #: history) have the first three set.
+    superseded_by: str | None = None
+    superseded_at: str | None = None
+    supersede_reason: str | None = None
+    key: str | None = None
     #: Who the memory is about: the caller's own people it is linked to (see
     #: ``store/people_retriever.annotate``), else its subjects.
     about: list[str] = []
@@ -108,6 +115,9 @@ class EmbedJob(msgspec.Struct, frozen=True):
     generation: int = 0
 
 
+#: Supersession columns, in record order (schema m005 and m002's superseded_by).
+SUPERSESSION_COLUMNS = ("superseded_by", "superseded_at_ms", "supersede_reason", "key")
+
 #: The memories columns every record query selects (qualified: some queries join), in
 #: ``record_from_row`` order.
 RECORD_COLUMNS = ", ".join(
@@ -126,6 +136,7 @@ RECORD_COLUMNS = ", ".join(
         "metadata",
         "confidence",
         *PROVENANCE_COLUMNS,
+        *SUPERSESSION_COLUMNS,
     )
 )
 
@@ -133,7 +144,8 @@ RECORD_COLUMNS = ", ".join(
 def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     """Build a MemoryRecord from a row selected with RECORD_COLUMNS (the rowid is skipped)."""
     (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row[:12]
-    (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:]
+    (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:20]
+    (superseded_by, superseded_at_ms, supersede_reason, key) = row[20:24]
     subject_list = _json_decode(subjects)
     return MemoryRecord(
         id=id_,
@@ -155,6 +167,10 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
         sensitivity=sensitivity,
         memory_type=memory_type or DEFAULT_MEMORY_TYPE,
         conversation_private=bool(private),
+        superseded_by=superseded_by,
+        superseded_at=iso_from_ms(superseded_at_ms),
+        supersede_reason=supersede_reason,
+        key=key,
         about=list(subject_list),
     )
 

@@ -30,13 +30,14 @@ class GcReport:
     cutoff_ms: int
     purged_deleted: int = 0
     purged_expired: int = 0
+    purged_superseded: int = 0
     events_pruned: int = 0
     optimize_steps: int = 0
     seconds: float = 0.0
 
     @property
     def purged(self) -> int:
-        return self.purged_deleted + self.purged_expired
+        return self.purged_deleted + self.purged_expired + self.purged_superseded
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -68,8 +69,8 @@ def mark_expired_batch(db: apsw.Connection, now_ms: int, limit: int = BATCH) -> 
 # -- gc -----------------------------------------------------------------------------------------
 
 
-def purge_counts(db: apsw.Connection, cutoff_ms: int) -> tuple[int, int]:
-    """(deleted, expired) memories gc would remove at ``cutoff_ms``."""
+def purge_counts(db: apsw.Connection, cutoff_ms: int) -> tuple[int, int, int]:
+    """(deleted, expired, superseded) memories gc would remove at ``cutoff_ms``."""
     (deleted,) = one(
         db, "SELECT count(*) FROM memories INDEXED BY memories_gc_deleted WHERE deleted_at_ms <= ?", (cutoff_ms,)
     )
@@ -79,13 +80,19 @@ def purge_counts(db: apsw.Connection, cutoff_ms: int) -> tuple[int, int]:
         "WHERE expires_at_ms <= ?1 AND (deleted_at_ms IS NULL OR deleted_at_ms > ?1)",
         (cutoff_ms,),
     )
-    return int(deleted), int(expired)
+    (superseded,) = one(
+        db,
+        "SELECT count(*) FROM memories INDEXED BY memories_gc_superseded WHERE superseded_at_ms <= ?1 "
+        "AND (deleted_at_ms IS NULL OR deleted_at_ms > ?1) AND (expires_at_ms IS NULL OR expires_at_ms > ?1)",
+        (cutoff_ms,),
+    )
+    return int(deleted), int(expired), int(superseded)
 
 
-def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = BATCH) -> tuple[int, int]:
-    """Hard-remove up to ``limit`` memories deleted or expired before ``cutoff_ms``.
+def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = BATCH) -> tuple[int, int, int]:
+    """Hard-remove up to ``limit`` memories deleted, expired or superseded before ``cutoff_ms``.
 
-    Returns (deleted, expired) counts removed.  The row, its FTS entry (trigger), vector and
+    Returns (deleted, expired, superseded) counts removed.  The row, its FTS entry (trigger), vector and
     jobs go; an audit 'purged' event records it.
     """
     doomed: dict[int, tuple[str, str]] = {}
@@ -100,14 +107,20 @@ def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = B
             (cutoff_ms, limit - len(doomed)),
         ):
             doomed.setdefault(rowid, (memory_id, "expired"))
+    if len(doomed) < limit:
+        for rowid, memory_id in db.execute(
+            "SELECT rowid, id FROM memories INDEXED BY memories_gc_superseded WHERE superseded_at_ms <= ? LIMIT ?",
+            (cutoff_ms, limit - len(doomed)),
+        ):
+            doomed.setdefault(rowid, (memory_id, "superseded"))
     if not doomed:
-        return 0, 0
+        return 0, 0, 0
     memories.drop_derived(db, list(doomed))
     db.executemany("DELETE FROM memories WHERE rowid = ?", [(rowid,) for rowid in doomed])
     for memory_id, reason in doomed.values():
         memories.audit(db, memory_id, "purged", ACTOR, now_ms, {"reason": reason})
     reasons = [reason for _, reason in doomed.values()]
-    return reasons.count("deleted"), reasons.count("expired")
+    return reasons.count("deleted"), reasons.count("expired"), reasons.count("superseded")
 
 
 def prune_events(db: apsw.Connection, cutoff_ms: int) -> int:

@@ -163,37 +163,6 @@ def m003_provenance(db: apsw.Connection) -> None:
     )
 
 
-def m006_people(db: apsw.Connection) -> None:
-    """The people in each owner's life and the memories about them (see ``people.py``).
-
-    A person belongs to one owner and is never shown to anybody else; a link is only a pointer,
-    so what a caller sees of the linked memories is still decided by ``visibility.predicate``.
-    """
-    db.execute(
-        """
-        CREATE TABLE people (
-            rowid INTEGER PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,            -- ULID
-            owner TEXT NOT NULL,
-            name TEXT NOT NULL,
-            aliases TEXT NOT NULL DEFAULT '[]', -- JSON array: "my wife", "Sara", ...
-            relationship TEXT,                  -- canonical: wife, boss, dog, ...
-            created_at_ms INTEGER NOT NULL,
-            updated_at_ms INTEGER NOT NULL
-        );
-        CREATE INDEX people_owner ON people (owner, name);
-
-        CREATE TABLE memory_people (
-            person_rowid INTEGER NOT NULL REFERENCES people (rowid) ON DELETE CASCADE,
-            memory_rowid INTEGER NOT NULL REFERENCES memories (rowid) ON DELETE CASCADE,
-            PRIMARY KEY (person_rowid, memory_rowid)
-        ) WITHOUT ROWID;
-        -- "who is this memory about" for the hits of a search or a page of a list.
-        CREATE INDEX memory_people_memory ON memory_people (memory_rowid);
-        """
-    )
-
-
 def m004_conversations(db: apsw.Connection) -> None:
     """Observed conversation messages and one extraction job per session (issue 10).
 
@@ -244,13 +213,80 @@ def m004_conversations(db: apsw.Connection) -> None:
     )
 
 
+def m005_supersession(db: apsw.Connection) -> None:
+    """Supersession (see ``supersession.py``): when and why a memory was replaced, the caller's
+    upsert key, and the attribute keys the offline rules compare.
+
+    A superseded memory keeps its row and FTS entry (audit, ``include_superseded``) but loses its
+    vector, so the vec0 scan is never crowded by outdated memories.
+    """
+    db.execute(
+        """
+        ALTER TABLE memories ADD COLUMN superseded_at_ms INTEGER;
+        ALTER TABLE memories ADD COLUMN supersede_reason TEXT;
+        -- navi's (category, key) upsert: same key, subjects and scope, newer wins.
+        ALTER TABLE memories ADD COLUMN key TEXT;
+
+        -- history walks the chain both ways: "who replaced X" is X.superseded_by, "whom did X
+        -- replace" needs this index.
+        CREATE INDEX memories_superseded_by ON memories (superseded_by) WHERE superseded_by IS NOT NULL;
+        -- gc of superseded memories past retention.
+        CREATE INDEX memories_gc_superseded ON memories (superseded_at_ms) WHERE superseded_at_ms IS NOT NULL;
+        CREATE INDEX memories_key ON memories (scope_key, key)
+            WHERE key IS NOT NULL AND deleted_at_ms IS NULL AND superseded_by IS NULL;
+
+        -- The attribute keys a memory sets (knowledge.attributes: "favorite:color", "employer"),
+        -- so the offline candidates of a new memory are one index range per key.
+        CREATE TABLE memory_attributes (
+            scope_key TEXT NOT NULL,
+            attribute TEXT NOT NULL,
+            memory_rowid INTEGER NOT NULL REFERENCES memories (rowid) ON DELETE CASCADE,
+            PRIMARY KEY (scope_key, attribute, memory_rowid)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_attributes_memory ON memory_attributes (memory_rowid);
+        """
+    )
+
+
+def m006_people(db: apsw.Connection) -> None:
+    """The people in each owner's life and the memories about them (see ``people.py``).
+
+    A person belongs to one owner and is never shown to anybody else; a link is only a pointer,
+    so what a caller sees of the linked memories is still decided by ``visibility.predicate``.
+    """
+    db.execute(
+        """
+        CREATE TABLE people (
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,            -- ULID
+            owner TEXT NOT NULL,
+            name TEXT NOT NULL,
+            aliases TEXT NOT NULL DEFAULT '[]', -- JSON array: "my wife", "Sara", ...
+            relationship TEXT,                  -- canonical: wife, boss, dog, ...
+            created_at_ms INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX people_owner ON people (owner, name);
+
+        CREATE TABLE memory_people (
+            person_rowid INTEGER NOT NULL REFERENCES people (rowid) ON DELETE CASCADE,
+            memory_rowid INTEGER NOT NULL REFERENCES memories (rowid) ON DELETE CASCADE,
+            PRIMARY KEY (person_rowid, memory_rowid)
+        ) WITHOUT ROWID;
+        -- "who is this memory about" for the hits of a search or a page of a list.
+        CREATE INDEX memory_people_memory ON memory_people (memory_rowid);
+        """
+    )
+
+
 #: The ladder: step N brings user_version from N-1 to N.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m001_create_tables,
     m002_lifecycle,
     m003_provenance,
-    m006_people,  # m004/m005 belong to other branches: renumber in the ladder when they merge
-    m004_conversations,  # merged after m006 (user_version 5); the ladder's order is what counts
+    m004_conversations,
+    m005_supersession,
+    m006_people,
 ]
 
 

@@ -4,6 +4,7 @@
     store.jobs       JobQueue          the backfill worker (and the next workers)
     store.lifecycle  Lifecycle         the maintenance task and the admin commands
     store.people     PeopleRepository  person.* methods, people learned on add, context
+    store.supersession  Supersessions  adds that may replace older memories, their jobs, history
     store.conversations ConversationLog observe, the extract methods, the extraction worker
 
 The container itself keeps what belongs to the store as a whole: the vector space this
@@ -28,6 +29,7 @@ from memoryd.store.job_queue import JobQueue
 from memoryd.store.lifecycle import Lifecycle
 from memoryd.store.people_repository import PeopleRepository
 from memoryd.store.repository import MemoryRepository
+from memoryd.store.supersession_repository import Supersessions
 from memoryd.store.vectors import VectorSpace
 
 log = logging.getLogger("memoryd.store")
@@ -70,6 +72,7 @@ class Store:
         self.jobs = JobQueue(self._db, clock)
         self.lifecycle = Lifecycle(self._db, self._hits, clock)
         self.people = PeopleRepository(self._db, clock)
+        self.supersession = Supersessions(self._db, self._hits, clock)
         self.conversations = ConversationLog(self._db, clock)
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
 

@@ -61,12 +61,17 @@ class MemoryLine(msgspec.Struct, forbid_unknown_fields=True):
     superseded_by: str | None
     access_count: int
     last_access_at: str | None
+    # Schema m005 (files written before it have none of these).
+    superseded_at: str | None = None
+    supersede_reason: str | None = None
+    key: str | None = None
 
 
 _encoder = msgspec.json.Encoder()
 _COLUMNS = (
     "id, shared, owner, chat_id, source, content, subjects, metadata, confidence, created_at_ms, "
-    "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms"
+    "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms, "
+    "superseded_at_ms, supersede_reason, key"
 )
 
 
@@ -84,7 +89,7 @@ def header_line(exported_at_ms: int, user: str | None) -> bytes:
 
 def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
     (id_, shared, owner, chat_id, source, content, subjects, metadata, confidence, created, updated, expires,
-     deleted, expiry_recorded, superseded_by, access_count, last_access) = row  # fmt: skip
+     deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key) = row  # fmt: skip
     return MemoryLine(
         id=id_,
         scope=scope_kind(bool(shared)),
@@ -103,6 +108,9 @@ def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
         superseded_by=superseded_by,
         access_count=access_count,
         last_access_at=iso_from_ms(last_access),
+        superseded_at=iso_from_ms(superseded_at),
+        supersede_reason=reason,
+        key=key,
     )
 
 
@@ -155,8 +163,8 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
             """
             INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects, created_at_ms,
                 updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, confidence,
-                metadata, content_hash, access_count, last_access_ms)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                metadata, content_hash, access_count, last_access_ms, superseded_at_ms, supersede_reason, key)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (id) DO NOTHING
             """,
             (
@@ -179,6 +187,9 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
                 memories.content_hash(line.content),
                 line.access_count,
                 _ms(line.last_access_at),
+                _ms(line.superseded_at),
+                line.supersede_reason,
+                line.key,
             ),
         )
         if db.changes() == 0:
@@ -186,7 +197,11 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
             continue
         report.imported += 1
         memories.audit(db, line.id, "imported", ACTOR, now_ms, {})
-        live = deleted_at_ms is None and (expires_at_ms is None or expires_at_ms > now_ms)
+        live = (
+            deleted_at_ms is None
+            and line.superseded_by is None
+            and (expires_at_ms is None or expires_at_ms > now_ms)
+        )
         if space is not None and live:
             jobs.enqueue_embed(db, db.last_insert_rowid(), now_ms)
             report.embed_jobs += 1

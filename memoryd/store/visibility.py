@@ -2,8 +2,9 @@
 
 Every retriever (list, get, delete, short ids, keyword, vector KNN, the final fetch of a
 search) builds its WHERE clause from :func:`predicate`, so a visibility rule is written once,
-here.  Rules to come (disclosure by chat type, provenance and sensitivity; ``this_chat``;
-superseded memories) are added as fields of ``Scope`` and clauses of ``predicate``.
+here.  Superseded memories are hidden unless the caller asks for them (``Scope.include_superseded``,
+a clause of ``live``).  Rules to come (disclosure by chat type, provenance and sensitivity;
+``this_chat``) are added as fields of ``Scope`` and clauses of ``predicate``.
 
 A memory lives in one scope key: ``u:<owner>`` (personal) or ``c:<chat_id>`` (group).  A caller
 sees its own personal key plus the group key of its current chat, nothing else.
@@ -57,6 +58,8 @@ class Scope:
 
     user_id: str
     chat_id: str | None = None
+    #: Also show memories that a newer one superseded (search and list's ``include_superseded``).
+    include_superseded: bool = False
 
     def __post_init__(self) -> None:
         # An invariant, not input validation (the service checks input): an empty user would
@@ -76,9 +79,14 @@ class Scope:
 Clause = tuple[str, tuple[object, ...]]
 
 
-def live(alias: str = "memories", *, now_ms: int, include_expired: bool = False) -> Clause:
-    """The "live memory" predicate: not deleted and (unless asked otherwise) not expired."""
+def live(
+    alias: str = "memories", *, now_ms: int, include_expired: bool = False, include_superseded: bool = False
+) -> Clause:
+    """The "live memory" predicate: not deleted and (unless asked otherwise) neither superseded
+    nor expired."""
     sql = f"{alias}.deleted_at_ms IS NULL"
+    if not include_superseded:
+        sql = f"{sql} AND {alias}.superseded_by IS NULL"
     if include_expired:
         return sql, ()
     return f"{sql} AND ({alias}.expires_at_ms IS NULL OR {alias}.expires_at_ms > ?)", (now_ms,)
@@ -90,10 +98,12 @@ def predicate(
     *,
     now_ms: int,
     include_expired: bool = False,
+    include_superseded: bool = False,
     key: str | None = None,
 ) -> Clause:
     """What ``scope`` may see of table ``alias``: its keys (or the one ``key`` of them, for the
-    queries that walk one scope key at a time) and live memories only."""
+    queries that walk one scope key at a time) and live memories only.  Superseded memories
+    show when the scope or the query (ids: get, delete, history) asks for them."""
     if key is None:
         keys = scope.visible_keys()
         scope_sql = f"{alias}.scope_key IN ({', '.join('?' * len(keys))})"
@@ -102,7 +112,12 @@ def predicate(
         scope_sql = f"{alias}.scope_key = ?"
     else:
         raise BrokenInvariant("a retriever asked for a scope key its caller cannot see")
-    live_sql, live_params = live(alias, now_ms=now_ms, include_expired=include_expired)
+    live_sql, live_params = live(
+        alias,
+        now_ms=now_ms,
+        include_expired=include_expired,
+        include_superseded=include_superseded or scope.include_superseded,
+    )
     return f"{scope_sql} AND {live_sql}", (*keys, *live_params)
 
 

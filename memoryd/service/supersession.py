@@ -1,0 +1,104 @@
+"""Supersession: a newer memory replaces the older ones it contradicts.
+
+Every store of a memory (``memory.add``, extraction) goes through :meth:`Supersession.store`:
+
+- the explicit ``supersedes`` target and the ``key`` upsert apply inline, always;
+- with the offline rules (``[supersession] decider = "rules"``, or ``auto`` without an LLM) the
+  rules judge the candidates inline, in the add's own write transaction: they are pure and take
+  microseconds, so the add stays one transaction and a search right after sees the result;
+- with an LLM the add only queues a durable 'supersede' job: the model never slows
+  ``memory.add``; :mod:`memoryd.service.supersession_worker` decides after the reply.
+
+Who said a memory decides first-person vs hearsay: ``source_username`` is the speaker unless it
+is the owner (``knowledge.conflict.Statement.speaker`` is set only for someone else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from memoryd.config import SupersessionConfig
+from memoryd.knowledge import Resolver, Statement, decide, parse_attributes
+from memoryd.knowledge.attributes import SELF
+from memoryd.knowledge.conflict import Decision
+from memoryd.store import MemoryRecord, NewMemory, Scope
+from memoryd.store.supersession import Judge, Plan, Ruling, Stored
+from memoryd.store.supersession_repository import Supersessions
+
+#: The owner's people, for "my wife" = "Sarah": the people feature plugs in here (awaited once
+#: per add, before the write transaction, so it may read the store); None: only the owner's own
+#: id is known (it maps to ``SELF``).
+ResolverFor = Callable[[str], Awaitable[Resolver | None]]
+
+
+def statement_of(record: MemoryRecord) -> Statement:
+    """A stored memory as the conflict rules see it."""
+    speaker = record.source_username if record.source_username not in (None, "", record.owner) else None
+    return Statement(record.content, tuple(record.subjects), speaker, record.created_at)
+
+
+def owner_resolver(owner: str, people: Resolver | None) -> Resolver:
+    """The owner's own id is ``SELF``; anything else goes to the people resolver, if any."""
+
+    def resolve(phrase: str) -> str | None:
+        if phrase == owner:
+            return SELF
+        return people(phrase) if people is not None else None
+
+    return resolve
+
+
+def ruling_of(decision: Decision) -> Ruling:
+    return Ruling(decision.supersedes, decision.reason, decision.decided_by, decision.key)
+
+
+class Supersession:
+    def __init__(
+        self,
+        store: Supersessions,
+        settings: SupersessionConfig,
+        *,
+        use_llm: bool,
+        resolver_for: ResolverFor | None = None,
+        on_queued: Callable[[], None] | None = None,
+    ) -> None:
+        """``use_llm``: automatic decisions go to the 'supersede' job (``on_queued`` wakes its
+        worker) instead of the inline rules."""
+        self.supersessions = store
+        self.settings = settings
+        self.use_llm = use_llm
+        self.resolver_for = resolver_for
+        self.on_queued = on_queued
+
+    async def resolver(self, owner: str) -> Resolver:
+        people = await self.resolver_for(owner) if self.resolver_for is not None else None
+        return owner_resolver(owner, people)
+
+    @staticmethod
+    def judge(resolve: Resolver) -> Judge:
+        """The offline rules on one pair (``new`` is the later memory)."""
+
+        def rule(old: MemoryRecord, new: MemoryRecord) -> Ruling:
+            return ruling_of(decide(statement_of(old), statement_of(new), resolve))
+
+        return rule
+
+    async def store(
+        self, scope: Scope, new: NewMemory, *, supersedes: str | None = None, key: str | None = None
+    ) -> Stored:
+        """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc)."""
+        plan = Plan(
+            attributes=tuple(sorted({attribute.key for attribute in parse_attributes(new.content)})),
+            supersedes=supersedes,
+            key=key,
+            judge=None if self.use_llm else self.judge(await self.resolver(new.owner)),
+            defer=self.use_llm,
+            max_candidates=self.settings.max_candidates,
+        )
+        stored = await self.supersessions.add(scope, new, plan)
+        if plan.defer and not stored.deduplicated and self.on_queued is not None:
+            self.on_queued()
+        return stored
+
+    async def history(self, scope: Scope, prefix: str) -> list[MemoryRecord] | None:
+        return await self.supersessions.history(scope, prefix)

@@ -1,0 +1,247 @@
+"""Supersession in SQL: a newer memory replaces older ones of the same scope.
+
+The store does not know *why* a memory replaces another: the service hands it a ``Judge``
+(the offline rules, run inline in the add's write transaction) or asks for a 'supersede' job
+(an LLM decides later, see ``service/supersession_worker.py``).  The store owns the rest:
+
+- candidates: live memories of the new one's scope key that set one of its attribute keys
+  (``memory_attributes``), or whose vectors are near it, with the same subjects;
+- the explicit ``supersedes`` target (visible to the caller, same scope) and the ``key`` upsert;
+- marking: ``superseded_by``, the time, the reason, an audit event; the old memory's vector and
+  jobs go (FTS keeps it: ``include_superseded`` still finds it by keywords), so the vec0 scan is
+  never crowded by outdated memories;
+- ``history``: the chain around a memory, every link checked by ``visibility.predicate``.
+
+The 'supersede' job's queries are in ``supersession_jobs.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import apsw
+
+from memoryd.errors import SupersedeRefused
+from memoryd.store import jobs, lookup, memories
+from memoryd.store.db import one
+from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
+from memoryd.store.visibility import Scope, kind_of_key, live, predicate
+
+#: The reason of a refused ``supersedes`` that names nothing visible (the words memory.get uses).
+NOT_VISIBLE = "no visible memory has this id or prefix"
+
+#: Links history follows at most (a chain is a handful of versions; this bounds a cycle bug).
+MAX_CHAIN = 200
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """One decision: does the new memory replace the old one, why, and who decided."""
+
+    supersedes: bool
+    reason: str
+    decided_by: str  # rules, llm, explicit, key
+    attribute: str | None = None
+
+
+#: (older, newer) -> Ruling; runs inside the write transaction, so it must be quick and pure.
+Judge = Callable[[MemoryRecord, MemoryRecord], Ruling]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the service asks of an add, beyond storing it."""
+
+    attributes: tuple[str, ...] = ()  # the attribute keys the new memory sets
+    supersedes: str | None = None  # a normalised id or prefix the caller names
+    key: str | None = None  # the caller's upsert key
+    judge: Judge | None = None  # decide now (offline rules) ...
+    defer: bool = False  # ... or queue a 'supersede' job for the LLM
+    max_candidates: int = 5
+
+
+@dataclass
+class Stored:
+    record: MemoryRecord
+    deduplicated: bool
+    superseded: list[str] = field(default_factory=list)  # ids this add replaced
+
+
+def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
+    """A fact about Sarah never replaces a general one, nor the reverse."""
+    return {s.casefold() for s in a} == {s.casefold() for s in b}
+
+
+def _rowid_of(db: apsw.Connection, memory_id: str) -> int:
+    (rowid,) = one(db, "SELECT rowid FROM memories WHERE id = ?", (memory_id,))
+    return int(rowid)
+
+
+def record_of(db: apsw.Connection, rowid: int) -> MemoryRecord:
+    return record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,)))
+
+
+def _target(db: apsw.Connection, scope: Scope, prefix: str, new: NewMemory, now_ms: int) -> tuple[int, str]:
+    match = lookup.resolve_visible(db, scope, prefix, now_ms)
+    if match is None:
+        raise SupersedeRefused(NOT_VISIBLE, found=False)
+    scope_key, superseded_by = one(db, "SELECT scope_key, superseded_by FROM memories WHERE rowid = ?", (match[0],))
+    if scope_key != new.scope_key:
+        raise SupersedeRefused(
+            f"is a {kind_of_key(scope_key)} memory and the new one is {kind_of_key(new.scope_key)}: "
+            "a memory only replaces one of its own scope",
+            found=True,
+        )
+    if superseded_by is not None:
+        raise SupersedeRefused(f"was already superseded by {superseded_by}", found=True)
+    return match
+
+
+def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> Stored:
+    """Insert ``new`` (or find its duplicate) and apply ``plan``, all in one transaction: a
+    refused ``supersedes`` leaves nothing behind."""
+    target = _target(db, scope, plan.supersedes, new, now_ms) if plan.supersedes else None
+    record, deduplicated = memories.add(db, new, now_ms)
+    rowid = _rowid_of(db, record.id)
+    stored = Stored(record, deduplicated)
+    if plan.key is not None:
+        db.execute("UPDATE memories SET key = ? WHERE rowid = ? AND key IS NULL", (plan.key, rowid))
+    if not deduplicated:
+        db.executemany(
+            "INSERT OR IGNORE INTO memory_attributes (scope_key, attribute, memory_rowid) VALUES (?, ?, ?)",
+            [(new.scope_key, attribute, rowid) for attribute in plan.attributes],
+        )
+    if target is not None and target[0] != rowid:
+        ruling = Ruling(True, "replaced on request (supersedes)", "explicit")
+        _apply(db, stored, target[0], ruling, scope.user_id, now_ms)
+    if plan.key is not None:
+        for old in _key_holders(db, new.scope_key, plan.key, rowid, now_ms):
+            if same_subjects(old.subjects, record.subjects):
+                ruling = Ruling(True, f"same key {plan.key!r}: the newer wins", "key")
+                _apply(db, stored, _rowid_of(db, old.id), ruling, scope.user_id, now_ms)
+    if not deduplicated:
+        if plan.judge is not None:
+            for old_rowid, old in attribute_candidates(db, rowid, record, plan.max_candidates, now_ms):
+                ruling = plan.judge(old, record)
+                if ruling.supersedes:
+                    _apply(db, stored, old_rowid, ruling, scope.user_id, now_ms)
+        elif plan.defer:
+            jobs.enqueue(db, jobs.SUPERSEDE, rowid, now_ms)
+    stored.record = record_of(db, rowid)
+    return stored
+
+
+def _key_holders(db: apsw.Connection, scope_key: str, key: str, rowid: int, now_ms: int) -> list[MemoryRecord]:
+    live_sql, live_params = live(now_ms=now_ms)
+    rows = db.execute(
+        f"SELECT {RECORD_COLUMNS} FROM memories INDEXED BY memories_key "
+        f"WHERE memories.scope_key = ? AND memories.key = ? AND memories.rowid != ? AND {live_sql}",
+        (scope_key, key, rowid, *live_params),
+    )
+    return [record_from_row(row) for row in rows]
+
+
+def _apply(db: apsw.Connection, stored: Stored, old_rowid: int, ruling: Ruling, actor: str, now_ms: int) -> None:
+    if mark_superseded(db, old_rowid, stored.record.id, ruling, actor, now_ms) is not None:
+        stored.superseded.append(record_of(db, old_rowid).id)
+
+
+def mark_superseded(
+    db: apsw.Connection, old_rowid: int, new_id: str, ruling: Ruling, actor: str | None, now_ms: int
+) -> str | None:
+    """Mark one live memory superseded by ``new_id``; its id, or None when it was not live."""
+    row = db.execute(
+        "UPDATE memories SET superseded_by = ?, superseded_at_ms = ?, supersede_reason = ?, updated_at_ms = ?, "
+        "vector_gen = NULL WHERE rowid = ? AND superseded_by IS NULL AND deleted_at_ms IS NULL RETURNING id",
+        (new_id, now_ms, ruling.reason, now_ms, old_rowid),
+    ).fetchone()
+    if row is None:
+        return None
+    memories.drop_derived(db, [old_rowid])
+    # Ids and kinds only: the reason quotes values ("'red' -> 'blue'"), which are memory contents.
+    detail = {"by": new_id, "decided_by": ruling.decided_by, "attribute": ruling.attribute}
+    memories.audit(db, str(row[0]), "superseded", actor, now_ms, detail)
+    return str(row[0])
+
+
+# -- candidates ---------------------------------------------------------------------------------
+
+
+def _live_older(db: apsw.Connection, rowids: Sequence[int], new_rowid: int, now_ms: int) -> dict[int, MemoryRecord]:
+    if not rowids:
+        return {}
+    live_sql, live_params = live(now_ms=now_ms)
+    placeholders = ", ".join("?" * len(rowids))
+    rows = db.execute(
+        f"SELECT {RECORD_COLUMNS} FROM memories WHERE memories.rowid IN ({placeholders}) "
+        f"AND memories.rowid < ? AND {live_sql}",
+        (*rowids, new_rowid, *live_params),
+    )
+    return {int(row[0]): record_from_row(row) for row in rows}
+
+
+def attribute_candidates(
+    db: apsw.Connection, rowid: int, record: MemoryRecord, limit: int, now_ms: int, extra: Sequence[int] = ()
+) -> list[tuple[int, MemoryRecord]]:
+    """Older live memories of the same scope key and subjects that set one of the new memory's
+    attribute keys (plus ``extra`` rowids, e.g. vector neighbours), newest first."""
+    scope_key, attributes = _attributes_of(db, rowid)
+    found: list[int] = list(extra)
+    if attributes:
+        placeholders = ", ".join("?" * len(attributes))
+        found += [
+            int(r)
+            for (r,) in db.execute(
+                f"SELECT DISTINCT memory_rowid FROM memory_attributes WHERE scope_key = ? "
+                f"AND attribute IN ({placeholders}) AND memory_rowid < ? ORDER BY memory_rowid DESC LIMIT ?",
+                (scope_key, *attributes, rowid, 4 * limit),
+            )
+        ]
+    records = _live_older(db, list(dict.fromkeys(found)), rowid, now_ms)
+    matching = [
+        (r, old)
+        for r, old in sorted(records.items(), reverse=True)
+        if scope_key_of(db, r) == scope_key and same_subjects(old.subjects, record.subjects)
+    ]
+    return matching[:limit]
+
+
+def scope_key_of(db: apsw.Connection, rowid: int) -> str:
+    (key,) = one(db, "SELECT scope_key FROM memories WHERE rowid = ?", (rowid,))
+    return str(key)
+
+
+def _attributes_of(db: apsw.Connection, rowid: int) -> tuple[str, list[str]]:
+    scope_key = scope_key_of(db, rowid)
+    rows = db.execute("SELECT attribute FROM memory_attributes WHERE memory_rowid = ?", (rowid,))
+    return scope_key, [str(a) for (a,) in rows]
+
+
+# -- history --------------------------------------------------------------------------------------
+
+
+def history(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> list[MemoryRecord] | None:
+    """The chain of versions around the visible memory ``prefix``, oldest first; None when the
+    caller sees no such memory.  Every link is re-checked with the caller's predicate, so a
+    chain never reaches into a scope the caller cannot see."""
+    match = lookup.resolve_visible(db, scope, prefix, now_ms)
+    if match is None:
+        return None
+    where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
+    seen: dict[str, MemoryRecord] = {}
+    frontier = [match[1]]
+    while frontier and len(seen) < MAX_CHAIN:
+        memory_id = frontier.pop()
+        if memory_id in seen:
+            continue
+        row = db.execute(f"SELECT {RECORD_COLUMNS} FROM memories WHERE memories.id = ? AND {where}",
+                         (memory_id, *params)).fetchone()
+        if row is None:
+            continue
+        record = seen[memory_id] = record_from_row(row)
+        if record.superseded_by is not None:
+            frontier.append(record.superseded_by)
+        frontier += [str(i) for (i,) in db.execute(
+            "SELECT id FROM memories INDEXED BY memories_superseded_by WHERE superseded_by = ?", (memory_id,))]
+    return sorted(seen.values(), key=lambda record: record.id)
