@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 
@@ -378,3 +379,20 @@ async def test_with_the_local_model_a_paraphrase_refreshes_and_a_new_fact_keeps_
     assert health["backlog"]["embed"] == 0
     (hit, *_) = await call_ok(peer, "memory.search", {**ALICE, "query": "which tea does she drink, black?"})
     assert hit["content"] == "Alice likes black tea." and hit["similarity"] > 0.5
+
+
+async def test_an_extracted_fact_supersedes_the_memory_it_contradicts(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer({"facts": [{"content": "My favorite color is blue", "memory_type": "preference", "confidence": 0.9}]})
+    # The offline rules decide inline (an LLM decider would queue a job): force them.
+    config = make_config(short_tmp, llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0})
+    config = msgspec.structs.replace(config, supersession=msgspec.structs.replace(config.supersession, decider="rules"))
+    _, peer = await start(nursery, config)
+    red = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is red"})
+    reply = await call_ok(peer, "memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[0]})
+    assert reply["stored"] == 1
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "favorite color"})
+    assert [hit["content"] for hit in hits] == ["My favorite color is blue"]
+    history = await call_ok(peer, "memory.history", {**ALICE, "memory_id": reply["ids"][0]})
+    assert red["id"] in [m["id"] for m in history]

@@ -268,6 +268,7 @@ class Daemon:
             service.backfill,
             embed_timeout=config.embed.query_timeout,
             on_added=service.on_added,  # people and summaries learn of extracted memories too
+            supersession=service.supersession,
         )
         if self.llm is not None:
             self.extraction = ExtractionWorker(

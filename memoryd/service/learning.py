@@ -25,6 +25,7 @@ from memoryd.log import fields
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.memory import AddedListener
 from memoryd.service.params import AddParams
+from memoryd.service.supersession import Supersession
 from memoryd.store import (
     ConversationLog,
     ExtractionJob,
@@ -111,10 +112,13 @@ class FactLearner:
         *,
         embed_timeout: float,
         on_added: Sequence[AddedListener] = (),
+        supersession: Supersession | None = None,
     ) -> None:
         """``on_added``: the memory service's listeners (people, summaries), told of each new
         memory as if it had come through ``memory.add`` (pass the service's list itself)."""
         self.on_added = on_added
+        #: Extracted facts supersede older memories as ``memory.add``'s do.
+        self.supersession = supersession
         self.conversations = conversations
         self.embedder = embedder
         self.backfill = backfill
@@ -131,9 +135,15 @@ class FactLearner:
         at = now_ms()
         news = [self._new_memory(fact, scope, origin, at) for fact in facts]
         fact_vectors = await self._vectors([new.content for new in news])
+        plans = None
+        if self.supersession is not None:
+            plans = [await self.supersession.plan(new) for new in news]
         learned = await self.conversations.store_facts(
-            news, fact_vectors, normalize=normalized_text, completes=completes
+            news, fact_vectors, normalize=normalized_text, completes=completes, plans=plans
         )
+        deferred = plans is not None and any(plan.defer for plan in plans)
+        if self.supersession is not None and deferred and any(not item.refreshed for item in learned):
+            self.supersession.queued()
         for item, fact, new in zip(learned, facts, news, strict=True):
             if item.record is not None:
                 await self._tell_listeners(scope, item.record, fact, new)

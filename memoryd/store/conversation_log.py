@@ -15,6 +15,7 @@ from memoryd.store.conversations import ExtractionJob, SessionContext, SessionRe
 from memoryd.store.db import Database
 from memoryd.store.learned import Learned
 from memoryd.store.records import NewMemory
+from memoryd.store.supersession import Plan
 
 
 class ConversationLog:
@@ -57,13 +58,14 @@ class ConversationLog:
         *,
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
+        plans: Sequence[Plan] | None = None,
     ) -> builtins.list[Learned]:
         """Add or refresh the facts; with ``completes``, advance that job's high-water mark in
         the same transaction (a crash either stores the facts and the mark, or neither)."""
         now = self._clock()
 
         def write(db: Any) -> builtins.list[Learned]:
-            result = learned.store_facts(db, news, fact_vectors, now, normalize=normalize)
+            result = learned.store_facts(db, news, fact_vectors, now, normalize=normalize, plans=plans)
             if completes is not None:
                 conversations.advance(db, completes, now)
             return result

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import apsw
 import numpy.typing as npt
 
-from memoryd.store import jobs, memories, vectors
+from memoryd.store import jobs, memories, supersession, vectors
 from memoryd.store.db import one
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
+from memoryd.store.supersession import Plan
 from memoryd.store.visibility import Scope, live
 
 #: Cosine at or above which a fact counts as a memory the scope already has (all-MiniLM-L6-v2:
@@ -43,12 +44,16 @@ def store_facts(
     now_ms: int,
     *,
     normalize: Callable[[str], str],
+    plans: Sequence[Plan] | None = None,
 ) -> list[Learned]:
-    """Add or refresh each of ``news`` (``fact_vectors`` aligned with it, None where unknown)."""
+    """Add or refresh each of ``news`` (``fact_vectors`` aligned with it, None where unknown).
+
+    ``plans`` (aligned too): a new memory is stored through supersession's add, so it replaces
+    the older memories it contradicts as a ``memory.add`` would."""
     space = vectors.read_space(db)
     normalized_scopes: dict[str, dict[str, int]] = {}
     learned = []
-    for new, vector in zip(news, fact_vectors, strict=True):
+    for index, (new, vector) in enumerate(zip(news, fact_vectors, strict=True)):
         unit = None if vector is None or space is None else vectors.normalized(vector, space.dim)
         rowid = _exact_or_near(db, new, unit, space, now_ms)
         if rowid is None and unit is None:
@@ -59,7 +64,12 @@ def store_facts(
         if rowid is not None:
             learned.append(Learned(_refresh(db, rowid, new, now_ms), refreshed=True))
             continue
-        rowid = memories.insert(db, new, now_ms)
+        if plans is None:
+            rowid = memories.insert(db, new, now_ms)
+        else:
+            scope = Scope(user_id=new.owner, chat_id=new.chat_id)
+            stored = supersession.add(db, scope, new, plans[index], now_ms)
+            (rowid,) = one(db, "SELECT rowid FROM memories WHERE id = ?", (stored.record.id,))
         if unit is not None and space is not None:
             _keep_vector(db, space, rowid, new, unit)
         record = record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,)))
