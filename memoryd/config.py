@@ -33,12 +33,31 @@ class _Section(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
 
 
 class LimitsConfig(_Section, frozen=True):
+    """Every bound is listed with what a client sees under "Limits and failure modes" in README.md."""
+
     max_message_bytes: PositiveInt = 1024 * 1024
     max_connections: PositiveInt = 512
+    #: Regular slots one peer uid may hold (uids in auth.trusted_uids are exempt).
+    max_connections_per_uid: PositiveInt = 384
+    #: Slots past max_connections kept for auth.trusted_uids.
+    reserved_connections: Annotated[int, Meta(ge=0)] = 16
+    #: Slots past max_connections for system.health probes (that method only).
+    health_probe_connections: Annotated[int, Meta(ge=0)] = 8
+    #: The listen backlog: connects a burst may queue before the daemon accepts them (the
+    #: kernel caps it at /proc/sys/net/core/somaxconn).
+    listen_backlog: PositiveInt = 1024
     #: Requests one connection may have in flight; past it the daemon stops reading (backpressure).
     max_inflight_per_connection: PositiveInt = 32
+    #: Calls in one batch.
+    max_batch_calls: PositiveInt = 1000
+    #: Reply bytes one connection may hold unsent (a batch's whole reply included).
+    max_reply_bytes: PositiveInt = 4 * 1024 * 1024
+    #: Bytes buffered across all connections: unfinished frames plus replies not yet sent.
+    max_buffered_bytes: PositiveInt = 16 * 1024 * 1024
     request_timeout: PositiveFloat = 30.0
     idle_timeout: PositiveFloat = 300.0
+    #: Seconds a frame may take to arrive whole once its first byte is in.
+    frame_timeout: PositiveFloat = 10.0
     shutdown_grace: PositiveFloat = 10.0
 
 

@@ -141,3 +141,12 @@ def daemon_process(short_tmp: Path) -> Iterator[Any]:
         if process.proc is not None and process.proc.poll() is None:
             process.proc.kill()
             process.proc.wait()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-long", action="store_true", help="run the protocol fuzzer for long (minutes)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fuzz-long", default=False):
+        os.environ["MEMORYD_FUZZ_LONG"] = "1"

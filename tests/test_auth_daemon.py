@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import subprocess
@@ -163,6 +164,17 @@ async def test_refusals_are_logged_without_the_token_or_secret(
     assert forged not in caplog.text and SECRET not in caplog.text and OTHER_SECRET not in caplog.text
     refusal = next(r for r in caplog.records if r.getMessage() == "auth.refused")
     assert refusal.fields["code"] == "signature" and refusal.fields["uid"] == os.getuid()  # type: ignore[attr-defined]
+
+
+async def test_a_deeply_nested_token_is_refused_and_logged_as_a_refusal(
+    peer: NdjsonPeer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="memoryd")
+    deep = base64.urlsafe_b64encode(b"[" * 3000 + b"]" * 3000).rstrip(b"=").decode()
+    error = await refused(peer, "memory.list", {"context_token": f"{deep}.e30.c2ln"})
+    assert error["data"]["code"] == "decode"
+    assert any(r.getMessage() == "auth.refused" for r in caplog.records)
+    assert not any(r.levelno >= logging.ERROR for r in caplog.records)
 
 
 async def test_peer_credentials_are_logged_at_debug_per_connection(

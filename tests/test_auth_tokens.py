@@ -167,7 +167,16 @@ REFUSED = [
     (_with_claims(ash_claims(sub=42)), "claims"),
     (_with_claims(ash_claims(chat_id=["team"])), "claims"),
     (_with_claims(ash_claims(exp=NOW - 3600)), "expired"),
+    # Deep JSON raised RecursionError (a -32603) before it was bounded.
+    (b64url(b"[" * 3000 + b"]" * 3000) + "." + b64url(b"{}") + ".c2ln", "decode"),
+    (b64url(b"{}") + "." + b64url(b'{"a":' * 900 + b"1" + b"}" * 900) + ".c2ln", "decode"),
+    (b64url(b'{"a":[[[[[1]]]]]}') + "." + b64url(b"{}") + ".c2ln", "decode"),
 ]
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    token = _with_claims(ash_claims(jti="[[[[[[{{{{{{" + "\\" + '"'), header={**ASH_HEADER, "kid": "]]]]{{{{{"})
+    assert verify_token(token, SECRET, now=NOW).user_id == "alice"
 
 
 @pytest.mark.parametrize(("token", "code"), REFUSED)

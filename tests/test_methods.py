@@ -91,12 +91,22 @@ BAD_INPUTS = [
     ("memory.search", {**ALICE, "query": "\x00"}, -32602, "query"),
     ("memory.list", {**ALICE, "limit": 1001}, -32602, "limit"),
     ("memory.list", {**ALICE, "offset": -1}, -32602, "offset"),
+    ("memory.list", {**ALICE, "offset": 2**63 - 1}, -32602, "offset"),  # was -32603 OverflowError
+    ("memory.list", {**ALICE, "offset": 2**64}, -32602, "offset"),
+    ("memory.add", {**ALICE, "content": "a\ud800b"}, -32602, "content"),  # a lone surrogate
+    ("memory.add", {**ALICE, "content": "ok", "subjects": ["\udfff"]}, -32602, "subjects[0]"),
+    ("memory.search", {**ALICE, "query": "\ud83d"}, -32602, "query"),
     ("memory.list", {**ALICE, "include_expired": "no"}, -32602, "include_expired"),
     ("memory.delete", ALICE, -32602, "memory_id"),
     ("memory.delete", {**ALICE, "memory_id": "0123"}, -32602, "memory_id"),
     ("memory.delete", {**ALICE, "memory_id": "not an id!"}, -32602, "memory_id"),
     ("memory.list", {"chat_id": "c1"}, -32602, "user_id"),
 ]
+
+
+async def test_a_lone_surrogate_is_answered_with_the_request_id(peer: NdjsonPeer) -> None:
+    reply = await peer.call("memory.add", {**ALICE, "content": "\ud800"}, id="req-9")
+    assert reply["id"] == "req-9" and reply["error"]["code"] == -32602
 
 
 @pytest.mark.parametrize(("method", "params", "code", "field"), BAD_INPUTS)

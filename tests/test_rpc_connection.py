@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from memoryd.rpc.budget import SharedBudget
 from memoryd.rpc.connection import Close, CloseReason, ConnectionLimits, RpcConnection, Wait
 from memoryd.rpc.framing import Framing
 
@@ -194,3 +195,93 @@ def test_during_shutdown_it_keeps_reading_until_quiet_for_the_linger_time() -> N
 def test_limits_must_be_positive(values: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         ConnectionLimits(**values)  # type: ignore[arg-type]
+
+
+# -- time and memory bounds (issue 8) -----------------------------------------------------------
+
+BOUNDED = ConnectionLimits(max_message_bytes=1000, max_inflight=4, idle_timeout=300.0, frame_timeout=5.0)
+
+
+def test_a_started_frame_has_a_deadline_that_more_bytes_do_not_move() -> None:
+    connection = RpcConnection(BOUNDED)
+    connection.receive_data(b'{"jsonrpc"')
+    assert events(connection) == [Wait.NEED_DATA]
+    assert connection.read_deadline(100.0) == 105.0
+    for now in (101.0, 102.0, 104.0):  # a byte each time: the deadline stays
+        connection.receive_data(b" ")
+        assert events(connection) == [Wait.NEED_DATA]
+        assert connection.read_deadline(now) == 105.0
+    connection.read_timed_out()
+    close = connection.next_event()
+    assert isinstance(close, Close) and close.reason is CloseReason.FRAME_TIMEOUT
+    assert close.reply is not None
+    reply = json.loads(close.reply)
+    assert reply["id"] is None and reply["error"]["code"] == -32005
+    assert reply["error"]["data"] == {"limit": "frame_timeout", "frame_timeout_seconds": 5.0}
+
+
+def test_a_frame_deadline_applies_while_messages_run() -> None:
+    connection = RpcConnection(BOUNDED)
+    connection.receive_data(b'{"a":1}\n{"b"')
+    assert events(connection) == [b'{"a":1}', Wait.NEED_DATA]
+    assert connection.read_deadline(10.0) == 15.0  # not inf: the half frame has its own clock
+
+
+def test_the_frame_clock_restarts_with_each_message() -> None:
+    connection = RpcConnection(BOUNDED)
+    connection.receive_data(b'{"a"')
+    assert connection.read_deadline(0.0) == 5.0
+    connection.receive_data(b':1}\n{"b"')
+    assert events(connection) == [b'{"a":1}', Wait.NEED_DATA]
+    assert connection.read_deadline(4.0) == 9.0
+
+
+def test_idle_time_counts_from_the_last_message_not_the_last_byte() -> None:
+    connection = RpcConnection(BOUNDED)
+    assert connection.read_deadline(0.0) == 300.0
+    connection.receive_data(b"\n")  # a keep-alive newline is no message
+    assert events(connection) == [Wait.NEED_DATA]
+    assert connection.read_deadline(200.0) == 300.0
+    connection.receive_data(b'{"a":1}\n')
+    assert events(connection) == [b'{"a":1}', Wait.NEED_DATA]
+    assert connection.read_deadline(250.0) == math.inf
+    connection.message_done()
+    assert connection.read_deadline(260.0) == 560.0
+
+
+def test_an_unfinished_frame_that_finds_the_shared_budget_spent_is_refused_and_closed() -> None:
+    budget = SharedBudget(1000)
+    first, second = RpcConnection(BOUNDED, budget), RpcConnection(BOUNDED, budget)
+    first.receive_data(b"[" + b" " * 799)
+    assert events(first) == [Wait.NEED_DATA]
+    assert budget.used == 800
+    second.receive_data(b"{" + b" " * 299)  # 1100 bytes held: over the budget
+    close = second.next_event()
+    assert isinstance(close, Close) and close.reason is CloseReason.OVER_BUDGET
+    assert close.reply is not None and json.loads(close.reply)["error"]["code"] == -32003
+    assert budget.used == 800  # the refused frame's bytes are given back at once
+    first.discard_buffers()
+    assert budget.used == 0
+
+
+def test_complete_messages_give_their_bytes_back_to_the_budget() -> None:
+    budget = SharedBudget(10_000)
+    connection = RpcConnection(BOUNDED, budget)
+    connection.receive_data(b'{"a":1}\n{"b":2}\n{"c"')
+    assert events(connection) == [b'{"a":1}', b'{"b":2}', Wait.NEED_DATA]
+    assert budget.used == len(b'{"c"')
+    connection.discard_buffers()
+    assert budget.used == 0
+
+
+def test_replies_are_charged_to_the_connection_share_and_the_shared_budget() -> None:
+    budget = SharedBudget(150)
+    connection = RpcConnection(ConnectionLimits(max_message_bytes=10, max_inflight=4, idle_timeout=1.0, max_reply_bytes=100), budget)
+    assert connection.replies.take(60) is None
+    too_large = connection.replies.take(60)  # 120 > max_reply_bytes
+    assert too_large is not None and too_large.code == -32004 and too_large.data["limit"] == "max_reply_bytes"
+    other = RpcConnection(ConnectionLimits(max_message_bytes=10, max_inflight=4, idle_timeout=1.0, max_reply_bytes=100), budget)
+    full = other.replies.take(100)  # 160 > the shared 150
+    assert full is not None and full.code == -32003 and full.data["limit"] == "max_buffered_bytes"
+    connection.replies.release(60)
+    assert budget.used == 0 and other.replies.take(100) is None

@@ -147,7 +147,6 @@ def test_escaped_nul_inside_strings_is_legal_json() -> None:
         b"tru",
         b'[{"jsonrpc":"2.0","method":"m","id":1}, {"a": tru}]',
         b'[{"jsonrpc":"2.0","method":"m","id":1}',
-        b'{"jsonrpc":"2.0","method":"m","id":"\\ud800"}',  # a lone surrogate is not text
     ],
 )
 def test_not_json_is_a_parse_error(payload: bytes) -> None:
@@ -200,15 +199,51 @@ def test_moderate_nesting_in_params_is_fine() -> None:
 
 
 @pytest.mark.parametrize("number", [b"1e400", b"-1e400", b"9" * 5000, b"1" * 5000 + b".5"])
-def test_number_too_big_for_an_id_is_an_invalid_request_with_null_id(number: bytes) -> None:
+def test_number_too_big_for_an_id_is_an_invalid_request_echoing_the_id(number: bytes) -> None:
     for payload in (
         b'{"jsonrpc":"2.0","method":"m","id":%s}' % number,
         b'[{"jsonrpc":"2.0","method":"m","id":%s}]' % number,
     ):
         [call] = parse_message(payload).calls
         assert isinstance(call, BadCall)
-        assert call.id is None
         assert isinstance(call.error, InvalidRequest)
+        # Echoed as sent: the client can still match the answer to its request.
+        assert encode_error(call.id, call.error).endswith(b'"id":%s}' % number)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        (b'{"content":"a\\ud800b"}', "content"),
+        (b'{"content":"ok","subjects":["x","\\udfff"]}', "subjects[1]"),
+        (b'{"metadata":{"k":"\\ud83d"}}', "metadata.k"),
+        (b'["\\udc00"]', "params[0]"),
+    ],
+)
+def test_lone_surrogate_in_params_is_invalid_params_naming_the_field(params: bytes, field: str) -> None:
+    for payload, batch in (
+        (b'{"jsonrpc":"2.0","method":"m","params":%s,"id":7}' % params, False),
+        (b'[{"jsonrpc":"2.0","method":"n","id":1},{"jsonrpc":"2.0","method":"m","params":%s,"id":7}]' % params, True),
+    ):
+        message = parse_message(payload)
+        call = message.calls[-1]
+        assert isinstance(call, BadCall) and call.id == 7
+        assert isinstance(call.error, InvalidParams) and call.error.data["field"] == field
+        if batch:  # the clean neighbour is untouched
+            assert isinstance(message.calls[0], Request) and message.calls[0].id == 1
+
+
+def test_lone_surrogate_outside_params_is_an_invalid_request_with_the_id() -> None:
+    [call] = parse_message(b'{"jsonrpc":"2.0","method":"m\\ud800","id":"a"}').calls
+    assert isinstance(call, BadCall) and call.id == "a" and isinstance(call.error, InvalidRequest)
+    # In the id itself: there is no id to answer with.
+    [call] = parse_message(b'{"jsonrpc":"2.0","method":"m","id":"\\ud800"}').calls
+    assert isinstance(call, BadCall) and call.id is None and isinstance(call.error, InvalidRequest)
+
+
+def test_a_valid_surrogate_pair_is_text() -> None:
+    call = single(b'{"jsonrpc":"2.0","method":"m","params":{"content":"\\ud83d\\ude00"},"id":1}')
+    assert isinstance(call, Request)
 
 
 @pytest.mark.parametrize("number", [b"1e400", b"9" * 5000, b"1e-400", b"0." + b"0" * 5000 + b"1"])

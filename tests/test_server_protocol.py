@@ -150,7 +150,8 @@ async def test_idle_connection_is_closed(short_tmp: Path, nursery: trio.Nursery)
 
 
 async def test_connections_past_the_limit_are_told_overloaded(short_tmp: Path, nursery: trio.Nursery) -> None:
-    instance = Daemon(make_config(short_tmp, limits={"max_connections": 2}))
+    limits = {"max_connections": 2, "health_probe_connections": 0}
+    instance = Daemon(make_config(short_tmp, limits=limits))
     await nursery.start(instance.run)
     held = [await NdjsonPeer.connect(instance.config.socket_path) for _ in range(2)]
     for peer in held:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +123,45 @@ def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = Non
                 break
             data += chunk
         return json.loads(data)
+
+
+# Run as another uid: connect ``count`` times, then hand the connected sockets back over the
+# inherited socketpair.  SO_PEERCRED is fixed at connect(), so the daemon sees ``uid`` as the peer
+# of every one of them, though this (root) test process holds and drives them.
+_CONNECT_AS = """
+import os, socket, sys
+channel_fd, uid, path, count = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+os.setgroups([])
+os.setgid(uid)
+os.setuid(uid)
+channel = socket.socket(fileno=channel_fd)
+held = []
+for _ in range(count):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    held.append(sock)
+for start in range(0, count, 100):
+    socket.send_fds(channel, [b"x"], [sock.fileno() for sock in held[start:start + 100]])
+"""
+
+
+def can_switch_uid() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def connect_as_uid(path: Path | str, uid: int, count: int) -> list[socket.socket]:
+    """``count`` blocking sockets connected to ``path`` by a process running as ``uid`` (needs root;
+    the socket and its directory must let ``uid`` in)."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        subprocess.run(
+            [sys.executable, "-c", _CONNECT_AS, str(theirs.fileno()), str(uid), str(path), str(count)],
+            pass_fds=[theirs.fileno()],
+            check=True,
+            timeout=60,
+        )
+        received: list[socket.socket] = []
+        while len(received) < count:
+            _, fds, _, _ = socket.recv_fds(ours, 1, 100)
+            received += [socket.socket(fileno=fd) for fd in fds]
+    return received

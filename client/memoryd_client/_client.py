@@ -10,6 +10,7 @@ import time
 from typing import Any, Dict, Optional, Sequence
 
 from . import _methods
+from ._connect import ConnectRetry, unix_socket
 from ._identity import Identity, resolve_identity
 from ._methods import Record, Records
 from ._protocol import LineReader, Response, encode_request, outcome, parse_response
@@ -273,21 +274,29 @@ class MemoryClient:
             self._owner_pid = os.getpid()
         if self._sock is not None:
             return self._sock
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(_remaining(deadline))
-            sock.connect(self._socket_path)
-        except socket.timeout as exc:
-            sock.close()
-            raise RequestTimeout(f"connecting to memoryd at {self._socket_path} timed out") from exc
-        except OSError as exc:
-            sock.close()
-            raise DaemonUnavailable(
-                self._socket_path, self._socket_origin, describe_connect_error(exc)
-            ) from exc
-        self._sock = sock
+        self._sock = sock = self._connect(deadline)
         self._reader = LineReader()
         return sock
+
+    def _connect(self, deadline: Optional[float]) -> socket.socket:
+        retry = ConnectRetry(time.monotonic())
+        while True:
+            sock = unix_socket()
+            try:
+                sock.settimeout(_remaining(deadline))
+                sock.connect(self._socket_path)
+                return sock
+            except socket.timeout as exc:
+                sock.close()
+                raise RequestTimeout(f"connecting to memoryd at {self._socket_path} timed out") from exc
+            except OSError as exc:
+                sock.close()
+                delay = retry.next_delay(exc, time.monotonic(), deadline)
+                if delay is None:
+                    raise DaemonUnavailable(
+                        self._socket_path, self._socket_origin, describe_connect_error(exc)
+                    ) from exc
+            time.sleep(delay)
 
     def _drop(self) -> None:
         sock, self._sock = self._sock, None

@@ -12,6 +12,7 @@ import trio
 
 from . import _methods
 from ._client import check_timeout, describe_connect_error
+from ._connect import ConnectRetry, unix_socket
 from ._identity import Identity, resolve_identity
 from ._methods import Record, Records
 from ._protocol import LineReader, Response, encode_request, outcome, parse_response
@@ -233,14 +234,31 @@ class AsyncMemoryClient:
 
     async def _connection(self) -> trio.SocketStream:
         if self._stream is None:
-            try:
-                self._stream = await trio.open_unix_socket(self._socket_path)
-            except OSError as exc:
-                raise DaemonUnavailable(
-                    self._socket_path, self._socket_origin, describe_connect_error(exc)
-                ) from exc
+            self._stream = await self._connect()
             self._reader = LineReader()
         return self._stream
+
+    async def _connect(self) -> trio.SocketStream:
+        # Not trio.open_unix_socket: it takes an AF_UNIX EAGAIN (accept queue full) for a
+        # connect in progress and hands back a socket that was never connected.  An AF_UNIX
+        # connect is never in progress: it succeeds or fails at once.
+        retry = ConnectRetry(trio.current_time())
+        deadline = trio.current_effective_deadline()
+        while True:
+            sock = unix_socket()
+            sock.setblocking(False)
+            try:
+                sock.connect(self._socket_path)
+                return trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+            except OSError as exc:
+                sock.close()
+                now = trio.current_time()
+                delay = retry.next_delay(exc, now, None if deadline == float("inf") else deadline)
+                if delay is None:
+                    raise DaemonUnavailable(
+                        self._socket_path, self._socket_origin, describe_connect_error(exc)
+                    ) from exc
+            await trio.sleep(delay)
 
     async def _drop(self) -> None:
         stream, self._stream = self._stream, None

@@ -32,6 +32,9 @@ DEFAULT_TTL_SECONDS = 900
 DEFAULT_LEEWAY_SECONDS = 30
 #: Far more than any real token (a few hundred bytes); parsing stops before decoding JSON.
 MAX_TOKEN_CHARS = 8192
+#: A token's header and claims are flat objects; deeper JSON is refused before it is decoded
+#: (the json module recurses per level: 6 KB of brackets would raise RecursionError).
+MAX_JSON_DEPTH = 4
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]*\Z")
 _TTL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*\Z")
@@ -180,10 +183,10 @@ def verify_token(
         raise TokenError("format", "context token is not three dot-separated parts")
     encoded_header, encoded_claims, encoded_signature = parts
     try:
-        header = json.loads(_b64url_decode(encoded_header))
-        claims = json.loads(_b64url_decode(encoded_claims))
+        header = _json_object(_b64url_decode(encoded_header))
+        claims = _json_object(_b64url_decode(encoded_claims))
         signature = _b64url_decode(encoded_signature)
-    except (ValueError, binascii.Error):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except (ValueError, binascii.Error, RecursionError):  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         raise TokenError("decode", "context token is not valid base64url JSON") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise TokenError("decode", "context token header or claims are not JSON objects")
@@ -212,6 +215,36 @@ def verify_token(
         expires_at=expires_at,
         token_id=_str_claim(claims, "jti"),
     )
+
+
+def _json_object(data: bytes) -> Any:
+    """``json.loads`` after checking the nesting is shallow (ValueError when it is not)."""
+    text = data.decode("utf-8")
+    if text.count("{") + text.count("[") > MAX_JSON_DEPTH and _nesting_depth(text) > MAX_JSON_DEPTH:
+        raise ValueError("nested too deeply")
+    return json.loads(text)
+
+
+def _nesting_depth(text: str) -> int:
+    """How deep objects and arrays nest in JSON ``text`` (brackets inside strings do not count)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _int_claim(claims: Dict[str, Any], name: str) -> Optional[int]:

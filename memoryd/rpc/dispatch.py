@@ -15,7 +15,8 @@ from typing import Any
 import msgspec
 import trio
 
-from memoryd.errors import InvalidParams, MethodNotFound, RpcError
+from memoryd.errors import InvalidParams, InvalidRequest, MethodNotFound, RpcError
+from memoryd.rpc.budget import ReplyBudget
 from memoryd.rpc.context import CallContext, Handler
 from memoryd.rpc.deadlines import RequestGuard
 from memoryd.rpc.envelope import BadCall, Request, encode_batch, encode_error, encode_result, parse_message
@@ -45,6 +46,9 @@ class MethodTable:
     def __init__(self) -> None:
         self._methods: dict[str, _Method] = {}
         self._guard: RequestGuard | None = None
+        #: When set, only these methods run; the others are answered ``_refusal``.
+        self._only: frozenset[str] | None = None
+        self._refusal: RpcError | None = None
 
     def register(self, name: str, params_type: type[msgspec.Struct], handler: Handler) -> None:
         if name in self._methods:
@@ -64,6 +68,16 @@ class MethodTable:
         table = MethodTable()
         table._methods = self._methods
         table._guard = guard
+        table._only, table._refusal = self._only, self._refusal
+        return table
+
+    def restricted_to(self, names: frozenset[str], refusal: RpcError) -> MethodTable:
+        """The same table where every method but ``names`` is answered ``refusal`` without running
+        (a health-probe connection admitted past the connection limit)."""
+        table = MethodTable()
+        table._methods = self._methods
+        table._guard = self._guard
+        table._only, table._refusal = names, refusal
         return table
 
     def names(self) -> list[str]:
@@ -91,6 +105,9 @@ class MethodTable:
         method = self._methods.get(request.method)
         if method is None:
             raise MethodNotFound()
+        if self._only is not None and request.method not in self._only:
+            assert self._refusal is not None
+            raise self._refusal
         return await method.handler(_decode_params(method, request.params), ctx)
 
 
@@ -109,37 +126,107 @@ def _decode_params(method: _Method, raw: msgspec.Raw | None) -> Any:
         raise InvalidParams.for_field("params", "are nested too deeply") from None
 
 
-async def serve_message(payload: bytes, table: MethodTable, ctx: CallContext) -> bytes | None:
-    """Answer one framed payload: a reply, a batch reply, or None when nothing needs answering."""
+async def serve_message(
+    payload: bytes,
+    table: MethodTable,
+    ctx: CallContext,
+    *,
+    budget: ReplyBudget | None = None,
+    max_batch_calls: int | None = None,
+) -> bytes | None:
+    """Answer one framed payload: a reply, a batch reply, or None when nothing needs answering.
+
+    With a ``budget``, the reply's bytes are charged to it (the caller releases ``len(reply)``
+    once it is sent): a reply that does not fit is replaced by the budget's error, and once a
+    batch has hit it, its remaining calls get that error without running.  A batch of more
+    than ``max_batch_calls`` calls is refused whole (-32600 naming the limit).
+    """
     try:
         message = parse_message(payload)
-    except RpcError as err:
-        return encode_error(None, err)
-    calls = message.calls
-    if not message.is_batch:
-        call = calls[0]
-        if isinstance(call, BadCall):
-            return encode_error(call.id, call.error)
-        return await table.dispatch(call, ctx)
+        calls = message.calls
+        if not message.is_batch:
+            call = calls[0]
+            if isinstance(call, BadCall):
+                return None if call.notification else _settled(budget, encode_error(call.id, call.error))
+            reply = await table.dispatch(call, ctx)
+            if reply is None or budget is None:
+                return reply
+            refusal = budget.take(len(reply))
+            if refusal is None:
+                return reply
+            return _settled(budget, encode_error(call.id, refusal))
+        return await _serve_batch(calls, table, ctx, budget, max_batch_calls)
+    except RpcError as err:  # from parse_message: the payload as a whole is refused
+        return _settled(budget, encode_error(None, err))
+    except Exception as exc:
+        # A bug between the bytes and the reply (the methods' own failures never get here):
+        # answer and keep the connection, and the daemon, up.
+        error = rpc_error_for(exc, "<message>", ctx.connection_id)
+        return _settled(budget, encode_error(None, error))
+
+
+async def _serve_batch(
+    calls: list[Request | BadCall],
+    table: MethodTable,
+    ctx: CallContext,
+    budget: ReplyBudget | None,
+    max_batch_calls: int | None,
+) -> bytes | None:
+    if max_batch_calls is not None and len(calls) > max_batch_calls:
+        refused = InvalidRequest(
+            f"Invalid Request: a batch may hold at most {max_batch_calls} calls (max_batch_calls)",
+            {"limit": "max_batch_calls", "max_batch_calls": max_batch_calls, "calls": len(calls)},
+        )
+        return _settled(budget, encode_error(None, refused))
     replies: list[bytes | None] = [None] * len(calls)
     requests: list[tuple[int, Request]] = []
     for index, call in enumerate(calls):
         if isinstance(call, BadCall):
-            replies[index] = encode_error(call.id, call.error)
+            replies[index] = None if call.notification else encode_error(call.id, call.error)
         else:
             requests.append((index, call))
     queue = iter(requests)
+    taken = 0
+    refusal: RpcError | None = None
 
     async def worker() -> None:
+        nonlocal taken, refusal
         # Workers share one iterator: a batch of 10,000 calls runs BATCH_CONCURRENCY at a time
         # instead of starting 10,000 tasks.
         for index, call in queue:
-            replies[index] = await table.dispatch(call, ctx)
+            if refusal is not None:
+                # Over the budget: the rest of the batch is answered, not run.
+                replies[index] = None if call.is_notification else encode_error(call.id, refusal)
+                continue
+            reply = await table.dispatch(call, ctx)
+            if reply is not None and budget is not None:
+                refused = budget.take(len(reply))
+                if refused is None:
+                    taken += len(reply)
+                else:
+                    refusal = refusal or refused
+                    reply = encode_error(call.id, refusal)
+            replies[index] = reply
 
     # The calls of a batch run concurrently; replies keep request order for readability
     # (the spec allows any order, and clients match by id anyway).
-    async with trio.open_nursery() as nursery:
-        for _ in range(min(BATCH_CONCURRENCY, len(requests))):
-            nursery.start_soon(worker)
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(min(BATCH_CONCURRENCY, len(requests))):
+                nursery.start_soon(worker)
+    except BaseException:
+        if budget is not None:
+            budget.settle(taken, 0)  # cancelled: no reply will be sent
+        raise
     items = [reply for reply in replies if reply is not None]
-    return encode_batch(items) if items else None
+    out = encode_batch(items) if items else None
+    if budget is not None:
+        budget.settle(taken, len(out) if out is not None else 0)
+    return out
+
+
+def _settled(budget: ReplyBudget | None, reply: bytes) -> bytes:
+    """A short reply (an error) charged to ``budget`` without refusal."""
+    if budget is not None:
+        budget.settle(0, len(reply))
+    return reply

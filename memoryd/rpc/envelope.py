@@ -7,11 +7,12 @@ params Struct.  Replies are encoded with one reusable encoder.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 import msgspec
 
-from memoryd.errors import InvalidRequest, ParseError, RpcError
+from memoryd.errors import InvalidParams, InvalidRequest, ParseError, RpcError
 
 __all__ = [
     "BadCall",
@@ -24,7 +25,8 @@ __all__ = [
     "parse_message",
 ]
 
-Id = str | int | float | None
+#: A Raw id is one read but not representable (``1e400``, a 5,000-digit integer): echoed verbatim.
+Id = str | int | float | msgspec.Raw | None
 
 
 class Request(msgspec.Struct, gc=False):
@@ -39,10 +41,12 @@ class Request(msgspec.Struct, gc=False):
 
 
 class BadCall(msgspec.Struct):
-    """An entry that is not a valid request; it always gets an error reply."""
+    """An entry that cannot run; it gets an error reply unless it is a notification whose only
+    fault is in its params (a notification is never answered, whatever its params)."""
 
     id: Id
     error: RpcError
+    notification: bool = False
 
 
 class Message(msgspec.Struct):
@@ -64,9 +68,12 @@ class _Envelope(msgspec.Struct):
 
 
 class _LooseEnvelope(msgspec.Struct):
-    """Any object: read only when the strict decode failed, to answer with a valid "id"."""
+    """Any object: read only when the strict decode failed, to answer with the request's "id".
 
-    id: Any = msgspec.UNSET
+    Kept raw: an id too big for a float or an int64 is still echoed as sent.
+    """
+
+    id: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 # A top-level object is decoded straight into the envelope; a batch into raw entries that are
@@ -74,6 +81,7 @@ class _LooseEnvelope(msgspec.Struct):
 _message_decoder = msgspec.json.Decoder(_Envelope | list[msgspec.Raw])
 _entry_decoder = msgspec.json.Decoder(_Envelope)
 _loose_decoder = msgspec.json.Decoder(_LooseEnvelope)
+_id_decoder = msgspec.json.Decoder(str | int | float)
 # Decoding into Raw only skips over the value: a full syntax check that converts nothing.
 _syntax_decoder = msgspec.json.Decoder(msgspec.Raw)
 _encoder = msgspec.json.Encoder()
@@ -101,7 +109,11 @@ def parse_message(payload: bytes) -> Message:
         # Not a valid request; but msgspec stops at the first bad type, so whether the payload
         # is JSON at all is still open.
         return Message(calls=[_invalid_top_level(payload)], is_batch=False)
-    except (msgspec.DecodeError, RecursionError):
+    except msgspec.DecodeError:
+        # msgspec refuses escapes of lone surrogates ("\ud800") anywhere; the request may still
+        # be readable enough to answer with its own id.
+        return _parse_leniently(payload)
+    except RecursionError:
         raise ParseError() from None
     if isinstance(decoded, _Envelope):
         return Message(calls=[_to_call(decoded)], is_batch=False)
@@ -141,16 +153,111 @@ def _invalid_top_level(payload: bytes) -> BadCall:
 
 
 def _bad_call(entry: bytes | msgspec.Raw) -> BadCall:
-    """The error entry for a JSON object that is not a valid request, keeping a valid id."""
+    """The error entry for a JSON object that is not a valid request, keeping its id if any."""
     try:
-        id_ = _loose_decoder.decode(entry).id
+        raw_id = _loose_decoder.decode(entry).id
     except (msgspec.DecodeError, RecursionError):
-        # Not an object, or an id too big or too deep to read.
+        # Not an object, or too deep to read.
         return BadCall(id=None, error=InvalidRequest())
-    # type() rather than isinstance(): a bool is an int to Python but not a valid JSON-RPC id.
-    if type(id_) not in (str, int, float):
+    return BadCall(id=_readable_id(raw_id), error=InvalidRequest())
+
+
+def _readable_id(raw: msgspec.Raw | msgspec.UnsetType) -> Id:
+    """A string or number id as a value; one no float or int64 holds as the raw text; else None."""
+    if raw is msgspec.UNSET:
+        return None
+    first = memoryview(raw)[0]
+    if first != ord('"') and first != ord("-") and not ord("0") <= first <= ord("9"):
+        return None  # null, true/false, an object or an array: not an id
+    try:
+        value = _id_decoder.decode(raw)
+    except msgspec.ValidationError:
+        return raw  # a number past int64 (msgspec keeps ints to 64 bits here)
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return raw
+    return value
+
+
+def _parse_leniently(payload: bytes) -> Message:
+    """Parse what msgspec refused with the standard library, which reads lone surrogates.
+
+    Only error paths come here.  A lone surrogate inside ``params`` is -32602 naming the field;
+    anywhere else in a request, -32600; both keep the request's id when it is a clean one.
+    """
+    try:
+        decoded = json.loads(payload.decode("utf-8"), parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        raise ParseError() from None
+    if isinstance(decoded, dict):
+        return Message(calls=[_lenient_call(decoded)], is_batch=False)
+    if not isinstance(decoded, list):
+        raise InvalidRequest()
+    if not decoded:
+        raise InvalidRequest()
+    return Message(calls=[_lenient_call(entry) for entry in decoded], is_batch=True)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _lenient_call(entry: Any) -> Request | BadCall:
+    if not isinstance(entry, dict):
+        return BadCall(id=None, error=InvalidRequest())
+    id_ = entry.get("id")
+    if type(id_) not in (str, int, float) or _surrogate_at(id_, "id") is not None:
         id_ = None
-    return BadCall(id=id_, error=InvalidRequest())
+    try:
+        params = entry.get("params")
+        in_params = _surrogate_at(params, "params" if isinstance(params, list) else "")
+        elsewhere = _surrogate_at({key: value for key, value in entry.items() if key != "params"}, "")
+        if in_params is not None and elsewhere is None:
+            reason = "contains a lone surrogate escape (not valid Unicode)"
+            error = InvalidParams.for_field(in_params or "params", reason)
+            return BadCall(id=id_, error=error, notification="id" not in entry)
+        if elsewhere is not None:
+            return BadCall(id=id_, error=InvalidRequest())
+        # Clean after all (msgspec refused something else it could not read): the usual way.
+        raw = json.dumps(entry).encode()
+    except (ValueError, RecursionError):
+        return BadCall(id=id_, error=InvalidRequest())
+    try:
+        return _to_call(_entry_decoder.decode(raw))
+    except msgspec.ValidationError:
+        return _bad_call(raw)
+    except msgspec.DecodeError:
+        return BadCall(id=id_, error=InvalidRequest())
+
+
+def _surrogate_at(value: Any, path: str) -> str | None:
+    """The path (``content``, ``subjects[0]``) of the first string holding a lone surrogate."""
+    if isinstance(value, str):
+        return path if _has_lone_surrogate(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            # The path goes into the reply: a key holding the surrogate is shown escaped.
+            shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+            where = f"{path}.{shown}" if path else shown
+            if _has_lone_surrogate(key):
+                return where
+            found = _surrogate_at(item, where)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _surrogate_at(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    # The standard library joins escaped pairs, so any surrogate left in a str is a lone one.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class _Result(msgspec.Struct):

@@ -70,9 +70,21 @@ class FrameDecoder:
 
         Whitespace left over in line mode does not count: it would never become a message.
         """
+        buffer = self._buffer
         if self.framing is Framing.LINES:
-            return bool(self._buffer.strip())
-        return bool(self._buffer)
+            # isspace() stops at the first other byte and copies nothing (strip() would copy).
+            return bool(buffer) and not buffer.isspace()
+        return bool(buffer)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held: the unfinished frame, and complete ones not yet handed out."""
+        return len(self._buffer)
+
+    def discard(self) -> None:
+        """Drop what is buffered (the connection is closing: nothing more will be read)."""
+        self._buffer = bytearray()
+        self._scanned = 0
 
     def end_of_input(self) -> bytes | None:
         """At EOF in line mode, the final line if the peer did not end it with a newline.

@@ -16,6 +16,7 @@ import struct
 import trio
 
 from memoryd.log import fields
+from memoryd.rpc.budget import SharedBudget
 from memoryd.rpc.connection import Close, CloseReason, ConnectionLimits, RpcConnection, Wait
 from memoryd.rpc.dispatch import CallContext, MethodTable, serve_message
 from memoryd.server.stats import ServerStats
@@ -58,11 +59,12 @@ class Connection:
         table: MethodTable,
         limits: ConnectionLimits,
         stats: ServerStats,
+        budget: SharedBudget | None = None,
     ) -> None:
         self.stream = stream
         self.table = table
         self.stats = stats
-        self.protocol = RpcConnection(limits)
+        self.protocol = RpcConnection(limits, budget)
         self._send_lock = trio.Lock()
         self._slot_freed = trio.lowlevel.ParkingLot()
         # The scope of the current wait for bytes: its deadline moves when the protocol's does.
@@ -81,6 +83,7 @@ class Connection:
             async with trio.open_nursery() as messages:
                 await self._read_messages(messages)
         finally:
+            self.protocol.discard_buffers()
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
             log.debug("connection.closed", extra=fields(conn=ctx.connection_id))
@@ -119,20 +122,34 @@ class Connection:
         self.protocol.read_timed_out()
 
     async def _close(self, event: Close) -> None:
-        if event.reason is CloseReason.TOO_LARGE:
+        reason = event.reason
+        if reason is CloseReason.TOO_LARGE:
             self.stats.oversized_messages += 1
-        elif event.reason is CloseReason.IDLE:
+        elif reason is CloseReason.FRAME_TIMEOUT:
+            self.stats.frame_timeouts += 1
+        elif reason is CloseReason.OVER_BUDGET:
+            self.stats.over_budget_connections += 1
+        elif reason is CloseReason.IDLE:
             log.debug("connection.idle_timeout", extra=fields(conn=self.context.connection_id))
         if event.reply is not None:
             await self._send(event.reply)
 
     async def _serve(self, payload: bytes) -> None:
         protocol = self.protocol
+        reply = None
         try:
-            reply = await serve_message(payload, self.table, self.context)
+            reply = await serve_message(
+                payload,
+                self.table,
+                self.context,
+                budget=protocol.replies,
+                max_batch_calls=protocol.limits.max_batch_calls,
+            )
             if reply is not None:
                 await self._send(protocol.frame(reply))
         finally:
+            if reply is not None:
+                protocol.replies.release(len(reply))
             protocol.message_done()
             if self._slot_freed:
                 self._slot_freed.unpark_all()

@@ -203,7 +203,8 @@ class Daemon:
         people.on_changed.append(summaries.note_deleted)
         conversations = self._conversation_service(store, service, guard)
         health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs, conversations=conversations)
-        server = RpcServer(build_method_table(service, health, people, summaries, conversations), config.limits)
+        table = build_method_table(service, health, people, summaries, conversations)
+        server = RpcServer(table, config.limits, config.auth.trusted_uids)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:

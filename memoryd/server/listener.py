@@ -12,9 +12,11 @@ period ends are cancelled and answered ShuttingDown.  No request goes unanswered
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import socket
+from collections.abc import Iterable
 from typing import Any
 
 import trio
@@ -22,22 +24,28 @@ import trio
 from memoryd.config import LimitsConfig
 from memoryd.errors import Overloaded
 from memoryd.log import fields
+from memoryd.rpc.budget import SharedBudget
 from memoryd.rpc.connection import ConnectionLimits
 from memoryd.rpc.deadlines import RequestGuard
 from memoryd.rpc.dispatch import MethodTable
 from memoryd.rpc.envelope import encode_error
 from memoryd.rpc.framing import detect_framing, encode_frame
-from memoryd.server.connection import Connection
+from memoryd.server.admission import Admission, Slot, Ticket
+from memoryd.server.connection import Connection, peer_credentials
 from memoryd.server.stats import ServerStats
 
 log = logging.getLogger("memoryd.server")
 
 #: After the grace period, how long cancelled calls get to send their ShuttingDown replies.
 CANCELLED_REPLY_SECONDS = 1.0
+#: What a connection admitted into a health-probe slot may call.
+PROBE_METHODS = frozenset({"system.health"})
 
 
 class RpcServer:
-    def __init__(self, table: MethodTable, limits: LimitsConfig) -> None:
+    def __init__(self, table: MethodTable, limits: LimitsConfig, trusted_uids: Iterable[int] = ()) -> None:
+        """``trusted_uids`` (auth.trusted_uids) are exempt from the per-uid share and may use the
+        reserved slots."""
         self.limits = limits
         self.guard = RequestGuard(limits.request_timeout)
         self.table = table.guarded_by(self.guard)
@@ -45,7 +53,24 @@ class RpcServer:
             max_message_bytes=limits.max_message_bytes,
             max_inflight=limits.max_inflight_per_connection,
             idle_timeout=limits.idle_timeout,
+            frame_timeout=limits.frame_timeout,
+            max_reply_bytes=limits.max_reply_bytes,
+            max_batch_calls=limits.max_batch_calls,
         )
+        # A probe must ask at once: its slot is not held through idle_timeout.
+        self.probe_limits = dataclasses.replace(self.connection_limits, idle_timeout=limits.frame_timeout)
+        self.probe_table = self.table.restricted_to(
+            PROBE_METHODS,
+            Overloaded(data={"reason": "too many connections: only system.health is served on this one"}),
+        )
+        self.admission = Admission(
+            max_connections=limits.max_connections,
+            max_per_uid=limits.max_connections_per_uid,
+            reserved=limits.reserved_connections,
+            probes=limits.health_probe_connections,
+            trusted_uids=trusted_uids,
+        )
+        self.budget = SharedBudget(limits.max_buffered_bytes)
         self.counters = ServerStats()
         self.connections: set[Connection] = set()
         self.shutting_down = False
@@ -62,8 +87,12 @@ class RpcServer:
             "connections_rejected": counters.connections_rejected,
             "requests_total": self.guard.requests_total,
             "requests_in_flight": self.guard.in_flight,
+            "connections_reserved": counters.connections_reserved,
             "oversized_messages": counters.oversized_messages,
             "stalled_connections": counters.stalled_connections,
+            "frame_timeouts": counters.frame_timeouts,
+            "over_budget_connections": counters.over_budget_connections,
+            "buffered_bytes": self.budget.used,
             "connections_by_uid": {str(uid): count for uid, count in counters.connections_by_uid.items()},
         }
 
@@ -74,6 +103,9 @@ class RpcServer:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve until :meth:`shutdown`; returns once every connection is closed."""
+        # listen() again only resizes the queue of pending connects (bind_socket_file and
+        # systemd start with a smaller one): a connect burst then waits instead of failing EAGAIN.
+        listen_socket.listen(self.limits.listen_backlog)
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(listen_socket))
         try:
             await self._serve(listener, task_status)
@@ -99,16 +131,28 @@ class RpcServer:
 
     def _admit(self, stream: trio.SocketStream, nursery: trio.Nursery) -> None:
         counters = self.counters
-        if len(self.connections) >= self.limits.max_connections:
+        _, uid, _ = peer_credentials(stream)
+        ticket = self.admission.admit(uid)
+        if ticket is None:
             counters.connections_rejected += 1
             nursery.start_soon(_refuse_overloaded, stream)
             return
-        connection = Connection(stream, next(self._ids), self.table, self.connection_limits, counters)
+        probe = ticket.slot is Slot.PROBE
+        connection = Connection(
+            stream,
+            next(self._ids),
+            self.probe_table if probe else self.table,
+            self.probe_limits if probe else self.connection_limits,
+            counters,
+            self.budget,
+        )
         self.connections.add(connection)
         counters.connections_total += 1
-        if connection.context.peer_uid is not None:
-            counters.connections_by_uid[connection.context.peer_uid] += 1
-        nursery.start_soon(self._run_connection, connection)
+        if ticket.slot is not Slot.REGULAR:
+            counters.connections_reserved += 1
+        if uid is not None:
+            counters.connections_by_uid[uid] += 1
+        nursery.start_soon(self._run_connection, connection, ticket)
 
     async def _wait_drained(self) -> None:
         if self.connections:
@@ -126,10 +170,11 @@ class RpcServer:
         if not self.connections:
             self._drained.set()
 
-    async def _run_connection(self, connection: Connection) -> None:
+    async def _run_connection(self, connection: Connection, ticket: Ticket) -> None:
         try:
             await connection.run()
         finally:
+            self.admission.release(ticket)
             self.connections.discard(connection)
             if self.shutting_down and not self.connections:
                 self._drained.set()

@@ -17,6 +17,9 @@ MAX_QUERY_BYTES = 16 * 1024
 MAX_METADATA_BYTES = 4 * 1024
 MAX_SOURCE_BYTES = 64
 MAX_SUBJECT_BYTES = 800
+#: memory.list pages deeper than this go by ``before_id`` (an offset costs its length in rows,
+#: and limit + offset must stay a 64-bit integer for SQLite).
+MAX_LIST_OFFSET = 1_000_000
 
 Identity = Annotated[str, Meta(min_length=1, max_length=256)]
 SubjectName = Annotated[str, Meta(min_length=1, max_length=200)]
@@ -72,7 +75,7 @@ class SearchParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
 
 class ListParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     limit: Annotated[int, Meta(ge=1, le=1000)] = 20
-    offset: Annotated[int, Meta(ge=0)] = 0
+    offset: Annotated[int, Meta(ge=0, le=MAX_LIST_OFFSET)] = 0
     before_id: str | None = None
     include_expired: bool = False
     about: SubjectName | None = None
