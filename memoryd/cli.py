@@ -68,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--user", required=True, metavar="USER_ID", help="the user the sandbox acts for")
     token.add_argument("--chat", metavar="CHAT_ID", help="the chat whose group memories it may see and add")
     token.add_argument(
+        "--chat-type", metavar="TYPE", help="private, group or supergroup: what the disclosure rules let it see"
+    )
+    token.add_argument("--source-username", metavar="NAME", help="who is speaking (recorded with what it adds)")
+    token.add_argument("--source-display-name", metavar="NAME", help="the speaker's display name")
+    token.add_argument("--message-id", metavar="ID", help="the message the session answers")
+    token.add_argument(
         "--ttl", default="15m", metavar="DURATION", help="lifetime: seconds, or e.g. 90s, 15m, 2h, 1d (default 15m)"
     )
 
@@ -224,7 +230,13 @@ def _token(config: Config, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if config.auth.mode != "token":
         print('memoryd: note: auth.mode is "trust", so the daemon does not check tokens', file=sys.stderr)
-    print(mint_token(secret, args.user, args.chat, ttl))
+    routing = {
+        "chat_type": args.chat_type,
+        "source_username": args.source_username,
+        "source_display_name": args.source_display_name,
+        "message_id": args.message_id,
+    }
+    print(mint_token(secret, args.user, args.chat, ttl, **routing))
     return EXIT_OK
 
 

@@ -33,6 +33,7 @@ without one), anything else as -32603 with a log line.
     │   ├── StoreCorrupt         SQLite found the file damaged; writes stop (callers: Unavailable)
     │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
     │   ├── AmbiguousIdPrefix    an id prefix matches several of the caller's memories
+    │   ├── UnknownListCursor    memory.list's before_id names none of the caller's memories
     │   ├── SupersedeRefused     memory.add's ``supersedes`` names no visible memory, or one it may not replace
     │   └── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
     ├── EmbedderError            an embedding backend is down, slow or returned garbage
@@ -202,6 +203,14 @@ class AmbiguousIdPrefix(StoreError):
         super().__init__(f"prefix {prefix} is ambiguous: {count} of your memories match; give more characters")
         self.prefix = prefix
         self.count = count
+
+
+class UnknownListCursor(StoreError):
+    """``before_id`` names no memory the caller can see (ids no longer order by time, so a
+    cursor must be a memory's id or prefix; a page's last memory stays one even once deleted)."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__(f"no memory of yours has the id or prefix {prefix}; pass the id of a page's last memory")
 
 
 class SupersedeRefused(StoreError):

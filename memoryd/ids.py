@@ -1,9 +1,12 @@
-"""Memory ids (ULIDs) and timestamps.
+"""Memory ids and timestamps.
 
-ULIDs are time-sortable, and their first 8 characters change every 256 ms, so the 8-character
-short ids that sandbox tools show are almost always unique already; ``memory.delete`` accepts
-any unique prefix of at least 8 characters.  Timestamps are integer milliseconds in the
-database and ISO 8601 UTC on the wire.
+A memory id is 26 Crockford base32 characters.  Sandbox tools (ash) show and delete by the first
+8, so new ids are random from the first character on: 8 characters carry ~40 random bits, and
+``memories.insert`` re-draws the rare id whose 8-character prefix is already taken, so a short
+id names one memory.  Their first character is 8-Z, never 0-7 as in the time-ordered ULIDs of
+older versions, so old and new ids never share a prefix.  Ids carry no order: lists sort by
+``created_at_ms`` (then rowid).  Timestamps are integer milliseconds in the database and
+ISO 8601 UTC on the wire.
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ import time
 from datetime import datetime, timezone
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-ULID_LENGTH = 26
+ID_LENGTH = 26
+ULID_LENGTH = ID_LENGTH  # older ids (ULIDs) have the same length and alphabet
 MIN_PREFIX_LENGTH = 8
 DAY_MS = 86_400_000
+
+#: A ULID's first character is 0-7 (128 bits in 26 characters); new ids start above.
+_NEW_ID_LEADS = CROCKFORD[8:]
 
 _lock = threading.Lock()
 _last_ms = -1
@@ -29,8 +36,17 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def new_id() -> str:
+    """A random memory id: 24 choices for the first character, 32 for each of the other 25
+    (~129 bits).  Uniform in every prefix, so 8 characters tell ~10^12 ids apart."""
+    raw = int.from_bytes(os.urandom(17), "big")
+    lead = _NEW_ID_LEADS[raw % len(_NEW_ID_LEADS)]
+    raw //= len(_NEW_ID_LEADS)
+    return lead + "".join(CROCKFORD[(raw >> shift) & 31] for shift in range(120, -1, -5))
+
+
 def new_ulid(at_ms: int | None = None) -> str:
-    """A new ULID for ``at_ms`` (default now); monotonic within a process on the real clock.
+    """A ULID (people ids; memory ids of older versions, which tests rebuild with it): a new ULID for ``at_ms`` (default now); monotonic within a process on the real clock.
 
     Ids made in the same millisecond (or while the clock steps back) bump the random part, so
     they still sort by creation.  A timestamp from the future (imports, tests) gets a plain

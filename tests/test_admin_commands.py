@@ -11,7 +11,7 @@ import pytest
 
 from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
-from memoryd.store import Scope, Store
+from memoryd.store import Provenance, Scope, Store
 from memoryd.store.db import open_connection
 from tests.admin_cli import memoryd, text
 from tests.store_helpers import embed_all, note, sql
@@ -49,7 +49,11 @@ async def seed(data_dir: Path, *, vectors: bool = True) -> dict[str, str]:
         await add("tea", "Alice drinks green tea 🍵", subjects=["drinks", "alice"], metadata={"k": [1, {"x": None}]})
         await add("quote", 'line one\nline "two" \\ tab\t and ünïcödé 漢字', source="import", confidence=0.1 + 0.2)
         await add("group", "the team meets on mondays", chat_id="team", shared=True)
-        await add("bob", "bob likes chess", owner="bob", chat_id="team")
+        learned = Provenance(
+            chat_type="group", source_username="al", source_display_name="Alice", source_message_id="m-9",
+            source_session="s-1", sensitivity="personal", memory_type="preference", conversation_private=True,
+        )
+        await add("bob", "bob likes chess", owner="bob", chat_id="team", provenance=learned)
         await add("expired", "a fleeting thought", expires_at_ms=now_ms() - 1000)
         await add("deleted", "deleted soon")
         assert await store.memories.delete(Scope("alice"), ids["deleted"]) == ids["deleted"]
@@ -142,7 +146,7 @@ async def test_export_then_import_round_trips_byte_identically(tmp_path: Path) -
     await seed(source)
     exported = export_lines(source)
     header = json.loads(exported[0])
-    assert header["format"] == "memoryd-export" and header["version"] == 1
+    assert header["format"] == "memoryd-export" and header["version"] == 2
     assert len(exported) == 1 + 6
     dump = tmp_path / "dump.jsonl"
     dump.write_bytes(b"".join(exported))
@@ -152,8 +156,12 @@ async def test_export_then_import_round_trips_byte_identically(tmp_path: Path) -
     assert done.returncode == 0, text(done)
     assert "imported 6 of 6 memories (0 already present)" in done.stdout.decode()
     again = export_lines(target)
-    # Everything but the export time is the same, byte for byte.
+    # Everything but the export time is the same, byte for byte, provenance included.
     assert again[1:] == exported[1:]
+    chess = next(json.loads(line) for line in exported[1:] if b"chess" in line)
+    assert (chess["chat_type"], chess["source_display_name"], chess["sensitivity"], chess["conversation_private"]) == (
+        "group", "Alice", "personal", True
+    )
     assert {**json.loads(again[0]), "exported_at": None} == {**header, "exported_at": None}
     assert memoryd("check", data_dir=target).returncode == 0
 
@@ -252,7 +260,7 @@ async def test_a_malformed_line_is_reported_with_its_number_and_nothing_is_impor
     [
         (b"", "line 1: the file is empty"),
         (b'{"format":"something-else","version":1,"exported_at":"x"}\n', "line 1: format is 'something-else'"),
-        (HEADER.replace(b'"version":1', b'"version":2'), "line 1: format version 2 is not supported"),
+        (HEADER.replace(b'"version":1', b'"version":3'), "line 1: format version 3 is not supported"),
         (good(1), "line 1: not a memoryd export header"),
     ],
 )
@@ -312,8 +320,8 @@ async def test_check_finds_index_damage_and_repair_fixes_it(tmp_path: Path) -> N
         # And leave a vector behind for the deleted memory.
         deleted_rowid = db.execute("SELECT rowid FROM memories WHERE id = ?", (ids["deleted"],)).fetchone()[0]
         db.execute(
-            "INSERT INTO vec_g1 (memory_rowid, scope_key, expires_at, coarse, embedding) "
-            "VALUES (?, 'u:alice', 1, vec_bit(x'f0'), zeroblob(8))",
+            "INSERT INTO vec_g1 (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, embedding) "
+            "VALUES (?, 'u:alice', 1, 0, '', vec_bit(x'f0'), zeroblob(8))",
             (deleted_rowid,),
         )
     db.close()

@@ -5,7 +5,7 @@ call, one request per connection, ``struct.pack("!I", len) + json.dumps(request)
 as 4 length bytes then the payload; params carry ``context_token`` and the routing fields (None
 when the env var is unset), and the results are consumed the way its memory commands do
 (bare lists, ``r["similarity"]``, ``r["metadata"].get(...)``, ``result["id"]``,
-``result["deleted"]``).
+``result["deleted"]``).  ``search`` and ``list`` send ``this_chat`` (ash's ``--this-chat``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ ROUTING_ENV = {
     "current_user_message": "remember that I like tea",
     "timezone": "Europe/Vienna",
     "chat_title": "Team",
-    "this_chat": None,
 }
 
 
@@ -51,9 +50,10 @@ class AshRpcError(Exception):
 class AshSandboxClient:
     """The wire behaviour of ash's sandbox CLI (``rpc_call`` + ``get_context_params``)."""
 
-    def __init__(self, socket_path: Path, env: dict[str, str | None]) -> None:
+    def __init__(self, socket_path: Path, env: dict[str, str | None], routing: dict[str, Any] | None = None) -> None:
         self.socket_path = str(socket_path)
         self.env = env
+        self.routing = {**ROUTING_ENV, **(routing or {})}
         self.connections = 0
         self.rows: list[str] = []
 
@@ -63,7 +63,7 @@ class AshSandboxClient:
             "chat_id": self.env.get("ASH_CHAT_ID"),
             "context_token": self.env.get("ASH_CONTEXT_TOKEN"),
         }
-        params.update(ROUTING_ENV)
+        params.update(self.routing)
         return params
 
     def rpc_call(self, method: str, params: dict[str, Any]) -> Any:
@@ -103,8 +103,9 @@ class AshSandboxClient:
 
     # -- ash's memory commands, as they build params and read results ---------------------
 
-    def search(self, query: str, limit: int = 10) -> list[str]:
-        results = self.rpc_call("memory.search", {"query": query, "limit": limit, **self.context_params()})
+    def search(self, query: str, limit: int = 10, this_chat: bool = False) -> list[str]:
+        params = {"query": query, "limit": limit, "this_chat": this_chat, **self.context_params()}
+        results = self.rpc_call("memory.search", params)
         assert isinstance(results, list)
         lines = []
         for r in results:
@@ -118,8 +119,8 @@ class AshSandboxClient:
             lines.append(" ".join(parts))
         return lines
 
-    def list_memories(self, limit: int = 20) -> list[dict[str, Any]]:
-        memories = self.rpc_call("memory.list", {"limit": limit, **self.context_params()})
+    def list_memories(self, limit: int = 20, this_chat: bool = False) -> list[dict[str, Any]]:
+        memories = self.rpc_call("memory.list", {"limit": limit, "this_chat": this_chat, **self.context_params()})
         assert isinstance(memories, list)
         # The fields ash's table reads, with its defaults: each must have the expected type.
         self.rows = [
@@ -251,3 +252,114 @@ async def test_ash_memory_extract_reads_the_session_the_host_observed(short_tmp:
         (memory,) = await in_thread(ash.list_memories)
         assert memory["content"] == "Alice likes tea." and memory["source_session"] == "telegram_team_alice"
         assert memory["source_message_id"] == "m-1" and memory["chat_type"] == "group"
+
+
+# -- ash's disclosure rules, end to end ------------------------------------------------------------
+
+
+def ash_session(daemon: Daemon, chat_id: str, chat_type: str | None, **routing: Any) -> AshSandboxClient:
+    """What ash hands a sandbox serving Alice in ``chat_id``: a token with the routing claims, and
+    the same values in its env (ASH_CHAT_TYPE, ASH_SOURCE_USERNAME, ...)."""
+    speaker = {"source_username": "alice", "source_display_name": "Alice", "message_id": f"{chat_id}-m1", **routing}
+    token = mint_token(SECRET, "alice", chat_id, chat_type=chat_type, **speaker)
+    env: dict[str, str | None] = {"ASH_CONTEXT_TOKEN": token, "ASH_USER_ID": "alice", "ASH_CHAT_ID": chat_id}
+    return AshSandboxClient(daemon.config.socket_path, env, {"chat_type": chat_type, **speaker})
+
+
+async def test_a_private_chat_memory_never_reaches_a_group_chat(short_tmp: Path, nursery: trio.Nursery) -> None:
+    daemon = await start(short_tmp, nursery, mode="token", token_secret=SECRET)
+    dm = ash_session(daemon, "dm-alice", "private")
+    group = ash_session(daemon, "team", "group")
+    secret_id = await in_thread(dm.add, "Alice's blood test results are due Friday")
+    assert [line.endswith("[Alice] Alice's blood test results are due Friday") for line in await in_thread(dm.search, "blood test")] == [True]
+
+    # From the group: search, list, get and delete all act as if it did not exist.
+    assert await in_thread(group.search, "blood test results") == []
+    assert secret_id not in [m["id"] for m in await in_thread(group.list_memories, 100)]
+    with pytest.raises(AshRpcError) as hidden:
+        await in_thread(group.rpc_call, "memory.get", {"memory_id": secret_id, **group.context_params()})
+    assert hidden.value.code == -32001
+    assert await in_thread(group.delete, secret_id[:8]) is False
+
+    # A sandbox in the group cannot talk its way into the private chat.
+    with pytest.raises(AshRpcError) as lied:
+        await in_thread(group.rpc_call, "memory.search", {**group.context_params(), "chat_type": "private", "query": "blood"})
+    assert lied.value.code == -32002 and lied.value.data == {
+        "field": "chat_type", "reason": "chat_type does not match the context token", "code": "mismatch"
+    }
+    # A token naming the chat but not its type counts as a group; the param cannot change that.
+    vague = AshSandboxClient(
+        daemon.config.socket_path, {"ASH_CONTEXT_TOKEN": mint_token(SECRET, "alice", "team")}, {"chat_type": "private"}
+    )
+    assert await in_thread(vague.search, "blood test") == []
+    # Back in the private chat it is all still there.
+    assert [m["id"] for m in await in_thread(dm.list_memories)] == [secret_id]
+    assert await in_thread(dm.delete, secret_id[:8]) is True
+
+
+async def test_what_alice_said_in_a_group_is_shown_in_her_private_chat(short_tmp: Path, nursery: trio.Nursery) -> None:
+    daemon = await start(short_tmp, nursery, mode="token", token_secret=SECRET)
+    dm = ash_session(daemon, "dm-alice", "private")
+    group = ash_session(daemon, "team", "supergroup")
+    said_in_group = await in_thread(group.add, "Alice runs a marathon in April")
+    about_bob = await in_thread(group.add, "Bob is allergic to peanuts", subject=["Bob"])
+    sensitive = await in_thread(
+        group.rpc_call, "memory.add",
+        {"content": "Alice's salary is 90k", "sensitivity": "sensitive", **group.context_params()},
+    )
+    assert sensitive["sensitivity"] == "sensitive"
+
+    in_dm = {m["id"]: m for m in await in_thread(dm.list_memories)}
+    assert set(in_dm) == {said_in_group, about_bob, sensitive["id"]}
+    in_group = {m["id"]: m for m in await in_thread(group.list_memories)}
+    assert set(in_group) == {said_in_group, about_bob}  # sensitive: private chats only
+    assert (await in_thread(dm.search, "marathon"))[0].endswith("[Alice] Alice runs a marathon in April")
+
+    # ash's list columns: type, source (the speaker), about; and its trust.
+    marathon, bob = in_dm[said_in_group], in_dm[about_bob]
+    assert (marathon["memory_type"], marathon["source"], marathon["about"], marathon["trust"]) == (
+        "knowledge", "Alice", [], "fact"
+    )
+    assert (bob["about"], bob["trust"], bob["source_label"]) == (["Bob"], "hearsay", "agent")
+    assert (marathon["chat_id"], marathon["chat_type"], marathon["source_message_id"]) == ("team", "supergroup", "team-m1")
+    hits = await in_thread(dm.rpc_call, "memory.search", {"query": "peanuts", **dm.context_params()})
+    assert (hits[0]["trust"], hits[0]["about"], hits[0]["memory_type"]) == ("hearsay", ["Bob"], "knowledge")
+
+    # --this-chat: only what was learned in the current chat.
+    assert await in_thread(dm.list_memories, 20, True) == []
+    assert {m["id"] for m in await in_thread(group.list_memories, 20, True)} == {said_in_group, about_bob}
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "field"),
+    [("memory.list", {"limit": 0}, "limit"), ("memory.search", {"query": "tea", "limit": 101}, "limit"),
+     ("memory.search", {"query": "tea", "limit": 0}, "limit"), ("memory.list", {"limit": -1}, "limit")],
+)
+async def test_limits_ash_does_not_check_get_a_clear_invalid_params(
+    short_tmp: Path, nursery: trio.Nursery, method: str, params: dict[str, Any], field: str
+) -> None:
+    daemon = await start(short_tmp, nursery, mode="token", token_secret=SECRET)
+    ash = ash_session(daemon, "team", "group")
+    with pytest.raises(AshRpcError) as caught:
+        await in_thread(ash.rpc_call, method, {**params, **ash.context_params()})
+    assert caught.value.code == -32602 and caught.value.data["field"] == field
+    assert field in str(caught.value)  # ash prints only the message
+
+
+async def test_context_and_people_keep_a_private_chat_memory_out_of_the_group(short_tmp: Path, nursery: trio.Nursery) -> None:
+    daemon = await start(short_tmp, nursery, mode="token", token_secret=SECRET)
+    dm = ash_session(daemon, "dm-alice", "private")
+    group = ash_session(daemon, "team", "group")
+    secret = await in_thread(dm.add, "Sarah is pregnant with twins", subject=["Sarah"])
+    public = await in_thread(group.add, "Sarah runs the Berlin office", subject=["Sarah"])
+
+    def context(session: AshSandboxClient) -> dict[str, Any]:
+        params = {"message": "what about Sarah?", **session.context_params()}
+        result: dict[str, Any] = session.rpc_call("memory.context", params)
+        return result
+
+    in_group = await in_thread(context, group)
+    assert [m["id"] for m in in_group["memories"]] == [public] and "pregnant" not in in_group["text"]
+    assert {m["id"] for m in (await in_thread(context, dm))["memories"]} == {secret, public}
+    person = await in_thread(group.rpc_call, "person.get", {"name": "Sarah", **group.context_params()})
+    assert [m["id"] for m in person["memories"]] == [public]

@@ -87,6 +87,14 @@ async def test_the_token_decides_who_the_caller_is(peer: NdjsonPeer) -> None:
         ({"context_token": mint_token(OTHER_SECRET, "alice")}, "context_token", "signature"),
         ({"context_token": "garbage"}, "context_token", "format"),
         ({"context_token": ""}, "context_token", "missing"),
+        ({"context_token": token_for("alice", "team", chat_type="group"), "chat_type": "private"}, "chat_type", "mismatch"),
+        ({"context_token": token_for("alice", source_username="al"), "source_username": "bo"}, "source_username", "mismatch"),
+        (
+            {"context_token": token_for("alice", source_display_name="Al"), "source_display_name": "Bo"},
+            "source_display_name",
+            "mismatch",
+        ),
+        ({"context_token": token_for("alice", message_id="m1"), "message_id": "m2"}, "message_id", "mismatch"),
     ],
 )
 @pytest.mark.parametrize("method", ["memory.add", "memory.search", "memory.list", "memory.delete"])
@@ -96,6 +104,20 @@ async def test_every_memory_method_refuses_without_a_valid_matching_token(
     args = {"memory.add": {"content": "x"}, "memory.search": {"query": "x"}, "memory.delete": {"memory_id": "0" * 26}}
     error = await refused(peer, method, {**params, **args.get(method, {})})
     assert (error["data"]["field"], error["data"]["code"]) == (field, code)
+
+
+async def test_the_claims_are_the_provenance_and_unclaimed_params_are_ignored(peer: NdjsonPeer) -> None:
+    claimed = {"context_token": token_for("alice", "team", chat_type="group", source_username="al", message_id="m1")}
+    added = await call(peer, "memory.add", {**claimed, "chat_type": "group", "content": "al said so"})
+    record = await call(peer, "memory.get", {**claimed, "memory_id": added["id"]})
+    assert (record["chat_type"], record["source_username"], record["source_message_id"]) == ("group", "al", "m1")
+    # A token without routing claims: the sandbox's routing params are not believed (as in ash).
+    bare = {"context_token": token_for("alice", "team")}
+    params = {"chat_type": "private", "source_username": "the-ceo", "message_id": "m9", "content": "who said it?"}
+    record = await call(peer, "memory.get", {**bare, "memory_id": (await call(peer, "memory.add", {**bare, **params}))["id"]})
+    assert (record["chat_type"], record["source_username"], record["source_message_id"], record["trust"]) == (
+        None, None, None, "unknown"
+    )
 
 
 async def test_nothing_is_stored_by_a_refused_add(peer: NdjsonPeer) -> None:
@@ -246,6 +268,15 @@ def test_memoryd_token_prints_a_token_for_the_configured_secret() -> None:
     claims = verify_token(done.stdout.strip(), SECRET)
     assert (claims.user_id, claims.chat_id, claims.expires_at - claims.issued_at) == ("alice", "team", 7200)
     assert SECRET not in done.stderr
+    assert claims.chat_type is None
+    routed = run_memoryd(
+        "token", "--user", "alice", "--chat", "team", "--chat-type", "group", "--source-username", "al",
+        "--source-display-name", "Alice", "--message-id", "m-7", env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET},
+    )
+    claims = verify_token(routed.stdout.strip(), SECRET)
+    assert (claims.chat_type, claims.source_username, claims.source_display_name, claims.message_id) == (
+        "group", "al", "Alice", "m-7"
+    )
 
 
 def test_memoryd_token_refuses_bad_input_with_usage_errors(short_tmp: Path) -> None:

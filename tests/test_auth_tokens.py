@@ -70,7 +70,7 @@ def test_our_token_equals_an_ash_built_token_with_the_same_claims() -> None:
 
 def test_a_token_built_like_ashs_verifies_here() -> None:
     token = ash_style_token(SECRET, ASH_HEADER, ash_claims(provider="telegram", chat_type="group"))
-    assert verify_token(token, SECRET, now=NOW) == Claims("alice", "team", NOW, NOW + 900, "0" * 32)
+    assert verify_token(token, SECRET, now=NOW) == Claims("alice", "team", NOW, NOW + 900, "0" * 32, chat_type="group")
 
 
 def test_the_client_exports_mint_token_and_accepts_the_secret_string() -> None:

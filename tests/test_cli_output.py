@@ -83,6 +83,21 @@ async def test_add_options_reach_the_daemon_and_json_prints_the_result(cli: Cli)
     assert json.loads(out(await cli("--json", "list"))) == listed  # --json before the subcommand too
 
 
+async def test_chat_type_sensitivity_and_this_chat_reach_the_daemon(cli: Cli) -> None:
+    private = {"MEMORY_CHAT_ID": "dm", "MEMORY_CHAT_TYPE": "private"}
+    out(await cli("add", "my PIN hint is zebra", "--sensitivity", "sensitive", env=private))
+    out(await cli("add", "the team likes zebras", env={"ASH_CHAT_TYPE": "group"}))
+    in_dm = json.loads(out(await cli("search", "zebra", "--json", env=private)))
+    assert {(m["sensitivity"], m["chat_type"]) for m in in_dm} == {("sensitive", "private"), (None, "group")}
+    # In the group, the private-chat memory stays out; --this-chat keeps what was learned here.
+    in_team = json.loads(out(await cli("list", "--json", env={"MEMORY_CHAT_TYPE": "group"})))
+    assert [m["content"] for m in in_team] == ["the team likes zebras"]
+    this_chat = json.loads(out(await cli("list", "--this-chat", "--json", env=private)))
+    assert [m["content"] for m in this_chat] == ["my PIN hint is zebra"]
+    assert "the team likes zebras" in out(await cli("search", "zebra", "--this-chat"))
+    assert (await cli("add", "x", "--sensitivity", "secret")).returncode == 2
+
+
 async def test_add_dash_reads_the_content_from_stdin(cli: Cli) -> None:
     text = "Notes from stdin: ünïcödé ✓\nsecond line"
     out(await cli("add", "-", stdin=text.encode() + b"\n"))

@@ -176,6 +176,22 @@ def test_calls_carry_the_identity_and_the_typed_params(server: FakeDaemon) -> No
     assert all(r["jsonrpc"] == "2.0" for r in server.requests)
 
 
+def test_sensitivity_this_chat_and_chat_type_are_sent_only_when_set(
+    server: FakeDaemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MemoryClient(server.path, user_id="alice", chat_id="dm", chat_type="private", timeout=5) as client:
+        assert client.add("y", sensitivity="sensitive")["params"]["sensitivity"] == "sensitive"
+        assert client.search("tea", this_chat=True)["params"]["this_chat"] is True
+        assert client.list(this_chat=True)["params"]["this_chat"] is True
+        assert client.list()["params"] == {
+            "user_id": "alice", "chat_id": "dm", "chat_type": "private", "limit": 20, "offset": 0,
+            "include_expired": False,
+        }
+    monkeypatch.setenv("ASH_CHAT_TYPE", "group")
+    with MemoryClient(server.path, user_id="alice", timeout=5) as client:
+        assert client.search("tea")["params"] == {"user_id": "alice", "chat_type": "group", "query": "tea", "limit": 10}
+
+
 def test_identity_and_socket_come_from_the_environment(
     server: FakeDaemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -151,7 +151,7 @@ async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_b
     }
     wife = listed["Alice's wife Sarah loves Italian food."]
     assert wife["memory_type"] == "relationship" and wife["subjects"] == ["Sarah"]
-    assert wife["source"] == "extraction" and wife["scope"] == "personal" and wife["chat_id"] == "chat-1"
+    assert wife["source_label"] == "extraction" and wife["source"] == "Alice Liddell" and wife["scope"] == "personal" and wife["chat_id"] == "chat-1"
     assert wife["chat_type"] == "private" and wife["source_session"] == "s1"
     assert wife["source_username"] == "alice" and wife["source_display_name"] == "Alice Liddell"
     assert wife["source_message_id"] == "m6" and wife["sensitivity"] == "personal"

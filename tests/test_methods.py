@@ -128,16 +128,28 @@ async def test_exactly_16_kib_of_content_is_accepted(peer: NdjsonPeer) -> None:
     assert (await call_ok(peer, "memory.list", ALICE))[0]["id"] == added["id"]
 
 
-async def test_ash_routing_fields_are_accepted_and_ignored(peer: NdjsonPeer) -> None:
+async def test_ash_routing_fields_are_accepted_and_recorded(peer: NdjsonPeer) -> None:
     routing = {
         "context_token": None, "chat_type": "private", "provider": "telegram", "thread_id": "t1",
         "session_key": "s", "message_id": "m1", "source_username": "al", "source_display_name": "Al",
         "username": "al", "current_user_message": "remember this", "timezone": "Europe/Berlin",
-        "chat_title": "DM", "this_chat": True,
+        "chat_title": "DM", "this_chat": False,
     }
-    added = await call_ok(peer, "memory.add", {**ALICE, **routing, "content": "likes hiking"})
+    added = await call_ok(peer, "memory.add", {**ALICE, "chat_id": "dm-al", **routing, "content": "likes hiking"})
     hits = await call_ok(peer, "memory.search", {**ALICE, **routing, "query": "hiking"})
     assert [h["id"] for h in hits] == [added["id"]]
+    assert {k: hits[0][k] for k in ("chat_id", "chat_type", "source_username", "source_message_id")} == {
+        "chat_id": "dm-al", "chat_type": "private", "source_username": "al", "source_message_id": "m1",
+    }
+    # this_chat keeps what was learned in the current chat: none without a chat.
+    assert await call_ok(peer, "memory.search", {**ALICE, **routing, "this_chat": True, "query": "hiking"}) == []
+    here = {**ALICE, **routing, "chat_id": "dm-al", "this_chat": True}
+    assert [h["id"] for h in await call_ok(peer, "memory.search", {**here, "query": "hiking"})] == [added["id"]]
+    # ash sends an unset env var as null and a set-but-empty one as "": both mean unknown.
+    blank = await call_ok(peer, "memory.add", {**ALICE, "chat_type": "", "source_username": None, "content": "x y"})
+    assert (await call_ok(peer, "memory.get", {**ALICE, "memory_id": blank["id"]}))["chat_type"] is None
+    numbered = await call_ok(peer, "memory.add", {**ALICE, "message_id": 4711, "content": "a numbered message"})
+    assert (await call_ok(peer, "memory.get", {**ALICE, "memory_id": numbered["id"]}))["source_message_id"] == "4711"
 
 
 HOSTILE_QUERIES = [

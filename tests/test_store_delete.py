@@ -5,18 +5,25 @@ from __future__ import annotations
 import pytest
 
 from memoryd.errors import AmbiguousIdPrefix
-from memoryd.ids import now_ms
+from memoryd.ids import new_ulid, now_ms
 from memoryd.store import NewMemory, Scope, Store
-from tests.store_helpers import Clock, embed_all, note, unit
+from tests.store_helpers import Clock, embed_all, note, sql, unit
 
 ALICE = Scope("alice", "c1")
 
 
 async def add_at_same_instant(store: Store, clock: Clock, *news: NewMemory) -> list[str]:
-    """Memories created in one millisecond: their ids share the first 10 characters."""
+    """Memories with ids as older versions made them in one millisecond: ULIDs sharing their
+    first 10 characters (new ids never share 8)."""
     clock.at = now_ms()
     try:
-        return [(await store.memories.add(new))[0].id for new in news]
+        ids = []
+        for new in news:
+            record, _ = await store.memories.add(new)
+            ulid = new_ulid(clock.at)
+            sql(store.path, "UPDATE memories SET id = ? WHERE id = ?", (ulid, record.id))
+            ids.append(ulid)
+        return ids
     finally:
         clock.at = None
 

@@ -153,20 +153,24 @@ async def test_group_memories_are_visible_to_every_member_of_the_chat(store: Sto
 
 def test_the_predicate_names_the_callers_keys_and_hides_deleted_superseded_and_expired() -> None:
     sql, params = visibility.predicate(Scope("alice", "c1"), "m", now_ms=123)
-    assert sql == (
+    assert sql.startswith(
         "m.scope_key IN (?, ?) AND m.deleted_at_ms IS NULL AND m.superseded_by IS NULL "
-        "AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?)"
+        "AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?) AND "
     )
-    assert params == ("u:alice", "c:c1", 123)
+    # then the disclosure rules: not sensitive (the chat type is unknown), and not private to
+    # another conversation, unless learned in this chat.
+    assert sql.endswith("AND (m.disclosure IN (0, 1, 2) OR (m.chat_id = ? AND m.disclosure IN (0, 1, 2, 6, 7, 8)))")
+    assert params == ("u:alice", "c:c1", 123, "c1")
     sql, params = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, key="u:alice")
     assert (sql, params) == (
-        "memories.scope_key = ? AND memories.deleted_at_ms IS NULL AND memories.superseded_by IS NULL",
+        "memories.scope_key = ? AND memories.deleted_at_ms IS NULL AND memories.superseded_by IS NULL "
+        "AND (memories.disclosure IN (0, 1, 2))",
         ("u:alice",),
     )
 
 
 def test_superseded_memories_show_when_the_scope_or_the_query_asks() -> None:
-    everything = "memories.scope_key = ? AND memories.deleted_at_ms IS NULL"
+    everything = "memories.scope_key = ? AND memories.deleted_at_ms IS NULL AND (memories.disclosure IN (0, 1, 2))"
     by_scope = visibility.predicate(Scope("alice", include_superseded=True), now_ms=5, include_expired=True)
     by_query = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, include_superseded=True)
     assert by_scope[0].replace(" IN (?)", " = ?") == everything

@@ -137,7 +137,7 @@ async def test_export_and_import_keep_the_supersession_columns(tmp_path: Path) -
         source.lifecycle.export(chunks.append, user=None)
     exported = b"".join(chunks).splitlines()[1:]
     lines = [msgspec.json.decode(line, type=MemoryLine) for line in exported]
-    old, new = lines
+    old, new = sorted(lines, key=lambda line: "milk" in line.content)  # the file is ordered by id
     assert (old.key, new.key) == ("coffee", "coffee")
     assert old.superseded_by == new.id and old.superseded_at is not None and old.supersede_reason
     with Store(tmp_path / "b.db", readers=1) as target:
@@ -170,3 +170,25 @@ async def test_the_people_hook_lets_the_rules_see_that_my_wife_is_sarah(store: S
     with_people = Supersession(store.supersession, SupersessionConfig(), use_llm=False, resolver_for=alices_people)
     green = await with_people.store(ALICE, note("Sarah's favorite color is green"))
     assert first.record.id in green.superseded
+
+
+async def test_a_group_chat_never_replaces_what_it_may_not_see(rules: Supersession) -> None:
+    # Learned in a private chat: hidden from group chats by the disclosure rules.  A group chat
+    # that states the same attribute (by rule or by key) must neither hide it nor learn its id.
+    in_private = Scope("alice", chat_id="dm", chat_type="private")
+    in_group = Scope("alice", chat_id="g1", chat_type="group")
+    private = Provenance(chat_type="private")
+    group = Provenance(chat_type="group")
+    red = await rules.store(in_private, note("My favorite color is red", chat_id="dm", provenance=private))
+    keyed = await rules.store(
+        in_private, note("Gate code is 1234", chat_id="dm", provenance=private), key="gate-code"
+    )
+    blue = await rules.store(in_group, note("My favorite color is blue", chat_id="g1", provenance=group))
+    other = await rules.store(
+        in_group, note("Gate code is 9999", chat_id="g1", provenance=group), key="gate-code"
+    )
+    assert blue.superseded == [] and other.superseded == []
+    # From the private chat, where both versions are visible, the rules still apply.
+    green = await rules.store(in_private, note("My favorite color is green", chat_id="dm", provenance=private))
+    assert set(green.superseded) == {red.record.id, blue.record.id}
+    assert keyed.record.id not in green.superseded

@@ -59,9 +59,10 @@ class MemoryClient:
         chat_id: Optional[str] = None,
         context_token: Optional[str] = None,
         timeout: Optional[float] = 10.0,
+        chat_type: Optional[str] = None,
     ) -> None:
         self._socket_path, self._socket_origin = resolve_socket_path_with_origin(socket_path)
-        self._identity: Identity = resolve_identity(user_id, chat_id, context_token)
+        self._identity: Identity = resolve_identity(user_id, chat_id, context_token, chat_type=chat_type)
         self.timeout = check_timeout(timeout)
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
@@ -93,20 +94,29 @@ class MemoryClient:
         shared: bool = False,
         supersedes: Optional[str] = None,
         key: Optional[str] = None,
+        sensitivity: Optional[str] = None,
     ) -> Record:
         """Store a memory: ``{"id", "short_id", "created_at", "scope", "deduplicated", "embedded",
         "superseded"}``; ``supersedes`` (an id) or ``key`` (an upsert key) replace older memories."""
-        params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key)
+        params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key, sensitivity)
         result: Record = self.call("memory.add", **params)
         return result
 
     def search(
-        self, query: str, limit: int = 10, about: Optional[str] = None, *, include_superseded: bool = False
+        self,
+        query: str,
+        limit: int = 10,
+        about: Optional[str] = None,
+        *,
+        include_superseded: bool = False,
+        this_chat: bool = False,
     ) -> Records:
         """Best hits first, each with ``score``, ``similarity`` and ``about``; ``about`` (a name,
         alias or "my wife") keeps only the memories about that person; ``include_superseded``
-        also returns memories a newer one replaced."""
-        result: Records = self.call("memory.search", **_methods.search_params(query, limit, about, include_superseded))
+        also returns memories a newer one replaced; ``this_chat`` keeps only the memories learned
+        in the client's chat."""
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat)
+        result: Records = self.call("memory.search", **params)
         return result
 
     def list(
@@ -117,9 +127,10 @@ class MemoryClient:
         include_expired: bool = False,
         about: Optional[str] = None,
         include_superseded: bool = False,
+        this_chat: bool = False,
     ) -> Records:
         """Newest first; pass the last id as ``before_id`` for the next page."""
-        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded)
+        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded, this_chat)
         result: Records = self.call("memory.list", **params)
         return result
 

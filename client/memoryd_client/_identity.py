@@ -1,4 +1,5 @@
-"""Who the client speaks for: user id, chat id and context token, from arguments or environment."""
+"""Who the client speaks for: user id, chat id (and chat type) and context token, from arguments
+or environment."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .errors import MissingIdentity
 USER_ENV_VARS = ("MEMORY_USER_ID", "ASH_USER_ID")
 CHAT_ENV_VARS = ("MEMORY_CHAT_ID", "ASH_CHAT_ID")
 TOKEN_ENV_VARS = ("MEMORY_CONTEXT_TOKEN", "ASH_CONTEXT_TOKEN")
+CHAT_TYPE_ENV_VARS = ("MEMORY_CHAT_TYPE", "ASH_CHAT_TYPE")
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,9 @@ class Identity:
     user_id: Optional[str]
     chat_id: Optional[str]
     context_token: Optional[str]
+    #: private, group, supergroup: what the daemon's disclosure rules let the caller see.  With a
+    #: token, the token's claim decides (a differing value is refused).
+    chat_type: Optional[str] = None
 
     def params(self) -> Dict[str, Any]:
         """The identity parameters every call carries; absent ones are omitted, not null.
@@ -40,6 +45,8 @@ class Identity:
             params["chat_id"] = self.chat_id
         if self.context_token:
             params["context_token"] = self.context_token
+        if self.chat_type:
+            params["chat_type"] = self.chat_type
         return params
 
 
@@ -60,6 +67,7 @@ def resolve_identity(
     chat_id: Optional[str] = None,
     context_token: Optional[str] = None,
     environ: Optional[Mapping[str, str]] = None,
+    chat_type: Optional[str] = None,
 ) -> Identity:
     """Each field: the explicit argument, else MEMORY_*, else ASH_*, else the token's claims."""
     env = os.environ if environ is None else environ
@@ -72,7 +80,7 @@ def resolve_identity(
             user = token_user
         if chat is None and chat_id is None:
             chat = token_chat
-    return Identity(user, chat, token)
+    return Identity(user, chat, token, _first(chat_type, CHAT_TYPE_ENV_VARS, env))
 
 
 def _identity_from_token(token: str) -> Tuple[Optional[str], Optional[str]]:

@@ -24,6 +24,7 @@ def add_params(
     shared: bool,
     supersedes: Optional[str] = None,
     key: Optional[str] = None,
+    sensitivity: Optional[str] = None,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -34,16 +35,23 @@ def add_params(
             "shared": shared,
             "supersedes": supersedes,
             "key": key,
+            "sensitivity": sensitivity,
         }
     )
 
 
 def search_params(
-    query: str, limit: int, about: Optional[str] = None, include_superseded: bool = False
+    query: str, limit: int, about: Optional[str] = None, include_superseded: bool = False, this_chat: bool = False
 ) -> Dict[str, Any]:
-    # include_superseded is sent only when set, so a client works with daemons that predate it.
+    # The flags are sent only when set, so a client works with daemons that predate them.
     return _drop_none(
-        {"query": query, "limit": limit, "about": about, "include_superseded": include_superseded or None}
+        {
+            "query": query,
+            "limit": limit,
+            "about": about,
+            "include_superseded": include_superseded or None,
+            "this_chat": this_chat or None,
+        }
     )
 
 
@@ -54,6 +62,7 @@ def list_params(
     include_expired: bool,
     about: Optional[str] = None,
     include_superseded: bool = False,
+    this_chat: bool = False,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -63,6 +72,7 @@ def list_params(
             "include_expired": include_expired,
             "about": about,
             "include_superseded": include_superseded or None,
+            "this_chat": this_chat or None,
         }
     )
 

@@ -40,9 +40,10 @@ class AsyncMemoryClient:
         chat_id: Optional[str] = None,
         context_token: Optional[str] = None,
         timeout: Optional[float] = 10.0,
+        chat_type: Optional[str] = None,
     ) -> None:
         self._socket_path, self._socket_origin = resolve_socket_path_with_origin(socket_path)
-        self._identity: Identity = resolve_identity(user_id, chat_id, context_token)
+        self._identity: Identity = resolve_identity(user_id, chat_id, context_token, chat_type=chat_type)
         self.timeout = check_timeout(timeout)
         self._lock = trio.Lock()
         self._stream: Optional[trio.SocketStream] = None
@@ -73,15 +74,22 @@ class AsyncMemoryClient:
         shared: bool = False,
         supersedes: Optional[str] = None,
         key: Optional[str] = None,
+        sensitivity: Optional[str] = None,
     ) -> Record:
-        params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key)
+        params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key, sensitivity)
         result: Record = await self.call("memory.add", **params)
         return result
 
     async def search(
-        self, query: str, limit: int = 10, about: Optional[str] = None, *, include_superseded: bool = False
+        self,
+        query: str,
+        limit: int = 10,
+        about: Optional[str] = None,
+        *,
+        include_superseded: bool = False,
+        this_chat: bool = False,
     ) -> Records:
-        params = _methods.search_params(query, limit, about, include_superseded)
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat)
         result: Records = await self.call("memory.search", **params)
         return result
 
@@ -93,8 +101,9 @@ class AsyncMemoryClient:
         include_expired: bool = False,
         about: Optional[str] = None,
         include_superseded: bool = False,
+        this_chat: bool = False,
     ) -> Records:
-        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded)
+        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded, this_chat)
         result: Records = await self.call("memory.list", **params)
         return result
 

@@ -2,7 +2,9 @@
 
 A token is JWT-shaped, ``base64url(header) "." base64url(claims) "." base64url(HMAC-SHA256)``,
 with header ``{"alg": "HS256", "typ": "ASH_CONTEXT", "ver": 1}`` and claims ``sub`` (the user
-id), ``chat_id`` (optional), ``iat`` and ``exp`` (integer Unix seconds), ``ver`` and ``jti``.  The
+id), ``iat`` and ``exp`` (integer Unix seconds), ``ver`` and ``jti``, and optionally ash's
+routing claims ``chat_id``, ``chat_type``, ``source_username``, ``source_display_name`` and
+``message_id`` (the daemon believes these over any param; others ash sets are ignored).  The
 bytes are produced exactly as ash's ``ash.context_token`` produces them (compact JSON with
 sorted keys, base64url without padding), and a secret string is decoded exactly as ash decodes
 ``ASH_CONTEXT_TOKEN_SECRET`` (hex, else base64url, else UTF-8), so with the same secret a
@@ -53,15 +55,23 @@ class TokenError(ValueError):
         self.reason = reason
 
 
+#: Optional string claims beyond ``sub``, in ash's names: where the call comes from and who spoke.
+ROUTING_CLAIMS = ("chat_id", "chat_type", "source_username", "source_display_name", "message_id")
+
+
 @dataclass(frozen=True)
 class Claims:
-    """The verified identity a token carries."""
+    """The verified identity a token carries, and its routing claims (None when absent)."""
 
     user_id: str
     chat_id: Optional[str]
     issued_at: int
     expires_at: int
     token_id: Optional[str] = None
+    chat_type: Optional[str] = None
+    source_username: Optional[str] = None
+    source_display_name: Optional[str] = None
+    message_id: Optional[str] = None
 
 
 def decode_secret(text: str) -> bytes:
@@ -132,12 +142,18 @@ def mint_token(
     ttl: Union[str, int, float] = DEFAULT_TTL_SECONDS,
     *,
     now: Optional[float] = None,
+    chat_type: Optional[str] = None,
+    source_username: Optional[str] = None,
+    source_display_name: Optional[str] = None,
+    message_id: Optional[str] = None,
 ) -> str:
     """A signed context token for ``user_id`` (and ``chat_id``), valid for ``ttl``.
 
     ``secret`` is the daemon's ``auth.token_secret`` string (decoded like ash's) or raw key
     bytes; ``ttl`` is seconds or a string like ``"15m"``; ``now`` overrides the clock (Unix
-    seconds), e.g. to mint an already expired token in a test.
+    seconds), e.g. to mint an already expired token in a test.  ``chat_type`` (private, group,
+    supergroup) decides what the disclosure rules let the session see; the speaker and message
+    are recorded with what it adds.  Blank values are left out, as ash leaves them out.
     """
     key = _secret_bytes(secret)
     subject = user_id.strip() if isinstance(user_id, str) else ""
@@ -151,9 +167,17 @@ def mint_token(
         "exp": issued_at + parse_ttl(ttl),
         "jti": uuid.uuid4().hex,
     }
-    chat = chat_id.strip() if isinstance(chat_id, str) else None
-    if chat:
-        claims["chat_id"] = chat
+    routing = {
+        "chat_id": chat_id,
+        "chat_type": chat_type,
+        "source_username": source_username,
+        "source_display_name": source_display_name,
+        "message_id": message_id,
+    }
+    for name, value in routing.items():
+        text = value.strip() if isinstance(value, str) else None
+        if text:
+            claims[name] = text
     header = {"alg": TOKEN_ALG, "typ": TOKEN_TYPE, "ver": TOKEN_VERSION}
     signing_input = f"{_json_segment(header)}.{_json_segment(claims)}"
     signature = _sign(key, signing_input.encode("ascii"))
@@ -210,10 +234,10 @@ def verify_token(
         raise TokenError("claims", "context token has no sub (user id) claim")
     return Claims(
         user_id=subject,
-        chat_id=_str_claim(claims, "chat_id"),
         issued_at=issued_at,
         expires_at=expires_at,
         token_id=_str_claim(claims, "jti"),
+        **{name: _str_claim(claims, name) for name in ROUTING_CLAIMS},
     )
 
 

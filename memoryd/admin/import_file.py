@@ -15,7 +15,13 @@ import msgspec
 from memoryd.errors import InvalidParams
 from memoryd.ids import ms_from_iso
 from memoryd.service.validation import check_full_id, check_group_chat, check_text
-from memoryd.store.transfer import FORMAT, VERSION, ExportHeader, MemoryLine
+from memoryd.store.transfer import (
+    FORMAT,
+    READABLE_VERSIONS,
+    VERSION,
+    ExportHeader,
+    MemoryLine,
+)
 
 _header_decoder = msgspec.json.Decoder(ExportHeader)
 _line_decoder = msgspec.json.Decoder(MemoryLine)
@@ -45,8 +51,8 @@ def parse_header(line_no: int, raw: bytes) -> ExportHeader:
         raise LineError(line_no, f"not a memoryd export header: {exc}") from None
     if header.format != FORMAT:
         raise LineError(line_no, f"format is {header.format!r}, expected {FORMAT!r}")
-    if header.version != VERSION:
-        raise LineError(line_no, f"format version {header.version} is not supported (this memoryd reads {VERSION})")
+    if header.version not in READABLE_VERSIONS:
+        raise LineError(line_no, f"format version {header.version} is not supported (this memoryd reads up to {VERSION})")
     return header
 
 

@@ -3,11 +3,18 @@
 trust mode believes the ``user_id``/``chat_id`` a caller sends (right for a socket only its
 owner can open).  token mode believes only a verified context token, except from peers whose
 uid (SO_PEERCRED, which the kernel vouches for) is listed in ``auth.trusted_uids``.
+
+The routing facts the disclosure rules and provenance depend on (``chat_type``, the speaker,
+the message) follow the identity: sent params in trust mode, the token's claims in token mode.
+There a param that contradicts a claim is refused like a foreign ``user_id``, and a param
+without a claim is ignored (as ash ignores it): a sandbox in a group chat cannot call itself
+private.
 """
 
 from __future__ import annotations
 
 import logging
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
@@ -23,12 +30,26 @@ AuthMode = Literal["trust", "token"]
 
 
 @dataclass(frozen=True, slots=True)
+class Routing:
+    """Where a call comes from and who spoke, in ash's routing field names (None: unknown)."""
+
+    chat_type: str | None = None
+    source_username: str | None = None
+    source_display_name: str | None = None
+    message_id: str | None = None
+
+
+NO_ROUTING = Routing()
+
+
+@dataclass(frozen=True, slots=True)
 class Caller:
     """The identity a call acts as; ``verified`` when it came from a token's claims."""
 
     user_id: str
     chat_id: str | None
     verified: bool = False
+    routing: Routing = NO_ROUTING
 
 
 class Authenticator:
@@ -71,12 +92,15 @@ class Authenticator:
         user_id: str | None,
         chat_id: str | None,
         context_token: str | None,
+        routing: Routing = NO_ROUTING,
     ) -> Caller:
-        """The caller's identity; raises Unauthorized (token mode) or InvalidParams (no user_id)."""
+        """The caller's identity; raises Unauthorized (token mode) or InvalidParams (no user_id).
+
+        ``routing`` holds the routing params as sent (blank ones as None)."""
         if self.mode == "trust" or (context_token is None and self.is_trusted_peer(ctx)):
             if user_id is None:
                 raise InvalidParams.for_field("user_id", "is required")
-            return Caller(user_id, chat_id)
+            return Caller(user_id, chat_id, routing=routing)
         if context_token is None:
             self._refuse(ctx, "missing", "context_token", "a context token is required (auth mode is token)")
         assert self._secret is not None
@@ -89,7 +113,17 @@ class Authenticator:
             self._refuse(ctx, "mismatch", "user_id", "user_id does not match the context token")
         if chat_id is not None and chat_id != claims.chat_id:
             self._refuse(ctx, "mismatch", "chat_id", "chat_id does not match the context token")
-        return Caller(claims.user_id, claims.chat_id, verified=True)
+        verified = Routing(
+            chat_type=claims.chat_type,
+            source_username=claims.source_username,
+            source_display_name=claims.source_display_name,
+            message_id=claims.message_id,
+        )
+        for name in (field.name for field in dataclasses.fields(Routing)):
+            sent, claimed = getattr(routing, name), getattr(verified, name)
+            if sent is not None and claimed is not None and sent != claimed:
+                self._refuse(ctx, "mismatch", name, f"{name} does not match the context token")
+        return Caller(claims.user_id, claims.chat_id, verified=True, routing=verified)
 
     def _refuse(self, ctx: CallContext, code: str, field: str, reason: str) -> NoReturn:
         # Logged without the token or any id the caller claimed: the peer uid says who knocked.

@@ -41,6 +41,7 @@ from memoryd.errors import (
     StoreRefused,
     SupersedeRefused,
     Unavailable,
+    UnknownListCursor,
 )
 
 __all__ = ["ERROR_REPLIES", "rpc_error_for"]
@@ -78,6 +79,10 @@ def _ambiguous_id(exc: AmbiguousIdPrefix) -> RpcError:
     return InvalidParams.for_field("memory_id", str(exc))
 
 
+def _unknown_cursor(exc: UnknownListCursor) -> RpcError:
+    return InvalidParams.for_field("before_id", str(exc))
+
+
 def _supersede_refused(exc: SupersedeRefused) -> RpcError:
     # Not visible is "not found", exactly as memory.get says it: another scope's ids never leak.
     data = {"field": exc.field, "reason": exc.reason}
@@ -103,6 +108,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreCorrupt: _store_corrupt,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug
     AmbiguousIdPrefix: _ambiguous_id,
+    UnknownListCursor: _unknown_cursor,
     SupersedeRefused: _supersede_refused,
     BrokenInvariant: _internal,  # the service validates first: reaching the store with it is a bug
     # Searches fall back to keywords and adds never wait on a failing embedder: only a call that

@@ -12,7 +12,7 @@ import msgspec
 import numpy as np
 import trio
 
-from memoryd.auth import Authenticator
+from memoryd.auth import Authenticator, Caller
 from memoryd.embed import Embedder
 from memoryd.errors import AmbiguousIdPrefix, EmbedderError, InvalidParams, NotFound
 from memoryd.ids import DAY_MS, MIN_PREFIX_LENGTH, now_ms
@@ -34,6 +34,7 @@ from memoryd.service.params import (
     SearchParams,
 )
 from memoryd.service.secret_guard import SecretsGuard
+from memoryd.service.provenance import provenance_of, routing_of, scope_of
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
@@ -50,12 +51,20 @@ AddedListener = Callable[[Scope, MemoryRecord, AddParams], Awaitable[None]]
 DeletedListener = Callable[[Scope], None]
 
 
-def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
+def identify(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Caller:
     """The identity a call acts as: every memory.* method starts here, and nowhere else decides it."""
-    caller = authenticator.identify(
-        ctx, user_id=params.user_id, chat_id=params.chat_id, context_token=params.context_token
+    return authenticator.identify(
+        ctx,
+        user_id=params.user_id,
+        chat_id=params.chat_id,
+        context_token=params.context_token,
+        routing=routing_of(params),
     )
-    return Scope(user_id=caller.user_id, chat_id=caller.chat_id)
+
+
+def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
+    """What the caller may see: its identity, and its chat for the disclosure rules."""
+    return scope_of(identify(params, ctx, authenticator), params)
 
 
 class MemoryService:
@@ -85,7 +94,8 @@ class MemoryService:
         self.query_timeout = query_timeout
 
     async def add(self, params: AddParams, ctx: CallContext) -> dict[str, Any]:
-        scope = caller_scope(params, ctx, self.authenticator)
+        caller = identify(params, ctx, self.authenticator)
+        scope = scope_of(caller, params)
         check_text("content", params.content, max_bytes=MAX_CONTENT_BYTES)
         check_text("source", params.source, max_bytes=MAX_SOURCE_BYTES)
         for index, subject in enumerate(params.subjects):
@@ -108,6 +118,7 @@ class MemoryService:
             subjects=_unique(params.subjects),
             expires_at_ms=expires_at_ms,
             metadata=metadata,
+            provenance=provenance_of(caller, params),
         )
         superseded: list[str] = []
         if self.supersession is None:
@@ -133,6 +144,7 @@ class MemoryService:
             "created_at": record.created_at,
             "expires_at": record.expires_at,
             "scope": record.scope,
+            "sensitivity": record.sensitivity,
             "deduplicated": deduplicated,
             "embedded": embedded,
             "superseded": superseded,
@@ -164,14 +176,15 @@ class MemoryService:
         if params.about is not None and self.people is not None:
             focus, _ = await self.people.focus(scope, "", params.about)
             about = focus.only if focus is not None else None
-        return await self.memories.list(
-            scope,
-            limit=params.limit,
-            offset=params.offset,
-            before_id=before_id,
-            include_expired=params.include_expired,
-            about=about,
-        )
+        with _ambiguity_names("before_id"):
+            return await self.memories.list(
+                scope,
+                limit=params.limit,
+                offset=params.offset,
+                before_id=before_id,
+                include_expired=params.include_expired,
+                about=about,
+            )
 
     async def get(self, params: GetParams, ctx: CallContext) -> MemoryRecord:
         scope = caller_scope(params, ctx, self.authenticator)

@@ -22,33 +22,38 @@ MAX_SUBJECT_BYTES = 800
 MAX_LIST_OFFSET = 1_000_000
 
 Identity = Annotated[str, Meta(min_length=1, max_length=256)]
+#: A routing field as ash sends it: its env var's text, "" or null when unset.
+RoutingText = Annotated[str, Meta(max_length=256)]
+Sensitivity = Literal["public", "personal", "sensitive"]
 SubjectName = Annotated[str, Meta(min_length=1, max_length=200)]
 
 
 class CallerParams(Struct, kw_only=True, forbid_unknown_fields=True):
     """Fields every method accepts: the caller's identity, and ash's routing fields.
 
-    The routing fields are what ash's sandbox CLI sends with every call; they are accepted and
-    ignored unless a feature uses them.  ``user_id`` is optional here because a verified
-    ``context_token`` can supply it; whether it is required is decided in one place,
-    ``memoryd.auth.Authenticator.identify`` (via ``caller_scope``).
+    The routing fields are what ash's sandbox CLI sends with every call.  ``chat_type`` feeds
+    the disclosure rules, the speaker and message the provenance of what memory.add stores,
+    ``this_chat`` narrows search and list; the others are accepted and ignored.  In token mode
+    the token's claims stand for the typed ones (``memoryd.auth.Authenticator.identify``).
+    ``user_id`` is optional here because a verified ``context_token`` can supply it; whether it
+    is required is decided in one place, ``Authenticator.identify`` (via ``caller_scope``).
     """
 
     user_id: Identity | None = None
     chat_id: Identity | None = None
     context_token: str | None = None
-    chat_type: Any = None
+    chat_type: RoutingText | None = None
     provider: Any = None
     thread_id: Any = None
     session_key: Any = None
-    message_id: Any = None
-    source_username: Any = None
-    source_display_name: Any = None
+    message_id: RoutingText | int | None = None  # a chat platform's message ids are often numbers
+    source_username: RoutingText | None = None
+    source_display_name: RoutingText | None = None
     username: Any = None
     current_user_message: Any = None
     timezone: Any = None
     chat_title: Any = None
-    this_chat: Any = None
+    this_chat: bool | None = None
 
 
 class AddParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
@@ -58,6 +63,8 @@ class AddParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     subjects: Annotated[list[SubjectName], Meta(max_length=32)] = []
     shared: bool = False
     metadata: dict[str, Any] | None = None
+    sensitivity: Sensitivity | None = None
+    conversation_private: bool = False
     #: The id (or unique prefix) of a visible memory of the same scope that this one replaces.
     supersedes: Annotated[str, Meta(min_length=1, max_length=64)] | None = None
     #: An upsert key (navi's category/key): a live memory with the same key and subjects in the

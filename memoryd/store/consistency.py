@@ -121,7 +121,8 @@ def _bad_vector_rows_sql(space: VectorSpace) -> str:
         f"SELECT v.memory_rowid FROM {space.table} AS v LEFT JOIN memories AS m ON m.rowid = v.memory_rowid "
         "WHERE m.rowid IS NULL OR m.deleted_at_ms IS NOT NULL OR m.superseded_by IS NOT NULL "
         "OR m.scope_key IS NOT v.scope_key "
-        f"OR coalesce(m.expires_at_ms, {NEVER}) != v.expires_at OR m.vector_gen IS NOT ?"
+        f"OR coalesce(m.expires_at_ms, {NEVER}) != v.expires_at OR m.vector_gen IS NOT ? "
+        "OR m.disclosure != v.disclosure OR coalesce(m.chat_id, '') != v.learned_chat"
     )
 
 
@@ -158,14 +159,14 @@ def check_vectors(db: apsw.Connection, now_ms: int) -> list[Finding]:
             Finding(
                 "vectors.rows",
                 False,
-                f"{bad} vector rows of deleted/gone memories or with a wrong scope or expiry; "
+                f"{bad} vector rows of deleted/gone memories or with a wrong scope, expiry or disclosure; "
                 f"{unbacked} memories marked embedded without their vector",
                 int(bad + unbacked),
                 True,
             )
         )
     else:
-        findings.append(_ok("vectors.rows", f"{rows} vectors, all of live memories, scope and expiry match"))
+        findings.append(_ok("vectors.rows", f"{rows} vectors, all of live memories, scope, expiry and disclosure match"))
     live_sql, live_params = live("m", now_ms=now_ms)
     (unqueued,) = one(
         db,

@@ -126,18 +126,19 @@ def complete_embed(db: apsw.Connection, results: Sequence[tuple[EmbedJob, npt.Ar
         if job.generation != space.generation:
             continue
         row = db.execute(
-            "SELECT m.scope_key, m.expires_at_ms, m.deleted_at_ms FROM jobs AS j "
+            "SELECT m.scope_key, m.expires_at_ms, m.disclosure, m.chat_id, m.deleted_at_ms FROM jobs AS j "
             "JOIN memories AS m ON m.rowid = j.memory_rowid WHERE j.job_id = ? AND j.kind = ?",
             (job.job_id, EMBED),
         ).fetchone()
         if row is None:
             continue
-        scope_key, expires_at_ms, deleted_at_ms = row
+        scope_key, expires_at_ms, disclosure, chat_id, deleted_at_ms = row
         db.execute("DELETE FROM jobs WHERE job_id = ?", (job.job_id,))
         unit = vectors.normalized(vector, space.dim)
         if deleted_at_ms is not None or unit is None:
             continue
-        written += vectors.write_vectors(db, space, [(job.memory_rowid, scope_key, expires_at_ms, unit)])
+        metadata = vectors.VectorRow(job.memory_rowid, scope_key, expires_at_ms, disclosure, chat_id)
+        written += vectors.write_vectors(db, space, [(metadata, unit)])
         db.execute("UPDATE memories SET vector_gen = ? WHERE rowid = ?", (space.generation, job.memory_rowid))
     return written
 

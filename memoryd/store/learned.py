@@ -110,7 +110,9 @@ def _keep_vector(
 ) -> None:
     """The fact was embedded for the duplicate check: store that vector now instead of
     embedding the same text again in the backfill (what ``jobs.complete_embed`` would do)."""
-    vectors.write_vectors(db, space, [(rowid, new.scope_key, new.expires_at_ms, unit)])
+    disclosure, chat_id = one(db, "SELECT disclosure, chat_id FROM memories WHERE rowid = ?", (rowid,))
+    row = vectors.VectorRow(rowid, new.scope_key, new.expires_at_ms, disclosure, chat_id)
+    vectors.write_vectors(db, space, [(row, unit)])
     db.execute("UPDATE memories SET vector_gen = ? WHERE rowid = ?", (space.generation, rowid))
     jobs.drop_jobs_of(db, [rowid])
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import msgspec
 
-from memoryd.ids import new_ulid
+from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
+from memoryd.ids import MIN_PREFIX_LENGTH, new_id
 from memoryd.store import jobs, vectors
 from memoryd.store.db import one
 from memoryd.store.records import (
@@ -27,7 +28,7 @@ from memoryd.store.records import (
     Provenance,
     record_from_row,
 )
-from memoryd.store.visibility import Scope, live, predicate, scope_kind
+from memoryd.store.visibility import Disclosure, Scope, live, predicate, scope_kind
 
 _encode = msgspec.json.encode
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
@@ -55,20 +56,38 @@ def audit(
 
 
 def find_duplicate(db: apsw.Connection, new: NewMemory, digest: str, now_ms: int) -> MemoryRecord | None:
+    """An identical live memory learned in the same chat with the same disclosure code: so it is
+    shown exactly where the new one would be (a duplicate hidden from the adder's chat is
+    neither revealed nor allowed to swallow the new provenance)."""
     live_sql, live_params = live(now_ms=now_ms)
+    provenance = new.provenance or NO_PROVENANCE
+    code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
     row = db.execute(
-        # Pinned: for "ORDER BY id" the planner prefers walking the whole scope in id order
-        # (memories_scope_id), ~20 ms per add in a scope of 10k memories.
+        # Pinned: left alone, the planner may walk the whole scope through another index
+        # (~20 ms per add in a scope of 10k memories).
         f"SELECT {RECORD_COLUMNS} FROM memories INDEXED BY memories_dedupe "
-        f"WHERE memories.scope_key = ? AND memories.content_hash = ? AND {live_sql} ORDER BY memories.id LIMIT 1",
-        (new.scope_key, digest, *live_params),
+        f"WHERE memories.scope_key = ? AND memories.content_hash = ? AND {live_sql} "
+        "AND memories.disclosure = ? AND memories.chat_id IS ? ORDER BY memories.rowid LIMIT 1",
+        (new.scope_key, digest, *live_params, code, new.chat_id),
     ).fetchone()
     return None if row is None else record_from_row(row)
 
 
+def _unused_short_id(db: apsw.Connection) -> str:
+    """A new id whose first MIN_PREFIX_LENGTH characters no other id in the table starts with,
+    so the short id sandbox tools show and delete by names one memory.  A clash is a ~10^-12
+    event per stored id; one indexed probe per insert rules it out."""
+    while True:
+        memory_id = new_id()
+        prefix = memory_id[:MIN_PREFIX_LENGTH]
+        taken = db.execute("SELECT 1 FROM memories WHERE id >= ? AND id < ? LIMIT 1", (prefix, prefix + "~")).fetchone()
+        if taken is None:
+            return memory_id
+
+
 def insert(db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | None = None) -> int:
     """Insert one memory (no dedupe), audit it and queue its embedding; returns its rowid."""
-    memory_id = new_ulid(now_ms)
+    memory_id = _unused_short_id(db)
     db.execute(
         f"""
         INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects,
@@ -126,6 +145,34 @@ def insert_many(db: apsw.Connection, news: Iterable[NewMemory], now_ms: int) -> 
     return count
 
 
+class ListPosition(NamedTuple):
+    """Where a list page ends: lists run newest first by (created_at_ms, rowid)."""
+
+    created_at_ms: int
+    rowid: int
+
+
+def position_of(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> ListPosition:
+    """The list position of the memory ``prefix`` names among what ``scope`` may see (deleted or
+    expired since included: a page's last memory stays a valid cursor)."""
+    where, params = predicate(scope, now_ms=now_ms, include_deleted=True)
+    rows: list[tuple[Any, ...]] = db.execute(
+        f"SELECT created_at_ms, rowid FROM memories WHERE {where} AND memories.id >= ? AND memories.id < ? LIMIT 2",
+        (*params, prefix, prefix + "~"),
+    ).fetchall()
+    if len(rows) > 1:
+        raise AmbiguousIdPrefix(prefix, len(rows))
+    if not rows:
+        raise UnknownListCursor(prefix)
+    return ListPosition(*rows[0])
+
+
+#: Positions (1-based) of created_at_ms and rowid in RECORD_COLUMNS, for the merged ORDER BY.
+_ORDER_COLUMNS = ", ".join(
+    f"{RECORD_COLUMNS.split(', ').index(name) + 1} DESC" for name in ("memories.created_at_ms", "memories.rowid")
+)
+
+
 def list_visible(
     db: apsw.Connection,
     scope: Scope,
@@ -136,21 +183,25 @@ def list_visible(
     include_expired: bool,
     now_ms: int,
 ) -> list[MemoryRecord]:
-    """Newest first. One ordered index walk per scope key, merged, so a page costs O(page)."""
+    """Newest first, continuing after the memory ``before_id`` names (a normalised id or prefix).  One walk of the (scope_key, created_at_ms,
+    rowid) index per scope key, merged, so a page costs O(page) rows plus the rows the
+    disclosure rules hide on the way."""
     wanted = limit + offset
     if limit < 1 or wanted < 1:
         return []
+    after = None if before_id is None else position_of(db, scope, before_id, now_ms)
     selects: list[str] = []
     bindings: list[object] = []
     for key in scope.visible_keys():
         where, params = predicate(scope, now_ms=now_ms, include_expired=include_expired, key=key)
-        if before_id is not None:
-            where, params = f"{where} AND memories.id < ?", (*params, before_id)
+        if after is not None:
+            where, params = f"{where} AND (memories.created_at_ms, memories.rowid) < (?, ?)", (*params, *after)
         selects.append(
-            f"SELECT * FROM (SELECT {RECORD_COLUMNS} FROM memories WHERE {where} ORDER BY memories.id DESC LIMIT ?)"
+            f"SELECT * FROM (SELECT {RECORD_COLUMNS} FROM memories WHERE {where} "
+            "ORDER BY memories.created_at_ms DESC, memories.rowid DESC LIMIT ?)"
         )
         bindings += [*params, wanted]
-    rows = db.execute(f"{' UNION ALL '.join(selects)} ORDER BY id DESC LIMIT ? OFFSET ?", (*bindings, limit, offset))
+    rows = db.execute(f"{' UNION ALL '.join(selects)} ORDER BY {_ORDER_COLUMNS} LIMIT ? OFFSET ?", (*bindings, limit, offset))
     return [record_from_row(row) for row in rows]
 
 

@@ -139,12 +139,14 @@ def memories_about(
         return []
     where, params = predicate(scope, now_ms=now_ms, include_expired=include_expired)
     if before_id is not None:
-        where, params = f"{where} AND memories.id < ?", (*params, before_id)
+        # Ids carry no time (ids.py): the cursor is the named memory's place in the list order.
+        after = memories.position_of(db, scope, before_id, now_ms)
+        where, params = f"{where} AND (memories.created_at_ms, memories.rowid) < (?, ?)", (*params, *after)
     rows = db.execute(
         f"SELECT DISTINCT {RECORD_COLUMNS} FROM json_each(?) AS wanted "
         f"CROSS JOIN memory_people AS link ON link.person_rowid = wanted.value "
         f"CROSS JOIN memories ON memories.rowid = link.memory_rowid "
-        f"WHERE {where} ORDER BY memories.id DESC LIMIT ? OFFSET ?",
+        f"WHERE {where} ORDER BY memories.created_at_ms DESC, memories.rowid DESC LIMIT ? OFFSET ?",
         (_encode(list(person_rowids)).decode(), *params, limit, offset),
     )
     return [(int(row[0]), record_from_row(row)) for row in rows]

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from memoryd.ids import iso_from_ms
+from memoryd.store.attribution import Trust, speaker_name, trust_of
 from memoryd.store.visibility import ScopeKind, key_for, scope_kind
 
 _json_decode = msgspec.json.decode
@@ -63,7 +64,12 @@ class NewMemory(msgspec.Struct):
 
 
 class MemoryRecord(msgspec.Struct, kw_only=True):
-    """A memory as callers see it (timestamps ISO 8601 UTC)."""
+    """A memory as callers see it (timestamps ISO 8601 UTC).
+
+    ``source`` is ash's: the speaker's name when one was recorded, else the label memory.add
+    was given (which ``source_label`` always carries); ``trust`` and ``about`` are ash's too
+    (see ``attribution.py``).
+    """
 
     id: str
     content: str
@@ -84,6 +90,8 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
     sensitivity: str | None = None
     memory_type: str = DEFAULT_MEMORY_TYPE  # never null on the wire: ash's CLI slices it
     conversation_private: bool = False
+    source_label: str = ""
+    trust: Trust = "unknown"
     #: Supersession (schema m005): the newer memory that replaced this one, when and why, and
     #: the caller's upsert ``key``.  Only superseded memories (include_superseded, get,
     #: history) have the first three set.
@@ -146,12 +154,12 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row[:12]
     (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:20]
     (superseded_by, superseded_at_ms, supersede_reason, key) = row[20:24]
-    subject_list = _json_decode(subjects)
+    subject_names: list[str] = _json_decode(subjects)
     return MemoryRecord(
         id=id_,
         content=content,
-        source=source,
-        subjects=subject_list,
+        source=speaker_name(username, display_name) or source,
+        subjects=subject_names,
         scope=scope_kind(bool(shared)),
         owner=owner,
         chat_id=chat_id,
@@ -167,11 +175,13 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
         sensitivity=sensitivity,
         memory_type=memory_type or DEFAULT_MEMORY_TYPE,
         conversation_private=bool(private),
+        source_label=source,
+        trust=trust_of(username, display_name, subject_names),
         superseded_by=superseded_by,
         superseded_at=iso_from_ms(superseded_at_ms),
         supersede_reason=supersede_reason,
         key=key,
-        about=list(subject_list),
+        about=list(subject_names),
     )
 
 

@@ -14,7 +14,9 @@ from collections.abc import Callable
 import apsw
 
 from memoryd.errors import StoreError
+from memoryd.store import vectors
 from memoryd.store.db import write_transaction
+from memoryd.store.visibility import DISCLOSURE_SQL
 
 
 def m001_create_tables(db: apsw.Connection) -> None:
@@ -279,6 +281,22 @@ def m006_people(db: apsw.Connection) -> None:
     )
 
 
+def m008_disclosure_and_time_order(db: apsw.Connection) -> None:
+    """Ids no longer sort by time (they are random, see ``ids.py``), so lists walk a time index;
+    the disclosure rules read one generated code per memory (``visibility.Disclosure``), which
+    the vector table stores too, so its scan can filter by it (the table is rebuilt in place)."""
+    db.execute(
+        f"""
+        ALTER TABLE memories ADD COLUMN disclosure INTEGER GENERATED ALWAYS AS ({DISCLOSURE_SQL}) VIRTUAL;
+        -- list (newest first) and its cursor: one ordered walk per scope key.
+        CREATE INDEX memories_scope_time ON memories (scope_key, created_at_ms, rowid) WHERE deleted_at_ms IS NULL;
+        """
+    )
+    space = vectors.read_space(db)
+    if space is not None:
+        vectors.rebuild_table(db, space)
+
+
 #: The ladder: step N brings user_version from N-1 to N.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m001_create_tables,
@@ -287,6 +305,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m004_conversations,
     m005_supersession,
     m006_people,
+    m008_disclosure_and_time_order,  # issue 9; m007 (issue 8, if any) goes before it
 ]
 
 

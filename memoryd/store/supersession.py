@@ -26,7 +26,7 @@ from memoryd.errors import SupersedeRefused
 from memoryd.store import jobs, lookup, memories
 from memoryd.store.db import one
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
-from memoryd.store.visibility import Scope, kind_of_key, live, predicate
+from memoryd.store.visibility import Scope, kind_of_key, predicate
 
 #: The reason of a refused ``supersedes`` that names nothing visible (the words memory.get uses).
 NOT_VISIBLE = "no visible memory has this id or prefix"
@@ -116,13 +116,13 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
         ruling = Ruling(True, "replaced on request (supersedes)", "explicit")
         _apply(db, stored, target[0], ruling, scope.user_id, now_ms)
     if plan.key is not None:
-        for old in _key_holders(db, new.scope_key, plan.key, rowid, now_ms):
+        for old in _key_holders(db, scope, new.scope_key, plan.key, rowid, now_ms):
             if same_subjects(old.subjects, record.subjects):
                 ruling = Ruling(True, f"same key {plan.key!r}: the newer wins", "key")
                 _apply(db, stored, _rowid_of(db, old.id), ruling, scope.user_id, now_ms)
     if not deduplicated:
         if plan.judge is not None:
-            for old_rowid, old in attribute_candidates(db, rowid, record, plan.max_candidates, now_ms):
+            for old_rowid, old in attribute_candidates(db, scope, rowid, record, plan.max_candidates, now_ms):
                 ruling = plan.judge(old, record)
                 if ruling.supersedes:
                     _apply(db, stored, old_rowid, ruling, scope.user_id, now_ms)
@@ -132,12 +132,16 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     return stored
 
 
-def _key_holders(db: apsw.Connection, scope_key: str, key: str, rowid: int, now_ms: int) -> list[MemoryRecord]:
-    live_sql, live_params = live(now_ms=now_ms)
+def _key_holders(
+    db: apsw.Connection, scope: Scope, scope_key: str, key: str, rowid: int, now_ms: int
+) -> list[MemoryRecord]:
+    # Only what the adder may see right now: a group chat must not replace (nor learn the id
+    # of) a memory the disclosure rules hide from it, e.g. one learned in a private chat.
+    visible_sql, visible_params = predicate(scope, now_ms=now_ms)
     rows = db.execute(
         f"SELECT {RECORD_COLUMNS} FROM memories INDEXED BY memories_key "
-        f"WHERE memories.scope_key = ? AND memories.key = ? AND memories.rowid != ? AND {live_sql}",
-        (scope_key, key, rowid, *live_params),
+        f"WHERE memories.scope_key = ? AND memories.key = ? AND memories.rowid != ? AND {visible_sql}",
+        (scope_key, key, rowid, *visible_params),
     )
     return [record_from_row(row) for row in rows]
 
@@ -168,24 +172,34 @@ def mark_superseded(
 # -- candidates ---------------------------------------------------------------------------------
 
 
-def _live_older(db: apsw.Connection, rowids: Sequence[int], new_rowid: int, now_ms: int) -> dict[int, MemoryRecord]:
+def _live_older(
+    db: apsw.Connection, scope: Scope, rowids: Sequence[int], new_rowid: int, now_ms: int
+) -> dict[int, MemoryRecord]:
+    """The older ones of ``rowids`` that ``scope`` may see (live, not superseded, disclosed)."""
     if not rowids:
         return {}
-    live_sql, live_params = live(now_ms=now_ms)
+    visible_sql, visible_params = predicate(scope, now_ms=now_ms)
     placeholders = ", ".join("?" * len(rowids))
     rows = db.execute(
         f"SELECT {RECORD_COLUMNS} FROM memories WHERE memories.rowid IN ({placeholders}) "
-        f"AND memories.rowid < ? AND {live_sql}",
-        (*rowids, new_rowid, *live_params),
+        f"AND memories.rowid < ? AND {visible_sql}",
+        (*rowids, new_rowid, *visible_params),
     )
     return {int(row[0]): record_from_row(row) for row in rows}
 
 
 def attribute_candidates(
-    db: apsw.Connection, rowid: int, record: MemoryRecord, limit: int, now_ms: int, extra: Sequence[int] = ()
+    db: apsw.Connection,
+    scope: Scope,
+    rowid: int,
+    record: MemoryRecord,
+    limit: int,
+    now_ms: int,
+    extra: Sequence[int] = (),
 ) -> list[tuple[int, MemoryRecord]]:
     """Older live memories of the same scope key and subjects that set one of the new memory's
-    attribute keys (plus ``extra`` rowids, e.g. vector neighbours), newest first."""
+    attribute keys (plus ``extra`` rowids, e.g. vector neighbours), newest first; only those
+    ``scope`` (the adder) may see."""
     scope_key, attributes = _attributes_of(db, rowid)
     found: list[int] = list(extra)
     if attributes:
@@ -198,13 +212,19 @@ def attribute_candidates(
                 (scope_key, *attributes, rowid, 4 * limit),
             )
         ]
-    records = _live_older(db, list(dict.fromkeys(found)), rowid, now_ms)
+    records = _live_older(db, scope, list(dict.fromkeys(found)), rowid, now_ms)
     matching = [
         (r, old)
         for r, old in sorted(records.items(), reverse=True)
         if scope_key_of(db, r) == scope_key and same_subjects(old.subjects, record.subjects)
     ]
     return matching[:limit]
+
+
+def learned_scope(record: MemoryRecord) -> Scope:
+    """The caller a memory was added by, as far as its provenance tells: the background
+    (LLM) decision judges only what that caller could see."""
+    return Scope(record.owner, chat_id=record.chat_id, chat_type=record.chat_type)
 
 
 def scope_key_of(db: apsw.Connection, rowid: int) -> str:
@@ -230,6 +250,7 @@ def history(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> list
         return None
     where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
     seen: dict[str, MemoryRecord] = {}
+    order: dict[str, int] = {}  # rowid: ids carry no time (ids.py), rowids grow with it
     frontier = [match[1]]
     while frontier and len(seen) < MAX_CHAIN:
         memory_id = frontier.pop()
@@ -240,8 +261,9 @@ def history(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> list
         if row is None:
             continue
         record = seen[memory_id] = record_from_row(row)
+        order[memory_id] = int(row[0])
         if record.superseded_by is not None:
             frontier.append(record.superseded_by)
         frontier += [str(i) for (i,) in db.execute(
             "SELECT id FROM memories INDEXED BY memories_superseded_by WHERE superseded_by = ?", (memory_id,))]
-    return sorted(seen.values(), key=lambda record: record.id)
+    return sorted(seen.values(), key=lambda record: (record.created_at, order[record.id]))

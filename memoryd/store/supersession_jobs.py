@@ -18,7 +18,14 @@ import numpy as np
 from memoryd.store import jobs, vectors
 from memoryd.store.db import one
 from memoryd.store.records import MemoryRecord
-from memoryd.store.supersession import Ruling, attribute_candidates, mark_superseded, record_of, scope_key_of
+from memoryd.store.supersession import (
+    Ruling,
+    attribute_candidates,
+    learned_scope,
+    mark_superseded,
+    record_of,
+    scope_key_of,
+)
 from memoryd.store.visibility import Scope, live
 
 
@@ -78,7 +85,8 @@ def job_candidates(
             return None
         near = []
     record = record_of(db, job.memory_rowid)
-    return record, attribute_candidates(db, job.memory_rowid, record, limit, now_ms, extra=near)
+    scope = learned_scope(record)
+    return record, attribute_candidates(db, scope, job.memory_rowid, record, limit, now_ms, extra=near)
 
 
 def complete_job(

@@ -2,7 +2,10 @@
 
 Line 1 is a header::
 
-    {"format":"memoryd-export","version":1,"exported_at":"2025-01-02T03:04:05.678Z","user":null}
+    {"format":"memoryd-export","version":2,"exported_at":"2025-01-02T03:04:05.678Z","user":null}
+
+Version 2 added the provenance fields (``chat_type`` ... ``conversation_private``); a version 1
+file imports with them unknown.
 
 Every further line is one memory (``MemoryLine``), ordered by id.  Timestamps are ISO 8601 UTC
 with milliseconds, exactly the database's integer milliseconds, so export -> import -> export
@@ -19,17 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import apsw
 import msgspec
 
 from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.store import jobs, memories, vectors
+from memoryd.store.records import PROVENANCE_COLUMNS
 from memoryd.store.visibility import ScopeKind, key_for, scope_kind
 
 FORMAT = "memoryd-export"
-VERSION = 1
+VERSION = 2
+#: Versions ``memoryd import`` reads.
+READABLE_VERSIONS = (1, 2)
 #: The actor of 'imported' audit events.
 ACTOR = "admin"
 
@@ -65,13 +71,23 @@ class MemoryLine(msgspec.Struct, forbid_unknown_fields=True):
     superseded_at: str | None = None
     supersede_reason: str | None = None
     key: str | None = None
+    # Provenance (version 2; see records.Provenance), in PROVENANCE_COLUMNS order.
+    chat_type: str | None = None
+    source_username: str | None = None
+    source_display_name: str | None = None
+    source_message_id: str | None = None
+    source_session: str | None = None
+    sensitivity: Literal["public", "personal", "sensitive"] | None = None
+    memory_type: str | None = None
+    conversation_private: bool = False
 
 
 _encoder = msgspec.json.Encoder()
+_PROVENANCE = ", ".join(PROVENANCE_COLUMNS)
 _COLUMNS = (
     "id, shared, owner, chat_id, source, content, subjects, metadata, confidence, created_at_ms, "
     "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms, "
-    "superseded_at_ms, supersede_reason, key"
+    f"superseded_at_ms, supersede_reason, key, {_PROVENANCE}"
 )
 
 
@@ -89,7 +105,9 @@ def header_line(exported_at_ms: int, user: str | None) -> bytes:
 
 def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
     (id_, shared, owner, chat_id, source, content, subjects, metadata, confidence, created, updated, expires,
-     deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key) = row  # fmt: skip
+     deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key) = row[:20]  # fmt: skip
+    provenance = dict(zip(PROVENANCE_COLUMNS, row[20:], strict=True))
+    provenance["conversation_private"] = bool(provenance["conversation_private"])
     return MemoryLine(
         id=id_,
         scope=scope_kind(bool(shared)),
@@ -111,6 +129,7 @@ def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
         superseded_at=iso_from_ms(superseded_at),
         supersede_reason=reason,
         key=key,
+        **provenance,
     )
 
 
@@ -160,11 +179,13 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
         expires_at_ms = _ms(line.expires_at)
         deleted_at_ms = _ms(line.deleted_at)
         db.execute(
-            """
+            f"""
             INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects, created_at_ms,
                 updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, confidence,
-                metadata, content_hash, access_count, last_access_ms, superseded_at_ms, supersede_reason, key)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                metadata, content_hash, access_count, last_access_ms, superseded_at_ms, supersede_reason, key,
+                {_PROVENANCE})
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                {", ".join("?" * len(PROVENANCE_COLUMNS))})
             ON CONFLICT (id) DO NOTHING
             """,
             (
@@ -190,6 +211,7 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
                 _ms(line.superseded_at),
                 line.supersede_reason,
                 line.key,
+                *(getattr(line, name) for name in PROVENANCE_COLUMNS),
             ),
         )
         if db.changes() == 0:

@@ -11,8 +11,9 @@ vector (float16, as an auxiliary column) for exact rescoring:
 * ``scope_key`` is a PARTITION KEY: a KNN only walks the chunks of the caller's scope, so a
   user with five memories among millions gets their five, and a big scope costs nothing to
   others.
-* ``expires_at`` is a metadata column filtered inside the scan (vec0 metadata cannot be NULL,
-  so "never" is ``NEVER``).
+* ``expires_at``, ``disclosure`` (the memory's disclosure code) and ``learned_chat`` (its
+  chat_id) are metadata columns filtered inside the scan (``visibility.vector_filters``; vec0
+  metadata cannot be NULL, so "never" is ``NEVER`` and "no chat" is ``''``).
 * deleted memories are removed from the table.
 
 Brute-force float32 KNN over 100k 384-d vectors takes ~45 ms on two cores, int8 ~40 ms; the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import apsw
 import numpy as np
@@ -32,7 +34,7 @@ import numpy.typing as npt
 
 from memoryd.errors import EmbeddingModelMismatch, StoreError
 from memoryd.store import meta
-from memoryd.store.visibility import Scope, vector_filter
+from memoryd.store.visibility import Scope, vector_filters
 
 #: vec0 metadata columns cannot hold NULL; this stands for "never expires".
 NEVER = (1 << 63) - 1
@@ -150,12 +152,34 @@ def create_table(db: apsw.Connection, space: VectorSpace) -> None:
             memory_rowid INTEGER PRIMARY KEY,
             scope_key TEXT PARTITION KEY,
             expires_at INTEGER,
+            disclosure INTEGER,
+            learned_chat TEXT,
             coarse BIT[{coarse_bits(space.dim)}],
             +embedding BLOB,
             chunk_size = {CHUNK_SIZE}
         )
         """
     )
+
+
+def rebuild_table(db: apsw.Connection, space: VectorSpace) -> int:
+    """Re-create ``space``'s table with the current columns, keeping every vector (schema
+    upgrades); returns the vectors copied.  The rows wait in a plain temporary table: vec0 does
+    not rename its shadow tables, so the old table cannot be renamed out of the way."""
+    db.execute(
+        "CREATE TEMP TABLE vectors_upgrade AS "
+        f"SELECT memory_rowid, scope_key, expires_at, coarse, embedding FROM {space.table}"
+    )
+    db.execute(f"DROP TABLE {space.table}")
+    create_table(db, space)
+    db.execute(
+        f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, embedding) "
+        "SELECT v.memory_rowid, v.scope_key, v.expires_at, m.disclosure, coalesce(m.chat_id, ''), vec_bit(v.coarse), "
+        "v.embedding FROM temp.vectors_upgrade AS v JOIN memories AS m ON m.rowid = v.memory_rowid"
+    )
+    copied = int(db.changes())
+    db.execute("DROP TABLE temp.vectors_upgrade")
+    return copied
 
 
 def normalized(vector: npt.ArrayLike, dim: int) -> FloatArray | None:
@@ -173,23 +197,31 @@ def _coarse(vector: FloatArray) -> bytes:
     return np.packbits(vector > 0).tobytes()
 
 
-def write_vectors(
-    db: apsw.Connection,
-    space: VectorSpace,
-    rows: Iterable[tuple[int, str, int | None, FloatArray]],
-) -> int:
-    """Insert or replace vectors: (memory rowid, scope key, expires_at_ms, unit vector)."""
+class VectorRow(NamedTuple):
+    """What the vector table keeps of one memory, beside its vector."""
+
+    rowid: int
+    scope_key: str
+    expires_at_ms: int | None
+    disclosure: int  # visibility.Disclosure.code
+    chat_id: str | None  # where it was learned
+
+
+def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[VectorRow, FloatArray]]) -> int:
+    """Insert or replace vectors (unit length) with their memory's metadata."""
     count = 0
-    for rowid, scope_key, expires_at_ms, vector in rows:
+    for row, vector in rows:
         # vec0 has no UPSERT; delete-then-insert keeps a retried job idempotent.
-        delete_vectors(db, space, [rowid])
+        delete_vectors(db, space, [row.rowid])
         db.execute(
-            f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, coarse, embedding) "
-            "VALUES (?, ?, ?, vec_bit(?), ?)",
+            f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, "
+            "embedding) VALUES (?, ?, ?, ?, ?, vec_bit(?), ?)",
             (
-                rowid,
-                scope_key,
-                NEVER if expires_at_ms is None else expires_at_ms,
+                row.rowid,
+                row.scope_key,
+                NEVER if row.expires_at_ms is None else row.expires_at_ms,
+                row.disclosure,
+                row.chat_id or "",
                 _coarse(vector),
                 vector.astype(np.float16).tobytes(),
             ),
@@ -214,22 +246,23 @@ def knn(
 ) -> list[tuple[int, float]]:
     """The ``depth`` nearest unexpired memories ``scope`` can see: (rowid, cosine), best first.
 
-    Each scope is one partition-key KNN (filtering happens inside the vec0 scan); the coarse
-    hamming candidates are rescored with the exact cosine.
+    Each scope key and each branch of the disclosure rules is one partition-key KNN whose
+    filters apply inside the vec0 scan, so hidden vectors never take a place of the top k; the
+    coarse hamming candidates are rescored with the exact cosine.
     """
     k = max(1, min(max(coarse_k, depth), MAX_K))
     bits = _coarse(query)
-    live_sql, live_params = vector_filter(now_ms)
-    rowids: list[int] = []
-    blobs: list[bytes] = []
+    found: dict[int, bytes] = {}
     for key in scope.visible_keys():
-        for rowid, blob in db.execute(
-            f"SELECT memory_rowid, embedding FROM {space.table} "
-            f"WHERE coarse MATCH vec_bit(?) AND k = ? AND scope_key = ? AND {live_sql}",
-            (bits, k, key, *live_params),
-        ):
-            rowids.append(rowid)
-            blobs.append(blob)
+        for filter_sql, filter_params in vector_filters(scope, now_ms):
+            for rowid, blob in db.execute(
+                f"SELECT memory_rowid, embedding FROM {space.table} "
+                f"WHERE coarse MATCH vec_bit(?) AND k = ? AND scope_key = ? AND {filter_sql}",
+                (bits, k, key, *filter_params),
+            ):
+                found[rowid] = blob
+    rowids = list(found)
+    blobs = list(found.values())
     if not rowids:
         return []
     cosines = _cosines(blobs, query, space.dim)

@@ -1,23 +1,44 @@
 """Who may see which memory: the caller (``Scope``), the scope keys, and the SQL that says it.
 
 Every retriever (list, get, delete, short ids, keyword, vector KNN, the final fetch of a
-search) builds its WHERE clause from :func:`predicate`, so a visibility rule is written once,
-here.  Superseded memories are hidden unless the caller asks for them (``Scope.include_superseded``,
-a clause of ``live``).  Rules to come (disclosure by chat type, provenance and sensitivity;
-``this_chat``) are added as fields of ``Scope`` and clauses of ``predicate``.
+search) builds its WHERE clause from :func:`predicate` (the vec0 scan from
+:func:`vector_filters`), so a visibility rule is written once, here.  Superseded memories are
+hidden unless the caller asks for them (``Scope.include_superseded``, a clause of ``live``).
 
 A memory lives in one scope key: ``u:<owner>`` (personal) or ``c:<chat_id>`` (group).  A caller
 sees its own personal key plus the group key of its current chat, nothing else.
+
+Within those keys, ash's disclosure rules decide by where a memory was learned (its ``chat_id``
+and ``chat_type``), its ``sensitivity`` and ``conversation_private``, and the caller's chat:
+
+* in a group chat, a memory learned elsewhere is shown only if it was learned in a group chat
+  (learned in a private chat, or where is unknown: it stays out);
+* a ``sensitive`` memory is shown only in a private chat;
+* a conversation-private memory only in the chat where it was learned;
+* ``this_chat`` keeps only the memories learned in the current chat.
+
+The memory's side of these rules is one small integer, the generated column
+``memories.disclosure`` (see :class:`Disclosure`), also stored in each vec0 row; the caller's
+side is the set of codes it may see (:func:`visible_codes`).  So the same sets filter the SQL
+rows and, inside the scan, the vectors.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 from memoryd.errors import BrokenInvariant
 
 ScopeKind = Literal["personal", "group"]
+#: What the caller's chat is, for the disclosure rules.
+Audience = Literal["private", "group", "unknown"]
+
+#: ash's chat types with more than two people in them.
+GROUP_CHAT_TYPES = ("group", "supergroup")
+PRIVATE_CHAT_TYPE = "private"
+SENSITIVITIES = ("public", "personal", "sensitive")
 
 PERSONAL_PREFIX = "u:"
 GROUP_PREFIX = "c:"
@@ -51,13 +72,21 @@ def key_for(*, shared: bool, owner: str, chat_id: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """Who is asking: a user, optionally inside a chat.
+    """Who is asking: a user, optionally inside a chat, and what that chat is.
 
-    The caller sees its own personal memories plus the group memories of ``chat_id``.
+    The caller sees its own personal memories plus the group memories of ``chat_id``, as far as
+    the disclosure rules allow in a chat of ``chat_type`` (ash's routing field: private, group,
+    supergroup; None when unknown).  ``this_chat`` keeps only what was learned in ``chat_id``.
+    ``verified`` says the identity came from a context token: the host then vouched for the
+    chat, so a chat whose type the token leaves out counts as a group (fail closed); a trusted
+    caller that sends no chat_type gets no group rule (plain memoryd use, memoryd's own CLI).
     """
 
     user_id: str
     chat_id: str | None = None
+    chat_type: str | None = None
+    this_chat: bool = False
+    verified: bool = False
     #: Also show memories that a newer one superseded (search and list's ``include_superseded``).
     include_superseded: bool = False
 
@@ -66,6 +95,15 @@ class Scope:
         # be the personal key "u:", which nobody owns.
         if not self.user_id:
             raise BrokenInvariant("a scope needs a user_id")
+
+    @property
+    def audience(self) -> Audience:
+        """private, group (any other known chat type counts as one: fail closed) or unknown."""
+        if self.chat_type == PRIVATE_CHAT_TYPE:
+            return "private"
+        if self.chat_type is not None or (self.verified and self.chat_id is not None):
+            return "group"
+        return "unknown"
 
     def visible_keys(self) -> list[str]:
         """The scope keys (vec0 partition values) this caller may read."""
@@ -92,18 +130,107 @@ def live(
     return f"{sql} AND ({alias}.expires_at_ms IS NULL OR {alias}.expires_at_ms > ?)", (now_ms,)
 
 
+# -- disclosure ------------------------------------------------------------------------------
+
+#: Where a memory was learned, as far as the rules care.
+LEARNED_UNKNOWN, LEARNED_PRIVATE, LEARNED_GROUP = 0, 1, 2
+
+#: ``memories.disclosure`` (schema m008) computes :meth:`Disclosure.code` in SQL.
+DISCLOSURE_SQL = (
+    "(CASE WHEN chat_type IN ('group', 'supergroup') THEN 2 WHEN chat_type = 'private' THEN 1 ELSE 0 END)"
+    " + 3 * (sensitivity IS 'sensitive') + 6 * conversation_private"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Disclosure:
+    """The memory's side of the disclosure rules; ``code`` packs it into 0..11."""
+
+    learned: int  # LEARNED_UNKNOWN, LEARNED_PRIVATE or LEARNED_GROUP
+    sensitive: bool
+    conversation_private: bool
+
+    @property
+    def code(self) -> int:
+        return self.learned + 3 * self.sensitive + 6 * self.conversation_private
+
+    @classmethod
+    def of(cls, chat_type: str | None, sensitivity: str | None, conversation_private: bool) -> Disclosure:
+        if chat_type in GROUP_CHAT_TYPES:
+            learned = LEARNED_GROUP
+        elif chat_type == PRIVATE_CHAT_TYPE:
+            learned = LEARNED_PRIVATE
+        else:  # unknown, or a type ash does not name: never proof of a group
+            learned = LEARNED_UNKNOWN
+        return cls(learned, sensitivity == "sensitive", bool(conversation_private))
+
+
+ALL_DISCLOSURES = tuple(
+    Disclosure(learned, sensitive, private)
+    for private in (False, True)
+    for sensitive in (False, True)
+    for learned in (LEARNED_UNKNOWN, LEARNED_PRIVATE, LEARNED_GROUP)
+)
+
+
+def shown(audience: Audience, this_chat: bool, memory: Disclosure, *, learned_here: bool) -> bool:
+    """THE disclosure rule, for one memory; ``learned_here``: learned in the caller's chat."""
+    if memory.sensitive and audience != "private":
+        return False
+    if learned_here:
+        return True
+    if this_chat or memory.conversation_private:
+        return False
+    return audience != "group" or memory.learned == LEARNED_GROUP
+
+
+@cache
+def _codes(audience: Audience, this_chat: bool, learned_here: bool) -> tuple[int, ...]:
+    return tuple(d.code for d in ALL_DISCLOSURES if shown(audience, this_chat, d, learned_here=learned_here))
+
+
+def visible_codes(scope: Scope) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(codes shown wherever learned, codes shown when learned in ``scope.chat_id``)."""
+    elsewhere = _codes(scope.audience, scope.this_chat, False)
+    here = _codes(scope.audience, scope.this_chat, True) if scope.chat_id is not None else ()
+    return elsewhere, here
+
+
+def _in(column: str, codes: tuple[int, ...]) -> str:
+    return f"{column} IN ({', '.join(str(code) for code in codes)})"  # our own ints: safe SQL
+
+
+def disclosure_clause(scope: Scope, alias: str = "memories") -> Clause:
+    """The disclosure rules for ``scope`` as SQL over table ``alias``."""
+    elsewhere, here = visible_codes(scope)
+    if len(elsewhere) == len(ALL_DISCLOSURES):
+        return "1", ()
+    parts: list[str] = []
+    params: tuple[object, ...] = ()
+    if elsewhere:
+        parts.append(_in(f"{alias}.disclosure", elsewhere))
+    if here:
+        parts.append(f"({alias}.chat_id = ? AND {_in(f'{alias}.disclosure', here)})")
+        params = (scope.chat_id,)
+    if not parts:
+        return "0", ()
+    return f"({' OR '.join(parts)})", params
+
+
 def predicate(
     scope: Scope,
     alias: str = "memories",
     *,
     now_ms: int,
     include_expired: bool = False,
+    include_deleted: bool = False,
     include_superseded: bool = False,
     key: str | None = None,
 ) -> Clause:
     """What ``scope`` may see of table ``alias``: its keys (or the one ``key`` of them, for the
-    queries that walk one scope key at a time) and live memories only.  Superseded memories
-    show when the scope or the query (ids: get, delete, history) asks for them."""
+    queries that walk one scope key at a time), live memories only (``include_deleted``: a list
+    cursor may name a memory deleted since), and what the disclosure rules allow.  Superseded
+    memories show when the scope or the query (ids: get, delete, history) asks for them."""
     if key is None:
         keys = scope.visible_keys()
         scope_sql = f"{alias}.scope_key IN ({', '.join('?' * len(keys))})"
@@ -112,16 +239,33 @@ def predicate(
         scope_sql = f"{alias}.scope_key = ?"
     else:
         raise BrokenInvariant("a retriever asked for a scope key its caller cannot see")
-    live_sql, live_params = live(
-        alias,
-        now_ms=now_ms,
-        include_expired=include_expired,
-        include_superseded=include_superseded or scope.include_superseded,
-    )
-    return f"{scope_sql} AND {live_sql}", (*keys, *live_params)
+    sql, params = scope_sql, tuple[object, ...](keys)
+    if not include_deleted:
+        live_sql, live_params = live(
+            alias,
+            now_ms=now_ms,
+            include_expired=include_expired,
+            include_superseded=include_superseded or scope.include_superseded,
+        )
+        sql, params = f"{sql} AND {live_sql}", (*params, *live_params)
+    rule_sql, rule_params = disclosure_clause(scope, alias)
+    if rule_sql != "1":
+        sql, params = f"{sql} AND {rule_sql}", (*params, *rule_params)
+    return sql, params
 
 
-def vector_filter(now_ms: int) -> Clause:
-    """The vec0 scan's share of the live predicate (deleted memories leave the vector table;
-    vec0 metadata cannot be NULL, so "never expires" is stored as ``vectors.NEVER``)."""
-    return "expires_at > ?", (now_ms,)
+def vector_filters(scope: Scope, now_ms: int) -> list[Clause]:
+    """The vec0 scan's share of :func:`predicate`, as alternatives whose union it is.
+
+    vec0 filters metadata inside the KNN only for AND-ed comparisons (an OR is applied after
+    the top-k, which would starve the results), so the "learned here" branch of the rules is a
+    scan of its own.  Deleted memories leave the vector table; vec0 metadata cannot be NULL, so
+    "never expires" is ``vectors.NEVER`` and "learned in no chat" is ``''``.
+    """
+    elsewhere, here = visible_codes(scope)
+    filters: list[Clause] = []
+    if elsewhere:
+        filters.append((f"expires_at > ? AND {_in('disclosure', elsewhere)}", (now_ms,)))
+    if here:
+        filters.append((f"expires_at > ? AND learned_chat = ? AND {_in('disclosure', here)}", (now_ms, scope.chat_id)))
+    return filters

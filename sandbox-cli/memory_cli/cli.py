@@ -39,6 +39,9 @@ environment:
                                             user and chat come from it unless given below
   MEMORY_USER_ID, then ASH_USER_ID          who the memories belong to
   MEMORY_CHAT_ID, then ASH_CHAT_ID          the current chat (its shared memories are visible)
+  MEMORY_CHAT_TYPE, then ASH_CHAT_TYPE      private, group or supergroup: in a group, what was
+                                            said in private stays out; sensitive memories show
+                                            only in private (a token's chat_type claim decides)
 
 exit codes:
   0 ok, 1 error from the daemon (or nothing to delete), 2 usage, 3 daemon unreachable
@@ -78,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query", metavar="QUERY")
     search.add_argument("-n", "--limit", type=int, default=10, metavar="N", help="at most N hits (default 10)")
     search.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
+    search.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
     search.add_argument("--json", **json_flag)
 
     add = commands.add_parser("add", help="store a memory (CONTENT '-' reads stdin)")
@@ -88,12 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
         "-S", "--subject", action="append", dest="subjects", metavar="NAME", help="who it is about (repeatable)"
     )
     add.add_argument("--shared", action="store_true", help="visible to everyone in the current chat")
+    add.add_argument(
+        "--sensitivity",
+        choices=("public", "personal", "sensitive"),
+        help="sensitive: shown only in private chats",
+    )
     add.add_argument("--json", **json_flag)
 
     listing = commands.add_parser("list", help="list memories, newest first")
     listing.add_argument("-n", "--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
     listing.add_argument("--include-expired", action="store_true", help="include expired memories")
     listing.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
+    listing.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
     listing.add_argument("--json", **json_flag)
 
     delete = commands.add_parser("delete", help="delete a memory by id or unique id prefix (>= 8 chars)")
@@ -133,14 +143,19 @@ Outcome = Tuple[Any, List[str], int]
 
 
 def _search(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    hits = client.search(args.query, limit=args.limit, about=args.about)
+    hits = client.search(args.query, limit=args.limit, about=args.about, this_chat=args.this_chat)
     return hits, render.search_lines(hits), EXIT_OK
 
 
 def _add(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     content = _read_stdin() if args.content == "-" else args.content
     result = client.add(
-        content, source=args.source, expires_days=args.expires, subjects=args.subjects, shared=args.shared
+        content,
+        source=args.source,
+        expires_days=args.expires,
+        subjects=args.subjects,
+        shared=args.shared,
+        sensitivity=args.sensitivity,
     )
     short_id = result.get("short_id") or str(result.get("id", "?"))[: render.MIN_SHORT_ID]
     scope = render.scope_label(result.get("scope") or ("group" if args.shared else "personal"))
@@ -148,7 +163,9 @@ def _add(client: MemoryClient, args: argparse.Namespace) -> Outcome:
 
 
 def _list(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    memories = client.list(limit=args.limit, include_expired=args.include_expired, about=args.about)
+    memories = client.list(
+        limit=args.limit, include_expired=args.include_expired, about=args.about, this_chat=args.this_chat
+    )
     width = shutil.get_terminal_size((100, 24)).columns
     return memories, render.list_lines(memories, width), EXIT_OK
 

@@ -1,0 +1,51 @@
+"""The caller's chat and speaker, from params or token claims, into a Scope and a Provenance.
+
+``caller_scope`` (memory.py) asks the authenticator who is calling with the routing params as
+sent; what comes back (the params in trust mode, the token's claims in token mode) decides the
+disclosure rules of the call (``Scope.chat_type``) and what memory.add records of a memory.
+"""
+
+from __future__ import annotations
+
+from memoryd.auth import Caller, Routing
+from memoryd.service.params import AddParams, CallerParams
+from memoryd.store import Provenance, Scope
+
+
+def _text(value: str | None) -> str | None:
+    # ash sends an unset env var as null, a set-but-empty one as "": both mean unknown.
+    text = value.strip() if value is not None else ""
+    return text or None
+
+
+def routing_of(params: CallerParams) -> Routing:
+    """The routing params as sent, blank ones as None."""
+    return Routing(
+        chat_type=_text(params.chat_type),
+        source_username=_text(params.source_username),
+        source_display_name=_text(params.source_display_name),
+        message_id=_text(None if params.message_id is None else str(params.message_id)),
+    )
+
+
+def scope_of(caller: Caller, params: CallerParams) -> Scope:
+    return Scope(
+        user_id=caller.user_id,
+        chat_id=caller.chat_id,
+        chat_type=caller.routing.chat_type,
+        this_chat=bool(params.this_chat),
+        verified=caller.verified,
+    )
+
+
+def provenance_of(caller: Caller, params: AddParams) -> Provenance:
+    """Where the memory is learned (the memory's chat_id is the caller's chat) and who said it."""
+    routing = caller.routing
+    return Provenance(
+        chat_type=routing.chat_type,
+        source_username=routing.source_username,
+        source_display_name=routing.source_display_name,
+        source_message_id=routing.message_id,
+        sensitivity=params.sensitivity,
+        conversation_private=params.conversation_private,
+    )
