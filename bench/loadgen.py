@@ -21,6 +21,7 @@ Workloads build the request of call ``i`` on connection ``c``:
   health  system.health (no params)
   add     memory.add with unique memory-like content; user ``bench-<c>``
   search  memory.search for user ``--user`` with the queries of ``--queries-file`` (JSON list)
+  observe memory.observe of one exchange (a user message like add's content, an assistant reply)
 """
 
 from __future__ import annotations
@@ -63,6 +64,18 @@ def workload(name: str, *, user: str, queries: list[str], limit: int, seed: int)
             }
 
         return add
+    if name == "observe":
+        rng = random.Random(seed)
+
+        def observe(conn: int, i: int) -> dict[str, Any]:
+            words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 30)))
+            messages = [
+                {"role": "user", "content": f"{words} (note {seed}-{conn}-{i})", "id": f"u{i}"},
+                {"role": "assistant", "content": "Noted.", "id": f"a{i}"},
+            ]
+            return {"method": "memory.observe", "params": {"user_id": f"bench-{conn}", "messages": messages}}
+
+        return observe
     if name == "search":
         if not queries:
             raise SystemExit("loadgen: the search workload needs --queries-file")
@@ -196,7 +209,7 @@ def main() -> None:
     parser.add_argument("--socket")
     parser.add_argument("--client-cost", action="store_true", help="measure this client alone (no server)")
     parser.add_argument("--framing", choices=["lines", "prefix"], default="lines")
-    parser.add_argument("--workload", choices=["health", "add", "search"], default="health")
+    parser.add_argument("--workload", choices=["health", "add", "search", "observe"], default="health")
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--requests", type=int, default=100, help="measured calls per connection")
     parser.add_argument("--warmup", type=int, default=10, help="unmeasured calls per connection first")

@@ -15,6 +15,8 @@ Sections:
   rss      the daemon's memory (VmRSS, RssAnon/RssFile, Pss) with the local model loaded, serving
            100k memories: at ready, after searches, after adds
   startup  process start to first answered call, median of several starts, local and none
+  extract  memory.observe vs memory.add throughput; extraction pipeline overhead per fact beyond
+           the LLM's own time (fake LLM on loopback answering at once), see bench_extraction.py
 
 Stores are built by bench_store.build: random unit vectors registered as the local model's space,
 so memoryd with the local embedder serves them (timing only: the vectors carry no meaning).
@@ -47,12 +49,13 @@ import trio
 # Run as a script: bench/ is on sys.path (its siblings import as top-level modules); so is the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import bench_extraction  # noqa: E402
 import bench_store  # noqa: E402
 from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99  # noqa: E402
 
 from memoryd.store import Store  # noqa: E402
 
-SECTIONS = ("rtt", "add", "search", "rss", "startup")
+SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract")
 
 
 @dataclass(frozen=True)
@@ -344,7 +347,8 @@ def bench_startup(bench: Bench) -> None:
                          "< 2 s", verdict(median < 2.0))  # fmt: skip
 
 
-RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup}
+RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
+           "extract": bench_extraction.run}
 
 
 def parse_only(value: str) -> list[str]:

@@ -116,6 +116,11 @@ def _add_admin_commands(commands: Any) -> None:
     check.add_argument("--repair", action="store_true", help="rebuild FTS and re-queue embeddings where needed")
     check.add_argument("--json", action="store_true")
 
+    jobs = commands.add_parser("jobs", help="background jobs: `memoryd jobs retry` re-queues parked and failing jobs")
+    _add_config_flags(jobs)
+    jobs.add_argument("action", choices=["retry"], help="retry: parked extraction jobs and failing embeddings, now")
+    jobs.add_argument("--json", action="store_true")
+
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
     names = ("socket", "data_dir", "embedder", "log_level")
@@ -272,6 +277,7 @@ _ADMIN_COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], dict[str, A
     "import": ("importing", lambda args: {"path": args.file}),
     "backup": ("backup", lambda args: {"target": args.path, "force": args.force}),
     "check": ("check", lambda args: {"repair": args.repair, "as_json": args.json}),
+    "jobs": ("jobs", lambda args: {"action": args.action, "as_json": args.json}),
 }
 
 

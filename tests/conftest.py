@@ -52,7 +52,7 @@ def make_config(base: Path, **overrides: Any) -> Config:
         "data_dir": str(base / "data"),
         "embedder": "none",
     }
-    sections = {key: overrides.pop(key) for key in ("limits", "embed", "storage") if key in overrides}
+    sections = {key: overrides.pop(key) for key in ("limits", "embed", "storage", "llm", "extraction", "lifecycle") if key in overrides}
     flags.update(overrides)
     config = load_config(flags=flags, environ={})
     for name, values in sections.items():

@@ -69,6 +69,12 @@ class Seen:
         return "\n".join(m["content"] for m in self.body.get("messages", []) if m.get("role") != "system")
 
     @property
+    def prompt_without_clock(self) -> str:
+        """The prompt minus its "Current date and time" line: two asks about the same messages
+        a minute apart compare equal."""
+        return "\n".join(line for line in self.prompt.splitlines() if not line.startswith("Current date and time:"))
+
+    @property
     def mode(self) -> str:
         """The output mode asked for: json_schema, json_object / json, or plain."""
         if "response_format" in self.body:

@@ -220,8 +220,38 @@ async def test_errors_reach_ash_in_its_framing(short_tmp: Path, nursery: trio.Nu
         await in_thread(ash.search, "anything")
     assert caught.value.code == -32002 and caught.value.data["field"] == "context_token"
     with pytest.raises(AshRpcError) as unknown:
-        await in_thread(ash.rpc_call, "memory.extract", {"shared": False, **ash.context_params()})
+        await in_thread(ash.rpc_call, "memory.nonexistent", {"shared": False, **ash.context_params()})
     assert unknown.value.code == -32601
+    # ash's `memory extract` with extraction off: the dedicated code, naming the settings.
+    with pytest.raises(AshRpcError) as off:
+        await in_thread(ash.rpc_call, "memory.extract", {"shared": False, **ash.context_params()})
+    assert off.value.code == -32008 and "[llm]" in str(off.value)
+
+
+async def test_ash_memory_extract_reads_the_session_the_host_observed(short_tmp: Path, nursery: trio.Nursery) -> None:
+    from tests.fake_llm import Answer, FakeLlm
+
+    fact = {"content": "Alice likes tea.", "memory_type": "preference", "confidence": 0.9}
+    with FakeLlm() as fake:
+        fake.default = Answer({"facts": [fact]})
+        llm = {"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0}
+        daemon = Daemon(make_config(short_tmp, llm=llm, extraction={"debounce_seconds": 3600}))
+        await nursery.start(daemon.run)
+        env: dict[str, str | None] = {"ASH_USER_ID": "alice", "ASH_CHAT_ID": "team"}
+        ash = AshSandboxClient(daemon.config.socket_path, env)
+        # The host posts the exchange (its routing fields: session_key, message id "m-1").
+        observed = await in_thread(
+            ash.rpc_call,
+            "memory.observe",
+            {**ash.context_params(), "messages": [{"role": "user", "content": "remember that I like tea", "id": "m-1"}]},
+        )
+        assert observed == {"accepted": 1}
+        # What ash's `memory extract` sends: only its routing fields and shared.
+        result = await in_thread(ash.rpc_call, "memory.extract", {"shared": False, **ash.context_params()})
+        assert result["stored"] == 1
+        (memory,) = await in_thread(ash.list_memories)
+        assert memory["content"] == "Alice likes tea." and memory["source_session"] == "telegram_team_alice"
+        assert memory["source_message_id"] == "m-1" and memory["chat_type"] == "group"
 
 
 # -- ash's disclosure rules, end to end ------------------------------------------------------------

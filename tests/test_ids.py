@@ -126,7 +126,7 @@ async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store
     await embed_all(store, {}, unit(4, 1))
     path = store.path
     store.close()
-    # Back to the schema before m008: no disclosure column, no time index, the vector table without its
+    # Back to the schema before m007: no disclosure column, no time index, the vector table without its
     # disclosure metadata (vectors and all).
     sql(path, "DROP INDEX memories_scope_time")
     sql(path, "ALTER TABLE memories DROP COLUMN disclosure")
@@ -136,7 +136,7 @@ async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store
               "expires_at INTEGER, coarse BIT[8], +embedding BLOB, chunk_size = 512)")
     sql(path, "INSERT INTO vec_g1 SELECT memory_rowid, scope_key, expires_at, vec_bit(coarse), embedding FROM old_vectors")
     sql(path, "DROP TABLE old_vectors")
-    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m008_disclosure_and_time_order)}")
+    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m007_disclosure_and_time_order)}")
 
     upgraded = Store(path, clock=clock)
     try:

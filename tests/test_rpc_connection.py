@@ -285,3 +285,13 @@ def test_replies_are_charged_to_the_connection_share_and_the_shared_budget() -> 
     assert full is not None and full.code == -32003 and full.data["limit"] == "max_buffered_bytes"
     connection.replies.release(60)
     assert budget.used == 0 and other.replies.take(100) is None
+
+
+def test_after_a_stalled_send_the_messages_still_buffered_are_not_run() -> None:
+    connection = RpcConnection(LIMITS)
+    connection.receive_data(b"[1]\n[2]\n[3]\n")
+    assert connection.next_event() == b"[1]"
+    connection.send_stalled()  # the reply to [1] went nowhere: the peer reads nothing
+    assert connection.next_event() == Close(CloseReason.STALLED)
+    connection.message_done()
+    assert connection.next_event() == Close(CloseReason.STALLED)

@@ -40,9 +40,11 @@ class Activated:
         with open(self.log_path, "wb") as log_file:
             self.proc = subprocess.Popen(args, stderr=log_file, cwd=REPO)
         deadline = time.monotonic() + 20
-        while not self.socket.exists():  # bound and listening before anything runs
+        # Listening before anything runs.  The file appears at bind(), a moment before listen():
+        # a connect in between is refused.  A probe connection would activate the daemon.
+        while not _takes_clients(self.socket):
             assert self.proc.poll() is None, self.log()
-            assert time.monotonic() < deadline, "the activator did not bind its socket"
+            assert time.monotonic() < deadline, "the activator did not listen on its socket"
             time.sleep(0.01)
 
     def program(self) -> str:
@@ -50,6 +52,24 @@ class Activated:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+#: /proc/net/unix: a listening socket's flag (__SO_ACCEPTCON), and the stream type.
+_ACCEPTING = 0x10000
+_STREAM = 1
+
+
+def _takes_clients(path: Path) -> bool:
+    """Whether the socket bound to ``path`` takes clients (a stream one: listening), seen
+    without connecting."""
+    with open("/proc/net/unix") as table:
+        next(table)  # Num RefCount Protocol Flags Type St Inode Path
+        for line in table:
+            fields = line.split()
+            if len(fields) == 8 and fields[7] == str(path):
+                if int(fields[4], 16) != _STREAM or int(fields[3], 16) & _ACCEPTING:
+                    return True
+    return False
 
 
 @pytest.fixture

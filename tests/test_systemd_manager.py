@@ -36,6 +36,12 @@ pytestmark = pytest.mark.skipif(
 # Runs inside the new mount namespace, then becomes the manager (same pid).
 _RIG = r"""
 set -e
+# A cgroup of its own: a user manager puts its units under its cgroup (minus init.scope), so two
+# managers side by side (parallel test runs) shared app.slice/memoryd.service and stopping one's
+# service stopped the other's.  $$ is the manager's pid (exec below).
+for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do
+  if [ -w $h/cgroup.procs ]; then mkdir -p $h/memoryd-test-$$ && echo $$ > $h/memoryd-test-$$/cgroup.procs; fi
+done
 mount -n -t tmpfs tmpfs /run/systemd  # -n: no utab entry on the host
 mkdir -p /run/systemd/system
 # PID 1 normally provides these: sandboxing bind-mounts them over hidden paths.
@@ -92,6 +98,19 @@ class UserManager:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        for hierarchy in ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+            _remove_cgroup(Path(hierarchy) / f"memoryd-test-{self.proc.pid}")
+
+
+def _remove_cgroup(path: Path) -> None:
+    """The rig's cgroup, innermost first (rmdir is how cgroups go; empty ones only)."""
+    if not path.is_dir():
+        return
+    for inner, _, _ in sorted(os.walk(path), key=lambda entry: -len(entry[0])):
+        try:
+            os.rmdir(inner)
+        except OSError:
+            pass
 
 
 @pytest.fixture
@@ -233,7 +252,9 @@ def test_system_service_sandbox_leaves_memoryd_working(manager: UserManager) -> 
     assert manager.systemctl("stop", "memoryd.service").returncode == 0
     assert path.is_socket()
     hits = _call(path, manager, "memory.search", {"user_id": "u1", "query": "tuna"})
-    assert len(hits["result"]) == 1
+    if "result" not in hits:
+        print((rig / "memoryd.log").read_text(errors="replace"))  # shown with the failure
+    assert len(hits.get("result", ())) == 1, hits
     assert manager.show("memoryd.service", "ActiveState")["ActiveState"] == "active"
 
     # The control: the same sandbox really refuses writable+executable memory.

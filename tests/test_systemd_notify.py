@@ -52,6 +52,14 @@ class NotifyListener:
             if key in message:
                 return seen
 
+    def waiting(self) -> dict[str, str]:
+        """The message already queued, without waiting (BlockingIOError when there is none)."""
+        self.sock.settimeout(0)
+        try:
+            return self.receive()[0]
+        finally:
+            self.sock.settimeout(20)
+
     async def areceive(self) -> dict[str, str]:
         if self.trio_sock is None:
             self.trio_sock = trio.socket.from_stdlib_socket(self.sock)  # async use only from here on
@@ -166,6 +174,24 @@ async def test_status_follows_the_store_while_serving(short_tmp: Path, abstract_
             daemon.request_stop()
             while (await abstract_listener.areceive()).get("STOPPING") != "1":
                 pass
+
+
+async def test_ready_is_sent_before_the_first_client_is_answered(
+    short_tmp: Path, abstract_listener: NotifyListener
+) -> None:
+    # Under socket activation a client's answer must find the unit active already: systemctl
+    # reported "activating" with no status to a client that had been served.
+    daemon = Daemon(make_config(short_tmp), notifier=Notifier(abstract_listener.address))
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(20):
+            nursery.start_soon(daemon.run)
+            while not daemon.config.socket_path.exists():  # bound: the call waits in the listen queue
+                await trio.sleep(0.01)
+            peer = await NdjsonPeer.connect(daemon.config.socket_path)
+            assert "result" in await peer.call("system.health", {})
+            assert abstract_listener.waiting()["READY"] == "1"  # already delivered
+            await peer.aclose()
+            daemon.request_stop()
 
 
 def test_the_daemon_process_notifies_ready_watchdog_and_stopping(daemon_process: Any) -> None:

@@ -129,6 +129,35 @@ class MemoryClient:
         result: Record = self.call("memory.delete", **_methods.memory_id_params(memory_id))
         return result
 
+    def observe(self, messages: Sequence[Record], *, session_key: Optional[str] = None) -> Record:
+        """Post conversation messages (``{"role", "content", "id"?, "timestamp"?, "username"?, ...}``)
+        for background extraction: ``{"accepted": n}``, answered at once."""
+        result: Record = self.call("memory.observe", **_methods.observe_params(messages, session_key))
+        return result
+
+    def extract(self, message_id: str, *, session_key: Optional[str] = None) -> Record:
+        """Extract now from the observed session around ``message_id``: ``{"stored", "ids"}``, or
+        ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM."""
+        result: Record = self.call("memory.extract", **_methods.extract_params(message_id, session_key))
+        return result
+
+    def extract_from_messages(
+        self,
+        messages: Sequence[Record],
+        *,
+        message_id: Optional[str] = None,
+        shared: bool = False,
+        source_username: Optional[str] = None,
+        source_display_name: Optional[str] = None,
+        chat_type: Optional[str] = None,
+    ) -> Record:
+        """Extract now from ``messages`` and store the facts: ``{"stored", "ids", "refreshed"}``."""
+        params = _methods.extract_from_messages_params(
+            messages, message_id, shared, source_username, source_display_name, chat_type
+        )
+        result: Record = self.call("memory.extract_from_messages", **params)
+        return result
+
     def health(self) -> Record:
         result: Record = self.call("system.health")
         return result

@@ -95,3 +95,31 @@ def person_params(name: str, limit: Optional[int]) -> Dict[str, Any]:
 
 def merge_params(from_: str, into: str) -> Dict[str, Any]:
     return {"from": from_, "into": into}
+
+
+def observe_params(messages: Sequence[Record], session_key: Optional[str]) -> Dict[str, Any]:
+    return _drop_none({"messages": [dict(message) for message in messages], "session_key": session_key})
+
+
+def extract_params(message_id: str, session_key: Optional[str]) -> Dict[str, Any]:
+    return _drop_none({"message_id": message_id, "session_key": session_key})
+
+
+def extract_from_messages_params(
+    messages: Sequence[Record],
+    message_id: Optional[str],
+    shared: bool,
+    source_username: Optional[str],
+    source_display_name: Optional[str],
+    chat_type: Optional[str],
+) -> Dict[str, Any]:
+    return _drop_none(
+        {
+            "messages": [dict(message) for message in messages],
+            "message_id": message_id,
+            "shared": shared,
+            "source_username": source_username,
+            "source_display_name": source_display_name,
+            "chat_type": chat_type,
+        }
+    )

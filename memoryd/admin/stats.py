@@ -63,6 +63,13 @@ def render(data: dict[str, Any]) -> list[str]:
     backlog = data["backlog"]
     pending = ", ".join(f"{kind} {n}" for kind, n in backlog.items() if kind not in ("failing", "last_error"))
     lines.append(f"backlog      {pending} pending, {backlog['failing']} failing")
+    extraction = data["extraction"]
+    lines.append(
+        f"extraction   {extraction['pending_sessions']} sessions pending ({extraction['failing_sessions']} failing), "
+        f"{extraction['parked_sessions']} parked; {extraction['messages_held']} observed messages held"
+    )
+    if extraction["last_error"]:
+        lines.append(f"             last error: {extraction['last_error']}")
     access = data["access"]
     lines.append(f"access       {access['memories_retrieved']} memories retrieved {access['retrievals']} times")
     database = data["database"]

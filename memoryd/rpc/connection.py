@@ -75,6 +75,8 @@ class CloseReason(enum.Enum):
     FRAME_TIMEOUT = "frame-timeout"
     #: An unfinished frame needed more bytes while the shared budget was spent (answered -32003).
     OVER_BUDGET = "over-budget"
+    #: A reply could not be sent for idle_timeout: the peer stopped reading.
+    STALLED = "stalled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +169,11 @@ class RpcConnection:
     def message_done(self) -> None:
         """A message handed out by ``next_event`` has finished (its reply, if any, is sent)."""
         self.in_flight -= 1
+
+    def send_stalled(self) -> None:
+        """A reply made no progress for ``idle_timeout``: the next event is :class:`Close`, so
+        the messages still buffered are not run for a peer that reads nothing."""
+        self._close(CloseReason.STALLED)
 
     def begin_shutdown(self) -> None:
         """Messages keep being read and run (the method table answers them ShuttingDown) until

@@ -166,6 +166,8 @@ class Connection:
             if stalled.cancelled_caught:
                 log.info("connection.send_stalled", extra=fields(conn=self.context.connection_id))
                 self.stats.stalled_connections += 1
+                # Read nothing more: what the client has queued would be run for nobody.
+                self.protocol.send_stalled()
                 await self.stream.aclose()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             # The client went away; its messages' results have nowhere to go.

@@ -39,10 +39,14 @@ from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
 from memoryd.service.backfill import EmbeddingBackfill
+from memoryd.service.conversation import ConversationService
+from memoryd.service.extraction import ExtractionWorker
+from memoryd.service.learning import FactLearner
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
 from memoryd.service.people import PeopleService
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.summary import SummaryService
 from memoryd.service.supersession import Supersession
 from memoryd.service.supersession_worker import SupersessionWorker
@@ -72,13 +76,16 @@ class Daemon:
         self.config = config
         # Built first: a missing or too short token secret stops start-up before anything opens.
         self.authenticator = Authenticator.from_config(config.auth)
+        self.extraction: ExtractionWorker | None = None
         self.server: RpcServer | None = None
         self.store: Store | None = None
         self.maintenance: Maintenance | None = None
         self.summaries: SummaryService | None = None
         self.embedder: Embedder | None = embedder
         self._owns_embedder = embedder is None
-        # Writes the summaries (and, later, extraction); None with [llm] provider = "none".
+        # Writes the summaries and runs extraction; None with [llm] provider = "none".  Built
+        # here so a bad [llm] setting stops start-up (no network I/O: a down server is the
+        # workers' problem).
         self.llm: LlmClient | None = make_llm(config.llm)
         self._listen_socket = listen_socket
         self.notifier = notifier or Notifier(None)
@@ -168,6 +175,7 @@ class Daemon:
         if embedder is not None:
             backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
+        guard = SecretsGuard(config.extraction.secrets)
         people = PeopleService(store.people, self.authenticator)
         summaries = SummaryService(
             store.people,
@@ -188,12 +196,14 @@ class Daemon:
             authenticator=self.authenticator,
             people=people,
             supersession=supersession,
+            secrets=guard,
         )
         service.on_added.append(summaries.note_added)
         service.on_deleted.append(summaries.note_deleted)
         people.on_changed.append(summaries.note_deleted)
-        health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs)
-        table = build_method_table(service, health, people, summaries)
+        conversations = self._conversation_service(store, service, guard)
+        health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs, conversations=conversations)
+        table = build_method_table(service, health, people, summaries, conversations)
         server = RpcServer(table, config.limits, config.auth.trusted_uids)
         self.server = server
         identity: tuple[int, int] | None = None
@@ -211,12 +221,19 @@ class Daemon:
                     await nursery.start(coalescer.run)
                 if backfill is not None:
                     await nursery.start(_despite_storage_faults, backfill.run)
+                if self.extraction is not None:
+                    await nursery.start(_despite_storage_faults, self.extraction.run)
                 await nursery.start(summaries.run)
                 # A full disk or a damaged file pauses it like the backfill.
                 await nursery.start(_despite_storage_faults, supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
-                self.maintenance = Maintenance(store.lifecycle, config.lifecycle)
+                self.maintenance = Maintenance(
+                    store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
+                )
                 await nursery.start(self.maintenance.run)
+                # READY=1 before the first accept: a client that has been answered must find
+                # the unit active (clients that come meanwhile wait in the listen queue).
+                await self.notifier.ready(lambda: self._describe(store))
                 await nursery.start(server.serve, listen_socket)
                 log.info(
                     "daemon.ready",
@@ -224,12 +241,12 @@ class Daemon:
                         version=__version__,
                         socket=str(path),
                         embedder=config.embedder,
+                        llm=config.llm.provider,
                         auth=config.auth.mode,
                         startup_ms=round((trio.current_time() - started) * 1000),
                     ),
                 )
                 task_status.started(path)
-                await self.notifier.ready(lambda: self._describe(store))
                 nursery.start_soon(self.notifier.run_status, lambda: self._describe(store))
                 await self._stop.wait()
                 log.info("daemon.stopping")
@@ -244,6 +261,31 @@ class Daemon:
             if identity is not None:
                 remove_socket_file(path, identity)
             listen_socket.close()
+
+    def _conversation_service(self, store: Store, service: MemoryService, guard: SecretsGuard) -> ConversationService:
+        """observe and the extract methods; the extraction worker too when an LLM is configured."""
+        config = self.config
+        learner = FactLearner(
+            store.conversations,
+            service.embedder,
+            service.backfill,
+            embed_timeout=config.embed.query_timeout,
+            on_added=service.on_added,  # people and summaries learn of extracted memories too
+            supersession=service.supersession,
+        )
+        if self.llm is not None:
+            self.extraction = ExtractionWorker(
+                store.conversations, self.llm, learner, guard, config.extraction, concurrency=config.llm.concurrency
+            )
+        return ConversationService(
+            store.conversations,
+            learner,
+            guard,
+            config.extraction,
+            llm=self.llm,
+            worker=self.extraction,
+            authenticator=self.authenticator,
+        )
 
     def _server_stats(self) -> dict[str, Any]:
         return self.server.stats() if self.server is not None else {}

@@ -2,7 +2,7 @@
 
 A pass (at start-up, then every ``lifecycle.maintenance_interval`` seconds) audits newly
 expired memories, hard-removes what has been deleted or expired for longer than
-``retention_days``, evicts past ``max_entries_per_user`` / ``max_entries_per_chat``, merges the
+``retention_days``, prunes observed conversation messages past ``extraction.retention_days``, evicts past ``max_entries_per_user`` / ``max_entries_per_chat``, merges the
 FTS index when much was removed, and records a summary that `memoryd stats` shows.  The work
 is done by the store's ``Lifecycle`` in short write transactions, in a worker thread.
 
@@ -18,11 +18,11 @@ from typing import Any
 
 import trio
 
-from memoryd.config import LifecycleConfig
+from memoryd.config import ExtractionConfig, LifecycleConfig
 from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import DAY_MS, iso_from_ms, now_ms
 from memoryd.log import fields
-from memoryd.store import Lifecycle
+from memoryd.store import ConversationLog, Lifecycle
 
 log = logging.getLogger("memoryd.maintenance")
 
@@ -33,9 +33,19 @@ OPTIMIZE_AFTER_ROWS = 1000
 
 
 class Maintenance:
-    def __init__(self, lifecycle: Lifecycle, settings: LifecycleConfig) -> None:
+    def __init__(
+        self,
+        lifecycle: Lifecycle,
+        settings: LifecycleConfig,
+        *,
+        conversations: ConversationLog | None = None,
+        extraction: ExtractionConfig | None = None,
+    ) -> None:
+        """``conversations``: observed messages are pruned after ``extraction.retention_days``."""
         self.lifecycle = lifecycle
         self.settings = settings
+        self.conversations = conversations
+        self.extraction = extraction or ExtractionConfig()
         self.runs = 0
         self.last_summary: dict[str, Any] | None = None
         self._wake = trio.Event()
@@ -93,6 +103,9 @@ class Maintenance:
             per_chat=settings.max_entries_per_chat,
             protect_recent_ms=int(settings.protect_recent_days * DAY_MS),
         )
+        messages_pruned = 0
+        if self.conversations is not None:
+            messages_pruned = self.conversations.prune(retention_ms=int(self.extraction.retention_days * DAY_MS))
         optimize_steps = 0
         if gc.purged + eviction.evicted >= OPTIMIZE_AFTER_ROWS:
             optimize_steps = lifecycle.optimize()
@@ -106,6 +119,7 @@ class Maintenance:
             "events_pruned": gc.events_pruned,
             "evicted": eviction.evicted,
             "over_limit_scopes": len(eviction.scopes),
+            "messages_pruned": messages_pruned,
             "optimize_steps": optimize_steps,
             "ms": round((time.perf_counter() - started) * 1000, 1),
         }

@@ -33,6 +33,7 @@ from memoryd.service.params import (
     ListParams,
     SearchParams,
 )
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.provenance import provenance_of, routing_of, scope_of
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
@@ -78,8 +79,10 @@ class MemoryService:
         authenticator: Authenticator | None = None,
         people: PeopleService | None = None,
         supersession: Supersession | None = None,
+        secrets: SecretsGuard | None = None,
     ) -> None:
         self.authenticator = authenticator or Authenticator("trust")
+        self.secrets = secrets or SecretsGuard("refuse")
         self.people = people
         self.supersession = supersession
         self.on_added: list[AddedListener] = [people.learn] if people is not None else []
@@ -104,8 +107,10 @@ class MemoryService:
         expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
+        # Last of the checks: a refused secret is reported only once the rest of the call is valid.
+        content = self.secrets.screen_add("content", params.content.strip())
         new = NewMemory(
-            content=params.content.strip(),
+            content=content,
             owner=scope.user_id,
             chat_id=scope.chat_id,
             shared=params.shared,

@@ -12,14 +12,18 @@ from memoryd.errors import StoreError
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.context import ContextService
+from memoryd.service.conversation import ConversationService
 from memoryd.service.memory import MemoryService
 from memoryd.service.params import (
     AddParams,
     DeleteParams,
+    ExtractFromMessagesParams,
+    ExtractParams,
     GetParams,
     HealthParams,
     HistoryParams,
     ListParams,
+    ObserveParams,
     SearchParams,
 )
 from memoryd.service.people import PeopleService
@@ -49,13 +53,15 @@ class HealthReporter:
         server_stats: Callable[[], dict[str, Any]],
         *,
         jobs: JobQueue,
+        conversations: ConversationService | None = None,
     ) -> None:
         self.service = service
+        self.conversations = conversations
         self.jobs = jobs
         self.backfill = backfill
         self.server_stats = server_stats
         self.started = time.monotonic()
-        self._store_numbers: tuple[dict[str, Any], dict[str, int]] | None = None
+        self._store_numbers: tuple[dict[str, Any], dict[str, int], dict[str, Any]] | None = None
         self._store_numbers_stamp = (-1, 0.0)
 
     async def health(self, params: HealthParams, ctx: CallContext) -> dict[str, Any]:
@@ -84,13 +90,17 @@ class HealthReporter:
                 if self.backfill.last_error:
                     embedder_state["last_error"] = self.backfill.last_error
         try:
-            counts, backlog = await self._cached_store_numbers()
+            counts, backlog, queue = await self._cached_store_numbers()
         except StoreError:
             # The numbers may sit on damaged pages; health must still answer (the store's
             # condition now says corrupt, and the reason is shown).
-            counts, backlog = {}, {}
+            counts, backlog, queue = {}, {}, {}
             storage = self.service.memories.storage
             liveness.update(status="degraded", reason=storage.reason or "the store could not be read")
+        extra: dict[str, Any] = {}
+        if self.conversations is not None:
+            extra["extraction"] = self.conversations.describe(queue)
+        extra["secrets"] = self.service.secrets.describe()
         return {
             **liveness,
             "storage": storage.to_dict(),
@@ -98,16 +108,18 @@ class HealthReporter:
             "embedder": embedder_state,
             "backlog": backlog,
             "server": self.server_stats(),
+            **extra,
         }
 
 
-    async def _cached_store_numbers(self) -> tuple[dict[str, Any], dict[str, int]]:
+    async def _cached_store_numbers(self) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
         memories = self.service.memories
         writes, taken_at = self._store_numbers_stamp
         now = trio.current_time()
         if self._store_numbers is None or writes != memories.write_count or now - taken_at > HEALTH_CACHE_SECONDS:
             stamp = (memories.write_count, now)
-            self._store_numbers = (await memories.health_counts(), await self.jobs.backlog())
+            queue = {} if self.conversations is None else await self.conversations.conversations.status()
+            self._store_numbers = (await memories.health_counts(), await self.jobs.backlog(), queue)
             self._store_numbers_stamp = stamp
         return self._store_numbers
 
@@ -117,6 +129,7 @@ def build_method_table(
     health: HealthReporter,
     people: PeopleService | None = None,
     summaries: SummaryService | None = None,
+    conversations: ConversationService | None = None,
 ) -> MethodTable:
     table = MethodTable()
     table.register("memory.add", AddParams, service.add)
@@ -125,6 +138,10 @@ def build_method_table(
     table.register("memory.get", GetParams, service.get)
     table.register("memory.delete", DeleteParams, service.delete)
     table.register("memory.history", HistoryParams, service.history)
+    if conversations is not None:
+        table.register("memory.observe", ObserveParams, conversations.observe)
+        table.register("memory.extract", ExtractParams, conversations.extract)
+        table.register("memory.extract_from_messages", ExtractFromMessagesParams, conversations.extract_from_messages)
     table.register("system.health", HealthParams, health.health)
     if people is not None and summaries is not None:
         register_people_methods(table, ContextService(service, people, summaries, service.authenticator))

@@ -7,6 +7,7 @@ Checks msgspec cannot express (byte length, NUL characters, id prefixes) are in
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
@@ -103,3 +104,40 @@ class HistoryParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
 class HealthParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     # Health is also called by monitoring that has no user: it never resolves an identity.
     pass
+
+
+#: memory.observe: messages per call; extract_from_messages: messages per call.
+MAX_OBSERVE_MESSAGES = 100
+MAX_EXTRACT_MESSAGES = 200
+ShortText = Annotated[str, Meta(max_length=256)]
+
+
+class MessageParam(Struct, kw_only=True, forbid_unknown_fields=True):
+    """One conversation message (``content``: at most MAX_CONTENT_BYTES, checked in validation)."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    id: ShortText | int | None = None
+    #: ISO 8601, or seconds since the epoch.
+    timestamp: datetime | float | None = None
+    username: ShortText | None = None
+    display_name: ShortText | None = None
+    user_id: ShortText | None = None
+
+
+class ObserveParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    messages: Annotated[list[MessageParam], Meta(min_length=1, max_length=MAX_OBSERVE_MESSAGES)]
+    session_key: Annotated[str, Meta(min_length=1, max_length=256)] | None = None
+
+
+class ExtractFromMessagesParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    messages: Annotated[list[MessageParam], Meta(min_length=1, max_length=MAX_EXTRACT_MESSAGES)]
+    shared: bool = False
+
+
+class ExtractParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    """ash's `memory extract` sends its routing fields: the message id may be missing (None)."""
+
+    message_id: Annotated[str, Meta(min_length=1, max_length=256)] | int | None = None
+    session_key: Annotated[str, Meta(max_length=256)] | None = None
+    shared: bool = False

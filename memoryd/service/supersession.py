@@ -87,7 +87,16 @@ class Supersession:
         self, scope: Scope, new: NewMemory, *, supersedes: str | None = None, key: str | None = None
     ) -> Stored:
         """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc)."""
-        plan = Plan(
+        plan = await self.plan(new, supersedes=supersedes, key=key)
+        stored = await self.supersessions.add(scope, new, plan)
+        if plan.defer and not stored.deduplicated:
+            self.queued()
+        return stored
+
+    async def plan(self, new: NewMemory, *, supersedes: str | None = None, key: str | None = None) -> Plan:
+        """What storing ``new`` asks beyond the insert; extraction stores its facts with these
+        plans inside its own transaction (``store.learned``)."""
+        return Plan(
             attributes=tuple(sorted({attribute.key for attribute in parse_attributes(new.content)})),
             supersedes=supersedes,
             key=key,
@@ -95,10 +104,11 @@ class Supersession:
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,
         )
-        stored = await self.supersessions.add(scope, new, plan)
-        if plan.defer and not stored.deduplicated and self.on_queued is not None:
+
+    def queued(self) -> None:
+        """A 'supersede' job was queued: wake its worker."""
+        if self.on_queued is not None:
             self.on_queued()
-        return stored
 
     async def history(self, scope: Scope, prefix: str) -> list[MemoryRecord] | None:
         return await self.supersessions.history(scope, prefix)

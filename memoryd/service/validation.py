@@ -48,3 +48,12 @@ def check_group_chat(shared: bool, chat_id: str | None) -> None:
     """A shared (group) memory belongs to a chat."""
     if shared and chat_id is None:
         raise InvalidParams.for_field("chat_id", "is required for a shared (group) memory")
+
+
+def optional_text(value: object, *, max_chars: int = 256) -> str | None:
+    """One of ash's loosely typed routing fields (``source_username``, ``chat_type``, ...) as
+    text when it is a usable string, else None: these fields are hints, never errors."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    return value[:max_chars] if value and "\x00" not in value else None

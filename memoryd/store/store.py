@@ -5,6 +5,7 @@
     store.lifecycle  Lifecycle         the maintenance task and the admin commands
     store.people     PeopleRepository  person.* methods, people learned on add, context
     store.supersession  Supersessions  adds that may replace older memories, their jobs, history
+    store.conversations ConversationLog observe, the extract methods, the extraction worker
 
 The container itself keeps what belongs to the store as a whole: the vector space this
 process works in (start-up, `memoryd reindex`) and closing.
@@ -22,6 +23,7 @@ from memoryd.errors import DiskFull, StoreCorrupt, StoreError
 from memoryd.ids import now_ms
 from memoryd.store import jobs, schema, vectors
 from memoryd.store.db import MMAP_BYTES, Database
+from memoryd.store.conversation_log import ConversationLog
 from memoryd.store.hits import HitCounter, write_hits
 from memoryd.store.job_queue import JobQueue
 from memoryd.store.lifecycle import Lifecycle
@@ -71,6 +73,7 @@ class Store:
         self.lifecycle = Lifecycle(self._db, self._hits, clock)
         self.people = PeopleRepository(self._db, clock)
         self.supersession = Supersessions(self._db, self._hits, clock)
+        self.conversations = ConversationLog(self._db, clock)
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
 
     # -- the vector space (start-up and `memoryd reindex`) -------------------------------------

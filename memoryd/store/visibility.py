@@ -135,7 +135,7 @@ def live(
 #: Where a memory was learned, as far as the rules care.
 LEARNED_UNKNOWN, LEARNED_PRIVATE, LEARNED_GROUP = 0, 1, 2
 
-#: ``memories.disclosure`` (schema m008) computes :meth:`Disclosure.code` in SQL.
+#: ``memories.disclosure`` (schema m007) computes :meth:`Disclosure.code` in SQL.
 DISCLOSURE_SQL = (
     "(CASE WHEN chat_type IN ('group', 'supergroup') THEN 2 WHEN chat_type = 'private' THEN 1 ELSE 0 END)"
     " + 3 * (sensitivity IS 'sensitive') + 6 * conversation_private"

@@ -1,0 +1,228 @@
+"""memory.observe, memory.extract and memory.extract_from_messages (ash's shapes).
+
+observe only stores (one write, answered at once) and nudges the extraction worker; the two
+extract methods call the LLM while the caller waits and answer ``{"stored", "ids"}``.  With
+``[llm] provider = "none"`` observe still stores, and the extract methods answer -32008.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from memoryd.auth import Authenticator
+from memoryd.config import ExtractionConfig
+from memoryd.errors import LlmNotConfigured
+from memoryd.extract import ConversationMessage, Speaker, extract_facts
+from memoryd.llm import LlmClient
+from memoryd.log import fields
+from memoryd.rpc.dispatch import CallContext
+from memoryd.service.extraction import ExtractionWorker
+from memoryd.service.learning import FactLearner, conversation_of, origin_of
+from memoryd.service.memory import caller_scope
+from memoryd.service.params import (
+    MAX_CONTENT_BYTES,
+    CallerParams,
+    ExtractFromMessagesParams,
+    ExtractParams,
+    MessageParam,
+    ObserveParams,
+)
+from memoryd.service.secret_guard import SecretsGuard
+from memoryd.service.validation import check_group_chat, check_text, optional_text
+from memoryd.store import ConversationLog, Scope, SessionContext, SessionRef, StoredMessage
+
+log = logging.getLogger("memoryd.service")
+
+NOT_IN_SESSION = "Message not found in session"
+
+
+class ConversationService:
+    def __init__(
+        self,
+        conversations: ConversationLog,
+        learner: FactLearner,
+        guard: SecretsGuard,
+        settings: ExtractionConfig,
+        *,
+        llm: LlmClient | None,
+        worker: ExtractionWorker | None,
+        authenticator: Authenticator,
+    ) -> None:
+        self.conversations = conversations
+        self.learner = learner
+        self.guard = guard
+        self.settings = settings
+        self.llm = llm
+        self.worker = worker
+        self.authenticator = authenticator
+
+    async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
+        scope = caller_scope(params, ctx, self.authenticator)
+        _check_messages(params.messages)
+        stored = [_stored(message) for message in params.messages if message.content.strip()]
+        session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
+        # Without an LLM nothing would ever run the job: store the messages only.
+        debounce_ms = None if self.worker is None else int(self.settings.debounce_seconds * 1000)
+        accepted = 0
+        if stored:
+            accepted = await self.conversations.observe(
+                session, _context(params), stored, extract_after_ms=debounce_ms
+            )
+        if self.worker is not None:
+            self.worker.notify()
+        log.debug("conversation.observed", extra=fields(messages=accepted))
+        return {"accepted": accepted}
+
+    async def extract_from_messages(self, params: ExtractFromMessagesParams, ctx: CallContext) -> dict[str, Any]:
+        llm = self._llm()
+        scope = caller_scope(params, ctx, self.authenticator)
+        _check_messages(params.messages)
+        check_group_chat(params.shared, scope.chat_id)
+        messages = [_conversation_message(message) for message in params.messages]
+        return await self._extract_now(
+            llm,
+            messages,
+            scope,
+            params,
+            session_key=optional_text(params.session_key),
+            message_id=optional_text(_text_id(params.message_id)),
+            all_shared=params.shared,
+        )
+
+    async def extract(self, params: ExtractParams, ctx: CallContext) -> dict[str, Any]:
+        llm = self._llm()
+        scope = caller_scope(params, ctx, self.authenticator)
+        check_group_chat(params.shared, scope.chat_id)
+        found = None
+        if params.message_id is not None:
+            message_id = str(params.message_id)
+            found = await self.conversations.window(
+                SessionRef(scope.user_id, scope.chat_id, params.session_key or None),
+                message_id,
+                self.settings.context_messages,
+            )
+        if found is None:
+            return {"stored": 0, "ids": [], "error": NOT_IN_SESSION}
+        session, stored = found
+        return await self._extract_now(
+            llm,
+            conversation_of(stored),
+            scope,
+            params,
+            session_key=session.session_key,
+            message_id=message_id,
+            all_shared=params.shared,
+        )
+
+    def describe(self, queue: dict[str, Any]) -> dict[str, Any]:
+        """system.health's "extraction": the LLM, the queue's numbers (``ConversationLog.status``:
+        backlog in sessions, parked jobs, the last error), the worker's; never message contents."""
+        state: dict[str, Any] = {"provider": "none", "state": "disabled"}
+        if self.llm is not None:
+            state = dict(self.llm.describe())
+        state.update(queue)
+        state.update(self.learner.describe())
+        if self.worker is not None:
+            state.update(self.worker.describe())
+        return state
+
+    def _llm(self) -> LlmClient:
+        if self.llm is None:
+            raise LlmNotConfigured()
+        return self.llm
+
+    async def _extract_now(
+        self,
+        llm: LlmClient,
+        messages: Sequence[ConversationMessage],
+        scope: Scope,
+        params: CallerParams,
+        *,
+        session_key: str | None,
+        message_id: str | None,
+        all_shared: bool = False,
+    ) -> dict[str, Any]:
+        speaker = Speaker(
+            username=optional_text(params.source_username) or optional_text(params.username),
+            display_name=optional_text(params.source_display_name),
+        )
+        outcome = await extract_facts(
+            llm,
+            messages,
+            speaker=speaker,
+            now=datetime.now(UTC),
+            timezone_name=optional_text(params.timezone),
+            settings=self.settings,
+        )
+        self.guard.count_extracted(
+            outcome.secrets,
+            refused=outcome.dropped.get("secret", 0),
+            redacted=sum(fact.redacted for fact in outcome.facts),
+        )
+        origin = origin_of(
+            messages,
+            speaker,
+            chat_type=optional_text(params.chat_type),
+            session_key=session_key,
+            message_id=message_id,
+            all_shared=all_shared,
+        )
+        learned = await self.learner.learn(outcome.facts, scope, origin)
+        new_ids = [item.memory_id for item in learned if not item.refreshed]
+        return {
+            "stored": len(new_ids),
+            "ids": new_ids,
+            "refreshed": [item.memory_id for item in learned if item.refreshed],
+        }
+
+
+def _check_messages(messages: Sequence[MessageParam]) -> None:
+    for index, message in enumerate(messages):
+        check_text(f"messages[{index}].content", message.content, max_bytes=MAX_CONTENT_BYTES, allow_blank=True)
+
+
+def _text_id(value: object) -> object:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _sent_at(message: MessageParam) -> str | float | None:
+    if isinstance(message.timestamp, datetime):
+        return message.timestamp.isoformat()
+    return message.timestamp
+
+
+def _stored(message: MessageParam) -> StoredMessage:
+    return StoredMessage(
+        seq=0,
+        role=message.role,
+        content=message.content,
+        message_id=None if message.id is None else str(message.id),
+        sent_at=_sent_at(message),
+        username=message.username,
+        display_name=message.display_name,
+        user_id=message.user_id,
+    )
+
+
+def _conversation_message(message: MessageParam) -> ConversationMessage:
+    return ConversationMessage(
+        role=message.role,
+        content=message.content,
+        id=None if message.id is None else str(message.id),
+        timestamp=message.timestamp,
+        username=message.username,
+        display_name=message.display_name,
+        user_id=message.user_id,
+    )
+
+
+def _context(params: ObserveParams) -> SessionContext:
+    return SessionContext(
+        chat_type=optional_text(params.chat_type),
+        timezone=optional_text(params.timezone),
+        speaker_username=optional_text(params.source_username) or optional_text(params.username),
+        speaker_display_name=optional_text(params.source_display_name),
+    )

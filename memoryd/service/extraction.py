@@ -1,0 +1,171 @@
+"""The extraction worker: turns quiet sessions of observed messages into memories, durably.
+
+Jobs are rows (``store.conversations``): one per session, due once the session has been quiet
+for ``extraction.debounce_seconds``.  The worker leases a due job, asks the LLM about the
+messages past the session's high-water mark, and stores the facts and the new mark in one
+transaction.  A failure the LLM may get over (down, slow, 429/5xx) is retried with backoff,
+never sooner than the server's Retry-After; a refusal or replies that never decode, or
+``extraction.max_attempts`` failures, park the job with the reason until `memoryd jobs retry`.
+Nothing here is on the path of memory.add, observe or search: a down LLM only grows the backlog.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import trio
+
+from memoryd.config import ExtractionConfig
+from memoryd.errors import DiskFull, LlmError, LlmUnavailable, StoreCorrupt
+from memoryd.extract import Speaker, extract_facts
+from memoryd.ids import now_ms
+from memoryd.llm import LlmClient
+from memoryd.log import fields
+from memoryd.service.learning import FactLearner, conversation_of, origin_of
+from memoryd.service.secret_guard import SecretsGuard
+from memoryd.store import ConversationLog, ExtractionJob, Scope
+
+log = logging.getLogger("memoryd.extraction")
+
+#: How often an idle worker looks at the job table even without a wake-up (`memoryd jobs retry`
+#: runs in another process).
+IDLE_POLL_SECONDS = 30.0
+
+
+class ExtractionWorker:
+    def __init__(
+        self,
+        conversations: ConversationLog,
+        llm: LlmClient,
+        learner: FactLearner,
+        guard: SecretsGuard,
+        settings: ExtractionConfig,
+        *,
+        concurrency: int,
+    ) -> None:
+        self.conversations = conversations
+        self.llm = llm
+        self.learner = learner
+        self.guard = guard
+        self.settings = settings
+        self._slots = trio.Semaphore(concurrency)
+        self._wake = trio.Event()
+        self.last_error: str | None = None
+        self.sessions_extracted = 0
+        self.failures = 0
+
+    def notify(self) -> None:
+        """New messages arrived: look at the due times again."""
+        self._wake.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        # Whatever a previous run had leased (a crash, kill -9) is due again now.
+        await trio.to_thread.run_sync(self.conversations.clear_leases)
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            while True:
+                await self._slots.acquire()
+                try:
+                    job = await self._next_job()
+                except BaseException:
+                    self._slots.release()
+                    raise
+                nursery.start_soon(self._run_job, job)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "sessions_extracted_since_start": self.sessions_extracted,
+            "failures_since_start": self.failures,
+            "worker_last_error": self.last_error,
+        }
+
+    async def _next_job(self) -> ExtractionJob:
+        while True:
+            self._wake = trio.Event()
+            try:
+                jobs = await self.conversations.claim(1, self.settings.max_messages)
+            except Exception:
+                log.exception("extraction.claim_failed")
+                jobs = []
+            if jobs:
+                return jobs[0]
+            await self._sleep_until_due()
+
+    async def _sleep_until_due(self) -> None:
+        timeout = IDLE_POLL_SECONDS
+        try:
+            due_ms = await self.conversations.next_due_ms()
+        except Exception:
+            due_ms = None
+        if due_ms is not None:
+            timeout = min(timeout, max(0.0, (due_ms - now_ms()) / 1000))
+        with trio.move_on_after(timeout):
+            await self._wake.wait()
+
+    async def _run_job(self, job: ExtractionJob) -> None:
+        try:
+            await self._extract(job)
+            self.sessions_extracted += 1
+        except LlmError as exc:
+            await self._failed(job, exc, park=not exc.retry_later, retry_after=_retry_after(exc))
+        except (DiskFull, StoreCorrupt) as exc:
+            # Not the job's fault and not an attempt: it is claimed again once its lease runs out.
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("extraction.store_unavailable", extra=fields(error=self.last_error))
+        except Exception as exc:
+            # A bug or a store error: logged in full, retried like any failure, parked in the end.
+            log.exception("extraction.failed")
+            await self._failed(job, exc, park=False, retry_after=None)
+        finally:
+            self._slots.release()
+            # The loop may be asleep until this job's lease ran out: its new due time counts now.
+            self.notify()
+
+    async def _extract(self, job: ExtractionJob) -> None:
+        session, context = job.session, job.context
+        messages = conversation_of(job.messages)
+        speaker = Speaker(username=context.speaker_username, display_name=context.speaker_display_name)
+        outcome = await extract_facts(
+            self.llm,
+            messages,
+            speaker=speaker,
+            now=datetime.now(UTC),
+            timezone_name=context.timezone,
+            settings=self.settings,
+        )
+        self.guard.count_extracted(
+            outcome.secrets,
+            refused=outcome.dropped.get("secret", 0),
+            redacted=sum(fact.redacted for fact in outcome.facts),
+        )
+        origin = origin_of(messages, speaker, chat_type=context.chat_type, session_key=session.session_key)
+        scope = Scope(user_id=session.owner, chat_id=session.chat_id)
+        learned = await self.learner.learn(outcome.facts, scope, origin, completes=job)
+        log.info(
+            "extraction.done",
+            extra=fields(messages=len(messages), facts=len(learned), refreshed=sum(i.refreshed for i in learned)),
+        )
+
+    async def _failed(self, job: ExtractionJob, exc: Exception, *, park: bool, retry_after: float | None) -> None:
+        self.failures += 1
+        reason = f"{type(exc).__name__}: {exc}"
+        self.last_error = reason
+        park = park or job.attempts + 1 >= self.settings.max_attempts
+        try:
+            attempts = await self.conversations.fail(
+                job, reason, park=park, retry_after_ms=int((retry_after or 0) * 1000)
+            )
+        except Exception:
+            # The lease runs out and the job is claimed again: nothing is lost.
+            log.exception("extraction.fail_not_recorded")
+            return
+        log.warning(
+            "extraction.parked" if park else "extraction.retry_later",
+            extra=fields(error=reason, attempts=attempts),
+        )
+
+
+def _retry_after(exc: LlmError) -> float | None:
+    return exc.retry_after if isinstance(exc, LlmUnavailable) else None

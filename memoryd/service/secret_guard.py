@@ -1,0 +1,44 @@
+"""The secrets policy at the service's door: ``memory.add`` refuses or redacts credentials, and
+extraction's filter reports what it found; ``system.health`` shows the counts since start."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from memoryd.errors import InvalidParams
+from memoryd.secrets import SecretKind, SecretsMode, screen
+
+
+class SecretsGuard:
+    def __init__(self, mode: SecretsMode) -> None:
+        self.mode = mode
+        self.found: Counter[SecretKind] = Counter()
+        self.refused = 0
+        self.redacted = 0
+
+    def screen_add(self, field: str, text: str) -> str:
+        """The text to store: itself, or redacted; -32602 naming ``field`` and the kinds (never
+        the secret) when the mode is refuse."""
+        screened, scan = screen(text, self.mode)
+        if scan.clean:
+            return text
+        self.found.update(scan.found)
+        if screened is None:
+            self.refused += 1
+            kinds = ", ".join(sorted(scan.found))
+            raise InvalidParams.for_field(
+                field, f"looks like it holds a secret ({kinds}); memoryd does not store credentials"
+            )
+        self.redacted += 1
+        return screened
+
+    def count_extracted(self, found: Mapping[SecretKind, int], *, refused: int, redacted: int) -> None:
+        """What extraction's filter found in proposed facts (dropped or redacted)."""
+        self.found.update(found)
+        self.refused += refused
+        self.redacted += redacted
+
+    def describe(self) -> dict[str, Any]:
+        return {"mode": self.mode, "refused": self.refused, "redacted": self.redacted, "by_kind": dict(self.found)}

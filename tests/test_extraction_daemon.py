@@ -1,0 +1,398 @@
+"""Conversation intake and extraction through the socket of an in-process daemon, against a
+real loopback fake LLM: the prompt, what is stored (types, subjects, provenance, scope),
+what is kept out, the debounce, an LLM that is down then back, parking and `jobs retry`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from zoneinfo import ZoneInfo
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+from memoryd.admin import jobs as jobs_command
+from memoryd.server.daemon import Daemon
+from tests.conftest import make_config
+from tests.fake_llm import Answer, FakeLlm, Raw
+from tests.wire import NdjsonPeer, call_ok
+
+ALICE = {"user_id": "alice", "chat_id": "chat-1"}
+BOB = {"user_id": "bob", "chat_id": "chat-1"}
+EXCHANGES = [
+    [
+        {"role": "user", "content": "My wife Sarah loves Italian food.", "id": "m1"},
+        {"role": "assistant", "content": "Noted!", "id": "m2"},
+    ],
+    [
+        {"role": "user", "content": "We are flying to Rome on Friday.", "id": "m3"},
+        {"role": "assistant", "content": "Have a good trip.", "id": "m4"},
+    ],
+    [
+        {"role": "user", "content": "I am allergic to peanuts.", "id": "m5"},
+        {"role": "assistant", "content": "I will remember.", "id": "m6"},
+    ],
+]
+FACTS = {
+    "facts": [
+        {
+            "content": "Alice's wife Sarah loves Italian food.",
+            "memory_type": "relationship",
+            "confidence": 0.95,
+            "subjects": ["Sarah"],
+            "sensitivity": "personal",
+            "speaker": "alice",
+        },
+        {
+            "content": "Alice and Sarah fly to Rome on 27 November 2026.",
+            "memory_type": "event",
+            "confidence": 0.9,
+            "subjects": ["Sarah"],
+            "sensitivity": "personal",
+        },
+        {"content": "Alice is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99},
+        {"content": "Alice might like jazz.", "memory_type": "preference", "confidence": 0.3},
+        {"content": "The assistant will remember allergies.", "memory_type": "knowledge", "confidence": 0.9},
+        {"content": "Alice's API key is sk-abcdefghijklmnopqrstuvwxyz123456", "memory_type": "knowledge", "confidence": 0.9},
+    ]
+}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLlm]:
+    with FakeLlm() as server:
+        yield server
+
+
+def llm_config(base: Path, fake: FakeLlm, **extraction: Any) -> Any:
+    return make_config(
+        base,
+        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 5.0},
+        extraction={"debounce_seconds": 0.2, **extraction},
+    )
+
+
+async def start(nursery: trio.Nursery, config: Any) -> tuple[Daemon, NdjsonPeer]:
+    daemon = Daemon(config)
+    await nursery.start(daemon.run)
+    return daemon, await NdjsonPeer.connect(config.socket_path)
+
+
+async def extraction_state(peer: NdjsonPeer) -> dict[str, Any]:
+    health: dict[str, Any] = await call_ok(peer, "system.health", {})
+    return dict(health["extraction"])
+
+
+async def wait_extraction(peer: NdjsonPeer, predicate: Any, timeout: float = 20) -> dict[str, Any]:
+    with trio.fail_after(timeout):
+        while True:
+            state = await extraction_state(peer)
+            if predicate(state):
+                return state
+            await trio.sleep(0.05)
+
+
+def idle_after(count: int) -> Any:
+    return lambda s: s["sessions_extracted_since_start"] >= count and s["pending_sessions"] == 0
+
+
+async def observe_all(peer: NdjsonPeer, identity: dict[str, Any], **extra: Any) -> None:
+    for exchange in EXCHANGES:
+        reply = await call_ok(peer, "memory.observe", {**identity, "messages": exchange, **extra})
+        assert reply == {"accepted": 2}
+
+
+async def test_observe_stores_without_an_llm_and_the_extract_methods_say_how_to_turn_it_on(
+    short_tmp: Path, nursery: trio.Nursery
+) -> None:
+    _, peer = await start(nursery, make_config(short_tmp))
+    await observe_all(peer, ALICE, session_key="s1")
+    state = await extraction_state(peer)
+    assert state["provider"] == "none" and state["messages_held"] == 6 and state["pending_sessions"] == 0
+    for method, params in [
+        ("memory.extract", {"message_id": "m1"}),
+        ("memory.extract_from_messages", {"messages": EXCHANGES[0]}),
+    ]:
+        reply = await peer.call(method, {**ALICE, **params})
+        assert reply["error"]["code"] == -32008
+        assert "[llm]" in reply["error"]["message"]
+
+
+async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_by_search(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer(FACTS)
+    _, peer = await start(nursery, llm_config(short_tmp, fake))
+    await observe_all(
+        peer, ALICE, session_key="s1", chat_type="private", source_username="alice",
+        source_display_name="Alice Liddell", timezone="Europe/Paris",
+    )
+    state = await wait_extraction(peer, idle_after(1))
+    assert len(fake.seen) == 1, "the debounce must batch the three exchanges into one call"
+    prompt = fake.seen[0].system + fake.seen[0].prompt
+    for exchange in EXCHANGES:
+        assert exchange[0]["content"] in prompt
+    assert "@alice (Alice Liddell)" in prompt
+    paris_now = datetime.now(ZoneInfo("Europe/Paris"))
+    assert f"Current date and time: {paris_now:%A} {paris_now.day} {paris_now:%B %Y}" in prompt
+    assert "(UTC+01:00)" in prompt or "(UTC+02:00)" in prompt
+    assert state["memories_stored_since_start"] == 3
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"})
+    assert [hit["content"] for hit in hits] == ["Alice is allergic to peanuts."]
+    listed = {m["content"]: m for m in await call_ok(peer, "memory.list", {**ALICE, "limit": 50})}
+    assert set(listed) == {
+        "Alice's wife Sarah loves Italian food.",
+        "Alice and Sarah fly to Rome on 27 November 2026.",
+        "Alice is allergic to peanuts.",
+    }
+    wife = listed["Alice's wife Sarah loves Italian food."]
+    assert wife["memory_type"] == "relationship" and wife["subjects"] == ["Sarah"]
+    assert wife["source_label"] == "extraction" and wife["source"] == "Alice Liddell" and wife["scope"] == "personal" and wife["chat_id"] == "chat-1"
+    assert wife["chat_type"] == "private" and wife["source_session"] == "s1"
+    assert wife["source_username"] == "alice" and wife["source_display_name"] == "Alice Liddell"
+    assert wife["source_message_id"] == "m6" and wife["sensitivity"] == "personal"
+    assert wife["expires_at"] is None
+    trip = listed["Alice and Sarah fly to Rome on 27 November 2026."]
+    assert trip["memory_type"] == "event" and trip["expires_at"] is not None
+    health = await call_ok(peer, "system.health", {})
+    assert health["secrets"]["refused"] == 1 and health["secrets"]["by_kind"] == {"api_key": 1}
+    # People learn from extracted memories as from memory.add.
+    people = await call_ok(peer, "person.list", ALICE)
+    assert "Sarah" in [person["name"] for person in people]
+    # Quiet again: nothing more is asked.
+    await trio.sleep(0.5)
+    assert len(fake.seen) == 1
+
+
+async def test_a_fact_about_the_group_becomes_a_group_memory_in_a_group_chat(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer(
+        {"facts": [{"content": "The team ships on Fridays.", "memory_type": "knowledge", "confidence": 0.9, "shared": True}]}
+    )
+    _, peer = await start(nursery, llm_config(short_tmp, fake))
+    message = {"role": "user", "content": "We ship on Fridays.", "id": "g1", "username": "alice"}
+    await call_ok(peer, "memory.observe", {**ALICE, "messages": [message], "chat_type": "group"})
+    await wait_extraction(peer, idle_after(1))
+    (hit,) = await call_ok(peer, "memory.search", {**BOB, "query": "ship Fridays"})
+    assert hit["scope"] == "group" and hit["chat_type"] == "group"
+
+
+async def test_an_llm_that_is_down_loses_nothing_and_doubles_nothing_once_it_is_back(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.script.append(Raw(503, b'{"error": "overloaded"}', {"Retry-After": "1"}))
+    fake.default = Answer({"facts": [FACTS["facts"][2]]})
+    _, peer = await start(nursery, llm_config(short_tmp, fake, max_attempts=5))
+    await observe_all(peer, ALICE)
+    failing = await wait_extraction(peer, lambda s: s["failing_sessions"] >= 1)
+    assert "503" in failing["last_error"] and failing["pending_sessions"] == 1
+    await wait_extraction(peer, idle_after(1))
+    assert len(fake.seen) == 2 and fake.seen[0].prompt_without_clock == fake.seen[1].prompt_without_clock
+    # A new exchange: only the new messages are read, and the fact already stored is refreshed.
+    await call_ok(peer, "memory.observe", {**ALICE, "messages": [{"role": "user", "content": "Peanuts, remember."}]})
+    state = await wait_extraction(peer, idle_after(2))
+    assert "allergic to peanuts" not in fake.seen[2].prompt and "Peanuts, remember." in fake.seen[2].prompt
+    assert state["memories_refreshed_since_start"] == 1
+    listed = await call_ok(peer, "memory.list", {**ALICE})
+    assert [m["content"] for m in listed] == ["Alice is allergic to peanuts."]
+
+
+async def test_a_refusing_llm_parks_the_job_until_jobs_retry(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.script.append(Raw(401, b'{"error": {"message": "bad key"}}'))
+    fake.default = Answer({"facts": [FACTS["facts"][2]]})
+    config = llm_config(short_tmp, fake)
+    daemon, peer = await start(nursery, config)
+    await observe_all(peer, ALICE)
+    parked = await wait_extraction(peer, lambda s: s["parked_sessions"] == 1)
+    assert "LlmRefused" in parked["last_error"] and len(fake.seen) == 1
+    await trio.to_thread.run_sync(lambda: jobs_command.run(config, action="retry", out=open("/dev/null", "w")))
+    assert daemon.extraction is not None
+    daemon.extraction.notify()  # a running daemon would see it at its next poll
+    await wait_extraction(peer, idle_after(1))
+    assert [m["content"] for m in await call_ok(peer, "memory.list", ALICE)] == ["Alice is allergic to peanuts."]
+
+
+async def test_an_llm_that_hangs_never_slows_add_observe_or_search(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer({"facts": []}, delay=30)
+    _, peer = await start(nursery, llm_config(short_tmp, fake, debounce_seconds=0))
+    await call_ok(peer, "memory.observe", {**ALICE, "messages": EXCHANGES[0]})
+    with trio.fail_after(5):
+        while not fake.seen:
+            await trio.sleep(0.02)
+    # The extraction is in flight (held by the server); the other methods answer meanwhile.
+    with trio.fail_after(5):
+        await call_ok(peer, "memory.add", {**ALICE, "content": "likes tea"})
+        await call_ok(peer, "memory.observe", {**ALICE, "messages": EXCHANGES[1]})
+        assert await call_ok(peer, "memory.search", {**ALICE, "query": "tea"})
+    fake.stopping.set()
+
+
+async def test_extract_from_messages_stores_now_and_answers_ash_shape(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer(FACTS)
+    _, peer = await start(nursery, llm_config(short_tmp, fake))
+    added = await call_ok(peer, "memory.add", {**ALICE, "content": "alice is allergic to peanuts", "shared": True})
+    reply = await call_ok(
+        peer,
+        "memory.extract_from_messages",
+        {
+            **ALICE,
+            "messages": [m for exchange in EXCHANGES for m in exchange],
+            "source_username": "alice",
+            "chat_type": "group",
+            "shared": True,
+            "message_id": "m5",
+        },
+    )
+    assert reply["stored"] == 2 and len(reply["ids"]) == 2
+    assert reply["refreshed"] == [added["id"]]  # normalized-text duplicate of a live memory
+    for memory_id in reply["ids"]:
+        memory = await call_ok(peer, "memory.get", {**BOB, "memory_id": memory_id})
+        assert memory["scope"] == "group" and memory["source_message_id"] == "m5"
+    assert fake.seen[0].prompt.count("My wife Sarah") == 1
+
+
+async def test_extract_reads_the_observed_session_around_the_message(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer({"facts": [FACTS["facts"][0]]})
+    _, peer = await start(nursery, llm_config(short_tmp, fake, debounce_seconds=3600, context_messages=1))
+    await observe_all(peer, ALICE, session_key="s1")
+    reply = await call_ok(peer, "memory.extract", {**ALICE, "message_id": "m3", "session_key": "s1"})
+    assert reply["stored"] == 1
+    asked = fake.seen[0].prompt
+    assert "Noted!" in asked and "Rome" in asked and "Have a good trip." in asked
+    assert "Sarah loves" not in asked and "peanuts" not in asked
+    (memory,) = await call_ok(peer, "memory.list", ALICE)
+    assert memory["source_message_id"] == "m3" and memory["source_session"] == "s1"
+    missing = await call_ok(peer, "memory.extract", {**ALICE, "message_id": "nope"})
+    assert missing["stored"] == 0 and missing["error"] == "Message not found in session"
+    # Bob's call never reads Alice's session.
+    assert (await call_ok(peer, "memory.extract", {**BOB, "message_id": "m3"}))["stored"] == 0
+    assert len(fake.seen) == 1
+
+
+async def test_an_llm_error_in_extract_from_messages_is_reported(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Raw(503, b"{}")
+    _, peer = await start(nursery, llm_config(short_tmp, fake))
+    reply = await peer.call("memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[0]})
+    assert reply["error"]["code"] == -32007
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "user", "content": "x" * (16 * 1024 + 1)}]}, "messages[0].content"),
+        ({"messages": [{"role": "user", "content": "a\x00b"}]}, "messages[0].content"),
+        ({"messages": [{"role": "user", "content": "x"}] * 101}, "messages"),
+        ({"messages": [{"role": "user", "content": "x", "colour": 1}]}, "messages[0].colour"),
+        ({"messages": [{"role": "user", "content": "x"}], "session_key": ""}, "session_key"),
+    ],
+)
+async def test_observe_rejects_bad_input_naming_the_field(
+    daemon: Daemon, params: dict[str, Any], field: str
+) -> None:
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    reply = await peer.call("memory.observe", {**ALICE, **params})
+    assert reply["error"]["code"] == -32602
+    assert reply["error"]["data"]["field"] == field
+
+
+async def test_memory_add_refuses_a_secret_without_echoing_it(daemon: Daemon) -> None:
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    secret = "ghp_" + "a1B2c3D4e5" * 4
+    reply = await peer.call("memory.add", {**ALICE, "content": f"my github token is {secret}"})
+    assert reply["error"]["code"] == -32602
+    assert reply["error"]["data"]["field"] == "content" and "api_key" in reply["error"]["data"]["reason"]
+    assert secret not in json.dumps(reply)
+    assert await call_ok(peer, "memory.list", ALICE) == []
+    health = await call_ok(peer, "system.health", {})
+    assert health["secrets"] == {"mode": "refuse", "refused": 1, "redacted": 0, "by_kind": {"api_key": 1}}
+
+
+async def test_memory_add_redacts_a_secret_in_redact_mode(short_tmp: Path, nursery: trio.Nursery) -> None:
+    _, peer = await start(nursery, make_config(short_tmp, extraction={"secrets": "redact"}))
+    added = await call_ok(peer, "memory.add", {**ALICE, "content": "wifi password is hunter2x"})
+    memory = await call_ok(peer, "memory.get", {**ALICE, "memory_id": added["id"]})
+    assert memory["content"] == "wifi password is [redacted]"
+    assert (await call_ok(peer, "system.health", {}))["secrets"]["redacted"] == 1
+
+
+async def test_both_clients_observe_and_extract(short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm) -> None:
+    from memoryd_client import AsyncMemoryClient, MemoryClient
+
+    fake.default = Answer({"facts": [FACTS["facts"][2]]})
+    config = llm_config(short_tmp, fake, debounce_seconds=3600)
+    await start(nursery, config)
+    socket_path = str(config.socket_path)
+    async with AsyncMemoryClient(socket_path, user_id="alice", chat_id="chat-1") as client:
+        assert await client.observe(EXCHANGES[2], session_key="s1") == {"accepted": 2}
+        extracted = await client.extract("m5", session_key="s1")
+        assert extracted["stored"] == 1
+        missing = await client.extract("nope")
+        assert missing["error"] == "Message not found in session"
+
+    def sync_calls() -> dict[str, Any]:
+        with MemoryClient(socket_path, user_id="bob", chat_id="chat-1") as client:
+            assert client.observe(EXCHANGES[0]) == {"accepted": 2}
+            result: dict[str, Any] = client.extract_from_messages(EXCHANGES[2], source_username="bob")
+            return result
+
+    from_messages = await trio.to_thread.run_sync(sync_calls)
+    assert from_messages["stored"] == 1 and from_messages["refreshed"] == []
+
+
+async def test_with_the_local_model_a_paraphrase_refreshes_and_a_new_fact_keeps_its_vector(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm, local_embedder: Any
+) -> None:
+    fake.default = Answer({"facts": [
+        {"content": "Sarah, Alice's wife, loves Italian food.", "memory_type": "relationship", "confidence": 0.9},
+        {"content": "Alice likes black tea.", "memory_type": "preference", "confidence": 0.9},
+    ]})  # fmt: skip
+    config = make_config(
+        short_tmp,
+        embedder="local",
+        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0},
+    )
+    daemon = Daemon(config, embedder=local_embedder)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    wife = await call_ok(peer, "memory.add", {**ALICE, "content": "Alice's wife Sarah loves Italian food."})
+    await call_ok(peer, "memory.add", {**ALICE, "content": "Alice likes green tea."})
+    reply = await call_ok(peer, "memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[0]})
+    assert reply["refreshed"] == [wife["id"]] and reply["stored"] == 1
+    health = await call_ok(peer, "system.health", {})
+    assert health["backlog"]["embed"] == 0
+    (hit, *_) = await call_ok(peer, "memory.search", {**ALICE, "query": "which tea does she drink, black?"})
+    assert hit["content"] == "Alice likes black tea." and hit["similarity"] > 0.5
+
+
+async def test_an_extracted_fact_supersedes_the_memory_it_contradicts(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer({"facts": [{"content": "My favorite color is blue", "memory_type": "preference", "confidence": 0.9}]})
+    # The offline rules decide inline (an LLM decider would queue a job): force them.
+    config = make_config(short_tmp, llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0})
+    config = msgspec.structs.replace(config, supersession=msgspec.structs.replace(config.supersession, decider="rules"))
+    _, peer = await start(nursery, config)
+    red = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is red"})
+    reply = await call_ok(peer, "memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[0]})
+    assert reply["stored"] == 1
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "favorite color"})
+    assert [hit["content"] for hit in hits] == ["My favorite color is blue"]
+    history = await call_ok(peer, "memory.history", {**ALICE, "memory_id": reply["ids"][0]})
+    assert red["id"] in [m["id"] for m in history]
