@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 import trio
 
+from memoryd.ids import new_ulid
 from memoryd.server.daemon import Daemon
 from tests.conftest import make_config
+from tests.store_helpers import sql
 from tests.wire import NdjsonPeer, call_ok
 
 ALICE = {"user_id": "alice"}
@@ -238,13 +240,18 @@ async def test_a_short_prefix_only_ever_matches_the_callers_own_memories(peer: N
     assert [m["id"] for m in await call_ok(peer, "memory.list", ALICE)] == [alice_memory["id"]]
 
 
-async def test_an_ambiguous_prefix_is_refused(peer: NdjsonPeer) -> None:
-    ids = [(await call_ok(peer, "memory.add", {**ALICE, "content": f"burst {i}"}))["id"] for i in range(2)]
+async def test_an_ambiguous_prefix_is_refused(daemon: Daemon, peer: NdjsonPeer) -> None:
+    # New ids never share 8 characters; ULIDs from before (imports, older stores) made in the
+    # same 256 ms do.  Give two memories such ids, as an older store would have them.
+    for i in range(2):
+        await call_ok(peer, "memory.add", {**ALICE, "content": f"burst {i}"})
+    instant = 1_700_000_000_000
+    for i in range(2):
+        sql(daemon.config.db_path, "UPDATE memories SET id = ? WHERE content = ?", (new_ulid(instant), f"burst {i}"))
+    ids = [row[0] for row in sql(daemon.config.db_path, "SELECT id FROM memories ORDER BY id")]
     common = 8
-    while ids[0][:common + 1] == ids[1][:common + 1]:
+    while ids[0][: common + 1] == ids[1][: common + 1]:
         common += 1
-    if ids[0][:8] != ids[1][:8]:
-        pytest.skip("the two adds fell into different 256 ms windows")
     reply = await peer.call("memory.delete", {**ALICE, "memory_id": ids[0][:common]})
     assert reply["error"]["code"] == -32602 and reply["error"]["data"]["field"] == "memory_id"
     assert "ambiguous" in reply["error"]["data"]["reason"]

@@ -17,7 +17,7 @@ from memoryd.server.daemon import Daemon
 from memoryd.store import Store
 from memoryd.store.visibility import Scope
 from tests.conftest import make_config
-from tests.store_helpers import note
+from tests.store_helpers import note, sql
 from tests.disk_faults import build_store, corrupt_mid_file, fill, tmpfs
 from tests.wire import NdjsonPeer
 
@@ -166,3 +166,22 @@ async def test_the_embedding_backfill_pauses_on_a_full_disk_instead_of_stopping_
                 assert search["result"], search
                 await peer.aclose()
                 daemon.request_stop()
+
+
+@pytest.mark.parametrize(
+    ("column", "damage"),
+    [("content", "CAST(x'e5e5e5' AS TEXT)"), ("subjects", "'[\"unterminated'"), ("metadata", "'{not json'")],
+)
+async def test_a_row_that_no_longer_decodes_counts_as_corruption(tmp_path: Path, column: str, damage: str) -> None:
+    # Damage that SQLite's page checks miss (bytes inside a cell): memoryd wrote valid UTF-8 and
+    # JSON, so a row that does not decode is a damaged file, not an internal error.
+    db_path = tmp_path / "memoryd.db"
+    with Store(db_path, readers=1) as store:
+        await store.memories.add(note("a memory that will be damaged"))
+    sql(db_path, f"UPDATE memories SET {column} = {damage}")
+    with Store(db_path, readers=1) as store:
+        with pytest.raises(errors.StoreCorrupt):
+            await store.memories.list(Scope("alice"), limit=10)
+        assert store.memories.storage.state == "corrupt"
+        with pytest.raises(errors.StoreCorrupt):
+            await store.memories.add(note("written into a damaged file?"))

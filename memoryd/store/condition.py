@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 import apsw
+import msgspec
 
 from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import now_ms
@@ -122,5 +123,12 @@ def reporting_to(condition: StorageCondition, *, writing: bool) -> Iterator[None
     except (apsw.CorruptError, apsw.NotADBError) as exc:
         condition.corrupt(str(exc))
         raise StoreCorrupt(f"the database file is damaged: {exc}") from None
+    except (UnicodeDecodeError, msgspec.DecodeError):
+        # memoryd only ever writes valid UTF-8 (the validators refuse lone surrogates) and valid
+        # JSON columns, so a row that does not decode was damaged on disk, where SQLite's own
+        # page checks did not look.
+        reason = "a row holds text or JSON that does not decode"
+        condition.corrupt(reason)
+        raise StoreCorrupt(f"the database file is damaged: {reason}") from None
     if writing:
         condition.wrote()
