@@ -20,6 +20,8 @@ import trio
 from memoryd.config import Config, load_config
 from memoryd.server.daemon import Daemon
 from memoryd.store import Store
+from memoryd.llm import LlmClient, OllamaChat, OpenAIChat
+from tests.fake_llm import FakeLlm
 from tests.store_helpers import Clock
 
 REPO = Path(__file__).resolve().parent.parent
@@ -150,3 +152,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--fuzz-long", default=False):
         os.environ["MEMORYD_FUZZ_LONG"] = "1"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLlm]:
+    """A fake LLM server on loopback (both APIs), scripted by the test."""
+    with FakeLlm() as server:
+        yield server
+
+
+@pytest.fixture(params=["openai", "ollama"])
+def llm(request: pytest.FixtureRequest, fake: FakeLlm) -> LlmClient:
+    """A client of ``fake`` for each API, retrying fast."""
+    backend = OpenAIChat if request.param == "openai" else OllamaChat
+    return backend(fake.url, "test-model", timeout=5.0, retries=1, backoff=0.01, max_backoff=0.05)

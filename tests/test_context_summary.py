@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +98,6 @@ async def test_offline_summary_is_a_digest_by_person_and_type_and_never_stale(pe
 
 
 # -- with an LLM -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +26,7 @@ from memoryd.extract import (
     normalized_text,
 )
 from memoryd.extract.filters import MAX_FACTS
-from memoryd.llm import LlmClient, OllamaChat, OpenAIChat
+from memoryd.llm import LlmClient, OllamaChat
 from tests.fake_llm import Answer, FakeLlm, Raw
 
 NOW = datetime(2026, 11, 22, 18, 24, tzinfo=UTC)
@@ -41,18 +40,6 @@ CONVERSATION = [
 
 def fact(content: str, memory_type: str = "preference", confidence: float = 0.9, **extra: Any) -> dict[str, Any]:
     return {"content": content, "memory_type": memory_type, "confidence": confidence, **extra}
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
-
-
-@pytest.fixture(params=["openai", "ollama"])
-def llm(request: pytest.FixtureRequest, fake: FakeLlm) -> LlmClient:
-    backend = OpenAIChat if request.param == "openai" else OllamaChat
-    return backend(fake.url, "m", timeout=5.0, retries=1, backoff=0.01, max_backoff=0.05)
 
 
 async def run(llm: LlmClient, messages: list[ConversationMessage] = CONVERSATION, **options: Any) -> ExtractionOutcome:

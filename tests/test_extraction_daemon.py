@@ -5,7 +5,6 @@ what is kept out, the debounce, an LLM that is down then back, parking and `jobs
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
 from pathlib import Path
@@ -60,12 +59,6 @@ FACTS = {
         {"content": "Alice's API key is sk-abcdefghijklmnopqrstuvwxyz123456", "memory_type": "knowledge", "confidence": 0.9},
     ]
 }
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
 
 
 def llm_config(base: Path, fake: FakeLlm, **extraction: Any) -> Any:

@@ -5,22 +5,14 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 
 from tests.fake_llm import Answer, FakeLlm
 from tests.wire import sync_call
 
 ALICE = {"user_id": "alice", "chat_id": "chat-1"}
 FACT = {"content": "Alice is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99}
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
 
 
 def wait_until(predicate: Any, timeout: float = 30.0) -> None:

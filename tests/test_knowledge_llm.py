@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
-import pytest
 import trio
 
 from memoryd.knowledge.conflict import CONFLICT_SYSTEM_PROMPT, Statement, decide_with_llm
-from memoryd.llm import LlmClient, OllamaChat, OpenAIChat
+from memoryd.llm import LlmClient
 from tests.fake_llm import Answer, FakeLlm, Raw
 
-FAST = {"timeout": 2.0, "backoff": 0.01, "max_backoff": 0.05, "retries": 1}
 
 OLD = Statement("My car is a Honda Civic", created_at="2025-01-02T10:00:00Z")
 NEW = Statement("I now drive a Tesla", created_at="2026-03-04T10:00:00Z")
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
-
-
-@pytest.fixture(params=["openai", "ollama"])
-def llm(request: pytest.FixtureRequest, fake: FakeLlm) -> LlmClient:
-    backend = OpenAIChat if request.param == "openai" else OllamaChat
-    return backend(fake.url, "test-model", **FAST)
 
 
 async def decide(llm: LlmClient, old: Statement = OLD, new: Statement = NEW):

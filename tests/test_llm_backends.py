@@ -8,7 +8,6 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +45,6 @@ class Pets(msgspec.Struct):
 
 GOOD = {"pets": [{"name": "Rex"}, {"name": "Tweety", "legs": 2}]}
 EXPECTED = Pets([Pet("Rex"), Pet("Tweety", 2)])
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
 
 
 @pytest.fixture(params=["openai", "ollama"])

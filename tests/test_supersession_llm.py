@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,6 @@ from tests.fake_llm import Answer, FakeLlm, Raw
 from tests.wire import NdjsonPeer, call_ok
 
 ALICE = {"user_id": "alice"}
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
 
 
 def llm_daemon(base: Path, fake: FakeLlm, decider: str = "auto") -> Daemon:
