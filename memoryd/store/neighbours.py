@@ -67,13 +67,23 @@ def _around_sql(scope: Scope, reach: int, now_ms: int) -> tuple[str, tuple[objec
     # A neighbour shares its candidate's scope key and must pass the caller's own predicate
     # (disclosure rules included): what the caller cannot see never shapes its ranking.
     near_sql, near_params = predicate(scope, "s", now_ms=now_ms)
-    side = (
-        f"SELECT rowid FROM (SELECT s.rowid FROM memories AS s WHERE s.scope_key = c.scope_key AND {near_sql} "
-        "AND (s.created_at_ms, s.rowid) {compare} (c.created_at_ms, c.rowid) "
-        "ORDER BY s.created_at_ms {direction}, s.rowid {direction} LIMIT ?)"
+    # Each side is two index seeks, merged: the same instant by rowid, then strictly earlier
+    # (later) instants.  A single row-value range, (created_at_ms, rowid) < (...), lets SQLite
+    # seek only on created_at_ms and then filter every row of that instant: a bulk add of 10k
+    # memories in one millisecond made each walk scan all 10k.
+    step = (
+        "SELECT * FROM (SELECT s.rowid AS r, s.created_at_ms AS t FROM memories AS s "
+        f"WHERE s.scope_key = c.scope_key AND {near_sql} AND {{where}} ORDER BY {{order}} LIMIT ?)"
     )
-    before = side.format(compare="<", direction="DESC")
-    after = side.format(compare=">", direction="ASC")
+    side = (
+        "SELECT * FROM (SELECT r FROM ("
+        + step.format(where="s.created_at_ms = c.created_at_ms AND s.rowid {cmp} c.rowid", order="s.rowid {dir}")
+        + " UNION ALL "
+        + step.format(where="s.created_at_ms {cmp} c.created_at_ms", order="s.created_at_ms {dir}, s.rowid {dir}")
+        + ") ORDER BY t {dir}, r {dir} LIMIT ?)"
+    )
+    before = side.format(cmp="<", dir="DESC")
+    after = side.format(cmp=">", dir="ASC")
     visible, visible_params = predicate(scope, "c", now_ms=now_ms)
     sql = (
         "SELECT c.rowid, n.rowid, n.content, n.subjects, n.created_at_ms "
@@ -81,7 +91,8 @@ def _around_sql(scope: Scope, reach: int, now_ms: int) -> tuple[str, tuple[objec
         f"JOIN memories AS n ON n.rowid IN ({before} UNION ALL {after} UNION ALL SELECT c.rowid) "
         f"WHERE {visible}"
     )
-    return sql, (*near_params, reach, *near_params, reach, *visible_params)
+    one_side = (*near_params, reach, *near_params, reach, reach)
+    return sql, (*one_side, *one_side, *visible_params)
 
 
 def around(db: apsw.Connection, scope: Scope, rowids: Iterable[int], reach: int, now_ms: int) -> Neighbourhood:
