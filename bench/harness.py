@@ -96,9 +96,18 @@ class Server:
     """A server subprocess serving ``socket_path``; its stderr goes to ``log_path``."""
 
     def __init__(
-        self, argv: list[str], socket_path: Path, log_path: Path, *, memoryd: bool, env: dict[str, str] | None = None
+        self,
+        argv: list[str],
+        socket_path: Path,
+        log_path: Path,
+        *,
+        memoryd: bool,
+        env: dict[str, str] | None = None,
+        cwd: Path = REPO,
     ) -> None:
+        """``cwd`` is where ``python -m memoryd`` finds its package: another checkout runs that tree."""
         self.argv = argv
+        self.cwd = cwd
         self.env = {**clean_env(), **(env or {})}
         self.socket_path = socket_path
         self.log_path = log_path
@@ -108,7 +117,7 @@ class Server:
 
     @classmethod
     def memoryd_daemon(
-        cls, work: Path, name: str, data_dir: Path, embedder: str, env: dict[str, str] | None = None
+        cls, work: Path, name: str, data_dir: Path, embedder: str, env: dict[str, str] | None = None, cwd: Path = REPO
     ) -> Server:
         argv = [
             sys.executable, "-m", "memoryd", "serve",
@@ -116,7 +125,7 @@ class Server:
             "--data-dir", str(data_dir),
             "--embedder", embedder,
         ]  # fmt: skip
-        return cls(argv, work / f"{name}.sock", work / f"{name}.log", memoryd=True, env=env)
+        return cls(argv, work / f"{name}.sock", work / f"{name}.log", memoryd=True, env=env, cwd=cwd)
 
     @classmethod
     def echo(cls, work: Path, name: str) -> Server:
@@ -134,7 +143,7 @@ class Server:
         with open(self.log_path, "ab") as log:
             started = time.perf_counter()
             self.process = subprocess.Popen(
-                self.argv, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                self.argv, cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
         deadline = started + timeout
         while True:

@@ -1,12 +1,13 @@
-"""Who is calling, as every handler sees it, and the shape of a handler."""
+"""Who is calling, as every handler sees it, and the shapes of a handler."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
-__all__ = ["CallContext", "Handler"]
+__all__ = ["NOT_NOW", "CallContext", "Handler", "NotNow", "NowHandler"]
 
 
 @dataclass
@@ -22,3 +23,15 @@ class CallContext:
 
 #: ``await handler(params, ctx)``: params is the method's decoded params Struct.
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
+
+
+class _NotNow(enum.Enum):
+    NOT_NOW = "not-now"
+
+
+#: What a ``now`` handler returns when it cannot answer without waiting: run the call as a task.
+NOT_NOW: Final = _NotNow.NOT_NOW
+NotNow = Literal[_NotNow.NOT_NOW]
+
+#: ``handler(params, ctx)``, synchronous: the result, or NOT_NOW when answering needs to wait.
+NowHandler = Callable[[Any, CallContext], Any]

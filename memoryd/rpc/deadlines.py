@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
 from memoryd.errors import DeadlineExceeded, ShuttingDown
 from memoryd.log import fields
-from memoryd.rpc.context import CallContext
+from memoryd.rpc.context import NOT_NOW, CallContext, NowHandler
 from memoryd.rpc.envelope import Request
 
 __all__ = ["RequestGuard"]
@@ -64,6 +64,17 @@ class RequestGuard:
             raise ShuttingDown()
         log.warning("request.deadline", extra=fields(method=request.method, conn=ctx.connection_id))
         raise DeadlineExceeded(data={"timeout_seconds": self.request_timeout})
+
+    def run_now(self, call: NowHandler, params: Any, ctx: CallContext) -> Any:
+        """``call(params, ctx)``, synchronous, so no deadline applies (nothing can cancel it and it
+        waits on nothing); refused during shutdown like :meth:`run`.  Counted only when it
+        answered: a NOT_NOW result is counted again by the :meth:`run` that follows."""
+        if self.refusing:
+            raise ShuttingDown()
+        result = call(params, ctx)
+        if result is not NOT_NOW:
+            self.requests_total += 1
+        return result
 
     def refuse_new_calls(self) -> None:
         """Shutdown has begun: calls that arrive from now on are answered ShuttingDown."""

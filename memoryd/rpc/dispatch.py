@@ -1,9 +1,13 @@
 """Run JSON-RPC calls against a table of methods: one framed payload in, one reply (or none) out.
 
 A method is registered with its params Struct; params are decoded once, from the raw envelope
-slice straight into that Struct, by a decoder built at registration.  Whatever a call raises
-becomes its reply in rpc/errormap.py, the only place that decides codes; a failing call never
-drops the connection.  A table ``guarded_by`` a RequestGuard runs each call under the request
+slice straight into that Struct, by a decoder built at registration.  A method may also register
+a synchronous ``now`` form that answers without waiting on anything when it can (health with its
+numbers cached): :func:`answer_now` runs it inline in the connection's read loop, with no task,
+no deadline scope and no scheduler pass, and says NOT_NOW when the call needs the async path.
+
+Whatever a call raises becomes its reply in rpc/errormap.py, the only place that decides codes;
+a failing call never drops the connection.  A table ``guarded_by`` a RequestGuard runs each call under the request
 deadline and shutdown policy of rpc/deadlines.py.
 """
 
@@ -17,14 +21,14 @@ import trio
 
 from memoryd.errors import InvalidParams, InvalidRequest, MethodNotFound, RpcError
 from memoryd.rpc.budget import ReplyBudget
-from memoryd.rpc.context import CallContext, Handler
+from memoryd.rpc.context import NOT_NOW, CallContext, Handler, NotNow, NowHandler
 from memoryd.rpc.deadlines import RequestGuard
 from memoryd.rpc.envelope import BadCall, Request, encode_batch, encode_error, encode_result, parse_message
 from memoryd.rpc.errormap import rpc_error_for
 from memoryd.rpc.validation_errors import invalid_params_from
 
 # CallContext is re-exported: handlers (service/, auth/) import it from here with the table.
-__all__ = ["CallContext", "Handler", "MethodTable", "serve_message"]
+__all__ = ["NOT_NOW", "CallContext", "Handler", "MethodTable", "NotNow", "NowHandler", "answer_now", "serve_message"]
 
 _OPEN_BRACKET = ord("[")
 #: How many calls of one batch run at once.
@@ -38,6 +42,7 @@ class _Method:
     # An array_like params Struct takes positional params; every other one needs an object.
     array_like: bool
     empty: bytes
+    now: NowHandler | None
 
 
 class MethodTable:
@@ -50,7 +55,10 @@ class MethodTable:
         self._only: frozenset[str] | None = None
         self._refusal: RpcError | None = None
 
-    def register(self, name: str, params_type: type[msgspec.Struct], handler: Handler) -> None:
+    def register(
+        self, name: str, params_type: type[msgspec.Struct], handler: Handler, *, now: NowHandler | None = None
+    ) -> None:
+        """``now``, if given, must answer exactly as ``handler`` would, or return NOT_NOW."""
         if name in self._methods:
             raise ValueError(f"method {name!r} is already registered")
         if not (isinstance(params_type, type) and issubclass(params_type, msgspec.Struct)):
@@ -61,6 +69,7 @@ class MethodTable:
             handler=handler,
             array_like=array_like,
             empty=b"[]" if array_like else b"{}",
+            now=now,
         )
 
     def guarded_by(self, guard: RequestGuard) -> MethodTable:
@@ -101,13 +110,40 @@ class MethodTable:
             return None
         return encode_error(request.id, error)
 
-    async def _call(self, request: Request, ctx: CallContext) -> Any:
+    def dispatch_now(self, request: Request, ctx: CallContext) -> bytes | None | NotNow:
+        """:meth:`dispatch` without waiting: the same reply, or NOT_NOW (nothing was run, nothing
+        counted) when the method has no ``now`` form or it cannot answer at once."""
+        try:
+            method = self._method_for(request)
+            if method.now is None:
+                return NOT_NOW
+            params = _decode_params(method, request.params)
+            if self._guard is None:
+                result = method.now(params, ctx)
+            else:
+                result = self._guard.run_now(method.now, params, ctx)
+            if result is NOT_NOW:
+                return NOT_NOW
+            if request.is_notification:
+                return None
+            return encode_result(request.id, result)
+        except Exception as exc:
+            error = rpc_error_for(exc, request.method, ctx.connection_id)
+        if request.is_notification:
+            return None
+        return encode_error(request.id, error)
+
+    def _method_for(self, request: Request) -> _Method:
         method = self._methods.get(request.method)
         if method is None:
             raise MethodNotFound()
         if self._only is not None and request.method not in self._only:
             assert self._refusal is not None
             raise self._refusal
+        return method
+
+    async def _call(self, request: Request, ctx: CallContext) -> Any:
+        method = self._method_for(request)
         return await method.handler(_decode_params(method, request.params), ctx)
 
 
@@ -124,6 +160,27 @@ def _decode_params(method: _Method, raw: msgspec.Raw | None) -> Any:
         raise invalid_params_from(exc) from None
     except RecursionError:
         raise InvalidParams.for_field("params", "are nested too deeply") from None
+
+
+def answer_now(
+    payload: bytes, table: MethodTable, ctx: CallContext, *, budget: ReplyBudget | None = None
+) -> bytes | None | NotNow:
+    """:func:`serve_message` for a payload that can be answered without waiting: a single call
+    whose method answers now, or one that is refused before running (unreadable, not a request,
+    no such method, bad params).  NOT_NOW for anything else, batches included: run
+    :func:`serve_message` in a task then.  The budget is charged as serve_message charges it.
+    """
+    try:
+        message = parse_message(payload)
+        if message.is_batch:
+            return NOT_NOW
+        call = message.calls[0]
+        if isinstance(call, BadCall):
+            return _bad_call_reply(budget, call)
+        reply = table.dispatch_now(call, ctx)
+        return reply if reply is NOT_NOW else _charged(budget, call, reply)
+    except Exception as exc:
+        return _refused_whole(budget, exc, ctx)
 
 
 async def serve_message(
@@ -147,22 +204,11 @@ async def serve_message(
         if not message.is_batch:
             call = calls[0]
             if isinstance(call, BadCall):
-                return None if call.notification else _settled(budget, encode_error(call.id, call.error))
-            reply = await table.dispatch(call, ctx)
-            if reply is None or budget is None:
-                return reply
-            refusal = budget.take(len(reply))
-            if refusal is None:
-                return reply
-            return _settled(budget, encode_error(call.id, refusal))
+                return _bad_call_reply(budget, call)
+            return _charged(budget, call, await table.dispatch(call, ctx))
         return await _serve_batch(calls, table, ctx, budget, max_batch_calls)
-    except RpcError as err:  # from parse_message: the payload as a whole is refused
-        return _settled(budget, encode_error(None, err))
     except Exception as exc:
-        # A bug between the bytes and the reply (the methods' own failures never get here):
-        # answer and keep the connection, and the daemon, up.
-        error = rpc_error_for(exc, "<message>", ctx.connection_id)
-        return _settled(budget, encode_error(None, error))
+        return _refused_whole(budget, exc, ctx)
 
 
 async def _serve_batch(
@@ -223,6 +269,30 @@ async def _serve_batch(
     if budget is not None:
         budget.settle(taken, len(out) if out is not None else 0)
     return out
+
+
+def _bad_call_reply(budget: ReplyBudget | None, call: BadCall) -> bytes | None:
+    return None if call.notification else _settled(budget, encode_error(call.id, call.error))
+
+
+def _charged(budget: ReplyBudget | None, call: Request, reply: bytes | None) -> bytes | None:
+    """``reply`` charged to ``budget``, or the budget's error in its place when it does not fit."""
+    if reply is None or budget is None:
+        return reply
+    refusal = budget.take(len(reply))
+    if refusal is None:
+        return reply
+    return _settled(budget, encode_error(call.id, refusal))
+
+
+def _refused_whole(budget: ReplyBudget | None, exc: Exception, ctx: CallContext) -> bytes:
+    """The reply to a payload refused as a whole: unreadable, or not a request at all."""
+    if isinstance(exc, RpcError):  # from parse_message
+        return _settled(budget, encode_error(None, exc))
+    # A bug between the bytes and the reply (the methods' own failures never get here):
+    # answer and keep the connection, and the daemon, up.
+    error = rpc_error_for(exc, "<message>", ctx.connection_id)
+    return _settled(budget, encode_error(None, error))
 
 
 def _settled(budget: ReplyBudget | None, reply: bytes) -> bytes:

@@ -1,15 +1,26 @@
 """One client connection under trio: move bytes between the socket and ``RpcConnection``.
 
 What to do next is always the protocol object's answer (memoryd/rpc/connection.py); this loop
-only receives, starts a task per message, and sends.  Messages on one connection run
-concurrently (pipelining) up to ``max_inflight``, past which it stops reading, pushing back on
-the client instead of queueing without bound.  Replies go out as they complete, carrying their
-request's id.
+only receives, answers or starts a task per message, and sends.  A call that can be answered
+without waiting (``rpc.dispatch.answer_now``: health with its numbers cached, any call refused
+before it runs) is answered right here in the read loop; every other message gets its own task,
+so messages on one connection run concurrently (pipelining) up to ``max_inflight``, past which
+the loop stops reading, pushing back on the client instead of queueing without bound.  Replies go
+out as they complete, carrying their request's id.
+
+The socket is driven with ``trio.lowlevel.wait_readable`` and plain ``read``/``write`` calls
+rather than ``SocketStream.receive_some``/``send_all``: trio's calls add a scheduler pass each
+even when the system call succeeds at once, and a cancel scope per wait costs as much again
+(bench/bench_rtt.py; README "Round trip").  A reply that fits the socket buffer is written at
+once; only the rest of one that does not waits, in a task, under the send lock and the stall
+timeout.  The read deadline (idle, frame, shutdown) lives in one cancel scope that is replaced
+only when it fires or must move earlier.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import struct
 
@@ -18,7 +29,7 @@ import trio
 from memoryd.log import fields
 from memoryd.rpc.budget import SharedBudget
 from memoryd.rpc.connection import Close, CloseReason, ConnectionLimits, RpcConnection, Wait
-from memoryd.rpc.dispatch import CallContext, MethodTable, serve_message
+from memoryd.rpc.dispatch import NOT_NOW, CallContext, MethodTable, answer_now, serve_message
 from memoryd.server.stats import ServerStats
 
 log = logging.getLogger("memoryd.server")
@@ -37,20 +48,6 @@ def peer_credentials(stream: trio.SocketStream) -> tuple[int | None, int | None,
     return pid, uid, gid
 
 
-async def acquire_fast(lock: trio.Lock) -> None:
-    """``await lock.acquire()`` minus its scheduler round when the lock is free.
-
-    Every reply takes the send lock, and an uncontended ``acquire()`` still yields to the
-    scheduler: an extra trio pass per call, a fair share of a small call's cost
-    (bench/run_all.py, rtt).  send_all checkpoints anyway, so cancellation and fairness are
-    unchanged.
-    """
-    try:
-        lock.acquire_nowait()
-    except trio.WouldBlock:
-        await lock.acquire()
-
-
 class Connection:
     def __init__(
         self,
@@ -65,9 +62,13 @@ class Connection:
         self.table = table
         self.stats = stats
         self.protocol = RpcConnection(limits, budget)
-        self._send_lock = trio.Lock()
+        # Held while a reply is being sent in pieces (a semaphore, not a Lock: the read loop may
+        # take it after writing part of a reply and the task that sends the rest releases it).
+        self._sending = trio.Semaphore(1)
         self._slot_freed = trio.lowlevel.ParkingLot()
-        # The scope of the current wait for bytes: its deadline moves when the protocol's does.
+        # The scope every wait for bytes runs in.  Its deadline is never later than the
+        # protocol's read deadline; when it fires the loop asks the protocol again, so a deadline
+        # that moved later (the idle clock restarting after every message) costs nothing per call.
         self._read_scope = trio.CancelScope()
         pid, uid, gid = peer_credentials(stream)
         self.context = CallContext(peer_uid=uid, peer_pid=pid, peer_gid=gid, connection_id=connection_id)
@@ -91,35 +92,88 @@ class Connection:
     def begin_shutdown(self) -> None:
         """Keep answering until the client is quiet; running messages finish."""
         self.protocol.begin_shutdown()
-        self._read_scope.deadline = self.protocol.read_deadline(trio.current_time())
+        self._lower_read_deadline()
 
     async def _read_messages(self, messages: trio.Nursery) -> None:
         protocol = self.protocol
         while True:
+            self._read_scope = trio.CancelScope(deadline=protocol.read_deadline(trio.current_time()))
+            close = None
+            with self._read_scope:
+                close = await self._serve_until_closed(messages)
+            if close is not None:
+                await self._close(close)
+                return
+            # The scope fired: a deadline that has really passed ends the connection (the next
+            # event is Close); one that moved later since is waited for in a new scope.
+            if trio.current_time() >= protocol.read_deadline(trio.current_time()):
+                protocol.read_timed_out()
+
+    async def _serve_until_closed(self, messages: trio.Nursery) -> Close | None:
+        """Run the protocol's events until it says Close.  Every await here may be cancelled by
+        the read deadline without losing anything: a message once read is handed off (answered,
+        or its task started) before the next await."""
+        protocol = self.protocol
+        while True:
             event = protocol.next_event()
             if type(event) is bytes:
-                messages.start_soon(self._serve, event)
+                self._hand_off(event, messages)
             elif event is Wait.NEED_DATA:
+                self._lower_read_deadline()
                 await self._receive()
             elif event is Wait.SLOT:
                 await self._slot_freed.park()
             else:
                 assert isinstance(event, Close)
-                await self._close(event)
-                return
+                return event
+
+    def _hand_off(self, payload: bytes, messages: trio.Nursery) -> None:
+        protocol = self.protocol
+        reply = answer_now(payload, self.table, self.context, budget=protocol.replies)
+        if reply is NOT_NOW:
+            messages.start_soon(self._serve, payload)
+            return
+        protocol.message_done()
+        if reply is not None:
+            self._send_now(protocol.frame(reply), len(reply), messages)
+
+    def _send_now(self, frame: bytes, charged: int, messages: trio.Nursery) -> None:
+        """Write ``frame`` if the socket takes it whole; otherwise a task sends the rest.  The
+        ``charged`` reply bytes are released once it is all sent (or the peer is gone)."""
+        sent = self._write_nowait(frame)
+        if sent == len(frame):
+            self.protocol.replies.release(charged)
+            return
+        if sent:
+            # Part is out: nothing else may write until the rest is (the sender releases it).
+            self._sending.acquire_nowait()
+        messages.start_soon(self._send_rest, frame, sent, charged)
+
+    async def _send_rest(self, frame: bytes, sent: int, charged: int) -> None:
+        try:
+            if not sent:
+                await self._acquire_sending()
+            await self._send_held(memoryview(frame)[sent:])
+        finally:
+            self.protocol.replies.release(charged)
+
+    def _lower_read_deadline(self) -> None:
+        deadline = self.protocol.read_deadline(trio.current_time())
+        if deadline < self._read_scope.deadline:
+            self._read_scope.deadline = deadline
 
     async def _receive(self) -> None:
-        # Only this wait for bytes is ever cancelled (idle, shutdown), never the hand-off of a
-        # message that has been read: that would drop it without a reply.
-        self._read_scope = trio.CancelScope(deadline=self.protocol.read_deadline(trio.current_time()))
-        with self._read_scope:
-            try:
-                data = await self.stream.receive_some(RECEIVE_CHUNK)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
-            self.protocol.receive_data(data)
-            return
-        self.protocol.read_timed_out()
+        sock = self.stream.socket
+        try:
+            # One scheduler pass per read, whether or not bytes were already waiting: the
+            # checkpoint that keeps a client that never stops sending from starving the others.
+            await trio.lowlevel.wait_readable(sock)
+            data = os.read(sock.fileno(), RECEIVE_CHUNK)
+        except BlockingIOError:
+            return  # woken without bytes after all: the loop asks for them again
+        except (trio.ClosedResourceError, OSError):
+            data = b""  # closed here (a stalled send) or reset by the peer: end of input
+        self.protocol.receive_data(data)
 
     async def _close(self, event: Close) -> None:
         reason = event.reason
@@ -154,15 +208,44 @@ class Connection:
             if self._slot_freed:
                 self._slot_freed.unpark_all()
             if not protocol.in_flight:
-                self._read_scope.deadline = protocol.read_deadline(trio.current_time())
+                self._lower_read_deadline()
+
+    def _write_nowait(self, frame: bytes | memoryview) -> int:
+        """Bytes of ``frame`` the socket took without waiting; 0 while another reply is being
+        sent in pieces (its bytes must not be interleaved with these) or the socket is full or
+        gone."""
+        if not self._sending.value:
+            return 0
+        try:
+            return os.write(self.stream.socket.fileno(), frame)
+        except OSError:
+            # Full (EAGAIN), or closed or broken: the awaited send sees it and says so.
+            return 0
 
     async def _send(self, frame: bytes) -> None:
-        await acquire_fast(self._send_lock)
+        sent = self._write_nowait(frame)
+        if sent == len(frame):
+            return
+        if sent:
+            self._sending.acquire_nowait()
+        else:
+            await self._acquire_sending()
+        await self._send_held(memoryview(frame)[sent:])
+
+    async def _acquire_sending(self) -> None:
+        # An uncontended trio acquire() still yields to the scheduler: a pass per reply saved.
+        try:
+            self._sending.acquire_nowait()
+        except trio.WouldBlock:
+            await self._sending.acquire()
+
+    async def _send_held(self, rest: memoryview) -> None:
+        """Send ``rest`` of a reply while holding ``_sending``, and release it."""
         try:
             # A client that stops reading its replies must not pin a connection (and its
             # in-flight slots) forever: a send that makes no progress for idle_timeout ends it.
             with trio.move_on_after(self.protocol.limits.idle_timeout) as stalled:
-                await self.stream.send_all(frame)
+                await self.stream.send_all(rest)
             if stalled.cancelled_caught:
                 log.info("connection.send_stalled", extra=fields(conn=self.context.connection_id))
                 self.stats.stalled_connections += 1
@@ -173,4 +256,4 @@ class Connection:
             # The client went away; its messages' results have nowhere to go.
             log.debug("connection.send_failed", extra=fields(conn=self.context.connection_id))
         finally:
-            self._send_lock.release()
+            self._sending.release()

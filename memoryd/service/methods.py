@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from memoryd import __version__
 from memoryd.errors import StoreError
-from memoryd.rpc.dispatch import CallContext, MethodTable
+from memoryd.rpc.dispatch import NOT_NOW, CallContext, MethodTable, NotNow
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.context import ContextService
 from memoryd.service.conversation import ConversationService
@@ -38,6 +38,9 @@ from memoryd.store import JobQueue
 #: Health's store numbers are reused for this long unless this process wrote meanwhile.
 HEALTH_CACHE_SECONDS = 1.0
 
+#: Memory counts, the embedding backlog, the conversation queue's numbers.
+StoreNumbers = tuple[dict[str, Any], dict[str, int], dict[str, Any]]
+
 
 class HealthReporter:
     """``system.health``: cheap enough to poll; no memory contents.
@@ -61,12 +64,35 @@ class HealthReporter:
         self.backfill = backfill
         self.server_stats = server_stats
         self.started = time.monotonic()
-        self._store_numbers: tuple[dict[str, Any], dict[str, int], dict[str, Any]] | None = None
+        self._store_numbers: StoreNumbers | None = None
         self._store_numbers_stamp = (-1, 0.0)
 
+    def health_now(self, params: HealthParams, ctx: CallContext) -> dict[str, Any] | NotNow:
+        """The reply without waiting, or NOT_NOW when the store's numbers must be read first (a
+        write since, or older than HEALTH_CACHE_SECONDS): the connection answers it in its read
+        loop (rpc/dispatch.py ``answer_now``) and runs :meth:`health` only for NOT_NOW."""
+        if not self.service.authenticator.sees_health_details(ctx):
+            # Never needs a token (liveness probes, `memory health` in a sandbox), so in token
+            # mode only trusted peers see the host-wide numbers; everyone else gets liveness only.
+            return self._liveness()
+        numbers = self._store_numbers
+        if numbers is None or self._stale(trio.current_time()):
+            return NOT_NOW
+        return self._report(numbers)
+
     async def health(self, params: HealthParams, ctx: CallContext) -> dict[str, Any]:
-        # Never needs a token (liveness probes, `memory health` in a sandbox), so in token mode
-        # only trusted peers see the host-wide numbers; everyone else gets liveness only.
+        answer = self.health_now(params, ctx)
+        if answer is not NOT_NOW:
+            return answer
+        try:
+            numbers = await self._read_store_numbers()
+        except StoreError:
+            # The numbers may sit on damaged pages; health must still answer (the store's
+            # condition now says corrupt, and the reason is shown).
+            return self._report(({}, {}, {}), unreadable=True)
+        return self._report(numbers)
+
+    def _liveness(self) -> dict[str, Any]:
         embedder = self.service.embedder
         degraded = embedder is not None and self.backfill is not None and bool(self.backfill.last_error)
         storage = self.service.memories.storage
@@ -79,8 +105,14 @@ class HealthReporter:
         if storage.state != "ok":
             # A full disk or a damaged file: every caller should learn why writes fail.
             liveness["reason"] = storage.reason
-        if not self.service.authenticator.sees_health_details(ctx):
-            return liveness
+        return liveness
+
+    def _report(self, numbers: StoreNumbers, *, unreadable: bool = False) -> dict[str, Any]:
+        liveness = self._liveness()
+        storage = self.service.memories.storage
+        if unreadable:
+            liveness.update(status="degraded", reason=storage.reason or "the store could not be read")
+        embedder = self.service.embedder
         embedder_state: dict[str, Any] = {"backend": "none", "state": "disabled"}
         if embedder is not None:
             embedder_state = dict(embedder.describe())
@@ -89,14 +121,7 @@ class HealthReporter:
                 embedder_state["embedded_since_start"] = self.backfill.embedded_total
                 if self.backfill.last_error:
                     embedder_state["last_error"] = self.backfill.last_error
-        try:
-            counts, backlog, queue = await self._cached_store_numbers()
-        except StoreError:
-            # The numbers may sit on damaged pages; health must still answer (the store's
-            # condition now says corrupt, and the reason is shown).
-            counts, backlog, queue = {}, {}, {}
-            storage = self.service.memories.storage
-            liveness.update(status="degraded", reason=storage.reason or "the store could not be read")
+        counts, backlog, queue = numbers
         extra: dict[str, Any] = {}
         if self.conversations is not None:
             extra["extraction"] = self.conversations.describe(queue)
@@ -111,17 +136,17 @@ class HealthReporter:
             **extra,
         }
 
-
-    async def _cached_store_numbers(self) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
-        memories = self.service.memories
+    def _stale(self, now: float) -> bool:
         writes, taken_at = self._store_numbers_stamp
-        now = trio.current_time()
-        if self._store_numbers is None or writes != memories.write_count or now - taken_at > HEALTH_CACHE_SECONDS:
-            stamp = (memories.write_count, now)
-            queue = {} if self.conversations is None else await self.conversations.conversations.status()
-            self._store_numbers = (await memories.health_counts(), await self.jobs.backlog(), queue)
-            self._store_numbers_stamp = stamp
-        return self._store_numbers
+        return writes != self.service.memories.write_count or now - taken_at > HEALTH_CACHE_SECONDS
+
+    async def _read_store_numbers(self) -> StoreNumbers:
+        memories = self.service.memories
+        stamp = (memories.write_count, trio.current_time())
+        queue = {} if self.conversations is None else await self.conversations.conversations.status()
+        numbers = (await memories.health_counts(), await self.jobs.backlog(), queue)
+        self._store_numbers, self._store_numbers_stamp = numbers, stamp
+        return numbers
 
 
 def build_method_table(
@@ -142,7 +167,7 @@ def build_method_table(
         table.register("memory.observe", ObserveParams, conversations.observe)
         table.register("memory.extract", ExtractParams, conversations.extract)
         table.register("memory.extract_from_messages", ExtractFromMessagesParams, conversations.extract_from_messages)
-    table.register("system.health", HealthParams, health.health)
+    table.register("system.health", HealthParams, health.health, now=health.health_now)
     if people is not None and summaries is not None:
         register_people_methods(table, ContextService(service, people, summaries, service.authenticator))
     return table
