@@ -267,6 +267,27 @@ async def test_health_reports_counts_and_embedder(peer: NdjsonPeer) -> None:
     assert "backlog" in health and "server" in health
 
 
+async def test_health_answered_in_the_read_loop_matches_the_full_path_and_sees_every_write(
+    peer: NdjsonPeer, daemon: Daemon
+) -> None:
+    # The first call reads the store (a task); the next ones are answered inline from the cache.
+    slow = await call_ok(peer, "system.health", {})
+    fast = await call_ok(peer, "system.health", {})
+    for reply in (slow, fast):
+        reply.pop("uptime_seconds")
+        reply["server"].pop("requests_total")
+    assert fast == slow
+    for count in (1, 2, 3):
+        await call_ok(peer, "memory.add", {**ALICE, "content": f"fact number {count}"})
+        # A write makes the cached numbers stale at once: never a count from before it.
+        assert (await call_ok(peer, "system.health", {}))["counts"]["memories_active"] == count
+    server = daemon.server
+    assert server is not None
+    before = server.stats()["requests_total"]
+    await call_ok(peer, "system.health", {})
+    assert server.stats()["requests_total"] == before + 1  # counted once whichever path answered
+
+
 async def test_memories_survive_a_restart(short_tmp: Path) -> None:
     config = make_config(short_tmp)
     async with trio.open_nursery() as nursery:

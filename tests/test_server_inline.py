@@ -1,0 +1,129 @@
+"""Calls answered in the read loop (server/connection.py) on a real socket: they never wait behind a
+slow call on the same connection, replies larger than the socket buffer arrive whole and
+unmixed, and the read deadlines (idle) still hold."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+from memoryd.config import LimitsConfig
+from memoryd.rpc.dispatch import CallContext, MethodTable
+from memoryd.server.listener import RpcServer
+from tests.wire import NdjsonPeer, PrefixPeer
+
+#: Bigger than a Unix socket's send buffer, so a reply of it cannot be written at once.
+BIG = 600 * 1024
+
+
+class Size(msgspec.Struct):
+    size: int = 10
+    seconds: float = 0.0
+
+
+def table() -> MethodTable:
+    methods = MethodTable()
+
+    def blob_now(params: Size, ctx: CallContext) -> Any:
+        return "x" * params.size
+
+    async def blob(params: Size, ctx: CallContext) -> Any:
+        raise AssertionError("blob always answers now")
+
+    async def sleep(params: Size, ctx: CallContext) -> Any:
+        await trio.sleep(params.seconds)
+        return "y" * params.size
+
+    methods.register("blob", Size, blob, now=blob_now)
+    methods.register("sleep", Size, sleep)
+    return methods
+
+
+@pytest.fixture
+async def server_path(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[tuple[RpcServer, Path]]:
+    path = short_tmp / "s.sock"
+    listen_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listen_socket.bind(str(path))
+    listen_socket.listen()
+    limits = msgspec.convert({"idle_timeout": 1.0, "max_reply_bytes": 8 * BIG}, LimitsConfig)
+    server = RpcServer(table(), limits)
+    await nursery.start(server.serve, listen_socket)
+    yield server, path
+    server.shutdown()
+    listen_socket.close()
+
+
+def call(method: str, id: Any, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params, "id": id}
+
+
+async def test_a_call_answered_now_does_not_wait_behind_a_slow_call_on_its_connection(
+    server_path: tuple[RpcServer, Path],
+) -> None:
+    _, path = server_path
+    with trio.fail_after(20):
+        peer = await NdjsonPeer.connect(path)
+        await peer.send(call("sleep", "slow", seconds=30.0))
+        for id in range(5):
+            await peer.send(call("blob", id))
+        # All five are answered while the slow call still sleeps: nothing queued behind it.
+        assert sorted([(await peer.receive())["id"] for _ in range(5)]) == list(range(5))
+        await peer.aclose()
+
+
+async def test_pipelined_slow_and_inline_calls_all_get_their_own_whole_replies(
+    server_path: tuple[RpcServer, Path],
+) -> None:
+    server, path = server_path
+    with trio.fail_after(30):
+        peer = await PrefixPeer.connect(path)
+        expected: dict[Any, int] = {}
+        for id in range(12):
+            size = BIG if id % 3 == 0 else 1000 + id
+            if id % 2:
+                await peer.send(call("sleep", id, size=size, seconds=0.01 * id))
+            else:
+                await peer.send(call("blob", id, size=size))
+            expected[id] = size
+        # Read slowly, so replies bigger than the socket buffer go out in pieces, interleaved
+        # in time with the others; each must still be one whole, unmixed frame.
+        got: dict[Any, int] = {}
+        for _ in range(12):
+            await trio.sleep(0.02)
+            reply = await peer.receive()
+            got[reply["id"]] = len(reply["result"])
+        assert got == expected
+        await peer.aclose()
+    with trio.fail_after(10):
+        while server.connections:
+            await trio.sleep(0.01)
+    assert server.budget.used == 0  # every reply's charge was given back
+
+
+async def test_an_idle_connection_is_still_closed_after_idle_timeout(server_path: tuple[RpcServer, Path]) -> None:
+    _, path = server_path
+    peer = await NdjsonPeer.connect(path)
+    with trio.fail_after(20):
+        for id in range(3):
+            assert (await peer.call("blob", {"size": 1}, id=id))["result"] == "x"
+        started = trio.current_time()
+        assert await peer.receive_raw() is None  # closed by the server, not by us
+    # Idle counts from the last answer, not from when the connection opened.
+    assert trio.current_time() - started >= 0.9
+
+
+async def test_a_line_client_gets_inline_replies_in_its_framing(server_path: tuple[RpcServer, Path]) -> None:
+    _, path = server_path
+    with trio.fail_after(20):
+        peer = await NdjsonPeer.connect(path)
+        await peer.send_raw(json.dumps(call("blob", 1, size=BIG)).encode() + b"\n")
+        reply = await peer.receive()
+        assert reply["id"] == 1 and len(reply["result"]) == BIG
+        await peer.aclose()
