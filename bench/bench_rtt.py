@@ -58,17 +58,23 @@ def main() -> None:
     here = Path(__file__).resolve().parents[1]
     token_env = {"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": secrets.token_hex(32)}
     work = Path(tempfile.mkdtemp(prefix="mdrtt-", dir="/tmp"))
-    servers: dict[str, Server] = {"echo": Server.echo(work, "e")}
-    for tree_label, tree in (("base", args.base.resolve()), ("new", here)):
-        for mode in args.modes.split(","):
-            env = token_env if mode == "liveness" else None
-            servers[f"{mode}-{tree_label}"] = daemon(work, f"{mode[0]}{tree_label}", tree, env)
+    labels = ["echo"] + [f"{mode}-{tree}" for tree in ("base", "new") for mode in args.modes.split(",")]
+    trees = {"base": args.base.resolve(), "new": here}
+
+    def fresh(label: str, round_: int) -> Server:
+        if label == "echo":
+            return Server.echo(work, f"e{round_}")
+        mode, tree = label.split("-")
+        env = token_env if mode == "liveness" else None
+        return daemon(work, f"{mode[0]}{tree[0]}{round_}", trees[tree], env)
+
     runs: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
     print(f"load average at the start: {load_average()}")
-    with contextlib.ExitStack() as stack:
-        for server in servers.values():
-            stack.enter_context(server)
-        for _ in range(args.rounds):
+    for round_ in range(args.rounds):
+        # Fresh processes every round: one process's placement on the cores (and its cache luck)
+        # biases all of its calls, so the median is over processes as well as rounds.
+        with contextlib.ExitStack() as stack:
+            servers = {label: stack.enter_context(fresh(label, round_)) for label in labels}
             for framing in args.framings.split(","):
                 for clients, calls, warmup in ((1, args.calls, 200), (CLIENTS, args.per_client, 10)):
                     for label, server in servers.items():
@@ -86,7 +92,7 @@ def main() -> None:
         for clients in (1, CLIENTS):
             echo_p50 = statistics.median(r[0] for r in runs["echo", framing, clients])
             echo_cpu = statistics.median(r[1] for r in runs["echo", framing, clients])
-            for label in servers:
+            for label in labels:
                 rounds = runs[label, framing, clients]
                 wall = statistics.median(r[0] for r in rounds)
                 cpu = statistics.median(r[1] for r in rounds)

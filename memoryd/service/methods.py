@@ -33,6 +33,7 @@ from memoryd.service.people_params import (
 )
 from memoryd.service.summary import SummaryService
 from memoryd.store import JobQueue
+from memoryd.store.condition import Condition
 
 
 #: Health's store numbers are reused for this long unless this process wrote meanwhile.
@@ -92,11 +93,13 @@ class HealthReporter:
             return self._report(({}, {}, {}), unreadable=True)
         return self._report(numbers)
 
-    def _liveness(self) -> dict[str, Any]:
-        embedder = self.service.embedder
-        degraded = embedder is not None and self.backfill is not None and bool(self.backfill.last_error)
-        storage = self.service.memories.storage
-        degraded = degraded or storage.state != "ok"
+    def _liveness(self, storage: Condition | None = None) -> dict[str, Any]:
+        if storage is None:
+            storage = self.service.memories.storage
+        backfill = self.backfill
+        degraded = storage.state != "ok" or (
+            self.service.embedder is not None and backfill is not None and bool(backfill.last_error)
+        )
         liveness: dict[str, Any] = {
             "status": "degraded" if degraded else "ok",
             "version": __version__,
@@ -108,33 +111,34 @@ class HealthReporter:
         return liveness
 
     def _report(self, numbers: StoreNumbers, *, unreadable: bool = False) -> dict[str, Any]:
-        liveness = self._liveness()
+        # Every call of a poller comes here (health_now): one dict built in one go, each
+        # attribute read once.
         storage = self.service.memories.storage
+        report = self._liveness(storage)
         if unreadable:
-            liveness.update(status="degraded", reason=storage.reason or "the store could not be read")
-        embedder = self.service.embedder
-        embedder_state: dict[str, Any] = {"backend": "none", "state": "disabled"}
-        if embedder is not None:
-            embedder_state = dict(embedder.describe())
-            if self.backfill is not None:
-                embedder_state["vector_space_ready"] = self.backfill.vector_space_ready
-                embedder_state["embedded_since_start"] = self.backfill.embedded_total
-                if self.backfill.last_error:
-                    embedder_state["last_error"] = self.backfill.last_error
+            report.update(status="degraded", reason=storage.reason or "the store could not be read")
         counts, backlog, queue = numbers
-        extra: dict[str, Any] = {}
+        report["storage"] = storage.to_dict()
+        report["counts"] = counts
+        report["embedder"] = self._embedder_state()
+        report["backlog"] = backlog
+        report["server"] = self.server_stats()
         if self.conversations is not None:
-            extra["extraction"] = self.conversations.describe(queue)
-        extra["secrets"] = self.service.secrets.describe()
-        return {
-            **liveness,
-            "storage": storage.to_dict(),
-            "counts": counts,
-            "embedder": embedder_state,
-            "backlog": backlog,
-            "server": self.server_stats(),
-            **extra,
-        }
+            report["extraction"] = self.conversations.describe(queue)
+        report["secrets"] = self.service.secrets.describe()
+        return report
+
+    def _embedder_state(self) -> dict[str, Any]:
+        embedder, backfill = self.service.embedder, self.backfill
+        if embedder is None:
+            return {"backend": "none", "state": "disabled"}
+        state = dict(embedder.describe())
+        if backfill is not None:
+            state["vector_space_ready"] = backfill.vector_space_ready
+            state["embedded_since_start"] = backfill.embedded_total
+            if backfill.last_error:
+                state["last_error"] = backfill.last_error
+        return state
 
     def _stale(self, now: float) -> bool:
         writes, taken_at = self._store_numbers_stamp
