@@ -276,6 +276,7 @@ async def test_health_answered_in_the_read_loop_matches_the_full_path_and_sees_e
     for reply in (slow, fast):
         reply.pop("uptime_seconds")
         reply["server"].pop("requests_total")
+        reply["counts"].pop("db_bytes")  # the file may grow between the two (WAL, a checkpoint)
     assert fast == slow
     for count in (1, 2, 3):
         await call_ok(peer, "memory.add", {**ALICE, "content": f"fact number {count}"})
@@ -339,3 +340,16 @@ async def test_a_database_locked_by_another_process_answers_unavailable(short_tm
     await call_ok(peer, "memory.add", {**ALICE, "content": "written after the lock"})
     assert len(await call_ok(peer, "memory.list", ALICE)) == 2
     instance.request_stop()
+
+
+
+async def test_health_shows_a_changed_part_at_once_though_its_encoding_is_reused(peer: NdjsonPeer) -> None:
+    # Two calls from the cache, then an add refused for the secret in it: nothing is written, so
+    # the store's numbers stay cached, but the secrets part must change in the very next reply.
+    first = await call_ok(peer, "system.health", {})
+    assert (await call_ok(peer, "system.health", {}))["secrets"] == first["secrets"]
+    secret = "ghp_" + "a1B2c3D4e5" * 4
+    assert (await peer.call("memory.add", {**ALICE, "content": f"my token {secret}"}))["error"]["code"] == -32602
+    after = await call_ok(peer, "system.health", {})
+    assert after["secrets"]["refused"] == first["secrets"]["refused"] + 1
+    assert after["counts"]["memories_active"] == first["counts"]["memories_active"]

@@ -40,10 +40,11 @@ class RequestGuard:
         self.grace_expired = False
         self.requests_total = 0
         self._running: set[trio.CancelScope] = set()
+        self._running_now = 0
 
     @property
     def in_flight(self) -> int:
-        return len(self._running)
+        return len(self._running) + self._running_now
 
     async def run(
         self, call: Callable[[Request, CallContext], Awaitable[T]], request: Request, ctx: CallContext
@@ -71,7 +72,11 @@ class RequestGuard:
         answered: a NOT_NOW result is counted again by the :meth:`run` that follows."""
         if self.refusing:
             raise ShuttingDown()
-        result = call(params, ctx)
+        self._running_now += 1  # it is in flight while it runs, as a call under run() is
+        try:
+            result = call(params, ctx)
+        finally:
+            self._running_now -= 1
         if result is not NOT_NOW:
             self.requests_total += 1
         return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import trio
 from typing import Any, Callable
 
@@ -42,6 +43,12 @@ HEALTH_CACHE_SECONDS = 1.0
 #: Memory counts, the embedding backlog, the conversation queue's numbers.
 StoreNumbers = tuple[dict[str, Any], dict[str, int], dict[str, Any]]
 
+_encoder = msgspec.json.Encoder()
+
+
+def _encode_raw(value: Any) -> msgspec.Raw:
+    return msgspec.Raw(_encoder.encode(value))
+
 
 class HealthReporter:
     """``system.health``: cheap enough to poll; no memory contents.
@@ -67,6 +74,9 @@ class HealthReporter:
         self.started = time.monotonic()
         self._store_numbers: StoreNumbers | None = None
         self._store_numbers_stamp = (-1, 0.0)
+        # Parts of the reply kept encoded (msgspec.Raw) with what they were encoded from.
+        self._store_parts: tuple[Condition, StoreNumbers, tuple[msgspec.Raw, ...]] | None = None
+        self._described_parts: dict[str, tuple[dict[str, Any], msgspec.Raw]] = {}
 
     def health_now(self, params: HealthParams, ctx: CallContext) -> dict[str, Any] | NotNow:
         """The reply without waiting, or NOT_NOW when the store's numbers must be read first (a
@@ -111,22 +121,42 @@ class HealthReporter:
         return liveness
 
     def _report(self, numbers: StoreNumbers, *, unreadable: bool = False) -> dict[str, Any]:
-        # Every call of a poller comes here (health_now): one dict built in one go, each
-        # attribute read once.
+        # A poller's every call comes here (health_now).  The parts that change only with the
+        # store's condition and numbers are kept encoded until either object is replaced; the
+        # others are described afresh and re-encoded only when they differ from last time.
         storage = self.service.memories.storage
         report = self._liveness(storage)
         if unreadable:
             report.update(status="degraded", reason=storage.reason or "the store could not be read")
-        counts, backlog, queue = numbers
-        report["storage"] = storage.to_dict()
-        report["counts"] = counts
-        report["embedder"] = self._embedder_state()
-        report["backlog"] = backlog
+        store_parts = self._store_parts
+        if store_parts is None or store_parts[0] is not storage or store_parts[1] is not numbers:
+            counts, backlog, _ = numbers
+            encoded = (_encode_raw(storage.to_dict()), _encode_raw(counts), _encode_raw(backlog))
+            store_parts = self._store_parts = (storage, numbers, encoded)
+        storage_part, counts_part, backlog_part = store_parts[2]
+        report["storage"] = storage_part
+        report["counts"] = counts_part
+        report["embedder"] = self._described("embedder", self._embedder_state())
+        report["backlog"] = backlog_part
         report["server"] = self.server_stats()
         if self.conversations is not None:
-            report["extraction"] = self.conversations.describe(queue)
-        report["secrets"] = self.service.secrets.describe()
+            report["extraction"] = self._described("extraction", self.conversations.describe(numbers[2]))
+        report["secrets"] = self._described("secrets", self.service.secrets.describe())
         return report
+
+    def _described(self, part: str, value: dict[str, Any]) -> msgspec.Raw:
+        """``value`` encoded, reusing the last bytes when ``value`` equals what they hold.
+
+        The comparison is against the bytes decoded again, not against the last value itself: a
+        describe() may hand out a dict that its owner later changes in place, and a kept
+        reference would then always compare equal.
+        """
+        last = self._described_parts.get(part)
+        if last is not None and last[0] == value:
+            return last[1]
+        raw = _encode_raw(value)
+        self._described_parts[part] = (msgspec.json.decode(raw), raw)
+        return raw
 
     def _embedder_state(self) -> dict[str, Any]:
         embedder, backfill = self.service.embedder, self.backfill
