@@ -11,9 +11,9 @@ out as they complete, carrying their request's id.
 The socket is driven with ``trio.lowlevel.wait_readable`` and plain ``read``/``write`` calls
 rather than ``SocketStream.receive_some``/``send_all``: trio's calls add a scheduler pass each
 even when the system call succeeds at once, and a cancel scope per wait costs as much again
-(bench/bench_rtt.py; README "Round trip").  A reply that fits the socket buffer is written at
-once; only the rest of one that does not waits, in a task, under the send lock and the stall
-timeout.  The read deadline (idle, frame, shutdown) lives in one cancel scope that is replaced
+(bench/bench_rtt.py; README "Issue 13, target 4").  A reply that fits the socket buffer is
+written at once; only the rest of one that does not waits, in a task, under the send semaphore
+and the stall timeout.  The read deadline (idle, frame, shutdown) lives in one cancel scope that is replaced
 only when it fires or must move earlier.
 """
 
