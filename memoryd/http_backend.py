@@ -17,6 +17,7 @@ import httpx
 import msgspec
 import trio
 
+from memoryd.config import ModelServerConfig
 from memoryd.errors import ConfigError
 
 #: Statuses worth another try: request timeout, rate limit, and the server's own errors.
@@ -112,9 +113,14 @@ def status_reason(response: httpx.Response) -> str:
     return f"{reason}: {detail}" if detail else reason
 
 
-def api_key_from(section: str, api_key: str, api_key_file: str) -> str | None:
-    """The key of a config section's ``api_key`` / ``api_key_file`` pair; ConfigError names
-    the key when both are set or the file is unreadable or empty (never its contents)."""
+def server_settings(section: str, chooser: str, settings: ModelServerConfig) -> tuple[str, str, str | None]:
+    """url, model and key of ``[section]`` once ``chooser`` picked an HTTP backend: ConfigError
+    names the key when url or model is missing, both key settings are set, or the key file is
+    unreadable or empty (never its contents)."""
+    for key in ("url", "model"):
+        if not getattr(settings, key):
+            raise ConfigError(f"{section}.{key} is required for {chooser}")
+    api_key, api_key_file = settings.api_key, settings.api_key_file
     if api_key and api_key_file:
         raise ConfigError(f"{section}.api_key and {section}.api_key_file are both set; keep one")
     if api_key_file:
@@ -125,8 +131,8 @@ def api_key_from(section: str, api_key: str, api_key_file: str) -> str | None:
             raise ConfigError(f"{section}.api_key_file: cannot read {path}: {exc.strerror}") from None
         if not key:
             raise ConfigError(f"{section}.api_key_file: {path} is empty")
-        return key
-    return api_key or None
+        return settings.url, settings.model, key
+    return settings.url, settings.model, api_key or None
 
 
 class Refused(Exception):
