@@ -20,6 +20,7 @@ from memoryd.rpc.dispatch import MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.conversation import ConversationService
 from memoryd.service.extraction import ExtractionWorker
+from memoryd.service.extractor import Extractor
 from memoryd.service.learning import FactLearner
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import HealthReporter, build_method_table
@@ -96,19 +97,12 @@ def _conversations(
         on_added=service.on_added,  # people and summaries learn of extracted memories too
         supersession=service.supersession,
     )
+    extractor = Extractor(learner, guard, config.extraction)
     worker = None
     if llm is not None:
-        worker = ExtractionWorker(
-            store.conversations, llm, learner, guard, config.extraction, concurrency=config.llm.concurrency
-        )
+        worker = ExtractionWorker(store.conversations, llm, extractor, concurrency=config.llm.concurrency)
     conversations = ConversationService(
-        store.conversations,
-        learner,
-        guard,
-        config.extraction,
-        llm=llm,
-        worker=worker,
-        authenticator=authenticator,
+        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator
     )
     return conversations, worker
 
