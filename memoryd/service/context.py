@@ -9,6 +9,7 @@ the same scope as memory.search, so it shows exactly what the caller may see.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memoryd.auth import Authenticator
@@ -29,14 +30,14 @@ MEMORIES_HEADING = "Relevant memories:"
 MIN_SUMMARY_CHARS = 40
 
 
+@dataclass
 class ContextService:
-    def __init__(
-        self, memory: MemoryService, people: PeopleService, summaries: SummaryService, authenticator: Authenticator
-    ) -> None:
-        self.memory = memory
-        self.people = people
-        self.summaries = summaries
-        self.authenticator = authenticator
+    """memory.context: the memories, people and summary a reply needs, in one call."""
+
+    memory: MemoryService
+    people: PeopleService
+    summaries: SummaryService
+    authenticator: Authenticator
 
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -38,21 +39,18 @@ log = logging.getLogger("memoryd.service")
 NOT_IN_SESSION = "Message not found in session"
 
 
+@dataclass
 class ConversationService:
-    def __init__(
-        self,
-        conversations: ConversationLog,
-        extractor: Extractor,
-        *,
-        llm: LlmClient | None,
-        worker: ExtractionWorker | None,
-        authenticator: Authenticator,
-    ) -> None:
-        self.conversations = conversations
-        self.extractor = extractor
-        self.llm = llm
-        self.worker = worker
-        self.authenticator = authenticator
+    """memory.observe and the extract methods."""
+
+    conversations: ConversationLog
+    extractor: Extractor
+    _: KW_ONLY
+    #: None: extraction is off (observe still stores the messages).
+    llm: LlmClient | None
+    #: The background worker, which observe wakes; None without an LLM.
+    worker: ExtractionWorker | None
+    authenticator: Authenticator
 
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
