@@ -19,6 +19,7 @@ import trio
 
 from memoryd.config import Config, load_config
 from memoryd.server.daemon import Daemon
+from tests.wire import NdjsonPeer
 from memoryd.store import Store
 from memoryd.llm import LlmClient, OllamaChat, OpenAIChat
 from tests.fake_llm import FakeLlm
@@ -69,6 +70,12 @@ async def daemon(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[Daemon
     await nursery.start(instance.run)
     yield instance
     instance.request_stop()
+
+
+@pytest.fixture
+async def peer(daemon: Daemon) -> NdjsonPeer:
+    """An NDJSON connection to ``daemon`` (modules that need another daemon define their own)."""
+    return await NdjsonPeer.connect(daemon.config.socket_path)
 
 
 @pytest.fixture(scope="session")

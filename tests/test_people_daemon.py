@@ -10,27 +10,15 @@ import trio
 
 from memoryd.server.daemon import Daemon
 from tests.conftest import make_config
-from tests.wire import NdjsonPeer, call_ok
+from tests.wire import NdjsonPeer, call_error, call_ok
 
 ALICE = {"user_id": "alice"}
-
-
-@pytest.fixture
-async def peer(daemon: Daemon) -> NdjsonPeer:
-    return await NdjsonPeer.connect(daemon.config.socket_path)
 
 
 async def add(peer: NdjsonPeer, content: str, **params: Any) -> str:
     params = {**ALICE, **params}
     memory_id: str = (await call_ok(peer, "memory.add", {**params, "content": content}))["id"]
     return memory_id
-
-
-async def call_error(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    reply = await peer.call(method, params)
-    assert "error" in reply, reply
-    error: dict[str, Any] = reply["error"]
-    return error
 
 
 async def test_my_wife_finds_sarahs_italian_food_at_rank_one(peer: NdjsonPeer) -> None:

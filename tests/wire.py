@@ -104,6 +104,14 @@ async def call_ok(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> Any:
     return reply["result"]
 
 
+async def call_error(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The error of one call, failing the test on a result."""
+    reply = await peer.call(method, params)
+    assert "error" in reply, reply
+    error: dict[str, Any] = reply["error"]
+    return error
+
+
 def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
     """One NDJSON call with blocking sockets (for tests that drive a daemon subprocess)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
