@@ -22,7 +22,7 @@ from memoryd.rpc.dispatch import CallContext
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
-from memoryd.service.memory import caller_scope
+from memoryd.service.provenance import caller_scope
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     CallerParams,

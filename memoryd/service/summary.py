@@ -30,7 +30,7 @@ from memoryd.ids import iso_from_ms, now_ms
 from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.memory import caller_scope
+from memoryd.service.provenance import caller_scope
 from memoryd.service.params import AddParams
 from memoryd.service.people_params import SummaryParams
 from memoryd.service.summary_digest import digest, facts_for_llm
