@@ -12,6 +12,7 @@ import math
 import random
 import time
 from pathlib import Path
+from typing import ClassVar, TypedDict, Unpack
 
 import httpx
 import msgspec
@@ -199,12 +200,39 @@ class JsonEndpoint:
         return text.replace(self._api_key, "***") if self._api_key else text
 
 
+class ServerOptions(TypedDict, total=False):
+    """The keyword options every HTTP model backend takes, embedder or LLM."""
+
+    #: Sent as a Bearer token (never logged).
+    api_key: str | None
+    #: Seconds one request may take, reply included.
+    timeout: float
+    retries: int
+    backoff: float
+    max_backoff: float
+
+
 class HttpBackend:
     """What a backend over one :class:`JsonEndpoint` shares: opening and closing it, and the
     state ``system.health`` shows (idle, ok, error, closed, with the last error's text)."""
 
-    def __init__(self, url: str, path: str, *, label: str, api_key: str | None, timeout: float) -> None:
-        self._http = JsonEndpoint(url, path, label=label, api_key=api_key, timeout=timeout)
+    #: What an option the caller leaves out defaults to (an LLM's reply takes longer than a vector).
+    default_timeout: ClassVar[float] = 10.0
+    default_retries: ClassVar[int] = 3
+
+    def __init__(self, url: str, path: str, *, label: str, model: str, **options: Unpack[ServerOptions]) -> None:
+        timeout = options.get("timeout", self.default_timeout)
+        retries = options.get("retries", self.default_retries)
+        if not model:
+            raise ValueError("model is required")
+        if retries < 0 or timeout <= 0:
+            raise ValueError("retries must be >= 0, timeout > 0")
+        self._http = JsonEndpoint(url, path, label=label, api_key=options.get("api_key"), timeout=timeout)
+        self.model = model
+        #: Tries after the first; the waits between them grow from ``backoff`` up to ``max_backoff`` s.
+        self._retries = retries
+        self._backoff = options.get("backoff", 0.5)
+        self._max_backoff = options.get("max_backoff", 8.0)
         self._state = "idle"
         self._last_error: str | None = None
 
