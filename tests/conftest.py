@@ -78,6 +78,15 @@ async def peer(daemon: Daemon) -> NdjsonPeer:
     return await NdjsonPeer.connect(daemon.config.socket_path)
 
 
+@pytest.fixture
+async def local_peer(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> AsyncIterator[NdjsonPeer]:
+    """An NDJSON connection to a daemon that embeds with the session's local model."""
+    instance = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
+    await nursery.start(instance.run)
+    yield await NdjsonPeer.connect(instance.config.socket_path)
+    instance.request_stop()
+
+
 @pytest.fixture(scope="session")
 def local_embedder() -> Any:
     """One loaded all-MiniLM-L6-v2 for the whole session (loading it is the slow part)."""
