@@ -36,8 +36,8 @@ from memoryd.server.activation import bound_name, take_listen_socket
 from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
-from memoryd.server.wiring import build_services
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
+from memoryd.server.wiring import build_services
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.summary import SummaryService
