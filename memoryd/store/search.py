@@ -13,7 +13,7 @@ The keyword plan lives in ``keyword.py``, the scoped KNN in ``vectors.py``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apsw
@@ -118,15 +118,16 @@ def candidates(
         cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
 
     totals = [keyword.scope_size(db, key) for key in keys] if terms else [0]
-    facts = _facts(hood, TermWeights(db, terms, _summed(counts), sum(totals)))
-    features = ranking.feature_matrix(pool, cosines, hood, facts)
+    weights = TermWeights(db, terms, _summed(counts), sum(totals))
+    table = ranking.FeatureTable(hood, lambda text: ranking.RowFacts(weights.coverage(text), ranking.is_question(text)))
+    features = table.matrix(pool, cosines)
     if vectors_on:
-        adjacent = _worth_a_cosine(adjacent, features, cosines, hood, facts, limit)
+        adjacent = _worth_a_cosine(adjacent, features, cosines, table, limit)
         cosines.update(vectors.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
     # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
     # on its neighbour's alone: keyword-only search returns only memories that match.
-    joining = [rowid for rowid in adjacent if rowid in cosines or facts(rowid).coverage > 0]
-    features = np.vstack([features, ranking.feature_matrix(joining, cosines, hood, facts)])
+    joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
+    features = np.vstack([features, table.matrix(joining, cosines)])
     return Candidates(pool + joining, features, cosines, terms)
 
 
@@ -134,8 +135,7 @@ def _worth_a_cosine(
     adjacent: list[int],
     pool_features: npt.NDArray[np.float64],
     cosines: dict[int, float],
-    hood: neighbours.Neighbourhood,
-    facts: Callable[[int], ranking.RowFacts],
+    table: ranking.FeatureTable,
     limit: int,
 ) -> list[int]:
     """The neighbours that could reach the top ``limit`` even with the best cosine seen so far.
@@ -148,7 +148,7 @@ def _worth_a_cosine(
     if not adjacent or len(pool_features) < limit:
         return adjacent
     best = max(cosines.values(), default=0.0)
-    optimistic = ranking.feature_matrix(adjacent, dict.fromkeys(adjacent, best), hood, facts)
+    optimistic = table.matrix(adjacent, dict.fromkeys(adjacent, best))
     bar = np.sort(ranking.scores(pool_features))[-limit]
     return [rowid for rowid, score in zip(adjacent, ranking.scores(optimistic), strict=True) if score >= bar]
 
@@ -213,16 +213,3 @@ def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
         for term, count in per_key.items():
             total[term] = total.get(term, 0) + count
     return total
-
-
-def _facts(hood: neighbours.Neighbourhood, weights: TermWeights) -> Callable[[int], ranking.RowFacts]:
-    """Per-row facts, computed once per row however many candidates read them."""
-    known: dict[int, ranking.RowFacts] = {}
-
-    def facts(rowid: int) -> ranking.RowFacts:
-        if rowid not in known:
-            text = hood.rows[rowid].text
-            known[rowid] = ranking.RowFacts(weights.coverage(text), ranking.is_question(text))
-        return known[rowid]
-
-    return facts
