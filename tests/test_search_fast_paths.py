@@ -1,0 +1,145 @@
+"""The search's fast paths give exactly what the plain computation gives: the keyword
+retriever's probe before its joined query, and the ranking features read from arrays."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+
+from memoryd.ids import now_ms
+from memoryd.store import Provenance, Scope, Store, fts_query, keyword, neighbours, ranking
+from memoryd.store.db import open_connection
+from tests.store_helpers import note
+
+ALICE = Scope("alice")
+ALICE_IN_GROUP = Scope("alice", "chat-1", chat_type="group")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "memory.db", readers=2) as s:
+        yield s
+
+
+def reader(store: Store) -> apsw.Connection:
+    return open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+
+
+# -- keyword: probe the best matches, then the joined query ----------------------------------
+
+
+async def add_tea_memories(store: Store, count: int, *, sensitive_every: int) -> list[str]:
+    """``count`` memories holding "tea" (more often in some: BM25 scores differ), learned in the
+    group chat-1, except every fifth (learned in a private chat) and every ``sensitive_every``-th
+    (sensitive): both hidden from a group chat."""
+    ids = []
+    for i in range(count):
+        words = " ".join(["tea"] * (1 + i % 4) + [f"filler{i}"] * (i % 7))
+        learned = "private" if i % 5 == 1 else "group"
+        provenance = Provenance(chat_type=learned, sensitivity="sensitive" if i % sensitive_every == 0 else None)
+        record, _ = await store.memories.add(note(f"{words} note {i}", chat_id="chat-1", provenance=provenance))
+        ids.append(record.id)
+    return ids
+
+
+def both_ways(store: Store, scope: Scope, depth: int, terms: list[str]) -> tuple[keyword.Ranked, keyword.Ranked]:
+    db = reader(store)
+    try:
+        key = scope.visible_keys()[0]
+        expression = fts_query.match_expression([fts_query.scope_token(key)], terms)
+        at = now_ms()
+        fast = keyword.bm25_ranked(db, scope, key, expression, depth, at)
+        plain = keyword.bm25_ranked(db, scope, key, expression, depth, at, probe_first=False)
+        return fast, plain
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("depth", [1, 3, 10, 20, 45, 200])
+@pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["private", "group chat"])
+async def test_the_probe_ranks_exactly_as_the_joined_query(store: Store, depth: int, scope: Scope) -> None:
+    ids = await add_tea_memories(store, 90, sensitive_every=3)
+    # Deleted memories, and superseded ones, leave the ranking too.
+    for memory_id in ids[1:40:5]:
+        await store.memories.delete(ALICE, memory_id)
+    fast, plain = both_ways(store, scope, depth, ["tea"])
+    assert fast == plain
+    assert len(plain) == min(depth, len(plain)) and plain
+
+
+async def test_the_probe_falls_back_when_most_of_the_best_matches_are_hidden(store: Store) -> None:
+    # Every memory but a few is sensitive: in a group chat the probe's best rows are nearly
+    # all hidden, and the joined query must supply the rest.
+    await add_tea_memories(store, 60, sensitive_every=1)
+    for i in range(5):
+        await store.memories.add(note(f"tea visible {i}", chat_id="chat-1", provenance=Provenance(chat_type="group")))
+    fast, plain = both_ways(store, ALICE_IN_GROUP, 10, ["tea"])
+    assert fast == plain
+    assert len(plain) == 5
+
+
+async def test_the_probe_and_the_joined_query_agree_with_no_match(store: Store) -> None:
+    await add_tea_memories(store, 5, sensitive_every=2)
+    assert both_ways(store, ALICE, 10, ["coffee"]) == ([], [])
+
+
+# -- ranking features: arrays over the neighbourhood == the plain loop -------------------------
+
+
+def features_by_loop(
+    rowids: list[int], cosines: dict[int, float], hood: neighbours.Neighbourhood, facts: dict[int, ranking.RowFacts]
+) -> np.ndarray:
+    """The features as the ranking model defines them, one candidate and one step at a time."""
+    nothing = ranking.RowFacts(0.0, False)
+    rows = []
+    for rowid in rowids:
+        own = facts[rowid]
+        before, after = hood.walk(rowid, -1), hood.walk(rowid, 1)
+        prev = facts[before] if before is not None else nothing
+        next_ = facts[after] if after is not None else nothing
+        window = max(
+            facts[other].coverage if other is not None else 0.0
+            for other in [hood.walk(rowid, step) for step in range(-ranking.WINDOW, ranking.WINDOW + 1)]
+        )
+        rows.append(
+            [
+                cosines.get(rowid, 0.0),
+                own.coverage,
+                own.is_question,
+                prev.is_question,
+                prev.coverage,
+                prev.coverage * prev.is_question,
+                next_.coverage,
+                window,
+            ]
+        )
+    return np.array(rows, dtype=np.float64).reshape(len(rowids), len(ranking.FEATURES))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_feature_table_matches_the_plain_loop(seed: int) -> None:
+    rng = random.Random(seed)
+    hood = neighbours.Neighbourhood()
+    at = 0
+    chain: list[neighbours.Row] = []
+    for rowid in rng.sample(range(1, 10_000), 60):
+        # Some gaps are too long to link: chains break, as between conversations.
+        at += rng.choice([1000, 5000, neighbours.MAX_GAP_MS + 1])
+        chain.append(neighbours.Row(rowid, f"text {rowid}", at))
+    for row in chain:
+        hood.rows[row.rowid] = row
+    for first, second in zip(chain, chain[1:]):
+        hood.link(first, second)
+    facts = {row.rowid: ranking.RowFacts(rng.choice([0.0, 0.0, 0.3, 1.0]), rng.random() < 0.3) for row in chain}
+    by_text = {row.text: facts[row.rowid] for row in chain}
+    table = ranking.FeatureTable(hood, by_text.__getitem__)
+    candidates = rng.sample(list(hood.rows), 25)
+    cosines = {rowid: rng.uniform(-0.2, 0.9) for rowid in rng.sample(candidates, 15)}
+    assert np.array_equal(table.matrix(candidates, cosines), features_by_loop(candidates, cosines, hood, facts))
+    assert table.matrix([], cosines).shape == (0, len(ranking.FEATURES))
+    assert all(table.coverage(rowid) == facts[rowid].coverage for rowid in hood.rows)
