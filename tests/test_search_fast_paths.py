@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import Provenance, Scope, Store, fts_query, keyword, neighbours, ranking
+from memoryd.store import Provenance, Scope, Store, keyword, neighbours, ranking, scope_stats
 from memoryd.store.db import open_connection
 from tests.store_helpers import note
 
@@ -51,10 +51,9 @@ def both_ways(store: Store, scope: Scope, depth: int, terms: list[str]) -> tuple
     db = reader(store)
     try:
         key = scope.visible_keys()[0]
-        expression = fts_query.match_expression([fts_query.scope_token(key)], terms)
         at = now_ms()
-        fast = keyword.bm25_ranked(db, scope, key, expression, depth, at)
-        plain = keyword.bm25_ranked(db, scope, key, expression, depth, at, probe_first=False)
+        fast = keyword.bm25_ranked(db, scope, key, terms, depth, at)
+        plain = keyword.bm25_ranked(db, scope, key, terms, depth, at, probe_first=False)
         return fast, plain
     finally:
         db.close()
@@ -81,6 +80,21 @@ async def test_the_probe_falls_back_when_most_of_the_best_matches_are_hidden(sto
     fast, plain = both_ways(store, ALICE_IN_GROUP, 10, ["tea"])
     assert fast == plain
     assert len(plain) == 5
+
+
+@pytest.mark.parametrize("others", [0, 30, 200], ids=["alone", "most of the table", "a minority"])
+async def test_ranking_without_the_scope_token_gives_the_scoped_ranking(store: Store, others: int) -> None:
+    # A scope holding most of the table ranks the terms' matches of every scope and keeps its
+    # own (bm25 without the scope token's count): the scores and the order must not change.
+    await add_tea_memories(store, 80, sensitive_every=7)
+    for i in range(others):
+        await store.memories.add(note(f"tea {'tea ' * (i % 3)}from someone else {i}", owner=f"user{i % 4}"))
+    share = scope_stats.share(reader(store), "u:alice")
+    assert (share >= keyword.WIDE_SHARE) == (others < 80)
+    for depth in (1, 5, 20, 60):
+        for terms in (["tea"], ["tea", "note", "filler3"], ["someone"]):
+            fast, plain = both_ways(store, ALICE, depth, terms)
+            assert fast == plain
 
 
 async def test_the_probe_and_the_joined_query_agree_with_no_match(store: Store) -> None:
@@ -143,3 +157,57 @@ def test_feature_table_matches_the_plain_loop(seed: int) -> None:
     assert np.array_equal(table.matrix(candidates, cosines), features_by_loop(candidates, cosines, hood, facts))
     assert table.matrix([], cosines).shape == (0, len(ranking.FEATURES))
     assert all(table.coverage(rowid) == facts[rowid].coverage for rowid in hood.rows)
+
+
+# -- scope statistics: cached per connection, never from another snapshot ---------------------
+
+
+def fresh_counts(store: Store, terms: list[str]) -> tuple[dict[str, int], int]:
+    db = reader(store)  # a new connection: nothing cached
+    try:
+        return scope_stats.measure(db, "u:alice", terms)
+    finally:
+        db.close()
+
+
+async def test_cached_counts_follow_commits_of_other_connections(store: Store) -> None:
+    await add_tea_memories(store, 6, sensitive_every=100)
+    terms = ["tea", "coffee", "note"]
+    db = reader(store)
+    try:
+        first = scope_stats.measure(db, "u:alice", terms)
+        assert first == fresh_counts(store, terms) == ({"tea": 6, "coffee": 0, "note": 6}, 6)
+        assert scope_stats.measure(db, "u:alice", terms) == first  # served from the cache
+        record, _ = await store.memories.add(note("coffee and tea"))
+        assert scope_stats.measure(db, "u:alice", terms) == fresh_counts(store, terms) == (
+            {"tea": 7, "coffee": 1, "note": 6}, 7,
+        )  # fmt: skip
+        await store.memories.delete(ALICE, record.id)
+        assert scope_stats.measure(db, "u:alice", terms) == first
+    finally:
+        db.close()
+
+
+async def test_cached_counts_follow_the_connections_own_writes(store: Store) -> None:
+    await add_tea_memories(store, 4, sensitive_every=100)
+    db = open_connection(store.path, busy_timeout_ms=1000)
+    try:
+        assert scope_stats.measure(db, "u:alice", ["tea", "coffee"]) == ({"tea": 4, "coffee": 0}, 4)
+        with db:
+            db.execute("UPDATE memories SET deleted_at_ms = 1 WHERE rowid = (SELECT min(rowid) FROM memories)")
+        assert scope_stats.measure(db, "u:alice", ["tea", "coffee"]) == ({"tea": 3, "coffee": 0}, 3)
+    finally:
+        db.close()
+
+
+async def test_counts_read_in_a_transaction_belong_to_its_snapshot(store: Store) -> None:
+    await add_tea_memories(store, 3, sensitive_every=100)
+    db = reader(store)
+    try:
+        with db:  # one read snapshot, as a search runs
+            before = scope_stats.measure(db, "u:alice", ["tea"])
+            await store.memories.add(note("more tea"))
+            assert scope_stats.measure(db, "u:alice", ["tea"]) == before == ({"tea": 3}, 3)
+        assert scope_stats.measure(db, "u:alice", ["tea"]) == ({"tea": 4}, 4)
+    finally:
+        db.close()

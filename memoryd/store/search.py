@@ -20,7 +20,16 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import fts_query, keyword, memories, neighbours, people_retriever, ranking, vectors
+from memoryd.store import (
+    fts_query,
+    keyword,
+    memories,
+    neighbours,
+    people_retriever,
+    ranking,
+    scope_stats,
+    vectors,
+)
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
@@ -92,7 +101,8 @@ def candidates(
     keys = scope.visible_keys()
     terms = fts_query.extract_terms(query)
     depth = candidate_depth(limit)
-    counts = [keyword.term_counts(db, key, terms) for key in keys]
+    measured = [scope_stats.measure(db, key, terms) for key in keys] if terms else []
+    counts = [per_term for per_term, _ in measured]
     by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
 
     space = _usable_space(db, query_vector, vector_space)
@@ -117,7 +127,7 @@ def candidates(
     if vectors_on:
         cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
 
-    totals = [keyword.scope_size(db, key) for key in keys] if terms else [0]
+    totals = [size for _, size in measured] if terms else [0]
     weights = TermWeights(db, terms, _summed(counts), sum(totals))
     table = ranking.FeatureTable(hood, lambda text: ranking.RowFacts(weights.coverage(text), ranking.is_question(text)))
     features = table.matrix(pool, cosines)
