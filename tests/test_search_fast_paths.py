@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import apsw
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from memoryd.ids import now_ms
 from memoryd.store import Provenance, Scope, Store, keyword, neighbours, ranking, scope_stats
 from memoryd.store.db import open_connection
+from memoryd.store.term_match import TermWeights
 from tests.store_helpers import note
 
 ALICE = Scope("alice")
@@ -110,11 +112,16 @@ async def test_the_probe_and_the_joined_query_agree_with_no_match(store: Store) 
 # -- ranking features: arrays over the neighbourhood == the plain loop -------------------------
 
 
+class Facts(NamedTuple):
+    coverage: float
+    is_question: bool
+
+
 def features_by_loop(
-    rowids: list[int], cosines: dict[int, float], hood: neighbours.Neighbourhood, facts: dict[int, ranking.RowFacts]
+    rowids: list[int], cosines: dict[int, float], hood: neighbours.Neighbourhood, facts: dict[int, Facts]
 ) -> np.ndarray:
     """The features as the ranking model defines them, one candidate and one step at a time."""
-    nothing = ranking.RowFacts(0.0, False)
+    nothing = Facts(0.0, False)
     rows = []
     for rowid in rowids:
         own = facts[rowid]
@@ -149,19 +156,39 @@ def test_feature_table_matches_the_plain_loop(seed: int) -> None:
     for rowid in rng.sample(range(1, 10_000), 60):
         # Some gaps are too long to link: chains break, as between conversations.
         at += rng.choice([1000, 5000, neighbours.MAX_GAP_MS + 1])
-        chain.append(neighbours.Row(rowid, f"text {rowid}", at))
+        chain.append(neighbours.Row(rowid, f"text {rowid}" + rng.choice(["?", ".", "? (a photo)"]), at))
     for row in chain:
         hood.rows[row.rowid] = row
     for first, second in zip(chain, chain[1:]):
         hood.link(first, second)
-    facts = {row.rowid: ranking.RowFacts(rng.choice([0.0, 0.0, 0.3, 1.0]), rng.random() < 0.3) for row in chain}
-    by_text = {row.text: facts[row.rowid] for row in chain}
-    table = ranking.FeatureTable(hood, by_text.__getitem__)
+    facts = {row.rowid: Facts(rng.choice([0.0, 0.0, 0.3, 1.0]), ranking.is_question(row.text)) for row in chain}
+    coverage_of = {row.text: facts[row.rowid].coverage for row in chain}
+    table = ranking.FeatureTable(hood, coverage_of.__getitem__)
     candidates = rng.sample(list(hood.rows), 25)
     cosines = {rowid: rng.uniform(-0.2, 0.9) for rowid in rng.sample(candidates, 15)}
     assert np.array_equal(table.matrix(candidates, cosines), features_by_loop(candidates, cosines, hood, facts))
     assert table.matrix([], cosines).shape == (0, len(ranking.FEATURES))
     assert all(table.coverage(rowid) == facts[rowid].coverage for rowid in hood.rows)
+
+
+# -- coverage: stemming only the words that hold a hint == tokenizing the whole text ----------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_coverage_stems_only_hinted_words_yet_matches_full_tokenization(seed: int) -> None:
+    rng = random.Random(seed)
+    vocabulary = ["played", "plays", "player", "violin", "violins", "happy", "happiness", "relational",
+                  "relate", "cats", "cat", "caresses", "running", "run", "a1b2", "x_y", "emma's", "sarah",
+                  "night", "nights", "shift", "nurse", "nursing", "toronto", "lives", "living"]  # fmt: skip
+    separators = [" ", ", ", "_", "-", "'", "(", ") ", "\n", "?", "."]
+    terms = rng.sample(["play", "violin", "happy", "cat", "run", "nurse", "living", "x", "emma"], 4)
+    weights = TermWeights(apsw.Connection(":memory:"), terms, {t: rng.randint(0, 9) for t in terms}, scope_docs=50)
+    for _ in range(200):
+        words = [rng.choice(vocabulary).upper() if rng.random() < 0.2 else rng.choice(vocabulary) for _ in range(8)]
+        text = "".join(word + rng.choice(separators) for word in words)
+        found = set(weights.tokens(text))
+        expected = sum(w for token, w in weights.weights.items() if token in found) / weights.total
+        assert weights.coverage(text) == expected, text
 
 
 # -- scope statistics: cached per connection, never from another snapshot ---------------------

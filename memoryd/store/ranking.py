@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -58,14 +57,6 @@ def is_question(text: str) -> bool:
     return text.endswith("?")
 
 
-@dataclass(frozen=True, slots=True)
-class RowFacts:
-    """What the features read of one memory."""
-
-    coverage: float
-    is_question: bool
-
-
 class FeatureTable:
     """The features of any candidate of a neighbourhood, read from per-row arrays.
 
@@ -75,14 +66,15 @@ class FeatureTable:
     ``before``/``after`` links: no Python loop per candidate and window step.
     """
 
-    def __init__(self, hood: Neighbourhood, facts: Callable[[str], RowFacts]) -> None:
+    def __init__(self, hood: Neighbourhood, coverage: Callable[[str], float]) -> None:
+        """``coverage``: the share of the query's terms a text holds (term_match.py)."""
         rowids = list(hood.rows)
         self._index = {rowid: i for i, rowid in enumerate(rowids)}
         # One extra row, "nobody": every edge of a chain links to it, and it links to itself.
         nobody = len(rowids)
-        described = [facts(hood.rows[rowid].text) for rowid in rowids]
-        self._coverage = np.array([row.coverage for row in described] + [0.0])
-        self._question = np.array([float(row.is_question) for row in described] + [0.0])
+        texts = [hood.rows[rowid].text for rowid in rowids]
+        self._coverage = np.array([*map(coverage, texts), 0.0])
+        self._question = np.array([*map(is_question, texts), False], dtype=np.float64)
         index = self._index
         self._before = np.array([index.get(hood.before.get(r), nobody) for r in rowids] + [nobody], dtype=np.intp)
         self._after = np.array([index.get(hood.after.get(r), nobody) for r in rowids] + [nobody], dtype=np.intp)

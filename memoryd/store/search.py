@@ -129,7 +129,7 @@ def candidates(
 
     totals = [size for _, size in measured] if terms else [0]
     weights = TermWeights(db, terms, _summed(counts), sum(totals))
-    table = ranking.FeatureTable(hood, lambda text: ranking.RowFacts(weights.coverage(text), ranking.is_question(text)))
+    table = ranking.FeatureTable(hood, weights.coverage)
     features = table.matrix(pool, cosines)
     if vectors_on:
         adjacent = _worth_a_cosine(adjacent, features, cosines, table, limit)
