@@ -76,6 +76,21 @@ def _usable_space(
 
 
 @dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """One search as the store runs it.
+
+    ``vector_space`` is the space ``vector`` belongs to (the one this process configured);
+    vectors are used only when it is the store's current space.  ``now_ms`` is the instant
+    expiry is judged at."""
+
+    text: str
+    limit: int
+    vector: np.ndarray | None
+    vector_space: vectors.VectorSpace | None
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Candidates:
     """Everything ranked for one query: the candidates, their features, the known cosines."""
 
@@ -85,28 +100,19 @@ class Candidates:
     terms: list[str]
 
 
-def candidates(
-    db: apsw.Connection,
-    scope: Scope,
-    query: str,
-    *,
-    limit: int,
-    query_vector: np.ndarray | None,
-    vector_space: vectors.VectorSpace | None,
-    now_ms: int,
-    extra: Sequence[int] = (),
-) -> Candidates:
+def candidates(db: apsw.Connection, scope: Scope, query: SearchQuery, extra: Sequence[int] = ()) -> Candidates:
     """Both retrievers' candidates (and ``extra`` ones, e.g. the people retriever's) and their
     neighbours, with the ranking model's features."""
     keys = scope.visible_keys()
-    terms = fts_query.extract_terms(query)
+    terms = fts_query.extract_terms(query.text)
+    limit, now_ms = query.limit, query.now_ms
     depth = candidate_depth(limit)
     measured = [scope_stats.measure(db, key, terms) for key in keys] if terms else []
     counts = [per_term for per_term, _ in measured]
     by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
 
-    space = _usable_space(db, query_vector, vector_space)
-    unit = vectors.normalized(query_vector, space.dim) if space is not None and query_vector is not None else None
+    space = _usable_space(db, query.vector, query.vector_space)
+    unit = vectors.normalized(query.vector, space.dim) if space is not None and query.vector is not None else None
     cosines: dict[int, float] = {}
     semantic: list[int] = []
     if space is not None and unit is not None:
@@ -164,26 +170,14 @@ def _worth_a_cosine(
 
 
 def search(
-    db: apsw.Connection,
-    scope: Scope,
-    query: str,
-    *,
-    limit: int,
-    query_vector: np.ndarray | None,
-    vector_space: vectors.VectorSpace | None,
-    now_ms: int,
-    people_focus: people_retriever.PeopleFocus | None = None,
+    db: apsw.Connection, scope: Scope, query: SearchQuery, people_focus: people_retriever.PeopleFocus | None = None
 ) -> list[SearchHit]:
-    """``vector_space`` is the space the query vector belongs to (the one this process
-    configured); vectors are used only when it is the store's current space.
-    ``people_focus``: the people the query mentions (a third ranked list) or is filtered to."""
+    """``people_focus``: the people the query mentions (a third ranked list) or is filtered to."""
+    limit, now_ms = query.limit, query.now_ms
     if limit < 1:
         return []
     by_people = people_retriever.ranking(db, scope, people_focus, candidate_depth(limit), now_ms)
-    found = candidates(
-        db, scope, query, limit=limit, query_vector=query_vector, vector_space=vector_space, now_ms=now_ms,
-        extra=by_people,
-    )  # fmt: skip
+    found = candidates(db, scope, query, extra=by_people)
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
     if by_people:
