@@ -270,7 +270,9 @@ class Daemon:
             service.embedder,
             service.backfill,
             embed_timeout=config.embed.query_timeout,
-            on_added=service.on_added,  # people and summaries learn of extracted memories too
+            # People and summaries learn of extracted memories too (memory.add learns people
+            # inside its own transaction, so they are not among the service's listeners).
+            on_added=[service.people.learn, *service.on_added] if service.people is not None else service.on_added,
             supersession=service.supersession,
         )
         if self.llm is not None:

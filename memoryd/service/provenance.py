@@ -49,3 +49,9 @@ def provenance_of(caller: Caller, params: AddParams) -> Provenance:
         sensitivity=params.sensitivity,
         conversation_private=params.conversation_private,
     )
+
+
+def owner_names(scope: Scope, params: AddParams) -> tuple[str, ...]:
+    """The names the owner goes by in an add: people learning never makes them a person."""
+    names = (params.source_username, params.source_display_name, params.username)
+    return (scope.user_id, *(name for name in names if isinstance(name, str)))

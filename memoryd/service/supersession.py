@@ -84,16 +84,30 @@ class Supersession:
         return rule
 
     async def store(
-        self, scope: Scope, new: NewMemory, *, supersedes: str | None = None, key: str | None = None
+        self,
+        scope: Scope,
+        new: NewMemory,
+        *,
+        supersedes: str | None = None,
+        key: str | None = None,
+        owner_names: tuple[str, ...] | None = None,
     ) -> Stored:
-        """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc)."""
-        plan = await self.plan(new, supersedes=supersedes, key=key)
+        """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc);
+        ``owner_names``: learn its people in the same transaction (``Plan.owner_names``)."""
+        plan = await self.plan(new, supersedes=supersedes, key=key, owner_names=owner_names)
         stored = await self.supersessions.add(scope, new, plan)
         if plan.defer and not stored.deduplicated:
             self.queued()
         return stored
 
-    async def plan(self, new: NewMemory, *, supersedes: str | None = None, key: str | None = None) -> Plan:
+    async def plan(
+        self,
+        new: NewMemory,
+        *,
+        supersedes: str | None = None,
+        key: str | None = None,
+        owner_names: tuple[str, ...] | None = None,
+    ) -> Plan:
         """What storing ``new`` asks beyond the insert; extraction stores its facts with these
         plans inside its own transaction (``store.learned``)."""
         return Plan(
@@ -103,6 +117,7 @@ class Supersession:
             judge=None if self.use_llm else self.judge(await self.resolver(new.owner)),
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,
+            owner_names=owner_names,
         )
 
     def queued(self) -> None:
