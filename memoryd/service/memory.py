@@ -38,7 +38,7 @@ from memoryd.service.provenance import owner_names, provenance_of, routing_of, s
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
-from memoryd.store.supersession import NOT_VISIBLE
+from memoryd.store.supersession import NOT_VISIBLE, Stored
 
 if TYPE_CHECKING:
     from memoryd.service.people import PeopleService
@@ -123,28 +123,38 @@ class MemoryService:
         )
         superseded: list[str] = []
         short_id: str | None = None
-        if self.supersession is None:
+        embedded = False
+        supersession = self.supersession
+        if supersession is None:
             record, deduplicated = await self.memories.add(new)
             if self.people is not None:
                 await self.people.learn(scope, record, params)
+            if self.backfill is not None:
+                self.backfill.notify()
         else:
             supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
             key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
             # One write transaction: the insert, supersession, the people it names, the short id.
             names = owner_names(scope, params) if self.people is not None else None
-            with _ambiguity_names("supersedes"):
-                stored = await self.supersession.store(scope, new, supersedes=supersedes, key=key, owner_names=names)
+
+            async def store(embeds_itself: bool) -> Stored:
+                with _ambiguity_names("supersedes"):
+                    return await supersession.store(
+                        scope, new, supersedes=supersedes, key=key, owner_names=names, embeds_itself=embeds_itself
+                    )
+
+            if self.backfill is None:
+                stored = await store(False)
+            else:
+                # Idle embedder: the text is embedded alongside the insert and the reply says
+                # embedded: true.  Busy: the backfill batches it; the vector follows shortly.
+                stored, embedded = await self.backfill.store_and_embed(new.content, store, self.add_wait)
             record, deduplicated, superseded = stored.record, stored.deduplicated, stored.superseded
             short_id = stored.short_id
             if self.people is not None:
                 self.people.learned(scope, changed=stored.people_changed)
         for listener in self.on_added:
             await listener(scope, record, params)
-        embedded = False
-        # Wait briefly for the embedding so a search right after sees the vector; skip the wait
-        # while the backend is known to be failing, so a down embedder does not slow adds.
-        if self.backfill is not None and self.backfill.last_error is None and not deduplicated:
-            embedded = await self.backfill.wait_embedded(record.id, self.add_wait)
         if short_id is None:
             short_id = (await self.memories.short_ids(scope, [record.id])).get(record.id, record.id[:MIN_PREFIX_LENGTH])
         log.info("memory.added", extra=fields(id=record.id, scope=record.scope, dedup=deduplicated))

@@ -15,6 +15,7 @@ is the owner (``knowledge.conflict.Statement.speaker`` is set only for someone e
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 from memoryd.config import SupersessionConfig
@@ -91,10 +92,14 @@ class Supersession:
         supersedes: str | None = None,
         key: str | None = None,
         owner_names: tuple[str, ...] | None = None,
+        embeds_itself: bool = False,
     ) -> Stored:
         """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc);
-        ``owner_names``: learn its people in the same transaction (``Plan.owner_names``)."""
+        ``owner_names``: learn its people in the same transaction (``Plan.owner_names``);
+        ``embeds_itself``: the caller embeds it now (``Plan.embeds_itself``)."""
         plan = await self.plan(new, supersedes=supersedes, key=key, owner_names=owner_names)
+        if embeds_itself:
+            plan = dataclasses.replace(plan, embeds_itself=True)
         stored = await self.supersessions.add(scope, new, plan)
         if plan.defer and not stored.deduplicated:
             self.queued()

@@ -26,7 +26,7 @@ from memoryd.errors import SupersedeRefused
 from memoryd.ids import MIN_PREFIX_LENGTH
 from memoryd.store import jobs, lookup, memories, people_learning
 from memoryd.store.db import one
-from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
+from memoryd.store.records import RECORD_COLUMNS, EmbedJob, MemoryRecord, NewMemory, record_from_row
 from memoryd.store.visibility import Scope, kind_of_key, predicate
 
 #: The reason of a refused ``supersedes`` that names nothing visible (the words memory.get uses).
@@ -63,6 +63,8 @@ class Plan:
     #: Learn the stored memory's people in the same transaction (``people_learning``), the
     #: owner going by these names; None: the caller learns them (or nobody does).
     owner_names: tuple[str, ...] | None = None
+    #: The adder embeds the text itself, at once: its job comes back leased (``Stored.embed_job``).
+    embeds_itself: bool = False
 
 
 @dataclass
@@ -74,6 +76,8 @@ class Stored:
     short_id: str = ""
     #: Learning changed the owner's people (created, renamed, aliased): their caches are stale.
     people_changed: bool = False
+    #: The new memory's embed job, leased to the adder (``Plan.embeds_itself``).
+    embed_job: EmbedJob | None = None
 
 
 def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
@@ -110,8 +114,8 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     """Insert ``new`` (or find its duplicate) and apply ``plan``, all in one transaction: a
     refused ``supersedes`` leaves nothing behind."""
     target = _target(db, scope, plan.supersedes, new, now_ms) if plan.supersedes else None
-    rowid, record, deduplicated = memories.add_row(db, new, now_ms)
-    stored = Stored(record, deduplicated)
+    rowid, record, deduplicated, own_job = memories.add_row(db, new, now_ms, embeds_itself=plan.embeds_itself)
+    stored = Stored(record, deduplicated, embed_job=own_job)
     if plan.key is not None:
         db.execute("UPDATE memories SET key = ? WHERE rowid = ? AND key IS NULL", (plan.key, rowid))
     if not deduplicated:
