@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.knowledge.attributes import TRAILING_PATTERN, EndAnchored, parse_attributes
+from memoryd.knowledge.attributes import parse_attributes
+from memoryd.knowledge.trailing import TRAILING_PATTERN, EndAnchored
 
 M, NEG = "multi", "negated"
 
