@@ -45,7 +45,8 @@ def test_the_set_is_big_enough_to_mean_something() -> None:
 async def test_every_paraphrased_question_finds_its_fact_first(
     short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
 ) -> None:
-    daemon = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
+    # A generous add_wait: each add embeds its own text before it answers, on a busy machine too.
+    daemon = Daemon(make_config(short_tmp, embedder="local", embed={"add_wait": 60.0}), embedder=local_embedder)
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     # Facts and distractors interleaved, as a life's notes come.
