@@ -144,6 +144,9 @@ class HealthReporter:
         if backfill is not None:
             state["vector_space_ready"] = backfill.vector_space_ready
             state["embedded_since_start"] = backfill.embedded_total
+            # memory.add: embedded before its reply (idle embedder) or left to the backfill.
+            state["adds_embedded_at_once"] = backfill.own_total
+            state["adds_left_to_backfill"] = backfill.deferred_total
             if backfill.last_error:
                 state["last_error"] = backfill.last_error
         return state
