@@ -133,3 +133,11 @@ def one(db: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> tuple[An
     if row is None:
         raise StoreError("the database returned no row where one was expected")
     return tuple(row)
+
+
+def rows_changed(db: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> int:
+    """Run one statement; the rows it changed, those its triggers changed included (FTS5's
+    'merge' command reports its work only that way)."""
+    before: int = db.total_changes()
+    db.execute(sql, params)
+    return int(db.total_changes() - before)
