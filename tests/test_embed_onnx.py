@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -99,3 +102,25 @@ async def test_insisting_on_onnxruntime_without_it_fails_start(monkeypatch: pyte
     with pytest.raises(EmbedderError, match="onnxruntime is not installed"):
         await embedder.start()
     assert embedder.describe()["state"] == "failed"
+
+
+def test_onnxruntime_telemetry_stays_off(tmp_path: Path) -> None:
+    # Official wheels queue usage events for Microsoft under ~/.cache/Microsoft unless
+    # ORT_DISABLE_TELEMETRY is set before onnxruntime initialises: a fresh interpreter, so the
+    # variable is not already set by this test process.
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    env |= {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / ".cache")}
+    script = (
+        "import trio\n"
+        "from memoryd.embed import LocalEmbedder\n"
+        "async def main():\n"
+        "    embedder = LocalEmbedder(runtime='onnxruntime')\n"
+        "    await embedder.start()\n"
+        "    await embedder.embed(['hello'])\n"
+        "    print(embedder.describe()['runtime'])\n"
+        "trio.run(main)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("onnxruntime ")
+    assert [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")] == []

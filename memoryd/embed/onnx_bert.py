@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from types import ModuleType
 from typing import Any, Literal, Protocol
 
@@ -41,12 +42,24 @@ class Encoder(Protocol):
 
 
 def import_onnxruntime() -> ModuleType | None:
-    """onnxruntime, or None when it is not installed or does not load (the numpy path is used)."""
+    """onnxruntime with its telemetry off, or None when it is not installed or does not load (the
+    numpy path is used then).
+
+    Official onnxruntime wheels since 1.29 send usage events to Microsoft from Linux too, and keep
+    a device id and an event queue under ~/.cache/Microsoft.  A memory daemon sends nothing
+    anywhere: ORT_DISABLE_TELEMETRY must be set before ORT initialises (checked by strace: no
+    file is created then); disable_telemetry_events() covers builds that predate the variable.
+    """
+    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
     try:
         import onnxruntime
     except ImportError as exc:
         log.info("onnxruntime unavailable, the local model runs on numpy", extra=fields(reason=str(exc)))
         return None
+    onnxruntime.disable_telemetry_events()
+    # Errors only: its warnings (e.g. "cpuinfo_initialize failed" under systemd's ProcSubset=pid,
+    # where MLAS still picks its kernels by CPUID) are not the operator's to act on.
+    onnxruntime.set_default_logger_severity(3)
     return onnxruntime
 
 
