@@ -10,6 +10,7 @@ differ from numpy's by ~2e-6.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
 import os
@@ -29,6 +30,10 @@ log = logging.getLogger("memoryd.embed")
 
 Runtime = Literal["auto", "onnxruntime", "numpy"]
 _MS = "com.microsoft"
+#: A forward pass over at least this many padded tokens hands its scratch memory back when it
+#: ends.  ORT's arena otherwise keeps its peak for good: measured +150 MB of RSS after one
+#: batch of 64 texts of 256 tokens.  Queries and small chunks keep the arena (and their speed).
+SHRINK_ARENA_TOKENS = 512
 
 
 class Encoder(Protocol):
@@ -80,6 +85,18 @@ def choose_encoder(encoder: BertEncoder, runtime: Runtime, *, threads: int) -> E
             raise
         log.warning("onnxruntime failed, the local model runs on numpy", extra=fields(error=str(exc)))
         return encoder
+
+
+def release_free_heap() -> None:
+    """Returns free heap pages to the OS (glibc only; elsewhere nothing happens).
+
+    The numpy copy of the weights, dropped once onnxruntime holds its own, leaves ~45 MB of
+    free but resident heap behind (measured: +148 MB RSS after load, +103 MB after this).
+    """
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def bert_graph(encoder: BertEncoder) -> tuple[dict[str, F32], bytes]:
@@ -165,6 +182,8 @@ class OrtBertEncoder:
             self._session: Any = ort.InferenceSession(graph, sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... classes
             raise EmbedderError(f"onnxruntime could not build the BERT graph: {exc}") from None
+        self._shrink_arena = ort.RunOptions()
+        self._shrink_arena.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
 
     def forward(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_] | None) -> F32:
         """Last hidden states (batch, seq, hidden); ``mask`` False at (right) padding, None for none."""
@@ -172,5 +191,6 @@ class OrtBertEncoder:
             "input_ids": ids.astype(np.int32),
             "attention_mask": np.ones(ids.shape, np.int32) if mask is None else mask.astype(np.int32),
         }
-        hidden: F32 = self._session.run(["hidden"], feed)[0]
+        options = self._shrink_arena if ids.size >= SHRINK_ARENA_TOKENS else None
+        hidden: F32 = self._session.run(["hidden"], feed, options)[0]
         return hidden

@@ -23,7 +23,7 @@ import tokenizers
 
 from memoryd.embed.bert import BertConfig, BertEncoder
 from memoryd.embed.blas import limit_blas_threads, openblas_kernel
-from memoryd.embed.onnx_bert import Runtime, choose_encoder
+from memoryd.embed.onnx_bert import Runtime, choose_encoder, release_free_heap
 from memoryd.embed.vectors import F32, normalize_rows
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
@@ -101,9 +101,11 @@ class SentenceModel:
             raise EmbedderError(f"{folder / 'model.safetensors'} is not a valid safetensors file: {exc}") from None
         del weights
         on_numpy = BertEncoder(config, tensors)
-        del tensors  # BertEncoder made its own (transposed, fused) copies
+        del tensors  # BertEncoder keeps what it needs (transposed, fused)
         self.encoder = choose_encoder(on_numpy, runtime, threads=self.workers)
-        del on_numpy  # on onnxruntime, the session holds its own copy of the weights
+        if self.encoder is not on_numpy:
+            del on_numpy  # the session holds its own copy of the weights
+            release_free_heap()
         self.dim = config.hidden_size
         self.load_report = LoadReport(
             seconds=time.perf_counter() - started,
