@@ -138,7 +138,8 @@ async def measure(rounds: int, st: SentenceTransformersWorker | None = None) -> 
             "batch": [],
         }
     runs = result["runtimes"]
-    st_samples: dict[int, dict[str, list[float]]] = {n: {"query": [], "batch": []} for n in (st.thread_counts if st else [])}
+    thread_counts = st.thread_counts if st else []
+    st_samples: dict[int, dict[str, list[float]]] = {n: {"query": [], "batch": []} for n in thread_counts}
 
     async def timed(kind: str, texts: list[str]) -> None:
         for runtime, embedder in embedders.items():
@@ -240,7 +241,8 @@ def main() -> None:
         json.dump(result, sys.stdout)
         return
     pinned = os.environ.get("OPENBLAS_CORETYPE")
-    print(f"OpenBLAS kernel (numpy path): {result['kernel']}" + (f" (pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""))
+    pinned_note = f" (pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""
+    print(f"OpenBLAS kernel (numpy path): {result['kernel']}{pinned_note}")
     print(f"{len(QUERIES)} queries x {args.rounds} rounds; texts of 5-40 words; load average {load_average()}")
     runs = result["runtimes"]
     columns = [(f"memoryd, {runs['onnxruntime']['runtime']}", memoryd_cells(runs["onnxruntime"]))]
@@ -265,7 +267,8 @@ def main() -> None:
     if st is not None:
         theirs = np.array(result["st_vectors"], dtype=np.float32)
         for name, mine in zip(RUNTIMES, (ort_vectors, numpy_vectors), strict=True):
-            print(f"cosine {name} vs sentence-transformers over the queries: min {(mine * theirs).sum(axis=1).min():.7f}")
+            cosine = (mine * theirs).sum(axis=1).min()
+            print(f"cosine {name} vs sentence-transformers over the queries: min {cosine:.7f}")
         fastest_st = min(statistics.median(samples["query"]) for samples in result["st"].values())
         mine_p50 = statistics.median(runs["onnxruntime"]["query"])
         print(f"one query, onnxruntime vs sentence-transformers' faster setting: {fastest_st / mine_p50:.1f}x faster")

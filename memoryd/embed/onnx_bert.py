@@ -10,6 +10,7 @@ differ from numpy's by ~2e-6.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import logging
@@ -65,7 +66,8 @@ def import_onnxruntime() -> ModuleType | None:
     # Errors only: its warnings (e.g. "cpuinfo_initialize failed" under systemd's ProcSubset=pid,
     # where MLAS still picks its kernels by CPUID) are not the operator's to act on.
     onnxruntime.set_default_logger_severity(3)
-    return onnxruntime
+    module: ModuleType = onnxruntime
+    return module
 
 
 def choose_encoder(encoder: BertEncoder, runtime: Runtime, *, threads: int) -> Encoder:
@@ -93,10 +95,8 @@ def release_free_heap() -> None:
     The numpy copy of the weights, dropped once onnxruntime holds its own, leaves ~45 MB of
     free but resident heap behind (measured: +148 MB RSS after load, +103 MB after this).
     """
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
         ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def bert_graph(encoder: BertEncoder) -> tuple[dict[str, F32], bytes]:
@@ -149,7 +149,7 @@ def bert_graph(encoder: BertEncoder) -> tuple[dict[str, F32], bytes]:
         "memoryd-bert",
         nodes,
         [proto.external_tensor(name, value) for name, value in weights.items()],
-        [proto.value_info("input_ids", proto.INT32, ids_shape), proto.value_info("attention_mask", proto.INT32, ids_shape)],
+        [proto.value_info(name, proto.INT32, ids_shape) for name in ("input_ids", "attention_mask")],
         [proto.value_info("hidden", proto.FLOAT, ["batch", "seq", cfg.hidden_size])],
         opsets={"": 17, _MS: 1},
     )
@@ -177,7 +177,8 @@ class OrtBertEncoder:
         options.log_severity_level = 3  # warnings about unused optional outputs are noise
         # External initializers: ORT reads the weights from our arrays once, with no 90 MB
         # protobuf in between (load 0.06 s instead of 0.6 s).
-        options.add_external_initializers(list(weights), [ort.OrtValue.ortvalue_from_numpy(w) for w in weights.values()])
+        values = [ort.OrtValue.ortvalue_from_numpy(w) for w in weights.values()]
+        options.add_external_initializers(list(weights), values)
         try:
             self._session: Any = ort.InferenceSession(graph, sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... classes

@@ -121,5 +121,7 @@ def model(
         + [_bytes_field(11, v) for v in inputs]
         + [_bytes_field(12, v) for v in outputs]
     )
-    opset_imports = b"".join(_bytes_field(8, _str_field(1, domain) + _int_field(2, version)) for domain, version in opsets.items())
+    opset_imports = b"".join(
+        _bytes_field(8, _str_field(1, domain) + _int_field(2, version)) for domain, version in opsets.items()
+    )
     return _int_field(1, ir_version) + _str_field(2, "memoryd") + opset_imports + _bytes_field(7, graph)
