@@ -61,12 +61,14 @@ async def test_onnxruntime_hidden_states_match_numpy_on_a_padded_batch() -> None
     fast = OrtBertEncoder(ort, encoder, threads=1)
     rng = np.random.default_rng(7)
     ids = rng.integers(1000, 30000, size=(3, 19))
-    mask = np.arange(19)[None, :] < np.array([[19], [4], [11]])
+    mask = np.arange(19)[None, :] < np.array([[19], [1], [11]])  # one row of a single token
     ids[~mask] = 0
     expected = encoder.forward(ids, mask)
     got = fast.forward(ids, mask)
     assert got.shape == expected.shape == (3, 19, 384)
     assert np.abs(got - expected)[mask].max() < 1e-4
+    lone = ids[1:2, :1]  # the same single token, unpadded
+    np.testing.assert_allclose(fast.forward(lone, None)[0, 0], expected[1, 0], atol=1e-4)
 
 
 def test_the_session_keeps_its_own_copy_of_the_weights() -> None:
