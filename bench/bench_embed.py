@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import trio
+from harness import load_average, verdict
 
 from memoryd.embed import CoalescingEmbedder, LocalEmbedder
 from memoryd.embed.blas import openblas_kernel
@@ -220,6 +221,10 @@ def latency_cell(samples: list[float]) -> str:
     return f"{ms(statistics.median(samples))} / {ms(p95(samples))}"
 
 
+def rate_cell(texts: int, seconds: list[float]) -> str:
+    return f"{texts / statistics.median(seconds):.0f} texts/s"
+
+
 def memoryd_cells(run: dict[str, Any]) -> dict[str, str]:
     return {
         "load": f"{run['load_seconds']:.2f} s",
@@ -227,8 +232,8 @@ def memoryd_cells(run: dict[str, Any]) -> dict[str, str]:
         "query p50 / p95": latency_cell(run["query"]),
         "query CPU p50 (process)": ms(statistics.median(run["query_cpu"])),
         "memory-like text p50 / p95": latency_cell(run["text"]),
-        "batch of 32": f"{32 / statistics.median(run['batch']):.0f} texts/s",
-        f"backfill: {BACKFILL_BATCH} texts of ~30 tokens": f"{BACKFILL_BATCH / statistics.median(run['backfill']):.0f} texts/s",
+        "batch of 32": rate_cell(32, run["batch"]),
+        f"backfill: {BACKFILL_BATCH} texts of ~30 tokens": rate_cell(BACKFILL_BATCH, run["backfill"]),
         "  CPU per text (process)": ms(statistics.median(run["backfill_cpu"]) / BACKFILL_BATCH),
         "one 256-token text": ms(run["long_text"]),
         "32 callers, coalesced": f"{ms(run['coalesced'])} in {run['coalesced_calls']} call(s)",
@@ -243,25 +248,61 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     st_python = args.st_python or (DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
-    result = trio.run(measure, args.rounds, None if args.json else st_python)
+    if args.json:
+        json.dump(measure_all(args.rounds, None)[0], sys.stdout)
+        return
+    result, st = measure_all(args.rounds, st_python)
+    print_report(result, st, args.rounds, blas_autodetect=args.blas_autodetect)
+
+
+def run(bench: Any) -> None:
+    """``./dev bench``'s ``embed`` section (bench/run_all.py): the table, and issue 13's targets 1
+    and 5 (embedding half) as summary rows."""
+    rounds = max(3, bench.sizes.queries // 15)
+    result, st = measure_all(rounds, DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
+    print_report(result, st, rounds, blas_autodetect=False)
+    fast = result["runtimes"]["onnxruntime"]
+    numpy_p50 = statistics.median(result["runtimes"]["numpy"]["query"])
+    p50 = statistics.median(fast["query"])
+    st_p50 = min((statistics.median(samples["query"]) for samples in result.get("st", {}).values()), default=None)
+    beside_st = f"; sentence-transformers (faster setting) {ms(st_p50)}" if st_p50 is not None else ""
+    met = p50 <= 0.004 and (st_p50 is None or p50 <= st_p50)
+    cpu = statistics.median(fast["query_cpu"])
+    value = f"p50 {ms(p50)}, CPU {ms(cpu)} (numpy {ms(numpy_p50)}{beside_st})"
+    target = "<= 4 ms p50, never slower than ST"
+    bench.result("query embedding, one short query, onnxruntime", value, target, verdict(met))
+    load = fast["load_seconds"]
+    value = f"{load:.2f} s, CPU {fast['load_cpu']:.2f} s"
+    bench.result("local embedder load (onnxruntime)", value, "< 1 s", verdict(load < 1))
+    rate = BACKFILL_BATCH / statistics.median(fast["backfill"])
+    what = f"background embedding, batches of {BACKFILL_BATCH} texts of ~30 tokens (in-process)"
+    cpu = statistics.median(fast["backfill_cpu"]) / BACKFILL_BATCH
+    bench.result(what, f"{rate:.0f} texts/s, CPU {ms(cpu)} per text", ">= 150 texts/s", verdict(rate >= 150))
+
+
+def measure_all(rounds: int, st_python: Path | None) -> tuple[dict[str, Any], SentenceTransformersWorker | None]:
+    result = trio.run(measure, rounds, st_python)
     st: SentenceTransformersWorker | None = result.pop("st_worker")
     if st is not None:
         st.close()
-    if args.json:
-        json.dump(result, sys.stdout)
-        return
+    return result, st
+
+
+def print_report(
+    result: dict[str, Any], st: SentenceTransformersWorker | None, rounds: int, *, blas_autodetect: bool
+) -> None:
     pinned = os.environ.get("OPENBLAS_CORETYPE")
     pinned_note = f" (pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""
     print(f"OpenBLAS kernel (numpy path): {result['kernel']}{pinned_note}")
-    print(f"{len(QUERIES)} queries x {args.rounds} rounds; texts of 5-40 words; load average {load_average()}")
+    print(f"{len(QUERIES)} queries x {rounds} rounds; texts of 5-40 words; load average {load_average()}")
     runs = result["runtimes"]
     columns = [(f"memoryd, {runs['onnxruntime']['runtime']}", memoryd_cells(runs["onnxruntime"]))]
     columns.append((f"memoryd, numpy ({result['kernel']})", memoryd_cells(runs["numpy"])))
-    if args.blas_autodetect and pinned:
-        auto = autodetect_column(args.rounds)
+    if blas_autodetect and pinned:
+        auto = autodetect_column(rounds)
         columns.append((f"memoryd, numpy ({auto['kernel']}, auto)*", memoryd_cells(auto["runtimes"]["numpy"])))
     if st is not None:
-        print(f"sentence-transformers via {st_python} (torch {st.info['torch']}), interleaved call by call")
+        print(f"sentence-transformers via {st.python} (torch {st.info['torch']}), interleaved call by call")
         for threads, samples in result["st"].items():
             cells = {
                 "load": f"{st.info['load_seconds']:.2f} s",
@@ -270,7 +311,7 @@ def main() -> None:
             }
             columns.append((f"ST, torch {threads} thread(s)", cells))
     print_table(columns)
-    if args.blas_autodetect and pinned:
+    if blas_autodetect and pinned:
         print("* measured in a child process after the others, not interleaved with them")
     ort_vectors, numpy_vectors = (np.array(runs[name]["vectors"], dtype=np.float32) for name in RUNTIMES)
     print(f"cosine onnxruntime vs numpy over the queries: min {(ort_vectors * numpy_vectors).sum(axis=1).min():.7f}")
@@ -282,13 +323,6 @@ def main() -> None:
         fastest_st = min(statistics.median(samples["query"]) for samples in result["st"].values())
         mine_p50 = statistics.median(runs["onnxruntime"]["query"])
         print(f"one query, onnxruntime vs sentence-transformers' faster setting: {fastest_st / mine_p50:.1f}x faster")
-
-
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text(encoding="ascii").split()[:3])
-    except OSError:
-        return "unknown"
 
 
 if __name__ == "__main__":
