@@ -20,25 +20,88 @@ comparable and the per-key lists merge by score.
 from __future__ import annotations
 
 import heapq
+import json
+import math
 from collections.abc import Mapping, Sequence
 
 import apsw
 
-from memoryd.store import fts_query
-from memoryd.store.db import one
+from memoryd.store import fts_query, scope_stats
 from memoryd.store.visibility import Scope, predicate
 
 #: A term matching at least this many of the scope's documents counts as common.
-COMMON_DOCS = 1000
+COMMON_DOCS = scope_stats.COMMON_DOCS
 #: With only common terms, BM25 ranks the newest this-many matches.
 RECENT_WINDOW = 5000
+#: A scope key holding at least this share of the table ranks without its scope token.
+WIDE_SHARE = 0.5
 #: Weights of the FTS columns (content, subjects, scope_token) in BM25.
 _BM25 = "bm25(memories_fts, 1.0, 0.5, 0.0)"
 
 Ranked = list[tuple[int, float]]  # (rowid, bm25: lower is better)
 
 
-def _bm25_ranked(
+def bm25_ranked(
+    db: apsw.Connection,
+    scope: Scope,
+    key: str,
+    terms: list[str],
+    depth: int,
+    now_ms: int,
+    min_rowid: int = 0,
+    *,
+    probe_first: bool = True,
+) -> Ranked:
+    """The ``depth`` best visible matches of any of ``terms`` in scope key ``key``, best first
+    (score, then the newer rowid).  ``probe_first=False`` skips the shortcut below (tests
+    compare the two)."""
+    scoped = fts_query.match_expression([fts_query.scope_token(key)], terms)
+    if not probe_first:
+        return _bm25_ranked_joined(db, scope, key, scoped, depth, now_ms, min_rowid)
+    # FTS5 scores every match either way; joining each match to its memories row for the
+    # visibility check costs a b-tree seek per match (~25% of the statement in a 10k scope).
+    # Nearly every match of the scope token is visible, so first rank the matches alone and
+    # check the best few: when enough of them are visible, they are exactly the top of the
+    # joined query (same order, every row before them checked).
+    probe, expression = 2 * depth, scoped
+    share = scope_stats.share(db, key) if min_rowid == 0 else 0.0
+    if share >= WIDE_SHARE:
+        # bm25() counts each phrase's documents in the whole table before it scores a row: for
+        # the scope token of a scope holding most of the table that walk alone costs more than
+        # the query (2.5 vs 0.25 ms at 100k memories).  The token's column weighs 0, so a row's
+        # score is the same without it: rank the terms' matches in every scope, keep this
+        # key's.  Not for a window of the newest rows: other scopes' recent rows may crowd it.
+        probe, expression = math.ceil(probe / share), fts_query.terms_expression(terms)
+    best = [
+        (int(rowid), float(score))
+        for rowid, score in db.execute(
+            f"SELECT rowid, {_BM25} AS score FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? "
+            "ORDER BY score, rowid DESC LIMIT ?",
+            (expression, min_rowid, probe),
+        )
+    ]
+    visible = _visible(db, scope, key, [rowid for rowid, _ in best], now_ms)
+    shown = [hit for hit in best if hit[0] in visible]
+    if len(shown) >= depth or len(best) < probe:
+        return shown[:depth]
+    return _bm25_ranked_joined(db, scope, key, scoped, depth, now_ms, min_rowid)
+
+
+def _visible(db: apsw.Connection, scope: Scope, key: str, rowids: list[int], now_ms: int) -> set[int]:
+    if not rowids:
+        return set()
+    visible, params = predicate(scope, "m", now_ms=now_ms, key=key)
+    # CROSS JOIN: look up each rowid, never walk the scope.
+    return {
+        int(rowid)
+        for (rowid,) in db.execute(
+            f"SELECT m.rowid FROM json_each(?) AS w CROSS JOIN memories AS m ON m.rowid = w.value WHERE {visible}",
+            (json.dumps(rowids), *params),
+        )
+    }
+
+
+def _bm25_ranked_joined(
     db: apsw.Connection, scope: Scope, key: str, expression: str, depth: int, now_ms: int, min_rowid: int = 0
 ) -> Ranked:
     visible, params = predicate(scope, "m", now_ms=now_ms, key=key)
@@ -55,24 +118,9 @@ def _bm25_ranked(
     return [(int(rowid), float(score)) for rowid, score in rows]
 
 
-def _capped_doc_count(db: apsw.Connection, expression: str, cap: int) -> int:
-    (count,) = one(
-        db,
-        "SELECT count(*) FROM (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
-        (expression, cap),
-    )
-    return int(count)
-
-
 def term_counts(db: apsw.Connection, key: str, terms: list[str]) -> dict[str, int]:
     """How many of the scope key's documents hold each term, capped at COMMON_DOCS."""
-    tokens = [fts_query.scope_token(key)]
-    return {t: _capped_doc_count(db, fts_query.match_expression(tokens, [t]), COMMON_DOCS) for t in terms}
-
-
-def scope_size(db: apsw.Connection, key: str) -> int:
-    """How many documents the scope key holds, capped at COMMON_DOCS (the term counts' cap)."""
-    return _capped_doc_count(db, fts_query.scope_filter([fts_query.scope_token(key)]), COMMON_DOCS)
+    return scope_stats.measure(db, key, terms)[0]
 
 
 def _scope_candidates(
@@ -84,8 +132,8 @@ def _scope_candidates(
         return []
     rare = [t for t in present if counts[t] < COMMON_DOCS]
     if len(rare) == len(present):
-        return _bm25_ranked(db, scope, key, fts_query.match_expression(tokens, present), depth, now_ms)
-    hits = _bm25_ranked(db, scope, key, fts_query.match_expression(tokens, rare), depth, now_ms) if rare else []
+        return bm25_ranked(db, scope, key, present, depth, now_ms)
+    hits = bm25_ranked(db, scope, key, rare, depth, now_ms) if rare else []
     if len(hits) >= depth:
         return hits
     full = fts_query.match_expression(tokens, present)
@@ -94,7 +142,7 @@ def _scope_candidates(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
         (full, RECENT_WINDOW - 1),
     ).fetchone()
-    recent = _bm25_ranked(db, scope, key, full, depth, now_ms, min_rowid=bound[0] if bound else 0)
+    recent = bm25_ranked(db, scope, key, present, depth, now_ms, min_rowid=bound[0] if bound else 0)
     seen = {rowid for rowid, _ in hits}
     # Ranked after the rare-term hits: never better than the last of them.
     floor = hits[-1][1] if hits else float("-inf")
