@@ -17,6 +17,9 @@ Sections:
   startup  process start to first answered call, median of several starts, local and none
   extract  memory.observe vs memory.add throughput; extraction pipeline overhead per fact beyond
            the LLM's own time (fake LLM on loopback answering at once), see bench_extraction.py
+  embed    the local model in-process: onnxruntime and numpy side by side, interleaved with
+           sentence-transformers when /tmp/st-venv exists (see bench_embed.py): load, one query,
+           batches, the backfill's rate
 
 Stores are built by bench_store.build: random unit vectors registered as the local model's space,
 so memoryd with the local embedder serves them (timing only: the vectors carry no meaning).
@@ -49,13 +52,14 @@ import trio
 # Run as a script: bench/ is on sys.path (its siblings import as top-level modules); so is the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import bench_embed  # noqa: E402
 import bench_extraction  # noqa: E402
 import bench_store  # noqa: E402
-from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99  # noqa: E402
+from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 
 from memoryd.store import Store  # noqa: E402
 
-SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract")
+SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed")
 
 
 @dataclass(frozen=True)
@@ -116,10 +120,6 @@ class Bench:
                   f"{time.perf_counter() - started:.1f} s ({size:.0f} MB)")  # fmt: skip
             self._stores[memories] = data
         return self._stores[memories]
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "MISSED"
 
 
 def latency(report: dict[str, Any]) -> tuple[float, float]:
@@ -377,7 +377,7 @@ def bench_startup(bench: Bench) -> None:
 
 
 RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
-           "extract": bench_extraction.run}
+           "extract": bench_extraction.run, "embed": bench_embed.run}
 
 
 def parse_only(value: str) -> list[str]:

@@ -59,6 +59,8 @@ async def test_local_model_finds_memories_by_meaning(local_peer: NdjsonPeer) -> 
     assert all(0.0 <= hit["similarity"] <= 1.0 for hit in hits)
     health = await call_ok(peer, "system.health", {})
     assert health["embedder"]["model"] if "model" in health["embedder"] else health["embedder"]
+    # Which encoder runs the model: onnxruntime is a dependency, numpy only its fallback.
+    assert health["embedder"]["runtime"].startswith("onnxruntime ")
     assert health["backlog"].get("embed", 0) == 0
 
 
