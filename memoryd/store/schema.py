@@ -297,6 +297,14 @@ def m007_disclosure_and_time_order(db: apsw.Connection) -> None:
         vectors.rebuild_table(db, space)
 
 
+def m008_int8_rescoring_copies(db: apsw.Connection) -> None:
+    """The vector table's rescoring copies become int8 (``dim`` bytes) instead of float16
+    (``2 * dim``): at a million memories they were half of the file (``vector_codec.py``)."""
+    space = vectors.read_space(db)
+    if space is not None:
+        vectors.requantize_float16(db, space)
+
+
 #: The ladder: step N brings user_version from N-1 to N.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m001_create_tables,
@@ -306,6 +314,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m005_supersession,
     m006_people,
     m007_disclosure_and_time_order,
+    m008_int8_rescoring_copies,
 ]
 
 
