@@ -135,7 +135,9 @@ def _recent_matches(
         shown = {
             rowid
             for (rowid,) in db.execute(
-                f"SELECT m.rowid FROM json_each(?) AS w JOIN memories AS m ON m.rowid = w.value WHERE {visible_sql}",
+                # CROSS JOIN: the ids drive; left to choose, SQLite walks the scope (400 ms at 100k).
+                f"SELECT m.rowid FROM json_each(?) AS w CROSS JOIN memories AS m ON m.rowid = w.value "
+                f"WHERE {visible_sql}",
                 (json.dumps([rowid for rowid, _ in batch]), *params),
             )
         }
