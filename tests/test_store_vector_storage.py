@@ -158,3 +158,17 @@ async def test_a_store_with_float16_copies_is_migrated_to_int8_and_ranks_the_sam
     expected = np.argsort(-(stored @ query))[:5]
     assert [h.content for h in hits] == [texts[i] for i in expected]
     assert hits[0].similarity == pytest.approx(float(stored[expected[0]] @ query), abs=0.005)
+
+
+async def test_a_rescoring_copy_of_the_wrong_length_is_found_and_re_embedded(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with Store(path) as store:
+        store.configure_vector_space("test:check", DIM)
+        await store.memories.add(note("a memory"))
+        await embed_all(store, {}, random_units(1, 11)[0])
+        sql(path, "UPDATE vec_g1 SET embedding = zeroblob(?) WHERE memory_rowid = 1", (2 * DIM,))  # float16-sized
+        findings = store.lifecycle.check()
+        assert not next(f for f in findings if f.check == "vectors.rows").ok
+        store.lifecycle.repair(findings)
+        assert (await store.jobs.backlog())["embed"] == 1
+        assert sql(path, "SELECT count(*) FROM vec_g1") == [(0,)]
