@@ -43,6 +43,13 @@ def fine_from_float16(blobs: list[bytes], dim: int) -> list[bytes]:
     return [row.tobytes() for row in _quantize(matrix)]
 
 
+def unit_from_fine(blob: bytes) -> FloatArray:
+    """The unit vector an int8 copy stands for (to search with a stored memory's vector)."""
+    vector = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector  # type: ignore[no-any-return]
+
+
 def cosines(blobs: list[bytes], query: FloatArray, dim: int) -> npt.NDArray[np.float32]:
     """Cosine of the unit ``query`` with each stored int8 copy."""
     matrix = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), dim).astype(np.float32)
