@@ -299,10 +299,11 @@ def m007_disclosure_and_time_order(db: apsw.Connection) -> None:
 
 def m008_int8_rescoring_copies(db: apsw.Connection) -> None:
     """The vector table's rescoring copies become int8 (``dim`` bytes) instead of float16
-    (``2 * dim``): at a million memories they were half of the file (``vector_codec.py``)."""
+    (``2 * dim``): at a million memories they were half of the file (``vector_codec.py``).
+    The table is rewritten, so its pages are packed; the pages it leaves are free for reuse."""
     space = vectors.read_space(db)
     if space is not None:
-        vectors.requantize_float16(db, space)
+        vectors.rebuild_table(db, space)
 
 
 #: The ladder: step N brings user_version from N-1 to N.

@@ -165,12 +165,23 @@ def create_table(db: apsw.Connection, space: VectorSpace) -> None:
 
 def rebuild_table(db: apsw.Connection, space: VectorSpace) -> int:
     """Re-create ``space``'s table with the current columns, keeping every vector (schema
-    upgrades); returns the vectors copied.  The rows wait in a plain temporary table: vec0 does
-    not rename its shadow tables, so the old table cannot be renamed out of the way."""
-    db.execute(
-        "CREATE TEMP TABLE vectors_upgrade AS "
-        f"SELECT memory_rowid, scope_key, expires_at, coarse, embedding FROM {space.table}"
-    )
+    upgrades), rescoring copies in the current format; returns the vectors copied.  The rows
+    wait in a plain temporary table: vec0 does not rename its shadow tables, so the old table
+    cannot be renamed out of the way.  Rewriting all rows (rather than updating them in place)
+    also packs the pages: 1M copies updated from 768 to 384 bytes left the table as big as before."""
+
+    def current_format(blob: bytes) -> bytes:
+        # float16 copies (2 * dim bytes) were written before schema m008.
+        return vector_codec.fine_from_float16([blob], space.dim)[0] if len(blob) == 2 * space.dim else blob
+
+    db.create_scalar_function("memoryd_rescoring_copy", current_format, 1, deterministic=True)
+    try:
+        db.execute(
+            "CREATE TEMP TABLE vectors_upgrade AS SELECT memory_rowid, scope_key, expires_at, coarse, "
+            f"memoryd_rescoring_copy(embedding) AS embedding FROM {space.table}"
+        )
+    finally:
+        db.create_scalar_function("memoryd_rescoring_copy", None)
     db.execute(f"DROP TABLE {space.table}")
     create_table(db, space)
     db.execute(
@@ -280,25 +291,3 @@ def cosines_for(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int], 
         return {}
     cosines = vector_codec.cosines(list(found.values()), query, space.dim)
     return dict(zip(found, (float(c) for c in cosines), strict=True))
-
-
-def requantize_float16(db: apsw.Connection, space: VectorSpace, batch: int = 10_000) -> int:
-    """Re-encode the float16 rescoring copies written before schema m008 as int8 copies
-    (``dim * 2`` bytes long, where an int8 copy is ``dim``); returns how many were converted."""
-    converted, after = 0, -1
-    while True:
-        rows = db.execute(
-            f"SELECT memory_rowid, embedding FROM {space.table} WHERE memory_rowid > ? ORDER BY memory_rowid LIMIT ?",
-            (after, batch),
-        ).fetchall()
-        if not rows:
-            return converted
-        after = rows[-1][0]
-        old = [(rowid, blob) for rowid, blob in rows if len(blob) == 2 * space.dim]
-        if old:
-            fine = vector_codec.fine_from_float16([blob for _, blob in old], space.dim)
-            db.executemany(
-                f"UPDATE {space.table} SET embedding = ? WHERE memory_rowid = ?",
-                [(blob, rowid) for blob, (rowid, _) in zip(fine, old, strict=True)],
-            )
-            converted += len(old)
