@@ -10,6 +10,7 @@ import pytest
 
 from memoryd.store import Scope, Store, schema, vector_codec
 from memoryd.store.db import open_connection
+from memoryd.store import hamming_scan
 from memoryd.store.hamming_scan import HammingHints, scan
 from tests.store_helpers import embed_all, note, sql
 
@@ -96,6 +97,7 @@ def test_a_hint_too_tight_falls_back_to_the_full_scan(big_partition: Path) -> No
         query = random_units(1, 7)[0]
         rows = scan(db, "vec_t", vector_codec.coarse(query), 64, "big", "1", (), hints=hints)
         assert len(rows) == 64
+        assert rows == scan(db, "vec_t", vector_codec.coarse(query), 64, "big", "1", (), hints=HammingHints())
         assert hints.get(key) == rows[-1][2] > 0
     finally:
         db.close()
@@ -120,13 +122,15 @@ def test_hints_forget_the_oldest_partition_past_their_bound() -> None:
     assert hints.get(("f", "t", "4999", "1")) == 10.0
 
 
-def test_a_hint_rises_at_once_and_decays_one_bit_per_scan() -> None:
+def test_the_bound_is_the_farthest_of_the_recent_scans() -> None:
     hints, key = HammingHints(), ("f", "t", "p", "1")
     hints.learn(key, 100.0)
     hints.learn(key, 120.0)
-    assert hints.get(key) == 120.0
     hints.learn(key, 90.0)
-    assert hints.get(key) == 119.0
+    assert hints.get(key) == 120.0
+    for _ in range(hamming_scan.RECENT - 1):
+        hints.learn(key, 95.0)
+    assert hints.get(key) == 95.0  # 120 has left the window
 
 
 async def test_a_store_with_float16_copies_is_migrated_to_int8_and_ranks_the_same(tmp_path: Path) -> None:

@@ -7,20 +7,25 @@ distance of the scope's recent scans brings k=64 down to ~4 ms (measured with T 
 to 150: 14, 4.5 and 3.4 ms).  A T too tight returns fewer than k rows, and the scan runs again
 without it, so the answer never depends on the hint; only the time does.
 
-Hints live per process, keyed by database file, table, partition and filter branch.  Only scans
-that filled all k places leave one, so a small scope (fewer than k vectors) never pays a rerun.
+The bound is the farthest k-th distance of the partition's last RECENT scans: a rerun costs a
+whole plain scan on top of the bounded one, while a bound a few bits too loose only lets a few
+more rows into the selection, so the bound follows the spread of the queries rather than their
+middle (at 1M random vectors, "k-th distance minus one bit per scan" missed often enough to
+eat the gain).  Hints live per process, keyed by database file, table, partition and filter
+branch.  Only scans that filled all k places leave one, so a small scope (fewer than k
+vectors) never pays a rerun.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 
 import apsw
 
-#: A hint forgets one bit per scan that needed less, so one odd query does not loosen it for long.
-_DECAY = 1
+#: Scans remembered per partition: the bound is the farthest k-th distance among them.
+RECENT = 16
 #: Partitions remembered (an entry is a few dozen bytes).
 _MAX_HINTS = 4096
 
@@ -29,21 +34,23 @@ Row = tuple[int, bytes, float]  # memory_rowid, rescoring copy, hamming distance
 
 
 class HammingHints:
-    """The k-th hamming distance the recent scans of each partition found."""
+    """The k-th hamming distances the recent scans of each partition found."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kth: OrderedDict[Key, float] = OrderedDict()
+        self._kth: OrderedDict[Key, deque[float]] = OrderedDict()
 
     def get(self, key: Key) -> float | None:
+        """The bound for the next scan: the farthest recent k-th distance."""
         with self._lock:
-            return self._kth.get(key)
+            recent = self._kth.get(key)
+            return max(recent) if recent else None
 
     def learn(self, key: Key, kth: float) -> None:
-        """Rise at once to a farther k-th distance, come back down one bit per scan."""
         with self._lock:
-            old = self._kth.pop(key, None)
-            self._kth[key] = kth if old is None else max(kth, old - _DECAY)
+            recent = self._kth.pop(key, None) or deque(maxlen=RECENT)
+            recent.append(kth)
+            self._kth[key] = recent
             while len(self._kth) > _MAX_HINTS:
                 self._kth.popitem(last=False)
 
