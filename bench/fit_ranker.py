@@ -59,10 +59,8 @@ def collect(db_dir: Path, conversations: list[locomo.Conversation]) -> list[list
         for conversation, units in zip(conversations, reference_retrievers.embed_questions(conversations), strict=True):
             questions = []
             for question, unit in zip(conversation.questions, units, strict=True):
-                found = search.candidates(
-                    db, Scope(conversation.user_id), question.text, limit=locomo.LIMIT,
-                    query_vector=unit, vector_space=space, now_ms=now_ms(),
-                )  # fmt: skip
+                query = search.SearchQuery(question.text, locomo.LIMIT, unit, space, now_ms())
+                found = search.candidates(db, Scope(conversation.user_id), query)
                 relevant = np.array([bool(set(labels.get(ids[r], [])) & question.evidence) for r in found.rowids])
                 questions.append(Question(question, found.rowids, found.features, relevant))
             out.append(questions)

@@ -66,15 +66,7 @@ def rankings(
     words = keyword.candidates(db, Scope(conversation.user_id), fts_query.extract_terms(question.text), RRF_DEPTH, now)
     dense = _dense(db, space, key, unit)
     fused = fuse([words, dense[:RRF_DEPTH]])
-    hits = search.search(
-        db,
-        Scope(conversation.user_id),
-        question.text,
-        limit=locomo.LIMIT,
-        query_vector=unit,
-        vector_space=space,
-        now_ms=now,
-    )
+    hits = search.search(db, Scope(conversation.user_id), search.SearchQuery(question.text, locomo.LIMIT, unit, space, now))
     rowid_of = dict(db.execute("SELECT id, rowid FROM memories"))
     return {
         "BM25 (memoryd keyword retriever)": words,

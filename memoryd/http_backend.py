@@ -12,11 +12,13 @@ import math
 import random
 import time
 from pathlib import Path
+from typing import ClassVar, TypedDict, Unpack
 
 import httpx
 import msgspec
 import trio
 
+from memoryd.config import ModelServerConfig
 from memoryd.errors import ConfigError
 
 #: Statuses worth another try: request timeout, rate limit, and the server's own errors.
@@ -112,9 +114,14 @@ def status_reason(response: httpx.Response) -> str:
     return f"{reason}: {detail}" if detail else reason
 
 
-def api_key_from(section: str, api_key: str, api_key_file: str) -> str | None:
-    """The key of a config section's ``api_key`` / ``api_key_file`` pair; ConfigError names
-    the key when both are set or the file is unreadable or empty (never its contents)."""
+def server_settings(section: str, chooser: str, settings: ModelServerConfig) -> tuple[str, str, str | None]:
+    """url, model and key of ``[section]`` once ``chooser`` picked an HTTP backend: ConfigError
+    names the key when url or model is missing, both key settings are set, or the key file is
+    unreadable or empty (never its contents)."""
+    for key in ("url", "model"):
+        if not getattr(settings, key):
+            raise ConfigError(f"{section}.{key} is required for {chooser}")
+    api_key, api_key_file = settings.api_key, settings.api_key_file
     if api_key and api_key_file:
         raise ConfigError(f"{section}.api_key and {section}.api_key_file are both set; keep one")
     if api_key_file:
@@ -125,8 +132,8 @@ def api_key_from(section: str, api_key: str, api_key_file: str) -> str | None:
             raise ConfigError(f"{section}.api_key_file: cannot read {path}: {exc.strerror}") from None
         if not key:
             raise ConfigError(f"{section}.api_key_file: {path} is empty")
-        return key
-    return api_key or None
+        return settings.url, settings.model, key
+    return settings.url, settings.model, api_key or None
 
 
 class Refused(Exception):
@@ -193,12 +200,39 @@ class JsonEndpoint:
         return text.replace(self._api_key, "***") if self._api_key else text
 
 
+class ServerOptions(TypedDict, total=False):
+    """The keyword options every HTTP model backend takes, embedder or LLM."""
+
+    #: Sent as a Bearer token (never logged).
+    api_key: str | None
+    #: Seconds one request may take, reply included.
+    timeout: float
+    retries: int
+    backoff: float
+    max_backoff: float
+
+
 class HttpBackend:
     """What a backend over one :class:`JsonEndpoint` shares: opening and closing it, and the
     state ``system.health`` shows (idle, ok, error, closed, with the last error's text)."""
 
-    def __init__(self, url: str, path: str, *, label: str, api_key: str | None, timeout: float) -> None:
-        self._http = JsonEndpoint(url, path, label=label, api_key=api_key, timeout=timeout)
+    #: What an option the caller leaves out defaults to (an LLM's reply takes longer than a vector).
+    default_timeout: ClassVar[float] = 10.0
+    default_retries: ClassVar[int] = 3
+
+    def __init__(self, url: str, path: str, *, label: str, model: str, **options: Unpack[ServerOptions]) -> None:
+        timeout = options.get("timeout", self.default_timeout)
+        retries = options.get("retries", self.default_retries)
+        if not model:
+            raise ValueError("model is required")
+        if retries < 0 or timeout <= 0:
+            raise ValueError("retries must be >= 0, timeout > 0")
+        self._http = JsonEndpoint(url, path, label=label, api_key=options.get("api_key"), timeout=timeout)
+        self.model = model
+        #: Tries after the first; the waits between them grow from ``backoff`` up to ``max_backoff`` s.
+        self._retries = retries
+        self._backoff = options.get("backoff", 0.5)
+        self._max_backoff = options.get("max_backoff", 8.0)
         self._state = "idle"
         self._last_error: str | None = None
 

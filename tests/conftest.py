@@ -19,6 +19,7 @@ import trio
 
 from memoryd.config import Config, load_config
 from memoryd.server.daemon import Daemon
+from tests.wire import NdjsonPeer
 from memoryd.store import Store
 from memoryd.llm import LlmClient, OllamaChat, OpenAIChat
 from tests.fake_llm import FakeLlm
@@ -68,6 +69,21 @@ async def daemon(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[Daemon
     instance = Daemon(make_config(short_tmp))
     await nursery.start(instance.run)
     yield instance
+    instance.request_stop()
+
+
+@pytest.fixture
+async def peer(daemon: Daemon) -> NdjsonPeer:
+    """An NDJSON connection to ``daemon`` (modules that need another daemon define their own)."""
+    return await NdjsonPeer.connect(daemon.config.socket_path)
+
+
+@pytest.fixture
+async def local_peer(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> AsyncIterator[NdjsonPeer]:
+    """An NDJSON connection to a daemon that embeds with the session's local model."""
+    instance = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
+    await nursery.start(instance.run)
+    yield await NdjsonPeer.connect(instance.config.socket_path)
     instance.request_stop()
 
 

@@ -19,7 +19,7 @@ from memoryd.server.daemon import Daemon
 from memoryd_client import AsyncMemoryClient, Unauthorized, mint_token
 from memoryd_client.tokens import verify_token
 from tests.conftest import REPO, make_config
-from tests.wire import NdjsonPeer
+from tests.wire import NdjsonPeer, call_error, call_ok
 
 SECRET = "5f1e0c3a9b7d2e4f6a8c0b1d3e5f7a9c1b3d5e7f9a0c2e4f6a8b0d2f4e6a8c0b"
 OTHER_SECRET = "aa" * 32
@@ -46,34 +46,27 @@ async def peer(token_daemon: Daemon) -> NdjsonPeer:
     return await NdjsonPeer.connect(token_daemon.config.socket_path)
 
 
-async def call(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> Any:
-    reply = await peer.call(method, params)
-    assert "result" in reply, reply
-    return reply["result"]
-
-
 async def refused(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    reply = await peer.call(method, params)
-    assert reply.get("error", {}).get("code") == -32002, reply
-    error: dict[str, Any] = reply["error"]
+    error = await call_error(peer, method, params)
+    assert error["code"] == -32002, error
     assert error["data"]["reason"] and error["data"]["reason"] in error["message"]
     return error
 
 
 async def test_the_token_decides_who_the_caller_is(peer: NdjsonPeer) -> None:
     alice = {"context_token": token_for("alice", "team")}
-    added = await call(peer, "memory.add", {**alice, "content": "alice likes green tea", "shared": True})
+    added = await call_ok(peer, "memory.add", {**alice, "content": "alice likes green tea", "shared": True})
     assert added["scope"] == "group"
-    await call(peer, "memory.add", {**alice, "content": "alice private note"})
+    await call_ok(peer, "memory.add", {**alice, "content": "alice private note"})
     # Sending the same ids as the claims is fine; ash's CLI does exactly that.
     same = {**alice, "user_id": "alice", "chat_id": "team"}
-    assert {m["content"] for m in await call(peer, "memory.list", same)} == {"alice likes green tea", "alice private note"}
-    listed = await call(peer, "memory.list", alice)
+    assert {m["content"] for m in await call_ok(peer, "memory.list", same)} == {"alice likes green tea", "alice private note"}
+    listed = await call_ok(peer, "memory.list", alice)
     assert all(m["owner"] == "alice" for m in listed) and len(listed) == 2
     # Bob in the same chat sees the group memory, not Alice's personal one.
     bob = {"context_token": token_for("bob", "team")}
-    assert [m["content"] for m in await call(peer, "memory.list", bob)] == ["alice likes green tea"]
-    assert await call(peer, "memory.search", {**bob, "query": "private note"}) == []
+    assert [m["content"] for m in await call_ok(peer, "memory.list", bob)] == ["alice likes green tea"]
+    assert await call_ok(peer, "memory.search", {**bob, "query": "private note"}) == []
 
 
 @pytest.mark.parametrize(
@@ -108,13 +101,13 @@ async def test_every_memory_method_refuses_without_a_valid_matching_token(
 
 async def test_the_claims_are_the_provenance_and_unclaimed_params_are_ignored(peer: NdjsonPeer) -> None:
     claimed = {"context_token": token_for("alice", "team", chat_type="group", source_username="al", message_id="m1")}
-    added = await call(peer, "memory.add", {**claimed, "chat_type": "group", "content": "al said so"})
-    record = await call(peer, "memory.get", {**claimed, "memory_id": added["id"]})
+    added = await call_ok(peer, "memory.add", {**claimed, "chat_type": "group", "content": "al said so"})
+    record = await call_ok(peer, "memory.get", {**claimed, "memory_id": added["id"]})
     assert (record["chat_type"], record["source_username"], record["source_message_id"]) == ("group", "al", "m1")
     # A token without routing claims: the sandbox's routing params are not believed (as in ash).
     bare = {"context_token": token_for("alice", "team")}
     params = {"chat_type": "private", "source_username": "the-ceo", "message_id": "m9", "content": "who said it?"}
-    record = await call(peer, "memory.get", {**bare, "memory_id": (await call(peer, "memory.add", {**bare, **params}))["id"]})
+    record = await call_ok(peer, "memory.get", {**bare, "memory_id": (await call_ok(peer, "memory.add", {**bare, **params}))["id"]})
     assert (record["chat_type"], record["source_username"], record["source_message_id"], record["trust"]) == (
         None, None, None, "unknown"
     )
@@ -122,34 +115,34 @@ async def test_the_claims_are_the_provenance_and_unclaimed_params_are_ignored(pe
 
 async def test_nothing_is_stored_by_a_refused_add(peer: NdjsonPeer) -> None:
     await refused(peer, "memory.add", {"context_token": token_for("alice"), "user_id": "bob", "content": "sneaky"})
-    assert await call(peer, "memory.list", {"context_token": token_for("bob")}) == []
-    assert await call(peer, "memory.list", {"context_token": token_for("alice")}) == []
+    assert await call_ok(peer, "memory.list", {"context_token": token_for("bob")}) == []
+    assert await call_ok(peer, "memory.list", {"context_token": token_for("alice")}) == []
 
 
 async def test_another_users_memory_cannot_be_deleted_with_any_ids(peer: NdjsonPeer) -> None:
-    bobs = await call(peer, "memory.add", {"context_token": token_for("bob"), "content": "bob's secret"})
+    bobs = await call_ok(peer, "memory.add", {"context_token": token_for("bob"), "content": "bob's secret"})
     alice = {"context_token": token_for("alice")}
-    assert await call(peer, "memory.delete", {**alice, "memory_id": bobs["id"]}) == {"deleted": False, "id": None}
+    assert await call_ok(peer, "memory.delete", {**alice, "memory_id": bobs["id"]}) == {"deleted": False, "id": None}
     await refused(peer, "memory.delete", {**alice, "user_id": "bob", "memory_id": bobs["id"]})
-    assert len(await call(peer, "memory.list", {"context_token": token_for("bob")})) == 1
+    assert len(await call_ok(peer, "memory.list", {"context_token": token_for("bob")})) == 1
 
 
 async def test_health_needs_no_token_but_shows_untrusted_callers_liveness_only(peer: NdjsonPeer) -> None:
-    health = await call(peer, "system.health", {})
+    health = await call_ok(peer, "system.health", {})
     assert set(health) == {"status", "version", "uptime_seconds"}
-    assert set(await call(peer, "system.health", {"context_token": token_for("alice")})) == set(health)
+    assert set(await call_ok(peer, "system.health", {"context_token": token_for("alice")})) == set(health)
 
 
 async def test_trusted_uid_may_omit_the_token_and_sees_full_health(short_tmp: Path, nursery: trio.Nursery) -> None:
     instance = await start(short_tmp, nursery, trusted_uids=[os.getuid()])
     peer = await NdjsonPeer.connect(instance.config.socket_path)
-    await call(peer, "memory.add", {"user_id": "carol", "chat_id": "ops", "content": "host-side fact"})
-    assert len(await call(peer, "memory.list", {"context_token": token_for("carol")})) == 1
+    await call_ok(peer, "memory.add", {"user_id": "carol", "chat_id": "ops", "content": "host-side fact"})
+    assert len(await call_ok(peer, "memory.list", {"context_token": token_for("carol")})) == 1
     # A token is still checked when a trusted peer sends one.
     await refused(peer, "memory.list", {"context_token": "garbage"})
     error = (await peer.call("memory.list", {}))["error"]
     assert (error["code"], error["data"]["field"]) == (-32602, "user_id")
-    health = await call(peer, "system.health", {})
+    health = await call_ok(peer, "system.health", {})
     assert health["counts"] and health["server"]["connections_by_uid"][str(os.getuid())] >= 1
 
 
@@ -157,8 +150,8 @@ async def test_trust_mode_needs_user_id_and_ignores_tokens(daemon: Daemon) -> No
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     error = (await peer.call("memory.list", {"context_token": token_for("alice")}))["error"]
     assert (error["code"], error["data"]["field"]) == (-32602, "user_id")
-    assert await call(peer, "memory.list", {"user_id": "alice", "context_token": "not checked"}) == []
-    health = await call(peer, "system.health", {})
+    assert await call_ok(peer, "memory.list", {"user_id": "alice", "context_token": "not checked"}) == []
+    health = await call_ok(peer, "system.health", {})
     assert health["server"]["connections_by_uid"][str(os.getuid())] >= 1
 
 
@@ -181,7 +174,7 @@ async def test_refusals_are_logged_without_the_token_or_secret(
     caplog.set_level(logging.DEBUG, logger="memoryd")
     forged = mint_token(OTHER_SECRET, "alice")
     await refused(peer, "memory.list", {"context_token": forged})
-    await call(peer, "memory.list", {"context_token": token_for("alice")})
+    await call_ok(peer, "memory.list", {"context_token": token_for("alice")})
     assert "auth.refused" in caplog.text
     assert forged not in caplog.text and SECRET not in caplog.text and OTHER_SECRET not in caplog.text
     refusal = next(r for r in caplog.records if r.getMessage() == "auth.refused")
@@ -204,7 +197,7 @@ async def test_peer_credentials_are_logged_at_debug_per_connection(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="memoryd")
     peer = await NdjsonPeer.connect(token_daemon.config.socket_path)
-    await call(peer, "system.health", {})
+    await call_ok(peer, "system.health", {})
     opened = [r for r in caplog.records if r.getMessage() == "connection.open"]
     assert opened and opened[-1].levelno == logging.DEBUG
     assert {key: opened[-1].fields[key] for key in ("pid", "uid", "gid")} == {  # type: ignore[attr-defined]
@@ -249,7 +242,7 @@ async def test_the_secret_can_live_in_a_file(short_tmp: Path, nursery: trio.Nurs
     instance = Daemon(make_config(short_tmp, auth={"mode": "token", "token_secret_file": str(secret_file)}))
     await nursery.start(instance.run)
     peer = await NdjsonPeer.connect(instance.config.socket_path)
-    assert await call(peer, "memory.list", {"context_token": token_for("alice")}) == []
+    assert await call_ok(peer, "memory.list", {"context_token": token_for("alice")}) == []
 
 
 def run_memoryd(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from memoryd_client import AsyncMemoryClient, DaemonUnavailable, MemoryClient
+from tests.wire import read_line
 
 BURST = 300
 
@@ -27,12 +28,9 @@ BURST = 300
 def answer_one(conn: socket.socket) -> None:
     """Read one NDJSON request and answer it with a result."""
     with conn:
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            data += chunk
+        data = read_line(conn)
+        if not data.endswith(b"\n"):
+            return
         request = json.loads(data)
         conn.sendall(json.dumps({"jsonrpc": "2.0", "result": {"status": "ok"}, "id": request["id"]}).encode() + b"\n")
 

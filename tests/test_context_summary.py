@@ -18,11 +18,6 @@ from tests.wire import NdjsonPeer, call_ok
 ALICE = {"user_id": "alice"}
 
 
-@pytest.fixture
-async def peer(daemon: Daemon) -> NdjsonPeer:
-    return await NdjsonPeer.connect(daemon.config.socket_path)
-
-
 async def add(peer: NdjsonPeer, content: str, **params: Any) -> str:
     memory_id: str = (await call_ok(peer, "memory.add", {**ALICE, **params, "content": content}))["id"]
     return memory_id

@@ -46,10 +46,8 @@ async def wait_vector_space_ready(peer: NdjsonPeer) -> None:
             await trio.sleep(0.02)
 
 
-async def test_local_model_finds_memories_by_meaning(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
-    daemon = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
-    await nursery.start(daemon.run)
-    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+async def test_local_model_finds_memories_by_meaning(local_peer: NdjsonPeer) -> None:
+    peer = local_peer
     facts = ["allergic to peanuts", "wife Sarah likes Italian food", "works as a nurse on night shifts"]
     for fact in facts:
         added = await call_ok(peer, "memory.add", {**ALICE, "content": fact})
@@ -62,7 +60,6 @@ async def test_local_model_finds_memories_by_meaning(short_tmp: Path, nursery: t
     health = await call_ok(peer, "system.health", {})
     assert health["embedder"]["model"] if "model" in health["embedder"] else health["embedder"]
     assert health["backlog"].get("embed", 0) == 0
-    daemon.request_stop()
 
 
 async def test_backend_down_add_still_succeeds_and_is_keyword_searchable(

@@ -18,11 +18,6 @@ ALICE = {"user_id": "alice"}
 HIT_FIELDS = {"id", "content", "score", "similarity", "source", "subjects", "scope", "created_at", "expires_at", "metadata"}
 
 
-@pytest.fixture
-async def peer(daemon: Daemon) -> NdjsonPeer:
-    return await NdjsonPeer.connect(daemon.config.socket_path)
-
-
 async def test_add_search_list_delete_round_trip(peer: NdjsonPeer) -> None:
     added = await call_ok(
         peer, "memory.add", {**ALICE, "content": "wife Sarah likes Italian food", "subjects": ["Sarah"], "source": "user"}

@@ -2,35 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
-from memoryd.server.daemon import Daemon
-from tests.conftest import make_config
-from tests.wire import NdjsonPeer, call_ok
+from tests.wire import NdjsonPeer, call_error, call_ok
 
 ALICE = {"user_id": "alice"}
-
-
-@pytest.fixture
-async def peer(daemon: Daemon) -> NdjsonPeer:
-    return await NdjsonPeer.connect(daemon.config.socket_path)
 
 
 async def add(peer: NdjsonPeer, content: str, **params: Any) -> str:
     params = {**ALICE, **params}
     memory_id: str = (await call_ok(peer, "memory.add", {**params, "content": content}))["id"]
     return memory_id
-
-
-async def call_error(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    reply = await peer.call(method, params)
-    assert "error" in reply, reply
-    error: dict[str, Any] = reply["error"]
-    return error
 
 
 async def test_my_wife_finds_sarahs_italian_food_at_rank_one(peer: NdjsonPeer) -> None:
@@ -160,12 +144,8 @@ async def test_forget_person_with_ashs_params_can_keep_the_person(peer: NdjsonPe
     assert [p["memories"] for p in await call_ok(peer, "person.list", ALICE)] == [0]
 
 
-async def test_with_the_local_model_my_wife_still_finds_sarah_first(
-    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
-) -> None:
-    daemon = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
-    await nursery.start(daemon.run)
-    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+async def test_with_the_local_model_my_wife_still_finds_sarah_first(local_peer: NdjsonPeer) -> None:
+    peer = local_peer
     await add(peer, "My wife's name is Sarah")
     food = await add(peer, "Sarah likes Italian food")
     for text in ("I like hiking in the Alps", "My favourite food is sushi", "I love my dog Rex",
@@ -173,4 +153,3 @@ async def test_with_the_local_model_my_wife_still_finds_sarah_first(
         await add(peer, text)
     hits = await call_ok(peer, "memory.search", {**ALICE, "query": "what does my wife like?"})
     assert hits[0]["id"] == food and hits[0]["about"] == ["Sarah"]
-    daemon.request_stop()

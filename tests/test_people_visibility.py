@@ -11,19 +11,13 @@ from typing import Any
 
 import pytest
 
-from memoryd.server.daemon import Daemon
-from tests.wire import NdjsonPeer, call_ok
+from tests.wire import NdjsonPeer, call_error, call_ok
 
 ALICE = {"user_id": "alice"}
 ALICE_C1 = {"user_id": "alice", "chat_id": "c1"}
 ALICE_C2 = {"user_id": "alice", "chat_id": "c2"}
 BOB_C1 = {"user_id": "bob", "chat_id": "c1"}
 MALLORY = {"user_id": "mallory", "chat_id": "c3"}
-
-
-@pytest.fixture
-async def peer(daemon: Daemon) -> NdjsonPeer:
-    return await NdjsonPeer.connect(daemon.config.socket_path)
 
 
 @pytest.fixture
@@ -42,9 +36,7 @@ async def ids(peer: NdjsonPeer) -> dict[str, str]:
 
 
 async def error_code(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> int:
-    reply = await peer.call(method, params)
-    assert "error" in reply, reply
-    code: int = reply["error"]["code"]
+    code: int = (await call_error(peer, method, params))["code"]
     return code
 
 

@@ -11,9 +11,7 @@ import apsw
 import pytest
 import trio
 
-from memoryd.server.daemon import Daemon
 from memoryd.store import fts_query
-from tests.conftest import make_config
 from tests.wire import NdjsonPeer, call_ok
 
 DATA = json.loads((Path(__file__).parent / "data" / "paraphrase.json").read_text())
@@ -42,12 +40,8 @@ def test_the_set_is_big_enough_to_mean_something() -> None:
     assert len(DATA["questions"]) >= 25 and len(set(memories)) >= 60
 
 
-async def test_every_paraphrased_question_finds_its_fact_first(
-    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
-) -> None:
-    daemon = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
-    await nursery.start(daemon.run)
-    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+async def test_every_paraphrased_question_finds_its_fact_first(local_peer: NdjsonPeer) -> None:
+    peer = local_peer
     # Facts and distractors interleaved, as a life's notes come.
     facts = [item["fact"] for item in DATA["questions"]]
     memories = [m for pair in zip(facts, DATA["distractors"], strict=False) for m in pair]
@@ -62,4 +56,3 @@ async def test_every_paraphrased_question_finds_its_fact_first(
             if hits[0]["content"] != item["fact"]:
                 misses.append((item["question"], [hit["content"] for hit in hits[:3]]))
     assert misses == []
-    daemon.request_stop()

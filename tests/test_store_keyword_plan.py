@@ -38,7 +38,7 @@ async def test_the_rare_terms_without_the_scope_token_rank_as_with_it(
 ) -> None:
     queries = ["zebra filler", "quokka filler", "zebra quokka filler", "walrus filler pile"]
     fast = [await ids(big_scope, ALICE, q) for q in queries]
-    monkeypatch.setattr(keyword, "TABLE_WALK", 0)  # never leave the token out: the exact plan
+    monkeypatch.setattr(keyword, "WIDE_SHARE", 2.0)  # never leave the token out: the exact plan
     exact = [await ids(big_scope, ALICE, q) for q in queries]
     assert fast == exact
     assert all("bob" not in content for result in fast for content in result)

@@ -8,27 +8,15 @@ import pytest
 import trio
 
 from memoryd.server.daemon import Daemon
-from tests.wire import NdjsonPeer, call_ok
+from tests.wire import NdjsonPeer, call_error, call_ok
 
 ALICE = {"user_id": "alice"}
 BOB = {"user_id": "bob"}
 
 
-@pytest.fixture
-async def peer(daemon: Daemon) -> NdjsonPeer:
-    return await NdjsonPeer.connect(daemon.config.socket_path)
-
-
 async def add(peer: NdjsonPeer, who: dict[str, Any], content: str, **extra: Any) -> dict[str, Any]:
     result: dict[str, Any] = await call_ok(peer, "memory.add", {**who, "content": content, **extra})
     return result
-
-
-async def error_of(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    reply = await peer.call(method, params)
-    assert "error" in reply, reply
-    error: dict[str, Any] = reply["error"]
-    return error
 
 
 async def ids_of(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> list[str]:
@@ -126,7 +114,7 @@ async def test_supersedes_of_what_the_caller_cannot_see_is_not_found_and_writes_
     other_chat = await add(peer, {**BOB, "chat_id": "c2"}, "The team meets Fridays", shared=True)
     for target in (bobs["id"], other_chat["id"], "01ARZ3NDEKTSV4RRFFQ69G5FAV"):
         for caller in (ALICE, {**ALICE, "chat_id": "c1"}):
-            error = await error_of(peer, "memory.add", {**caller, "content": "replacement text", "supersedes": target})
+            error = await call_error(peer, "memory.add", {**caller, "content": "replacement text", "supersedes": target})
             assert error["code"] == -32001 and error["data"]["field"] == "supersedes"
     assert await ids_of(peer, "memory.list", ALICE) == []
     assert await ids_of(peer, "memory.list", BOB) == [bobs["id"]]
@@ -135,16 +123,16 @@ async def test_supersedes_of_what_the_caller_cannot_see_is_not_found_and_writes_
 
 async def test_supersedes_refuses_another_scope_and_an_old_version(peer: NdjsonPeer) -> None:
     group = await add(peer, {**ALICE, "chat_id": "c1"}, "The team meets Fridays", shared=True)
-    error = await error_of(
+    error = await call_error(
         peer, "memory.add", {**ALICE, "chat_id": "c1", "content": "Team meets Mondays", "supersedes": group["id"]}
     )
     assert error["code"] == -32602 and error["data"]["field"] == "supersedes"
     assert "scope" in error["data"]["reason"]
     red = await add(peer, ALICE, "My favorite color is red")
     await add(peer, ALICE, "My favorite color is blue")
-    error = await error_of(peer, "memory.add", {**ALICE, "content": "Favorite: green", "supersedes": red["id"]})
+    error = await call_error(peer, "memory.add", {**ALICE, "content": "Favorite: green", "supersedes": red["id"]})
     assert error["code"] == -32602 and "already superseded" in error["data"]["reason"]
-    error = await error_of(peer, "memory.add", {**ALICE, "content": "x", "supersedes": "not-an-id"})
+    error = await call_error(peer, "memory.add", {**ALICE, "content": "x", "supersedes": "not-an-id"})
     assert error["code"] == -32602 and error["data"]["field"] == "supersedes"
 
 
@@ -170,7 +158,7 @@ async def test_history_never_leaks_another_users_or_chats_memory(peer: NdjsonPee
         ({**ALICE, "chat_id": "c2"}, g2["id"]),
         (ALICE, g2["id"]),
     ]:
-        error = await error_of(peer, "memory.history", {**caller, "memory_id": memory_id})
+        error = await call_error(peer, "memory.history", {**caller, "memory_id": memory_id})
         assert error["code"] == -32001 and error["data"]["field"] == "memory_id"
     # A member of the chat sees the group chain, and never alice's personal memories with it.
     chain = await call_ok(peer, "memory.history", {**BOB, "chat_id": "c1", "memory_id": g2["id"]})
@@ -186,7 +174,7 @@ async def test_gc_removes_superseded_memories_after_retention(daemon: Daemon, pe
     assert kept.purged_superseded == 0
     report = await trio.to_thread.run_sync(lambda: lifecycle.gc(retention_ms=0))
     assert (report.purged_superseded, report.purged_deleted, report.purged_expired) == (1, 0, 0)
-    error = await error_of(peer, "memory.get", {**ALICE, "memory_id": red["id"]})
+    error = await call_error(peer, "memory.get", {**ALICE, "memory_id": red["id"]})
     assert error["code"] == -32001
     chain = await call_ok(peer, "memory.history", {**ALICE, "memory_id": blue["id"]})
     assert [m["id"] for m in chain] == [blue["id"]]

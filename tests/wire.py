@@ -9,42 +9,36 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import trio
 
 
-class NdjsonPeer:
-    """Newline-delimited JSON over a trio Unix stream."""
+class _Peer:
+    """What both framings share: the stream, its read buffer, a call and its reply."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self.stream = stream
         self.buffer = b""
 
     @classmethod
-    async def connect(cls, path: Path | str) -> NdjsonPeer:
+    async def connect(cls, path: Path | str) -> Self:
         return cls(await trio.open_unix_socket(str(path)))
 
-    async def send_raw(self, data: bytes) -> None:
-        await self.stream.send_all(data)
-
     async def send(self, message: Any) -> None:
-        await self.send_raw(json.dumps(message).encode() + b"\n")
-
-    async def receive_raw(self) -> bytes | None:
-        """One reply line, or None at EOF."""
-        while b"\n" not in self.buffer:
-            chunk = await self.stream.receive_some(65536)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
+        raise NotImplementedError
 
     async def receive(self) -> Any:
-        line = await self.receive_raw()
-        assert line is not None, "connection closed before a reply"
-        return json.loads(line)
+        raise NotImplementedError
+
+    async def _fill(self, count: int) -> bool:
+        """Read until the buffer holds ``count`` bytes or has a newline (count 0); False at EOF."""
+        while (len(self.buffer) < count) if count else (b"\n" not in self.buffer):
+            chunk = await self.stream.receive_some(65536)
+            if not chunk:
+                return False
+            self.buffer += chunk
+        return True
 
     async def call(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> Any:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": id}
@@ -57,16 +51,30 @@ class NdjsonPeer:
         await self.stream.aclose()
 
 
-class PrefixPeer:
+class NdjsonPeer(_Peer):
+    """Newline-delimited JSON over a trio Unix stream."""
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def send(self, message: Any) -> None:
+        await self.send_raw(json.dumps(message).encode() + b"\n")
+
+    async def receive_raw(self) -> bytes | None:
+        """One reply line, or None at EOF."""
+        if not await self._fill(0):
+            return None
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    async def receive(self) -> Any:
+        line = await self.receive_raw()
+        assert line is not None, "connection closed before a reply"
+        return json.loads(line)
+
+
+class PrefixPeer(_Peer):
     """4-byte big-endian length prefix + JSON: the framing of ash's sandbox RPC client."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.buffer = b""
-
-    @classmethod
-    async def connect(cls, path: Path | str) -> PrefixPeer:
-        return cls(await trio.open_unix_socket(str(path)))
 
     async def send_raw(self, payload: bytes) -> None:
         await self.stream.send_all(struct.pack(">I", len(payload)) + payload)
@@ -75,11 +83,8 @@ class PrefixPeer:
         await self.send_raw(json.dumps(message).encode())
 
     async def _read_exactly(self, count: int) -> bytes | None:
-        while len(self.buffer) < count:
-            chunk = await self.stream.receive_some(65536)
-            if not chunk:
-                return None
-            self.buffer += chunk
+        if not await self._fill(count):
+            return None
         data, self.buffer = self.buffer[:count], self.buffer[count:]
         return data
 
@@ -91,22 +96,20 @@ class PrefixPeer:
         assert payload is not None
         return json.loads(payload)
 
-    async def call(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> Any:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": id}
-        if params is not None:
-            message["params"] = params
-        await self.send(message)
-        return await self.receive()
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
-
 
 async def call_ok(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> Any:
     """The result of one call, failing the test on an error reply."""
     reply = await peer.call(method, params)
     assert "result" in reply, reply
     return reply["result"]
+
+
+async def call_error(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The error of one call, failing the test on a result."""
+    reply = await peer.call(method, params)
+    assert "error" in reply, reply
+    error: dict[str, Any] = reply["error"]
+    return error
 
 
 def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
@@ -116,13 +119,18 @@ def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = Non
         sock.connect(str(path))
         message = {"jsonrpc": "2.0", "method": method, "id": 1, "params": params or {}}
         sock.sendall(json.dumps(message).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        return json.loads(data)
+        return json.loads(read_line(sock))
+
+
+def read_line(sock: socket.socket) -> bytes:
+    """Blocking: bytes up to and with the first newline, or what came before EOF."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 # Run as another uid: connect ``count`` times, then hand the connected sockets back over the

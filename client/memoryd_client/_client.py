@@ -6,24 +6,16 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from . import _methods
-from ._connect import ConnectRetry, check_timeout, describe_connect_error, unix_socket
-from ._identity import Identity, resolve_identity
+from ._base import RECV_BYTES, Broken, ClientBase
+from ._connect import ConnectRetry, describe_connect_error, unix_socket
 from ._methods import Record, Records
-from ._protocol import LineReader, Response, encode_request, outcome, parse_response
-from .errors import ConnectionLost, DaemonUnavailable, RequestTimeout
-from .paths import resolve_socket_path_with_origin
+from ._protocol import LineReader, Response, outcome, parse_response
+from .errors import RequestTimeout
 
-_RECV_BYTES = 65536
-
-
-class _Broken(Exception):
-    """The connection died under a call (EPIPE, ECONNRESET, EOF before the reply)."""
-
-
-class MemoryClient:
+class MemoryClient(ClientBase):
     """Blocking memoryd client.
 
     Identity and socket come from the arguments, else the environment (see the README).  The
@@ -32,37 +24,13 @@ class MemoryClient:
     cannot store twice).  ``close()`` drops the connection; a later call opens a new one.
     """
 
-    def __init__(
-        self,
-        socket_path: Optional[str] = None,
-        user_id: Optional[str] = None,
-        chat_id: Optional[str] = None,
-        context_token: Optional[str] = None,
-        timeout: Optional[float] = 10.0,
-        chat_type: Optional[str] = None,
-    ) -> None:
-        self._socket_path, self._socket_origin = resolve_socket_path_with_origin(socket_path)
-        self._identity: Identity = resolve_identity(user_id, chat_id, context_token, chat_type=chat_type)
-        self.timeout = check_timeout(timeout)
+    def _setup_io(self) -> None:
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
-        self._reader = LineReader()
         self._owner_pid = os.getpid()
-        self._next_id = 1
-
-    @property
-    def socket_path(self) -> str:
-        return self._socket_path
-
-    @property
-    def user_id(self) -> Optional[str]:
-        return self._identity.user_id
-
-    @property
-    def chat_id(self) -> Optional[str]:
-        return self._identity.chat_id
 
     # -- typed methods ------------------------------------------------------------------
+    # Twins of the other client's, on purpose: one blocking, one awaitable (see _base.py).
 
     def add(
         self,
@@ -202,24 +170,19 @@ class MemoryClient:
 
     def call(self, method: str, /, **params: Any) -> Any:
         """Call any method; identity parameters are added unless ``params`` names them."""
-        full_params: Dict[str, Any] = {**self._identity.params(), **params}
         with self._lock:
-            request_id = self._next_id
-            self._next_id += 1
-            payload = encode_request(request_id, method, full_params)
+            request_id, payload = self._request(method, params)
             deadline = None if self.timeout is None else time.monotonic() + self.timeout
             try:
                 try:
                     response = self._exchange(payload, deadline)
-                except _Broken:
+                except Broken:
                     # Typically the daemon restarted since our last call: resend once.
                     self._drop()
                     response = self._exchange(payload, deadline)
-            except _Broken as exc:
+            except Broken as exc:
                 self._drop()
-                raise ConnectionLost(
-                    f"connection to memoryd at {self._socket_path} broke twice during {method}"
-                ) from exc
+                raise self._broke_twice(method) from exc
             except BaseException:
                 # A timeout or an interrupt leaves a reply in flight: never read it as the
                 # answer to a later call.
@@ -246,16 +209,14 @@ class MemoryClient:
                 if line is not None:
                     return parse_response(line)
                 sock.settimeout(_remaining(deadline))
-                data = sock.recv(_RECV_BYTES)
+                data = sock.recv(RECV_BYTES)
                 if not data:
-                    raise _Broken("EOF before the reply")
+                    raise Broken("EOF before the reply")
                 self._reader.feed(data)
         except socket.timeout as exc:
-            raise RequestTimeout(
-                f"memoryd at {self._socket_path} did not answer within {self.timeout} s"
-            ) from exc
+            raise self._timed_out() from exc
         except OSError as exc:
-            raise _Broken(str(exc)) from exc
+            raise Broken(str(exc)) from exc
 
     def _connection(self, deadline: Optional[float]) -> socket.socket:
         if self._owner_pid != os.getpid():
@@ -284,9 +245,7 @@ class MemoryClient:
                 sock.close()
                 delay = retry.next_delay(exc, time.monotonic(), deadline)
                 if delay is None:
-                    raise DaemonUnavailable(
-                        self._socket_path, self._socket_origin, describe_connect_error(exc)
-                    ) from exc
+                    raise self._unavailable(describe_connect_error(exc)) from exc
             time.sleep(delay)
 
     def _drop(self) -> None:
@@ -303,9 +262,6 @@ class MemoryClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return f"MemoryClient(socket_path={self._socket_path!r}, user_id={self.user_id!r}, chat_id={self.chat_id!r})"
 
 
 def _remaining(deadline: Optional[float]) -> Optional[float]:

@@ -6,62 +6,29 @@ trio is not installed.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import trio
 
 from . import _methods
-from ._connect import ConnectRetry, check_timeout, describe_connect_error, unix_socket
-from ._identity import Identity, resolve_identity
+from ._base import RECV_BYTES, Broken, ClientBase
+from ._connect import ConnectRetry, describe_connect_error, unix_socket
 from ._methods import Record, Records
-from ._protocol import LineReader, Response, encode_request, outcome, parse_response
-from .errors import ConnectionLost, DaemonUnavailable, RequestTimeout
-from .paths import resolve_socket_path_with_origin
+from ._protocol import LineReader, Response, outcome, parse_response
 
-_RECV_BYTES = 65536
-
-
-class _Broken(Exception):
-    """The connection died under a call (EPIPE, ECONNRESET, EOF before the reply)."""
-
-
-class AsyncMemoryClient:
+class AsyncMemoryClient(ClientBase):
     """trio memoryd client; one call at a time per client (calls from several tasks queue up).
 
     Same identity, reconnect and timeout rules as ``MemoryClient``.  Use ``async with`` or
     ``await aclose()``.
     """
 
-    def __init__(
-        self,
-        socket_path: Optional[str] = None,
-        user_id: Optional[str] = None,
-        chat_id: Optional[str] = None,
-        context_token: Optional[str] = None,
-        timeout: Optional[float] = 10.0,
-        chat_type: Optional[str] = None,
-    ) -> None:
-        self._socket_path, self._socket_origin = resolve_socket_path_with_origin(socket_path)
-        self._identity: Identity = resolve_identity(user_id, chat_id, context_token, chat_type=chat_type)
-        self.timeout = check_timeout(timeout)
+    def _setup_io(self) -> None:
         self._lock = trio.Lock()
         self._stream: Optional[trio.SocketStream] = None
-        self._reader = LineReader()
-        self._next_id = 1
-
-    @property
-    def socket_path(self) -> str:
-        return self._socket_path
-
-    @property
-    def user_id(self) -> Optional[str]:
-        return self._identity.user_id
-
-    @property
-    def chat_id(self) -> Optional[str]:
-        return self._identity.chat_id
 
     # -- typed methods ------------------------------------------------------------------
+    # Twins of the other client's, on purpose: one blocking, one awaitable (see _base.py).
 
     async def add(
         self,
@@ -188,34 +155,27 @@ class AsyncMemoryClient:
 
     async def call(self, method: str, /, **params: Any) -> Any:
         """Call any method; identity parameters are added unless ``params`` names them."""
-        full_params: Dict[str, Any] = {**self._identity.params(), **params}
         async with self._lock:
-            request_id = self._next_id
-            self._next_id += 1
-            payload = encode_request(request_id, method, full_params)
+            request_id, payload = self._request(method, params)
             deadline = trio.current_time() + self.timeout if self.timeout is not None else float("inf")
             with trio.CancelScope(deadline=deadline) as scope:
                 try:
                     try:
                         response = await self._exchange(payload)
-                    except _Broken:
+                    except Broken:
                         # Typically the daemon restarted since our last call: resend once.
                         await self._drop()
                         response = await self._exchange(payload)
-                except _Broken as exc:
+                except Broken as exc:
                     await self._drop()
-                    raise ConnectionLost(
-                        f"connection to memoryd at {self._socket_path} broke twice during {method}"
-                    ) from exc
+                    raise self._broke_twice(method) from exc
                 except BaseException:
                     # Timed out or cancelled with a reply in flight: never read it as the
                     # answer to a later call.
                     await self._drop()
                     raise
             if scope.cancelled_caught:
-                raise RequestTimeout(
-                    f"memoryd at {self._socket_path} did not answer within {self.timeout} s"
-                )
+                raise self._timed_out()
             if response.id != request_id:
                 await self._drop()
             return outcome(response, request_id)
@@ -233,12 +193,12 @@ class AsyncMemoryClient:
                 line = self._reader.next_line()
                 if line is not None:
                     return parse_response(line)
-                data = await stream.receive_some(_RECV_BYTES)
+                data = await stream.receive_some(RECV_BYTES)
                 if not data:
-                    raise _Broken("EOF before the reply")
+                    raise Broken("EOF before the reply")
                 self._reader.feed(data)
         except (trio.BrokenResourceError, OSError) as exc:
-            raise _Broken(str(exc)) from exc
+            raise Broken(str(exc)) from exc
 
     async def _connection(self) -> trio.SocketStream:
         if self._stream is None:
@@ -263,9 +223,7 @@ class AsyncMemoryClient:
                 now = trio.current_time()
                 delay = retry.next_delay(exc, now, None if deadline == float("inf") else deadline)
                 if delay is None:
-                    raise DaemonUnavailable(
-                        self._socket_path, self._socket_origin, describe_connect_error(exc)
-                    ) from exc
+                    raise self._unavailable(describe_connect_error(exc)) from exc
             await trio.sleep(delay)
 
     async def _drop(self) -> None:
@@ -284,6 +242,3 @@ class AsyncMemoryClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-    def __repr__(self) -> str:
-        return f"AsyncMemoryClient(socket_path={self._socket_path!r}, user_id={self.user_id!r}, chat_id={self.chat_id!r})"

@@ -27,6 +27,15 @@ def run(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
     return EXIT_OK
 
 
+#: Width of the label column of the lines under the tables ("maintenance  ").
+_LABEL_WIDTH = 13
+
+
+def _entry(label: str, text: str, *more: str | None) -> list[str]:
+    """A labelled line, and lines continuing it under its text (empty ones left out)."""
+    return [f"{label:<{_LABEL_WIDTH}}{text}", *(" " * _LABEL_WIDTH + line for line in more if line)]
+
+
 def _row(name: str, states: dict[str, int]) -> list[object]:
     return [name, sum(states[s] for s in stats.STATES), *(states[s] for s in stats.STATES)]
 
@@ -52,39 +61,40 @@ def render(data: dict[str, Any]) -> list[str]:
     lines.append("")
     embedding = data["embedding"]
     if embedding["model"] is None:
-        lines.append("embedding    none configured (keyword search only)")
+        described = "none configured (keyword search only)"
     else:
-        lines.append(
-            f"embedding    {embedding['model']}, dim {embedding['dim']}, generation {embedding['generation']}: "
+        described = (
+            f"{embedding['model']}, dim {embedding['dim']}, generation {embedding['generation']}: "
             f"{embedding['embedded']} memories embedded"
         )
-    if embedding["reindex_requested"]:
-        lines.append(f"             reindex to {embedding['reindex_requested']} requested")
+    reindex = embedding["reindex_requested"]
+    lines += _entry("embedding", described, reindex and f"reindex to {reindex} requested")
     backlog = data["backlog"]
     pending = ", ".join(f"{kind} {n}" for kind, n in backlog.items() if kind not in ("failing", "last_error"))
-    lines.append(f"backlog      {pending} pending, {backlog['failing']} failing")
+    lines += _entry("backlog", f"{pending} pending, {backlog['failing']} failing")
     extraction = data["extraction"]
-    lines.append(
-        f"extraction   {extraction['pending_sessions']} sessions pending ({extraction['failing_sessions']} failing), "
-        f"{extraction['parked_sessions']} parked; {extraction['messages_held']} observed messages held"
+    lines += _entry(
+        "extraction",
+        f"{extraction['pending_sessions']} sessions pending ({extraction['failing_sessions']} failing), "
+        f"{extraction['parked_sessions']} parked; {extraction['messages_held']} observed messages held",
+        extraction["last_error"] and f"last error: {extraction['last_error']}",
     )
-    if extraction["last_error"]:
-        lines.append(f"             last error: {extraction['last_error']}")
     access = data["access"]
-    lines.append(f"access       {access['memories_retrieved']} memories retrieved {access['retrievals']} times")
-    database = data["database"]
-    pages = data["pages"]
-    lines.append(
-        f"database     {human_bytes(database['bytes'])} ({human_bytes(database.get('file', 0))} + "
-        f"WAL {human_bytes(database.get('wal', 0))}; {pages['free_pages']} free pages), schema v{data['schema_version']}"
+    lines += _entry("access", f"{access['memories_retrieved']} memories retrieved {access['retrievals']} times")
+    database, pages = data["database"], data["pages"]
+    lines += _entry(
+        "database",
+        f"{human_bytes(database['bytes'])} ({human_bytes(database.get('file', 0))} + "
+        f"WAL {human_bytes(database.get('wal', 0))}; {pages['free_pages']} free pages), schema v{data['schema_version']}",
+        database["path"],
     )
-    lines.append(f"             {database['path']}")
     last = data["last_maintenance"]
     if last:
-        lines.append(
-            f"maintenance  last {last.get('at')}: {last.get('expired_marked')} expired, {last.get('purged')} purged, "
-            f"{last.get('evicted')} evicted ({last.get('ms')} ms)"
+        lines += _entry(
+            "maintenance",
+            f"last {last.get('at')}: {last.get('expired_marked')} expired, {last.get('purged')} purged, "
+            f"{last.get('evicted')} evicted ({last.get('ms')} ms)",
         )
     else:
-        lines.append("maintenance  has not run yet")
+        lines += _entry("maintenance", "has not run yet")
     return lines

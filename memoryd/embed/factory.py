@@ -9,7 +9,7 @@ from memoryd.embed.base import Embedder, NoEmbedder
 from memoryd.embed.http import OllamaEmbedder, OpenAIEmbedder
 from memoryd.embed.local import LocalEmbedder
 from memoryd.errors import ConfigError
-from memoryd.http_backend import api_key_from
+from memoryd.http_backend import server_settings
 
 
 def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Embedder:
@@ -25,17 +25,13 @@ def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Em
             raise ConfigError(f"embed.model_path: {settings.model_path} is not a directory")
         return LocalEmbedder(Path(settings.model_path).expanduser() if settings.model_path else None)
     if kind in ("ollama", "openai"):
-        if not settings.url:
-            raise ConfigError(f'embed.url is required for embedder = "{kind}"')
-        if not settings.model:
-            raise ConfigError(f'embed.model is required for embedder = "{kind}"')
+        url, model, api_key = server_settings("embed", f'embedder = "{kind}"', settings)
         backend = OllamaEmbedder if kind == "ollama" else OpenAIEmbedder
         try:
             return backend(
-                settings.url,
-                settings.model,
-                # Sent as a Bearer token; Ollama ignores it, a proxy in front of it may want it.
-                api_key=api_key_from("embed", settings.api_key, settings.api_key_file),
+                url,
+                model,
+                api_key=api_key,
                 dim=settings.dim or None,
                 timeout=settings.timeout,
                 retries=settings.retries,

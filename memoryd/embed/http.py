@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import msgspec
 import numpy as np
@@ -17,7 +17,7 @@ import trio
 
 from memoryd.embed.vectors import F32, checked_unit_rows, empty, text_batch
 from memoryd.errors import EmbedderError
-from memoryd.http_backend import HttpBackend, Refused, Retryable, backoff_delay
+from memoryd.http_backend import HttpBackend, Refused, Retryable, ServerOptions, backoff_delay
 from memoryd.log import fields
 
 log = logging.getLogger("memoryd.embed")
@@ -47,26 +47,16 @@ class HttpEmbedder(HttpBackend):
         url: str,
         model: str,
         *,
-        api_key: str | None = None,
         dim: int | None = None,
-        timeout: float = 10.0,
-        retries: int = 3,
         batch_size: int = 64,
-        backoff: float = 0.5,
-        max_backoff: float = 8.0,
+        **options: Unpack[ServerOptions],
     ) -> None:
-        if not model:
-            raise ValueError("model is required")
-        if batch_size < 1 or retries < 0 or timeout <= 0:
-            raise ValueError("batch_size must be >= 1, retries >= 0, timeout > 0")
-        super().__init__(url, self.path, label=self.backend, api_key=api_key, timeout=timeout)
-        self.model = model
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        super().__init__(url, self.path, label=self.backend, model=model, **options)
         self.model_id: str | None = f"{self.backend}:{model}"
         self.dim: int | None = dim or None
-        self._retries = retries
         self._batch_size = batch_size
-        self._backoff = backoff
-        self._max_backoff = max_backoff
 
     def describe(self) -> dict[str, Any]:
         return {

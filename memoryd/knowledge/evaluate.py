@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,40 +43,35 @@ class LabelledPair(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
                       Statement(self.new, self.new_subjects, self.new_speaker))
 
 
+#: Confusion-matrix cells as (the rules said "supersedes", the label says "conflict").
+TRUE_POS, FALSE_POS, FALSE_NEG, TRUE_NEG = (True, True), (True, False), (False, True), (False, False)
+
+
 @dataclass
 class Scores:
-    true_pos: int = 0
-    false_pos: int = 0
-    false_neg: int = 0
-    true_neg: int = 0
+    #: Pairs counted by cell (TRUE_POS ...).
+    counts: Counter[tuple[bool, bool]] = field(default_factory=Counter)
     errors: list[tuple[LabelledPair, Decision]] = field(default_factory=list)
 
     def add(self, pair: LabelledPair, decision: Decision) -> None:
         predicted, actual = decision.supersedes, pair.label == "conflict"
-        if predicted and actual:
-            self.true_pos += 1
-        elif predicted:
-            self.false_pos += 1
-        elif actual:
-            self.false_neg += 1
-        else:
-            self.true_neg += 1
+        self.counts[predicted, actual] += 1
         if predicted != actual:
             self.errors.append((pair, decision))
 
     @property
     def total(self) -> int:
-        return self.true_pos + self.false_pos + self.false_neg + self.true_neg
+        return self.counts.total()
 
     @property
     def precision(self) -> float:
-        predicted = self.true_pos + self.false_pos
-        return self.true_pos / predicted if predicted else 1.0
+        true_pos, predicted = self.counts[TRUE_POS], self.counts[TRUE_POS] + self.counts[FALSE_POS]
+        return true_pos / predicted if predicted else 1.0
 
     @property
     def recall(self) -> float:
-        actual = self.true_pos + self.false_neg
-        return self.true_pos / actual if actual else 1.0
+        true_pos, actual = self.counts[TRUE_POS], self.counts[TRUE_POS] + self.counts[FALSE_NEG]
+        return true_pos / actual if actual else 1.0
 
 
 def load_pairs(path: Path = DEFAULT_PAIRS) -> list[LabelledPair]:
@@ -100,8 +96,8 @@ def format_table(overall: Scores, by_category: dict[str, Scores]) -> str:
     for name, s in rows:
         if name == "ALL":
             lines.append("-" * len(header))
-        lines.append(f"{name:<18}{s.total:>6}{s.true_pos:>5}{s.false_pos:>5}{s.false_neg:>5}{s.true_neg:>5}"
-                     f"{s.precision:>11.3f}{s.recall:>8.3f}")
+        cells = "".join(f"{s.counts[cell]:>5}" for cell in (TRUE_POS, FALSE_POS, FALSE_NEG, TRUE_NEG))
+        lines.append(f"{name:<18}{s.total:>6}{cells}{s.precision:>11.3f}{s.recall:>8.3f}")
     return "\n".join(lines)
 
 

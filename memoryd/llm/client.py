@@ -18,13 +18,13 @@ Errors and logs name the server and the reason, never the API key or the convers
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, Unpack
 
 import msgspec
 import trio
 
 from memoryd.errors import LlmBadReply, LlmRefused, LlmUnavailable
-from memoryd.http_backend import HttpBackend, Refused, Retryable, backoff_delay
+from memoryd.http_backend import HttpBackend, Refused, Retryable, ServerOptions, backoff_delay
 from memoryd.llm.schema import BadReply, decode_reply, json_schema
 from memoryd.log import fields
 
@@ -47,32 +47,25 @@ class LlmClient(HttpBackend):
     #: The response envelope, decoded before the model's own text.
     reply_type: ClassVar[type[msgspec.Struct]]
 
+    default_timeout = 120.0
+    default_retries = 2
+
     def __init__(
         self,
         url: str,
         model: str,
         *,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        retries: int = 2,
         concurrency: int = 2,
         temperature: float = 0.0,
         max_tokens: int = 2048,
-        backoff: float = 0.5,
-        max_backoff: float = 8.0,
+        **options: Unpack[ServerOptions],
     ) -> None:
-        if not model:
-            raise ValueError("model is required")
-        if retries < 0 or timeout <= 0 or concurrency < 1:
-            raise ValueError("retries must be >= 0, timeout > 0, concurrency >= 1")
-        super().__init__(url, self.path, label=self.provider, api_key=api_key, timeout=timeout)
-        self.model = model
-        self._retries = retries
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        super().__init__(url, self.path, label=self.provider, model=model, **options)
         self._limiter = trio.CapacityLimiter(concurrency)
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self._backoff = backoff
-        self._max_backoff = max_backoff
         self._mode = 0
 
     def describe(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memoryd.config import LlmConfig
 from memoryd.errors import ConfigError
-from memoryd.http_backend import api_key_from
+from memoryd.http_backend import server_settings
 from memoryd.llm.client import LlmClient
 from memoryd.llm.ollama import OllamaChat
 from memoryd.llm.openai import OpenAIChat
@@ -17,17 +17,13 @@ def make_llm(settings: LlmConfig) -> LlmClient | None:
     """
     if settings.provider == "none":
         return None
-    if not settings.url:
-        raise ConfigError(f'llm.url is required for provider = "{settings.provider}"')
-    if not settings.model:
-        raise ConfigError(f'llm.model is required for provider = "{settings.provider}"')
+    url, model, api_key = server_settings("llm", f'provider = "{settings.provider}"', settings)
     backend = OllamaChat if settings.provider == "ollama" else OpenAIChat
     try:
         return backend(
-            settings.url,
-            settings.model,
-            # Sent as a Bearer token; Ollama ignores it, a proxy in front of it may want it.
-            api_key=api_key_from("llm", settings.api_key, settings.api_key_file),
+            url,
+            model,
+            api_key=api_key,
             timeout=settings.timeout,
             retries=settings.retries,
             concurrency=settings.concurrency,

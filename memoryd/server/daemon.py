@@ -22,7 +22,6 @@ from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
 from memoryd.errors import (
-    ConfigError,
     DiskFull,
     EmbeddingModelMismatch,
     StartupError,
@@ -38,18 +37,10 @@ from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
-from memoryd.service.backfill import EmbeddingBackfill
-from memoryd.service.conversation import ConversationService
+from memoryd.server.wiring import build_services
 from memoryd.service.extraction import ExtractionWorker
-from memoryd.service.learning import FactLearner
 from memoryd.service.maintenance import Maintenance
-from memoryd.service.memory import MemoryService
-from memoryd.service.methods import HealthReporter, build_method_table
-from memoryd.service.people import PeopleService
-from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.summary import SummaryService
-from memoryd.service.supersession import Supersession
-from memoryd.service.supersession_worker import SupersessionWorker
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.daemon")
@@ -171,40 +162,10 @@ class Daemon:
         task_status: trio.TaskStatus[Path],
     ) -> None:
         config = self.config
-        backfill = None
-        if embedder is not None:
-            backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
+        services = build_services(config, store, embedder, self.llm, self.authenticator, self._server_stats)
+        self.summaries, self.extraction = services.summaries, services.extraction
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
-        guard = SecretsGuard(config.extraction.secrets)
-        people = PeopleService(store.people, self.authenticator)
-        summaries = SummaryService(
-            store.people,
-            self.authenticator,
-            self.llm,
-            debounce=config.summary.debounce_seconds,
-            max_memories=config.summary.max_memories,
-            max_chars=config.summary.max_chars,
-        )
-        self.summaries = summaries
-        supersession, supersession_worker = _supersession(config, store, self.llm, people)
-        service = MemoryService(
-            store.memories,
-            embedder,
-            backfill,
-            add_wait=config.embed.add_wait,
-            query_timeout=config.embed.query_timeout,
-            authenticator=self.authenticator,
-            people=people,
-            supersession=supersession,
-            secrets=guard,
-        )
-        service.on_added.append(summaries.note_added)
-        service.on_deleted.append(summaries.note_deleted)
-        people.on_changed.append(summaries.note_deleted)
-        conversations = self._conversation_service(store, service, guard)
-        health = HealthReporter(service, backfill, self._server_stats, jobs=store.jobs, conversations=conversations)
-        table = build_method_table(service, health, people, summaries, conversations)
-        server = RpcServer(table, config.limits, config.auth.trusted_uids)
+        server = RpcServer(services.table, config.limits, config.auth.trusted_uids)
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -219,13 +180,13 @@ class Daemon:
             async with trio.open_nursery() as nursery:
                 if coalescer is not None:
                     await nursery.start(coalescer.run)
-                if backfill is not None:
-                    await nursery.start(_despite_storage_faults, backfill.run)
+                if services.backfill is not None:
+                    await nursery.start(_despite_storage_faults, services.backfill.run)
                 if self.extraction is not None:
                     await nursery.start(_despite_storage_faults, self.extraction.run)
-                await nursery.start(summaries.run)
+                await nursery.start(services.summaries.run)
                 # A full disk or a damaged file pauses it like the backfill.
-                await nursery.start(_despite_storage_faults, supersession_worker.run)
+                await nursery.start(_despite_storage_faults, services.supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
@@ -262,31 +223,6 @@ class Daemon:
                 remove_socket_file(path, identity)
             listen_socket.close()
 
-    def _conversation_service(self, store: Store, service: MemoryService, guard: SecretsGuard) -> ConversationService:
-        """observe and the extract methods; the extraction worker too when an LLM is configured."""
-        config = self.config
-        learner = FactLearner(
-            store.conversations,
-            service.embedder,
-            service.backfill,
-            embed_timeout=config.embed.query_timeout,
-            on_added=service.on_added,  # people and summaries learn of extracted memories too
-            supersession=service.supersession,
-        )
-        if self.llm is not None:
-            self.extraction = ExtractionWorker(
-                store.conversations, self.llm, learner, guard, config.extraction, concurrency=config.llm.concurrency
-            )
-        return ConversationService(
-            store.conversations,
-            learner,
-            guard,
-            config.extraction,
-            llm=self.llm,
-            worker=self.extraction,
-            authenticator=self.authenticator,
-        )
-
     def _server_stats(self) -> dict[str, Any]:
         return self.server.stats() if self.server is not None else {}
 
@@ -302,24 +238,6 @@ class Daemon:
             f"serving; memories {counts['memories_active']}, users {counts['users']}, "
             f"jobs pending {pending}, connections {connections}"
         )
-
-
-def _supersession(
-    config: Config, store: Store, llm: LlmClient | None, people: PeopleService
-) -> tuple[Supersession, SupersessionWorker]:
-    """Who decides supersession: the offline rules inline, or the LLM in the background; the
-    owner's people tell the rules that "my wife" and "Sarah" are one subject."""
-    decider = config.supersession.decider
-    if decider == "llm" and llm is None:
-        raise ConfigError('supersession.decider = "llm" needs an [llm] provider (url and model)')
-    use_llm = llm is not None and decider != "rules"
-    supersession = Supersession(
-        store.supersession, config.supersession, use_llm=use_llm, resolver_for=people.resolver_for
-    )
-    # Without an LLM the worker still drains jobs a previous run (with one) left, by the rules.
-    worker = SupersessionWorker(supersession, llm.complete_json if use_llm and llm is not None else None)
-    supersession.on_queued = worker.notify
-    return supersession, worker
 
 
 #: How long a worker stopped by a full disk or a damaged file waits before it tries again.

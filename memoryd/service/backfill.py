@@ -15,15 +15,12 @@ import trio
 
 from memoryd.embed import Embedder
 from memoryd.errors import EmbedderError, EmbeddingModelMismatch
-from memoryd.ids import now_ms
 from memoryd.log import fields
+from memoryd.service.wakeup import Wakeup
 from memoryd.store import Store
 
 log = logging.getLogger("memoryd.backfill")
 
-#: How often an idle worker looks at the job table even without a wake-up (jobs made by
-#: another process, e.g. `memoryd import`).
-IDLE_POLL_SECONDS = 30.0
 PROBE_TEXT = "dimension probe"
 
 
@@ -35,14 +32,14 @@ class EmbeddingBackfill:
         self.vector_space_ready = False
         self.last_error: str | None = None
         self.embedded_total = 0
-        self._wake = trio.Event()
+        self._wakeup = Wakeup()
         self._waiters: dict[str, trio.Event] = {}
         # Ids embedded lately: an add that registers after its job already finished still learns it.
         self._recent: deque[str] = deque(maxlen=4096)
         self._recent_set: set[str] = set()
 
     def notify(self) -> None:
-        self._wake.set()
+        self._wakeup.notify()
 
     async def wait_embedded(self, memory_id: str, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for ``memory_id`` to be embedded."""
@@ -59,7 +56,7 @@ class EmbeddingBackfill:
         task_status.started()
         await self._establish_vector_space()
         while True:
-            self._wake = trio.Event()
+            self._wakeup.arm()
             jobs = await self.store.jobs.claim_embed(self.batch_size)
             if not jobs:
                 await self._sleep_until_due()
@@ -111,13 +108,8 @@ class EmbeddingBackfill:
             log.info("backfill.queued", extra=fields(jobs=queued))
 
     async def _sleep_until_due(self) -> None:
-        due_ms = await self.store.jobs.next_due_ms()
-        timeout = IDLE_POLL_SECONDS
-        if due_ms is not None:
-            # Due times are wall-clock milliseconds (they survive restarts).
-            timeout = min(timeout, max(0.0, (due_ms - now_ms()) / 1000))
-        with trio.move_on_after(timeout):
-            await self._wake.wait()
+        # Jobs made by another process (`memoryd import`) are found by the idle poll.
+        await self._wakeup.sleep(await self.store.jobs.next_due_ms())
 
     def _remember(self, memory_id: str) -> None:
         if len(self._recent) == self._recent.maxlen:

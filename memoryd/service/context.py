@@ -9,11 +9,13 @@ the same scope as memory.search, so it shows exactly what the caller may see.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memoryd.auth import Authenticator
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.memory import MemoryService, caller_scope
+from memoryd.service.memory import MemoryService
+from memoryd.service.provenance import caller_scope
 from memoryd.service.params import MAX_QUERY_BYTES
 from memoryd.service.people import PeopleService
 from memoryd.service.people_params import ContextParams
@@ -29,14 +31,14 @@ MEMORIES_HEADING = "Relevant memories:"
 MIN_SUMMARY_CHARS = 40
 
 
+@dataclass
 class ContextService:
-    def __init__(
-        self, memory: MemoryService, people: PeopleService, summaries: SummaryService, authenticator: Authenticator
-    ) -> None:
-        self.memory = memory
-        self.people = people
-        self.summaries = summaries
-        self.authenticator = authenticator
+    """memory.context: the memories, people and summary a reply needs, in one call."""
+
+    memory: MemoryService
+    people: PeopleService
+    summaries: SummaryService
+    authenticator: Authenticator
 
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)

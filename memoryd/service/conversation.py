@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from dataclasses import KW_ONLY, dataclass
+from datetime import datetime
 from typing import Any
 
 from memoryd.auth import Authenticator
-from memoryd.config import ExtractionConfig
 from memoryd.errors import LlmNotConfigured
-from memoryd.extract import ConversationMessage, Speaker, extract_facts
+from memoryd.extract import ConversationMessage, Speaker
 from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.extraction import ExtractionWorker
-from memoryd.service.learning import FactLearner, conversation_of, origin_of
-from memoryd.service.memory import caller_scope
+from memoryd.service.extractor import Extractor
+from memoryd.service.learning import conversation_of, origin_of
+from memoryd.service.provenance import caller_scope
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     CallerParams,
@@ -30,7 +31,6 @@ from memoryd.service.params import (
     MessageParam,
     ObserveParams,
 )
-from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.validation import check_group_chat, check_text, optional_text
 from memoryd.store import ConversationLog, Scope, SessionContext, SessionRef, StoredMessage
 
@@ -39,25 +39,18 @@ log = logging.getLogger("memoryd.service")
 NOT_IN_SESSION = "Message not found in session"
 
 
+@dataclass
 class ConversationService:
-    def __init__(
-        self,
-        conversations: ConversationLog,
-        learner: FactLearner,
-        guard: SecretsGuard,
-        settings: ExtractionConfig,
-        *,
-        llm: LlmClient | None,
-        worker: ExtractionWorker | None,
-        authenticator: Authenticator,
-    ) -> None:
-        self.conversations = conversations
-        self.learner = learner
-        self.guard = guard
-        self.settings = settings
-        self.llm = llm
-        self.worker = worker
-        self.authenticator = authenticator
+    """memory.observe and the extract methods."""
+
+    conversations: ConversationLog
+    extractor: Extractor
+    _: KW_ONLY
+    #: None: extraction is off (observe still stores the messages).
+    llm: LlmClient | None
+    #: The background worker, which observe wakes; None without an LLM.
+    worker: ExtractionWorker | None
+    authenticator: Authenticator
 
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
@@ -65,7 +58,7 @@ class ConversationService:
         stored = [_stored(message) for message in params.messages if message.content.strip()]
         session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
         # Without an LLM nothing would ever run the job: store the messages only.
-        debounce_ms = None if self.worker is None else int(self.settings.debounce_seconds * 1000)
+        debounce_ms = None if self.worker is None else int(self.extractor.settings.debounce_seconds * 1000)
         accepted = 0
         if stored:
             accepted = await self.conversations.observe(
@@ -102,7 +95,7 @@ class ConversationService:
             found = await self.conversations.window(
                 SessionRef(scope.user_id, scope.chat_id, params.session_key or None),
                 message_id,
-                self.settings.context_messages,
+                self.extractor.settings.context_messages,
             )
         if found is None:
             return {"stored": 0, "ids": [], "error": NOT_IN_SESSION}
@@ -124,7 +117,7 @@ class ConversationService:
         if self.llm is not None:
             state = dict(self.llm.describe())
         state.update(queue)
-        state.update(self.learner.describe())
+        state.update(self.extractor.learner.describe())
         if self.worker is not None:
             state.update(self.worker.describe())
         return state
@@ -149,19 +142,6 @@ class ConversationService:
             username=optional_text(params.source_username) or optional_text(params.username),
             display_name=optional_text(params.source_display_name),
         )
-        outcome = await extract_facts(
-            llm,
-            messages,
-            speaker=speaker,
-            now=datetime.now(UTC),
-            timezone_name=optional_text(params.timezone),
-            settings=self.settings,
-        )
-        self.guard.count_extracted(
-            outcome.secrets,
-            refused=outcome.dropped.get("secret", 0),
-            redacted=sum(fact.redacted for fact in outcome.facts),
-        )
         origin = origin_of(
             messages,
             speaker,
@@ -170,7 +150,9 @@ class ConversationService:
             message_id=message_id,
             all_shared=all_shared,
         )
-        learned = await self.learner.learn(outcome.facts, scope, origin)
+        learned = await self.extractor.extract(
+            llm, messages, speaker, origin, scope, timezone=optional_text(params.timezone)
+        )
         new_ids = [item.memory_id for item in learned if not item.refreshed]
         return {
             "stored": len(new_ids),

@@ -12,53 +12,42 @@ Nothing here is on the path of memory.add, observe or search: a down LLM only gr
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 import trio
 
-from memoryd.config import ExtractionConfig
 from memoryd.errors import DiskFull, LlmError, LlmUnavailable, StoreCorrupt
-from memoryd.extract import Speaker, extract_facts
-from memoryd.ids import now_ms
+from memoryd.extract import Speaker
 from memoryd.llm import LlmClient
 from memoryd.log import fields
-from memoryd.service.learning import FactLearner, conversation_of, origin_of
-from memoryd.service.secret_guard import SecretsGuard
+from memoryd.service.extractor import Extractor
+from memoryd.service.learning import conversation_of, origin_of
+from memoryd.service.wakeup import Wakeup
 from memoryd.store import ConversationLog, ExtractionJob, Scope
 
 log = logging.getLogger("memoryd.extraction")
-
-#: How often an idle worker looks at the job table even without a wake-up (`memoryd jobs retry`
-#: runs in another process).
-IDLE_POLL_SECONDS = 30.0
-
 
 class ExtractionWorker:
     def __init__(
         self,
         conversations: ConversationLog,
         llm: LlmClient,
-        learner: FactLearner,
-        guard: SecretsGuard,
-        settings: ExtractionConfig,
+        extractor: Extractor,
         *,
         concurrency: int,
     ) -> None:
         self.conversations = conversations
         self.llm = llm
-        self.learner = learner
-        self.guard = guard
-        self.settings = settings
+        self.extractor = extractor
         self._slots = trio.Semaphore(concurrency)
-        self._wake = trio.Event()
+        self._wakeup = Wakeup()
         self.last_error: str | None = None
         self.sessions_extracted = 0
         self.failures = 0
 
     def notify(self) -> None:
         """New messages arrived: look at the due times again."""
-        self._wake.set()
+        self._wakeup.notify()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         # Whatever a previous run had leased (a crash, kill -9) is due again now.
@@ -83,9 +72,9 @@ class ExtractionWorker:
 
     async def _next_job(self) -> ExtractionJob:
         while True:
-            self._wake = trio.Event()
+            self._wakeup.arm()
             try:
-                jobs = await self.conversations.claim(1, self.settings.max_messages)
+                jobs = await self.conversations.claim(1, self.extractor.settings.max_messages)
             except Exception:
                 log.exception("extraction.claim_failed")
                 jobs = []
@@ -94,15 +83,11 @@ class ExtractionWorker:
             await self._sleep_until_due()
 
     async def _sleep_until_due(self) -> None:
-        timeout = IDLE_POLL_SECONDS
         try:
             due_ms = await self.conversations.next_due_ms()
         except Exception:
             due_ms = None
-        if due_ms is not None:
-            timeout = min(timeout, max(0.0, (due_ms - now_ms()) / 1000))
-        with trio.move_on_after(timeout):
-            await self._wake.wait()
+        await self._wakeup.sleep(due_ms)
 
     async def _run_job(self, job: ExtractionJob) -> None:
         try:
@@ -127,22 +112,11 @@ class ExtractionWorker:
         session, context = job.session, job.context
         messages = conversation_of(job.messages)
         speaker = Speaker(username=context.speaker_username, display_name=context.speaker_display_name)
-        outcome = await extract_facts(
-            self.llm,
-            messages,
-            speaker=speaker,
-            now=datetime.now(UTC),
-            timezone_name=context.timezone,
-            settings=self.settings,
-        )
-        self.guard.count_extracted(
-            outcome.secrets,
-            refused=outcome.dropped.get("secret", 0),
-            redacted=sum(fact.redacted for fact in outcome.facts),
-        )
         origin = origin_of(messages, speaker, chat_type=context.chat_type, session_key=session.session_key)
         scope = Scope(user_id=session.owner, chat_id=session.chat_id)
-        learned = await self.learner.learn(outcome.facts, scope, origin, completes=job)
+        learned = await self.extractor.extract(
+            self.llm, messages, speaker, origin, scope, timezone=context.timezone, completes=job
+        )
         log.info(
             "extraction.done",
             extra=fields(messages=len(messages), facts=len(learned), refreshed=sum(i.refreshed for i in learned)),
@@ -152,7 +126,7 @@ class ExtractionWorker:
         self.failures += 1
         reason = f"{type(exc).__name__}: {exc}"
         self.last_error = reason
-        park = park or job.attempts + 1 >= self.settings.max_attempts
+        park = park or job.attempts + 1 >= self.extractor.settings.max_attempts
         try:
             attempts = await self.conversations.fail(
                 job, reason, park=park, retry_after_ms=int((retry_after or 0) * 1000)

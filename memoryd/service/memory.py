@@ -6,13 +6,13 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 import trio
 
-from memoryd.auth import Authenticator, Caller
+from memoryd.auth import Authenticator
 from memoryd.embed import Embedder
 from memoryd.errors import AmbiguousIdPrefix, EmbedderError, InvalidParams, NotFound
 from memoryd.ids import DAY_MS, MIN_PREFIX_LENGTH, now_ms
@@ -26,7 +26,6 @@ from memoryd.service.params import (
     MAX_SOURCE_BYTES,
     MAX_SUBJECT_BYTES,
     AddParams,
-    CallerParams,
     DeleteParams,
     GetParams,
     HistoryParams,
@@ -34,14 +33,12 @@ from memoryd.service.params import (
     SearchParams,
 )
 from memoryd.service.secret_guard import SecretsGuard
-from memoryd.service.provenance import provenance_of, routing_of, scope_of
+from memoryd.service.people import PeopleService
+from memoryd.service.provenance import caller_scope, identify, provenance_of, scope_of
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
 from memoryd.store.supersession import NOT_VISIBLE
-
-if TYPE_CHECKING:
-    from memoryd.service.people import PeopleService
 
 log = logging.getLogger("memoryd.service")
 
@@ -49,22 +46,6 @@ log = logging.getLogger("memoryd.service")
 AddedListener = Callable[[Scope, MemoryRecord, AddParams], Awaitable[None]]
 #: Told that memories the caller sees were deleted (summary freshness).
 DeletedListener = Callable[[Scope], None]
-
-
-def identify(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Caller:
-    """The identity a call acts as: every memory.* method starts here, and nowhere else decides it."""
-    return authenticator.identify(
-        ctx,
-        user_id=params.user_id,
-        chat_id=params.chat_id,
-        context_token=params.context_token,
-        routing=routing_of(params),
-    )
-
-
-def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
-    """What the caller may see: its identity, and its chat for the disclosure rules."""
-    return scope_of(identify(params, ctx, authenticator), params)
 
 
 class MemoryService:

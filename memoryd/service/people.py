@@ -15,7 +15,7 @@ from memoryd.errors import InvalidParams, NotFound
 from memoryd.knowledge import Mention, MentionFinder, Resolver, person_resolver
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.memory import caller_scope
+from memoryd.service.provenance import caller_scope
 from memoryd.service.params import AddParams, MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
     ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,

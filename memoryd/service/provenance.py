@@ -1,13 +1,14 @@
 """The caller's chat and speaker, from params or token claims, into a Scope and a Provenance.
 
-``caller_scope`` (memory.py) asks the authenticator who is calling with the routing params as
+``caller_scope`` asks the authenticator who is calling with the routing params as
 sent; what comes back (the params in trust mode, the token's claims in token mode) decides the
 disclosure rules of the call (``Scope.chat_type``) and what memory.add records of a memory.
 """
 
 from __future__ import annotations
 
-from memoryd.auth import Caller, Routing
+from memoryd.auth import Authenticator, Caller, Routing
+from memoryd.rpc.dispatch import CallContext
 from memoryd.service.params import AddParams, CallerParams
 from memoryd.store import Provenance, Scope
 
@@ -49,3 +50,19 @@ def provenance_of(caller: Caller, params: AddParams) -> Provenance:
         sensitivity=params.sensitivity,
         conversation_private=params.conversation_private,
     )
+
+
+def identify(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Caller:
+    """The identity a call acts as: every memory.* method starts here, and nowhere else decides it."""
+    return authenticator.identify(
+        ctx,
+        user_id=params.user_id,
+        chat_id=params.chat_id,
+        context_token=params.context_token,
+        routing=routing_of(params),
+    )
+
+
+def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
+    """What the caller may see: its identity, and its chat for the disclosure rules."""
+    return scope_of(identify(params, ctx, authenticator), params)

@@ -24,12 +24,13 @@ import msgspec
 import trio
 
 from memoryd.auth import Authenticator
+from memoryd.config import SummaryConfig
 from memoryd.errors import LlmError
 from memoryd.ids import iso_from_ms, now_ms
 from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.memory import caller_scope
+from memoryd.service.provenance import caller_scope
 from memoryd.service.params import AddParams
 from memoryd.service.people_params import SummaryParams
 from memoryd.service.summary_digest import digest, facts_for_llm
@@ -67,17 +68,12 @@ class SummaryService:
         people: PeopleRepository,
         authenticator: Authenticator,
         llm: LlmClient | None,
-        *,
-        debounce: float,
-        max_memories: int,
-        max_chars: int,
+        settings: SummaryConfig,
     ) -> None:
         self.people = people
         self.authenticator = authenticator
         self.llm = llm
-        self.debounce = debounce
-        self.max_memories = max_memories
-        self.max_chars = max_chars
+        self.settings = settings
         self._cache: OrderedDict[Scope, _Entry] = OrderedDict()
         self._wake = trio.Event()
         self.rebuilt = 0  # background rebuilds done (tests wait on it)
@@ -113,7 +109,7 @@ class SummaryService:
         if entry is None or (entry.dirty_since is not None and self.llm is None):
             entry = await self._build(scope, use_llm=False)
             if self.llm is not None and entry.memories:
-                entry.dirty_since = trio.current_time() - self.debounce  # due now
+                entry.dirty_since = trio.current_time() - self.settings.debounce_seconds  # due now
                 self._wake.set()
         self._cache.move_to_end(scope)
         return {
@@ -126,15 +122,15 @@ class SummaryService:
 
     async def _build(self, scope: Scope, *, use_llm: bool) -> _Entry:
         started = trio.current_time()
-        material = await self.people.summary_material(scope, self.max_memories)
-        text, source = digest(material, self.max_chars), "digest"
+        material = await self.people.summary_material(scope, self.settings.max_memories)
+        text, source = digest(material, self.settings.max_chars), "digest"
         if use_llm and self.llm is not None and material.records:
             try:
                 reply = await self.llm.complete_json(
                     SUMMARY_SYSTEM_PROMPT, [{"role": "user", "content": facts_for_llm(material)}], SummaryReply
                 )
                 if reply.summary.strip():
-                    text, source = reply.summary.strip()[: self.max_chars], "llm"
+                    text, source = reply.summary.strip()[: self.settings.max_chars], "llm"
             except LlmError as exc:
                 log.warning("summary.digest_instead", extra=fields(reason=type(exc).__name__))
         entry = _Entry(text, source, now_ms(), len(material.records))
@@ -153,7 +149,7 @@ class SummaryService:
         if self.llm is None:
             return  # offline the digest is rebuilt on demand
         while True:
-            due = [(e.dirty_since + self.debounce, s) for s, e in self._cache.items() if e.dirty_since is not None]
+            due = [(e.dirty_since + self.settings.debounce_seconds, s) for s, e in self._cache.items() if e.dirty_since is not None]
             if not due:
                 await self._wake.wait()
                 self._wake = trio.Event()

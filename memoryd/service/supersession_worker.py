@@ -14,11 +14,11 @@ import logging
 
 import trio
 
-from memoryd.ids import now_ms
 from memoryd.knowledge import decide_with_llm
 from memoryd.knowledge.conflict import CompleteJson, LlmConflictAnswer
 from memoryd.log import fields
 from memoryd.service.supersession import Supersession, ruling_of, statement_of
+from memoryd.service.wakeup import Wakeup
 from memoryd.store.supersession import Ruling
 from memoryd.store.supersession_jobs import SupersedeJob
 
@@ -26,8 +26,6 @@ log = logging.getLogger("memoryd.supersession")
 
 #: Jobs claimed at once.
 BATCH = 16
-#: How often an idle worker looks at the job table without a wake-up.
-IDLE_POLL_SECONDS = 30.0
 #: A job waits for its memory's vector (the candidates by meaning) this many tries, then goes
 #: on with the attribute candidates alone (an embedder that stays down must not stall it).
 VECTOR_WAITS = 5
@@ -40,19 +38,19 @@ class SupersessionWorker:
         self.supersession = supersession
         self.complete_json = complete_json
         self.decided_total = 0
-        self._wake = trio.Event()
+        self._wakeup = Wakeup()
 
     def notify(self) -> None:
-        self._wake.set()
+        self._wakeup.notify()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         store = self.supersession.supersessions
         while True:
-            self._wake = trio.Event()
+            self._wakeup.arm()
             jobs = await store.claim_jobs(BATCH)
             if not jobs:
-                await self._sleep_until_due()
+                await self._wakeup.sleep(await store.next_due_ms())
                 continue
             for job in jobs:
                 await self._decide(job)
@@ -80,11 +78,3 @@ class SupersessionWorker:
         self.decided_total += 1
         if replaced:
             log.info("memory.superseded", extra=fields(id=new.id, replaced=len(replaced)))
-
-    async def _sleep_until_due(self) -> None:
-        due_ms = await self.supersession.supersessions.next_due_ms()
-        timeout = IDLE_POLL_SECONDS
-        if due_ms is not None:
-            timeout = min(timeout, max(0.0, (due_ms - now_ms()) / 1000))
-        with trio.move_on_after(timeout):
-            await self._wake.wait()

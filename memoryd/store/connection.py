@@ -98,6 +98,12 @@ def open_connection(
     connection.set_busy_timeout(busy_timeout_ms)
     connection.pragma("mmap_size", mmap_bytes)
     connection.pragma("cache_size", -CACHE_KIB)
+    # Query planner stability: plans never depend on a bound value.  Without it, SQLite's STAT4
+    # statistics (PRAGMA optimize writes them) make every statement that binds a value to an
+    # indexed column (scope_key = ?, expires_at_ms > ?) re-prepare itself on each execution,
+    # since the plan was chosen for the value bound before: ~0.4 M instructions per statement,
+    # several per search.  Our statements pin their plans by shape (CROSS JOIN, indexes).
+    connection.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
     if not readonly:
         # WAL + NORMAL: a commit survives a crash of the process; only power loss can drop
         # the last transactions, never corrupt the file.
@@ -127,3 +133,11 @@ def one(db: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> tuple[An
     if row is None:
         raise StoreError("the database returned no row where one was expected")
     return tuple(row)
+
+
+def rows_changed(db: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> int:
+    """Run one statement; the rows it changed, those its triggers changed included (FTS5's
+    'merge' command reports its work only that way)."""
+    before: int = db.total_changes()
+    db.execute(sql, params)
+    return int(db.total_changes() - before)

@@ -1,5 +1,5 @@
 """``ConversationLog``: observed messages and their extraction jobs, for the observe and extract
-methods and the extraction worker (SQL in ``conversations.py`` and ``learned.py``)."""
+methods and the extraction worker (SQL in ``conversations.py``, ``extraction_jobs.py`` and ``learned.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-from memoryd.store import conversations, learned
+from memoryd.store import conversations, extraction_jobs, learned
 from memoryd.store.conversations import ExtractionJob, SessionContext, SessionRef, StoredMessage
 from memoryd.store.db import Database
 from memoryd.store.learned import Learned
@@ -49,7 +49,7 @@ class ConversationLog:
         return await self._db.read(conversations.window, session, message_id, radius)
 
     async def claim(self, limit: int, max_messages: int) -> builtins.list[ExtractionJob]:
-        return await self._db.write(conversations.claim, self._clock(), limit, max_messages)
+        return await self._db.write(extraction_jobs.claim, self._clock(), limit, max_messages)
 
     async def store_facts(
         self,
@@ -67,29 +67,29 @@ class ConversationLog:
         def write(db: Any) -> builtins.list[Learned]:
             result = learned.store_facts(db, news, fact_vectors, now, normalize=normalize, plans=plans)
             if completes is not None:
-                conversations.advance(db, completes, now)
+                extraction_jobs.advance(db, completes, now)
             return result
 
         return await self._db.write(write)
 
     async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int:
         return await self._db.write(
-            conversations.fail, job, error, self._clock(), park=park, retry_after_ms=retry_after_ms, rng=self._rng
+            extraction_jobs.fail, job, error, self._clock(), park=park, retry_after_ms=retry_after_ms, rng=self._rng
         )
 
     def clear_leases(self) -> None:
         """Start-up (synchronous): release what a previous run had claimed."""
-        self._db.write_sync(conversations.clear_leases)
+        self._db.write_sync(extraction_jobs.clear_leases)
 
     async def next_due_ms(self) -> int | None:
-        return await self._db.read(conversations.next_due_ms)
+        return await self._db.read(extraction_jobs.next_due_ms)
 
     async def status(self) -> dict[str, Any]:
-        return await self._db.read(conversations.status)
+        return await self._db.read(extraction_jobs.status)
 
     def retry_parked(self) -> dict[str, int]:
         """`memoryd jobs retry` (synchronous)."""
-        return self._db.write_sync(conversations.retry_parked, self._clock())
+        return self._db.write_sync(extraction_jobs.retry_parked, self._clock())
 
     def prune(self, *, retention_ms: int) -> int:
         """Maintenance (synchronous): remove messages past retention, in short batches."""

@@ -32,6 +32,7 @@ from memoryd.store.condition import StorageCondition, reporting_to
 from memoryd.store.connection import MMAP_BYTES as MMAP_BYTES
 from memoryd.store.connection import one as one
 from memoryd.store.connection import open_connection as open_connection
+from memoryd.store.connection import rows_changed as rows_changed
 from memoryd.store.connection import write_transaction as write_transaction
 
 P = ParamSpec("P")

@@ -62,14 +62,14 @@ def scope_filter(scope_tokens: list[str]) -> str:
     return "scope_token : " + any_of(scope_tokens)
 
 
+def terms_expression(terms: list[str]) -> str:
+    """Documents of any scope containing any of ``terms`` in content or subjects."""
+    return f"{{content subjects}} : {any_of(terms)}"
+
+
 def match_expression(scope_tokens: list[str], terms: list[str]) -> str:
     """Documents of the given scopes containing any of ``terms`` in content or subjects."""
-    return f"{scope_filter(scope_tokens)} AND {terms_anywhere(terms)}"
-
-
-def terms_anywhere(terms: list[str]) -> str:
-    """Documents of any scope containing any of ``terms`` (the caller filters the scope)."""
-    return f"{{content subjects}} : {any_of(terms)}"
+    return f"{scope_filter(scope_tokens)} AND {terms_expression(terms)}"
 
 
 def scope_token(scope_key: str) -> str:

@@ -14,16 +14,11 @@ memories a word such as "the" matches nearly all of them.  So, per scope key:
    (``_recent_matches``), after the rare-term hits.
 
 What grows with the scope, and how it is kept from growing (issue 13, a million memories):
-
-* ``bm25()`` learns each phrase's IDF by walking the phrase's whole doclist, once per statement.
-  The scope token is a phrase of the MATCH, and its doclist is the scope: 2.9 ms at 100k
-  memories, ~30 ms at a million, for every BM25 statement, even one whose terms match ten
-  documents.  In a big scope the rare-term statement therefore leaves the token out when the
-  terms' documents in the whole table are few (``TABLE_WALK``): FTS5 walks those, and the join
-  keeps the scope's.  The scores are the same (the token's column weighs 0 in ``_BM25``).
-* For common terms even their own doclists are big (a word in 90 % of a million memories), so
-  the window is not ranked by ``bm25()`` but by one doclist walk per term over the window's
-  rowid range, which costs the window, not the scope.
+``bm25()`` learns each phrase's IDF by walking the phrase's whole doclist, once per statement.
+The scope token's doclist is the scope (see ``bm25_ranked`` for the wide scopes that leave it
+out), and a common term's is most of it (a word in 90 % of a million memories).  So the window
+is not ranked by ``bm25()``: each term's doclist is walked over the window's rowid range only,
+and FTS5's IDF formula is applied over the window, which costs the window, not the scope.
 
 Scope keys are planned separately, so a user's few personal memories get the exact plan even
 inside a huge group chat.  BM25 uses table-wide statistics, so scores of different scopes are
@@ -40,66 +35,101 @@ from collections.abc import Mapping, Sequence
 import apsw
 import numpy as np
 
-from memoryd.store import fts_query
-from memoryd.store.db import one
+from memoryd.store import fts_query, scope_stats
 from memoryd.store.visibility import Scope, predicate
 
 #: A term matching at least this many of the scope's documents counts as common.
-COMMON_DOCS = 1000
+COMMON_DOCS = scope_stats.COMMON_DOCS
 #: With only common terms, the newest this-many matches are ranked.
 RECENT_WINDOW = 5000
-#: A big scope's rare-term statement walks the whole table's matches (not the scope token's
-#: doclist) when they are fewer than this.
-TABLE_WALK = 5000
+#: A scope key holding at least this share of the table ranks without its scope token.
+WIDE_SHARE = 0.5
 #: Weights of the FTS columns (content, subjects, scope_token) in BM25.
 _BM25 = "bm25(memories_fts, 1.0, 0.5, 0.0)"
 
 Ranked = list[tuple[int, float]]  # (rowid, bm25: lower is better)
 
 
-def _bm25_ranked(db: apsw.Connection, scope: Scope, key: str, expression: str, depth: int, now_ms: int) -> Ranked:
+def bm25_ranked(
+    db: apsw.Connection,
+    scope: Scope,
+    key: str,
+    terms: list[str],
+    depth: int,
+    now_ms: int,
+    min_rowid: int = 0,
+    *,
+    probe_first: bool = True,
+) -> Ranked:
+    """The ``depth`` best visible matches of any of ``terms`` in scope key ``key``, best first
+    (score, then the newer rowid).  ``probe_first=False`` skips the shortcut below (tests
+    compare the two)."""
+    scoped = fts_query.match_expression([fts_query.scope_token(key)], terms)
+    if not probe_first:
+        return _bm25_ranked_joined(db, scope, key, scoped, depth, now_ms, min_rowid)
+    # FTS5 scores every match either way; joining each match to its memories row for the
+    # visibility check costs a b-tree seek per match (~25% of the statement in a 10k scope).
+    # Nearly every match of the scope token is visible, so first rank the matches alone and
+    # check the best few: when enough of them are visible, they are exactly the top of the
+    # joined query (same order, every row before them checked).
+    probe, expression = 2 * depth, scoped
+    share = scope_stats.share(db, key) if min_rowid == 0 else 0.0
+    if share >= WIDE_SHARE:
+        # bm25() counts each phrase's documents in the whole table before it scores a row: for
+        # the scope token of a scope holding most of the table that walk alone costs more than
+        # the query (2.5 vs 0.25 ms at 100k memories).  The token's column weighs 0, so a row's
+        # score is the same without it: rank the terms' matches in every scope, keep this
+        # key's.  Not for a window of the newest rows: other scopes' recent rows may crowd it.
+        probe, expression = math.ceil(probe / share), fts_query.terms_expression(terms)
+    best = [
+        (int(rowid), float(score))
+        for rowid, score in db.execute(
+            f"SELECT rowid, {_BM25} AS score FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? "
+            "ORDER BY score, rowid DESC LIMIT ?",
+            (expression, min_rowid, probe),
+        )
+    ]
+    visible = _visible(db, scope, key, [rowid for rowid, _ in best], now_ms)
+    shown = [hit for hit in best if hit[0] in visible]
+    if len(shown) >= depth or len(best) < probe:
+        return shown[:depth]
+    return _bm25_ranked_joined(db, scope, key, scoped, depth, now_ms, min_rowid)
+
+
+def _visible(db: apsw.Connection, scope: Scope, key: str, rowids: list[int], now_ms: int) -> set[int]:
+    if not rowids:
+        return set()
+    visible, params = predicate(scope, "m", now_ms=now_ms, key=key)
+    # CROSS JOIN: look up each rowid, never walk the scope.
+    return {
+        int(rowid)
+        for (rowid,) in db.execute(
+            f"SELECT m.rowid FROM json_each(?) AS w CROSS JOIN memories AS m ON m.rowid = w.value WHERE {visible}",
+            (json.dumps(rowids), *params),
+        )
+    }
+
+
+def _bm25_ranked_joined(
+    db: apsw.Connection, scope: Scope, key: str, expression: str, depth: int, now_ms: int, min_rowid: int = 0
+) -> Ranked:
     visible, params = predicate(scope, "m", now_ms=now_ms, key=key)
     rows = db.execute(
         f"""
         SELECT f.rowid, {_BM25} AS score
         FROM memories_fts AS f JOIN memories AS m ON m.rowid = f.rowid
-        WHERE memories_fts MATCH ? AND {visible}
+        WHERE memories_fts MATCH ? AND f.rowid >= ? AND {visible}
         ORDER BY score, f.rowid DESC
         LIMIT ?
         """,
-        (expression, *params, depth),
+        (expression, min_rowid, *params, depth),
     )
     return [(int(rowid), float(score)) for rowid, score in rows]
 
 
-def _capped_doc_count(db: apsw.Connection, expression: str, cap: int) -> int:
-    (count,) = one(
-        db,
-        "SELECT count(*) FROM (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
-        (expression, cap),
-    )
-    return int(count)
-
-
 def term_counts(db: apsw.Connection, key: str, terms: list[str]) -> dict[str, int]:
     """How many of the scope key's documents hold each term, capped at COMMON_DOCS."""
-    tokens = [fts_query.scope_token(key)]
-    return {t: _capped_doc_count(db, fts_query.match_expression(tokens, [t]), COMMON_DOCS) for t in terms}
-
-
-def scope_size(db: apsw.Connection, key: str) -> int:
-    """How many documents the scope key holds, capped at COMMON_DOCS (the term counts' cap)."""
-    return _capped_doc_count(db, fts_query.scope_filter([fts_query.scope_token(key)]), COMMON_DOCS)
-
-
-def _rare_expression(db: apsw.Connection, key: str, terms: list[str], big: bool) -> str:
-    """The MATCH for ``terms`` in the scope ``key``: with its scope token, unless the scope is
-    ``big`` and the terms' documents in the whole table are fewer than TABLE_WALK."""
-    scoped = fts_query.match_expression([fts_query.scope_token(key)], terms)
-    if not big:
-        return scoped
-    anywhere = fts_query.terms_anywhere(terms)
-    return anywhere if _capped_doc_count(db, anywhere, TABLE_WALK) < TABLE_WALK else scoped
+    return scope_stats.measure(db, key, terms)[0]
 
 
 def _recent_matches(
@@ -133,19 +163,10 @@ def _recent_matches(
     weights = np.concatenate([np.full(len(r), -_bm25_idf(RECENT_WINDOW, len(r))) for r in per_term])
     scores = np.bincount(slots, weights=weights, minlength=len(rowids))
     order = np.lexsort((-rowids, scores))  # best score first, newer first among equals
-    visible_sql, params = predicate(scope, "m", now_ms=now_ms, key=key)
     ranked: Ranked = []
     for start in range(0, len(order), 4 * depth):
         batch = [(int(rowids[i]), float(scores[i])) for i in order[start : start + 4 * depth]]
-        shown = {
-            rowid
-            for (rowid,) in db.execute(
-                # CROSS JOIN: the ids drive; left to choose, SQLite walks the scope (400 ms at 100k).
-                f"SELECT m.rowid FROM json_each(?) AS w CROSS JOIN memories AS m ON m.rowid = w.value "
-                f"WHERE {visible_sql}",
-                (json.dumps([rowid for rowid, _ in batch]), *params),
-            )
-        }
+        shown = _visible(db, scope, key, [rowid for rowid, _ in batch], now_ms)
         ranked.extend(hit for hit in batch if hit[0] in shown)
         if len(ranked) >= depth:
             break
@@ -160,15 +181,13 @@ def _bm25_idf(documents: int, holding: int) -> float:
 def _scope_candidates(
     db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int, counts: Mapping[str, int]
 ) -> Ranked:
-    tokens = [fts_query.scope_token(key)]
     present = [t for t in terms if counts[t] > 0]
     if not present:
         return []
     rare = [t for t in present if counts[t] < COMMON_DOCS]
     if len(rare) == len(present):
-        return _bm25_ranked(db, scope, key, fts_query.match_expression(tokens, present), depth, now_ms)
-    # A term reached COMMON_DOCS: the scope is at least that big.
-    hits = _bm25_ranked(db, scope, key, _rare_expression(db, key, rare, True), depth, now_ms) if rare else []
+        return bm25_ranked(db, scope, key, present, depth, now_ms)
+    hits = bm25_ranked(db, scope, key, rare, depth, now_ms) if rare else []
     if len(hits) >= depth:
         return hits
     recent = _recent_matches(db, scope, key, present, depth, now_ms)

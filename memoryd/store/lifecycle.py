@@ -21,7 +21,7 @@ import apsw
 from memoryd.errors import StoreCorrupt
 from memoryd.store import consistency, eviction, retention, stats, transfer
 from memoryd.store.consistency import Finding
-from memoryd.store.db import Database, file_sizes
+from memoryd.store.db import Database, file_sizes, rows_changed
 from memoryd.store.eviction import EvictionReport
 from memoryd.store.hits import HitCounter, write_hits
 from memoryd.store.retention import BATCH, GcReport
@@ -160,6 +160,4 @@ def _fts_merge_step(db: apsw.Connection, pages: int) -> bool:
     (A negative 'merge' makes every segment eligible; FTS5 signals "no work" by changing
     fewer than two rows.)  Small steps keep the write lock short, unlike 'optimize'.
     """
-    before: int = db.total_changes()
-    db.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('merge', ?)", (-pages,))
-    return bool(db.total_changes() - before >= 2)
+    return rows_changed(db, "INSERT INTO memories_fts (memories_fts, rank) VALUES ('merge', ?)", (-pages,)) >= 2

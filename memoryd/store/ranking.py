@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -58,45 +57,55 @@ def is_question(text: str) -> bool:
     return text.endswith("?")
 
 
-@dataclass(frozen=True, slots=True)
-class RowFacts:
-    """What the features read of one memory."""
+class FeatureTable:
+    """The features of any candidate of a neighbourhood, read from per-row arrays.
 
-    coverage: float
-    is_question: bool
+    A search reads the facts of every row around its candidates (each candidate's window, and
+    the neighbours that become candidates reach one step further), so all rows are described
+    once, up front, and the features of a list of candidates are array look-ups through the
+    ``before``/``after`` links: no Python loop per candidate and window step.
+    """
 
+    def __init__(self, hood: Neighbourhood, coverage: Callable[[str], float]) -> None:
+        """``coverage``: the share of the query's terms a text holds (term_match.py)."""
+        rowids = list(hood.rows)
+        self._index = {rowid: i for i, rowid in enumerate(rowids)}
+        # One extra row, "nobody": every edge of a chain links to it, and it links to itself.
+        nobody = len(rowids)
+        texts = [hood.rows[rowid].text for rowid in rowids]
+        self._coverage = np.array([*map(coverage, texts), 0.0])
+        self._question = np.array([*map(is_question, texts), False], dtype=np.float64)
+        index = self._index
+        self._before = np.array([index.get(hood.before.get(r), nobody) for r in rowids] + [nobody], dtype=np.intp)
+        self._after = np.array([index.get(hood.after.get(r), nobody) for r in rowids] + [nobody], dtype=np.intp)
 
-_NOTHING = RowFacts(0.0, False)
+    def coverage(self, rowid: int) -> float:
+        return float(self._coverage[self._index[rowid]])
 
-
-def feature_matrix(
-    rowids: Sequence[int], cosines: Mapping[int, float], hood: Neighbourhood, facts: Callable[[int], RowFacts]
-) -> npt.NDArray[np.float64]:
-    """One row of FEATURES per candidate; ``facts`` describes any row of ``hood``."""
-    matrix = np.zeros((len(rowids), len(FEATURES)))
-    before, after = hood.before, hood.after
-    for i, rowid in enumerate(rowids):
-        own = facts(rowid)
-        prev = facts(p) if (p := before.get(rowid)) is not None else _NOTHING
-        next_ = facts(n) if (n := after.get(rowid)) is not None else _NOTHING
-        window = max(own.coverage, prev.coverage, next_.coverage)
-        for steps in range(2, WINDOW + 1):
-            p = before.get(p) if p is not None else None
-            n = after.get(n) if n is not None else None
-            for other in (p, n):
-                if other is not None:
-                    window = max(window, facts(other).coverage)
-        matrix[i] = (
-            cosines.get(rowid, 0.0),
-            own.coverage,
-            own.is_question,
-            prev.is_question,
-            prev.coverage,
-            prev.coverage * prev.is_question,
-            next_.coverage,
-            window,
+    def matrix(self, rowids: Sequence[int], cosines: Mapping[int, float]) -> npt.NDArray[np.float64]:
+        """One row of FEATURES per candidate (each a row of the neighbourhood)."""
+        count = len(rowids)
+        own = np.fromiter((self._index[rowid] for rowid in rowids), dtype=np.intp, count=count)
+        cosine = np.fromiter((cosines.get(rowid, 0.0) for rowid in rowids), dtype=np.float64, count=count)
+        coverage, question = self._coverage, self._question
+        prev, next_ = self._before[own], self._after[own]
+        window = np.maximum(coverage[own], np.maximum(coverage[prev], coverage[next_]))
+        further_back, further_on = prev, next_
+        for _ in range(2, WINDOW + 1):
+            further_back, further_on = self._before[further_back], self._after[further_on]
+            window = np.maximum(window, np.maximum(coverage[further_back], coverage[further_on]))
+        return np.column_stack(
+            (
+                cosine,
+                coverage[own],
+                question[own],
+                question[prev],
+                coverage[prev],
+                coverage[prev] * question[prev],
+                coverage[next_],
+                window,
+            )
         )
-    return matrix
 
 
 _WEIGHT_VECTOR = np.array([WEIGHTS[name] for name in FEATURES])

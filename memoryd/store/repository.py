@@ -90,14 +90,7 @@ class MemoryRepository:
         """
         vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
         hits = await self._db.read(
-            search.search,
-            scope,
-            query,
-            limit=limit,
-            query_vector=vector,
-            vector_space=self._space(),
-            now_ms=self._clock(),
-            people_focus=people_focus,
+            search.search, scope, search.SearchQuery(query, limit, vector, self._space(), self._clock()), people_focus
         )
         self._hits.note((hit.id for hit in hits), self._clock())
         return hits

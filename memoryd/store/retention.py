@@ -14,7 +14,7 @@ import apsw
 
 from memoryd.ids import iso_from_ms
 from memoryd.store import jobs, memories
-from memoryd.store.db import one
+from memoryd.store.db import one, rows_changed
 
 #: Rows per write transaction.
 BATCH = 500
@@ -126,13 +126,12 @@ def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = B
 def prune_events(db: apsw.Connection, cutoff_ms: int) -> int:
     """Remove the whole audit trail of memories purged before ``cutoff_ms``: a memory's events
     outlive its row by one retention period."""
-    before: int = db.total_changes()
-    db.execute(
+    return rows_changed(
+        db,
         f"DELETE FROM events WHERE memory_id IN ({_PURGED_BEFORE}) "
         "AND NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = events.memory_id)",
         (cutoff_ms,),
     )
-    return int(db.total_changes() - before)
 
 
 def count_prunable_events(db: apsw.Connection, cutoff_ms: int) -> int:

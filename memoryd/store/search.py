@@ -13,14 +13,23 @@ The keyword plan lives in ``keyword.py``, the scoped KNN in ``vectors.py``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import fts_query, keyword, memories, neighbours, people_retriever, ranking, vectors
+from memoryd.store import (
+    fts_query,
+    keyword,
+    memories,
+    neighbours,
+    people_retriever,
+    ranking,
+    scope_stats,
+    vectors,
+)
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
@@ -67,6 +76,21 @@ def _usable_space(
 
 
 @dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """One search as the store runs it.
+
+    ``vector_space`` is the space ``vector`` belongs to (the one this process configured);
+    vectors are used only when it is the store's current space.  ``now_ms`` is the instant
+    expiry is judged at."""
+
+    text: str
+    limit: int
+    vector: np.ndarray | None
+    vector_space: vectors.VectorSpace | None
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Candidates:
     """Everything ranked for one query: the candidates, their features, the known cosines."""
 
@@ -76,27 +100,19 @@ class Candidates:
     terms: list[str]
 
 
-def candidates(
-    db: apsw.Connection,
-    scope: Scope,
-    query: str,
-    *,
-    limit: int,
-    query_vector: np.ndarray | None,
-    vector_space: vectors.VectorSpace | None,
-    now_ms: int,
-    extra: Sequence[int] = (),
-) -> Candidates:
+def candidates(db: apsw.Connection, scope: Scope, query: SearchQuery, extra: Sequence[int] = ()) -> Candidates:
     """Both retrievers' candidates (and ``extra`` ones, e.g. the people retriever's) and their
     neighbours, with the ranking model's features."""
     keys = scope.visible_keys()
-    terms = fts_query.extract_terms(query)
+    terms = fts_query.extract_terms(query.text)
+    limit, now_ms = query.limit, query.now_ms
     depth = candidate_depth(limit)
-    counts = [keyword.term_counts(db, key, terms) for key in keys]
+    measured = [scope_stats.measure(db, key, terms) for key in keys] if terms else []
+    counts = [per_term for per_term, _ in measured]
     by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
 
-    space = _usable_space(db, query_vector, vector_space)
-    unit = vectors.normalized(query_vector, space.dim) if space is not None and query_vector is not None else None
+    space = _usable_space(db, query.vector, query.vector_space)
+    unit = vectors.normalized(query.vector, space.dim) if space is not None and query.vector is not None else None
     cosines: dict[int, float] = {}
     semantic: list[int] = []
     if space is not None and unit is not None:
@@ -117,16 +133,17 @@ def candidates(
     if vectors_on:
         cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
 
-    totals = [keyword.scope_size(db, key) for key in keys] if terms else [0]
-    facts = _facts(hood, TermWeights(db, terms, _summed(counts), sum(totals)))
-    features = ranking.feature_matrix(pool, cosines, hood, facts)
+    totals = [size for _, size in measured] if terms else [0]
+    weights = TermWeights(db, terms, _summed(counts), sum(totals))
+    table = ranking.FeatureTable(hood, weights.coverage)
+    features = table.matrix(pool, cosines)
     if vectors_on:
-        adjacent = _worth_a_cosine(adjacent, features, cosines, hood, facts, limit)
+        adjacent = _worth_a_cosine(adjacent, features, cosines, table, limit)
         cosines.update(vectors.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
     # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
     # on its neighbour's alone: keyword-only search returns only memories that match.
-    joining = [rowid for rowid in adjacent if rowid in cosines or facts(rowid).coverage > 0]
-    features = np.vstack([features, ranking.feature_matrix(joining, cosines, hood, facts)])
+    joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
+    features = np.vstack([features, table.matrix(joining, cosines)])
     return Candidates(pool + joining, features, cosines, terms)
 
 
@@ -134,8 +151,7 @@ def _worth_a_cosine(
     adjacent: list[int],
     pool_features: npt.NDArray[np.float64],
     cosines: dict[int, float],
-    hood: neighbours.Neighbourhood,
-    facts: Callable[[int], ranking.RowFacts],
+    table: ranking.FeatureTable,
     limit: int,
 ) -> list[int]:
     """The neighbours that could reach the top ``limit`` even with the best cosine seen so far.
@@ -148,32 +164,20 @@ def _worth_a_cosine(
     if not adjacent or len(pool_features) < limit:
         return adjacent
     best = max(cosines.values(), default=0.0)
-    optimistic = ranking.feature_matrix(adjacent, dict.fromkeys(adjacent, best), hood, facts)
+    optimistic = table.matrix(adjacent, dict.fromkeys(adjacent, best))
     bar = np.sort(ranking.scores(pool_features))[-limit]
     return [rowid for rowid, score in zip(adjacent, ranking.scores(optimistic), strict=True) if score >= bar]
 
 
 def search(
-    db: apsw.Connection,
-    scope: Scope,
-    query: str,
-    *,
-    limit: int,
-    query_vector: np.ndarray | None,
-    vector_space: vectors.VectorSpace | None,
-    now_ms: int,
-    people_focus: people_retriever.PeopleFocus | None = None,
+    db: apsw.Connection, scope: Scope, query: SearchQuery, people_focus: people_retriever.PeopleFocus | None = None
 ) -> list[SearchHit]:
-    """``vector_space`` is the space the query vector belongs to (the one this process
-    configured); vectors are used only when it is the store's current space.
-    ``people_focus``: the people the query mentions (a third ranked list) or is filtered to."""
+    """``people_focus``: the people the query mentions (a third ranked list) or is filtered to."""
+    limit, now_ms = query.limit, query.now_ms
     if limit < 1:
         return []
     by_people = people_retriever.ranking(db, scope, people_focus, candidate_depth(limit), now_ms)
-    found = candidates(
-        db, scope, query, limit=limit, query_vector=query_vector, vector_space=vector_space, now_ms=now_ms,
-        extra=by_people,
-    )  # fmt: skip
+    found = candidates(db, scope, query, extra=by_people)
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
     if by_people:
@@ -213,16 +217,3 @@ def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
         for term, count in per_key.items():
             total[term] = total.get(term, 0) + count
     return total
-
-
-def _facts(hood: neighbours.Neighbourhood, weights: TermWeights) -> Callable[[int], ranking.RowFacts]:
-    """Per-row facts, computed once per row however many candidates read them."""
-    known: dict[int, ranking.RowFacts] = {}
-
-    def facts(rowid: int) -> ranking.RowFacts:
-        if rowid not in known:
-            text = hood.rows[rowid].text
-            known[rowid] = ranking.RowFacts(weights.coverage(text), ranking.is_question(text))
-        return known[rowid]
-
-    return facts

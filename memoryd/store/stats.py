@@ -11,7 +11,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from memoryd.store import conversations, jobs, meta, schema, vectors
+from memoryd.store import extraction_jobs, jobs, meta, schema, vectors
 from memoryd.store.db import one
 from memoryd.store.visibility import scope_kind
 
@@ -75,7 +75,7 @@ def collect(db: apsw.Connection, now_ms: int) -> dict[str, Any]:
             "reindex_requested": _reindex_target(db),
         },
         "backlog": {**jobs.backlog(db), "failing": int(failing), "last_error": last_error},
-        "extraction": conversations.status(db),
+        "extraction": extraction_jobs.status(db),
         "pages": {
             "page_size": page_size,
             "pages": int(db.pragma("page_count")),

@@ -14,6 +14,7 @@ diacritics removed), so "played" in a memory matches "play" in a question exactl
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 import apsw
@@ -36,7 +37,11 @@ class TermWeights:
         # letter in place ("happi" <- happy, "relat" <- relational), so an ASCII text can hold a
         # token only if it holds the token minus its last letter: a substring test (C speed)
         # spares tokenizing the many candidates that share no word with the query.
-        self._hints = tuple({token[:-1] or token for token in self.weights})
+        hints = "|".join(map(re.escape, sorted({token[:-1] or token for token in self.weights})))
+        # One alternation scans a text once, where a test per hint scans it once per term.  (Stemming
+        # only the words that hold a hint was measured slower on conversations: the speakers' names
+        # put a hint in nearly every text, and one tokenizer call per text is cheap.)
+        self._hinted = re.compile(hints).search
 
     def tokens(self, text: str) -> list[str]:
         if not text:
@@ -54,10 +59,8 @@ class TermWeights:
         """The IDF-weighted share (0..1) of the query's terms found in ``text``."""
         if self.total <= 0.0:
             return 0.0
-        if text.isascii():
-            lowered = text.lower()
-            if not any(hint in lowered for hint in self._hints):
-                return 0.0
+        if text.isascii() and self._hinted(text.lower()) is None:
+            return 0.0
         found = set(self.tokens(text))
         return sum(weight for token, weight in self.weights.items() if token in found) / self.total
 

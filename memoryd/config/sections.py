@@ -1,21 +1,16 @@
-"""Configuration: msgspec Structs, layered as flags > env (MEMORYD_<NAME>) > TOML file > defaults.
+"""The configuration's keys: one frozen msgspec Struct per TOML table, with defaults and bounds.
 
-Every key of the file can also come from the environment: top-level keys as ``MEMORYD_<KEY>``,
-keys of a table as ``MEMORYD_<TABLE>_<KEY>`` (``MEMORYD_LIMITS_IDLE_TIMEOUT=60``).  An unknown
-key or a wrong type in the file or the environment stops start-up with a message naming it.
+A key's comment here is its documentation (``memoryd config --defaults`` prints the keys).
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_origin
+from typing import Annotated, Literal
 
-import msgspec
 from msgspec import Meta, Struct
 
-from memoryd.errors import ConfigError
 from memoryd_client.paths import default_socket_path
 
 EmbedderKind = Literal["local", "ollama", "openai", "none"]
@@ -23,16 +18,24 @@ LlmProvider = Literal["none", "openai", "ollama"]
 PositiveFloat = Annotated[float, Meta(gt=0)]
 PositiveInt = Annotated[int, Meta(ge=1)]
 
-ENV_PREFIX = "MEMORYD_"
-#: MEMORYD_* variables that are not config keys: the config path itself, and the client's own.
-_ENV_NOT_KEYS = {"MEMORYD_CONFIG"}
+
+class Section(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """A table of the file (and the top level): unknown keys are an error, values never change."""
 
 
-class _Section(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    pass
+class ModelServerConfig(Section, frozen=True):
+    """A model behind an HTTP API (Ollama or OpenAI-compatible): the keys [embed] and [llm] share."""
+
+    #: Base URL, e.g. http://127.0.0.1:11434 (Ollama) or http://127.0.0.1:8080.
+    url: str = ""
+    model: str = ""
+    #: Sent as a Bearer token; Ollama ignores it, a proxy in front of it may want it.
+    api_key: str = ""
+    #: A file holding the key (keeps it out of the config and the environment).
+    api_key_file: str = ""
 
 
-class LimitsConfig(_Section, frozen=True):
+class LimitsConfig(Section, frozen=True):
     """Every bound is listed with what a client sees under "Limits and failure modes" in README.md."""
 
     max_message_bytes: PositiveInt = 1024 * 1024
@@ -61,14 +64,11 @@ class LimitsConfig(_Section, frozen=True):
     shutdown_grace: PositiveFloat = 10.0
 
 
-class EmbedConfig(_Section, frozen=True):
+class EmbedConfig(ModelServerConfig, frozen=True):
+    """The embedder; url, model and the key are read for embedder = "ollama" / "openai"."""
+
     #: local: a sentence-transformers folder; empty means the pinned bundled all-MiniLM-L6-v2.
     model_path: str = ""
-    #: ollama/openai: base URL, e.g. http://127.0.0.1:11434 or http://127.0.0.1:8080.
-    url: str = ""
-    model: str = ""
-    api_key: str = ""
-    api_key_file: str = ""
     #: 0 means "learn it from the first reply".
     dim: Annotated[int, Meta(ge=0)] = 0
     timeout: PositiveFloat = 10.0
@@ -80,7 +80,7 @@ class EmbedConfig(_Section, frozen=True):
     query_timeout: PositiveFloat = 3.0
 
 
-class AuthConfig(_Section, frozen=True):
+class AuthConfig(Section, frozen=True):
     #: "trust": the caller's user_id/chat_id are believed; only for a socket nobody else can
     #: reach (mode 0600).  "token": every call needs a signed context_token (see "Running tools in a sandbox" in README.md).
     mode: Literal["trust", "token"] = "trust"
@@ -92,7 +92,7 @@ class AuthConfig(_Section, frozen=True):
     trusted_uids: list[Annotated[int, Meta(ge=0)]] = []
 
 
-class StorageConfig(_Section, frozen=True):
+class StorageConfig(Section, frozen=True):
     readers: Annotated[int, Meta(ge=1, le=64)] = 4
     busy_timeout_ms: Annotated[int, Meta(ge=0)] = 5000
     #: Seconds start-up waits for the integrity check (quick_check) before serving; a larger
@@ -100,7 +100,7 @@ class StorageConfig(_Section, frozen=True):
     integrity_check_wait: Annotated[float, Meta(ge=0)] = 0.5
 
 
-class LifecycleConfig(_Section, frozen=True):
+class LifecycleConfig(Section, frozen=True):
     """What the daemon's maintenance task does (see "Lifecycle inside the daemon" in README.md)."""
 
     #: Deleted or expired memories are hard-removed by gc this many days later.
@@ -114,15 +114,11 @@ class LifecycleConfig(_Section, frozen=True):
     protect_recent_days: Annotated[float, Meta(ge=0)] = 7.0
 
 
-class LlmConfig(_Section, frozen=True):
+class LlmConfig(ModelServerConfig, frozen=True):
     """The model that turns conversations into memories (see "Extraction" in README.md)."""
 
     #: "none" turns extraction off; "openai": any /v1/chat/completions server; "ollama": /api/chat.
     provider: LlmProvider = "none"
-    url: str = ""
-    model: str = ""
-    api_key: str = ""
-    api_key_file: str = ""
     #: Seconds one request may take, whole reply included (local models can be slow).
     timeout: PositiveFloat = 120.0
     retries: Annotated[int, Meta(ge=0, le=10)] = 2
@@ -133,7 +129,7 @@ class LlmConfig(_Section, frozen=True):
     max_tokens: Annotated[int, Meta(ge=64, le=65536)] = 2048
 
 
-class ExtractionConfig(_Section, frozen=True):
+class ExtractionConfig(Section, frozen=True):
     """What extraction keeps and when it runs."""
 
     #: A session is extracted once it has been quiet this long.
@@ -153,7 +149,7 @@ class ExtractionConfig(_Section, frozen=True):
     max_attempts: Annotated[int, Meta(ge=1, le=100)] = 5
 
 
-class SupersessionConfig(_Section, frozen=True):
+class SupersessionConfig(Section, frozen=True):
     """When a new memory replaces older ones (see "Supersession" in README.md)."""
 
     #: "rules": the offline rules, inline in memory.add; "llm": the [llm] model, in the
@@ -166,7 +162,7 @@ class SupersessionConfig(_Section, frozen=True):
     max_candidates: Annotated[int, Meta(ge=1, le=50)] = 5
 
 
-class SummaryConfig(_Section, frozen=True):
+class SummaryConfig(Section, frozen=True):
     """memory.summary and memory.context (see "People, context and summary" in README.md)."""
 
     #: With an LLM, a summary is rebuilt this long after the first new fact (adds in a row cost
@@ -178,7 +174,7 @@ class SummaryConfig(_Section, frozen=True):
     max_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1500
 
 
-class Config(_Section, frozen=True):
+class Config(Section, frozen=True):
     socket: str = ""
     #: Octal string: who may connect is decided by the socket file's mode and group.
     socket_mode: str = "0600"
@@ -217,134 +213,3 @@ class Config(_Section, frozen=True):
 def default_data_dir() -> str:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "memoryd")
-
-
-def _sections() -> dict[str, type[_Section]]:
-    return {
-        field.name: field.type
-        for field in msgspec.structs.fields(Config)
-        if isinstance(field.type, type) and issubclass(field.type, _Section)
-    }
-
-
-def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
-    """MEMORYD_* variables as a nested dict of raw strings, keyed like the TOML file."""
-    sections = _sections()
-    top_keys = {f.name for f in msgspec.structs.fields(Config)} - set(sections)
-    overrides: dict[str, Any] = {}
-    for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in _ENV_NOT_KEYS:
-            continue
-        key = name[len(ENV_PREFIX) :].lower()
-        if key in top_keys:
-            overrides[key] = value
-            continue
-        for section, section_type in sections.items():
-            sub_key = key.removeprefix(section + "_")
-            field_types = {f.name: f.type for f in msgspec.structs.fields(section_type)}
-            if sub_key != key and sub_key in field_types:
-                # A list key takes a comma-separated value: MEMORYD_AUTH_TRUSTED_UIDS="0,1000".
-                is_list = get_origin(field_types[sub_key]) is list
-                overrides.setdefault(section, {})[sub_key] = _split_list(value) if is_list else value
-                break
-        # Other MEMORYD_* names are ignored: sandboxes set the client's variables too.
-    return overrides
-
-
-def _split_list(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _convert(raw: dict[str, Any], *, strict: bool, origin: str) -> Config:
-    try:
-        config = msgspec.convert(raw, Config, strict=strict)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid configuration ({origin}): {_describe(exc)}") from None
-    try:
-        _ = config.socket_mode_bits  # parses the octal string
-    except ValueError:
-        raise ConfigError(f"invalid configuration ({origin}): socket_mode must be an octal string like \"0600\"") from None
-    return config
-
-
-def _check_auth(auth: AuthConfig) -> None:
-    # Checked on the merged result only: the secret often comes from another layer than the
-    # mode (mode in the file, MEMORYD_AUTH_TOKEN_SECRET from a credentials store).
-    if auth.token_secret and auth.token_secret_file:
-        raise ConfigError("invalid configuration: set auth.token_secret or auth.token_secret_file, not both")
-    if auth.mode == "token" and not (auth.token_secret or auth.token_secret_file):
-        raise ConfigError(
-            'invalid configuration: auth.mode "token" needs auth.token_secret or auth.token_secret_file'
-        )
-
-
-def _describe(exc: msgspec.ValidationError) -> str:
-    # msgspec says "Expected `int`, got `str` - at `$.limits.idle_timeout`"; name the key plainly.
-    message = str(exc)
-    reason, _, where = message.partition(" - at `$")
-    where = where.rstrip("`").lstrip(".")
-    if reason.startswith("Object contains unknown field `"):
-        key = reason.split("`")[1]
-        return f"unknown key '{where + '.' if where else ''}{key}'"
-    return f"key '{where}': {reason}" if where else message
-
-
-def load_config(
-    *,
-    config_file: str | os.PathLike[str] | None = None,
-    flags: dict[str, Any] | None = None,
-    environ: dict[str, str] | None = None,
-) -> Config:
-    """Build the effective Config; raises ConfigError naming the bad key and where it came from."""
-    environ = dict(os.environ if environ is None else environ)
-    config_file = config_file or environ.get("MEMORYD_CONFIG") or None
-    file_data: dict[str, Any] = {}
-    if config_file:
-        try:
-            file_data = tomllib.loads(Path(config_file).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {config_file}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"config file {config_file} is not valid TOML: {exc}") from None
-        # Strict check of the file alone, so a wrong type there is reported as the file's.
-        _convert(file_data, strict=True, origin=f"file {config_file}")
-    env_data = _env_overrides(environ)
-    if env_data:
-        # Environment values are strings: convert them leniently ("60" -> 60).
-        _convert(_merge(file_data, env_data), strict=False, origin="environment MEMORYD_*")
-    flag_data = {key: value for key, value in (flags or {}).items() if value is not None}
-    config = _convert(_merge(_merge(file_data, env_data), flag_data), strict=False, origin="command line")
-    _check_auth(config.auth)
-    return config
-
-
-def config_reference() -> str:
-    """Every key with its default, as TOML; `memoryd config --defaults` prints it."""
-    lines = []
-    defaults = msgspec.to_builtins(Config())
-    for key, value in defaults.items():
-        if not isinstance(value, dict):
-            lines.append(f"{key} = {_toml_value(value)}")
-    for key, value in defaults.items():
-        if isinstance(value, dict):
-            lines.append(f"\n[{key}]")
-            lines.extend(f"{sub} = {_toml_value(v)}" for sub, v in value.items())
-    return "\n".join(lines) + "\n"
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)

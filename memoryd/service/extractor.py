@@ -1,0 +1,46 @@
+"""One extraction, whichever path asked for it (``memory.extract*`` or the background worker):
+the model reads the messages, the secrets guard counts what it kept out, the learner stores
+the facts.  One object, so both paths count and store alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from memoryd.config import ExtractionConfig
+from memoryd.extract import ConversationMessage, Speaker, extract_facts
+from memoryd.llm import LlmClient
+from memoryd.service.learning import FactLearner, Origin
+from memoryd.service.secret_guard import SecretsGuard
+from memoryd.store import ExtractionJob, Learned, Scope
+
+
+@dataclass(frozen=True)
+class Extractor:
+    learner: FactLearner
+    guard: SecretsGuard
+    settings: ExtractionConfig
+
+    async def extract(
+        self,
+        llm: LlmClient,
+        messages: Sequence[ConversationMessage],
+        speaker: Speaker,
+        origin: Origin,
+        scope: Scope,
+        *,
+        timezone: str | None,
+        completes: ExtractionJob | None = None,
+    ) -> list[Learned]:
+        """Extract facts from ``messages`` and store them in ``scope``; with ``completes``, that
+        job's mark moves past its messages in the same transaction."""
+        outcome = await extract_facts(
+            llm, messages, speaker=speaker, now=datetime.now(UTC), timezone_name=timezone, settings=self.settings
+        )
+        self.guard.count_extracted(
+            outcome.secrets,
+            refused=outcome.dropped.get("secret", 0),
+            redacted=sum(fact.redacted for fact in outcome.facts),
+        )
+        return await self.learner.learn(outcome.facts, scope, origin, completes=completes)
