@@ -204,16 +204,44 @@ def bench_add(bench: Bench) -> None:
     for embedder in ("none", "local"):
         with Server.memoryd_daemon(bench.work, bench.name("d"), bench.fresh_dir("data-add-"), embedder) as daemon:
             report = loadgen(daemon.socket_path, workload="add", clients=CLIENTS, requests=per_client, warmup=2)
+            if embedder == "local":
+                backlog_at_end = daemon.call("system.health")["backlog"].get("embed", 0)
+                drain = drain_seconds(daemon)
+                lone = loadgen(daemon.socket_path, workload="add", clients=1, requests=20, warmup=2, seed=2)
             health = daemon.call("system.health")
         (a50, a99), rate = latency(report), throughput(report)
-        extra = ""
-        if embedder == "local":
-            # memory.add waits up to embed.add_wait (2 s) for its own vector: these adds include it.
-            extra = (f"; {report['embedded']}/{len(report['latencies'])} replies embedded, "
-                     f"backlog after {health['backlog']}")  # fmt: skip
-        print(f"  --embedder {embedder:5}  {rate:6.0f} adds/s   latency p50 {ms(a50)}  p99 {ms(a99)}{extra}")
+        print(f"  --embedder {embedder:5}  {rate:6.0f} adds/s acknowledged   latency p50 {ms(a50)}  p99 {ms(a99)}")
         bench.result(f"memory.add throughput, embedder {embedder}, {CLIENTS} clients",
-                     f"{rate:.0f}/s (p50 {ms(a50)}, p99 {ms(a99)})")  # fmt: skip
+                     f"{rate:.0f}/s (p50 {ms(a50)}, p99 {ms(a99)})", ">= 300/s" if embedder == "local" else "",
+                     verdict(rate >= 300) if embedder == "local" else "")  # fmt: skip
+        if embedder == "local":
+            # An add embeds its own text only when the embedder is idle; the rest are acknowledged
+            # with embedded: false and the backfill batches them (issue 13, target 5).
+            total = (per_client + 2) * CLIENTS
+            embedded_rate = total / (float(report["wall"]) + drain)
+            print(f"    {report['embedded']}/{len(report['latencies'])} replies embedded: true; backlog "
+                  f"{backlog_at_end} when the load stopped, drained {drain:.2f} s after it "
+                  f"(every vector stored {float(report['wall']) + drain:.2f} s after the first add: "
+                  f"{embedded_rate:.0f} texts/s)")  # fmt: skip
+            (l50, l99) = latency(lone)
+            print(f"    then one client on the idle embedder: {lone['embedded']}/{len(lone['latencies'])} "
+                  f"embedded: true, p50 {ms(l50)} p99 {ms(l99)}; "
+                  f"adds embedded at once {health['embedder'].get('adds_embedded_at_once')}, "
+                  f"left to the backfill {health['embedder'].get('adds_left_to_backfill')}")  # fmt: skip
+            bench.result("memory.add, local: every vector stored after the load (lag)",
+                         f"{drain:.2f} s after the last reply; {embedded_rate:.0f} texts/s overall")  # fmt: skip
+            bench.result("memory.add, local, one client on an idle embedder",
+                         f"{lone['embedded']}/{len(lone['latencies'])} embedded: true, p50 {ms(l50)}")  # fmt: skip
+
+
+def drain_seconds(daemon: Server, timeout: float = 300.0) -> float:
+    """Seconds until the daemon's embed backlog is empty (polled every 20 ms)."""
+    started = time.perf_counter()
+    while daemon.call("system.health")["backlog"].get("embed", 0):
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"embed backlog not drained after {timeout} s")
+        time.sleep(0.02)
+    return time.perf_counter() - started
 
 
 # -- search ------------------------------------------------------------------------------------
@@ -328,7 +356,7 @@ def bench_rss(bench: Bench) -> None:
                          f"{searched['VmRSS'] / 1024:.0f} MiB (anon {searched['RssAnon'] / 1024:.0f}, "
                          f"file {searched['RssFile'] / 1024:.0f} over {searched['db_maps']} maps; "
                          f"Pss {searched['Pss'] / 1024:.0f}); at ready {at_ready['VmRSS'] / 1024:.0f}",
-                         "< 400 MB", verdict(rss * 1024 < 400e6))  # fmt: skip
+                         "<= 300 MB (issue 13)", verdict(rss * 1024 <= 300e6))  # fmt: skip
 
 
 # -- a million memories ------------------------------------------------------------------------
@@ -407,8 +435,9 @@ def bench_startup(bench: Bench) -> None:
             median = statistics.median(seconds)
             print(f"  store {store_label:>5}, --embedder {embedder:5}: median {median:.2f} s "
                   f"(min {min(seconds):.2f}, max {max(seconds):.2f})")  # fmt: skip
+            limit = 1.0 if data != stores["empty"] else 2.0  # issue 13: <= 1 s with the big store
             bench.result(f"start to ready, {store_label} store, embedder {embedder}", f"{median:.2f} s (median)",
-                         "< 2 s", verdict(median < 2.0))  # fmt: skip
+                         f"<= {limit:.0f} s", verdict(median <= limit))  # fmt: skip
 
 
 RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,

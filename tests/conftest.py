@@ -80,8 +80,11 @@ async def peer(daemon: Daemon) -> NdjsonPeer:
 
 @pytest.fixture
 async def local_peer(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> AsyncIterator[NdjsonPeer]:
-    """An NDJSON connection to a daemon that embeds with the session's local model."""
-    instance = Daemon(make_config(short_tmp, embedder="local"), embedder=local_embedder)
+    """An NDJSON connection to a daemon that embeds with the session's local model.
+
+    A generous add_wait: a lone add embeds its own text before it answers, and a loaded machine
+    once stalled one past the default 2 s (the test would then see embedded: false)."""
+    instance = Daemon(make_config(short_tmp, embedder="local", embed={"add_wait": 60.0}), embedder=local_embedder)
     await nursery.start(instance.run)
     yield await NdjsonPeer.connect(instance.config.socket_path)
     instance.request_stop()

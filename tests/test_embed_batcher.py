@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -13,6 +15,7 @@ import trio.testing
 
 from memoryd.embed import CoalescingEmbedder, LocalEmbedder
 from memoryd.errors import EmbedderError
+from tests.concurrency import gather_outcomes
 
 DIM = 4
 
@@ -75,19 +78,7 @@ async def wait_for_calls(inner: HashEmbedder, count: int) -> None:
 
 
 async def gather(embedder: CoalescingEmbedder, requests: list[list[str]]) -> list[np.ndarray | BaseException]:
-    results: list[np.ndarray | BaseException] = [RuntimeError("not run")] * len(requests)
-
-    async def one(i: int) -> None:
-        try:
-            results[i] = await embedder.embed(requests[i])
-        except EmbedderError as exc:
-            results[i] = exc
-
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            for i in range(len(requests)):
-                nursery.start_soon(one, i)
-    return results
+    return await gather_outcomes([functools.partial(embedder.embed, texts) for texts in requests], EmbedderError)
 
 
 def assert_rows_for(result: np.ndarray | BaseException, texts: list[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memoryd.knowledge.attributes import parse_attributes
+from memoryd.knowledge.trailing import TRAILING_PATTERN, EndAnchored
 
 M, NEG = "multi", "negated"
 
@@ -129,3 +130,37 @@ def test_unique_relationships_name_a_single_valued_attribute():
     (son,) = parse_attributes("My son's name is Leo")
     assert not wife.multi_valued and son.multi_valued
     assert wife.subject.phrase == "my wife"
+
+
+def _trailing_corpus() -> list[str]:
+    """Every labelled statement, each with every clause ending the rules know, odd Unicode
+    that case-folds onto ASCII letters, and a trailing newline (which ``$`` may skip)."""
+    import json
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data"
+    texts = [c[0] for c in CASES] + list(NOTHING)
+    for name in ("supersession_pairs.jsonl", "supersession_holdout.jsonl", "supersession_holdout2.jsonl"):
+        for line in (data / name).read_text().splitlines():
+            pair = json.loads(line)
+            texts += [pair["old"], pair["new"]]
+    endings = ["now", "after all", "these days", "nowadays", "again", "anymore", "any more", "any longer",
+               "too", "as well", "currently", "at the moment", "right now", "full-time", "for now",
+               "since May", "since May 2020", "since forever", "for the past three weeks", "for two years",
+               "yesterday", "today", "recently", "lately", "last night", "this month", "a year ago",
+               "10 days ago", "NOW", "Right Now", "agaİn", "dayſ", "ſince june", "wee\u212a", "know",
+               "snow", "ago.", "x", "(note 1-2)", ""]
+    return texts + [f"{text} {ending}" for text in texts[:60] for ending in endings] + [
+        f"{t}\n" for t in texts[:60]
+    ] + endings + [f"lives in Paris {e}" for e in endings] + [f"works at Acme, {e}\n" for e in endings]
+
+
+def test_the_trailing_time_words_quick_test_answers_as_the_full_pattern():
+    """memory.add parses every new memory: the quick test in front of the trailing-words
+    pattern must never change what it finds, only skip texts where it cannot match."""
+    quick = EndAnchored(TRAILING_PATTERN)
+    for text in _trailing_corpus():
+        slow = TRAILING_PATTERN.search(text)
+        fast = quick.search(text)
+        assert (fast and fast.span()) == (slow and slow.span()), text
+        assert quick.sub("", text) == TRAILING_PATTERN.sub("", text), text

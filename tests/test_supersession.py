@@ -187,3 +187,33 @@ async def test_the_owners_people_make_my_wife_and_sarah_one_subject(peer: Ndjson
     assert blue["superseded"] == [red["id"]]
     bobs = await add(peer, BOB, "Sarah's favorite color is green")  # bob knows no Sarah of alice's
     assert bobs["superseded"] == []
+
+
+async def test_concurrent_adds_commit_together_and_a_refused_one_fails_alone(daemon: Daemon) -> None:
+    """Adds that arrive together share a write transaction (store/write_batch.py): every one
+    is stored with its own id, short id and people, and a refused ``supersedes`` among them
+    leaves nothing behind and fails only its own call."""
+    results: dict[int, dict[str, Any]] = {}
+
+    async def one(n: int) -> None:
+        client = await NdjsonPeer.connect(daemon.config.socket_path)
+        params: dict[str, Any] = {**ALICE, "content": f"My colleague Dana{'x' * n} likes tea, note {n}"}
+        if n == 7:
+            params["supersedes"] = "0000000000"  # nothing visible has this id
+        results[n] = await client.call("memory.add", params)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for n in range(20):
+                nursery.start_soon(one, n)
+    assert results[7]["error"]["code"] == -32001 and results[7]["error"]["data"]["field"] == "supersedes"
+    stored = [results[n]["result"] for n in range(20) if n != 7]
+    assert len({added["id"] for added in stored}) == 19
+    assert all(added["id"].startswith(added["short_id"]) for added in stored)
+    assert daemon.store.supersession.adds.writes == 20  # type: ignore[union-attr]  # all through the batcher
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    listed = await call_ok(peer, "memory.list", {**ALICE, "limit": 50})
+    assert sorted(record["id"] for record in listed) == sorted(added["id"] for added in stored)
+    assert not any("note 7" in record["content"] for record in listed)
+    people = await call_ok(peer, "person.list", ALICE)
+    assert sorted(person["name"] for person in people) == sorted(f"Dana{'x' * n}" for n in range(20) if n != 7)

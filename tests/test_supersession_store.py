@@ -192,3 +192,36 @@ async def test_a_group_chat_never_replaces_what_it_may_not_see(rules: Supersessi
     green = await rules.store(in_private, note("My favorite color is green", chat_id="dm", provenance=private))
     assert set(green.superseded) == {red.record.id, blue.record.id}
     assert keyed.record.id not in green.superseded
+
+
+async def test_the_add_returns_the_short_id_a_later_lookup_gives(store: Store, rules: Supersession) -> None:
+    """memory.add takes the short id from its own transaction instead of a read after it: the
+    same prefix, also for a duplicate whose id shares its first characters with another's."""
+    from memoryd.ids import MIN_PREFIX_LENGTH, new_ulid
+
+    fresh = [await rules.store(ALICE, note(f"note {i}")) for i in range(5)]
+    for stored in fresh:
+        short = await store.memories.short_ids(ALICE, [stored.record.id])
+        assert stored.short_id == short[stored.record.id] == stored.record.id[:MIN_PREFIX_LENGTH]
+    # Two ids of one instant (older rows, from before new ids avoided shared prefixes).
+    at = 1_700_000_000_000
+    for content in ("a", "b"):
+        await rules.store(ALICE, note(content))
+        sql(store.path, "UPDATE memories SET id = ? WHERE content = ?", (new_ulid(at), content))
+    again = await rules.store(ALICE, note("a"))
+    assert again.deduplicated
+    expected = (await store.memories.short_ids(ALICE, [again.record.id]))[again.record.id]
+    assert again.short_id == expected and len(expected) > MIN_PREFIX_LENGTH
+
+
+async def test_people_are_learned_in_the_add_transaction_when_asked(store: Store, rules: Supersession) -> None:
+    stored = await rules.store(ALICE, note("My wife's name is Sarah"), owner_names=("alice",))
+    assert stored.people_changed
+    [sarah] = await store.people.people_of("alice")
+    assert (sarah.name, sarah.relationship) == ("Sarah", "wife")
+    mention = await rules.store(ALICE, note("Sarah likes tulips"), owner_names=("alice",))
+    assert not mention.people_changed  # linked to Sarah, who is already known
+    about = await store.people.memories_about(ALICE, sarah, limit=10)
+    assert {record.id for record in about} == {stored.record.id, mention.record.id}
+    unasked = await rules.store(ALICE, note("My boss is called Tom"))
+    assert not unasked.people_changed and len(await store.people.people_of("alice")) == 1

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from memoryd.knowledge import relationships
+from memoryd.knowledge.trailing import TRAILING as _TRAILING
 from memoryd.knowledge.attribute_rules import (
     DEMONYMS, JOBS, MULTI_VALUED, Found, possessive_facts, predicate_facts,
 )
@@ -92,22 +93,22 @@ _FILLER = re.compile(r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|upd
                      r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
                      r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
                      re.IGNORECASE)
-_CONTRACTIONS = ((r"\bI'm\b", "I am"), (r"\bI've\b", "I have"), (r"\bI'd\b", "I would"),
-                 (r"\b(he|she|it|that)'s\b", r"\1 is"), (r"\b(we|they|you)'re\b", r"\1 are"),
-                 (r"\bisn't\b", "is not"), (r"\baren't\b", "are not"), (r"\bdon't\b", "do not"),
-                 (r"\bdoesn't\b", "does not"), (r"\bdidn't\b", "did not"))
+#: Each holds an apostrophe: a text without one skips them all.
+_CONTRACTIONS = tuple(
+    (re.compile(pattern, re.IGNORECASE), replacement)
+    for pattern, replacement in (
+        (r"\bI'm\b", "I am"), (r"\bI've\b", "I have"), (r"\bI'd\b", "I would"),
+        (r"\b(he|she|it|that)'s\b", r"\1 is"), (r"\b(we|they|you)'re\b", r"\1 are"),
+        (r"\bisn't\b", "is not"), (r"\baren't\b", "are not"), (r"\bdon't\b", "do not"),
+        (r"\bdoesn't\b", "does not"), (r"\bdidn't\b", "did not"),
+    )
+)
 _CLAUSES = re.compile(r"\s*(?:[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
                       re.IGNORECASE)
 _LEADING_ADVERBS = re.compile(r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
                               r"happily|also|presently|meanwhile)\s+)+", re.IGNORECASE)
 _BE_ADVERBS = re.compile(r"^(am|is|are)\s+(?:(?:now|currently|still|also|actually|officially|finally)\s+)+",
                          re.IGNORECASE)
-_TRAILING = re.compile(r"(?:\s*,?\s*(?:now|after\s+all|these\s+days|nowadays|again|anymore|any\s+more|any\s+longer|too|"
-                       r"as\s+well|currently|at\s+the\s+moment|right\s+now|full[- ]time|for\s+now|"
-                       r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?\w+\s+(?:days?|weeks?|months?|years?)|"
-                       r"yesterday|today|recently|lately|last\s+(?:night|week|month|year)|"
-                       r"this\s+(?:week|month|year)|(?:a|\w+)\s+(?:days?|weeks?|months?|years?)\s+ago))+$",
-                       re.IGNORECASE)
 _PERFECT = re.compile(r"^(?:have|has)\s+(?=(?:been|gone|become|got|grown|begun|started|\w+ed)\b)", re.IGNORECASE)
 _ADDITIVE = re.compile(r"\b(?:also|too|as\s+well|another|second|additionally)\b", re.IGNORECASE)
 _NEGATIONS = (
@@ -127,9 +128,11 @@ def parse_attributes(text: str) -> list[Attribute]:
 def _parse_cached(text: str) -> tuple[Attribute, ...]:
     cleaned = " ".join(text.replace("’", "'").replace("‘", "'").split())
     # Typed all in lower case ("i live in berlin"), places and names lose their capitals.
-    lowercase_text = not any(ch.isupper() for ch in cleaned)
-    for pattern, replacement in _CONTRACTIONS:
-        cleaned = re.sub(pattern, replacement, cleaned, flags=re.IGNORECASE)
+    # islower() first: it answers most texts in C (True means no upper-case character).
+    lowercase_text = cleaned.islower() or not any(map(str.isupper, cleaned))
+    if "'" in cleaned:
+        for pattern, replacement in _CONTRACTIONS:
+            cleaned = pattern.sub(replacement, cleaned)
     found: list[Attribute] = []
     for clause in _CLAUSES.split(cleaned):
         clause = _FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()

@@ -75,7 +75,7 @@ def build_services(
     service.on_added.append(summaries.note_added)
     service.on_deleted.append(summaries.note_deleted)
     people.on_changed.append(summaries.note_deleted)
-    conversations, extraction = _conversations(config, store, service, guard, llm, authenticator)
+    conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)
     table = build_method_table(service, health, people, summaries, conversations)
     return Services(table, summaries, supersession_worker, backfill, extraction)
@@ -85,6 +85,7 @@ def _conversations(
     config: Config,
     store: Store,
     service: MemoryService,
+    people: PeopleService,
     guard: SecretsGuard,
     llm: LlmClient | None,
     authenticator: Authenticator,
@@ -95,7 +96,9 @@ def _conversations(
         service.embedder,
         service.backfill,
         embed_timeout=config.embed.query_timeout,
-        on_added=service.on_added,  # people and summaries learn of extracted memories too
+        # People and summaries learn of extracted memories too (memory.add learns people
+        # inside its own transaction, so people are not among the service's listeners).
+        on_added=[people.learn, *service.on_added],
         supersession=service.supersession,
     )
     extractor = Extractor(learner, guard, config.extraction)

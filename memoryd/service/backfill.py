@@ -4,20 +4,27 @@
 down or slow.  Jobs survive restarts (they are rows), failures back off in the store, and
 adds that arrive together are embedded in one backend call because the worker takes every
 due job at once.
+
+An add that finds the embedder idle embeds its own text at once, alongside its insert
+(:meth:`EmbeddingBackfill.store_and_embed`), and answers ``embedded: true``; its job is leased
+to it so the worker leaves it alone.  While anything else is being embedded, adds only queue
+their job and answer ``embedded: false``: the worker batches them, seconds later at most.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections.abc import Awaitable, Callable
 
 import trio
 
 from memoryd.embed import Embedder
+from memoryd.embed.vectors import F32
 from memoryd.errors import EmbedderError, EmbeddingModelMismatch
 from memoryd.log import fields
 from memoryd.service.wakeup import Wakeup
 from memoryd.store import Store
+from memoryd.store.supersession import Stored
 
 log = logging.getLogger("memoryd.backfill")
 
@@ -32,25 +39,77 @@ class EmbeddingBackfill:
         self.vector_space_ready = False
         self.last_error: str | None = None
         self.embedded_total = 0
+        #: Adds that embedded their own text, and those that left it to the worker.
+        self.own_total = 0
+        self.deferred_total = 0
         self._wakeup = Wakeup()
-        self._waiters: dict[str, trio.Event] = {}
-        # Ids embedded lately: an add that registers after its job already finished still learns it.
-        self._recent: deque[str] = deque(maxlen=4096)
-        self._recent_set: set[str] = set()
+        # The worker is going through a backlog: from a claim that found jobs until one finds none.
+        self._draining = False
+        self._own_in_flight = 0
 
     def notify(self) -> None:
         self._wakeup.notify()
 
-    async def wait_embedded(self, memory_id: str, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for ``memory_id`` to be embedded."""
-        if memory_id in self._recent_set:
-            return True
-        event = self._waiters.setdefault(memory_id, trio.Event())
+    @property
+    def idle(self) -> bool:
+        """Nothing is being embedded (by the worker or an add), and the embedder works."""
+        return self.last_error is None and not self._draining and self._own_in_flight == 0
+
+    async def store_and_embed(
+        self, content: str, store: Callable[[bool], Awaitable[Stored]], timeout: float
+    ) -> tuple[Stored, bool]:
+        """Run ``store(embeds_itself)`` and say whether the new memory has its vector.
+
+        Idle: ``content`` is embedded at once, alongside the insert (the job comes back leased
+        to this call), and the vector is stored before the answer; should that take more than
+        ``timeout`` seconds or fail, the job goes back to the worker.  Busy: the job is queued
+        and the worker batches it with the others (False)."""
+        if not self.idle:
+            stored = await store(False)
+            if not stored.deduplicated:
+                self.deferred_total += 1
+            self.notify()
+            return stored, False
+        self._own_in_flight += 1
+        try:
+            return await self._store_and_embed(content, store, timeout)
+        finally:
+            self._own_in_flight -= 1
+
+    async def _store_and_embed(
+        self, content: str, store: Callable[[bool], Awaitable[Stored]], timeout: float
+    ) -> tuple[Stored, bool]:
+        vectors: list[F32] = []
+
+        async def embed_own() -> None:
+            with trio.move_on_after(timeout):
+                try:
+                    vectors.append((await self.embedder.embed([content]))[0])
+                except EmbedderError as exc:
+                    # Adds defer to the worker until it embeds again (it clears the error).
+                    self.last_error = str(exc)
+                    log.warning("backfill.own_embed_failed", extra=fields(error=str(exc)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(embed_own)
+            stored = await store(True)
+            if stored.embed_job is None:  # a duplicate (or no vector space): nothing to embed
+                nursery.cancel_scope.cancel()
+        job = stored.embed_job
+        if job is None:
+            return stored, False
+        if vectors:
+            try:
+                if await self.store.jobs.complete_own(job, vectors[0]):
+                    self.own_total += 1
+                    self.embedded_total += 1
+                    return stored, True
+            except EmbeddingModelMismatch as exc:
+                self.last_error = str(exc)
+                log.error("backfill.dimension_changed", extra=fields(error=str(exc)))
+        await self.store.jobs.release([job])
         self.notify()
-        with trio.move_on_after(timeout):
-            await event.wait()
-        self._waiters.pop(memory_id, None)
-        return event.is_set() or memory_id in self._recent_set
+        return stored, False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -58,6 +117,7 @@ class EmbeddingBackfill:
         while True:
             self._wakeup.arm()
             jobs = await self.store.jobs.claim_embed(self.batch_size)
+            self._draining = bool(jobs)
             if not jobs:
                 await self._sleep_until_due()
                 continue
@@ -78,8 +138,6 @@ class EmbeddingBackfill:
                 await self.store.jobs.fail(jobs, str(exc))
                 continue
             self.embedded_total += len(jobs)
-            for job in jobs:
-                self._remember(job.memory_id)
             log.debug("backfill.embedded", extra=fields(jobs=len(jobs)))
 
     async def _establish_vector_space(self) -> None:
@@ -111,11 +169,3 @@ class EmbeddingBackfill:
         # Jobs made by another process (`memoryd import`) are found by the idle poll.
         await self._wakeup.sleep(await self.store.jobs.next_due_ms())
 
-    def _remember(self, memory_id: str) -> None:
-        if len(self._recent) == self._recent.maxlen:
-            self._recent_set.discard(self._recent[0])
-        self._recent.append(memory_id)
-        self._recent_set.add(memory_id)
-        event = self._waiters.get(memory_id)
-        if event is not None:
-            event.set()

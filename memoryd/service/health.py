@@ -65,6 +65,9 @@ class HealthReporter:
             if self.backfill is not None:
                 embedder_state["vector_space_ready"] = self.backfill.vector_space_ready
                 embedder_state["embedded_since_start"] = self.backfill.embedded_total
+                # memory.add: embedded before its reply (idle embedder) or left to the backfill.
+                embedder_state["adds_embedded_at_once"] = self.backfill.own_total
+                embedder_state["adds_left_to_backfill"] = self.backfill.deferred_total
                 if self.backfill.last_error:
                     embedder_state["last_error"] = self.backfill.last_error
         try:

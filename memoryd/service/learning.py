@@ -114,8 +114,8 @@ class FactLearner:
         on_added: Sequence[AddedListener] = (),
         supersession: Supersession | None = None,
     ) -> None:
-        """``on_added``: the memory service's listeners (people, summaries), told of each new
-        memory as if it had come through ``memory.add`` (pass the service's list itself)."""
+        """``on_added``: told of each new memory as if it had come through ``memory.add``
+        (people learning, then the memory service's listeners: summaries)."""
         self.on_added = on_added
         #: Extracted facts supersede older memories as ``memory.add``'s do.
         self.supersession = supersession

@@ -34,11 +34,11 @@ from memoryd.service.params import (
 )
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.people import PeopleService
-from memoryd.service.provenance import caller_scope, identify, provenance_of, scope_of
+from memoryd.service.provenance import caller_scope, identify, owner_names, provenance_of, scope_of
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
-from memoryd.store.supersession import NOT_VISIBLE
+from memoryd.store.supersession import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
 
@@ -66,7 +66,8 @@ class MemoryService:
         self.secrets = secrets or SecretsGuard("refuse")
         self.people = people
         self.supersession = supersession
-        self.on_added: list[AddedListener] = [people.learn] if people is not None else []
+        #: Told after each add (memory.add learns people itself, in the add's transaction).
+        self.on_added: list[AddedListener] = []
         self.on_deleted: list[DeletedListener] = []
         self.memories = memories
         self.embedder = embedder
@@ -102,26 +103,45 @@ class MemoryService:
             provenance=provenance_of(caller, params),
         )
         superseded: list[str] = []
-        if self.supersession is None:
+        short_id: str | None = None
+        embedded = False
+        supersession = self.supersession
+        if supersession is None:
             record, deduplicated = await self.memories.add(new)
+            if self.people is not None:
+                await self.people.learn(scope, record, params)
+            if self.backfill is not None:
+                self.backfill.notify()
         else:
             supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
             key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
-            with _ambiguity_names("supersedes"):
-                stored = await self.supersession.store(scope, new, supersedes=supersedes, key=key)
+            # One write transaction: the insert, supersession, the people it names, the short id.
+            names = owner_names(scope, params) if self.people is not None else None
+
+            async def store(embeds_itself: bool) -> Stored:
+                with _ambiguity_names("supersedes"):
+                    return await supersession.store(
+                        scope, new, supersedes=supersedes, key=key, owner_names=names, embeds_itself=embeds_itself
+                    )
+
+            if self.backfill is None:
+                stored = await store(False)
+            else:
+                # Idle embedder: the text is embedded alongside the insert and the reply says
+                # embedded: true.  Busy: the backfill batches it; the vector follows shortly.
+                stored, embedded = await self.backfill.store_and_embed(new.content, store, self.add_wait)
             record, deduplicated, superseded = stored.record, stored.deduplicated, stored.superseded
+            short_id = stored.short_id
+            if self.people is not None:
+                self.people.learned(scope, changed=stored.people_changed)
         for listener in self.on_added:
             await listener(scope, record, params)
-        embedded = False
-        # Wait briefly for the embedding so a search right after sees the vector; skip the wait
-        # while the backend is known to be failing, so a down embedder does not slow adds.
-        if self.backfill is not None and self.backfill.last_error is None and not deduplicated:
-            embedded = await self.backfill.wait_embedded(record.id, self.add_wait)
-        short_ids = await self.memories.short_ids(scope, [record.id])
+        if short_id is None:
+            short_id = (await self.memories.short_ids(scope, [record.id])).get(record.id, record.id[:MIN_PREFIX_LENGTH])
         log.info("memory.added", extra=fields(id=record.id, scope=record.scope, dedup=deduplicated))
         return {
             "id": record.id,
-            "short_id": short_ids.get(record.id, record.id[:MIN_PREFIX_LENGTH]),
+            "short_id": short_id,
             "created_at": record.created_at,
             "expires_at": record.expires_at,
             "scope": record.scope,

@@ -15,7 +15,7 @@ from memoryd.errors import InvalidParams, NotFound
 from memoryd.knowledge import Mention, MentionFinder, Resolver, person_resolver
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.provenance import caller_scope
+from memoryd.service.provenance import caller_scope, owner_names
 from memoryd.service.params import AddParams, MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
     ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
@@ -56,12 +56,15 @@ class PeopleService:
     # -- used by the other services ------------------------------------------------------------
 
     async def learn(self, scope: Scope, record: MemoryRecord, params: AddParams) -> None:
-        """An added memory's people (an ``AddedListener`` of the memory service)."""
-        owner_names = [n for n in (params.source_username, params.source_display_name, params.username)
-                       if isinstance(n, str)]
+        """An added memory's people, in a write of their own (an ``AddedListener``: extraction's
+        facts; ``memory.add`` learns them in its own transaction with ``owner_names``)."""
         learned = await self.people.learn(scope.user_id, record.id, record.content, record.subjects,
-                                          [scope.user_id, *owner_names])
-        if learned.changed:
+                                          owner_names(scope, params))
+        self.learned(scope, changed=learned.changed)
+
+    def learned(self, scope: Scope, *, changed: bool) -> None:
+        """People were learned from a memory of ``scope``; ``changed``: some were created or renamed."""
+        if changed:
             self.forget_directory(scope.user_id)
 
     async def mentioned(self, owner: str, text: str) -> list[StoredPerson]:

@@ -66,3 +66,9 @@ def identify(params: CallerParams, ctx: CallContext, authenticator: Authenticato
 def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenticator) -> Scope:
     """What the caller may see: its identity, and its chat for the disclosure rules."""
     return scope_of(identify(params, ctx, authenticator), params)
+
+
+def owner_names(scope: Scope, params: AddParams) -> tuple[str, ...]:
+    """The names the owner goes by in an add: people learning never makes them a person."""
+    names = (params.source_username, params.source_display_name, params.username)
+    return (scope.user_id, *(name for name in names if isinstance(name, str)))

@@ -15,6 +15,7 @@ is the owner (``knowledge.conflict.Statement.speaker`` is set only for someone e
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 from memoryd.config import SupersessionConfig
@@ -84,16 +85,34 @@ class Supersession:
         return rule
 
     async def store(
-        self, scope: Scope, new: NewMemory, *, supersedes: str | None = None, key: str | None = None
+        self,
+        scope: Scope,
+        new: NewMemory,
+        *,
+        supersedes: str | None = None,
+        key: str | None = None,
+        owner_names: tuple[str, ...] | None = None,
+        embeds_itself: bool = False,
     ) -> Stored:
-        """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc)."""
-        plan = await self.plan(new, supersedes=supersedes, key=key)
+        """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc);
+        ``owner_names``: learn its people in the same transaction (``Plan.owner_names``);
+        ``embeds_itself``: the caller embeds it now (``Plan.embeds_itself``)."""
+        plan = await self.plan(new, supersedes=supersedes, key=key, owner_names=owner_names)
+        if embeds_itself:
+            plan = dataclasses.replace(plan, embeds_itself=True)
         stored = await self.supersessions.add(scope, new, plan)
         if plan.defer and not stored.deduplicated:
             self.queued()
         return stored
 
-    async def plan(self, new: NewMemory, *, supersedes: str | None = None, key: str | None = None) -> Plan:
+    async def plan(
+        self,
+        new: NewMemory,
+        *,
+        supersedes: str | None = None,
+        key: str | None = None,
+        owner_names: tuple[str, ...] | None = None,
+    ) -> Plan:
         """What storing ``new`` asks beyond the insert; extraction stores its facts with these
         plans inside its own transaction (``store.learned``)."""
         return Plan(
@@ -103,6 +122,7 @@ class Supersession:
             judge=None if self.use_llm else self.judge(await self.resolver(new.owner)),
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,
+            owner_names=owner_names,
         )
 
     def queued(self) -> None:

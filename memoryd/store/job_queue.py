@@ -33,6 +33,16 @@ class JobQueue:
         if results:
             await self._db.write(jobs.complete_embed, list(results), self._clock())
 
+    async def complete_own(self, job: EmbedJob, vector: npt.ArrayLike) -> bool:
+        """Store the vector an add embedded itself; False when it was not written (the memory
+        went meanwhile, or the vector space changed)."""
+        return bool(await self._db.write(jobs.complete_embed, [(job, vector)], self._clock()))
+
+    async def release(self, leased: Sequence[jobs.ClaimedJob]) -> None:
+        """Hand leased jobs back to the backfill, due now."""
+        if leased:
+            await self._db.write(jobs.release, list(leased))
+
     async def fail(self, failed: Sequence[jobs.ClaimedJob], error: str) -> None:
         """Release the jobs for a retry after a growing, jittered delay; ``error`` is kept."""
         if failed:

@@ -40,8 +40,28 @@ def backoff_ms(attempts: int, rng: random.Random | None = None) -> int:
     return half + jitter
 
 
-def enqueue_embed(db: apsw.Connection, memory_rowid: int, now_ms: int) -> None:
-    enqueue(db, EMBED, memory_rowid, now_ms)
+#: How long the job of an add that embeds its own text stays away from the backfill: the add
+#: waits ``embed.add_wait`` at most, then hands the job back (``release``).  Should the daemon
+#: die first, start-up clears every lease, so the job is never lost.
+OWN_LEASE_MS = 60_000
+
+
+def enqueue_embed(db: apsw.Connection, memory_rowid: int, now_ms: int, *, space: vectors.VectorSpace | None = None,
+                  own: bool = False) -> EmbedJob | None:
+    """Queue the memory's embedding; ``own``: already leased to the add that embeds it itself
+    (the job, for ``complete_embed``, is returned; ``space`` is the current vector space)."""
+    if not own or space is None:
+        enqueue(db, EMBED, memory_rowid, now_ms)
+        return None
+    row = db.execute(
+        "INSERT INTO jobs (kind, memory_rowid, due_at_ms, created_at_ms, leased_until_ms) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (kind, memory_rowid) DO NOTHING RETURNING job_id",
+        (EMBED, memory_rowid, now_ms, now_ms, now_ms + OWN_LEASE_MS),
+    ).fetchone()
+    if row is None:
+        return None
+    memory_id, content = db.execute("SELECT id, content FROM memories WHERE rowid = ?", (memory_rowid,)).fetchone()
+    return EmbedJob(int(row[0]), memory_rowid, str(memory_id), str(content), 0, space.generation)
 
 
 def enqueue(db: apsw.Connection, kind: str, memory_rowid: int, now_ms: int) -> None:
@@ -76,6 +96,11 @@ def enqueue_missing(db: apsw.Connection, space: vectors.VectorSpace, now_ms: int
     )
     after: int = db.total_changes()
     return after - before
+
+
+def release(db: apsw.Connection, claimed: Sequence[ClaimedJob]) -> None:
+    """Hand leased jobs back, due now (an add that did not embed its own text in time)."""
+    db.executemany("UPDATE jobs SET leased_until_ms = NULL WHERE job_id = ?", [(job.job_id,) for job in claimed])
 
 
 def clear_leases(db: apsw.Connection) -> None:

@@ -21,6 +21,7 @@ from memoryd.store import jobs, vectors
 from memoryd.store.db import one
 from memoryd.store.records import (
     NO_PROVENANCE,
+    EmbedJob,
     PROVENANCE_COLUMNS,
     RECORD_COLUMNS,
     MemoryRecord,
@@ -55,10 +56,10 @@ def audit(
     )
 
 
-def find_duplicate(db: apsw.Connection, new: NewMemory, digest: str, now_ms: int) -> MemoryRecord | None:
-    """An identical live memory learned in the same chat with the same disclosure code: so it is
-    shown exactly where the new one would be (a duplicate hidden from the adder's chat is
-    neither revealed nor allowed to swallow the new provenance)."""
+def _duplicate_row(db: apsw.Connection, new: NewMemory, digest: str, now_ms: int) -> tuple[Any, ...] | None:
+    """The record row of an identical live memory learned in the same chat with the same
+    disclosure code: so it is shown exactly where the new one would be (a duplicate hidden from
+    the adder's chat is neither revealed nor allowed to swallow the new provenance)."""
     live_sql, live_params = live(now_ms=now_ms)
     provenance = new.provenance or NO_PROVENANCE
     code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
@@ -70,7 +71,7 @@ def find_duplicate(db: apsw.Connection, new: NewMemory, digest: str, now_ms: int
         "AND memories.disclosure = ? AND memories.chat_id IS ? ORDER BY memories.rowid LIMIT 1",
         (new.scope_key, digest, *live_params, code, new.chat_id),
     ).fetchone()
-    return None if row is None else record_from_row(row)
+    return None if row is None else tuple(row)
 
 
 def _unused_short_id(db: apsw.Connection) -> str:
@@ -87,6 +88,14 @@ def _unused_short_id(db: apsw.Connection) -> str:
 
 def insert(db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | None = None) -> int:
     """Insert one memory (no dedupe), audit it and queue its embedding; returns its rowid."""
+    return insert_leasing(db, new, now_ms, digest=digest)[0]
+
+
+def insert_leasing(
+    db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | None = None, embeds_itself: bool = False
+) -> tuple[int, EmbedJob | None]:
+    """``insert``; ``embeds_itself``: the embed job is leased to the caller, who embeds the
+    text at once (``jobs.enqueue_embed``), and returned with the rowid."""
     memory_id = _unused_short_id(db)
     db.execute(
         f"""
@@ -122,18 +131,32 @@ def insert(db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | No
         now_ms,
         {"scope": scope_kind(new.shared), "chat_id": new.chat_id, "source": new.source},
     )
-    if vectors.read_space(db) is not None:
-        jobs.enqueue_embed(db, rowid, now_ms)
-    return rowid
+    space = vectors.read_space(db)
+    job = None if space is None else jobs.enqueue_embed(db, rowid, now_ms, space=space, own=embeds_itself)
+    return rowid, job
 
 
 def add(db: apsw.Connection, new: NewMemory, now_ms: int) -> tuple[MemoryRecord, bool]:
+    row = add_row(db, new, now_ms)
+    return row.record, row.deduplicated
+
+
+class AddedRow(NamedTuple):
+    rowid: int
+    record: MemoryRecord
+    deduplicated: bool  # an identical live memory was found and nothing inserted
+    own_job: EmbedJob | None = None  # the embed job leased to the adder (``embeds_itself``)
+
+
+def add_row(db: apsw.Connection, new: NewMemory, now_ms: int, *, embeds_itself: bool = False) -> AddedRow:
+    """``add`` with the row's rowid (what the rest of an add transaction keys on)."""
     digest = content_hash(new.content)
-    existing = find_duplicate(db, new, digest, now_ms)
-    if existing is not None:
-        return existing, True
-    rowid = insert(db, new, now_ms, digest=digest)
-    return record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,))), False
+    existing = _duplicate_row(db, new, digest, now_ms)
+    if existing is None:
+        rowid, job = insert_leasing(db, new, now_ms, digest=digest, embeds_itself=embeds_itself)
+        record = record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,)))
+        return AddedRow(rowid, record, False, job)
+    return AddedRow(int(existing[0]), record_from_row(existing), True)
 
 
 def insert_many(db: apsw.Connection, news: Iterable[NewMemory], now_ms: int) -> int:

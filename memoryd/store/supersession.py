@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 import apsw
 
 from memoryd.errors import SupersedeRefused
-from memoryd.store import jobs, lookup, memories
+from memoryd.ids import MIN_PREFIX_LENGTH
+from memoryd.store import jobs, lookup, memories, people_learning
 from memoryd.store.db import one
-from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
+from memoryd.store.records import RECORD_COLUMNS, EmbedJob, MemoryRecord, NewMemory, record_from_row
 from memoryd.store.visibility import Scope, kind_of_key, predicate
 
 #: The reason of a refused ``supersedes`` that names nothing visible (the words memory.get uses).
@@ -59,6 +60,11 @@ class Plan:
     judge: Judge | None = None  # decide now (offline rules) ...
     defer: bool = False  # ... or queue a 'supersede' job for the LLM
     max_candidates: int = 5
+    #: Learn the stored memory's people in the same transaction (``people_learning``), the
+    #: owner going by these names; None: the caller learns them (or nobody does).
+    owner_names: tuple[str, ...] | None = None
+    #: The adder embeds the text itself, at once: its job comes back leased (``Stored.embed_job``).
+    embeds_itself: bool = False
 
 
 @dataclass
@@ -66,6 +72,12 @@ class Stored:
     record: MemoryRecord
     deduplicated: bool
     superseded: list[str] = field(default_factory=list)  # ids this add replaced
+    #: The shortest prefix naming the memory among what the adder sees (``lookup.short_ids``).
+    short_id: str = ""
+    #: Learning changed the owner's people (created, renamed, aliased): their caches are stale.
+    people_changed: bool = False
+    #: The new memory's embed job, leased to the adder (``Plan.embeds_itself``).
+    embed_job: EmbedJob | None = None
 
 
 def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
@@ -102,9 +114,8 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     """Insert ``new`` (or find its duplicate) and apply ``plan``, all in one transaction: a
     refused ``supersedes`` leaves nothing behind."""
     target = _target(db, scope, plan.supersedes, new, now_ms) if plan.supersedes else None
-    record, deduplicated = memories.add(db, new, now_ms)
-    rowid = _rowid_of(db, record.id)
-    stored = Stored(record, deduplicated)
+    rowid, record, deduplicated, own_job = memories.add_row(db, new, now_ms, embeds_itself=plan.embeds_itself)
+    stored = Stored(record, deduplicated, embed_job=own_job)
     if plan.key is not None:
         db.execute("UPDATE memories SET key = ? WHERE rowid = ? AND key IS NULL", (plan.key, rowid))
     if not deduplicated:
@@ -121,14 +132,25 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
                 ruling = Ruling(True, f"same key {plan.key!r}: the newer wins", "key")
                 _apply(db, stored, _rowid_of(db, old.id), ruling, scope.user_id, now_ms)
     if not deduplicated:
-        if plan.judge is not None:
+        if plan.defer:
+            jobs.enqueue(db, jobs.SUPERSEDE, rowid, now_ms)
+        elif plan.judge is not None and plan.attributes:
+            # Without an attribute of its own the new memory has no candidates to judge.
             for old_rowid, old in attribute_candidates(db, scope, rowid, record, plan.max_candidates, now_ms):
                 ruling = plan.judge(old, record)
                 if ruling.supersedes:
                     _apply(db, stored, old_rowid, ruling, scope.user_id, now_ms)
-        elif plan.defer:
-            jobs.enqueue(db, jobs.SUPERSEDE, rowid, now_ms)
-    stored.record = record_of(db, rowid)
+    if plan.key is not None:  # the only change above to the stored row itself
+        stored.record = record = record_of(db, rowid)
+    if plan.owner_names is not None:
+        stored.people_changed = people_learning.learn(
+            db, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
+            owner_names=plan.owner_names, now_ms=now_ms,
+        ).changed
+    # A new id's first MIN_PREFIX_LENGTH characters are unique in the table (memories.insert).
+    stored.short_id = (
+        lookup.short_ids(db, scope, [record.id], now_ms)[record.id] if deduplicated else record.id[:MIN_PREFIX_LENGTH]
+    )
     return stored
 
 

@@ -5,6 +5,7 @@ Each coroutine runs one function of ``supersession.py`` in the writer or a reade
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from memoryd.store import jobs, supersession, supersession_jobs
@@ -14,6 +15,7 @@ from memoryd.store.records import MemoryRecord, NewMemory
 from memoryd.store.supersession import Plan, Ruling, Stored
 from memoryd.store.supersession_jobs import SupersedeJob
 from memoryd.store.visibility import Scope
+from memoryd.store.write_batch import WriteBatcher
 
 
 class Supersessions:
@@ -21,11 +23,15 @@ class Supersessions:
         self._db = db
         self._hits = hits
         self._clock = clock
+        #: Adds that arrive together commit together (``write_batch``).
+        self.adds = WriteBatcher(db)
 
     async def add(self, scope: Scope, new: NewMemory, plan: Plan) -> Stored:
         """Store ``new`` as ``MemoryRepository.add`` does, and replace what ``plan`` says it
-        replaces, in one transaction (SupersedeRefused: nothing written)."""
-        return await self._db.write(supersession.add, scope, new, plan, self._clock())
+        replaces, all or nothing (SupersedeRefused: nothing written); concurrent adds share
+        one transaction, each in a savepoint."""
+        return await self.adds.write(functools.partial(supersession.add, scope=scope, new=new, plan=plan,
+                                                       now_ms=self._clock()))
 
     async def history(self, scope: Scope, prefix: str) -> list[MemoryRecord] | None:
         """The versions around a visible memory, oldest first; None when the caller sees none."""
