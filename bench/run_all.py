@@ -3,6 +3,8 @@
     ./dev bench                    # everything, full sizes (about 2-3 minutes on 2 cores)
     ./dev bench --quick            # smaller sizes, for a smoke run (about 30 s)
     ./dev bench --only rtt,search  # some sections: rtt, add, search, rss, startup
+    ./dev bench --1m               # only the million-memory section (builds for ~10 minutes)
+    ./dev bench --1m --quick       # the same section on 50k memories, a smoke run
 
 Sections:
   rtt      system.health round trip, sequential and 32 concurrent clients, next to a bare trio echo
@@ -17,6 +19,12 @@ Sections:
   startup  process start to first answered call, median of several starts, local and none
   extract  memory.observe vs memory.add throughput; extraction pipeline overhead per fact beyond
            the LLM's own time (fake LLM on loopback answering at once), see bench_extraction.py
+  embed    the local model in-process: onnxruntime and numpy side by side, interleaved with
+           sentence-transformers when /tmp/st-venv exists (see bench_embed.py): load, one query,
+           batches, the backfill's rate
+  1m       (only with --1m) a million memories in alice's scope: bytes on disk per memory, the
+           in-process FTS / vector / hybrid search (wall and CPU time), and the daemon's VmRSS
+           with the local model after searches through the socket
 
 Stores are built by bench_store.build: random unit vectors registered as the local model's space,
 so memoryd with the local embedder serves them (timing only: the vectors carry no meaning).
@@ -49,13 +57,14 @@ import trio
 # Run as a script: bench/ is on sys.path (its siblings import as top-level modules); so is the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import bench_embed  # noqa: E402
 import bench_extraction  # noqa: E402
 import bench_store  # noqa: E402
-from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99  # noqa: E402
+from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 
 from memoryd.store import Store  # noqa: E402
 
-SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract")
+SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed")
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,7 @@ CLIENTS = 32
 class Bench:
     work: Path
     sizes: Sizes
+    million: Path | None = None  # --1m-store
     results: list[tuple[str, str, str, str]] = field(default_factory=list)
     _stores: dict[int, Path] = field(default_factory=dict)
     _names: int = 0
@@ -116,10 +126,6 @@ class Bench:
                   f"{time.perf_counter() - started:.1f} s ({size:.0f} MB)")  # fmt: skip
             self._stores[memories] = data
         return self._stores[memories]
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "MISSED"
 
 
 def latency(report: dict[str, Any]) -> tuple[float, float]:
@@ -353,6 +359,64 @@ def bench_rss(bench: Bench) -> None:
                          "<= 300 MB (issue 13)", verdict(rss * 1024 <= 300e6))  # fmt: skip
 
 
+# -- a million memories ------------------------------------------------------------------------
+
+MILLION = 1_000_000
+#: With --quick, the section runs on this many (a smoke run of the code, not of the scale).
+QUICK_MILLION = 50_000
+
+
+def bench_million(bench: Bench) -> None:
+    data = bench.million or bench.store_dir(QUICK_MILLION if bench.sizes is QUICK else MILLION)
+    path = data / "memoryd.db"
+    with Store(path) as store:  # upgrades a store built by an older memoryd, once
+        store.lifecycle.checkpoint()
+    count = max(bench.sizes.queries // 3, 60)
+    (memories,) = sql_one(path, "SELECT count(*) FROM memories")
+    (free,) = sql_one(path, "PRAGMA freelist_count")
+    (page,) = sql_one(path, "PRAGMA page_size")
+    on_disk = sum(p.stat().st_size for p in data.glob("memoryd.db*"))
+    # A store upgraded in place keeps the pages its old vectors freed, for the next writes to
+    # reuse (VACUUM would return them): judged on the pages in use.
+    per_memory, in_use = on_disk / memories, (on_disk - free * page) / memories
+    print(f"a million memories: {memories} in the file; on disk {per_memory:.0f} bytes per memory, "
+          f"{in_use:.0f} in pages in use ({free * page / 1e6:.0f} MB free pages)")  # fmt: skip
+    bench.result("1M: disk per memory (pages in use)", f"{in_use:.0f} B (file {per_memory:.0f} B)", "<= 1 KB",
+                 verdict(in_use <= 1024))  # fmt: skip
+    with Store(path) as store:
+        store.configure_vector_space(LOCAL_MODEL_ID, bench_store.DIM)
+        rng = np.random.default_rng(13)
+        started_cpu = time.process_time()
+        samples = trio.run(bench_store.measure, store, rng, bench_store.TextMaker(rng), count)
+        cpu = (time.process_time() - started_cpu) / (5 * count)
+    h50, h99 = p50(samples["hybrid"]), p99(samples["hybrid"])
+    print(f"  in-process CPU per search, mean over all kinds: {ms(cpu)}")
+    bench.result("1M: hybrid search excluding query embedding (in-process)", f"p50 {ms(h50)}, p99 {ms(h99)}",
+                 "p50 <= 50 ms", verdict(h50 <= 0.050))  # fmt: skip
+    for kind in ("fts", "vector", "bob_hybrid"):
+        bench.result(f"1M: {kind} search (in-process)", f"p50 {ms(p50(samples[kind]))}, p99 {ms(p99(samples[kind]))}")
+    queries_path, _ = query_file(bench)
+    with Server.memoryd_daemon(bench.work, bench.name("d"), data, "local") as daemon:
+        report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=5,
+                         queries_file=queries_path, user="alice")  # fmt: skip
+        memory = daemon.memory()
+    s50, s99 = latency(report)
+    print(f"  daemon --embedder local: search p50 {ms(s50)} p99 {ms(s99)}; after searches {mib(memory)}")
+    bench.result("1M: search via daemon, query embedded + hybrid", f"p50 {ms(s50)}, p99 {ms(s99)}")
+    bench.result("1M: daemon VmRSS after searches, local model", f"{memory['VmRSS'] / 1024:.0f} MiB "
+                 f"(Pss {memory['Pss'] / 1024:.0f})", "<= 600 MB", verdict(memory["VmRSS"] * 1024 <= 600e6))  # fmt: skip
+
+
+def sql_one(path: Path, query: str) -> tuple[Any, ...]:
+    from memoryd.store.db import open_connection
+
+    db = open_connection(path, busy_timeout_ms=5000, readonly=True)
+    try:
+        return tuple(db.execute(query).fetchone())
+    finally:
+        db.close()
+
+
 # -- startup -----------------------------------------------------------------------------------
 
 
@@ -377,7 +441,7 @@ def bench_startup(bench: Bench) -> None:
 
 
 RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
-           "extract": bench_extraction.run}
+           "extract": bench_extraction.run, "embed": bench_embed.run, "1m": bench_million}
 
 
 def parse_only(value: str) -> list[str]:
@@ -394,11 +458,18 @@ def main() -> None:
     parser.add_argument("--only", type=parse_only, action="extend", metavar="NAME[,NAME]",
                         help=f"run only these sections ({', '.join(SECTIONS)})")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (stores, daemon logs)")
+    parser.add_argument("--1m", dest="million", action="store_true",
+                        help="only the million-memory section (issue 13, target 3)")  # fmt: skip
+    parser.add_argument("--1m-store", dest="million_store", type=Path, metavar="DIR",
+                        help="with --1m: a data dir whose memoryd.db holds the million (kept from an earlier "
+                             "--keep run) instead of building one")  # fmt: skip
     args = parser.parse_args()
     sections = [name for name in SECTIONS if not args.only or name in args.only]
+    if args.million:
+        sections = ["1m"]
 
     work = Path(tempfile.mkdtemp(prefix="mdb-", dir="/tmp"))
-    bench = Bench(work, QUICK if args.quick else FULL)
+    bench = Bench(work, QUICK if args.quick else FULL, million=args.million_store)
     started = time.perf_counter()
     print(f"memoryd bench ({'quick' if args.quick else 'full'}): {platform.python_implementation()} "
           f"{platform.python_version()}, {os.cpu_count()} CPUs, load average {load_average()} at start; "

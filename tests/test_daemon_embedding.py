@@ -48,6 +48,9 @@ async def wait_vector_space_ready(peer: NdjsonPeer) -> None:
 
 async def test_local_model_finds_memories_by_meaning(local_peer: NdjsonPeer) -> None:
     peer = local_peer
+    # An add that comes before the vector space is set up is stored and answered embedded: false
+    # (the backfill embeds it); this test is about adds on a ready, idle embedder.
+    await wait_vector_space_ready(peer)
     facts = ["allergic to peanuts", "wife Sarah likes Italian food", "works as a nurse on night shifts"]
     for fact in facts:
         added = await call_ok(peer, "memory.add", {**ALICE, "content": fact})
@@ -59,6 +62,8 @@ async def test_local_model_finds_memories_by_meaning(local_peer: NdjsonPeer) -> 
     assert all(0.0 <= hit["similarity"] <= 1.0 for hit in hits)
     health = await call_ok(peer, "system.health", {})
     assert health["embedder"]["model"] if "model" in health["embedder"] else health["embedder"]
+    # Which encoder runs the model: onnxruntime is a dependency, numpy only its fallback.
+    assert health["embedder"]["runtime"].startswith("onnxruntime ")
     assert health["backlog"].get("embed", 0) == 0
 
 

@@ -17,6 +17,7 @@ from memoryd.embed import BUNDLED_MODEL_ID, BUNDLED_SHA256, LocalEmbedder, make_
 from memoryd.embed.bert import gelu_
 from memoryd.embed.blas import limit_blas_threads, openblas_kernel
 from memoryd.embed.local import bundled_model_path
+from memoryd.embed.onnx_bert import Runtime
 from memoryd.embed.sentence_model import MAX_CHUNK_ROWS, TOKEN_BUDGET, _chunks, _spread
 from memoryd.errors import ConfigError, EmbedderError
 
@@ -47,8 +48,13 @@ def copy_model(tmp_path: Path, name: str = "copied-minilm") -> Path:
     return target
 
 
-async def test_bundled_model_matches_sentence_transformers_reference_in_one_batch() -> None:
-    embedder = await started(LocalEmbedder())
+#: Both encoder runtimes must give the reference vectors (onnxruntime is the default when installed).
+RUNTIMES = pytest.mark.parametrize("runtime", ["onnxruntime", "numpy"])
+
+
+@RUNTIMES
+async def test_bundled_model_matches_sentence_transformers_reference_in_one_batch(runtime: Runtime) -> None:
+    embedder = await started(LocalEmbedder(runtime=runtime))
     vectors = await embedder.embed(TEXTS)
     assert_unit_rows(vectors, len(TEXTS))
     cosines = (vectors * EXPECTED).sum(axis=1)
@@ -59,21 +65,23 @@ async def test_bundled_model_matches_sentence_transformers_reference_in_one_batc
     await embedder.aclose()
 
 
-async def test_each_text_alone_matches_the_reference_too() -> None:
+@RUNTIMES
+async def test_each_text_alone_matches_the_reference_too(runtime: Runtime) -> None:
     # One text per call has no padding at all; the batch above mixes lengths 3..256 tokens.
-    embedder = await started(LocalEmbedder())
+    embedder = await started(LocalEmbedder(runtime=runtime))
     for text, expected in zip(TEXTS, EXPECTED, strict=True):
         vector = (await embedder.embed([text]))[0]
         assert float(vector @ expected) >= MIN_COSINE, text[:40]
 
 
-async def test_one_text_alone_and_in_a_padded_batch_give_the_same_vector() -> None:
+@RUNTIMES
+async def test_one_text_alone_and_in_a_padded_batch_give_the_same_vector(runtime: Runtime) -> None:
     # A lone text is one unpadded forward pass (the query path); in a batch it is padded and
     # masked inside a chunk of similar lengths.  From 3 tokens to past the 256-token cap.
     words = "remind me to call the dentist about my daughter's braces before the school trip".split()
     texts = [" ".join(words[i % len(words)] for i in range(count)) for count in (1, 2, 5, 11, 16, 40, 90, 180, 250, 400)]
     texts += [TEXTS[-1], "", "Why did Gina start her own clothing store?"]
-    embedder = await started(LocalEmbedder())
+    embedder = await started(LocalEmbedder(runtime=runtime))
     batched = await embedder.embed(texts)
     for text, in_batch in zip(texts, batched, strict=True):
         alone = (await embedder.embed([text]))[0]

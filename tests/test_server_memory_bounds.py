@@ -45,12 +45,11 @@ async def test_a_peer_that_never_reads_holds_at_most_its_reply_share(short_tmp: 
                 codes.add(answer["error"]["code"] if "error" in answer else 0)
     assert codes <= {0, -32004} and -32004 in codes
     await peer.aclose()
-    # The batches still running see the peer gone when they send: wait for the connection to end
-    # (a fixed sleep was too short on a loaded machine).
+    # Nothing leaks once the connection is gone.  The server notices the close on its own
+    # schedule (a loaded machine took more than 0.2 s), so wait for it rather than guess.
     with trio.fail_after(10):
-        while server.connections:
-            await trio.sleep(0.01)
-    assert server.budget.used == 0  # nothing leaks once the connection is gone
+        while server.budget.used != 0:
+            await trio.sleep(0.02)
     instance.request_stop()
 
 

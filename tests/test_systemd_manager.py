@@ -240,6 +240,10 @@ def test_system_service_sandbox_leaves_memoryd_working(manager: UserManager) -> 
     path = manager.runtime / "memoryd" / "memoryd.sock"
     _add_and_search(path, manager)
     _assert_sandboxed_and_notifying(manager, "memoryd.service")
+    # onnxruntime too runs under MemoryDenyWriteExecute=, ProcSubset=pid and the system call filter
+    # (no silent fall back to numpy).
+    embedder = _call(path, manager, "system.health", {})["result"]["embedder"]
+    assert embedder["runtime"].startswith("onnxruntime "), (embedder, (rig / "memoryd.log").read_text(errors="replace"))
     properties = manager.show("memoryd.service", "MemoryDenyWriteExecute", "ProtectSystem", "ProtectHome")
     assert properties["MemoryDenyWriteExecute"] == "yes" and properties["ProtectSystem"] == "strict"
 

@@ -1,4 +1,5 @@
-"""Embedding backends: the in-process MiniLM (numpy), Ollama, OpenAI-compatible servers, or none.
+"""Embedding backends: the in-process MiniLM (onnxruntime, or numpy without it), Ollama,
+OpenAI-compatible servers, or none.
 
 embedder = make_embedder(config.embedder, config.embed)
 await embedder.start()

@@ -122,6 +122,8 @@ def layer_norm_(x: F32, gamma: F32, beta: F32, eps: float) -> F32:
 class BertEncoder:
     """Encoder weights plus :meth:`forward`.  Thread-safe: forward only reads the weights."""
 
+    runtime = "numpy"
+
     def __init__(self, config: BertConfig, tensors: Mapping[str, npt.NDArray[Any]]) -> None:
         self.config = config
         get = _Getter(tensors)

@@ -122,7 +122,9 @@ def _bad_vector_rows_sql(space: VectorSpace) -> str:
         "WHERE m.rowid IS NULL OR m.deleted_at_ms IS NOT NULL OR m.superseded_by IS NOT NULL "
         "OR m.scope_key IS NOT v.scope_key "
         f"OR coalesce(m.expires_at_ms, {NEVER}) != v.expires_at OR m.vector_gen IS NOT ? "
-        "OR m.disclosure != v.disclosure OR coalesce(m.chat_id, '') != v.learned_chat"
+        "OR m.disclosure != v.disclosure OR coalesce(m.chat_id, '') != v.learned_chat "
+        # The int8 rescoring copy is dim bytes (vector_codec.py); anything else cannot be read.
+        f"OR length(v.embedding) IS NOT {int(space.dim)}"
     )
 
 

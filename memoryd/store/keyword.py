@@ -9,8 +9,16 @@ memories a word such as "the" matches nearly all of them.  So, per scope key:
 1. each term's document count *within the scope* is measured, capped at COMMON_DOCS;
 2. if no term reaches the cap (every small scope), the full OR query runs: exact BM25;
 3. otherwise the rare terms run alone (common terms have near-zero IDF, so they barely move
-   BM25 anyway), and if that yields fewer than ``depth`` hits the full query runs over the
-   newest RECENT_WINDOW matches only, its hits ranked after the rare-term hits.
+   BM25 anyway), and if that yields fewer than ``depth`` hits, the newest RECENT_WINDOW matches
+   of the full query are ranked by the IDF-weighted share of the query terms they hold
+   (``_recent_matches``), after the rare-term hits.
+
+What grows with the scope, and how it is kept from growing (issue 13, a million memories):
+``bm25()`` learns each phrase's IDF by walking the phrase's whole doclist, once per statement.
+The scope token's doclist is the scope (see ``bm25_ranked`` for the wide scopes that leave it
+out), and a common term's is most of it (a word in 90 % of a million memories).  So the window
+is not ranked by ``bm25()``: each term's doclist is walked over the window's rowid range only,
+and FTS5's IDF formula is applied over the window, which costs the window, not the scope.
 
 Scope keys are planned separately, so a user's few personal memories get the exact plan even
 inside a huge group chat.  BM25 uses table-wide statistics, so scores of different scopes are
@@ -25,13 +33,14 @@ import math
 from collections.abc import Mapping, Sequence
 
 import apsw
+import numpy as np
 
 from memoryd.store import fts_query, scope_stats
 from memoryd.store.visibility import Scope, predicate
 
 #: A term matching at least this many of the scope's documents counts as common.
 COMMON_DOCS = scope_stats.COMMON_DOCS
-#: With only common terms, BM25 ranks the newest this-many matches.
+#: With only common terms, the newest this-many matches are ranked.
 RECENT_WINDOW = 5000
 #: A scope key holding at least this share of the table ranks without its scope token.
 WIDE_SHARE = 0.5
@@ -123,10 +132,55 @@ def term_counts(db: apsw.Connection, key: str, terms: list[str]) -> dict[str, in
     return scope_stats.measure(db, key, terms)[0]
 
 
+def _recent_matches(
+    db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int
+) -> Ranked:
+    """The newest RECENT_WINDOW matches of ``terms`` in the scope, best first by the summed IDF
+    (FTS5's formula, the window standing for the table) of the terms each holds, newer first
+    among equals.  A one-term-frequency, average-length document scores that under BM25, so the
+    scores merge with BM25's.  Each term costs one walk of its doclist over the window."""
+    token = fts_query.scope_token(key)
+    # rowids grow with time: the RECENT_WINDOW-th newest match bounds the window.
+    bound = db.execute(
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        (fts_query.match_expression([token], terms), RECENT_WINDOW - 1),
+    ).fetchone()
+    low = bound[0] if bound else 0
+    per_term = [
+        np.fromiter(
+            (rowid for (rowid,) in db.execute(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ?",
+                (fts_query.match_expression([token], [term]), low),
+            )),
+            dtype=np.int64,
+        )
+        for term in terms
+    ]  # fmt: skip
+    if not any(len(rowids) for rowids in per_term):
+        return []
+    # Summed in numpy: up to RECENT_WINDOW rowids per term, a dict per rowid cost ~10 ms.
+    rowids, slots = np.unique(np.concatenate(per_term), return_inverse=True)
+    weights = np.concatenate([np.full(len(r), -_bm25_idf(RECENT_WINDOW, len(r))) for r in per_term])
+    scores = np.bincount(slots, weights=weights, minlength=len(rowids))
+    order = np.lexsort((-rowids, scores))  # best score first, newer first among equals
+    ranked: Ranked = []
+    for start in range(0, len(order), 4 * depth):
+        batch = [(int(rowids[i]), float(scores[i])) for i in order[start : start + 4 * depth]]
+        shown = _visible(db, scope, key, [rowid for rowid, _ in batch], now_ms)
+        ranked.extend(hit for hit in batch if hit[0] in shown)
+        if len(ranked) >= depth:
+            break
+    return ranked[:depth]
+
+
+def _bm25_idf(documents: int, holding: int) -> float:
+    """FTS5's bm25() IDF, with its floor: common terms weigh almost nothing, never less than 0."""
+    return max(1e-6, math.log((documents - holding + 0.5) / (holding + 0.5)))
+
+
 def _scope_candidates(
     db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int, counts: Mapping[str, int]
 ) -> Ranked:
-    tokens = [fts_query.scope_token(key)]
     present = [t for t in terms if counts[t] > 0]
     if not present:
         return []
@@ -136,13 +190,7 @@ def _scope_candidates(
     hits = bm25_ranked(db, scope, key, rare, depth, now_ms) if rare else []
     if len(hits) >= depth:
         return hits
-    full = fts_query.match_expression(tokens, present)
-    # rowids grow with time: the RECENT_WINDOW-th newest match bounds the window.
-    bound = db.execute(
-        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (full, RECENT_WINDOW - 1),
-    ).fetchone()
-    recent = bm25_ranked(db, scope, key, present, depth, now_ms, min_rowid=bound[0] if bound else 0)
+    recent = _recent_matches(db, scope, key, present, depth, now_ms)
     seen = {rowid for rowid, _ in hits}
     # Ranked after the rare-term hits: never better than the last of them.
     floor = hits[-1][1] if hits else float("-inf")

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import apsw
-import numpy as np
 
-from memoryd.store import jobs, vectors
+from memoryd.store import jobs, vector_codec, vectors
 from memoryd.store.db import one
 from memoryd.store.records import MemoryRecord
 from memoryd.store.supersession import (
@@ -46,7 +45,7 @@ def vector_neighbours(db: apsw.Connection, rowid: int, similarity: float, depth:
     if row is None:
         pending = db.execute("SELECT 1 FROM jobs WHERE memory_rowid = ? AND kind = ?", (rowid, jobs.EMBED)).fetchone()
         return None if pending is not None else []
-    query = np.frombuffer(row[0], dtype=np.float16).astype(np.float32)
+    query = vector_codec.unit_from_fine(row[0])
     owner, chat_id, shared, scope_key = one(
         db, "SELECT owner, chat_id, shared, scope_key FROM memories WHERE rowid = ?", (rowid,)
     )

@@ -1,0 +1,178 @@
+"""Store: how vectors are kept at scale (int8 rescoring copies, schema m008) and the bounded
+hamming scan, whose hinted fast path must give what the plain scan gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memoryd.store import Scope, Store, schema, vector_codec
+from memoryd.store.db import open_connection
+from memoryd.store import hamming_scan
+from memoryd.store.hamming_scan import HammingHints, scan
+from tests.store_helpers import embed_all, note, sql
+
+DIM = 384
+
+
+def random_units(count: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_the_int8_copy_keeps_the_cosine_within_a_few_thousandths() -> None:
+    stored, queries = random_units(200, 1), random_units(20, 2)
+    # Related pairs too, not only the near-zero cosines of random vectors.
+    stored[:20] = queries + 0.3 * random_units(20, 3)
+    stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+    blobs = [vector_codec.fine(row) for row in stored]
+    assert {len(blob) for blob in blobs} == {DIM}
+    for query in queries:
+        error = np.abs(vector_codec.cosines(blobs, query, DIM) - stored @ query)
+        assert error.max() < 0.005
+
+
+def test_a_float16_copy_converts_to_the_int8_copy_of_the_same_vector() -> None:
+    stored = random_units(50, 4)
+    old = [row.astype(np.float16).tobytes() for row in stored]
+    converted = vector_codec.fine_from_float16(old, DIM)
+    direct = [vector_codec.fine(row) for row in stored]
+    differing = [
+        int(np.abs(np.frombuffer(a, np.int8).astype(int) - np.frombuffer(b, np.int8)).max())
+        for a, b in zip(converted, direct, strict=True)
+    ]
+    assert max(differing) <= 1  # float16 rounding may move a component by one step, no more
+
+
+@pytest.fixture
+def big_partition(tmp_path: Path) -> Path:
+    """A vec0 table shaped like the store's, 3000 rows in partition 'big' and 5 in 'small'."""
+    path = tmp_path / "scan.db"
+    db = open_connection(path, busy_timeout_ms=5000)
+    db.execute(
+        f"CREATE VIRTUAL TABLE vec_t USING vec0 (memory_rowid INTEGER PRIMARY KEY, scope_key TEXT PARTITION KEY, "
+        f"expires_at INTEGER, coarse BIT[{DIM}], +embedding BLOB, chunk_size = 512)"
+    )
+    rows = random_units(3005, 5)
+    with db:
+        db.executemany(
+            "INSERT INTO vec_t VALUES (?, ?, ?, vec_bit(?), ?)",
+            [
+                (i + 1, "big" if i < 3000 else "small", i % 7, vector_codec.coarse(v), vector_codec.fine(v))
+                for i, v in enumerate(rows)
+            ],
+        )
+    db.close()
+    return path
+
+
+def test_the_hinted_scan_returns_the_plain_scans_rows(big_partition: Path) -> None:
+    db = open_connection(big_partition, busy_timeout_ms=5000)
+    hints = HammingHints()
+    try:
+        for i, query in enumerate(random_units(40, 6)):
+            bits = vector_codec.coarse(query)
+            plain = scan(db, "vec_t", bits, 64, "big", "expires_at > ?", (1,), hints=HammingHints())
+            hinted = scan(db, "vec_t", bits, 64, "big", "expires_at > ?", (1,), hints=hints)
+            assert len(hinted) == len(plain) == 64
+            assert [d for _, _, d in hinted] == [d for _, _, d in plain]
+            # Apart from rows tied at the k-th distance, the very same rows.
+            kth = plain[-1][2]
+            assert {r for r, _, d in hinted if d < kth} == {r for r, _, d in plain if d < kth}
+            assert all(r <= 3000 and (r - 1) % 7 > 1 for r, _, _ in hinted)
+        key = (db.filename, "vec_t", "big", "expires_at > ?")
+        assert hints.get(key) is not None  # the fast path was taken
+    finally:
+        db.close()
+
+
+def test_a_hint_too_tight_falls_back_to_the_full_scan(big_partition: Path) -> None:
+    db = open_connection(big_partition, busy_timeout_ms=5000)
+    hints = HammingHints()
+    key = (db.filename, "vec_t", "big", "1")
+    hints.learn(key, 0.0)  # no vector is that near
+    try:
+        query = random_units(1, 7)[0]
+        rows = scan(db, "vec_t", vector_codec.coarse(query), 64, "big", "1", (), hints=hints)
+        assert len(rows) == 64
+        assert rows == scan(db, "vec_t", vector_codec.coarse(query), 64, "big", "1", (), hints=HammingHints())
+        assert hints.get(key) == rows[-1][2] > 0
+    finally:
+        db.close()
+
+
+def test_a_partition_smaller_than_k_returns_all_its_rows_and_leaves_no_hint(big_partition: Path) -> None:
+    db = open_connection(big_partition, busy_timeout_ms=5000)
+    hints = HammingHints()
+    try:
+        rows = scan(db, "vec_t", vector_codec.coarse(random_units(1, 8)[0]), 64, "small", "1", (), hints=hints)
+        assert sorted(r for r, _, _ in rows) == [3001, 3002, 3003, 3004, 3005]
+        assert hints.get((db.filename, "vec_t", "small", "1")) is None
+    finally:
+        db.close()
+
+
+def test_hints_forget_the_oldest_partition_past_their_bound() -> None:
+    hints = HammingHints()
+    for i in range(5000):
+        hints.learn(("f", "t", str(i), "1"), 10.0)
+    assert hints.get(("f", "t", "0", "1")) is None
+    assert hints.get(("f", "t", "4999", "1")) == 10.0
+
+
+def test_the_bound_is_the_farthest_of_the_recent_scans() -> None:
+    hints, key = HammingHints(), ("f", "t", "p", "1")
+    hints.learn(key, 100.0)
+    hints.learn(key, 120.0)
+    hints.learn(key, 90.0)
+    assert hints.get(key) == 120.0
+    for _ in range(hamming_scan.RECENT - 1):
+        hints.learn(key, 95.0)
+    assert hints.get(key) == 95.0  # 120 has left the window
+
+
+async def test_a_store_with_float16_copies_is_migrated_to_int8_and_ranks_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    stored = random_units(30, 9)
+    query = stored[3] + 0.5 * random_units(1, 10)[0]
+    query /= np.linalg.norm(query)
+    with Store(path) as store:
+        store.configure_vector_space("test:m008", DIM)
+        texts = [f"memory number {i}" for i in range(30)]
+        for text in texts:
+            await store.memories.add(note(text))
+        await embed_all(store, dict(zip(texts, stored, strict=True)))
+    # Back to schema 7: the rescoring copies as float16, as m001-m007 wrote them.
+    vectors_of = {text: stored[i] for i, text in enumerate(texts)}
+    rows = sql(path, "SELECT m.rowid, m.content FROM memories AS m")
+    for rowid, content in rows:
+        sql(path, "UPDATE vec_g1 SET embedding = ? WHERE memory_rowid = ?",
+            (vectors_of[content].astype(np.float16).tobytes(), rowid))  # fmt: skip
+    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m008_int8_rescoring_copies)}")
+    assert sql(path, "SELECT DISTINCT length(embedding) FROM vec_g1") == [(2 * DIM,)]
+
+    with Store(path) as upgraded:
+        upgraded.configure_vector_space("test:m008", DIM)  # the same space: nothing to re-embed
+        assert sql(path, "SELECT DISTINCT length(embedding) FROM vec_g1") == [(DIM,)]
+        assert sql(path, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
+        assert (await upgraded.jobs.backlog())["embed"] == 0
+        hits = await upgraded.memories.search(Scope("alice"), "", limit=5, query_vector=query)
+    expected = np.argsort(-(stored @ query))[:5]
+    assert [h.content for h in hits] == [texts[i] for i in expected]
+    assert hits[0].similarity == pytest.approx(float(stored[expected[0]] @ query), abs=0.005)
+
+
+async def test_a_rescoring_copy_of_the_wrong_length_is_found_and_re_embedded(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with Store(path) as store:
+        store.configure_vector_space("test:check", DIM)
+        await store.memories.add(note("a memory"))
+        await embed_all(store, {}, random_units(1, 11)[0])
+        sql(path, "UPDATE vec_g1 SET embedding = zeroblob(?) WHERE memory_rowid = 1", (2 * DIM,))  # float16-sized
+        findings = store.lifecycle.check()
+        assert not next(f for f in findings if f.check == "vectors.rows").ok
+        store.lifecycle.repair(findings)
+        assert (await store.jobs.backlog())["embed"] == 1
+        assert sql(path, "SELECT count(*) FROM vec_g1") == [(0,)]
