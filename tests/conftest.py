@@ -83,10 +83,16 @@ async def local_peer(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
     """An NDJSON connection to a daemon that embeds with the session's local model.
 
     A generous add_wait: a lone add embeds its own text before it answers, and a loaded machine
-    once stalled one past the default 2 s (the test would then see embedded: false)."""
+    once stalled one past the default 2 s (the test would then see embedded: false).  Yielded
+    once the vector space is set up: an add that comes before it is answered embedded: false
+    (the backfill embeds it), and these tests are about adds on a ready, idle embedder."""
     instance = Daemon(make_config(short_tmp, embedder="local", embed={"add_wait": 60.0}), embedder=local_embedder)
     await nursery.start(instance.run)
-    yield await NdjsonPeer.connect(instance.config.socket_path)
+    peer = await NdjsonPeer.connect(instance.config.socket_path)
+    with trio.fail_after(30):
+        while not (await peer.call("system.health", {}))["result"]["embedder"]["vector_space_ready"]:
+            await trio.sleep(0.02)
+    yield peer
     instance.request_stop()
 
 

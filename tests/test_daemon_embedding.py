@@ -48,9 +48,6 @@ async def wait_vector_space_ready(peer: NdjsonPeer) -> None:
 
 async def test_local_model_finds_memories_by_meaning(local_peer: NdjsonPeer) -> None:
     peer = local_peer
-    # An add that comes before the vector space is set up is stored and answered embedded: false
-    # (the backfill embeds it); this test is about adds on a ready, idle embedder.
-    await wait_vector_space_ready(peer)
     facts = ["allergic to peanuts", "wife Sarah likes Italian food", "works as a nurse on night shifts"]
     for fact in facts:
         added = await call_ok(peer, "memory.add", {**ALICE, "content": fact})

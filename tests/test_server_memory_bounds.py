@@ -43,7 +43,8 @@ async def test_a_peer_that_never_reads_holds_at_most_its_reply_share(short_tmp: 
         for _ in range(3):
             for answer in json.loads(await peer.receive_raw() or b"[]"):
                 codes.add(answer["error"]["code"] if "error" in answer else 0)
-    assert codes <= {0, -32004} and -32004 in codes
+    # -32003: under load the shared budget may also fill, and a call is then refused as overloaded.
+    assert codes <= {0, -32003, -32004} and -32004 in codes
     await peer.aclose()
     # Nothing leaks once the connection is gone.  The server notices the close on its own
     # schedule (a loaded machine took more than 0.2 s), so wait for it rather than guess.
