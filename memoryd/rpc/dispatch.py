@@ -45,6 +45,20 @@ class _Method:
     now: NowHandler | None
 
 
+
+def _reply(request: Request, ctx: CallContext, result: Any = None, *, error: Exception | None = None) -> bytes | None:
+    """The encoded reply to one call: its result, or the reply ``error`` maps to; None for a
+    notification (whose error is still mapped: the mapping logs what it must)."""
+    if error is None:
+        if request.is_notification:
+            return None
+        try:
+            return encode_result(request.id, result)
+        except Exception as exc:  # a result msgspec cannot encode is our bug (-32603)
+            error = exc
+    reply = rpc_error_for(error, request.method, ctx.connection_id)
+    return None if request.is_notification else encode_error(request.id, reply)
+
 class MethodTable:
     """Method name → (params Struct, async handler)."""
 
@@ -100,15 +114,9 @@ class MethodTable:
                 result = await self._call(request, ctx)
             else:
                 result = await self._guard.run(self._call, request, ctx)
-            if request.is_notification:
-                return None
-            # Encoding sits inside the try: a result msgspec cannot encode is our bug (-32603).
-            return encode_result(request.id, result)
         except Exception as exc:
-            error = rpc_error_for(exc, request.method, ctx.connection_id)
-        if request.is_notification:
-            return None
-        return encode_error(request.id, error)
+            return _reply(request, ctx, error=exc)
+        return _reply(request, ctx, result)
 
     def dispatch_now(self, request: Request, ctx: CallContext) -> bytes | None | NotNow:
         """:meth:`dispatch` without waiting: the same reply, or NOT_NOW (nothing was run, nothing
@@ -122,16 +130,9 @@ class MethodTable:
                 result = method.now(params, ctx)
             else:
                 result = self._guard.run_now(method.now, params, ctx)
-            if result is NOT_NOW:
-                return NOT_NOW
-            if request.is_notification:
-                return None
-            return encode_result(request.id, result)
         except Exception as exc:
-            error = rpc_error_for(exc, request.method, ctx.connection_id)
-        if request.is_notification:
-            return None
-        return encode_error(request.id, error)
+            return _reply(request, ctx, error=exc)
+        return NOT_NOW if result is NOT_NOW else _reply(request, ctx, result)
 
     def _method_for(self, request: Request) -> _Method:
         method = self._methods.get(request.method)
