@@ -22,18 +22,8 @@ from memoryd.store import fts_query, keyword, search, vectors
 from memoryd.store.db import open_connection
 from memoryd.store.visibility import Scope, personal_key
 
-#: The old fusion's depth per retriever, and its constant (Cormack et al.).
+#: The old fusion's depth per retriever (its constant is search.RRF_K, Cormack et al.).
 RRF_DEPTH = 50
-RRF_K = 60
-
-
-def fuse(rankings: list[list[int]], k: int = RRF_K) -> list[int]:
-    """Reciprocal rank fusion: sum of 1/(k + rank) over the lists, best first (ties: first seen)."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, rowid in enumerate(ranking, start=1):
-            scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (k + rank)
-    return [rowid for rowid, _ in sorted(scores.items(), key=lambda item: -item[1])]
 
 
 def embed_questions(conversations: list[locomo.Conversation]) -> list[np.ndarray]:
@@ -65,7 +55,7 @@ def rankings(
     now = now_ms()
     words = keyword.candidates(db, Scope(conversation.user_id), fts_query.extract_terms(question.text), RRF_DEPTH, now)
     dense = _dense(db, space, key, unit)
-    fused = fuse([words, dense[:RRF_DEPTH]])
+    fused = search.fuse([words, dense[:RRF_DEPTH]])
     hits = search.search(db, Scope(conversation.user_id), search.SearchQuery(question.text, locomo.LIMIT, unit, space, now))
     rowid_of = dict(db.execute("SELECT id, rowid FROM memories"))
     return {
