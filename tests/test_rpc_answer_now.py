@@ -134,3 +134,30 @@ async def test_a_reply_over_the_connections_share_is_replaced_by_the_limits_erro
     assert now == awaited
     assert isinstance(now, bytes) and json.loads(now)["error"]["data"]["limit"] == "max_reply_bytes"
     assert budgets[0].pending == budgets[1].pending == len(now)  # charged alike, released by the caller
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '{"jsonrpc":"2.0","method":"nope","id":1}',  # no such method
+        '{"jsonrpc":"2.0","method":"double","params":{"x":1},"id":2}',  # bad params
+        '{"jsonrpc":"2.0","method":"double","params":{"value":1},"id":3}',  # answered now
+    ],
+)
+async def test_a_guarded_call_refused_or_answered_now_is_replied_and_counted_as_in_a_task(payload: str) -> None:
+    replies, counts = [], []
+    for inline in (True, False):
+        for refusing in (False, True):
+            guard = RequestGuard(request_timeout=5.0)
+            table = table_for(Calls()).guarded_by(guard)
+            if refusing:
+                guard.refuse_new_calls()
+            if inline:
+                reply = answer_now(payload.encode(), table, CTX)
+            else:
+                reply = await serve_message(payload.encode(), table, CTX)
+            replies.append(reply)
+            counts.append(guard.requests_total)
+    # During shutdown both paths answer -32006 before looking the method up; neither counts it.
+    assert replies[:2] == replies[2:] and counts[:2] == counts[2:] == [1, 0]
+    assert isinstance(replies[1], bytes) and json.loads(replies[1])["error"]["code"] == -32006

@@ -19,7 +19,7 @@ import trio
 
 from memoryd.errors import DeadlineExceeded, ShuttingDown
 from memoryd.log import fields
-from memoryd.rpc.context import NOT_NOW, CallContext, NowHandler
+from memoryd.rpc.context import NOT_NOW, CallContext
 from memoryd.rpc.envelope import Request
 
 __all__ = ["RequestGuard"]
@@ -66,20 +66,23 @@ class RequestGuard:
         log.warning("request.deadline", extra=fields(method=request.method, conn=ctx.connection_id))
         raise DeadlineExceeded(data={"timeout_seconds": self.request_timeout})
 
-    def run_now(self, call: NowHandler, params: Any, ctx: CallContext) -> Any:
-        """``call(params, ctx)``, synchronous, so no deadline applies (nothing can cancel it and it
-        waits on nothing); refused during shutdown like :meth:`run`.  Counted only when it
-        answered: a NOT_NOW result is counted again by the :meth:`run` that follows."""
+    def run_now(self, call: Callable[[Request, CallContext], Any], request: Request, ctx: CallContext) -> Any:
+        """``call(request, ctx)``, synchronous, so no deadline applies (nothing can cancel it and
+        it waits on nothing); refused during shutdown like :meth:`run`, before the method is
+        looked up.  Counted as :meth:`run` counts, unless it said NOT_NOW: the :meth:`run` that
+        follows counts that call."""
         if self.refusing:
             raise ShuttingDown()
         self._running_now += 1  # it is in flight while it runs, as a call under run() is
+        answered = True
         try:
-            result = call(params, ctx)
+            result = call(request, ctx)
+            answered = result is not NOT_NOW
+            return result
         finally:
             self._running_now -= 1
-        if result is not NOT_NOW:
-            self.requests_total += 1
-        return result
+            if answered:
+                self.requests_total += 1
 
     def refuse_new_calls(self) -> None:
         """Shutdown has begun: calls that arrive from now on are answered ShuttingDown."""

@@ -122,14 +122,10 @@ class MethodTable:
         """:meth:`dispatch` without waiting: the same reply, or NOT_NOW (nothing was run, nothing
         counted) when the method has no ``now`` form or it cannot answer at once."""
         try:
-            method = self._method_for(request)
-            if method.now is None:
-                return NOT_NOW
-            params = _decode_params(method, request.params)
             if self._guard is None:
-                result = method.now(params, ctx)
+                result = self._call_now(request, ctx)
             else:
-                result = self._guard.run_now(method.now, params, ctx)
+                result = self._guard.run_now(self._call_now, request, ctx)
         except Exception as exc:
             return _reply(request, ctx, error=exc)
         return NOT_NOW if result is NOT_NOW else _reply(request, ctx, result)
@@ -146,6 +142,12 @@ class MethodTable:
     async def _call(self, request: Request, ctx: CallContext) -> Any:
         method = self._method_for(request)
         return await method.handler(_decode_params(method, request.params), ctx)
+
+    def _call_now(self, request: Request, ctx: CallContext) -> Any:
+        method = self._method_for(request)
+        if method.now is None:
+            return NOT_NOW
+        return method.now(_decode_params(method, request.params), ctx)
 
 
 def _decode_params(method: _Method, raw: msgspec.Raw | None) -> Any:
