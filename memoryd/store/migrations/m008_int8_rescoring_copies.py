@@ -12,5 +12,11 @@ def m008_int8_rescoring_copies(db: apsw.Connection) -> None:
     million memories they were half of the file (``vector_codec.py``).  The table is rewritten,
     so its pages are packed; the pages it leaves are free for reuse."""
     space = vectors.read_space(db)
-    if space is not None:
+    if space is None:
+        return
+    # m007 rebuilds the table too, and rebuild_table writes the current format: a store that
+    # came up the ladder through m007 in this same upgrade has int8 copies already.  Every copy
+    # is written by one code version, so one row tells.
+    row = db.execute(f"SELECT length(embedding) FROM {space.table} LIMIT 1").fetchone()
+    if row is not None and row[0] == 2 * space.dim:
         vectors.rebuild_table(db, space)
