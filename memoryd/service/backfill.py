@@ -100,7 +100,7 @@ class EmbeddingBackfill:
             return stored, False
         if vectors:
             try:
-                if await self.store.jobs.complete_own(job, vectors[0]):
+                if await self.store.jobs.complete_embed([(job, vectors[0])]):
                     self.own_total += 1
                     self.embedded_total += 1
                     return stored, True

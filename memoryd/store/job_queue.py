@@ -28,15 +28,13 @@ class JobQueue:
         """Lease up to ``limit`` due embed jobs, oldest first."""
         return await self._db.write(jobs.claim_embed, limit, self._clock())
 
-    async def complete_embed(self, results: Sequence[tuple[EmbedJob, npt.ArrayLike]]) -> None:
-        """Store the vectors of finished embed jobs (EmbeddingModelMismatch for a wrong length)."""
-        if results:
-            await self._db.write(jobs.complete_embed, list(results), self._clock())
-
-    async def complete_own(self, job: EmbedJob, vector: npt.ArrayLike) -> bool:
-        """Store the vector an add embedded itself; False when it was not written (the memory
-        went meanwhile, or the vector space changed)."""
-        return bool(await self._db.write(jobs.complete_embed, [(job, vector)], self._clock()))
+    async def complete_embed(self, results: Sequence[tuple[EmbedJob, npt.ArrayLike]]) -> int:
+        """Store the vectors of finished embed jobs (EmbeddingModelMismatch for a wrong length);
+        how many were written (a memory that went meanwhile, or a changed space, is not)."""
+        if not results:
+            return 0
+        written: int = await self._db.write(jobs.complete_embed, list(results), self._clock())
+        return written
 
     async def release(self, leased: Sequence[jobs.ClaimedJob]) -> None:
         """Hand leased jobs back to the backfill, due now."""
