@@ -189,7 +189,7 @@ def _strip_modifiers(rest: str) -> tuple[str, bool]:
     rest = _PERFECT.sub("", rest)  # "have been living in" -> "been living in"
     trailing = _TRAILING.search(rest)
     negated = bool(trailing and re.search(r"any\s*(?:more|longer)", trailing.group(), re.I))
-    rest = _TRAILING.sub("", rest)
+    rest = rest[: trailing.start()] if trailing else rest  # the match is anchored at the end
     for pattern, replacement in _NEGATIONS:
         if pattern.match(rest):
             rest, negated = pattern.sub(replacement, rest, count=1), True
