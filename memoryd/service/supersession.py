@@ -15,7 +15,6 @@ is the owner (``knowledge.conflict.Statement.speaker`` is set only for someone e
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable
 
 from memoryd.config import SupersessionConfig
@@ -97,9 +96,9 @@ class Supersession:
         """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc);
         ``owner_names``: learn its people in the same transaction (``Plan.owner_names``);
         ``embeds_itself``: the caller embeds it now (``Plan.embeds_itself``)."""
-        plan = await self.plan(new, supersedes=supersedes, key=key, owner_names=owner_names)
-        if embeds_itself:
-            plan = dataclasses.replace(plan, embeds_itself=True)
+        plan = await self.plan(
+            new, supersedes=supersedes, key=key, owner_names=owner_names, embeds_itself=embeds_itself
+        )
         stored = await self.supersessions.add(scope, new, plan)
         if plan.defer and not stored.deduplicated:
             self.queued()
@@ -112,6 +111,7 @@ class Supersession:
         supersedes: str | None = None,
         key: str | None = None,
         owner_names: tuple[str, ...] | None = None,
+        embeds_itself: bool = False,
     ) -> Plan:
         """What storing ``new`` asks beyond the insert; extraction stores its facts with these
         plans inside its own transaction (``store.learned``)."""
@@ -123,6 +123,7 @@ class Supersession:
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,
             owner_names=owner_names,
+            embeds_itself=embeds_itself,
         )
 
     def queued(self) -> None:
