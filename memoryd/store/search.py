@@ -133,8 +133,7 @@ def candidates(db: apsw.Connection, scope: Scope, query: SearchQuery, extra: Seq
     if vectors_on:
         cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
 
-    totals = [size for _, size in measured] if terms else [0]
-    weights = TermWeights(db, terms, _summed(counts), sum(totals))
+    weights = TermWeights(db, terms, _summed(counts), sum(size for _, size in measured))
     table = ranking.FeatureTable(hood, weights.coverage)
     features = table.matrix(pool, cosines)
     if vectors_on:
