@@ -46,30 +46,21 @@ def backoff_ms(attempts: int, rng: random.Random | None = None) -> int:
 OWN_LEASE_MS = 60_000
 
 
-def enqueue_embed(db: apsw.Connection, memory_rowid: int, now_ms: int, *, space: vectors.VectorSpace | None = None,
-                  own: bool = False) -> EmbedJob | None:
-    """Queue the memory's embedding; ``own``: already leased to the add that embeds it itself
-    (the job, for ``complete_embed``, is returned; ``space`` is the current vector space)."""
-    if not own or space is None:
-        enqueue(db, EMBED, memory_rowid, now_ms)
-        return None
+def enqueue_embed(db: apsw.Connection, memory_rowid: int, now_ms: int) -> None:
+    enqueue(db, EMBED, memory_rowid, now_ms)
+
+
+def enqueue(
+    db: apsw.Connection, kind: str, memory_rowid: int, now_ms: int, *, leased_until_ms: int | None = None
+) -> int | None:
+    """Queue a job (``leased_until_ms``: already leased to the caller until then); its job_id,
+    or None when one of that kind was queued for the memory already."""
     row = db.execute(
         "INSERT INTO jobs (kind, memory_rowid, due_at_ms, created_at_ms, leased_until_ms) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (kind, memory_rowid) DO NOTHING RETURNING job_id",
-        (EMBED, memory_rowid, now_ms, now_ms, now_ms + OWN_LEASE_MS),
+        (kind, memory_rowid, now_ms, now_ms, leased_until_ms),
     ).fetchone()
-    if row is None:
-        return None
-    memory_id, content = db.execute("SELECT id, content FROM memories WHERE rowid = ?", (memory_rowid,)).fetchone()
-    return EmbedJob(int(row[0]), memory_rowid, str(memory_id), str(content), 0, space.generation)
-
-
-def enqueue(db: apsw.Connection, kind: str, memory_rowid: int, now_ms: int) -> None:
-    db.execute(
-        "INSERT INTO jobs (kind, memory_rowid, due_at_ms, created_at_ms) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (kind, memory_rowid) DO NOTHING",
-        (kind, memory_rowid, now_ms, now_ms),
-    )
+    return None if row is None else int(row[0])
 
 
 def enqueue_missing(db: apsw.Connection, space: vectors.VectorSpace, now_ms: int, *, reset: bool = False) -> int:

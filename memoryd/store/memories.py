@@ -95,7 +95,7 @@ def insert_leasing(
     db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | None = None, embeds_itself: bool = False
 ) -> tuple[int, EmbedJob | None]:
     """``insert``; ``embeds_itself``: the embed job is leased to the caller, who embeds the
-    text at once (``jobs.enqueue_embed``), and returned with the rowid."""
+    text at once (``jobs.OWN_LEASE_MS``), and returned with the rowid."""
     memory_id = _unused_short_id(db)
     db.execute(
         f"""
@@ -132,7 +132,13 @@ def insert_leasing(
         {"scope": scope_kind(new.shared), "chat_id": new.chat_id, "source": new.source},
     )
     space = vectors.read_space(db)
-    job = None if space is None else jobs.enqueue_embed(db, rowid, now_ms, space=space, own=embeds_itself)
+    if space is None:
+        return rowid, None
+    if not embeds_itself:
+        jobs.enqueue_embed(db, rowid, now_ms)
+        return rowid, None
+    job_id = jobs.enqueue(db, jobs.EMBED, rowid, now_ms, leased_until_ms=now_ms + jobs.OWN_LEASE_MS)
+    job = None if job_id is None else EmbedJob(job_id, rowid, memory_id, new.content, 0, space.generation)
     return rowid, job
 
 
