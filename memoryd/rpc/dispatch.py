@@ -13,6 +13,7 @@ deadline and shutdown policy of rpc/deadlines.py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,9 @@ from memoryd.rpc.validation_errors import invalid_params_from
 __all__ = ["NOT_NOW", "CallContext", "Handler", "MethodTable", "NotNow", "NowHandler", "answer_now", "serve_message"]
 
 _OPEN_BRACKET = ord("[")
+#: A batch that is not empty (JSON whitespace, "[", then something other than "]") never
+#: answers now; an empty one is refused inline (-32600) like any unreadable request.
+_BATCH_START = re.compile(rb"[ \t\r\n]*\[[ \t\r\n]*[^\] \t\r\n]")
 #: How many calls of one batch run at once.
 BATCH_CONCURRENCY = 16
 
@@ -173,6 +177,8 @@ def answer_now(
     no such method, bad params).  NOT_NOW for anything else, batches included: run
     :func:`serve_message` in a task then.  The budget is charged as serve_message charges it.
     """
+    if _BATCH_START.match(payload):
+        return NOT_NOW  # not parsed here only to be parsed again by serve_message
     try:
         message = parse_message(payload)
         if message.is_batch:
