@@ -140,20 +140,15 @@ class Connection:
     def _send_now(self, frame: bytes, charged: int, messages: trio.Nursery) -> None:
         """Write ``frame`` if the socket takes it whole; otherwise a task sends the rest.  The
         ``charged`` reply bytes are released once it is all sent (or the peer is gone)."""
-        sent = self._write_nowait(frame)
+        sent = self._start_send(frame)
         if sent == len(frame):
             self.protocol.replies.release(charged)
             return
-        if sent:
-            # Part is out: nothing else may write until the rest is (the sender releases it).
-            self._sending.acquire_nowait()
         messages.start_soon(self._send_rest, frame, sent, charged)
 
     async def _send_rest(self, frame: bytes, sent: int, charged: int) -> None:
         try:
-            if not sent:
-                await self._acquire_sending()
-            await self._send_held(memoryview(frame)[sent:])
+            await self._finish_send(frame, sent)
         finally:
             self.protocol.replies.release(charged)
 
@@ -223,12 +218,22 @@ class Connection:
             return 0
 
     async def _send(self, frame: bytes) -> None:
+        await self._finish_send(frame, self._start_send(frame))
+
+    def _start_send(self, frame: bytes) -> int:
+        """Write what the socket takes now; bytes sent.  When only part is out, nothing else may
+        write until the rest is: the send lock is taken here, at once, and released by
+        :meth:`_finish_send`."""
         sent = self._write_nowait(frame)
+        if 0 < sent < len(frame):
+            self._sending.acquire_nowait()
+        return sent
+
+    async def _finish_send(self, frame: bytes, sent: int) -> None:
+        """The rest of a frame :meth:`_start_send` began."""
         if sent == len(frame):
             return
-        if sent:
-            self._sending.acquire_nowait()
-        else:
+        if not sent:
             await self._acquire_sending()
         await self._send_held(memoryview(frame)[sent:])
 
