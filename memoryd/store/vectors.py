@@ -24,7 +24,12 @@ vectors beyond T before that selection, so a big scope's scan is run with T = th
 k-th distance of its last 16 scans (``hamming_scan.py``): at 100k, 64 rows come back in ~5 ms
 instead of 9-13; at 1M in 47-49 instead of 101-109.  When fewer than k rows pass, the scan
 runs again without T, so the result is always the exact top k of the hamming scan (up to
-which of the rows tied at the k-th distance it keeps).
+which of the rows tied at the k-th distance it keeps).  A partition of 50k vectors or more is
+scanned from a copy in memory instead (``bit_index.py``: ~5 ms at 1M), with the same result.
+
+Every write to a vec0 table goes through this module (``write_vectors``, ``delete_vectors``,
+``create_table``), which renews the partition's or the table's stamp in ``vector_epochs``:
+that is how the copies know they are current.
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.errors import EmbeddingModelMismatch, StoreError
-from memoryd.store import hamming_scan, meta, vector_codec
-from memoryd.store.visibility import Scope, vector_filters
+from memoryd.store import bit_index, hamming_scan, meta, vector_codec
+from memoryd.store.visibility import Scope, vector_branches, vector_filters
 
 #: vec0 metadata columns cannot hold NULL; this stands for "never expires".
 NEVER = (1 << 63) - 1
@@ -147,7 +152,11 @@ def _start_generation(db: apsw.Connection, old: VectorSpace | None, model: str, 
     return space
 
 
-def create_table(db: apsw.Connection, space: VectorSpace) -> None:
+def create_table(db: apsw.Connection, space: VectorSpace, *, renew_stamp: bool = True) -> None:
+    """Create ``space``'s vec0 table unless it exists; ``renew_stamp``: give the table a new
+    stamp (``vector_epochs``, schema m009: the steps before it call this with False)."""
+    if renew_stamp:
+        db.execute("INSERT OR REPLACE INTO vector_epochs (scope_key, epoch) VALUES ('', random())")
     db.execute(
         f"""
         CREATE VIRTUAL TABLE IF NOT EXISTS {space.table} USING vec0 (
@@ -184,7 +193,7 @@ def rebuild_table(db: apsw.Connection, space: VectorSpace) -> int:
     finally:
         db.create_scalar_function("memoryd_rescoring_copy", None)
     db.execute(f"DROP TABLE {space.table}")
-    create_table(db, space)
+    create_table(db, space, renew_stamp=False)  # only schema steps before m009 rebuild
     db.execute(
         f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, embedding) "
         "SELECT v.memory_rowid, v.scope_key, v.expires_at, m.disclosure, coalesce(m.chat_id, ''), vec_bit(v.coarse), "
@@ -219,9 +228,11 @@ class VectorRow(NamedTuple):
 def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[VectorRow, FloatArray]]) -> int:
     """Insert or replace vectors (unit length) with their memory's metadata."""
     count = 0
+    partitions: set[str] = set()
     for row, vector in rows:
         # vec0 has no UPSERT; delete-then-insert keeps a retried job idempotent.
         delete_vectors(db, space, [row.rowid])
+        partitions.add(row.scope_key)
         db.execute(
             f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, "
             "embedding) VALUES (?, ?, ?, ?, ?, vec_bit(?), ?)",
@@ -236,11 +247,25 @@ def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[
             ),
         )
         count += 1
+    _renew_stamps(db, partitions)
     return count
 
 
 def delete_vectors(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> None:
-    db.executemany(f"DELETE FROM {space.table} WHERE memory_rowid = ?", [(rowid,) for rowid in rowids])
+    partitions: set[str] = set()
+    for rowid in rowids:
+        found = db.execute(f"SELECT scope_key FROM {space.table} WHERE memory_rowid = ?", (rowid,)).fetchone()
+        if found is not None:
+            partitions.add(found[0])
+            db.execute(f"DELETE FROM {space.table} WHERE memory_rowid = ?", (rowid,))
+    _renew_stamps(db, partitions)
+
+
+def _renew_stamps(db: apsw.Connection, partitions: Iterable[str]) -> None:
+    db.executemany(
+        "INSERT OR REPLACE INTO vector_epochs (scope_key, epoch) VALUES (?, random())",
+        [(partition,) for partition in partitions],
+    )
 
 
 def knn(
@@ -262,10 +287,17 @@ def knn(
     k = max(1, min(max(coarse_k, depth), MAX_K))
     bits = vector_codec.coarse(query)
     found: dict[int, bytes] = {}
+    from_copies: list[int] = []
+    branches = list(zip(vector_filters(scope, now_ms), vector_branches(scope), strict=True))
     for key in scope.visible_keys():
-        for filter_sql, filter_params in vector_filters(scope, now_ms):
+        copy = bit_index.BIT_INDEX.copy_for(db, space.table, key)
+        for (filter_sql, filter_params), (codes, learned_chat) in branches:
+            if copy is not None and learned_chat is None:
+                from_copies.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes))
+                continue
             for rowid, blob, _ in hamming_scan.scan(db, space.table, bits, k, key, filter_sql, filter_params):
                 found[rowid] = blob
+    found.update(_rescoring_copies(db, space, [rowid for rowid in from_copies if rowid not in found]))
     rowids = list(found)
     blobs = list(found.values())
     if not rowids:
@@ -277,18 +309,23 @@ def knn(
 
 def cosines_for(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int], query: FloatArray) -> dict[int, float]:
     """Exact cosine of the query with the stored vectors of ``rowids`` (those that have one)."""
+    found = _rescoring_copies(db, space, rowids)
+    if not found:
+        return {}
+    cosines = vector_codec.cosines(list(found.values()), query, space.dim)
+    return dict(zip(found, (float(c) for c in cosines), strict=True))
+
+
+def _rescoring_copies(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> dict[int, bytes]:
+    """The int8 copies of those of ``rowids`` that have a vector."""
     wanted = list(dict.fromkeys(rowids))
     if not wanted:
         return {}
     # One statement: a vec0 lookup by rowid costs ~10 us, a round trip per rowid twice that.
-    found: dict[int, bytes] = dict(
+    return dict(
         db.execute(
             f"SELECT w.value, v.embedding FROM json_each(?) AS w CROSS JOIN {space.table} AS v "
             "ON v.memory_rowid = w.value",
             (json.dumps(wanted),),
         )
     )
-    if not found:
-        return {}
-    cosines = vector_codec.cosines(list(found.values()), query, space.dim)
-    return dict(zip(found, (float(c) for c in cosines), strict=True))

@@ -262,10 +262,22 @@ def vector_filters(scope: Scope, now_ms: int) -> list[Clause]:
     scan of its own.  Deleted memories leave the vector table; vec0 metadata cannot be NULL, so
     "never expires" is ``vectors.NEVER`` and "learned in no chat" is ``''``.
     """
-    elsewhere, here = visible_codes(scope)
     filters: list[Clause] = []
-    if elsewhere:
-        filters.append((f"expires_at > ? AND {_in('disclosure', elsewhere)}", (now_ms,)))
-    if here:
-        filters.append((f"expires_at > ? AND learned_chat = ? AND {_in('disclosure', here)}", (now_ms, scope.chat_id)))
+    for codes, learned_chat in vector_branches(scope):
+        if learned_chat is None:
+            filters.append((f"expires_at > ? AND {_in('disclosure', codes)}", (now_ms,)))
+        else:
+            filters.append((f"expires_at > ? AND learned_chat = ? AND {_in('disclosure', codes)}", (now_ms, learned_chat)))
     return filters
+
+
+def vector_branches(scope: Scope) -> list[tuple[tuple[int, ...], str | None]]:
+    """What each of :func:`vector_filters` admits, besides the unexpired: (disclosure codes,
+    the chat the memory must have been learned in, or None), in the same order."""
+    elsewhere, here = visible_codes(scope)
+    branches: list[tuple[tuple[int, ...], str | None]] = []
+    if elsewhere:
+        branches.append((elsewhere, None))
+    if here:
+        branches.append((here, scope.chat_id))
+    return branches

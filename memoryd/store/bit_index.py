@@ -1,0 +1,189 @@
+"""A big partition's sign bits kept in memory and scanned with numpy (issue 13, a million memories).
+
+vec0's scan reads every chunk of the partition through SQLite on each query: at 1M memories
+48 MB of sign bits plus rowids and the filtered metadata, ~45 ms of CPU even with the distance
+bound (``hamming_scan.py``).  The same hamming distances over a column-major ``uint64`` copy in
+memory take ~5 ms (``np.bitwise_count`` per 64-bit word), and the k nearest are a histogram
+away.  So a partition of at least MIN_VECTORS vectors is copied once (rowids, sign bits,
+expiry, disclosure code: ~66 bytes per vector; a few hundred ms at 1M) and scanned here.
+
+Exactness: the copy is read from vec0's own chunks (sqlite-vec 0.1.9's shadow tables: the
+validity bitmap, the rowids, the bit vectors and the integer metadata of each chunk), and it is
+used only while the partition's stamp and the table's stamp in ``vector_epochs`` are the ones
+it was read under (``vectors.py`` renews them on every vector write and delete), so a scan of
+the copy sees exactly the rows vec0 would scan in the same snapshot.  The filters are the
+scan's own (``expires_at > now``, the disclosure codes); a branch that also filters by the chat
+a memory was learned in is left to vec0.  Which rows of those tied at the k-th distance are
+kept may differ from vec0's choice, as between two vec0 scans.
+
+A stale copy is not re-read at once: only when the same new stamp is seen twice in a row, so a
+partition being written to (a bulk import) keeps using vec0 instead of re-reading per search.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+#: Smaller partitions are scanned by vec0: a few ms, and no copy to keep.
+MIN_VECTORS = 50_000
+#: Copies kept per process, by their size (1M vectors of 384 bits: ~66 MB).
+MAX_BYTES = 384 * 1024 * 1024
+
+Key = tuple[str, str, str]  # database file, vec0 table, partition
+Stamp = tuple[int, int]  # the table's epoch, the partition's epoch
+
+_EPOCHS_SQL = "SELECT scope_key, epoch FROM vector_epochs WHERE scope_key IN ('', ?)"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCopy:
+    """The live vectors of one partition at one stamp."""
+
+    stamp: Stamp
+    rowids: npt.NDArray[np.int64]
+    words: npt.NDArray[np.uint64]  # (bits / 64, n): one row per 64-bit word, for contiguous scans
+    expires_at: npt.NDArray[np.int64]
+    disclosure: npt.NDArray[np.int8]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rowids.nbytes + self.words.nbytes + self.expires_at.nbytes + self.disclosure.nbytes)
+
+    def distances(self, bits: bytes) -> npt.NDArray[np.uint16]:
+        """Hamming distance of every vector to the packed query bits."""
+        query = np.frombuffer(bits + bytes(-len(bits) % 8), dtype=np.uint64)
+        total = np.bitwise_count(self.words[0] ^ query[0]).astype(np.uint16)
+        for word, value in zip(self.words[1:], query[1:], strict=True):
+            total += np.bitwise_count(word ^ value)
+        return total
+
+    def nearest(self, bits: bytes, k: int, now_ms: int, codes: Sequence[int]) -> list[tuple[int, float]]:
+        """The ``k`` vectors nearest to ``bits`` among the unexpired ones whose disclosure code
+        is in ``codes``: (rowid, hamming distance), nearest first."""
+        if not len(self.rowids):
+            return []
+        distances = self.distances(bits)
+        allowed = np.zeros(max(max(codes, default=0), int(self.disclosure.max(initial=0))) + 1, dtype=bool)
+        allowed[list(codes)] = True
+        passing = (self.expires_at > now_ms) & allowed[self.disclosure]
+        far = np.uint16(self.words.shape[0] * 64 + 1)  # beyond any distance: filtered out
+        distances = np.where(passing, distances, far)
+        counts = np.bincount(distances, minlength=int(far) + 1)
+        # The smallest distance d whose rows (with all nearer ones) fill k places.
+        reach = int(np.searchsorted(np.cumsum(counts), k))
+        reach = min(reach, int(far) - 1)
+        chosen = np.flatnonzero(distances <= reach)
+        if len(chosen) > k:  # rows tied at ``reach``: the nearer ones first, then any of the tied
+            chosen = chosen[np.argsort(distances[chosen], kind="stable")[:k]]
+        chosen = chosen[np.argsort(distances[chosen], kind="stable")]
+        return [(int(self.rowids[i]), float(distances[i])) for i in chosen]
+
+
+def read_stamp(db: apsw.Connection, partition: str) -> Stamp:
+    found = dict(db.execute(_EPOCHS_SQL, (partition,)).fetchall())
+    return int(found.get("", 0)), int(found.get(partition, 0))
+
+
+def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> PartitionCopy:
+    """The partition's live vectors from vec0's chunks (sqlite-vec 0.1.9 layout: one row per
+    chunk in ``<table>_chunks`` with its validity bitmap and int64 rowids; the bit vectors and
+    each integer metadata column in a blob per chunk, keyed by the chunk id)."""
+    # CROSS JOIN: walk the partition's chunks and look up each blob by its chunk id (left to
+    # the planner, it scans the blob tables).
+    cursor = db.execute(
+        f"SELECT c.validity, c.rowids, v.vectors, e.data, d.data FROM {table}_chunks AS c "
+        f"CROSS JOIN {table}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
+        f"CROSS JOIN {table}_metadatachunks00 AS e ON e.rowid = c.chunk_id "
+        f"CROSS JOIN {table}_metadatachunks01 AS d ON d.rowid = c.chunk_id "
+        "WHERE c.partition00 = ? ORDER BY c.chunk_id",
+        (partition,),
+    )
+    # Chunk by chunk: only the live slots are kept, so the peak is the copy, not the chunks.
+    parts: list[tuple[np.ndarray, ...]] = []
+    for validity, rowids, vectors, expires_at, disclosure in cursor:
+        live = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little").astype(bool)
+        slots = len(rowids) // 8
+        live = live[:slots]
+        parts.append(
+            (
+                np.frombuffer(rowids, np.int64)[live],
+                np.frombuffer(vectors, np.uint8).reshape(slots, -1)[live],
+                np.frombuffer(expires_at, np.int64)[live],
+                np.frombuffer(disclosure, np.int64)[live].astype(np.int8),
+            )
+        )
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return PartitionCopy(stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8))
+    rowid_parts, vector_parts, expiry_parts, code_parts = zip(*parts, strict=True)
+    bits = np.concatenate(vector_parts)
+    bits = np.pad(bits, ((0, 0), (0, -bits.shape[1] % 8)))  # whole 64-bit words (zeros add nothing)
+    words = bits.view(np.uint64).T.copy()  # (words, n), each word's column contiguous
+    return PartitionCopy(
+        stamp, np.concatenate(rowid_parts), words, np.concatenate(expiry_parts), np.concatenate(code_parts)
+    )
+
+
+def live_count_reaches(db: apsw.Connection, partition: str, count: int) -> bool:
+    """Whether the scope holds at least ``count`` live memories (stops counting there)."""
+    (found,) = db.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = ? AND deleted_at_ms IS NULL LIMIT ?)",
+        (partition, count),
+    ).fetchone()
+    return int(found) >= count
+
+
+class BitIndex:
+    """The copies of one process, shared by its reader connections."""
+
+    def __init__(self, min_vectors: int = MIN_VECTORS, max_bytes: int = MAX_BYTES) -> None:
+        self.min_vectors = min_vectors
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._copies: OrderedDict[Key, PartitionCopy] = OrderedDict()
+        #: The stamp each partition showed last without a current copy (or too small then).
+        self._seen: dict[Key, tuple[Stamp, bool]] = {}
+
+    def copy_for(self, db: apsw.Connection, table: str, partition: str) -> PartitionCopy | None:
+        """The current copy of ``partition`` in ``db``'s snapshot, read now if it is due; None:
+        scan it with vec0."""
+        key: Key = (db.filename, table, partition)
+        stamp = read_stamp(db, partition)
+        with self._lock:
+            copy = self._copies.get(key)
+            if copy is not None and copy.stamp == stamp:
+                self._copies.move_to_end(key)
+                return copy
+            seen = self._seen.get(key)
+        if seen is not None and seen[0] == stamp and not seen[1]:
+            return None  # too small at this stamp
+        big = live_count_reaches(db, partition, self.min_vectors)
+        if not big or seen is None or seen[0] != stamp:
+            with self._lock:
+                self._seen[key] = (stamp, big)
+                while len(self._seen) > 4 * 4096:
+                    self._seen.pop(next(iter(self._seen)))
+            return None
+        copy = read_copy(db, table, partition, stamp)
+        with self._lock:
+            self._seen.pop(key, None)
+            self._copies[key] = copy
+            self._copies.move_to_end(key)
+            while sum(c.nbytes for c in self._copies.values()) > self.max_bytes and len(self._copies) > 1:
+                self._copies.popitem(last=False)
+        return copy
+
+    def clear(self) -> None:
+        with self._lock:
+            self._copies.clear()
+            self._seen.clear()
+
+
+BIT_INDEX = BitIndex()
