@@ -123,9 +123,16 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
         empty = np.zeros(0, np.int64)
         return PartitionCopy(stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8))
     rowid_parts, vector_parts, expiry_parts, code_parts = zip(*parts, strict=True)
-    bits = np.concatenate(vector_parts)
-    bits = np.pad(bits, ((0, 0), (0, -bits.shape[1] % 8)))  # whole 64-bit words (zeros add nothing)
-    words = bits.view(np.uint64).T.copy()  # (words, n), each word's column contiguous
+    # Whole 64-bit words (zero bytes add nothing to a distance), one row per word: each
+    # word's column is contiguous for the scan.  Filled part by part: no second full copy.
+    width = -(-vector_parts[0].shape[1] // 8)
+    words = np.zeros((width, sum(len(p) for p in rowid_parts)), np.uint64)
+    start = 0
+    for part in vector_parts:
+        padded = np.zeros((len(part), width * 8), np.uint8)
+        padded[:, : part.shape[1]] = part
+        words[:, start : start + len(part)] = padded.view(np.uint64).T
+        start += len(part)
     return PartitionCopy(
         stamp, np.concatenate(rowid_parts), words, np.concatenate(expiry_parts), np.concatenate(code_parts)
     )
