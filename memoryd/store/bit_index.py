@@ -33,8 +33,9 @@ import numpy.typing as npt
 
 #: Smaller partitions are scanned by vec0: a few ms, and no copy to keep.
 MIN_VECTORS = 50_000
-#: Copies kept per process, by their size (1M vectors of 384 bits: ~66 MB).
-MAX_BYTES = 384 * 1024 * 1024
+#: Copies kept per process, by their size (1M vectors of 384 bits: ~66 MB): the RSS target
+#: at 1M is 600 MB, the daemon without copies ~250 MiB.
+MAX_BYTES = 192 * 1024 * 1024
 
 Key = tuple[str, str, str]  # database file, vec0 table, partition
 Stamp = tuple[int, int]  # the table's epoch, the partition's epoch

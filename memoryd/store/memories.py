@@ -29,7 +29,7 @@ from memoryd.store.records import (
     Provenance,
     record_from_row,
 )
-from memoryd.store.visibility import Disclosure, Scope, live, predicate, scope_kind
+from memoryd.store.visibility import Disclosure, Scope, live, predicate
 
 _encode = msgspec.json.encode
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
@@ -40,11 +40,12 @@ def _provenance_values(provenance: Provenance) -> list[object]:
     return [getattr(provenance, name) for name in PROVENANCE_COLUMNS]
 
 
-def content_hash(content: str) -> str:
+def content_hash(content: str) -> bytes:
     """Identity for dedupe: Unicode-normalised, whitespace-collapsed content."""
     canonical = " ".join(unicodedata.normalize("NFC", content).split())
-    # 128 bits are plenty to tell texts apart and keep the dedupe index small.
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+    # 128 bits are plenty to tell texts apart; as bytes (schema m010) they take 16 bytes in the
+    # row and in the dedupe index, not 32 hex characters.
+    return hashlib.sha256(canonical.encode("utf-8")).digest()[:16]
 
 
 def audit(
@@ -56,7 +57,7 @@ def audit(
     )
 
 
-def _duplicate_row(db: apsw.Connection, new: NewMemory, digest: str, now_ms: int) -> tuple[Any, ...] | None:
+def _duplicate_row(db: apsw.Connection, new: NewMemory, digest: bytes, now_ms: int) -> tuple[Any, ...] | None:
     """The record row of an identical live memory learned in the same chat with the same
     disclosure code: so it is shown exactly where the new one would be (a duplicate hidden from
     the adder's chat is neither revealed nor allowed to swallow the new provenance)."""
@@ -86,13 +87,13 @@ def _unused_short_id(db: apsw.Connection) -> str:
             return memory_id
 
 
-def insert(db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | None = None) -> int:
+def insert(db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: bytes | None = None) -> int:
     """Insert one memory (no dedupe), audit it and queue its embedding; returns its rowid."""
     return insert_leasing(db, new, now_ms, digest=digest)[0]
 
 
 def insert_leasing(
-    db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: str | None = None, embeds_itself: bool = False
+    db: apsw.Connection, new: NewMemory, now_ms: int, *, digest: bytes | None = None, embeds_itself: bool = False
 ) -> tuple[int, EmbedJob | None]:
     """``insert``; ``embeds_itself``: the embed job is leased to the caller, who embeds the
     text at once (``jobs.OWN_LEASE_MS``), and returned with the rowid."""
@@ -123,14 +124,9 @@ def insert_leasing(
         ),
     )
     rowid = db.last_insert_rowid()
-    audit(
-        db,
-        memory_id,
-        "added",
-        new.owner,
-        now_ms,
-        {"scope": scope_kind(new.shared), "chat_id": new.chat_id, "source": new.source},
-    )
+    # No detail: the row holds the scope, the chat and the source (a million 'added' events
+    # carried ~50 bytes each of what their rows already say).
+    audit(db, memory_id, "added", new.owner, now_ms, {})
     space = vectors.read_space(db)
     if space is None:
         return rowid, None

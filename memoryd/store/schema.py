@@ -25,6 +25,7 @@ from memoryd.store.migrations.m006_people import m006_people
 from memoryd.store.migrations.m007_disclosure_and_time_order import m007_disclosure_and_time_order
 from memoryd.store.migrations.m008_int8_rescoring_copies import m008_int8_rescoring_copies
 from memoryd.store.migrations.m009_vector_epochs import m009_vector_epochs
+from memoryd.store.migrations.m010_binary_content_hash import m010_binary_content_hash
 
 #: The ladder: step N brings user_version from N-1 to N.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
@@ -37,6 +38,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m007_disclosure_and_time_order,
     m008_int8_rescoring_copies,
     m009_vector_epochs,
+    m010_binary_content_hash,
 ]
 
 
