@@ -12,8 +12,7 @@ validity bitmap, the rowids, the bit vectors and the integer metadata of each ch
 used only while the partition's stamp and the table's stamp in ``vector_epochs`` are the ones
 it was read under (``vectors.py`` renews them on every vector write and delete), so a scan of
 the copy sees exactly the rows vec0 would scan in the same snapshot.  The filters are the
-scan's own (``expires_at > now``, the disclosure codes); a branch that also filters by the chat
-a memory was learned in is left to vec0.  Which rows of those tied at the k-th distance are
+scan's own (``expires_at > now``, the disclosure codes, the chat a memory was learned in).  Which rows of those tied at the k-th distance are
 kept may differ from vec0's choice, as between two vec0 scans.
 
 A stale copy is not re-read at once: only when the same new stamp is seen twice in a row, so a
@@ -22,6 +21,7 @@ partition being written to (a bulk import) keeps using vec0 instead of re-readin
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -36,6 +36,10 @@ MIN_VECTORS = 50_000
 #: Copies kept per process, by their size (1M vectors of 384 bits: ~66 MB): the RSS target
 #: at 1M is 600 MB, the daemon without copies ~250 MiB.
 MAX_BYTES = 192 * 1024 * 1024
+
+#: A text metadata value in a chunk: its length (int32) and its first 12 bytes.
+_TEXT_ENTRY = 16
+_TEXT_PREFIX = 12
 
 Key = tuple[str, str, str]  # database file, vec0 table, partition
 Stamp = tuple[int, int]  # the table's epoch, the partition's epoch
@@ -52,10 +56,13 @@ class PartitionCopy:
     words: npt.NDArray[np.uint64]  # (bits / 64, n): one row per 64-bit word, for contiguous scans
     expires_at: npt.NDArray[np.int64]
     disclosure: npt.NDArray[np.int8]
+    learned_in: npt.NDArray[np.int32]  # the chat each was learned in, as an index into ``chats``
+    chats: dict[str, int]
 
     @property
     def nbytes(self) -> int:
-        return int(self.rowids.nbytes + self.words.nbytes + self.expires_at.nbytes + self.disclosure.nbytes)
+        arrays = (self.rowids, self.words, self.expires_at, self.disclosure, self.learned_in)
+        return sum(int(array.nbytes) for array in arrays)
 
     def distances(self, bits: bytes) -> npt.NDArray[np.uint16]:
         """Hamming distance of every vector to the packed query bits."""
@@ -65,15 +72,21 @@ class PartitionCopy:
             total += np.bitwise_count(word ^ value)
         return total
 
-    def nearest(self, bits: bytes, k: int, now_ms: int, codes: Sequence[int]) -> list[tuple[int, float]]:
+    def nearest(
+        self, bits: bytes, k: int, now_ms: int, codes: Sequence[int], learned_chat: str | None = None
+    ) -> list[tuple[int, float]]:
         """The ``k`` vectors nearest to ``bits`` among the unexpired ones whose disclosure code
-        is in ``codes``: (rowid, hamming distance), nearest first."""
-        if not len(self.rowids):
+        is in ``codes`` (and learned in ``learned_chat``, unless None): (rowid, hamming
+        distance), nearest first."""
+        chat = None if learned_chat is None else self.chats.get(learned_chat)
+        if not len(self.rowids) or (learned_chat is not None and chat is None):
             return []
         distances = self.distances(bits)
         allowed = np.zeros(max(max(codes, default=0), int(self.disclosure.max(initial=0))) + 1, dtype=bool)
         allowed[list(codes)] = True
         passing = (self.expires_at > now_ms) & allowed[self.disclosure]
+        if chat is not None:
+            passing &= self.learned_in == chat
         far = np.uint16(self.words.shape[0] * 64 + 1)  # beyond any distance: filtered out
         distances = np.where(passing, distances, far)
         counts = np.bincount(distances, minlength=int(far) + 1)
@@ -95,20 +108,23 @@ def read_stamp(db: apsw.Connection, partition: str) -> Stamp:
 def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> PartitionCopy:
     """The partition's live vectors from vec0's chunks (sqlite-vec 0.1.9 layout: one row per
     chunk in ``<table>_chunks`` with its validity bitmap and int64 rowids; the bit vectors and
-    each integer metadata column in a blob per chunk, keyed by the chunk id)."""
+    each metadata column in a blob per chunk, keyed by the chunk id: integers as int64, a text as
+    16 bytes, its length (int32) and its first 12 bytes, the whole of a longer one in
+    ``<table>_metadatatext<NN>`` by rowid)."""
     # CROSS JOIN: walk the partition's chunks and look up each blob by its chunk id (left to
     # the planner, it scans the blob tables).
     cursor = db.execute(
-        f"SELECT c.validity, c.rowids, v.vectors, e.data, d.data FROM {table}_chunks AS c "
+        f"SELECT c.validity, c.rowids, v.vectors, e.data, d.data, l.data FROM {table}_chunks AS c "
         f"CROSS JOIN {table}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
         f"CROSS JOIN {table}_metadatachunks00 AS e ON e.rowid = c.chunk_id "
         f"CROSS JOIN {table}_metadatachunks01 AS d ON d.rowid = c.chunk_id "
+        f"CROSS JOIN {table}_metadatachunks02 AS l ON l.rowid = c.chunk_id "
         "WHERE c.partition00 = ? ORDER BY c.chunk_id",
         (partition,),
     )
     # Chunk by chunk: only the live slots are kept, so the peak is the copy, not the chunks.
     parts: list[tuple[np.ndarray, ...]] = []
-    for validity, rowids, vectors, expires_at, disclosure in cursor:
+    for validity, rowids, vectors, expires_at, disclosure, learned_chat in cursor:
         live = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little").astype(bool)
         slots = len(rowids) // 8
         live = live[:slots]
@@ -118,12 +134,13 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
                 np.frombuffer(vectors, np.uint8).reshape(slots, -1)[live],
                 np.frombuffer(expires_at, np.int64)[live],
                 np.frombuffer(disclosure, np.int64)[live].astype(np.int8),
+                np.frombuffer(learned_chat, np.uint8).reshape(slots, _TEXT_ENTRY)[live],
             )
         )
     if not parts:
         empty = np.zeros(0, np.int64)
-        return PartitionCopy(stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8))
-    rowid_parts, vector_parts, expiry_parts, code_parts = zip(*parts, strict=True)
+        return PartitionCopy(stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8), np.zeros(0, np.int32), {})
+    rowid_parts, vector_parts, expiry_parts, code_parts, chat_parts = zip(*parts, strict=True)
     # Whole 64-bit words (zero bytes add nothing to a distance), one row per word: each
     # word's column is contiguous for the scan.  Filled part by part: no second full copy.
     width = -(-vector_parts[0].shape[1] // 8)
@@ -134,9 +151,39 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
         padded[:, : part.shape[1]] = part
         words[:, start : start + len(part)] = padded.view(np.uint64).T
         start += len(part)
+    rowids = np.concatenate(rowid_parts)
+    learned_in, chats = _chat_indexes(db, table, rowids, np.concatenate(chat_parts))
     return PartitionCopy(
-        stamp, np.concatenate(rowid_parts), words, np.concatenate(expiry_parts), np.concatenate(code_parts)
+        stamp, rowids, words, np.concatenate(expiry_parts), np.concatenate(code_parts), learned_in, chats
     )
+
+
+def _chat_indexes(
+    db: apsw.Connection, table: str, rowids: npt.NDArray[np.int64], entries: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
+    """Each row's chat as an index into the distinct chats of the partition (few: a memory is
+    learned in one of its owner's chats)."""
+    distinct, inverse = np.unique(entries, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    chats: dict[str, int] = {}
+    learned_in = np.empty(len(rowids), np.int32)
+    for index, entry in enumerate(distinct):
+        length = int(entry[:4].view(np.int32)[0])
+        rows = np.flatnonzero(inverse == index)
+        if length <= _TEXT_PREFIX:
+            learned_in[rows] = chats.setdefault(bytes(entry[4 : 4 + length]).decode(), len(chats))
+            continue
+        # Longer than the prefix: the whole text is kept by rowid.
+        texts = dict(
+            db.execute(
+                f"SELECT w.value, t.data FROM json_each(?) AS w CROSS JOIN {table}_metadatatext02 AS t "
+                "ON t.rowid = w.value",
+                (json.dumps(rowids[rows].tolist()),),
+            )
+        )
+        for row in rows:
+            learned_in[row] = chats.setdefault(str(texts[int(rowids[row])]), len(chats))
+    return learned_in, chats
 
 
 def live_count_reaches(db: apsw.Connection, partition: str, count: int) -> bool:

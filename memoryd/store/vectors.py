@@ -292,8 +292,8 @@ def knn(
     for key in scope.visible_keys():
         copy = bit_index.BIT_INDEX.copy_for(db, space.table, key)
         for (filter_sql, filter_params), (codes, learned_chat) in branches:
-            if copy is not None and learned_chat is None:
-                from_copies.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes))
+            if copy is not None:
+                from_copies.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes, learned_chat))
                 continue
             for rowid, blob, _ in hamming_scan.scan(db, space.table, bits, k, key, filter_sql, filter_params):
                 found[rowid] = blob
