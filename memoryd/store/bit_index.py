@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import apsw
@@ -44,6 +44,8 @@ _TEXT_PREFIX = 12
 Key = tuple[str, str, str]  # database file, vec0 table, partition
 Stamp = tuple[int, int]  # the table's epoch, the partition's epoch
 
+#: The stamp row of the whole vec0 table (no scope key is empty).
+WHOLE_TABLE = ""
 _EPOCHS_SQL = "SELECT scope_key, epoch FROM vector_epochs WHERE scope_key IN ('', ?)"
 
 
@@ -102,7 +104,16 @@ class PartitionCopy:
 
 def read_stamp(db: apsw.Connection, partition: str) -> Stamp:
     found = dict(db.execute(_EPOCHS_SQL, (partition,)).fetchall())
-    return int(found.get("", 0)), int(found.get(partition, 0))
+    return int(found.get(WHOLE_TABLE, 0)), int(found.get(partition, 0))
+
+
+def renew_stamps(db: apsw.Connection, partitions: Iterable[str]) -> None:
+    """New random stamps for ``partitions`` (``WHOLE_TABLE``: the vec0 table itself), in the
+    writer's transaction: a copy read before it is never used after it."""
+    db.executemany(
+        "INSERT OR REPLACE INTO vector_epochs (scope_key, epoch) VALUES (?, random())",
+        [(partition,) for partition in partitions],
+    )
 
 
 def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> PartitionCopy:

@@ -156,7 +156,7 @@ def create_table(db: apsw.Connection, space: VectorSpace, *, renew_stamp: bool =
     """Create ``space``'s vec0 table unless it exists; ``renew_stamp``: give the table a new
     stamp (``vector_epochs``, schema m009: the steps before it call this with False)."""
     if renew_stamp:
-        db.execute("INSERT OR REPLACE INTO vector_epochs (scope_key, epoch) VALUES ('', random())")
+        bit_index.renew_stamps(db, [bit_index.WHOLE_TABLE])
     db.execute(
         f"""
         CREATE VIRTUAL TABLE IF NOT EXISTS {space.table} USING vec0 (
@@ -247,7 +247,7 @@ def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[
             ),
         )
         count += 1
-    _renew_stamps(db, partitions)
+    bit_index.renew_stamps(db, partitions)
     return count
 
 
@@ -258,14 +258,7 @@ def delete_vectors(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int
         if found is not None:
             partitions.add(found[0])
             db.execute(f"DELETE FROM {space.table} WHERE memory_rowid = ?", (rowid,))
-    _renew_stamps(db, partitions)
-
-
-def _renew_stamps(db: apsw.Connection, partitions: Iterable[str]) -> None:
-    db.executemany(
-        "INSERT OR REPLACE INTO vector_epochs (scope_key, epoch) VALUES (?, random())",
-        [(partition,) for partition in partitions],
-    )
+    bit_index.renew_stamps(db, partitions)
 
 
 def knn(
