@@ -122,51 +122,51 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
     each metadata column in a blob per chunk, keyed by the chunk id: integers as int64, a text as
     16 bytes, its length (int32) and its first 12 bytes, the whole of a longer one in
     ``<table>_metadatatext<NN>`` by rowid)."""
-    # CROSS JOIN: walk the partition's chunks and look up each blob by its chunk id (left to
-    # the planner, it scans the blob tables).
-    cursor = db.execute(
-        f"SELECT c.validity, c.rowids, v.vectors, e.data, d.data, l.data FROM {table}_chunks AS c "
-        f"CROSS JOIN {table}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
-        f"CROSS JOIN {table}_metadatachunks00 AS e ON e.rowid = c.chunk_id "
-        f"CROSS JOIN {table}_metadatachunks01 AS d ON d.rowid = c.chunk_id "
-        f"CROSS JOIN {table}_metadatachunks02 AS l ON l.rowid = c.chunk_id "
-        "WHERE c.partition00 = ? ORDER BY c.chunk_id",
+    chunks = db.execute(
+        f"SELECT chunk_id, validity, rowids FROM {table}_chunks WHERE partition00 = ? ORDER BY chunk_id",
         (partition,),
-    )
-    # Chunk by chunk: only the live slots are kept, so the peak is the copy, not the chunks.
-    parts: list[tuple[np.ndarray, ...]] = []
-    for validity, rowids, vectors, expires_at, disclosure, learned_chat in cursor:
-        live = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little").astype(bool)
-        slots = len(rowids) // 8
-        live = live[:slots]
-        parts.append(
-            (
-                np.frombuffer(rowids, np.int64)[live],
-                np.frombuffer(vectors, np.uint8).reshape(slots, -1)[live],
-                np.frombuffer(expires_at, np.int64)[live],
-                np.frombuffer(disclosure, np.int64)[live].astype(np.int8),
-                np.frombuffer(learned_chat, np.uint8).reshape(slots, _TEXT_ENTRY)[live],
-            )
-        )
-    if not parts:
+    ).fetchall()
+    if not chunks:
         empty = np.zeros(0, np.int64)
         return PartitionCopy(stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8), np.zeros(0, np.int32), {})
-    rowid_parts, vector_parts, expiry_parts, code_parts, chat_parts = zip(*parts, strict=True)
+    ids = json.dumps([chunk_id for chunk_id, _, _ in chunks])
+    lives = [
+        np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[: len(rowids) // 8].astype(bool)
+        for _, validity, rowids in chunks
+    ]
+    rowids = np.concatenate([np.frombuffer(r, np.int64)[live] for (_, _, r), live in zip(chunks, lives, strict=True)])
+
+    def column(shadow: str, name: str) -> list[npt.NDArray[np.uint8]]:
+        """Each chunk's blob of one shadow table, its live slots' bytes (one statement: joined
+        to the chunks table instead, SQLite scanned the blob tables, ~1 s at 1M)."""
+        blobs = dict(
+            db.execute(
+                f"SELECT w.value, x.{name} FROM json_each(?) AS w CROSS JOIN {table}_{shadow} AS x "
+                "ON x.rowid = w.value",
+                (ids,),
+            )
+        )
+        return [
+            np.frombuffer(blobs[chunk_id], np.uint8).reshape(len(live), -1)[live]
+            for (chunk_id, _, _), live in zip(chunks, lives, strict=True)
+        ]
+
     # Whole 64-bit words (zero bytes add nothing to a distance), one row per word: each
     # word's column is contiguous for the scan.  Filled part by part: no second full copy.
+    vector_parts = column("vector_chunks00", "vectors")
     width = -(-vector_parts[0].shape[1] // 8)
-    words = np.zeros((width, sum(len(p) for p in rowid_parts)), np.uint64)
+    words = np.zeros((width, len(rowids)), np.uint64)
     start = 0
     for part in vector_parts:
         padded = np.zeros((len(part), width * 8), np.uint8)
         padded[:, : part.shape[1]] = part
         words[:, start : start + len(part)] = padded.view(np.uint64).T
         start += len(part)
-    rowids = np.concatenate(rowid_parts)
-    learned_in, chats = _chat_indexes(db, table, rowids, np.concatenate(chat_parts))
-    return PartitionCopy(
-        stamp, rowids, words, np.concatenate(expiry_parts), np.concatenate(code_parts), learned_in, chats
-    )
+    del vector_parts
+    expires_at = np.concatenate(column("metadatachunks00", "data")).view(np.int64).reshape(-1)
+    disclosure = np.concatenate(column("metadatachunks01", "data")).view(np.int64).reshape(-1).astype(np.int8)
+    learned_in, chats = _chat_indexes(db, table, rowids, np.concatenate(column("metadatachunks02", "data")))
+    return PartitionCopy(stamp, rowids, words, expires_at, disclosure, learned_in, chats)
 
 
 def _chat_indexes(
@@ -174,13 +174,19 @@ def _chat_indexes(
 ) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
     """Each row's chat as an index into the distinct chats of the partition (few: a memory is
     learned in one of its owner's chats)."""
-    distinct, inverse = np.unique(entries, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    # Group equal entries by sorting their two 64-bit halves (np.unique over rows of bytes
+    # took seconds at 1M); most partitions hold one or a few chats.
+    halves = np.ascontiguousarray(entries).view(np.uint64)
+    order = np.lexsort((halves[:, 1], halves[:, 0]))
+    ordered = halves[order]
+    starts = np.flatnonzero(np.any(ordered[1:] != ordered[:-1], axis=1)) + 1
+    bounds = np.concatenate(([0], starts, [len(order)]))
     chats: dict[str, int] = {}
     learned_in = np.empty(len(rowids), np.int32)
-    for index, entry in enumerate(distinct):
+    for first, end in zip(bounds[:-1], bounds[1:], strict=True):
+        rows = order[first:end]
+        entry = entries[rows[0]]
         length = int(entry[:4].view(np.int32)[0])
-        rows = np.flatnonzero(inverse == index)
         if length <= _TEXT_PREFIX:
             learned_in[rows] = chats.setdefault(bytes(entry[4 : 4 + length]).decode(), len(chats))
             continue
