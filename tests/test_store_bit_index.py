@@ -197,3 +197,18 @@ async def test_a_store_of_schema_8_gets_the_stamps_table_and_its_copies_stay_exa
         warm(upgraded, Scope("alice"))
         assert copies._copies
         assert same(knn(upgraded, Scope("alice"), query, 4096), without)
+
+
+async def test_chunks_laid_out_otherwise_turn_the_copies_off(tmp_path: Path, copies: BitIndex) -> None:
+    """Another sqlite-vec could lay its chunks out differently: the copy is refused, vec0 scans."""
+    path = tmp_path / "m.db"
+    with await make_store(path) as store:
+        first_chunk = "(SELECT min(rowid) FROM vec_g1_metadatachunks01)"
+        sql(path, f"UPDATE vec_g1_metadatachunks01 SET data = zeroblob(12) WHERE rowid = {first_chunk}")
+
+        def copy_of(db):  # type: ignore[no-untyped-def]
+            return copies.copy_for(db, vectors.read_space(db).table, "u:alice")
+
+        assert store._db.read_sync(copy_of) is None
+        assert store._db.read_sync(copy_of) is None  # the second sight tried, and refused
+        assert copies.layout_mismatch and not copies._copies

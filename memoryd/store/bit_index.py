@@ -22,6 +22,8 @@ partition being written to (a bulk import) keeps using vec0 instead of re-readin
 from __future__ import annotations
 
 import json
+import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -31,11 +33,15 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
+from memoryd.errors import StoreError
+
 #: Smaller partitions are scanned by vec0: a few ms, and no copy to keep.
 MIN_VECTORS = 50_000
 #: Copies kept per process, by their size (1M vectors of 384 bits: ~66 MB): the RSS target
 #: at 1M is 600 MB, the daemon without copies ~250 MiB.
 MAX_BYTES = 192 * 1024 * 1024
+
+log = logging.getLogger("memoryd.store")
 
 #: A text metadata value in a chunk: its length (int32) and its first 12 bytes.
 _TEXT_ENTRY = 16
@@ -146,14 +152,23 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
                 (ids,),
             )
         )
-        return [
-            np.frombuffer(blobs[chunk_id], np.uint8).reshape(len(live), -1)[live]
-            for (chunk_id, _, _), live in zip(chunks, lives, strict=True)
-        ]
+        parts = []
+        for (chunk_id, _, _), live in zip(chunks, lives, strict=True):
+            blob = blobs.get(chunk_id)
+            if blob is None or not live.size or len(blob) % len(live):
+                raise LayoutMismatch(f"{table}_{shadow} has no blob of {len(live)} slots for chunk {chunk_id}")
+            parts.append(np.frombuffer(blob, np.uint8).reshape(len(live), -1)[live])
+        return parts
 
     # Whole 64-bit words (zero bytes add nothing to a distance), one row per word: each
     # word's column is contiguous for the scan.  Filled part by part: no second full copy.
     vector_parts = column("vector_chunks00", "vectors")
+    sizes = {part.shape[1] for part in vector_parts} | {-(-bits_width(db, table) // 8)}
+    metadata = [column(f"metadatachunks0{n}", "data") for n in range(3)]
+    if len(sizes) != 1 or {p.shape[1] for m in metadata[:2] for p in m} != {8} or {
+        p.shape[1] for p in metadata[2]
+    } != {_TEXT_ENTRY}:
+        raise LayoutMismatch(f"{table}'s chunks are not laid out as sqlite-vec 0.1.9 lays them out")
     width = -(-vector_parts[0].shape[1] // 8)
     words = np.zeros((width, len(rowids)), np.uint64)
     start = 0
@@ -163,9 +178,9 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
         words[:, start : start + len(part)] = padded.view(np.uint64).T
         start += len(part)
     del vector_parts
-    expires_at = np.concatenate(column("metadatachunks00", "data")).view(np.int64).reshape(-1)
-    disclosure = np.concatenate(column("metadatachunks01", "data")).view(np.int64).reshape(-1).astype(np.int8)
-    learned_in, chats = _chat_indexes(db, table, rowids, np.concatenate(column("metadatachunks02", "data")))
+    expires_at = np.concatenate(metadata[0]).view(np.int64).reshape(-1)
+    disclosure = np.concatenate(metadata[1]).view(np.int64).reshape(-1).astype(np.int8)
+    learned_in, chats = _chat_indexes(db, table, rowids, np.concatenate(metadata[2]))
     return PartitionCopy(stamp, rowids, words, expires_at, disclosure, learned_in, chats)
 
 
@@ -203,6 +218,19 @@ def _chat_indexes(
     return learned_in, chats
 
 
+def bits_width(db: apsw.Connection, table: str) -> int:
+    """The bits of the table's coarse column, from its declaration (``coarse BIT[n]``)."""
+    (declaration,) = db.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (table,)).fetchone()
+    match = re.search(r"coarse BIT\[(\d+)\]", declaration)
+    if match is None:
+        raise LayoutMismatch(f"{table} declares no coarse BIT column")
+    return int(match.group(1))
+
+
+class LayoutMismatch(StoreError):
+    """vec0's shadow tables are not what this module reads (another sqlite-vec version)."""
+
+
 def live_count_reaches(db: apsw.Connection, partition: str, count: int) -> bool:
     """Whether the scope holds at least ``count`` live memories (stops counting there)."""
     (found,) = db.execute(
@@ -217,6 +245,8 @@ class BitIndex:
 
     def __init__(self, min_vectors: int = MIN_VECTORS, max_bytes: int = MAX_BYTES) -> None:
         self.min_vectors = min_vectors
+        #: vec0's chunks did not look as expected once: no more copies in this process.
+        self.layout_mismatch = False
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._copies: OrderedDict[Key, PartitionCopy] = OrderedDict()
@@ -226,6 +256,8 @@ class BitIndex:
     def copy_for(self, db: apsw.Connection, table: str, partition: str) -> PartitionCopy | None:
         """The current copy of ``partition`` in ``db``'s snapshot, read now if it is due; None:
         scan it with vec0."""
+        if self.layout_mismatch:
+            return None
         key: Key = (db.filename, table, partition)
         stamp = read_stamp(db, partition)
         with self._lock:
@@ -243,7 +275,14 @@ class BitIndex:
                 while len(self._seen) > 4 * 4096:
                     self._seen.pop(next(iter(self._seen)))
             return None
-        copy = read_copy(db, table, partition, stamp)
+        try:
+            copy = read_copy(db, table, partition, stamp)
+        except LayoutMismatch as exc:
+            # Another sqlite-vec than the one this was written against: vec0 scans, as before.
+            if not self.layout_mismatch:
+                log.warning("vector scan copies are off: %s", exc)
+            self.layout_mismatch = True
+            return None
         with self._lock:
             self._seen.pop(key, None)
             self._copies[key] = copy
