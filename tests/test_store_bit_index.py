@@ -168,6 +168,10 @@ async def test_a_new_stamp_is_copied_only_when_seen_twice_and_small_partitions_n
             return store._db.read_sync(lambda db: copies.copy_for(db, vectors.read_space(db).table, partition))
 
         assert copy_of("u:alice") is None
+        key = (str(tmp_path / "m.db"), "vec_g1", "u:alice")
+        copies._loading.add(key)  # another reader is reading it
+        assert copy_of("u:alice") is None
+        copies._loading.discard(key)
         first = copy_of("u:alice")
         assert first is not None
         assert copy_of("u:alice") is first

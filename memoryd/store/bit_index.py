@@ -252,6 +252,7 @@ class BitIndex:
         self._copies: OrderedDict[Key, PartitionCopy] = OrderedDict()
         #: The stamp each partition showed last without a current copy (or too small then).
         self._seen: dict[Key, tuple[Stamp, bool]] = {}
+        self._loading: set[Key] = set()
 
     def copy_for(self, db: apsw.Connection, table: str, partition: str) -> PartitionCopy | None:
         """The current copy of ``partition`` in ``db``'s snapshot, read now if it is due; None:
@@ -275,6 +276,10 @@ class BitIndex:
                 while len(self._seen) > 4 * 4096:
                     self._seen.pop(next(iter(self._seen)))
             return None
+        with self._lock:
+            if key in self._loading:  # another reader is reading it: one read at a time (RSS)
+                return None
+            self._loading.add(key)
         try:
             copy = read_copy(db, table, partition, stamp)
         except LayoutMismatch as exc:
@@ -283,6 +288,9 @@ class BitIndex:
                 log.warning("vector scan copies are off: %s", exc)
             self.layout_mismatch = True
             return None
+        finally:
+            with self._lock:
+                self._loading.discard(key)
         with self._lock:
             self._seen.pop(key, None)
             self._copies[key] = copy
