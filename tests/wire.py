@@ -122,6 +122,40 @@ def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = Non
         return json.loads(read_line(sock))
 
 
+#: memory.list's largest page.
+LIST_PAGE = 1000
+
+
+def _next_list_params(user_id: str, page: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """memory.list's params for the page after ``page`` (None: the first one); None once
+    ``page`` was the last.  Keyset paging (before_id): a page never shifts under the next."""
+    if page is None:
+        return {"user_id": user_id, "limit": LIST_PAGE}
+    if len(page) < LIST_PAGE:
+        return None
+    return {"user_id": user_id, "limit": LIST_PAGE, "before_id": page[-1]["id"]}
+
+
+async def listed_ids(peer: NdjsonPeer, user_id: str) -> set[str]:
+    """The ids of every memory.list page of ``user_id``'s memories."""
+    ids: set[str] = set()
+    page = None
+    while (params := _next_list_params(user_id, page)) is not None:
+        page = await call_ok(peer, "memory.list", params)
+        ids |= {memory["id"] for memory in page}
+    return ids
+
+
+def sync_listed_ids(path: Path | str, user_id: str) -> set[str]:
+    """``listed_ids`` with blocking sockets (for tests that drive a daemon subprocess)."""
+    ids: set[str] = set()
+    page = None
+    while (params := _next_list_params(user_id, page)) is not None:
+        page = sync_call(path, "memory.list", params)["result"]
+        ids |= {memory["id"] for memory in page}
+    return ids
+
+
 def read_line(sock: socket.socket) -> bytes:
     """Blocking: bytes up to and with the first newline, or what came before EOF."""
     data = b""
