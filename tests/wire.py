@@ -112,6 +112,16 @@ async def call_error(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> d
     return error
 
 
+async def drained(peer: NdjsonPeer, queue: str = "embed", timeout: float = 20) -> dict[str, Any]:
+    """Poll system.health until the ``queue`` backlog ("embed", "supersede") is empty; that health."""
+    with trio.fail_after(timeout):
+        while True:
+            health = await call_ok(peer, "system.health", {})
+            if not health["backlog"].get(queue, 0):
+                return health
+            await trio.sleep(0.02)
+
+
 def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
     """One NDJSON call with blocking sockets (for tests that drive a daemon subprocess)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
