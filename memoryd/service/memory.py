@@ -117,13 +117,17 @@ class MemoryService:
         else:
             supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
             key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
-            # One write transaction: the insert, supersession, the people it names, the short id.
-            learn_as = names if self.people is not None else None
 
+            # One write transaction: the insert, supersession, the people it names, the short id.
             async def store(embeds_itself: bool) -> Stored:
                 with _ambiguity_names("supersedes"):
                     return await supersession.store(
-                        scope, new, supersedes=supersedes, key=key, owner_names=learn_as, embeds_itself=embeds_itself
+                        scope,
+                        new,
+                        supersedes=supersedes,
+                        key=key,
+                        owner_names=names if self.people is not None else None,
+                        embeds_itself=embeds_itself,
                     )
 
             if self.backfill is None:
