@@ -34,8 +34,6 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.errors import StoreError
-
 #: Smaller partitions are scanned by vec0: a few ms, and no copy to keep.
 MIN_VECTORS = 50_000
 #: Copies kept per process, by their size (1M vectors of 384 bits: ~66 MB): the RSS target
@@ -223,8 +221,9 @@ def bits_width(db: apsw.Connection, table: str) -> int:
     return int(match.group(1))
 
 
-class LayoutMismatch(StoreError):
-    """vec0's shadow tables are not what this module reads (another sqlite-vec version)."""
+class LayoutMismatch(ValueError):
+    """vec0's shadow tables are not what this module reads (another sqlite-vec version).  It
+    never leaves this module (``copy_for`` turns the copies off), so it is no MemorydError."""
 
 
 def live_count_reaches(db: apsw.Connection, partition: str, count: int) -> bool:
