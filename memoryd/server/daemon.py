@@ -33,6 +33,7 @@ from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
+from memoryd.server.heap_trim import HeapTrimmer
 from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
@@ -115,6 +116,7 @@ class Daemon:
         config = self.config
         data_dir.prepare(config.data_path, config.db_path, accept_empty_db=self._accept_empty_db)
         storage = config.storage
+        Store.limit_cache_memory(storage.cache_mib << 20)
         try:
             return Store(config.db_path, readers=storage.readers, busy_timeout_ms=storage.busy_timeout_ms)
         except StoreError as exc:
@@ -192,6 +194,8 @@ class Daemon:
                     store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
                 )
                 await nursery.start(self.maintenance.run)
+                trimmer = HeapTrimmer(lambda: (server.stats()["requests_total"], store.memories.write_count))
+                await nursery.start(trimmer.run)
                 # READY=1 before the first accept: a client that has been answered must find
                 # the unit active (clients that come meanwhile wait in the listen queue).
                 await self.notifier.ready(lambda: self._describe(store))
