@@ -20,7 +20,7 @@ import trio
 from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
-from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
+from memoryd.embed import CoalescingEmbedder, Embedder
 from memoryd.errors import (
     DiskFull,
     EmbeddingModelMismatch,
@@ -33,6 +33,7 @@ from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
+from memoryd.server.head_start import HeadStart
 from memoryd.server.heap_trim import HeapTrimmer
 from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
@@ -58,12 +59,15 @@ class Daemon:
         listen_socket: socket.socket | None = None,
         notifier: Notifier | None = None,
         accept_empty_db: bool = False,
+        head_start: HeadStart | None = None,
     ) -> None:
         """``embedder`` overrides the configured one (tests share one loaded model).
 
         ``listen_socket`` is a socket-activated one (systemd owns its file); ``notifier`` tells
         the service manager about readiness and status.  ``accept_empty_db`` serves a
         zero-length database file even where other files suggest it was truncated.
+        ``head_start`` was begun for this daemon before its modules were imported (``cli``);
+        without one, ``run`` begins its own.
         """
         self.config = config
         # Built first: a missing or too short token secret stops start-up before anything opens.
@@ -82,6 +86,7 @@ class Daemon:
         self._listen_socket = listen_socket
         self.notifier = notifier or Notifier(None)
         self._accept_empty_db = accept_empty_db
+        self._head_start = head_start
         self._stop = trio.Event()
 
     def request_stop(self) -> None:
@@ -89,15 +94,20 @@ class Daemon:
 
     async def run(self, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED) -> None:
         started = trio.current_time()
-        store = await trio.to_thread.run_sync(self._open_store)
-        self.store = store
-        integrity = IntegrityCheck(store.lifecycle)
-        integrity.start()  # alongside the embedder's start-up
+        head = self._head_start or HeadStart(self.config, embedder=self.embedder)
+        integrity = head.integrity
         try:
-            embedder = await self._start_embedder(store)
+            store = await trio.to_thread.run_sync(self._open_store)
+        except BaseException:
+            head.stop()
+            raise
+        self.store = store
+        integrity.store_opened()  # begins the check now if the file could not be read before
+        try:
+            embedder = await self._start_embedder(store, head)
             try:
-                await self._await_integrity(integrity, started)
-                await self._serve(store, embedder, started, task_status)
+                await self._await_integrity(integrity, store)
+                await self._serve(store, embedder, integrity, started, task_status)
             finally:
                 if self.llm is not None:
                     with trio.CancelScope(shield=True):
@@ -107,8 +117,8 @@ class Daemon:
                         await embedder.aclose()
         finally:
             with trio.CancelScope(shield=True):
-                integrity.stop()
-                await integrity.done.wait()
+                head.stop()
+                await trio.to_thread.run_sync(integrity.join)
                 await trio.to_thread.run_sync(_close_store, store)
             log.info("daemon.stopped")
 
@@ -125,24 +135,32 @@ class Daemon:
                 raise StartupError(str(exc)) from None
             raise failure from None
 
-    async def _await_integrity(self, integrity: IntegrityCheck, started: float) -> None:
-        with trio.move_on_at(started + self.config.storage.integrity_check_wait):
-            await integrity.done.wait()
+    async def _await_integrity(self, integrity: IntegrityCheck, store: Store) -> None:
+        await integrity.wait(self.config.storage.integrity_check_wait)
         if integrity.damaged:
             assert integrity.verdict is not None
             problems = "; ".join(integrity.verdict[:3])
+            store.lifecycle.mark_damaged(problems)
             raise StoreRefused(f"{self.config.db_path} failed its integrity check ({problems}); {data_dir.RESTORE_ADVICE}")
-        if not integrity.done.is_set():
+        if not integrity.finished:
             # Damage found later turns health degraded and stops writes (the store's condition).
             log.info("store.integrity_check_continues", extra=fields(after_ready=True))
 
-    async def _start_embedder(self, store: Store) -> Embedder | None:
+    async def _verdict_after_ready(self, integrity: IntegrityCheck, store: Store) -> None:
+        await integrity.wait()
+        if integrity.damaged:
+            assert integrity.verdict is not None
+            store.lifecycle.mark_damaged("; ".join(integrity.verdict[:3]))
+
+    async def _start_embedder(self, store: Store, head: HeadStart) -> Embedder | None:
         if self.embedder is not None:
             embedder = self.embedder
-        elif self.config.embedder == "none":
-            return None
+        elif head.embedder_error is not None:
+            raise head.embedder_error
+        elif head.embedder is None:
+            return None  # embedder = "none"
         else:
-            embedder = make_embedder(self.config.embedder, self.config.embed)
+            embedder = head.embedder  # the local model is loading since the head start
         await embedder.start()
         if embedder.dim is not None:
             assert embedder.model_id is not None
@@ -160,6 +178,7 @@ class Daemon:
         self,
         store: Store,
         embedder: Embedder | None,
+        integrity: IntegrityCheck,
         started: float,
         task_status: trio.TaskStatus[Path],
     ) -> None:
@@ -196,6 +215,8 @@ class Daemon:
                 await nursery.start(self.maintenance.run)
                 trimmer = HeapTrimmer(lambda: (server.stats()["requests_total"], store.memories.write_count))
                 await nursery.start(trimmer.run)
+                if not integrity.finished:
+                    nursery.start_soon(self._verdict_after_ready, integrity, store)
                 # READY=1 before the first accept: a client that has been answered must find
                 # the unit active (clients that come meanwhile wait in the listen queue).
                 await self.notifier.ready(lambda: self._describe(store))
@@ -276,10 +297,18 @@ def _close_store(store: Store) -> None:
     store.close()
 
 
-async def run_until_signalled(config: Config, *, accept_empty_db: bool = False) -> None:
+async def run_until_signalled(
+    config: Config, *, accept_empty_db: bool = False, head_start: HeadStart | None = None
+) -> None:
     """``memoryd serve``: run until SIGTERM or SIGINT, then shut down gracefully."""
     notifier = Notifier.from_environ()
-    daemon = Daemon(config, listen_socket=take_listen_socket(), notifier=notifier, accept_empty_db=accept_empty_db)
+    daemon = Daemon(
+        config,
+        listen_socket=take_listen_socket(),
+        notifier=notifier,
+        accept_empty_db=accept_empty_db,
+        head_start=head_start,
+    )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
 
         async def watch_signals() -> None:
