@@ -7,6 +7,10 @@ it began: a store found damaged by then is not served (``StoreRefused``); a larg
 served meanwhile and the check finishes in the background, where damage turns health
 ``degraded`` and stops writes (the daemon hands the verdict to the store's condition).
 quick_check reads every page: about 0.8 s for 100k memories (214 MB) on the reference machine.
+
+Its read snapshot may be open while the store migrates the file: fine in WAL mode for the
+migrations' ordinary write transactions; a migration that needs the file to itself (VACUUM,
+a journal_mode change) would wait for the check, up to the busy timeout.
 """
 
 from __future__ import annotations
