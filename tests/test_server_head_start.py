@@ -4,6 +4,8 @@ and readiness still waits for both as it did (the check at most integrity_check_
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,22 @@ async def test_a_bad_embedder_setting_still_stops_start_up_with_its_config_error
     assert head.embedder is None and isinstance(head.embedder_error, ConfigError)
     with pytest.raises(ConfigError, match="embed.model_path"):
         await Daemon(config, head_start=head).run()
+
+
+def test_the_early_check_imports_neither_the_store_nor_numpy() -> None:
+    # What the head start is for: the check begins before the heavy imports, not after them.
+    probe = (
+        "import sys, trio, memoryd.config; import memoryd.server.integrity; "
+        "print(sorted(m for m in ('memoryd.store.store', 'memoryd.knowledge', 'numpy', 'sqlite_vec') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_name_the_store_package_exports_loads_on_first_use() -> None:
+    import memoryd.store as package
+
+    for name in package.__all__:
+        assert getattr(package, name).__name__ == name
+    with pytest.raises(AttributeError):
+        package.NoSuchName  # noqa: B018
