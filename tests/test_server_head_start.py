@@ -36,24 +36,40 @@ def test_a_missing_or_rollback_journal_file_is_checked_only_once_the_store_has_o
     rollback = tmp_path / "rollback.db"
     with sqlite3.connect(rollback) as db:  # journal_mode DELETE: a read snapshot would block a migration
         db.execute("CREATE TABLE t (x)")
+    damage: list[str] = []
     for path in (tmp_path / "missing.db", rollback):
         assert not is_wal_database(path)
         check = IntegrityCheck(path, busy_timeout_ms=1000)
         assert check.started_at is None and not check.finished
         if path.exists():
-            check.store_opened()
+            check.store_opened(damage.append)
             check.join()
             assert check.verdict == ["ok"]
         check.stop()
+    assert damage == []
 
 
-def test_damage_is_found_by_the_early_check(tmp_path: Path) -> None:
+def test_damage_found_before_the_store_opened_is_handed_over_when_it_opens(tmp_path: Path) -> None:
     db = tmp_path / "memoryd.db"
     build_store(db)
     corrupt_mid_file(db)
     check = IntegrityCheck(db, busy_timeout_ms=1000)
     check.join()
     assert check.damaged and check.verdict and check.verdict != ["ok"]
+    damage: list[str] = []
+    check.store_opened(damage.append)
+    assert damage == [check.problems] and check.problems
+
+
+def test_damage_found_after_the_store_opened_is_handed_over_once_by_the_check_itself(tmp_path: Path) -> None:
+    db = tmp_path / "memoryd.db"
+    build_store(db)
+    corrupt_mid_file(db)
+    check = IntegrityCheck(db, busy_timeout_ms=1000)
+    damage: list[str] = []
+    check.store_opened(damage.append)  # most likely while the check still runs; either way once
+    check.join()
+    assert damage == [check.problems]
 
 
 def test_an_interrupt_after_the_check_ended_does_nothing(tmp_path: Path) -> None:
@@ -72,8 +88,9 @@ def test_a_check_stopped_before_it_ran_reports_no_verdict(tmp_path: Path) -> Non
     db = tmp_path / "memoryd.db"
     db.touch()
     check = IntegrityCheck(db, busy_timeout_ms=1000)  # not WAL: waits for the store
+    damage: list[str] = []
     check.stop()
-    check.store_opened()
+    check.store_opened(damage.append)
     check.join()
     assert check.finished and check.verdict is None
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,7 @@ from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder
-from memoryd.errors import (
-    DiskFull,
-    EmbeddingModelMismatch,
-    StartupError,
-    StoreCorrupt,
-    StoreError,
-    StoreRefused,
-)
+from memoryd.errors import EmbeddingModelMismatch, StartupError, StoreError, StoreRefused
 from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
@@ -38,6 +30,7 @@ from memoryd.server.heap_trim import HeapTrimmer
 from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
+from memoryd.server.pausing import despite_storage_faults
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
 from memoryd.server.wiring import build_services
 from memoryd.service.extraction import ExtractionWorker
@@ -102,12 +95,14 @@ class Daemon:
             head.stop()
             raise
         self.store = store
-        integrity.store_opened()  # begins the check now if the file could not be read before
+        # Begins the check now if the file could not be read before; damage found at any time
+        # stops the store's writes.
+        integrity.store_opened(store.lifecycle.mark_damaged)
         try:
             embedder = await self._start_embedder(store, head)
             try:
-                await self._await_integrity(integrity, store)
-                await self._serve(store, embedder, integrity, started, task_status)
+                await self._await_integrity(integrity)
+                await self._serve(store, embedder, started, task_status)
             finally:
                 if self.llm is not None:
                     with trio.CancelScope(shield=True):
@@ -135,22 +130,15 @@ class Daemon:
                 raise StartupError(str(exc)) from None
             raise failure from None
 
-    async def _await_integrity(self, integrity: IntegrityCheck, store: Store) -> None:
-        await integrity.wait(self.config.storage.integrity_check_wait)
-        if integrity.damaged:
-            assert integrity.verdict is not None
-            problems = "; ".join(integrity.verdict[:3])
-            store.lifecycle.mark_damaged(problems)
+    async def _await_integrity(self, integrity: IntegrityCheck) -> None:
+        wait = self.config.storage.integrity_check_wait
+        await integrity.wait(wait)
+        if integrity.damage_found_within(wait):
+            problems = integrity.problems
             raise StoreRefused(f"{self.config.db_path} failed its integrity check ({problems}); {data_dir.RESTORE_ADVICE}")
         if not integrity.finished:
             # Damage found later turns health degraded and stops writes (the store's condition).
             log.info("store.integrity_check_continues", extra=fields(after_ready=True))
-
-    async def _verdict_after_ready(self, integrity: IntegrityCheck, store: Store) -> None:
-        await integrity.wait()
-        if integrity.damaged:
-            assert integrity.verdict is not None
-            store.lifecycle.mark_damaged("; ".join(integrity.verdict[:3]))
 
     async def _start_embedder(self, store: Store, head: HeadStart) -> Embedder | None:
         if self.embedder is not None:
@@ -178,7 +166,6 @@ class Daemon:
         self,
         store: Store,
         embedder: Embedder | None,
-        integrity: IntegrityCheck,
         started: float,
         task_status: trio.TaskStatus[Path],
     ) -> None:
@@ -202,12 +189,12 @@ class Daemon:
                 if coalescer is not None:
                     await nursery.start(coalescer.run)
                 if services.backfill is not None:
-                    await nursery.start(_despite_storage_faults, services.backfill.run)
+                    await nursery.start(despite_storage_faults, services.backfill.run)
                 if self.extraction is not None:
-                    await nursery.start(_despite_storage_faults, self.extraction.run)
+                    await nursery.start(despite_storage_faults, self.extraction.run)
                 await nursery.start(services.summaries.run)
                 # A full disk or a damaged file pauses it like the backfill.
-                await nursery.start(_despite_storage_faults, services.supersession_worker.run)
+                await nursery.start(despite_storage_faults, services.supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
@@ -215,8 +202,6 @@ class Daemon:
                 await nursery.start(self.maintenance.run)
                 trimmer = HeapTrimmer(lambda: (server.stats()["requests_total"], store.memories.write_count))
                 await nursery.start(trimmer.run)
-                if not integrity.finished:
-                    nursery.start_soon(self._verdict_after_ready, integrity, store)
                 # READY=1 before the first accept: a client that has been answered must find
                 # the unit active (clients that come meanwhile wait in the listen queue).
                 await self.notifier.ready(lambda: self._describe(store))
@@ -263,24 +248,6 @@ class Daemon:
             f"serving; memories {counts['memories_active']}, users {counts['users']}, "
             f"jobs pending {pending}, connections {connections}"
         )
-
-
-#: How long a worker stopped by a full disk or a damaged file waits before it tries again.
-STORAGE_RETRY_SECONDS = 5.0
-
-
-async def _despite_storage_faults(
-    run: Callable[[], Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-) -> None:
-    """Run a background worker (the embedding backfill, supersession) that a full disk or a damaged file
-    must pause, not bring the daemon down with it; the store logged the fault once."""
-    task_status.started()
-    while True:
-        try:
-            await run()
-        except (DiskFull, StoreCorrupt) as exc:
-            log.debug("worker.paused", extra=fields(reason=str(exc), retry_in=STORAGE_RETRY_SECONDS))
-            await trio.sleep(STORAGE_RETRY_SECONDS)
 
 
 def _close_store(store: Store) -> None:

@@ -41,8 +41,10 @@ class IntegrityCheck:
         self._stopping = False
         self._finished = threading.Event()
         self._opened = threading.Event()
-        #: perf_counter() when the check began, None before.
+        self._on_damage: Callable[[str], None] | None = None
+        #: perf_counter() when the check began and when it ended, None before.
         self.started_at: float | None = None
+        self.finished_at: float | None = None
         #: ["ok"], the problems found, or None (not finished, interrupted, or not readable).
         self.verdict: list[str] | None = None
         self._thread: threading.Thread | None = None
@@ -57,12 +59,32 @@ class IntegrityCheck:
     def finished(self) -> bool:
         return self._finished.is_set()
 
-    def store_opened(self) -> None:
+    def damage_found_within(self, seconds: float) -> bool:
+        """Damage found at most ``seconds`` after the check began: what start-up refuses.
+        (With a wait of 0 a store is served while checked, even when the check is quick.)"""
+        if not self.damaged or self.started_at is None or self.finished_at is None:
+            return False
+        return self.finished_at - self.started_at <= seconds
+
+    def store_opened(self, on_damage: Callable[[str], None]) -> None:
         """The store is open (the file exists, in WAL mode): start now if not started yet, or
-        let a first attempt that could not read the file try again."""
+        let a first attempt that could not read the file try again.  ``on_damage(problems)``
+        is called once if the check finds damage, whenever it does (thread-safe: the store's
+        condition, which stops writes and turns health degraded)."""
+        with self._lock:
+            self._on_damage = on_damage
+            # Finished already: hand it over here; else the check does as it finishes.
+            found = self._finished.is_set() and self.damaged
+        if found:
+            on_damage(self.problems)
         self._opened.set()
         if self._thread is None:
             self._begin(retry_after_open=False)
+
+    @property
+    def problems(self) -> str:
+        """The first problems found, on one line."""
+        return "; ".join((self.verdict or [])[:3])
 
     def _begin(self, *, retry_after_open: bool) -> None:
         self.started_at = time.perf_counter()
@@ -85,7 +107,12 @@ class IntegrityCheck:
         except Exception:
             log.exception("store.integrity_check_failed")
         finally:
-            self._finished.set()
+            with self._lock:
+                on_damage = self._on_damage if self.damaged else None
+                self.finished_at = time.perf_counter()
+                self._finished.set()
+        if on_damage is not None:
+            on_damage(self.problems)
         seconds = round(time.perf_counter() - (self.started_at or 0.0), 3)
         if self.verdict == ["ok"]:
             log.info("store.integrity_ok", extra=fields(check="quick_check", seconds=seconds))
