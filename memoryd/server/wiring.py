@@ -38,6 +38,7 @@ class Services:
     """The method table and the background workers the daemon runs beside it."""
 
     table: MethodTable
+    health: HealthReporter
     summaries: SummaryService
     supersession_worker: SupersessionWorker
     #: None without an embedder (nothing to backfill).
@@ -78,7 +79,7 @@ def build_services(
     conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)
     table = build_method_table(service, health, people, summaries, conversations)
-    return Services(table, summaries, supersession_worker, backfill, extraction)
+    return Services(table, health, summaries, supersession_worker, backfill, extraction)
 
 
 def _conversations(
