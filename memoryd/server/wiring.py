@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from memoryd.auth import Authenticator
 from memoryd.config import Config
@@ -53,7 +52,7 @@ def build_services(
     embedder: Embedder | None,
     llm: LlmClient | None,
     authenticator: Authenticator,
-    server_stats: Callable[[], dict[str, Any]],
+    server_stats: Callable[[], bytes],
 ) -> Services:
     backfill = None
     if embedder is not None:

@@ -65,8 +65,8 @@ class HealthReporter:
     service: MemoryService
     #: None without an embedder.
     backfill: EmbeddingBackfill | None
-    #: The server's counters (``RpcServer.stats``), shown under "server".
-    server_stats: Callable[[], dict[str, Any]]
+    #: The server's counters as a JSON object (``RpcServer.stats_json``), shown under "server".
+    server_stats: Callable[[], bytes]
     _: KW_ONLY
     jobs: JobQueue
     conversations: ConversationService | None = None
@@ -109,9 +109,8 @@ class HealthReporter:
 
     def _fresh_report(self, numbers: StoreNumbers, *, unreadable: bool = False) -> dict[str, Any]:
         storage = self.service.memories.storage
-        return self._report(
-            storage, numbers, self._describe(numbers), self._uptime(), self.server_stats(), unreadable=unreadable
-        )
+        server = msgspec.json.decode(self.server_stats())
+        return self._report(storage, numbers, self._describe(numbers), self._uptime(), server, unreadable=unreadable)
 
     def _kept_report(self, numbers: StoreNumbers) -> msgspec.Raw:
         storage = self.service.memories.storage
@@ -121,7 +120,7 @@ class HealthReporter:
             kept = self._kept = self._keep(storage, numbers, described)
         encode = _encoder.encode
         return msgspec.Raw(
-            b"".join((kept.head, encode(self._uptime()), kept.middle, encode(self.server_stats()), kept.tail))
+            b"".join((kept.head, encode(self._uptime()), kept.middle, self.server_stats(), kept.tail))
         )
 
     def _keep(self, storage: Condition, numbers: StoreNumbers, described: Described) -> _KeptReply:
