@@ -114,8 +114,11 @@ async def test_the_kept_reply_follows_adds_deletes_a_refused_secret_and_the_conv
     observed = await assert_answer_is_fresh(health)
     assert observed["extraction"]["messages_held"] == 1
     # The extraction counters live in objects that write nothing to the store.
-    conversations.extractor.learner.stored_total += 3
+    learner = conversations.extractor.learner
+    learner.stored_total += 3
     assert (await assert_answer_is_fresh(health))["extraction"]["memories_stored_since_start"] == 3
+    learner.embedding_seconds += 0.0123456789
+    assert (await assert_answer_is_fresh(health))["extraction"]["fact_embedding_seconds_since_start"] == 0.012346
 
 
 async def test_the_kept_reply_follows_the_embedder_and_the_backfill(short_tmp: Path, store: Store) -> None:

@@ -166,7 +166,9 @@ class HealthReporter:
         return liveness
 
     def _uptime(self) -> float:
-        return round(time.monotonic() - self.started, 3)
+        # Whole milliseconds: round(seconds, 3) costs five times as much (it goes through
+        # decimal digits), and this runs on every call.
+        return round((time.monotonic() - self.started) * 1000) / 1000
 
     def _describe(self, numbers: StoreNumbers) -> Described:
         """The parts whose owners say what they are now (never cached: a refused secret, an
