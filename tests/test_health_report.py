@@ -186,3 +186,25 @@ async def test_the_configured_secrets_mode_and_liveness_only_for_untrusted_calle
     assert (await assert_answer_is_fresh(health))["secrets"]["mode"] == "redact"
     await health.service.add(AddParams(**ALICE, content=f"my token {SECRET}"), TRUSTED)
     assert (await assert_answer_is_fresh(health))["secrets"]["redacted"] == 1
+
+
+async def test_callers_that_find_the_numbers_stale_together_share_one_store_read(short_tmp: Path, store: Store) -> None:
+    health = services_for(short_tmp, store).health
+    await assert_answer_is_fresh(health)
+    await health.service.add(AddParams(**ALICE, content="a write makes the kept numbers stale"), TRUSTED)
+    reads = health.store_reads
+    replies: list[Any] = []
+
+    async def poll() -> None:
+        replies.append(msgspec.json.decode(await answer(health)))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for _ in range(8):
+                nursery.start_soon(poll)
+    assert health.store_reads == reads + 1
+    assert [reply["counts"]["memories_active"] for reply in replies] == [1] * 8
+    # Stale again after another write: the next caller reads, once.
+    await health.service.add(AddParams(**ALICE, content="and another"), TRUSTED)
+    assert (await assert_answer_is_fresh(health))["counts"]["memories_active"] == 2
+    assert health.store_reads == reads + 2

@@ -74,6 +74,11 @@ class HealthReporter:
     _store_numbers: StoreNumbers | None = field(default=None, init=False)
     _store_numbers_stamp: tuple[int, float] = field(default=(-1, 0.0), init=False)
     _kept: _KeptReply | None = field(default=None, init=False)
+    #: Set while one call reads the store's numbers; calls that find them stale meanwhile wait
+    #: for that read instead of starting their own (32 pollers after an expiry: one read).
+    _reading: trio.Event | None = field(default=None, init=False)
+    #: How many times the store's numbers were read (for tests and diagnostics).
+    store_reads: int = field(default=0, init=False)
 
     def health_now(self, params: HealthParams, ctx: CallContext) -> dict[str, Any] | msgspec.Raw | NotNow:
         """The reply without waiting, or NOT_NOW when the store's numbers must be read first (a
@@ -201,9 +206,21 @@ class HealthReporter:
         return self._store_numbers
 
     async def _read_store_numbers(self) -> StoreNumbers:
-        memories = self.service.memories
-        stamp = (memories.write_count, trio.current_time())
-        queue = {} if self.conversations is None else await self.conversations.conversations.status()
-        numbers = (await memories.health_counts(), await self.jobs.backlog(), queue)
-        self._store_numbers, self._store_numbers_stamp = numbers, stamp
-        return numbers
+        while (reading := self._reading) is not None:
+            await reading.wait()
+            numbers = self._cached_store_numbers()
+            if numbers is not None:
+                return numbers
+            # That read failed or was cancelled, or a write came since it began: read again.
+        self._reading = reading = trio.Event()
+        try:
+            memories = self.service.memories
+            stamp = (memories.write_count, trio.current_time())
+            self.store_reads += 1
+            queue = {} if self.conversations is None else await self.conversations.conversations.status()
+            numbers = (await memories.health_counts(), await self.jobs.backlog(), queue)
+            self._store_numbers, self._store_numbers_stamp = numbers, stamp
+            return numbers
+        finally:
+            self._reading = None
+            reading.set()
