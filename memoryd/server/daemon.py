@@ -170,7 +170,7 @@ class Daemon:
         task_status: trio.TaskStatus[Path],
     ) -> None:
         config = self.config
-        services = build_services(config, store, embedder, self.llm, self.authenticator, self._server_stats)
+        services = build_services(config, store, embedder, self.llm, self.authenticator, self._server_stats_json)
         self.summaries, self.extraction = services.summaries, services.extraction
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
         server = RpcServer(services.table, config.limits, config.auth.trusted_uids)
@@ -235,6 +235,9 @@ class Daemon:
 
     def _server_stats(self) -> dict[str, Any]:
         return self.server.stats() if self.server is not None else {}
+
+    def _server_stats_json(self) -> bytes:
+        return self.server.stats_json() if self.server is not None else b"{}"
 
     async def _describe(self, store: Store) -> str:
         """The STATUS= line an operator sees in ``systemctl status memoryd``."""
