@@ -14,7 +14,8 @@ particular user:
   within two memories either side.
 
 The weights are a logistic regression fitted with bench/fit_ranker.py on the LoCoMo development
-conversations, held out one conversation at a time (the README gives those numbers).
+conversations, held out one conversation at a time (the README gives those numbers).  After the
+model's order, :func:`diversify` gives the last places of the top ten to other episodes.
 """
 
 from __future__ import annotations
