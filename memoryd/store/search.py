@@ -144,9 +144,9 @@ def candidates(db: apsw.Connection, scope: Scope, query: SearchQuery, extra: Seq
     # on its neighbour's alone: keyword-only search returns only memories that match.
     joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
     features = np.vstack([features, table.matrix(joining, cosines)])
-    ranked = pool + joining
-    created = {rowid: hood.rows[rowid].created_at_ms for rowid in ranked}
-    return Candidates(ranked, features, cosines, terms, created)
+    rowids = pool + joining
+    created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
+    return Candidates(rowids, features, cosines, terms, created)
 
 
 def _worth_a_cosine(
