@@ -98,6 +98,7 @@ class Candidates:
     features: npt.NDArray[np.float64]  # one row of ranking.FEATURES per candidate
     cosines: dict[int, float]
     terms: list[str]
+    created_at_ms: dict[int, int]  # of the candidates, for ranking.diversify
 
 
 def candidates(db: apsw.Connection, scope: Scope, query: SearchQuery, extra: Sequence[int] = ()) -> Candidates:
@@ -143,7 +144,9 @@ def candidates(db: apsw.Connection, scope: Scope, query: SearchQuery, extra: Seq
     # on its neighbour's alone: keyword-only search returns only memories that match.
     joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
     features = np.vstack([features, table.matrix(joining, cosines)])
-    return Candidates(pool + joining, features, cosines, terms)
+    rowids = pool + joining
+    created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
+    return Candidates(rowids, features, cosines, terms, created)
 
 
 def _worth_a_cosine(
@@ -184,7 +187,7 @@ def search(
         # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
         # and breaks its ties (the query is about those people).
         ranked = [(rowid, scored.get(rowid, 0.0)) for rowid in fuse([by_people, [r for r, _ in ranked]])]
-    ranked = people_retriever.restrict(db, people_focus, ranked)[:limit]
+    ranked = ranking.diversify(people_retriever.restrict(db, people_focus, ranked), found.created_at_ms)[:limit]
     records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
     people_retriever.annotate(db, scope, records.values())
 
