@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -27,6 +27,7 @@ import trio
 
 from memoryd.errors import StoreBusy, StoreCorrupt, StoreError
 from memoryd.store.condition import StorageCondition, reporting_to
+from memoryd.store.read_snapshot import ReadSnapshot
 
 # Re-exported: the store's modules, tests and benches import these from here.
 from memoryd.store.connection import MMAP_BYTES as MMAP_BYTES
@@ -166,6 +167,42 @@ class Database:
                 raise StoreBusy(self._busy_timeout_ms) from None
             finally:
                 self._free_readers.append(reader)
+
+    @contextlib.asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[ReadSnapshot]:
+        """A reader of the pool holding one read transaction over several calls (waits for a
+        free reader, as ``read`` does)."""
+        async with self._reader_limiter:
+            with self._lent() as snapshot:
+                yield snapshot
+
+    @contextlib.asynccontextmanager
+    async def spare_snapshot(self) -> AsyncIterator[ReadSnapshot | None]:
+        """Like ``snapshot`` if a reader is free right now, else None at once: a caller already
+        holding a reader must never wait for a second (with every reader held that way, all
+        would wait forever)."""
+        borrower = object()  # a token of its own: the task may hold one already
+        try:
+            self._reader_limiter.acquire_on_behalf_of_nowait(borrower)
+        except trio.WouldBlock:
+            yield None
+            return
+        try:
+            with self._lent() as snapshot:
+                yield snapshot
+        finally:
+            self._reader_limiter.release_on_behalf_of(borrower)
+
+    @contextlib.contextmanager
+    def _lent(self) -> Iterator[ReadSnapshot]:
+        if not self._free_readers:
+            raise StoreError("the store is closed")
+        snapshot = ReadSnapshot(self._free_readers.pop(), self.condition, self._busy_timeout_ms)
+        try:
+            yield snapshot
+        finally:
+            snapshot.end()
+            self._free_readers.append(snapshot.reader)
 
     def _read_reporting(
         self, reader: apsw.Connection, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -1,0 +1,67 @@
+"""Hybrid search with its independent parts overlapped on the two cores.
+
+A search is three parts (``search.py``): the keyword part (term counts, BM25, the people
+retriever), which needs no vector; the KNN scan, which needs the query's vector; the ranking,
+which needs both.  Run one after the other they add up: at 100k memories the embedding ~3 ms,
+BM25 ~4 ms, the scan ~7 ms.  Here the keyword part starts at once, while the query is being
+embedded (onnxruntime and SQLite both release the GIL), and the scan, once the vector is there,
+runs on a second reader if the keyword part is still busy and a reader is free right now.
+
+The keyword part and the ranking share one reader and one read transaction, so they see one
+snapshot, as the sequential search does.  The scan on the second reader may see a commit more
+or less; its list only proposes candidates, which the ranking checks in the main snapshot
+(``search._comparable``).  Without writes in between, the hits are those of the sequential
+``search.search`` (tests/test_overlapped_search.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+import numpy.typing as npt
+import trio
+
+from memoryd.store import search
+from memoryd.store.db import Database
+from memoryd.store.people_retriever import PeopleFocus
+from memoryd.store.records import SearchHit
+from memoryd.store.visibility import Scope
+
+#: Gives the query's vector, or None for a keyword-only search (the embedder is down or slow).
+EmbedQuery = Callable[[], Awaitable[npt.ArrayLike | None]]
+
+
+async def run(
+    db: Database,
+    scope: Scope,
+    query: search.SearchQuery,
+    people_focus: PeopleFocus | None = None,
+    embed_query: EmbedQuery | None = None,
+) -> list[SearchHit]:
+    """``search.search``, with ``query.vector`` from ``embed_query`` when one is given."""
+    if embed_query is None and query.vector is None:
+        return await db.read(search.search, scope, query, people_focus)  # nothing to overlap
+    words: search.KeywordPart | None = None
+    semantic: search.VectorPart | None = None
+    async with db.snapshot() as main:
+
+        async def gather_words() -> None:
+            nonlocal words
+            words = await main.run(search.keyword_part, scope, query, people_focus)
+
+        async def scan_on_spare(query: search.SearchQuery) -> None:
+            nonlocal semantic
+            async with db.spare_snapshot() as spare:
+                if spare is not None:  # else the ranking scans on the main reader
+                    semantic = await spare.finish(search.vector_part, scope, query)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gather_words)
+            if embed_query is not None:
+                vector = await embed_query()
+                query = dataclasses.replace(query, vector=None if vector is None else np.asarray(vector, np.float32))
+            if query.vector is not None and words is None:
+                nursery.start_soon(scan_on_spare, query)
+        return await main.finish(search.search, scope, query, people_focus, words=words, semantic=semantic)
