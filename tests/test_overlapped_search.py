@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import trio
 
-from memoryd.store import Provenance, Scope, SearchHit, Store, search, vectors
+from memoryd.store import Provenance, Scope, SearchHit, Store, neighbours, search, vectors
 from memoryd.store.db import Database, open_connection
 from tests.store_helpers import Clock, embed_all, note
 
@@ -213,5 +213,28 @@ async def test_a_snapshot_left_early_gives_its_reader_back(store: Store) -> None
         with trio.fail_after(10):
             async with db.snapshot() as snapshot:
                 assert await snapshot.finish(count_memories) == 0
+    finally:
+        db.close()
+
+
+async def test_two_neighbourhoods_merged_are_the_neighbourhood_of_both(store: Store) -> None:
+    # The keyword part reads its candidates' neighbourhood ahead; the ranking adds the vector
+    # candidates' and merges: the same rows and links as one read of all the centres.
+    await fill(store)
+    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+    try:
+        rowids = [int(r) for (r,) in db.execute("SELECT rowid FROM memories ORDER BY rowid")]
+        rng = random.Random(5)
+        for scope in (ALICE, ALICE_IN_GROUP):
+            for _ in range(20):
+                first, second = rng.sample(rowids, 8), rng.sample(rowids, 8)
+                whole = neighbours.around(db, scope, [*first, *second], search.REACH, NOW)
+                parts = neighbours.around(db, scope, first, search.REACH, NOW).merged(
+                    neighbours.around(db, scope, second, search.REACH, NOW)
+                )
+                assert (parts.rows, parts.before, parts.after, parts.centres) == (
+                    whole.rows, whole.before, whole.after, whole.centres
+                )
+                assert whole.after  # the memories were added close together: they link
     finally:
         db.close()

@@ -49,7 +49,11 @@ async def run(
 
         async def gather_words() -> None:
             nonlocal words
-            words = await main.run(search.keyword_part, scope, query, people_focus)
+            # With an embedding to wait for, the reader also reads the keyword candidates'
+            # neighbourhood meanwhile; with the vector at hand, the ranking does.
+            words = await main.run(
+                search.keyword_part, scope, query, people_focus, prepare_ranking=embed_query is not None
+            )
 
         async def scan_on_spare(query: search.SearchQuery) -> None:
             nonlocal semantic

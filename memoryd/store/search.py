@@ -107,21 +107,35 @@ class KeywordPart:
     The daemon gathers it while the query is being embedded (``overlapped_search.py``)."""
 
     terms: list[str]
-    measured: list[tuple[dict[str, int], int]]
     by_words: list[int]
     by_people: list[int]
+    weights: TermWeights
+    #: The neighbourhood of by_words and by_people, their texts' coverage measured, when the
+    #: ranking was prepared ahead (the embedding's time is idle time for this reader).
+    hood: neighbours.Neighbourhood | None = None
 
 
 def keyword_part(
-    db: apsw.Connection, scope: Scope, query: SearchQuery, people_focus: people_retriever.PeopleFocus | None = None
+    db: apsw.Connection,
+    scope: Scope,
+    query: SearchQuery,
+    people_focus: people_retriever.PeopleFocus | None = None,
+    *,
+    prepare_ranking: bool = False,
 ) -> KeywordPart:
     terms = fts_query.extract_terms(query.text)
-    depth = candidate_depth(query.limit)
+    depth, now_ms = candidate_depth(query.limit), query.now_ms
     measured = [scope_stats.measure(db, key, terms) for key in scope.visible_keys()] if terms else []
     counts = [per_term for per_term, _ in measured]
-    by_words = keyword.candidates(db, scope, terms, depth, query.now_ms, counts)
-    by_people = people_retriever.ranking(db, scope, people_focus, depth, query.now_ms)
-    return KeywordPart(terms, measured, by_words, by_people)
+    by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
+    by_people = people_retriever.ranking(db, scope, people_focus, depth, now_ms)
+    weights = TermWeights(db, terms, _summed(counts), sum(size for _, size in measured))
+    if not prepare_ranking:
+        return KeywordPart(terms, by_words, by_people, weights)
+    hood = neighbours.around(db, scope, [*by_words, *by_people], REACH, now_ms)
+    for row in hood.rows.values():
+        weights.coverage(row.text)
+    return KeywordPart(terms, by_words, by_people, weights, hood)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +178,6 @@ def candidates(
         words = keyword_part(db, scope, query)
     limit, now_ms = query.limit, query.now_ms
     depth = candidate_depth(limit)
-    terms, measured = words.terms, words.measured
-    counts = [per_term for per_term, _ in measured]
     if semantic is None or not _comparable(db, semantic, query):
         semantic = vector_part(db, scope, query)
     cosines: dict[int, float] = {}
@@ -176,7 +188,11 @@ def candidates(
         cosines = dict(semantic.nearest)
 
     found = list(dict.fromkeys([*words.by_words, *by_vector, *extra]))
-    hood = neighbours.around(db, scope, found, REACH, now_ms)
+    hood = words.hood
+    if hood is None:
+        hood = neighbours.around(db, scope, found, REACH, now_ms)
+    elif rest := [rowid for rowid in found if rowid not in hood.centres]:
+        hood = hood.merged(neighbours.around(db, scope, rest, REACH, now_ms))
     pool = [rowid for rowid in found if rowid in hood.rows]
     known = set(pool)
     adjacent = [
@@ -186,8 +202,7 @@ def candidates(
     if semantic is not None:
         cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
 
-    weights = TermWeights(db, terms, _summed(counts), sum(size for _, size in measured))
-    table = ranking.FeatureTable(hood, weights.coverage)
+    table = ranking.FeatureTable(hood, words.weights.coverage)
     features = table.matrix(pool, cosines)
     if semantic is not None:
         adjacent = _worth_a_cosine(adjacent, features, cosines, table, limit)
@@ -196,7 +211,7 @@ def candidates(
     # on its neighbour's alone: keyword-only search returns only memories that match.
     joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
     features = np.vstack([features, table.matrix(joining, cosines)])
-    return Candidates(pool + joining, features, cosines, terms)
+    return Candidates(pool + joining, features, cosines, words.terms)
 
 
 def _comparable(db: apsw.Connection, semantic: VectorPart, query: SearchQuery) -> bool:
