@@ -238,3 +238,31 @@ async def test_two_neighbourhoods_merged_are_the_neighbourhood_of_both(store: St
                 assert whole.after  # the memories were added close together: they link
     finally:
         db.close()
+
+
+async def test_searches_waiting_for_their_embedding_leave_a_reader_free(tmp_path: Path, clock: Clock) -> None:
+    # The embedder takes one query at a time: searches queued behind it must not hold every
+    # reader idle, or a memory.list would wait for embeddings it has nothing to do with.
+    with open_store(tmp_path / "memory.db", clock, readers=2) as store:
+        await fill(store)
+        release = trio.Event()
+        text, vector = "tea garden", vector_of("tea garden")
+        found: list[list[SearchHit]] = []
+
+        async def slow_embedding() -> np.ndarray:
+            await release.wait()
+            return vector
+
+        async def one() -> None:
+            found.append(await store.memories.search(ALICE, text, limit=10, embed_query=slow_embedding))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(one)
+            await trio.sleep(0.3)  # every search is waiting for its embedding by now
+            with trio.fail_after(10):
+                assert await store.memories.list(ALICE, limit=5)
+            release.set()
+        assert len(found) == 3
+        for hits in found:  # the overlapped one and the ones that embedded first agree
+            same(hits, sequential(store, ALICE, text, vector, 10))

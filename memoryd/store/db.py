@@ -177,12 +177,15 @@ class Database:
                 yield snapshot
 
     @contextlib.asynccontextmanager
-    async def spare_snapshot(self) -> AsyncIterator[ReadSnapshot | None]:
-        """Like ``snapshot`` if a reader is free right now, else None at once: a caller already
-        holding a reader must never wait for a second (with every reader held that way, all
-        would wait forever)."""
+    async def spare_snapshot(self, *, keep_free: int = 0) -> AsyncIterator[ReadSnapshot | None]:
+        """Like ``snapshot`` if more than ``keep_free`` readers are free right now, else None at
+        once.  A caller already holding a reader must never wait for a second (with every reader
+        held that way, all would wait forever); ``keep_free`` leaves readers to other calls
+        while this one may hold its reader idle for a while."""
         borrower = object()  # a token of its own: the task may hold one already
         try:
+            if self._reader_limiter.available_tokens <= keep_free:
+                raise trio.WouldBlock
             self._reader_limiter.acquire_on_behalf_of_nowait(borrower)
         except trio.WouldBlock:
             yield None

@@ -6,6 +6,8 @@ which needs both.  Run one after the other they add up: at 100k memories the emb
 BM25 ~4 ms, the scan ~7 ms.  Here the keyword part starts at once, while the query is being
 embedded (onnxruntime and SQLite both release the GIL), and the scan, once the vector is there,
 runs on a second reader if the keyword part is still busy and a reader is free right now.
+Neither reader is ever waited for while another is held, and a search waiting for its embedding
+holds a reader only while another stays free (else it embeds first, then reads, as before).
 
 The keyword part and the ranking share one reader and one read transaction, so they see one
 snapshot, as the sequential search does.  The scan on the second reader may see a commit more
@@ -26,6 +28,7 @@ import trio
 from memoryd.store import search
 from memoryd.store.db import Database
 from memoryd.store.people_retriever import PeopleFocus
+from memoryd.store.read_snapshot import ReadSnapshot
 from memoryd.store.records import SearchHit
 from memoryd.store.visibility import Scope
 
@@ -41,31 +44,50 @@ async def run(
     embed_query: EmbedQuery | None = None,
 ) -> list[SearchHit]:
     """``search.search``, with ``query.vector`` from ``embed_query`` when one is given."""
-    if embed_query is None and query.vector is None:
-        return await db.read(search.search, scope, query, people_focus)  # nothing to overlap
+    if embed_query is None:
+        if query.vector is None:
+            return await db.read(search.search, scope, query, people_focus)  # nothing to overlap
+        async with db.snapshot() as main:
+            return await _overlapped(db, main, scope, query, people_focus, None)
+    # The reader may wait idle for the embedding (the embedder takes one query at a time):
+    # only while another reader stays free for everybody else.
+    async with db.spare_snapshot(keep_free=1) as main:
+        if main is not None:
+            return await _overlapped(db, main, scope, query, people_focus, embed_query)
+    return await db.read(search.search, scope, _with_vector(query, await embed_query()), people_focus)
+
+
+async def _overlapped(
+    db: Database,
+    main: ReadSnapshot,
+    scope: Scope,
+    query: search.SearchQuery,
+    people_focus: PeopleFocus | None,
+    embed_query: EmbedQuery | None,
+) -> list[SearchHit]:
     words: search.KeywordPart | None = None
     semantic: search.VectorPart | None = None
-    async with db.snapshot() as main:
 
-        async def gather_words() -> None:
-            nonlocal words
-            # With an embedding to wait for, the reader also reads the keyword candidates'
-            # neighbourhood meanwhile; with the vector at hand, the ranking does.
-            words = await main.run(
-                search.keyword_part, scope, query, people_focus, prepare_ranking=embed_query is not None
-            )
+    async def gather_words() -> None:
+        nonlocal words
+        # With an embedding to wait for, the reader also reads the keyword candidates'
+        # neighbourhood meanwhile; with the vector at hand, the ranking does.
+        words = await main.run(search.keyword_part, scope, query, people_focus, prepare_ranking=embed_query is not None)
 
-        async def scan_on_spare(query: search.SearchQuery) -> None:
-            nonlocal semantic
-            async with db.spare_snapshot() as spare:
-                if spare is not None:  # else the ranking scans on the main reader
-                    semantic = await spare.finish(search.vector_part, scope, query)
+    async def scan_on_spare(query: search.SearchQuery) -> None:
+        nonlocal semantic
+        async with db.spare_snapshot() as spare:
+            if spare is not None:  # else the ranking scans on the main reader
+                semantic = await spare.finish(search.vector_part, scope, query)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(gather_words)
-            if embed_query is not None:
-                vector = await embed_query()
-                query = dataclasses.replace(query, vector=None if vector is None else np.asarray(vector, np.float32))
-            if query.vector is not None and words is None:
-                nursery.start_soon(scan_on_spare, query)
-        return await main.finish(search.search, scope, query, people_focus, words=words, semantic=semantic)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gather_words)
+        if embed_query is not None:
+            query = _with_vector(query, await embed_query())
+        if query.vector is not None and words is None:
+            nursery.start_soon(scan_on_spare, query)
+    return await main.finish(search.search, scope, query, people_focus, words=words, semantic=semantic)
+
+
+def _with_vector(query: search.SearchQuery, vector: npt.ArrayLike | None) -> search.SearchQuery:
+    return dataclasses.replace(query, vector=None if vector is None else np.asarray(vector, np.float32))
