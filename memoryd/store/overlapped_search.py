@@ -67,18 +67,24 @@ async def _overlapped(
 ) -> list[SearchHit]:
     words: search.KeywordPart | None = None
     semantic: search.VectorPart | None = None
+    vector_known = trio.Event()  # the vector's KNN list is there, or will be scanned in the ranking
 
     async def gather_words() -> None:
         nonlocal words
-        # With an embedding to wait for, the reader also reads the keyword candidates'
-        # neighbourhood meanwhile; with the vector at hand, the ranking does.
-        words = await main.run(search.keyword_part, scope, query, people_focus, prepare_ranking=embed_query is not None)
+        words = await main.run(search.keyword_part, scope, query, people_focus)
+        if not vector_known.is_set():
+            # The main reader would wait idle for the vector: meanwhile it reads what the
+            # ranking would read first (the keyword candidates' neighbourhood).
+            words = await main.run(search.prepare_ranking, scope, words, query.now_ms)
 
     async def scan_on_spare(query: search.SearchQuery) -> None:
         nonlocal semantic
-        async with db.spare_snapshot() as spare:
-            if spare is not None:  # else the ranking scans on the main reader
-                semantic = await spare.finish(search.vector_part, scope, query)
+        try:
+            async with db.spare_snapshot() as spare:
+                if spare is not None:  # else the ranking scans on the main reader
+                    semantic = await spare.finish(search.vector_part, scope, query)
+        finally:
+            vector_known.set()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(gather_words)
@@ -86,6 +92,8 @@ async def _overlapped(
             query = _with_vector(query, await embed_query())
         if query.vector is not None and words is None:
             nursery.start_soon(scan_on_spare, query)
+        else:
+            vector_known.set()
     return await main.finish(search.search, scope, query, people_focus, words=words, semantic=semantic)
 
 

@@ -12,6 +12,7 @@ The keyword plan lives in ``keyword.py``, the scoped KNN in ``vectors.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,12 +117,7 @@ class KeywordPart:
 
 
 def keyword_part(
-    db: apsw.Connection,
-    scope: Scope,
-    query: SearchQuery,
-    people_focus: people_retriever.PeopleFocus | None = None,
-    *,
-    prepare_ranking: bool = False,
+    db: apsw.Connection, scope: Scope, query: SearchQuery, people_focus: people_retriever.PeopleFocus | None = None
 ) -> KeywordPart:
     terms = fts_query.extract_terms(query.text)
     depth, now_ms = candidate_depth(query.limit), query.now_ms
@@ -130,12 +126,16 @@ def keyword_part(
     by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
     by_people = people_retriever.ranking(db, scope, people_focus, depth, now_ms)
     weights = TermWeights(db, terms, _summed(counts), sum(size for _, size in measured))
-    if not prepare_ranking:
-        return KeywordPart(terms, by_words, by_people, weights)
-    hood = neighbours.around(db, scope, [*by_words, *by_people], REACH, now_ms)
+    return KeywordPart(terms, by_words, by_people, weights)
+
+
+def prepare_ranking(db: apsw.Connection, scope: Scope, words: KeywordPart, now_ms: int) -> KeywordPart:
+    """``words`` with its candidates' neighbourhood read and their texts' coverage measured:
+    work the ranking does anyway, done while the reader would wait for the vector."""
+    hood = neighbours.around(db, scope, [*words.by_words, *words.by_people], REACH, now_ms)
     for row in hood.rows.values():
-        weights.coverage(row.text)
-    return KeywordPart(terms, by_words, by_people, weights, hood)
+        words.weights.coverage(row.text)
+    return dataclasses.replace(words, hood=hood)
 
 
 @dataclass(frozen=True, slots=True)
