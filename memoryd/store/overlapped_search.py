@@ -6,6 +6,8 @@ which needs both.  Run one after the other they add up: at 100k memories the emb
 BM25 ~4 ms, the scan ~7 ms.  Here the keyword part starts at once, while the query is being
 embedded (onnxruntime and SQLite both release the GIL), and the scan, once the vector is there,
 runs on a second reader if the keyword part is still busy and a reader is free right now.
+Whenever the main reader would wait for the vector, it reads the keyword candidates'
+neighbourhood meanwhile (``search.prepare_ranking``), which the ranking reads first anyway.
 Neither reader is ever waited for while another is held, and a search waiting for its embedding
 holds a reader only while another stays free (else it embeds first, then reads, as before).
 

@@ -103,16 +103,16 @@ class Candidates:
 
 @dataclass(frozen=True, slots=True)
 class KeywordPart:
-    """What a search finds without the query's vector: the query terms, their document counts
-    in each visible scope key (with the key's size), the keyword and people retrievers' lists.
-    The daemon gathers it while the query is being embedded (``overlapped_search.py``)."""
+    """What a search finds without the query's vector: the query terms, their weights in the
+    caller's scope (term_match.py), the keyword and people retrievers' lists.  The daemon
+    gathers it while the query is being embedded (``overlapped_search.py``)."""
 
     terms: list[str]
     by_words: list[int]
     by_people: list[int]
     weights: TermWeights
-    #: The neighbourhood of by_words and by_people, their texts' coverage measured, when the
-    #: ranking was prepared ahead (the embedding's time is idle time for this reader).
+    #: The neighbourhood of by_words and by_people, their texts' coverage measured, when
+    #: ``prepare_ranking`` ran (while the reader would otherwise wait for the vector).
     hood: neighbours.Neighbourhood | None = None
 
 
@@ -219,8 +219,8 @@ def _comparable(db: apsw.Connection, semantic: VectorPart, query: SearchQuery) -
 
     The other reader's snapshot may be a commit or two apart from this one; the list only
     proposes candidates: each is ranked and shown only if this snapshot holds it and lets the
-    caller see it (neighbours.around and the final fetch check), and cosines are of the same
-    vectors (a memory's vector never changes within a space).  A space changed in between (a
+    caller see it (neighbours.around and the final fetch check), and its cosines are of the
+    vectors this snapshot holds (a memory's vector embeds its text, which never changes).  A space changed in between (a
     reindex) is not comparable: the scan runs again here."""
     return _usable_space(db, query.vector, query.vector_space) == semantic.space
 
