@@ -13,7 +13,15 @@ import numpy as np
 import pytest
 import trio
 
-from memoryd.store import Provenance, Scope, SearchHit, Store, neighbours, search, vectors
+from memoryd.store import (
+    Provenance,
+    Scope,
+    SearchHit,
+    Store,
+    neighbours,
+    search,
+    vectors,
+)
 from memoryd.store.db import Database, open_connection
 from tests.store_helpers import Clock, embed_all, note
 

@@ -27,7 +27,6 @@ import trio
 
 from memoryd.errors import StoreBusy, StoreCorrupt, StoreError
 from memoryd.store.condition import StorageCondition, reporting_to
-from memoryd.store.read_snapshot import ReadSnapshot
 
 # Re-exported: the store's modules, tests and benches import these from here.
 from memoryd.store.connection import MMAP_BYTES as MMAP_BYTES
@@ -35,6 +34,7 @@ from memoryd.store.connection import one as one
 from memoryd.store.connection import open_connection as open_connection
 from memoryd.store.connection import rows_changed as rows_changed
 from memoryd.store.connection import write_transaction as write_transaction
+from memoryd.store.read_snapshot import ReadSnapshot
 
 P = ParamSpec("P")
 T = TypeVar("T")
