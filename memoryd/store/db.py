@@ -176,6 +176,11 @@ class Database:
             with self._lent() as snapshot:
                 yield snapshot
 
+    @property
+    def free_readers(self) -> int:
+        """Readers nobody holds right now."""
+        return int(self._reader_limiter.available_tokens)
+
     @contextlib.asynccontextmanager
     async def spare_snapshot(self, *, keep_free: int = 0) -> AsyncIterator[ReadSnapshot | None]:
         """Like ``snapshot`` if more than ``keep_free`` readers are free right now, else None at
@@ -184,7 +189,7 @@ class Database:
         while this one may hold its reader idle for a while."""
         borrower = object()  # a token of its own: the task may hold one already
         try:
-            if self._reader_limiter.available_tokens <= keep_free:
+            if self.free_readers <= keep_free:
                 raise trio.WouldBlock
             self._reader_limiter.acquire_on_behalf_of_nowait(borrower)
         except trio.WouldBlock:

@@ -50,6 +50,8 @@ async def run(
         if query.vector is None:
             return await db.read(search.search, scope, query, people_focus)  # nothing to overlap
         async with db.snapshot() as main:
+            if not db.free_readers:  # no reader to scan on beside this one: one call
+                return await main.finish(search.search, scope, query, people_focus)
             return await _overlapped(db, main, scope, query, people_focus, None)
     # The reader may wait idle for the embedding (the embedder takes one query at a time):
     # only while another reader stays free for everybody else.
