@@ -274,3 +274,19 @@ async def test_searches_waiting_for_their_embedding_leave_a_reader_free(tmp_path
         assert len(found) == 3
         for hits in found:  # the overlapped one and the ones that embedded first agree
             same(hits, sequential(store, ALICE, text, vector, 10))
+
+
+@pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
+async def test_a_ranking_prepared_ahead_gives_the_sequential_hits(store: Store, scope: Scope) -> None:
+    await fill(store)
+    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+    try:
+        for text, vector in queries(30):
+            with db:
+                query = search.SearchQuery(text, 10, vector, vectors.read_space(db), NOW)
+                words = search.prepare_ranking(db, scope, search.keyword_part(db, scope, query), NOW)
+                semantic = search.vector_part(db, scope, query)
+                fast = search.search(db, scope, query, words=words, semantic=semantic)
+            same(fast, sequential(store, scope, text, vector, 10))
+    finally:
+        db.close()
