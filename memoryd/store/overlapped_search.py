@@ -5,9 +5,9 @@ retriever), which needs no vector; the KNN scan, which needs the query's vector;
 which needs both.  Run one after the other they add up: at 100k memories the embedding ~3 ms,
 BM25 ~4 ms, the scan ~7 ms.  Here the keyword part starts at once, while the query is being
 embedded (onnxruntime and SQLite both release the GIL), and the scan, once the vector is there,
-runs on a second reader if the keyword part is still busy and a reader is free right now.
-While the main reader would wait for that scan, it reads the keyword candidates'
-neighbourhood meanwhile (``search.prepare_ranking``), which the ranking reads first anyway.
+runs on a second reader if one is free right now, while the main reader finishes the keyword
+part and then reads the keyword candidates' neighbourhood (``search.prepare_ranking``), which
+the ranking reads first anyway.
 Neither reader is ever waited for while another is held, and a search waiting for its embedding
 holds a reader only while another stays free (else it embeds first, then reads, as before).
 
@@ -71,34 +71,39 @@ async def _overlapped(
 ) -> list[SearchHit]:
     words: search.KeywordPart | None = None
     semantic: search.VectorPart | None = None
-    scanning = False  # the KNN scan runs on the spare reader
+    words_found = trio.Event()
 
     async def gather_words() -> None:
         nonlocal words
         words = await main.run(search.keyword_part, scope, query, people_focus)
-        if scanning:
-            # The main reader would wait idle for the scan: meanwhile it reads what the ranking
-            # reads first (the keyword candidates' neighbourhood).  Not while the query is
-            # embedded: onnxruntime runs a query on both cores and waits for its slower thread,
-            # so more work beside it costs more than it saves (measured: -0.2 ms instead of
-            # -0.55 ms at 10k).
-            words = await main.run(search.prepare_ranking, scope, words, query.now_ms)
+        words_found.set()
+
+    async def prepare_ranking() -> None:
+        nonlocal words
+        await words_found.wait()
+        assert words is not None
+        words = await main.run(search.prepare_ranking, scope, words, query.now_ms)
 
     async def scan_on_spare(query: search.SearchQuery) -> None:
-        nonlocal semantic, scanning
+        nonlocal semantic
         async with db.spare_snapshot() as spare:
-            if spare is not None:  # else the ranking scans on the main reader
-                scanning = True
-                try:
-                    semantic = await spare.finish(search.vector_part, scope, query)
-                finally:
-                    scanning = False
+            if spare is None:
+                return  # the ranking scans on the main reader
+            async with trio.open_nursery() as beside:
+                # The main reader would wait idle for the scan: meanwhile it reads what the
+                # ranking reads first (the keyword candidates' neighbourhood), if it gets to.
+                beside.start_soon(prepare_ranking)
+                semantic = await spare.finish(search.vector_part, scope, query)
+                beside.cancel_scope.cancel()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(gather_words)
         if embed_query is not None:
+            # Not the neighbourhood too while the query is embedded: onnxruntime runs a query
+            # on both cores and waits for its slower thread, so more work beside it costs more
+            # than it saves (measured at 10k: -0.2 ms instead of -0.55 ms).
             query = _with_vector(query, await embed_query())
-        if query.vector is not None and words is None:
+        if query.vector is not None:
             nursery.start_soon(scan_on_spare, query)
     return await main.finish(search.search, scope, query, people_focus, words=words, semantic=semantic)
 
