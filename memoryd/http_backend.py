@@ -114,10 +114,11 @@ def status_reason(response: httpx.Response) -> str:
     return f"{reason}: {detail}" if detail else reason
 
 
-def server_settings(section: str, chooser: str, settings: ModelServerConfig) -> tuple[str, str, str | None]:
-    """url, model and key of ``[section]`` once ``chooser`` picked an HTTP backend: ConfigError
-    names the key when url or model is missing, both key settings are set, or the key file is
-    unreadable or empty (never its contents)."""
+def server_api_key(section: str, chooser: str, settings: ModelServerConfig) -> str | None:
+    """The API key of ``[section]`` (None: none is set), once ``chooser`` picked an HTTP backend.
+
+    Checks the section first: ConfigError names the key when url or model is missing, both key
+    settings are set, or the key file is unreadable or empty (never its contents)."""
     for key in ("url", "model"):
         if not getattr(settings, key):
             raise ConfigError(f"{section}.{key} is required for {chooser}")
@@ -132,8 +133,8 @@ def server_settings(section: str, chooser: str, settings: ModelServerConfig) -> 
             raise ConfigError(f"{section}.api_key_file: cannot read {path}: {exc.strerror}") from None
         if not key:
             raise ConfigError(f"{section}.api_key_file: {path} is empty")
-        return settings.url, settings.model, key
-    return settings.url, settings.model, api_key or None
+        return key
+    return api_key or None
 
 
 class Refused(Exception):

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Store
+from memoryd.store import NewMemory, Scope, Store
 from memoryd.store.db import open_connection
 
 
@@ -36,6 +36,12 @@ def note(
 ) -> NewMemory:
     """A memory to add; ``shared=True`` makes it a group memory of ``chat_id``."""
     return NewMemory(content=content, owner=owner, chat_id=chat_id, shared=shared, source=source, **fields)
+
+
+async def keyword_found(store: Store, query: str, owner: str = "alice") -> list[str]:
+    """The contents a keyword-only search (no query vector) of ``owner``'s memories finds, best first."""
+    hits = await store.memories.search(Scope(owner), query, limit=5, query_vector=None)
+    return [hit.content for hit in hits]
 
 
 def unit(dim: int, *components: float) -> np.ndarray:

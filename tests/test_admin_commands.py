@@ -116,7 +116,13 @@ async def test_gc_dry_run_counts_and_gc_removes_what_is_past_retention(tmp_path:
 
     dry = memoryd("gc", "--dry-run", "--json", data_dir=data)
     assert dry.returncode == 0, text(dry)
-    assert json.loads(dry.stdout)["purged"] == 2
+    report = json.loads(dry.stdout)
+    assert report["purged"] == 2
+    assert (report["purged_deleted"], report["purged_expired"], report["purged_superseded"]) == (1, 1, 0)
+    assert list(report) == [  # the report's keys, in the order scripts have seen them
+        "dry_run", "cutoff_ms", "purged_deleted", "purged_expired", "purged_superseded", "events_pruned",
+        "optimize_steps", "seconds", "cutoff", "purged", "retention_days",
+    ]
     assert len(query(data, "SELECT id FROM memories")) == 6
 
     done = memoryd("gc", data_dir=data)

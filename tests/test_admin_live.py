@@ -19,7 +19,7 @@ from memoryd.ids import now_ms
 from memoryd.server.daemon import Daemon
 from tests.admin_cli import memoryd, text
 from tests.conftest import make_config
-from tests.wire import NdjsonPeer, sync_call
+from tests.wire import NdjsonPeer, listed_ids, sync_call, sync_listed_ids
 
 
 
@@ -144,13 +144,7 @@ async def test_a_backup_taken_during_writes_restores_to_a_consistent_database(
     await nursery.start(second.run)
     peer = await NdjsonPeer.connect(restored.socket_path)
     # Paged: adds are fast enough now that the backup may hold more than one page of 1000.
-    listed_ids: set[str] = set()
-    while True:
-        page = await peer.call("memory.list", {"user_id": "alice", "limit": 1000, "offset": len(listed_ids)})
-        listed_ids |= {m["id"] for m in page["result"]}
-        if len(page["result"]) < 1000:
-            break
-    assert listed_ids == in_backup
+    assert await listed_ids(peer, "alice") == in_backup
     hits = await peer.call("memory.search", {"user_id": "alice", "query": "tea", "limit": 5})
     assert len(hits["result"]) == 5
     await peer.aclose()
@@ -191,18 +185,7 @@ def test_kill_9_during_adds_loses_no_acknowledged_memory(daemon_process: Any, sh
     assert len(acked) >= 120
 
     restarted = daemon_process("--embedder", "local").start(timeout=60)
-    present: set[str] = set()
-    before = None
-    while True:
-        params: dict[str, Any] = {"user_id": "alice", "limit": 1000}
-        if before:
-            params["before_id"] = before
-        page = sync_call(restarted.socket, "memory.list", params)["result"]
-        present |= {m["id"] for m in page}
-        if len(page) < 1000:
-            break
-        before = page[-1]["id"]
-    assert set(acked) <= present
+    assert set(acked) <= sync_listed_ids(restarted.socket, "alice")
     check = memoryd("check", data_dir=short_tmp / "data")
     assert check.returncode == 0, text(check)
     assert sync_call(restarted.socket, "system.health")["result"]["status"] in ("ok", "degraded")

@@ -151,18 +151,35 @@ async def test_async_client_missing_socket_raises_daemon_unavailable(sock_path: 
     assert sock_path in str(caught.value) and "memoryd serve" in str(caught.value)
 
 
-async def test_async_client_times_out_on_a_silent_daemon(
-    sock_path: str, nursery: trio.Nursery, autojump_clock: trio.abc.Clock
+@pytest.mark.parametrize(
+    "method, error, requests, connections",
+    [
+        # A timeout is not retried (the call may have run), and its connection is never reused.
+        ("test.silent", RequestTimeout, ["test.silent", "system.health"], 2),
+        # A cut connection is retried once on a fresh one; cut again, the call fails.
+        ("test.hangup", ConnectionLost, ["test.hangup", "test.hangup", "system.health"], 3),
+    ],
+    ids=["timed-out", "cut-twice"],
+)
+async def test_async_client_failed_call_raises_and_the_next_call_works(
+    method: str,
+    error: type[Exception],
+    requests: list[str],
+    connections: int,
+    sock_path: str,
+    nursery: trio.Nursery,
+    autojump_clock: trio.abc.Clock,
 ) -> None:
     from memoryd_client import AsyncMemoryClient
 
     daemon = FakeDaemon()
     await nursery.start(daemon.run, sock_path)
     async with AsyncMemoryClient(sock_path, user_id="u", timeout=30) as client:
-        with pytest.raises(RequestTimeout):
-            await client.call("test.silent")
+        with pytest.raises(error):
+            await client.call(method)
         assert (await client.health())["method"] == "system.health"
-    assert daemon.connections == 2, "a timed-out connection is never reused"
+    assert [r["method"] for r in daemon.requests] == requests
+    assert daemon.connections == connections
 
 
 async def test_async_client_reconnects_after_daemon_restart(sock_path: str, nursery: trio.Nursery) -> None:
@@ -178,20 +195,6 @@ async def test_async_client_reconnects_after_daemon_restart(sock_path: str, nurs
         await nursery.start(second.run, sock_path)
         assert (await client.add("after"))["params"]["content"] == "after"
         assert [r["params"]["content"] for r in second.requests] == ["after"]
-
-
-async def test_async_client_connection_cut_twice_raises_connection_lost(
-    sock_path: str, nursery: trio.Nursery
-) -> None:
-    from memoryd_client import AsyncMemoryClient
-
-    daemon = FakeDaemon()
-    await nursery.start(daemon.run, sock_path)
-    async with AsyncMemoryClient(sock_path, user_id="u", timeout=5) as client:
-        with pytest.raises(ConnectionLost):
-            await client.call("test.hangup")
-        assert (await client.health())["method"] == "system.health"
-    assert [r["method"] for r in daemon.requests] == ["test.hangup", "test.hangup", "system.health"]
 
 
 async def test_async_client_serializes_concurrent_calls(sock_path: str, nursery: trio.Nursery) -> None:

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from memoryd.extract import normalized_text
-from memoryd.store import NewMemory, SessionContext, SessionRef, Store, StoredMessage
+from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, Store, StoredMessage
 from memoryd.store import conversations
+from memoryd.store.supersession import Plan
 from tests.store_helpers import Clock
 
 ALICE = SessionRef("alice", "chat-1", "s1")
@@ -174,6 +175,26 @@ async def test_near_duplicates_by_vector_refresh(tmp_path: Path, clock: Clock) -
         assert not far.refreshed
         # The new memory keeps the vector it was compared with: nothing left for the backfill.
         assert await vstore.jobs.claim_embed(5) == []
+        assert (await vstore.jobs.backlog())["embed"] == 0
+
+
+async def test_facts_stored_with_plans_supersede_and_return_the_stored_record(tmp_path: Path, clock: Clock) -> None:
+    with Store(tmp_path / "v.db", readers=1, clock=clock) as vstore:
+        vstore.configure_vector_space("test-model", 4)
+        keyed = Plan(key="drink")
+        (tea,) = await vstore.conversations.store_facts(
+            [fact("Alice drinks tea")], [np.array([1.0, 0.0, 0.0, 0.0])], normalize=normalized_text, plans=[keyed]
+        )
+        (coffee,) = await vstore.conversations.store_facts(
+            [fact("Alice drinks coffee")], [np.array([0.0, 1.0, 0.0, 0.0])], normalize=normalized_text, plans=[keyed]
+        )
+        assert not coffee.refreshed and coffee.record is not None
+        # The record handed to the add listeners is the stored row as a get shows it (its key included).
+        assert coffee.record == await vstore.memories.get(Scope("alice", "chat-1"), coffee.memory_id)
+        assert coffee.record.key == "drink"
+        old = await vstore.memories.get(Scope("alice", "chat-1"), tea.memory_id)
+        assert old is not None and old.superseded_by == coffee.memory_id
+        # Each new memory kept the vector it was compared with.
         assert (await vstore.jobs.backlog())["embed"] == 0
 
 

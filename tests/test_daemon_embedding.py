@@ -14,7 +14,7 @@ from memoryd.server.daemon import Daemon
 from memoryd.store import Store
 from tests.conftest import make_config
 from tests.fake_backends import FakeBackend, Reply
-from tests.wire import NdjsonPeer, call_ok
+from tests.wire import NdjsonPeer, call_ok, drained
 
 ALICE = {"user_id": "alice"}
 
@@ -28,15 +28,6 @@ def openai_backend() -> Iterator[FakeBackend]:
 def openai_config(base: Path, backend_url: str, **embed: Any) -> Any:
     settings = {"url": backend_url, "model": "fake-embed", "timeout": 0.5, "retries": 0, "add_wait": 1.0, **embed}
     return make_config(base, embedder="openai", embed=settings)
-
-
-async def wait_for_backlog(peer: NdjsonPeer, predicate: Any, timeout: float = 20) -> dict[str, Any]:
-    with trio.fail_after(timeout):
-        while True:
-            health = await call_ok(peer, "system.health", {})
-            if predicate(health["backlog"].get("embed", 0)):
-                return health
-            await trio.sleep(0.05)
 
 
 async def wait_vector_space_ready(peer: NdjsonPeer) -> None:
@@ -153,7 +144,7 @@ async def test_embed_jobs_survive_a_restart(short_tmp: Path, openai_backend: Fak
         second = Daemon(config)
         await nursery.start(second.run)
         peer = await NdjsonPeer.connect(config.socket_path)
-        await wait_for_backlog(peer, lambda n: n == 0)
+        await drained(peer)
         second.request_stop()
 
 
@@ -165,7 +156,7 @@ async def test_another_model_is_refused_until_reindex(short_tmp: Path, openai_ba
         peer = await NdjsonPeer.connect(first_config.socket_path)
         for fact in ("likes green tea", "runs on sundays", "plays the cello"):
             await call_ok(peer, "memory.add", {**ALICE, "content": fact})
-        await wait_for_backlog(peer, lambda n: n == 0)
+        await drained(peer)
         first.request_stop()
 
     openai_backend.dim = 16
@@ -185,7 +176,7 @@ async def test_another_model_is_refused_until_reindex(short_tmp: Path, openai_ba
         peer = await NdjsonPeer.connect(other.socket_path)
         # Search works at once, whatever the backfill has reached.
         assert len(await call_ok(peer, "memory.search", {**ALICE, "query": "tea"})) >= 1
-        await wait_for_backlog(peer, lambda n: n == 0)
+        await drained(peer)
         hits = await call_ok(peer, "memory.search", {**ALICE, "query": "cello", "limit": 3})
         # The fake backend's vectors are hash noise, and the ranker weighs cosines: only the
         # keyword match is meaningful here, not its rank among noise.
@@ -238,7 +229,7 @@ async def test_concurrent_adds_on_a_busy_embedder_answer_at_once_and_are_embedde
     # One add found the embedder idle and waited for its own vector; the rest were told
     # embedded: false at once, and the backfill batches their vectors.
     assert 1 <= embedded.count(True) < 40
-    health = await wait_for_backlog(peer, lambda n: n == 0)
+    await drained(peer)
     calls = openai_backend.seen[calls_before:]
     embedded_texts = sum(len(call.body["input"]) for call in calls)
     assert embedded_texts == 40

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import REPO
-from tests.wire import sync_call
+from tests.wire import sync_call, sync_listed_ids
 
 
 def test_socket_appears_with_mode_0600_and_is_removed_on_sigterm(daemon_process: Any) -> None:
@@ -166,6 +166,5 @@ def test_sigterm_under_load_answers_every_request(daemon_process: Any) -> None:
     restarted = daemon_process().start()
     stored = set()
     for n in range(16):
-        listed = sync_call(restarted.socket, "memory.list", {"user_id": f"u{n}", "limit": 1000})["result"]
-        stored |= {m["id"] for m in listed}
+        stored |= sync_listed_ids(restarted.socket, f"u{n}")
     assert set(acknowledged) <= stored

@@ -308,65 +308,30 @@ async def test_object_params_for_a_positional_method_name_the_expected_shape() -
     assert reply["error"]["data"] == {"field": "params", "reason": "must be an array"}
 
 
+def search_with(**bad: Any) -> str:
+    """memory.search params: a valid call with ``bad`` set (or replaced) on top."""
+    return json.dumps({"user_id": "u", "query": "q", **bad})
+
+
 @pytest.mark.parametrize(
     "method, params, field, reason",
     [
         ("memory.search", '{"query":"tea"}', "user_id", "is required"),
         ("memory.search", None, "user_id", "is required"),
-        (
-            "memory.search",
-            '{"user_id":"u","query":"q","colour":1}',
-            "colour",
-            "is not a known parameter",
-        ),
-        ("memory.search", '{"user_id":"u","query":"q","limit":"5"}', "limit", "must be an integer"),
-        ("memory.search", '{"user_id":"u","query":"q","limit":2.5}', "limit", "must be an integer"),
-        ("memory.search", '{"user_id":"u","query":"q","limit":0}', "limit", "must be >= 1"),
-        ("memory.search", '{"user_id":"u","query":"q","limit":51}', "limit", "must be <= 50"),
+        ("memory.search", search_with(colour=1), "colour", "is not a known parameter"),
+        ("memory.search", search_with(limit="5"), "limit", "must be an integer"),
+        ("memory.search", search_with(limit=2.5), "limit", "must be an integer"),
+        ("memory.search", search_with(limit=0), "limit", "must be >= 1"),
+        ("memory.search", search_with(limit=51), "limit", "must be <= 50"),
         ("memory.search", '{"user_id":"u","query":"q","limit":1e400}', "limit", "is out of range"),
-        ("memory.search", '{"user_id":"u","query":7}', "query", "must be a string"),
-        (
-            "memory.search",
-            '{"user_id":"u","query":"q","chat_id":5}',
-            "chat_id",
-            "must be a string or null",
-        ),
-        (
-            "memory.search",
-            '{"user_id":"u","query":"q","subjects":"a"}',
-            "subjects",
-            "must be an array",
-        ),
-        (
-            "memory.search",
-            '{"user_id":"u","query":"q","subjects":["a","b",3]}',
-            "subjects[2]",
-            "must be a string",
-        ),
-        (
-            "memory.search",
-            '{"user_id":"u","query":"q","subjects":["a",""]}',
-            "subjects[1]",
-            "must be at least 1 characters long",
-        ),
-        (
-            "memory.search",
-            '{"user_id":"u","query":"q","subjects":["a","b","c","d"]}',
-            "subjects",
-            "must have at most 3 items",
-        ),
-        (
-            "memory.search",
-            '{"user_id":"u","query":"q","mode":"fuzzy"}',
-            "mode",
-            "'fuzzy' is not an allowed value",
-        ),
-        (
-            "memory.search",
-            '{"user_id":"u","query":"q","metadata":[]}',
-            "metadata",
-            "must be an object",
-        ),
+        ("memory.search", search_with(query=7), "query", "must be a string"),
+        ("memory.search", search_with(chat_id=5), "chat_id", "must be a string or null"),
+        ("memory.search", search_with(subjects="a"), "subjects", "must be an array"),
+        ("memory.search", search_with(subjects=["a", "b", 3]), "subjects[2]", "must be a string"),
+        ("memory.search", search_with(subjects=["a", ""]), "subjects[1]", "must be at least 1 characters long"),
+        ("memory.search", search_with(subjects=["a", "b", "c", "d"]), "subjects", "must have at most 3 items"),
+        ("memory.search", search_with(mode="fuzzy"), "mode", "'fuzzy' is not an allowed value"),
+        ("memory.search", search_with(metadata=[]), "metadata", "must be an object"),
         ("nested", '{"items":[{"key":"a"},{}]}', "items[1].key", "is required"),
         ("nested", '{"items":[{"key":"a","x":1}]}', "items[0].x", "is not a known field"),
         ("nested", '{"items":[{"key":1}]}', "items[0].key", "must be a string"),

@@ -49,15 +49,13 @@ async def add_tea_memories(store: Store, count: int, *, sensitive_every: int) ->
     return ids
 
 
-def both_ways(
-    store: Store, scope: Scope, depth: int, terms: list[str], min_rowid: int = 0
-) -> tuple[keyword.Ranked, keyword.Ranked]:
+def both_ways(store: Store, scope: Scope, depth: int, terms: list[str]) -> tuple[keyword.Ranked, keyword.Ranked]:
     db = reader(store)
     try:
         key = scope.visible_keys()[0]
         at = now_ms()
-        fast = keyword.bm25_ranked(db, scope, key, terms, depth, at, min_rowid)
-        plain = keyword.bm25_ranked(db, scope, key, terms, depth, at, min_rowid, probe_first=False)
+        fast = keyword.bm25_ranked(db, scope, key, terms, depth, at)
+        plain = keyword.bm25_ranked(db, scope, key, terms, depth, at, probe_first=False)
         return fast, plain
     finally:
         db.close()
@@ -98,9 +96,6 @@ async def test_ranking_without_the_scope_token_gives_the_scoped_ranking(store: S
     for depth in (1, 5, 20, 60):
         for terms in (["tea"], ["tea", "note", "filler3"], ["someone"]):
             fast, plain = both_ways(store, ALICE, depth, terms)
-            assert fast == plain
-            # A window of the newest rows (the plan for common terms), crowded by others' rows.
-            fast, plain = both_ways(store, ALICE, depth, terms, min_rowid=40)
             assert fast == plain
 
 

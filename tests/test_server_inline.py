@@ -47,27 +47,30 @@ def table() -> MethodTable:
 
 
 @pytest.fixture
-async def server_path(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[tuple[RpcServer, Path]]:
-    path = short_tmp / "s.sock"
+async def server(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[RpcServer]:
+    """Serving ``table()`` on ``short_tmp / "s.sock"``, with idle_timeout 2 s."""
     listen_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listen_socket.bind(str(path))
+    listen_socket.bind(str(short_tmp / "s.sock"))
     listen_socket.listen()
     limits = msgspec.convert({"idle_timeout": 2.0, "max_reply_bytes": 8 * BIG}, LimitsConfig)
     server = RpcServer(table(), limits)
     await nursery.start(server.serve, listen_socket)
-    yield server, path
+    yield server
     server.shutdown()
     listen_socket.close()
+
+
+@pytest.fixture
+def path(server: RpcServer, short_tmp: Path) -> Path:
+    """The socket ``server`` listens on."""
+    return short_tmp / "s.sock"
 
 
 def call(method: str, id: Any, **params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params, "id": id}
 
 
-async def test_a_call_answered_now_does_not_wait_behind_a_slow_call_on_its_connection(
-    server_path: tuple[RpcServer, Path],
-) -> None:
-    _, path = server_path
+async def test_a_call_answered_now_does_not_wait_behind_a_slow_call_on_its_connection(path: Path) -> None:
     with trio.fail_after(20):
         peer = await NdjsonPeer.connect(path)
         await peer.send(call("sleep", "slow", seconds=30.0))
@@ -78,10 +81,7 @@ async def test_a_call_answered_now_does_not_wait_behind_a_slow_call_on_its_conne
         await peer.aclose()
 
 
-async def test_pipelined_slow_and_inline_calls_all_get_their_own_whole_replies(
-    server_path: tuple[RpcServer, Path],
-) -> None:
-    server, path = server_path
+async def test_pipelined_slow_and_inline_calls_all_get_their_own_whole_replies(server: RpcServer, path: Path) -> None:
     with trio.fail_after(30):
         peer = await PrefixPeer.connect(path)
         expected: dict[Any, int] = {}
@@ -107,9 +107,8 @@ async def test_pipelined_slow_and_inline_calls_all_get_their_own_whole_replies(
     assert server.budget.used == 0  # every reply's charge was given back
 
 
-async def test_an_idle_connection_is_still_closed_after_idle_timeout(server_path: tuple[RpcServer, Path]) -> None:
-    _, path = server_path  # idle_timeout is 2 s
-    peer = await NdjsonPeer.connect(path)
+async def test_an_idle_connection_is_still_closed_after_idle_timeout(path: Path) -> None:
+    peer = await NdjsonPeer.connect(path)  # the server's idle_timeout is 2 s
     with trio.fail_after(20):
         # Idle counts from the last answer, not from when the connection opened: calls 1.2 s
         # apart keep it open past 2 s...
@@ -120,8 +119,7 @@ async def test_an_idle_connection_is_still_closed_after_idle_timeout(server_path
         assert await peer.receive_raw() is None
 
 
-async def test_a_line_client_gets_inline_replies_in_its_framing(server_path: tuple[RpcServer, Path]) -> None:
-    _, path = server_path
+async def test_a_line_client_gets_inline_replies_in_its_framing(path: Path) -> None:
     with trio.fail_after(20):
         peer = await NdjsonPeer.connect(path)
         await peer.send_raw(json.dumps(call("blob", 1, size=BIG)).encode() + b"\n")

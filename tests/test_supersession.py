@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -171,9 +172,9 @@ async def test_gc_removes_superseded_memories_after_retention(daemon: Daemon, pe
     assert daemon.store is not None
     lifecycle = daemon.store.lifecycle
     kept = await trio.to_thread.run_sync(lambda: lifecycle.gc(retention_ms=3_600_000))
-    assert kept.purged_superseded == 0
+    assert kept.purged == 0
     report = await trio.to_thread.run_sync(lambda: lifecycle.gc(retention_ms=0))
-    assert (report.purged_superseded, report.purged_deleted, report.purged_expired) == (1, 0, 0)
+    assert report.purged_by_reason == Counter(superseded=1)
     error = await call_error(peer, "memory.get", {**ALICE, "memory_id": red["id"]})
     assert error["code"] == -32001
     chain = await call_ok(peer, "memory.history", {**ALICE, "memory_id": blue["id"]})

@@ -15,7 +15,7 @@ from memoryd.errors import ConfigError
 from memoryd.server.daemon import Daemon
 from tests.conftest import make_config
 from tests.fake_llm import Answer, FakeLlm, Raw
-from tests.wire import NdjsonPeer, call_ok
+from tests.wire import NdjsonPeer, call_ok, drained
 
 ALICE = {"user_id": "alice"}
 
@@ -46,13 +46,6 @@ async def decided(peer: NdjsonPeer, memory_id: str, versions: int) -> list[dict[
             await trio.sleep(0.02)
 
 
-async def drained(peer: NdjsonPeer) -> None:
-    """Wait until the worker has decided every queued supersession (its jobs are gone)."""
-    with trio.fail_after(10):
-        while (await call_ok(peer, "system.health", {}))["backlog"]["supersede"]:
-            await trio.sleep(0.02)
-
-
 async def test_the_model_says_conflict_and_the_older_memory_is_superseded(peer: NdjsonPeer, fake: FakeLlm) -> None:
     fake.script.append(Answer({"decision": "conflict", "reason": "new favorite"}))
     red = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is red"})
@@ -71,7 +64,7 @@ async def test_the_model_says_coexist_and_both_stay(peer: NdjsonPeer, fake: Fake
     fake.script.append(Answer({"decision": "coexist", "reason": "both can hold"}))
     red = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is red"})
     blue = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is blue"})
-    await drained(peer)
+    await drained(peer, "supersede")  # the worker decided every queued supersession
     assert len(fake.seen) == 1
     listed = await call_ok(peer, "memory.list", ALICE)
     assert {m["id"] for m in listed} == {red["id"], blue["id"]}
@@ -93,7 +86,7 @@ async def test_structural_rules_are_not_put_to_the_model(peer: NdjsonPeer, fake:
         peer, "memory.add", {**ALICE, "content": "Her favorite color is blue", "subjects": ["Sarah"]}
     )
     # The subjects differ, so they are not even candidates: no request, both stay.
-    await drained(peer)
+    await drained(peer, "supersede")
     assert fake.seen == []
     listed = await call_ok(peer, "memory.list", ALICE)
     assert {m["id"] for m in listed} == {general["id"], about_sarah["id"]}
@@ -119,7 +112,7 @@ async def test_the_model_is_never_asked_about_another_scopes_memory(peer: Ndjson
         peer, "memory.add", {**ALICE, "chat_id": "c1", "shared": True, "content": "My favorite color is green"}
     )
     mine = await call_ok(peer, "memory.add", {**ALICE, "content": "My favorite color is blue"})
-    await drained(peer)
+    await drained(peer, "supersede")
     assert fake.seen == []
     assert [m["id"] for m in await call_ok(peer, "memory.list", bob)] == [bobs["id"]]
     listed = await call_ok(peer, "memory.list", {**ALICE, "chat_id": "c1"})

@@ -112,6 +112,16 @@ async def call_error(peer: NdjsonPeer, method: str, params: dict[str, Any]) -> d
     return error
 
 
+async def drained(peer: NdjsonPeer, queue: str = "embed", timeout: float = 20) -> dict[str, Any]:
+    """Poll system.health until the ``queue`` backlog ("embed", "supersede") is empty; that health."""
+    with trio.fail_after(timeout):
+        while True:
+            health = await call_ok(peer, "system.health", {})
+            if not health["backlog"].get(queue, 0):
+                return health
+            await trio.sleep(0.02)
+
+
 def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
     """One NDJSON call with blocking sockets (for tests that drive a daemon subprocess)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -120,6 +130,40 @@ def sync_call(path: Path | str, method: str, params: dict[str, Any] | None = Non
         message = {"jsonrpc": "2.0", "method": method, "id": 1, "params": params or {}}
         sock.sendall(json.dumps(message).encode() + b"\n")
         return json.loads(read_line(sock))
+
+
+#: memory.list's largest page.
+LIST_PAGE = 1000
+
+
+def _next_list_params(user_id: str, page: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """memory.list's params for the page after ``page`` (None: the first one); None once
+    ``page`` was the last.  Keyset paging (before_id): a page never shifts under the next."""
+    if page is None:
+        return {"user_id": user_id, "limit": LIST_PAGE}
+    if len(page) < LIST_PAGE:
+        return None
+    return {"user_id": user_id, "limit": LIST_PAGE, "before_id": page[-1]["id"]}
+
+
+async def listed_ids(peer: NdjsonPeer, user_id: str) -> set[str]:
+    """The ids of every memory.list page of ``user_id``'s memories."""
+    ids: set[str] = set()
+    page = None
+    while (params := _next_list_params(user_id, page)) is not None:
+        page = await call_ok(peer, "memory.list", params)
+        ids |= {memory["id"] for memory in page}
+    return ids
+
+
+def sync_listed_ids(path: Path | str, user_id: str) -> set[str]:
+    """``listed_ids`` with blocking sockets (for tests that drive a daemon subprocess)."""
+    ids: set[str] = set()
+    page = None
+    while (params := _next_list_params(user_id, page)) is not None:
+        page = sync_call(path, "memory.list", params)["result"]
+        ids |= {memory["id"] for memory in page}
+    return ids
 
 
 def read_line(sock: socket.socket) -> bytes:

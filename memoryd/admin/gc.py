@@ -9,6 +9,7 @@ from typing import TextIO
 from memoryd.admin.common import EXIT_OK, open_store, print_json
 from memoryd.config import Config
 from memoryd.ids import DAY_MS
+from memoryd.store.retention import PURGE_REASONS
 
 
 def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdout) -> int:
@@ -26,10 +27,10 @@ def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdou
         print_json(data, out)
         return EXIT_OK
     verb = "would remove" if dry_run else "removed"
+    by_reason = ", ".join(f"{report.purged_by_reason[reason]} {reason}" for reason in PURGE_REASONS)
     out.write(
-        f"gc {verb} {report.purged} memories ({report.purged_deleted} deleted, {report.purged_expired} expired, "
-        f"{report.purged_superseded} superseded before {data['cutoff']}, retention {retention_days:g} days) and {report.events_pruned} old audit events"
-        f" in {report.seconds:.2f} s\n"
+        f"gc {verb} {report.purged} memories ({by_reason} before {data['cutoff']}, retention {retention_days:g} days)"
+        f" and {report.events_pruned} old audit events in {report.seconds:.2f} s\n"
     )
     if checkpoint is not None:
         state = "checkpointed" if checkpoint[0] == 0 else "checkpoint deferred (the daemon was busy; it completes later)"

@@ -9,7 +9,7 @@ from memoryd.embed.base import Embedder, NoEmbedder
 from memoryd.embed.http import OllamaEmbedder, OpenAIEmbedder
 from memoryd.embed.local import LocalEmbedder
 from memoryd.errors import ConfigError
-from memoryd.http_backend import server_settings
+from memoryd.http_backend import server_api_key
 
 
 def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Embedder:
@@ -25,12 +25,12 @@ def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Em
             raise ConfigError(f"embed.model_path: {settings.model_path} is not a directory")
         return LocalEmbedder(Path(settings.model_path).expanduser() if settings.model_path else None)
     if kind in ("ollama", "openai"):
-        url, model, api_key = server_settings("embed", f'embedder = "{kind}"', settings)
+        api_key = server_api_key("embed", f'embedder = "{kind}"', settings)
         backend = OllamaEmbedder if kind == "ollama" else OpenAIEmbedder
         try:
             return backend(
-                url,
-                model,
+                settings.url,
+                settings.model,
                 api_key=api_key,
                 dim=settings.dim or None,
                 timeout=settings.timeout,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memoryd.config import LlmConfig
 from memoryd.errors import ConfigError
-from memoryd.http_backend import server_settings
+from memoryd.http_backend import server_api_key
 from memoryd.llm.client import LlmClient
 from memoryd.llm.ollama import OllamaChat
 from memoryd.llm.openai import OpenAIChat
@@ -17,12 +17,12 @@ def make_llm(settings: LlmConfig) -> LlmClient | None:
     """
     if settings.provider == "none":
         return None
-    url, model, api_key = server_settings("llm", f'provider = "{settings.provider}"', settings)
+    api_key = server_api_key("llm", f'provider = "{settings.provider}"', settings)
     backend = OllamaChat if settings.provider == "ollama" else OpenAIChat
     try:
         return backend(
-            url,
-            model,
+            settings.url,
+            settings.model,
             api_key=api_key,
             timeout=settings.timeout,
             retries=settings.retries,

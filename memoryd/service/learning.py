@@ -24,7 +24,7 @@ from memoryd.ids import DAY_MS, now_ms
 from memoryd.log import fields
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.memory import AddedListener
-from memoryd.service.params import AddParams
+from memoryd.service.provenance import owner_names
 from memoryd.service.supersession import Supersession
 from memoryd.store import (
     ConversationLog,
@@ -144,9 +144,9 @@ class FactLearner:
         deferred = plans is not None and any(plan.defer for plan in plans)
         if self.supersession is not None and deferred and any(not item.refreshed for item in learned):
             self.supersession.queued()
-        for item, fact, new in zip(learned, facts, news, strict=True):
+        for item, new in zip(learned, news, strict=True):
             if item.record is not None:
-                await self._tell_listeners(scope, item.record, fact, new)
+                await self._tell_listeners(scope, item.record, new)
         stored = sum(not item.refreshed for item in learned)
         self.stored_total += stored
         self.refreshed_total += len(learned) - stored
@@ -154,19 +154,12 @@ class FactLearner:
             self.backfill.notify()
         return learned
 
-    async def _tell_listeners(self, scope: Scope, record: MemoryRecord, fact: Fact, new: NewMemory) -> None:
+    async def _tell_listeners(self, scope: Scope, record: MemoryRecord, new: NewMemory) -> None:
         provenance = new.provenance or Provenance()
-        params = AddParams(
-            content=record.content,
-            source=record.source,
-            subjects=list(record.subjects),
-            shared=new.shared,
-            source_username=provenance.source_username,
-            source_display_name=provenance.source_display_name,
-        )
+        names = owner_names(scope, provenance.source_username, provenance.source_display_name)
         for listener in self.on_added:
             try:
-                await listener(scope, record, params)
+                await listener(scope, record, names)
             except Exception:
                 # The memory is stored; what a listener derives from it must not fail the batch.
                 log.exception("extraction.listener_failed")

@@ -42,8 +42,9 @@ from memoryd.store.supersession import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
 
-#: Told about every stored memory (people learning, summary freshness): caller, record, params.
-AddedListener = Callable[[Scope, MemoryRecord, AddParams], Awaitable[None]]
+#: Told about every stored memory (people learning, summary freshness): the caller, the record,
+#: and the names its owner goes by (``owner_names``).
+AddedListener = Callable[[Scope, MemoryRecord, tuple[str, ...]], Awaitable[None]]
 #: Told that memories the caller sees were deleted (summary freshness).
 DeletedListener = Callable[[Scope], None]
 
@@ -105,23 +106,28 @@ class MemoryService:
         superseded: list[str] = []
         short_id: str | None = None
         embedded = False
+        names = owner_names(scope, params.source_username, params.source_display_name, params.username)
         supersession = self.supersession
         if supersession is None:
             record, deduplicated = await self.memories.add(new)
             if self.people is not None:
-                await self.people.learn(scope, record, params)
+                await self.people.learn(scope, record, names)
             if self.backfill is not None:
                 self.backfill.notify()
         else:
             supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
             key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
-            # One write transaction: the insert, supersession, the people it names, the short id.
-            names = owner_names(scope, params) if self.people is not None else None
 
+            # One write transaction: the insert, supersession, the people it names, the short id.
             async def store(embeds_itself: bool) -> Stored:
                 with _ambiguity_names("supersedes"):
                     return await supersession.store(
-                        scope, new, supersedes=supersedes, key=key, owner_names=names, embeds_itself=embeds_itself
+                        scope,
+                        new,
+                        supersedes=supersedes,
+                        key=key,
+                        owner_names=names if self.people is not None else None,
+                        embeds_itself=embeds_itself,
                     )
 
             if self.backfill is None:
@@ -135,7 +141,7 @@ class MemoryService:
             if self.people is not None:
                 self.people.learned(scope, changed=stored.people_changed)
         for listener in self.on_added:
-            await listener(scope, record, params)
+            await listener(scope, record, names)
         if short_id is None:
             short_id = (await self.memories.short_ids(scope, [record.id])).get(record.id, record.id[:MIN_PREFIX_LENGTH])
         log.info("memory.added", extra=fields(id=record.id, scope=record.scope, dedup=deduplicated))

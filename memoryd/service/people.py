@@ -15,8 +15,8 @@ from memoryd.errors import InvalidParams, NotFound
 from memoryd.knowledge import Mention, MentionFinder, Resolver, person_resolver
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.provenance import caller_scope, owner_names
-from memoryd.service.params import AddParams, MAX_SUBJECT_BYTES
+from memoryd.service.provenance import caller_scope
+from memoryd.service.params import MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
     ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
 )
@@ -55,11 +55,10 @@ class PeopleService:
 
     # -- used by the other services ------------------------------------------------------------
 
-    async def learn(self, scope: Scope, record: MemoryRecord, params: AddParams) -> None:
+    async def learn(self, scope: Scope, record: MemoryRecord, owner_names: tuple[str, ...]) -> None:
         """An added memory's people, in a write of their own (an ``AddedListener``: extraction's
         facts; ``memory.add`` learns them in its own transaction with ``owner_names``)."""
-        learned = await self.people.learn(scope.user_id, record.id, record.content, record.subjects,
-                                          owner_names(scope, params))
+        learned = await self.people.learn(scope.user_id, record.id, record.content, record.subjects, owner_names)
         self.learned(scope, changed=learned.changed)
 
     def learned(self, scope: Scope, *, changed: bool) -> None:

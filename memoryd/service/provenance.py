@@ -68,7 +68,7 @@ def caller_scope(params: CallerParams, ctx: CallContext, authenticator: Authenti
     return scope_of(identify(params, ctx, authenticator), params)
 
 
-def owner_names(scope: Scope, params: AddParams) -> tuple[str, ...]:
-    """The names the owner goes by in an add: people learning never makes them a person."""
-    names = (params.source_username, params.source_display_name, params.username)
-    return (scope.user_id, *(name for name in names if isinstance(name, str)))
+def owner_names(scope: Scope, *spoken_as: object) -> tuple[str, ...]:
+    """The names the owner goes by: its id and the names it spoke under (those given as text).
+    People learning never makes them a person."""
+    return (scope.user_id, *(name for name in spoken_as if isinstance(name, str)))

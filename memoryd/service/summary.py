@@ -31,7 +31,6 @@ from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.provenance import caller_scope
-from memoryd.service.params import AddParams
 from memoryd.service.people_params import SummaryParams
 from memoryd.service.summary_digest import digest, facts_for_llm
 from memoryd.store import MemoryRecord, PeopleRepository, Scope
@@ -80,7 +79,7 @@ class SummaryService:
 
     # -- freshness: the memory service tells us about changes ---------------------------------
 
-    async def note_added(self, scope: Scope, record: MemoryRecord, params: AddParams) -> None:
+    async def note_added(self, scope: Scope, record: MemoryRecord, owner_names: tuple[str, ...]) -> None:
         """An ``AddedListener``: summaries that can see the new memory are out of date."""
         shared = record.scope == "group"
         self._mark(lambda s: (record.chat_id == s.chat_id) if shared else s.user_id == record.owner)

@@ -16,6 +16,7 @@ is the owner (``knowledge.conflict.Statement.speaker`` is set only for someone e
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypedDict, Unpack
 
 from memoryd.config import SupersessionConfig
 from memoryd.knowledge import Resolver, Statement, decide, parse_attributes
@@ -29,6 +30,15 @@ from memoryd.store.supersession_repository import Supersessions
 #: per add, before the write transaction, so it may read the store); None: only the owner's own
 #: id is known (it maps to ``SELF``).
 ResolverFor = Callable[[str], Awaitable[Resolver | None]]
+
+
+class AddOptions(TypedDict, total=False):
+    """What the adder asks of a store beyond the memory: the :class:`Plan` fields of that name."""
+
+    supersedes: str | None
+    key: str | None
+    owner_names: tuple[str, ...] | None
+    embeds_itself: bool
 
 
 def statement_of(record: MemoryRecord) -> Statement:
@@ -83,47 +93,23 @@ class Supersession:
 
         return rule
 
-    async def store(
-        self,
-        scope: Scope,
-        new: NewMemory,
-        *,
-        supersedes: str | None = None,
-        key: str | None = None,
-        owner_names: tuple[str, ...] | None = None,
-        embeds_itself: bool = False,
-    ) -> Stored:
-        """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc);
-        ``owner_names``: learn its people in the same transaction (``Plan.owner_names``);
-        ``embeds_itself``: the caller embeds it now (``Plan.embeds_itself``)."""
-        plan = await self.plan(
-            new, supersedes=supersedes, key=key, owner_names=owner_names, embeds_itself=embeds_itself
-        )
+    async def store(self, scope: Scope, new: NewMemory, **asked: Unpack[AddOptions]) -> Stored:
+        """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc)."""
+        plan = await self.plan(new, **asked)
         stored = await self.supersessions.add(scope, new, plan)
         if plan.defer and not stored.deduplicated:
             self.queued()
         return stored
 
-    async def plan(
-        self,
-        new: NewMemory,
-        *,
-        supersedes: str | None = None,
-        key: str | None = None,
-        owner_names: tuple[str, ...] | None = None,
-        embeds_itself: bool = False,
-    ) -> Plan:
+    async def plan(self, new: NewMemory, **asked: Unpack[AddOptions]) -> Plan:
         """What storing ``new`` asks beyond the insert; extraction stores its facts with these
         plans inside its own transaction (``store.learned``)."""
         return Plan(
             attributes=tuple(sorted({attribute.key for attribute in parse_attributes(new.content)})),
-            supersedes=supersedes,
-            key=key,
             judge=None if self.use_llm else self.judge(await self.resolver(new.owner)),
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,
-            owner_names=owner_names,
-            embeds_itself=embeds_itself,
+            **asked,
         )
 
     def queued(self) -> None:

@@ -57,7 +57,6 @@ def bm25_ranked(
     terms: list[str],
     depth: int,
     now_ms: int,
-    min_rowid: int = 0,
     *,
     probe_first: bool = True,
 ) -> Ranked:
@@ -66,34 +65,34 @@ def bm25_ranked(
     compare the two)."""
     scoped = fts_query.match_expression([fts_query.scope_token(key)], terms)
     if not probe_first:
-        return _bm25_ranked_joined(db, scope, key, scoped, depth, now_ms, min_rowid)
+        return _bm25_ranked_joined(db, scope, key, scoped, depth, now_ms)
     # FTS5 scores every match either way; joining each match to its memories row for the
     # visibility check costs a b-tree seek per match (~25% of the statement in a 10k scope).
     # Nearly every match of the scope token is visible, so first rank the matches alone and
     # check the best few: when enough of them are visible, they are exactly the top of the
     # joined query (same order, every row before them checked).
     probe, expression = 2 * depth, scoped
-    share = scope_stats.share(db, key) if min_rowid == 0 else 0.0
+    share = scope_stats.share(db, key)
     if share >= WIDE_SHARE:
         # bm25() counts each phrase's documents in the whole table before it scores a row: for
         # the scope token of a scope holding most of the table that walk alone costs more than
         # the query (2.5 vs 0.25 ms at 100k memories).  The token's column weighs 0, so a row's
         # score is the same without it: rank the terms' matches in every scope, keep this
-        # key's.  Not for a window of the newest rows: other scopes' recent rows may crowd it.
+        # key's.
         probe, expression = math.ceil(probe / share), fts_query.terms_expression(terms)
     best = [
         (int(rowid), float(score))
         for rowid, score in db.execute(
-            f"SELECT rowid, {_BM25} AS score FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? "
+            f"SELECT rowid, {_BM25} AS score FROM memories_fts WHERE memories_fts MATCH ? "
             "ORDER BY score, rowid DESC LIMIT ?",
-            (expression, min_rowid, probe),
+            (expression, probe),
         )
     ]
     visible = _visible(db, scope, key, [rowid for rowid, _ in best], now_ms)
     shown = [hit for hit in best if hit[0] in visible]
     if len(shown) >= depth or len(best) < probe:
         return shown[:depth]
-    return _bm25_ranked_joined(db, scope, key, scoped, depth, now_ms, min_rowid)
+    return _bm25_ranked_joined(db, scope, key, scoped, depth, now_ms)
 
 
 def _visible(db: apsw.Connection, scope: Scope, key: str, rowids: list[int], now_ms: int) -> set[int]:
@@ -111,18 +110,18 @@ def _visible(db: apsw.Connection, scope: Scope, key: str, rowids: list[int], now
 
 
 def _bm25_ranked_joined(
-    db: apsw.Connection, scope: Scope, key: str, expression: str, depth: int, now_ms: int, min_rowid: int = 0
+    db: apsw.Connection, scope: Scope, key: str, expression: str, depth: int, now_ms: int
 ) -> Ranked:
     visible, params = predicate(scope, "m", now_ms=now_ms, key=key)
     rows = db.execute(
         f"""
         SELECT f.rowid, {_BM25} AS score
         FROM memories_fts AS f JOIN memories AS m ON m.rowid = f.rowid
-        WHERE memories_fts MATCH ? AND f.rowid >= ? AND {visible}
+        WHERE memories_fts MATCH ? AND {visible}
         ORDER BY score, f.rowid DESC
         LIMIT ?
         """,
-        (expression, min_rowid, *params, depth),
+        (expression, *params, depth),
     )
     return [(int(rowid), float(score)) for rowid, score in rows]
 

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from memoryd.store import jobs, memories, supersession, vectors
 from memoryd.store.db import one
-from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
+from memoryd.store.records import MemoryRecord, NewMemory
 from memoryd.store.supersession import Plan
 from memoryd.store.visibility import Scope, live
 
@@ -66,13 +66,13 @@ def store_facts(
             continue
         if plans is None:
             rowid = memories.insert(db, new, now_ms)
+            record = supersession.record_of(db, rowid)
         else:
             scope = Scope(user_id=new.owner, chat_id=new.chat_id)
             stored = supersession.add(db, scope, new, plans[index], now_ms)
-            (rowid,) = one(db, "SELECT rowid FROM memories WHERE id = ?", (stored.record.id,))
+            rowid, record = stored.rowid, stored.record
         if unit is not None and space is not None:
             _keep_vector(db, space, rowid, new, unit)
-        record = record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,)))
         normalized_scopes.get(new.scope_key, {})[normalize(new.content)] = rowid
         learned.append(Learned(record.id, refreshed=False, record=record))
     return learned

@@ -56,16 +56,13 @@ class Lifecycle:
         now_ms = self._clock()
         report = GcReport(dry_run=dry_run, cutoff_ms=now_ms - retention_ms)
         if dry_run:
-            counts = self._db.read_sync(retention.purge_counts, report.cutoff_ms)
-            report.purged_deleted, report.purged_expired, report.purged_superseded = counts
+            report.purged_by_reason = self._db.read_sync(retention.purge_counts, report.cutoff_ms)
             report.events_pruned = self._db.read_sync(retention.count_prunable_events, report.cutoff_ms)
         else:
             while True:
-                deleted, expired, superseded = self._db.write_sync(retention.purge_batch, report.cutoff_ms, now_ms)
-                report.purged_deleted += deleted
-                report.purged_expired += expired
-                report.purged_superseded += superseded
-                if deleted + expired + superseded < BATCH:
+                batch = self._db.write_sync(retention.purge_batch, report.cutoff_ms, now_ms)
+                report.purged_by_reason.update(batch)
+                if batch.total() < BATCH:
                     break
             report.events_pruned = self._db.write_sync(retention.prune_events, report.cutoff_ms)
         report.seconds = time.perf_counter() - started

@@ -7,7 +7,8 @@ retention period after its 'purged' event, so the audit table does not grow fore
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
@@ -22,28 +23,37 @@ BATCH = 500
 ACTOR = "memoryd"
 
 
+#: Why gc removes a memory, in the order reports list them.
+PURGE_REASONS = ("deleted", "expired", "superseded")
+
+
 @dataclass
 class GcReport:
     """What gc removed (or, in a dry run, would remove)."""
 
     dry_run: bool
     cutoff_ms: int
-    purged_deleted: int = 0
-    purged_expired: int = 0
-    purged_superseded: int = 0
+    #: Memories removed, by reason (one of PURGE_REASONS).
+    purged_by_reason: Counter[str] = field(default_factory=Counter)
     events_pruned: int = 0
     optimize_steps: int = 0
     seconds: float = 0.0
 
     @property
     def purged(self) -> int:
-        return self.purged_deleted + self.purged_expired + self.purged_superseded
+        return self.purged_by_reason.total()
 
     def to_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data["cutoff"] = iso_from_ms(self.cutoff_ms)
-        data["purged"] = self.purged
-        return data
+        return {
+            "dry_run": self.dry_run,
+            "cutoff_ms": self.cutoff_ms,
+            **{f"purged_{reason}": self.purged_by_reason[reason] for reason in PURGE_REASONS},
+            "events_pruned": self.events_pruned,
+            "optimize_steps": self.optimize_steps,
+            "seconds": self.seconds,
+            "cutoff": iso_from_ms(self.cutoff_ms),
+            "purged": self.purged,
+        }
 
 
 # -- expiry -------------------------------------------------------------------------------------
@@ -69,8 +79,8 @@ def mark_expired_batch(db: apsw.Connection, now_ms: int, limit: int = BATCH) -> 
 # -- gc -----------------------------------------------------------------------------------------
 
 
-def purge_counts(db: apsw.Connection, cutoff_ms: int) -> tuple[int, int, int]:
-    """(deleted, expired, superseded) memories gc would remove at ``cutoff_ms``."""
+def purge_counts(db: apsw.Connection, cutoff_ms: int) -> Counter[str]:
+    """The memories gc would remove at ``cutoff_ms``, by reason."""
     (deleted,) = one(
         db, "SELECT count(*) FROM memories INDEXED BY memories_gc_deleted WHERE deleted_at_ms <= ?", (cutoff_ms,)
     )
@@ -86,13 +96,13 @@ def purge_counts(db: apsw.Connection, cutoff_ms: int) -> tuple[int, int, int]:
         "AND (deleted_at_ms IS NULL OR deleted_at_ms > ?1) AND (expires_at_ms IS NULL OR expires_at_ms > ?1)",
         (cutoff_ms,),
     )
-    return int(deleted), int(expired), int(superseded)
+    return Counter(deleted=int(deleted), expired=int(expired), superseded=int(superseded))
 
 
-def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = BATCH) -> tuple[int, int, int]:
+def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = BATCH) -> Counter[str]:
     """Hard-remove up to ``limit`` memories deleted, expired or superseded before ``cutoff_ms``.
 
-    Returns (deleted, expired, superseded) counts removed.  The row, its FTS entry (trigger), vector and
+    Returns how many were removed, by reason.  The row, its FTS entry (trigger), vector and
     jobs go; an audit 'purged' event records it.
     """
     doomed: dict[int, tuple[str, str]] = {}
@@ -114,13 +124,12 @@ def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = B
         ):
             doomed.setdefault(rowid, (memory_id, "superseded"))
     if not doomed:
-        return 0, 0, 0
+        return Counter()
     memories.drop_derived(db, list(doomed))
     db.executemany("DELETE FROM memories WHERE rowid = ?", [(rowid,) for rowid in doomed])
     for memory_id, reason in doomed.values():
         memories.audit(db, memory_id, "purged", ACTOR, now_ms, {"reason": reason})
-    reasons = [reason for _, reason in doomed.values()]
-    return reasons.count("deleted"), reasons.count("expired"), reasons.count("superseded")
+    return Counter(reason for _, reason in doomed.values())
 
 
 def prune_events(db: apsw.Connection, cutoff_ms: int) -> int:

@@ -70,6 +70,8 @@ class Plan:
 @dataclass
 class Stored:
     record: MemoryRecord
+    #: The stored row (the duplicate's, when ``deduplicated``), for callers in the same transaction.
+    rowid: int
     deduplicated: bool
     superseded: list[str] = field(default_factory=list)  # ids this add replaced
     #: The shortest prefix naming the memory among what the adder sees (``lookup.short_ids``).
@@ -115,7 +117,7 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     refused ``supersedes`` leaves nothing behind."""
     target = _target(db, scope, plan.supersedes, new, now_ms) if plan.supersedes else None
     rowid, record, deduplicated, own_job = memories.add_row(db, new, now_ms, embeds_itself=plan.embeds_itself)
-    stored = Stored(record, deduplicated, embed_job=own_job)
+    stored = Stored(record, rowid, deduplicated, embed_job=own_job)
     if plan.key is not None:
         db.execute("UPDATE memories SET key = ? WHERE rowid = ? AND key IS NULL", (plan.key, rowid))
     if not deduplicated:
