@@ -5,7 +5,10 @@
 
 For every question the store's own candidate generation runs in-process (``search.candidates``,
 the same code the daemon runs), and each candidate is labelled relevant when it is one of the
-question's evidence turns.  A logistic regression (L2, Newton steps) over ranking.FEATURES is then:
+question's evidence turns (1), or a turn of the session that holds the evidence (SESSION_LABEL,
+a soft label: the task also asks whether any result comes from the right session, and a memory
+beside the answer is worth more than an unrelated one).  A logistic regression (L2, Newton steps)
+over ranking.FEATURES is then:
 
 1. fitted on four conversations and scored on the fifth, for each of the five (the held-out
    table: the honest estimate for conversations the weights never saw);
@@ -37,16 +40,28 @@ from memoryd.store.visibility import Scope  # noqa: E402
 
 #: L2 penalty: small; it only keeps the Newton steps well-posed.
 L2 = 0.01
+#: The label of a turn that is not evidence but shares the evidence's session (evidence: 1).
+#: Held out, 0.05 gave recall@10 0.776 against 0.762 with plain 0/1 labels, MRR 0.596 / 0.592;
+#: from 0.1 up, session_any@10 falls (0.1: 0.950, 0.2: 0.936).
+SESSION_LABEL = 0.05
 
 
 class Question:
     """One question's candidates: rowids, feature matrix, relevance labels."""
 
-    def __init__(self, question: locomo.Question, rowids: list[int], matrix: np.ndarray, relevant: np.ndarray) -> None:
+    def __init__(
+        self,
+        question: locomo.Question,
+        rowids: list[int],
+        matrix: np.ndarray,
+        relevant: np.ndarray,
+        created_at_ms: dict[int, int],
+    ) -> None:
         self.question = question
         self.rowids = rowids
         self.matrix = matrix
-        self.relevant = relevant
+        self.relevant = relevant  # the label per candidate, 0..1
+        self.created_at_ms = created_at_ms
 
 
 def collect(db_dir: Path, conversations: list[locomo.Conversation]) -> list[list[Question]]:
@@ -61,12 +76,19 @@ def collect(db_dir: Path, conversations: list[locomo.Conversation]) -> list[list
             for question, unit in zip(conversation.questions, units, strict=True):
                 query = search.SearchQuery(question.text, locomo.LIMIT, unit, space, now_ms())
                 found = search.candidates(db, Scope(conversation.user_id), query)
-                relevant = np.array([bool(set(labels.get(ids[r], [])) & question.evidence) for r in found.rowids])
-                questions.append(Question(question, found.rowids, found.features, relevant))
+                relevant = np.array([label(labels.get(ids[r], []), question.evidence) for r in found.rowids])
+                questions.append(Question(question, found.rowids, found.features, relevant, found.created_at_ms))
             out.append(questions)
         return out
     finally:
         db.close()
+
+
+def label(turns: list[str], evidence: frozenset[str]) -> float:
+    if set(turns) & evidence:
+        return 1.0
+    sessions = {locomo.session_of(turn) for turn in evidence}
+    return SESSION_LABEL if any(locomo.session_of(turn) in sessions for turn in turns) else 0.0
 
 
 def fit(questions: list[Question]) -> np.ndarray:
@@ -89,7 +111,7 @@ def score(questions: list[Question], weights: np.ndarray, scores: locomo.Scores,
         scored = {rowid: float(value) for rowid, value in zip(q.rowids, linear, strict=True)}
         cosines = {rowid: float(value) for rowid, value in zip(q.rowids, q.matrix[:, 0], strict=True)}
         guard = ranking.guards(fts_query.extract_terms(q.question.text))
-        ranked = [rowid for rowid, _ in ranking.order(scored, cosines, guard=guard)]
+        ranked = [rowid for rowid, _ in ranking.diversify(ranking.order(scored, cosines, guard=guard), q.created_at_ms)]
         scores.add(q.question, [labels_of.get(rowid, []) for rowid in ranked[: locomo.LIMIT]])
 
 

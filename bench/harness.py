@@ -81,6 +81,15 @@ def process_memory(pid: int) -> dict[str, int]:
     return out
 
 
+def compile_tree(tree: Path) -> None:
+    """Bytecode for the tree a daemon runs from, as an installed package has it: under
+    PYTHONDONTWRITEBYTECODE=1 (set in some shells) every start would otherwise compile
+    memoryd's ~300 modules from source, ~0.3 s of CPU that no deployment pays."""
+    folders = [str(tree / name) for name in ("memoryd", "client") if (tree / name).is_dir()]
+    if folders:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], check=True, stdout=subprocess.DEVNULL)
+
+
 def rpc_call(path: str, method: str, params: dict[str, Any] | None = None, timeout: float = 30.0) -> Any:
     """One NDJSON call with a blocking socket; returns the decoded reply."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -144,6 +153,8 @@ class Server:
 
     def start(self, timeout: float = 60.0) -> float:
         """Start and wait until a call is answered; returns seconds from spawn to that answer."""
+        if self.memoryd:
+            compile_tree(self.cwd)
         self.socket_path.unlink(missing_ok=True)
         with open(self.log_path, "ab") as log:
             started = time.perf_counter()

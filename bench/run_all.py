@@ -346,10 +346,13 @@ def bench_rss(bench: Bench) -> None:
             searched = daemon.memory()
             loadgen(daemon.socket_path, workload="add", clients=8, requests=25, warmup=0)
             added = daemon.memory()
+            time.sleep(3)  # the backfill finishes; the daemon gives free heap back after 1 s of quiet
+            settled = daemon.memory()
         print(f"  --embedder {embedder}")
         print(f"     ready           {mib(at_ready)}")
         print(f"     after searches  {mib(searched)}")
         print(f"     after adds      {mib(added)}; peak VmHWM {added['VmHWM'] / 1024:.0f}")
+        print(f"     3 s later       {mib(settled)}")
         if embedder == "local":
             rss = max(searched["VmRSS"], added["VmRSS"])
             bench.result(f"daemon VmRSS at {memories // 1000}k, local model, after searches",

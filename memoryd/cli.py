@@ -149,10 +149,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(config: Config, args: argparse.Namespace) -> int:
+    # Before the daemon's modules (~0.3 s of imports): the integrity check of an existing store
+    # and the local model's load run meanwhile (server/head_start.py).
+    from memoryd.server.head_start import HeadStart
+
+    head_start = HeadStart(config)
     from memoryd.server.daemon import run_until_signalled
 
     try:
-        trio.run(partial(run_until_signalled, config, accept_empty_db=args.accept_empty_db))
+        trio.run(partial(run_until_signalled, config, accept_empty_db=args.accept_empty_db, head_start=head_start))
     except BaseExceptionGroup as group:
         # The daemon's nurseries wrap what stopped start-up; one error of ours is shown as itself.
         lone = _lone_error(group)

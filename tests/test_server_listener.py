@@ -3,6 +3,7 @@ read goes unanswered."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -124,3 +125,28 @@ async def test_an_idle_connection_is_closed_once_quiet_and_the_server_stops(serv
         assert await peer.receive_raw() is None
         await served.server.stopped.wait()
         assert served.server.stats()["connections_open"] == 0
+
+
+async def test_stats_json_is_stats_encoded_as_connections_come_go_and_calls_run(served: Served) -> None:
+    server = served.server
+
+    def same() -> dict[str, object]:
+        stats = server.stats()
+        assert server.stats_json() == msgspec.json.encode(stats)
+        return stats
+
+    with trio.fail_after(20):
+        assert same()["connections_total"] == 0 and same()["connections_by_uid"] == {}
+        first = await served.connect()
+        assert "result" in await first.call("sleep", {})
+        second = await served.connect()
+        await second.send({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 60}, "id": 1})
+        while server.stats()["requests_in_flight"] == 0:
+            await trio.sleep(0.01)
+        stats = same()
+        assert stats["connections_open"] == 2 and stats["requests_in_flight"] == 1
+        assert stats["connections_by_uid"] == {str(os.getuid()): 2}
+        await first.aclose()
+        while server.stats()["connections_open"] != 1:
+            await trio.sleep(0.01)
+        assert same()["requests_total"] == 2

@@ -1,5 +1,5 @@
-"""The ranking model's parts: fixed tie order, the semantic guard, scope-IDF coverage,
-conversation neighbours, the keyword planner's score floor."""
+"""The ranking model's parts: fixed tie order, the semantic guard, the spread over episodes,
+scope-IDF coverage, conversation neighbours, the keyword planner's score floor."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from memoryd.ids import now_ms
 from memoryd.store import NewMemory, Provenance, Scope, Store, keyword, neighbours, ranking
 from memoryd.store.db import open_connection
 from memoryd.store.term_match import TermWeights, idf
-from tests.store_helpers import keyword_found, note
+from tests.store_helpers import Clock, keyword_found, note
 
 DIM = 8
 ALICE = Scope("alice")
@@ -92,6 +92,70 @@ def test_is_question_reads_past_a_trailing_aside() -> None:
     assert ranking.is_question("How was it?  ")
     assert not ranking.is_question("I went to Lyon (again?) and stayed")
     assert not ranking.is_question("I went to Lyon.")
+
+
+# -- diversify: the top ten spread over episodes -------------------------------------------
+
+FIRST = ranking.DIVERSE_FROM
+
+
+def ranked_by_rowid(rowids: list[int]) -> list[tuple[int, float]]:
+    """``rowids`` best first, with falling scores."""
+    return [(rowid, 1.0 - place / 100) for place, rowid in enumerate(rowids)]
+
+
+def test_places_after_the_first_go_to_episodes_not_shown_yet() -> None:
+    one_exchange = list(range(1, 13))  # twelve memories added one after the other
+    ranked = ranked_by_rowid([*one_exchange, 30, 31, 60])
+    diverse = ranking.diversify(ranked, dict.fromkeys([*one_exchange, 30, 31, 60], 0))
+    assert FIRST == 7 and ranking.DIVERSE_UNTIL == 10
+    # 30 and 60 are more than EPISODE_ROWS from everything above them; 31 is 30's neighbour.
+    assert [rowid for rowid, _ in diverse] == [*one_exchange[:FIRST], 30, 60, *one_exchange[FIRST:], 31]
+    # Each place keeps its score: they still fall down the list.
+    assert [score for _, score in diverse] == [score for _, score in ranked]
+
+
+def test_memories_added_far_apart_in_time_are_other_episodes_even_with_close_rowids() -> None:
+    rowids = list(range(1, 13))
+    created = {rowid: 0 if rowid <= 8 else neighbours.MAX_GAP_MS + 1 for rowid in rowids}
+    diverse = ranking.diversify(ranked_by_rowid(rowids), created)
+    # 8 is the first seven's episode; 9 opens the later one, whose rest waits below.
+    assert [rowid for rowid, _ in diverse] == [*rowids[:FIRST], 9, 8, 10, 11, 12]
+
+
+def test_a_candidate_without_a_creation_time_is_an_episode_of_its_own() -> None:
+    rowids = list(range(1, 12))
+    created = {rowid: 0 for rowid in rowids if rowid != 9}
+    assert [rowid for rowid, _ in ranking.diversify(ranked_by_rowid(rowids), created)] == [
+        *rowids[:FIRST], 9, 8, 10, 11
+    ]  # fmt: skip
+
+
+def test_short_lists_and_spread_out_lists_keep_the_models_order() -> None:
+    short = ranked_by_rowid(list(range(1, FIRST + 1)))
+    assert ranking.diversify(short, dict.fromkeys(range(1, FIRST + 1), 0)) == short
+    apart = ranked_by_rowid([100 * i for i in range(1, 16)])
+    assert ranking.diversify(apart, dict.fromkeys(range(100, 1600, 100), 0)) == apart
+
+
+async def test_a_search_shows_an_older_episode_below_the_first_places(tmp_path: Path) -> None:
+    clock = Clock(at=1_000_000)
+    with Store(tmp_path / "memory.db", clock=clock) as store:
+        older, _ = await store.memories.add(note("tea with my aunt in Kyoto"))
+        clock.at += 24 * 3600 * 1000
+        exchange = []
+        for i in range(12):
+            memory, _ = await store.memories.add(note(f"green tea tasting, cup {i}"))
+            exchange.append(memory.id)
+            clock.at += 1000
+        hits = await store.memories.search(ALICE, "green tea", limit=15, query_vector=None)
+    ids = [hit.id for hit in hits]
+    # "tea" alone scores below every "green tea" of the exchange; the first places stay the
+    # exchange's, and the older memory takes the first place after them.
+    assert set(ids[:FIRST]) <= set(exchange)
+    assert ids[FIRST] == older.id
+    assert set(ids[FIRST + 1 :]) == set(exchange) - set(ids[:FIRST])
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
 
 
 # -- coverage ------------------------------------------------------------------------------

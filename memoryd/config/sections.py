@@ -98,6 +98,9 @@ class StorageConfig(Section, frozen=True):
     #: Seconds start-up waits for the integrity check (quick_check) before serving; a larger
     #: store is served meanwhile and the check finishes in the background (see README.md).
     integrity_check_wait: Annotated[float, Meta(ge=0)] = 0.5
+    #: MiB of page cache the store may hold in this process, all connections together; 0 means
+    #: no shared cap (each connection still keeps at most 16 MiB).
+    cache_mib: Annotated[int, Meta(ge=0)] = 32
 
 
 class LifecycleConfig(Section, frozen=True):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +89,30 @@ class LocalEmbedder:
         self._runtime: Runtime = runtime
         self._limiter = limiter or trio.CapacityLimiter(1)
         self._model: SentenceModel | None = None
+        self._ahead: Future[SentenceModel] | None = None
         self._start_lock = trio.Lock()
         self._state = "not_started"
         self._last_error: str | None = None
+
+    def load_ahead(self) -> None:
+        """Start loading the model now, in a thread of its own, before trio runs (the daemon's
+        head start: the load overlaps the import of the rest of memoryd); :meth:`start` then
+        waits for this load instead of beginning another."""
+        ahead: Future[SentenceModel] = Future()
+
+        def load() -> None:
+            try:
+                ahead.set_result(self._load(self._resolve_folder()))
+            except BaseException as exc:  # handed to start(), which raises it in the daemon
+                ahead.set_exception(exc)
+
+        self._state, self._ahead = "loading", ahead
+        threading.Thread(target=load, name="memoryd-model-load", daemon=True).start()
+
+    def _resolve_folder(self) -> Path:
+        if self._folder is None:
+            self._folder = bundled_model_path()
+        return self._folder
 
     async def start(self) -> None:
         """Loads and verifies the model in a worker thread; raises EmbedderError when it cannot."""
@@ -98,9 +121,12 @@ class LocalEmbedder:
                 return
             self._state = "loading"
             try:
-                folder = self._folder if self._folder is not None else bundled_model_path()
-                self._folder = folder
-                model = await trio.to_thread.run_sync(self._load, folder, limiter=self._limiter)
+                if self._ahead is not None:
+                    ahead, self._ahead = self._ahead, None
+                    model = await trio.to_thread.run_sync(ahead.result, abandon_on_cancel=True)
+                else:
+                    folder = self._resolve_folder()
+                    model = await trio.to_thread.run_sync(self._load, folder, limiter=self._limiter)
             except EmbedderError as exc:
                 self._state, self._last_error = "failed", str(exc)
                 log.error("embedding model failed to load", extra=fields(error=str(exc)))

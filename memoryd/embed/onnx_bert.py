@@ -10,8 +10,6 @@ differ from numpy's by ~2e-6.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
 import logging
 import os
@@ -87,16 +85,6 @@ def choose_encoder(encoder: BertEncoder, runtime: Runtime, *, threads: int) -> E
             raise
         log.warning("onnxruntime failed, the local model runs on numpy", extra=fields(error=str(exc)))
         return encoder
-
-
-def release_free_heap() -> None:
-    """Returns free heap pages to the OS (glibc only; elsewhere nothing happens).
-
-    The numpy copy of the weights, dropped once onnxruntime holds its own, leaves ~45 MB of
-    free but resident heap behind (measured: +148 MB RSS after load, +103 MB after this).
-    """
-    with contextlib.suppress(OSError, AttributeError):  # not glibc
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def bert_graph(encoder: BertEncoder) -> tuple[dict[str, F32], bytes]:

@@ -23,9 +23,10 @@ import tokenizers
 
 from memoryd.embed.bert import BertConfig, BertEncoder
 from memoryd.embed.blas import limit_blas_threads, openblas_kernel
-from memoryd.embed.onnx_bert import Runtime, choose_encoder, release_free_heap
+from memoryd.embed.onnx_bert import Runtime, choose_encoder
 from memoryd.embed.vectors import F32, normalize_rows
 from memoryd.errors import EmbedderError
+from memoryd.heap import release_free_heap
 from memoryd.log import fields
 
 log = logging.getLogger("memoryd.embed")

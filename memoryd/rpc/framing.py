@@ -10,6 +10,7 @@ at least 150 MB, far beyond any sane ``max_message_bytes``; so the first byte is
 from __future__ import annotations
 
 import enum
+import struct
 
 from memoryd.errors import PayloadTooLarge
 
@@ -18,7 +19,8 @@ __all__ = ["FrameDecoder", "Framing", "detect_framing", "encode_frame"]
 # Bytes that make a connection line-framed: how a JSON text may begin.  Includes \v and \f
 # (bytes.isspace() whitespace) so a stray one is not taken for a huge length prefix.
 _LINE_START = frozenset(b"{[ \t\n\r\x0b\x0c")
-_PREFIX_BYTES = 4
+_PREFIX = struct.Struct(">I")  # unpack_from reads the prefix in place: no slice per frame
+_PREFIX_BYTES = _PREFIX.size
 
 
 class Framing(enum.Enum):
@@ -136,7 +138,7 @@ class FrameDecoder:
         buffer = self._buffer
         if len(buffer) < _PREFIX_BYTES:
             return None
-        length = int.from_bytes(buffer[:_PREFIX_BYTES], "big")
+        (length,) = _PREFIX.unpack_from(buffer)
         if length > self.max_message_bytes:
             raise PayloadTooLarge(data={"max_message_bytes": self.max_message_bytes})
         end = _PREFIX_BYTES + length
@@ -151,4 +153,4 @@ def encode_frame(framing: Framing, payload: bytes) -> bytes:
     """Frame one payload for sending.  JSON from msgspec never contains a raw newline."""
     if framing is Framing.LINES:
         return payload + b"\n"
-    return len(payload).to_bytes(_PREFIX_BYTES, "big") + payload
+    return _PREFIX.pack(len(payload)) + payload

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +19,18 @@ import trio
 from memoryd import __version__
 from memoryd.auth import Authenticator
 from memoryd.config import Config
-from memoryd.embed import CoalescingEmbedder, Embedder, make_embedder
-from memoryd.errors import (
-    DiskFull,
-    EmbeddingModelMismatch,
-    StartupError,
-    StoreCorrupt,
-    StoreError,
-    StoreRefused,
-)
+from memoryd.embed import CoalescingEmbedder, Embedder
+from memoryd.errors import EmbeddingModelMismatch, StartupError, StoreError, StoreRefused
 from memoryd.llm import LlmClient, make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
+from memoryd.server.head_start import HeadStart
+from memoryd.server.heap_trim import HeapTrimmer
 from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
+from memoryd.server.pausing import despite_storage_faults
 from memoryd.server.socketfile import bind_socket_file, remove_socket_file, socket_file_identity
 from memoryd.server.wiring import build_services
 from memoryd.service.extraction import ExtractionWorker
@@ -57,12 +52,15 @@ class Daemon:
         listen_socket: socket.socket | None = None,
         notifier: Notifier | None = None,
         accept_empty_db: bool = False,
+        head_start: HeadStart | None = None,
     ) -> None:
         """``embedder`` overrides the configured one (tests share one loaded model).
 
         ``listen_socket`` is a socket-activated one (systemd owns its file); ``notifier`` tells
         the service manager about readiness and status.  ``accept_empty_db`` serves a
         zero-length database file even where other files suggest it was truncated.
+        ``head_start`` was begun for this daemon before its modules were imported (``cli``);
+        without one, ``run`` begins its own.
         """
         self.config = config
         # Built first: a missing or too short token secret stops start-up before anything opens.
@@ -81,6 +79,7 @@ class Daemon:
         self._listen_socket = listen_socket
         self.notifier = notifier or Notifier(None)
         self._accept_empty_db = accept_empty_db
+        self._head_start = head_start
         self._stop = trio.Event()
 
     def request_stop(self) -> None:
@@ -88,14 +87,21 @@ class Daemon:
 
     async def run(self, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED) -> None:
         started = trio.current_time()
-        store = await trio.to_thread.run_sync(self._open_store)
-        self.store = store
-        integrity = IntegrityCheck(store.lifecycle)
-        integrity.start()  # alongside the embedder's start-up
+        head = self._head_start or HeadStart(self.config, embedder=self.embedder)
+        integrity = head.integrity
         try:
-            embedder = await self._start_embedder(store)
+            store = await trio.to_thread.run_sync(self._open_store)
+        except BaseException:
+            head.stop()
+            raise
+        self.store = store
+        # Begins the check now if the file could not be read before; damage found at any time
+        # stops the store's writes.
+        integrity.store_opened(store.lifecycle.mark_damaged)
+        try:
+            embedder = await self._start_embedder(store, head)
             try:
-                await self._await_integrity(integrity, started)
+                await self._await_integrity(integrity)
                 await self._serve(store, embedder, started, task_status)
             finally:
                 if self.llm is not None:
@@ -106,8 +112,8 @@ class Daemon:
                         await embedder.aclose()
         finally:
             with trio.CancelScope(shield=True):
-                integrity.stop()
-                await integrity.done.wait()
+                head.stop()
+                await trio.to_thread.run_sync(integrity.join)
                 await trio.to_thread.run_sync(_close_store, store)
             log.info("daemon.stopped")
 
@@ -115,6 +121,7 @@ class Daemon:
         config = self.config
         data_dir.prepare(config.data_path, config.db_path, accept_empty_db=self._accept_empty_db)
         storage = config.storage
+        Store.limit_cache_memory(storage.cache_mib << 20)
         try:
             return Store(config.db_path, readers=storage.readers, busy_timeout_ms=storage.busy_timeout_ms)
         except StoreError as exc:
@@ -123,24 +130,25 @@ class Daemon:
                 raise StartupError(str(exc)) from None
             raise failure from None
 
-    async def _await_integrity(self, integrity: IntegrityCheck, started: float) -> None:
-        with trio.move_on_at(started + self.config.storage.integrity_check_wait):
-            await integrity.done.wait()
-        if integrity.damaged:
-            assert integrity.verdict is not None
-            problems = "; ".join(integrity.verdict[:3])
+    async def _await_integrity(self, integrity: IntegrityCheck) -> None:
+        wait = self.config.storage.integrity_check_wait
+        await integrity.wait(wait)
+        if integrity.damage_found_within(wait):
+            problems = integrity.problems
             raise StoreRefused(f"{self.config.db_path} failed its integrity check ({problems}); {data_dir.RESTORE_ADVICE}")
-        if not integrity.done.is_set():
+        if not integrity.finished:
             # Damage found later turns health degraded and stops writes (the store's condition).
             log.info("store.integrity_check_continues", extra=fields(after_ready=True))
 
-    async def _start_embedder(self, store: Store) -> Embedder | None:
+    async def _start_embedder(self, store: Store, head: HeadStart) -> Embedder | None:
         if self.embedder is not None:
             embedder = self.embedder
-        elif self.config.embedder == "none":
-            return None
+        elif head.embedder_error is not None:
+            raise head.embedder_error
+        elif head.embedder is None:
+            return None  # embedder = "none"
         else:
-            embedder = make_embedder(self.config.embedder, self.config.embed)
+            embedder = head.embedder  # the local model is loading since the head start
         await embedder.start()
         if embedder.dim is not None:
             assert embedder.model_id is not None
@@ -162,7 +170,7 @@ class Daemon:
         task_status: trio.TaskStatus[Path],
     ) -> None:
         config = self.config
-        services = build_services(config, store, embedder, self.llm, self.authenticator, self._server_stats)
+        services = build_services(config, store, embedder, self.llm, self.authenticator, self._server_stats_json)
         self.summaries, self.extraction = services.summaries, services.extraction
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
         server = RpcServer(services.table, config.limits, config.auth.trusted_uids)
@@ -181,17 +189,19 @@ class Daemon:
                 if coalescer is not None:
                     await nursery.start(coalescer.run)
                 if services.backfill is not None:
-                    await nursery.start(_despite_storage_faults, services.backfill.run)
+                    await nursery.start(despite_storage_faults, services.backfill.run)
                 if self.extraction is not None:
-                    await nursery.start(_despite_storage_faults, self.extraction.run)
+                    await nursery.start(despite_storage_faults, self.extraction.run)
                 await nursery.start(services.summaries.run)
                 # A full disk or a damaged file pauses it like the backfill.
-                await nursery.start(_despite_storage_faults, services.supersession_worker.run)
+                await nursery.start(despite_storage_faults, services.supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
                 )
                 await nursery.start(self.maintenance.run)
+                trimmer = HeapTrimmer(lambda: (server.stats()["requests_total"], store.memories.write_count))
+                await nursery.start(trimmer.run)
                 # READY=1 before the first accept: a client that has been answered must find
                 # the unit active (clients that come meanwhile wait in the listen queue).
                 await self.notifier.ready(lambda: self._describe(store))
@@ -226,6 +236,9 @@ class Daemon:
     def _server_stats(self) -> dict[str, Any]:
         return self.server.stats() if self.server is not None else {}
 
+    def _server_stats_json(self) -> bytes:
+        return self.server.stats_json() if self.server is not None else b"{}"
+
     async def _describe(self, store: Store) -> str:
         """The STATUS= line an operator sees in ``systemctl status memoryd``."""
         storage = store.memories.storage
@@ -238,24 +251,6 @@ class Daemon:
             f"serving; memories {counts['memories_active']}, users {counts['users']}, "
             f"jobs pending {pending}, connections {connections}"
         )
-
-
-#: How long a worker stopped by a full disk or a damaged file waits before it tries again.
-STORAGE_RETRY_SECONDS = 5.0
-
-
-async def _despite_storage_faults(
-    run: Callable[[], Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-) -> None:
-    """Run a background worker (the embedding backfill, supersession) that a full disk or a damaged file
-    must pause, not bring the daemon down with it; the store logged the fault once."""
-    task_status.started()
-    while True:
-        try:
-            await run()
-        except (DiskFull, StoreCorrupt) as exc:
-            log.debug("worker.paused", extra=fields(reason=str(exc), retry_in=STORAGE_RETRY_SECONDS))
-            await trio.sleep(STORAGE_RETRY_SECONDS)
 
 
 def _close_store(store: Store) -> None:
@@ -272,10 +267,18 @@ def _close_store(store: Store) -> None:
     store.close()
 
 
-async def run_until_signalled(config: Config, *, accept_empty_db: bool = False) -> None:
+async def run_until_signalled(
+    config: Config, *, accept_empty_db: bool = False, head_start: HeadStart | None = None
+) -> None:
     """``memoryd serve``: run until SIGTERM or SIGINT, then shut down gracefully."""
     notifier = Notifier.from_environ()
-    daemon = Daemon(config, listen_socket=take_listen_socket(), notifier=notifier, accept_empty_db=accept_empty_db)
+    daemon = Daemon(
+        config,
+        listen_socket=take_listen_socket(),
+        notifier=notifier,
+        accept_empty_db=accept_empty_db,
+        head_start=head_start,
+    )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
 
         async def watch_signals() -> None:

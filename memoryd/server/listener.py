@@ -19,6 +19,7 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
 import trio
 
 from memoryd.config import LimitsConfig
@@ -40,6 +41,21 @@ log = logging.getLogger("memoryd.server")
 CANCELLED_REPLY_SECONDS = 1.0
 #: What a connection admitted into a health-probe slot may call.
 PROBE_METHODS = frozenset({"system.health"})
+#: The server's counts as system.health shows them, in this order, then "connections_by_uid".
+_COUNT_NAMES = (
+    "connections_open",
+    "connections_total",
+    "connections_rejected",
+    "requests_total",
+    "requests_in_flight",
+    "connections_reserved",
+    "oversized_messages",
+    "stalled_connections",
+    "frame_timeouts",
+    "over_budget_connections",
+    "buffered_bytes",
+)
+_STATS_JSON = ("{" + "".join(f'"{name}":%d,' for name in _COUNT_NAMES) + '"connections_by_uid":%b}').encode()
 
 
 class RpcServer:
@@ -78,23 +94,40 @@ class RpcServer:
         self._drained = trio.Event()
         self._accept_scope = trio.CancelScope()
         self._ids = itertools.count(1)
+        # (connections_total when encoded, connections_by_uid as JSON): see stats_json.
+        self._by_uid_json: tuple[int, bytes] = (-1, b"{}")
 
     def stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = dict(zip(_COUNT_NAMES, self._counts()))
+        stats["connections_by_uid"] = {str(uid): count for uid, count in self.counters.connections_by_uid.items()}
+        return stats
+
+    def stats_json(self) -> bytes:
+        """:meth:`stats` as JSON, the same bytes msgspec would write, built for system.health's
+        every call: one format of the counts, and the per-uid part encoded again only when a
+        connection was accepted (the one time it changes)."""
+        accepted = self.counters.connections_total
+        if self._by_uid_json[0] != accepted:
+            by_uid = {str(uid): count for uid, count in self.counters.connections_by_uid.items()}
+            self._by_uid_json = (accepted, msgspec.json.encode(by_uid))
+        return _STATS_JSON % (*self._counts(), self._by_uid_json[1])
+
+    def _counts(self) -> tuple[int, ...]:
+        """The values of _COUNT_NAMES, in that order."""
         counters = self.counters
-        return {
-            "connections_open": len(self.connections),
-            "connections_total": counters.connections_total,
-            "connections_rejected": counters.connections_rejected,
-            "requests_total": self.guard.requests_total,
-            "requests_in_flight": self.guard.in_flight,
-            "connections_reserved": counters.connections_reserved,
-            "oversized_messages": counters.oversized_messages,
-            "stalled_connections": counters.stalled_connections,
-            "frame_timeouts": counters.frame_timeouts,
-            "over_budget_connections": counters.over_budget_connections,
-            "buffered_bytes": self.budget.used,
-            "connections_by_uid": {str(uid): count for uid, count in counters.connections_by_uid.items()},
-        }
+        return (
+            len(self.connections),
+            counters.connections_total,
+            counters.connections_rejected,
+            self.guard.requests_total,
+            self.guard.in_flight,
+            counters.connections_reserved,
+            counters.oversized_messages,
+            counters.stalled_connections,
+            counters.frame_timeouts,
+            counters.over_budget_connections,
+            self.budget.used,
+        )
 
     async def serve(
         self,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from memoryd.auth import Authenticator
 from memoryd.config import Config
@@ -38,6 +37,7 @@ class Services:
     """The method table and the background workers the daemon runs beside it."""
 
     table: MethodTable
+    health: HealthReporter
     summaries: SummaryService
     supersession_worker: SupersessionWorker
     #: None without an embedder (nothing to backfill).
@@ -52,7 +52,7 @@ def build_services(
     embedder: Embedder | None,
     llm: LlmClient | None,
     authenticator: Authenticator,
-    server_stats: Callable[[], dict[str, Any]],
+    server_stats: Callable[[], bytes],
 ) -> Services:
     backfill = None
     if embedder is not None:
@@ -78,7 +78,7 @@ def build_services(
     conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)
     table = build_method_table(service, health, people, summaries, conversations)
-    return Services(table, summaries, supersession_worker, backfill, extraction)
+    return Services(table, health, summaries, supersession_worker, backfill, extraction)
 
 
 def _conversations(

@@ -214,5 +214,7 @@ class FactLearner:
             "memories_stored_since_start": self.stored_total,
             "memories_refreshed_since_start": self.refreshed_total,
             # The facts' embeddings for the duplicate check (bench/bench_extraction.py splits it out).
-            "fact_embedding_seconds_since_start": round(self.embedding_seconds, 6),
+            # In microseconds, rounded as integers: round(x, 6) costs ~0.4 us, and system.health
+            # describes this on every call.
+            "fact_embedding_seconds_since_start": round(self.embedding_seconds * 1e6) / 1e6,
         }

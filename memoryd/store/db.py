@@ -218,29 +218,6 @@ class Database:
         with reporting_to(self.condition, writing=False):
             return _read_in_snapshot(reader, fn, args, kwargs)
 
-    def quick_check(self, on_start: Callable[[Callable[[], None]], None] = lambda interrupt: None) -> list[str] | None:
-        """SQLite's ``quick_check`` (every page read, b-tree structure verified, indexes not
-        compared to their tables) on a connection of its own: ``["ok"]``, the problems found
-        (at most 20), or None when interrupted.
-
-        ``on_start`` receives a thread-safe function that interrupts the check (shutdown)."""
-        connection = self._open_reader()
-        try:
-            on_start(connection.interrupt)
-            try:
-                with reporting_to(self.condition, writing=False):
-                    # One line each: SQLite puts newlines inside some of them.
-                    messages = [" ".join(str(row[0]).split()) for row in connection.execute("PRAGMA quick_check(20)")]
-            except apsw.InterruptError:
-                return None
-            except StoreCorrupt as exc:
-                return [str(exc)]  # reporting_to told the condition already
-        finally:
-            connection.close()
-        if messages != ["ok"]:
-            self.condition.corrupt("; ".join(messages[:3]))
-        return messages
-
     def close(self) -> None:
         with self._writer_lock:
             for reader in self._readers:

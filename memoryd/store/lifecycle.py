@@ -132,11 +132,9 @@ class Lifecycle:
             # Damaged where even the snapshot could not be read: that is the finding.
             return [Finding("sqlite", False, f"{exc} ({consistency.RESTORE_HINT})", 1)]
 
-    def quick_check(self, on_start: Callable[[Callable[[], None]], None] = lambda interrupt: None) -> list[str] | None:
-        """SQLite's quick_check of the whole file (the daemon's start-up check): ``["ok"]``, the
-        problems (a damaged file also stops the store's writes), or None if interrupted.
-        ``on_start`` receives a thread-safe function that interrupts it."""
-        return self._db.quick_check(on_start)
+    def mark_damaged(self, detail: str) -> None:
+        """The start-up integrity check found damage: health turns degraded, writes stop."""
+        self._db.condition.corrupt(detail)
 
     def repair(self, findings: list[Finding]) -> list[str]:
         """Fix what ``check`` found, in one write transaction; returns what was done."""

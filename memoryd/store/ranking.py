@@ -14,7 +14,8 @@ particular user:
   within two memories either side.
 
 The weights are a logistic regression fitted with bench/fit_ranker.py on the LoCoMo development
-conversations, held out one conversation at a time (the README gives those numbers).
+conversations, held out one conversation at a time (the README gives those numbers).  After the
+model's order, :func:`diversify` gives the last places of the top ten to other episodes.
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store.neighbours import Neighbourhood
+from memoryd.store.neighbours import MAX_GAP_MS, Neighbourhood
 
 #: Feature -> weight, in the order of feature_matrix's columns.
 WEIGHTS: Mapping[str, float] = {
-    "cosine": 5.94,
-    "coverage": 2.23,
-    "is_question": -0.87,
-    "prev_is_question": 0.20,
-    "prev_coverage": -1.93,
-    "prev_question_coverage": 3.20,
-    "next_coverage": -0.99,
-    "window_coverage": 3.31,
+    "cosine": 3.94,
+    "coverage": 1.65,
+    "is_question": -0.51,
+    "prev_is_question": 0.10,
+    "prev_coverage": -1.08,
+    "prev_question_coverage": 1.97,
+    "next_coverage": -0.65,
+    "window_coverage": 3.24,
 }
 FEATURES = tuple(WEIGHTS)
 #: How much closer in meaning the best semantic match must be to move above a candidate.
@@ -45,6 +46,13 @@ SEMANTIC_MARGIN = 0.05
 GUARD_MAX_TERMS = 3
 #: Neighbours the window reaches on either side.
 WINDOW = 2
+#: The first this-many results are the model's best, as scored; the rest of the top
+#: DIVERSE_UNTIL each open an episode not shown yet (:func:`diversify`).
+DIVERSE_FROM = 7
+DIVERSE_UNTIL = 10
+#: Memories at most this many rows apart, and added within neighbours.MAX_GAP_MS of each other,
+#: belong to one episode (an exchange of a conversation, a burst of notes).
+EPISODE_ROWS = 10
 
 #: A trailing parenthetical ("... can you? (photo attached)") does not change what a text asks.
 _TRAILING_ASIDE = re.compile(r"\s*\([^()]*\)\s*$")
@@ -150,3 +158,36 @@ def order(
         ranked.insert(target, (best, ranked[target][1]))
         del ranked[position + 1]
     return ranked
+
+
+def diversify(ranked: Sequence[tuple[int, float]], created_at_ms: Mapping[int, int]) -> list[tuple[int, float]]:
+    """The top DIVERSE_UNTIL of ``ranked`` spread over episodes: after the first DIVERSE_FROM,
+    each place goes to the best candidate of an episode none of the places above holds.
+
+    The model scores each memory alone, and the neighbour features lift a whole exchange
+    together, so the top ten often hold three or four turns of one or two exchanges.  When those
+    are the wrong exchanges, the answer is nowhere in the top ten; a few places for other
+    episodes make a first wrong guess cost less (the top places stay the model's own, so the
+    first answer does not move).  Candidates passed over follow the top places in their order.
+    A candidate without a known creation time is an episode of its own.  A result placed above
+    others takes the score of the place it takes, so scores still fall down the list.
+    """
+    shown = list(ranked[:DIVERSE_FROM])
+    for rowid, score in ranked[DIVERSE_FROM:]:
+        if len(shown) >= DIVERSE_UNTIL:
+            break
+        if not any(_one_episode(rowid, other, created_at_ms) for other, _ in shown):
+            shown.append((rowid, score))
+    placed = {rowid for rowid, _ in shown}
+    reordered = [rowid for rowid, _ in shown] + [rowid for rowid, _ in ranked if rowid not in placed]
+    return [(rowid, score) for rowid, (_, score) in zip(reordered, ranked, strict=True)]
+
+
+def _one_episode(first: int, second: int, created_at_ms: Mapping[int, int]) -> bool:
+    # Row ids grow with each add, so rows a few ids apart were added one after the other (other
+    # scopes' adds in between only make the rule stricter); the time gap splits the episodes of
+    # a scope that gets one memory a day.
+    one, other = created_at_ms.get(first), created_at_ms.get(second)
+    if one is None or other is None:
+        return False
+    return abs(first - second) <= EPISODE_ROWS and abs(one - other) <= MAX_GAP_MS

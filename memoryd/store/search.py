@@ -99,6 +99,7 @@ class Candidates:
     features: npt.NDArray[np.float64]  # one row of ranking.FEATURES per candidate
     cosines: dict[int, float]
     terms: list[str]
+    created_at_ms: dict[int, int]  # of the candidates, for ranking.diversify
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +212,9 @@ def candidates(
     # on its neighbour's alone: keyword-only search returns only memories that match.
     joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
     features = np.vstack([features, table.matrix(joining, cosines)])
-    return Candidates(pool + joining, features, cosines, words.terms)
+    rowids = pool + joining
+    created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
+    return Candidates(rowids, features, cosines, words.terms, created)
 
 
 def _comparable(db: apsw.Connection, semantic: VectorPart, query: SearchQuery) -> bool:
@@ -220,8 +223,8 @@ def _comparable(db: apsw.Connection, semantic: VectorPart, query: SearchQuery) -
     The other reader's snapshot may be a commit or two apart from this one; the list only
     proposes candidates: each is ranked and shown only if this snapshot holds it and lets the
     caller see it (neighbours.around and the final fetch check), and its cosines are of the
-    vectors this snapshot holds (a memory's vector embeds its text, which never changes).  A space changed in between (a
-    reindex) is not comparable: the scan runs again here."""
+    vectors this snapshot holds (a memory's vector embeds its text, which never changes).  A
+    space changed in between (a reindex) is not comparable: the scan runs again here."""
     return _usable_space(db, query.vector, query.vector_space) == semantic.space
 
 
@@ -273,7 +276,7 @@ def search(
         # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
         # and breaks its ties (the query is about those people).
         ranked = [(rowid, scored.get(rowid, 0.0)) for rowid in fuse([by_people, [r for r, _ in ranked]])]
-    ranked = people_retriever.restrict(db, people_focus, ranked)[:limit]
+    ranked = ranking.diversify(people_retriever.restrict(db, people_focus, ranked), found.created_at_ms)[:limit]
     records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
     people_retriever.annotate(db, scope, records.values())
 

@@ -22,6 +22,7 @@ import apsw
 from memoryd.errors import DiskFull, StoreCorrupt, StoreError
 from memoryd.ids import now_ms
 from memoryd.store import jobs, schema, vectors
+from memoryd.store.connection import limit_cache_memory
 from memoryd.store.db import MMAP_BYTES, Database
 from memoryd.store.conversation_log import ConversationLog
 from memoryd.store.hits import HitCounter, write_hits
@@ -75,6 +76,12 @@ class Store:
         self.supersession = Supersessions(self._db, self._hits, clock)
         self.conversations = ConversationLog(self._db, clock)
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
+
+    @staticmethod
+    def limit_cache_memory(limit_bytes: int) -> None:
+        """Cap the cache memory of every store open in this process, all connections
+        together (0: no shared cap); a process-wide setting, so the daemon sets it once."""
+        limit_cache_memory(limit_bytes)
 
     # -- the vector space (start-up and `memoryd reindex`) -------------------------------------
 

@@ -1,0 +1,31 @@
+"""Background workers that a full disk or a damaged file pauses instead of stopping the daemon."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from memoryd.errors import DiskFull, StoreCorrupt
+from memoryd.log import fields
+
+log = logging.getLogger("memoryd.daemon")
+
+
+#: How long a worker stopped by a full disk or a damaged file waits before it tries again.
+STORAGE_RETRY_SECONDS = 5.0
+
+
+async def despite_storage_faults(
+    run: Callable[[], Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run a background worker (the embedding backfill, supersession) that a full disk or a damaged file
+    must pause, not bring the daemon down with it; the store logged the fault once."""
+    task_status.started()
+    while True:
+        try:
+            await run()
+        except (DiskFull, StoreCorrupt) as exc:
+            log.debug("worker.paused", extra=fields(reason=str(exc), retry_in=STORAGE_RETRY_SECONDS))
+            await trio.sleep(STORAGE_RETRY_SECONDS)
