@@ -3,8 +3,8 @@
     python bench/retrieval.py [--data PATH] [--compare] [--keep DIR]
 
 Starts ``memoryd serve --embedder local`` on a temp data dir, adds every dialogue turn of every
-conversation (each conversation is its own user) in pipelined JSON-RPC batches, waits until all
-are embedded, then asks every question of categories 1-4 with ``memory.search`` (limit 20), one
+conversation (each conversation is its own user) in order, one at a time, waits until all are
+embedded, then asks every question of categories 1-4 with ``memory.search`` (limit 20), one
 at a time, timing each round trip (query embedding included).  Prints recall@1/5/10/20,
 session_any@10 and MRR, overall and per category, and the search latency p50/p95.
 
@@ -25,7 +25,6 @@ import shutil
 import socket
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,12 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import locomo  # noqa: E402
 from harness import REPO, Server, load_average, percentile  # noqa: E402
-
-#: Calls per JSON-RPC batch (the daemon runs up to 16 of a batch at once).
-BATCH = 16
-#: Batches on the wire before the first reply is read.
-WINDOW = 4
-
 
 class Connection:
     """One NDJSON connection with a blocking socket; calls may be pipelined."""
@@ -74,41 +67,19 @@ class Connection:
 
 
 def add_all(conn: Connection, conversations: list[locomo.Conversation]) -> dict[str, list[str]]:
-    """Adds every turn; returns memory id -> labels (an exact repeat is deduplicated into one id)."""
-    calls = [
-        (turn.label, {"user_id": c.user_id, "content": turn.content}) for c in conversations for turn in c.turns
-    ]
-    batches = [calls[i : i + BATCH] for i in range(0, len(calls), BATCH)]
-    # A writer thread keeps WINDOW batches in flight while this thread reads the replies.
-    in_flight = threading.Semaphore(WINDOW)
-    failure: list[BaseException] = []
+    """Adds every turn; returns memory id -> labels (an exact repeat is deduplicated into one id).
 
-    def write() -> None:
-        try:
-            for number, batch in enumerate(batches):
-                in_flight.acquire()
-                conn.send(
-                    [
-                        {"jsonrpc": "2.0", "id": number * BATCH + i, "method": "memory.add", "params": params}
-                        for i, (_, params) in enumerate(batch)
-                    ]
-                )
-        except BaseException as exc:  # reported by the reading thread
-            failure.append(exc)
-
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
+    The protocol adds the turns in order, and the ranking reads a memory's neighbours in that
+    order, so each turn is sent only after the previous one was acknowledged, one conversation
+    after the other: the store ends up as a user's real history would (pipelined batches ran
+    their adds concurrently and stored a few turns out of order, which moved results from run
+    to run).
+    """
     labels: dict[str, list[str]] = {}
-    for _ in batches:
-        replies = conn.receive()
-        in_flight.release()
-        for reply in replies:
-            if "error" in reply:
-                raise RuntimeError(f"memory.add: {reply['error']}")
-            labels.setdefault(reply["result"]["id"], []).append(calls[reply["id"]][0])
-    writer.join()
-    if failure:
-        raise failure[0]
+    for conversation in conversations:
+        for turn in conversation.turns:
+            result = conn.call("memory.add", {"user_id": conversation.user_id, "content": turn.content})
+            labels.setdefault(result["id"], []).append(turn.label)
     return labels
 
 

@@ -108,7 +108,7 @@ def test_places_after_the_first_go_to_episodes_not_shown_yet() -> None:
     one_exchange = list(range(1, 13))  # twelve memories added one after the other
     ranked = ranked_by_rowid([*one_exchange, 30, 31, 60])
     diverse = ranking.diversify(ranked, dict.fromkeys([*one_exchange, 30, 31, 60], 0))
-    assert FIRST == 7 and ranking.DIVERSE_UNTIL == 10
+    assert FIRST + 2 <= ranking.DIVERSE_UNTIL and ranking.DIVERSE_UNTIL < len(one_exchange)
     # 30 and 60 are more than EPISODE_ROWS from everything above them; 31 is 30's neighbour.
     assert [rowid for rowid, _ in diverse] == [*one_exchange[:FIRST], 30, 60, *one_exchange[FIRST:], 31]
     # Each place keeps its score: they still fall down the list.
@@ -119,15 +119,17 @@ def test_memories_added_far_apart_in_time_are_other_episodes_even_with_close_row
     rowids = list(range(1, 13))
     created = {rowid: 0 if rowid <= 8 else neighbours.MAX_GAP_MS + 1 for rowid in rowids}
     diverse = ranking.diversify(ranked_by_rowid(rowids), created)
-    # 8 is the first seven's episode; 9 opens the later one, whose rest waits below.
-    assert [rowid for rowid, _ in diverse] == [*rowids[:FIRST], 9, 8, 10, 11, 12]
+    assert FIRST < 8 < ranking.DIVERSE_UNTIL
+    # The rest of 1-8 is the first places' episode; 9 opens the later one, whose rest waits below.
+    assert [rowid for rowid, _ in diverse] == [*rowids[:FIRST], 9, *rowids[FIRST:8], 10, 11, 12]
 
 
 def test_a_candidate_without_a_creation_time_is_an_episode_of_its_own() -> None:
     rowids = list(range(1, 12))
     created = {rowid: 0 for rowid in rowids if rowid != 9}
+    assert FIRST < 9
     assert [rowid for rowid, _ in ranking.diversify(ranked_by_rowid(rowids), created)] == [
-        *rowids[:FIRST], 9, 8, 10, 11
+        *rowids[:FIRST], 9, *rowids[FIRST:8], 10, 11
     ]  # fmt: skip
 
 

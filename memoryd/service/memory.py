@@ -169,8 +169,9 @@ class MemoryService:
         focus = None
         if self.people is not None:
             focus, query = await self.people.focus(scope, query, about)
-        query_vector = await self._embed_query(query)
-        return await self.memories.search(scope, query, limit=limit, query_vector=query_vector, people_focus=focus)
+        # The store starts its keyword part while the query is being embedded.
+        embed = (lambda: self._embed_query(query)) if self._embeds_queries else None
+        return await self.memories.search(scope, query, limit=limit, embed_query=embed, people_focus=focus)
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
         scope = dataclasses.replace(
@@ -222,9 +223,13 @@ class MemoryService:
                 listener(scope)
         return {"deleted": deleted_id is not None, "id": deleted_id}
 
+    @property
+    def _embeds_queries(self) -> bool:
+        return self.embedder is not None and self.backfill is not None and self.backfill.vector_space_ready
+
     async def _embed_query(self, query: str) -> np.ndarray | None:
         """The query's vector, or None: search never fails because the embedder does."""
-        if self.embedder is None or self.backfill is None or not self.backfill.vector_space_ready:
+        if self.embedder is None or not self._embeds_queries:
             return None
         try:
             with trio.fail_after(self.query_timeout):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -34,6 +34,7 @@ from memoryd.store.connection import one as one
 from memoryd.store.connection import open_connection as open_connection
 from memoryd.store.connection import rows_changed as rows_changed
 from memoryd.store.connection import write_transaction as write_transaction
+from memoryd.store.read_snapshot import ReadSnapshot
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -166,6 +167,50 @@ class Database:
                 raise StoreBusy(self._busy_timeout_ms) from None
             finally:
                 self._free_readers.append(reader)
+
+    @contextlib.asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[ReadSnapshot]:
+        """A reader of the pool holding one read transaction over several calls (waits for a
+        free reader, as ``read`` does)."""
+        async with self._reader_limiter:
+            with self._lent() as snapshot:
+                yield snapshot
+
+    @property
+    def free_readers(self) -> int:
+        """Readers nobody holds right now."""
+        return int(self._reader_limiter.available_tokens)
+
+    @contextlib.asynccontextmanager
+    async def spare_snapshot(self, *, keep_free: int = 0) -> AsyncIterator[ReadSnapshot | None]:
+        """Like ``snapshot`` if more than ``keep_free`` readers are free right now, else None at
+        once.  A caller already holding a reader must never wait for a second (with every reader
+        held that way, all would wait forever); ``keep_free`` leaves readers to other calls
+        while this one may hold its reader idle for a while."""
+        borrower = object()  # a token of its own: the task may hold one already
+        try:
+            if self.free_readers <= keep_free:
+                raise trio.WouldBlock
+            self._reader_limiter.acquire_on_behalf_of_nowait(borrower)
+        except trio.WouldBlock:
+            yield None
+            return
+        try:
+            with self._lent() as snapshot:
+                yield snapshot
+        finally:
+            self._reader_limiter.release_on_behalf_of(borrower)
+
+    @contextlib.contextmanager
+    def _lent(self) -> Iterator[ReadSnapshot]:
+        if not self._free_readers:
+            raise StoreError("the store is closed")
+        snapshot = ReadSnapshot(self._free_readers.pop(), self.condition, self._busy_timeout_ms)
+        try:
+            yield snapshot
+        finally:
+            snapshot.end()
+            self._free_readers.append(snapshot.reader)
 
     def _read_reporting(
         self, reader: apsw.Connection, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -41,6 +41,19 @@ class Neighbourhood:
     rows: dict[int, Row] = field(default_factory=dict)
     before: dict[int, int] = field(default_factory=dict)
     after: dict[int, int] = field(default_factory=dict)
+    #: The rowids whose surroundings were read (the ``rowids`` of ``around``).
+    centres: set[int] = field(default_factory=set)
+
+    def merged(self, other: Neighbourhood) -> Neighbourhood:
+        """Both neighbourhoods as one: what ``around`` gives for both lists of centres (each
+        link is between two rows adjacent among those the caller sees, whichever centre's
+        walk found it)."""
+        return Neighbourhood(
+            {**self.rows, **other.rows},
+            {**self.before, **other.before},
+            {**self.after, **other.after},
+            self.centres | other.centres,
+        )
 
     def link(self, first: Row, second: Row) -> None:
         if abs(second.created_at_ms - first.created_at_ms) <= MAX_GAP_MS:
@@ -97,8 +110,8 @@ def _around_sql(scope: Scope, reach: int, now_ms: int) -> tuple[str, tuple[objec
 
 def around(db: apsw.Connection, scope: Scope, rowids: Iterable[int], reach: int, now_ms: int) -> Neighbourhood:
     """The rows ``scope`` sees within ``reach`` positions of each of ``rowids``."""
-    hood = Neighbourhood()
     wanted = list(dict.fromkeys(rowids))
+    hood = Neighbourhood(centres=set(wanted))
     if not wanted:
         return hood
     sql, params = _around_sql(scope, reach, now_ms)

@@ -48,7 +48,7 @@ GUARD_MAX_TERMS = 3
 WINDOW = 2
 #: The first this-many results are the model's best, as scored; the rest of the top
 #: DIVERSE_UNTIL each open an episode not shown yet (:func:`diversify`).
-DIVERSE_FROM = 7
+DIVERSE_FROM = 6
 DIVERSE_UNTIL = 10
 #: Memories at most this many rows apart, and added within neighbours.MAX_GAP_MS of each other,
 #: belong to one episode (an exchange of a conversation, a burst of notes).

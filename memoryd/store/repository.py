@@ -15,10 +15,11 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import lookup, memories, people, people_retriever, search, stats
+from memoryd.store import lookup, memories, overlapped_search, people, people_retriever, search, stats
 from memoryd.store.condition import Condition
 from memoryd.store.db import Database
 from memoryd.store.hits import HitCounter
+from memoryd.store.overlapped_search import EmbedQuery
 from memoryd.store.people_retriever import PeopleFocus
 from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
 from memoryd.store.vectors import VectorSpace
@@ -79,18 +80,24 @@ class MemoryRepository:
         query: str,
         *,
         limit: int,
-        query_vector: npt.ArrayLike | None,
+        query_vector: npt.ArrayLike | None = None,
+        embed_query: EmbedQuery | None = None,
         people_focus: PeopleFocus | None = None,
     ) -> builtins.list[SearchHit]:
         """Hybrid keyword + vector search within the caller's scope, best first.
 
         ``query_vector`` must come from the embedder of the configured vector space; before one
-        was configured (or with a vector of the wrong length) the search is keyword-only.
+        was configured (or with a vector of the wrong length) the search is keyword-only.  Or
+        ``embed_query`` gives it: the search starts its keyword part while it runs.
         ``people_focus``: the people the query mentions or an ``about`` filter names.
         """
         vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
-        hits = await self._db.read(
-            search.search, scope, search.SearchQuery(query, limit, vector, self._space(), self._clock()), people_focus
+        hits = await overlapped_search.run(
+            self._db,
+            scope,
+            search.SearchQuery(query, limit, vector, self._space(), self._clock()),
+            people_focus,
+            embed_query,
         )
         self._hits.note((hit.id for hit in hits), self._clock())
         return hits

@@ -12,6 +12,7 @@ The keyword plan lives in ``keyword.py``, the scoped KNN in ``vectors.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,43 +102,110 @@ class Candidates:
     created_at_ms: dict[int, int]  # of the candidates, for ranking.diversify
 
 
-def candidates(db: apsw.Connection, scope: Scope, query: SearchQuery, extra: Sequence[int] = ()) -> Candidates:
-    """Both retrievers' candidates (and ``extra`` ones, e.g. the people retriever's) and their
-    neighbours, with the ranking model's features."""
-    keys = scope.visible_keys()
+@dataclass(frozen=True, slots=True)
+class KeywordPart:
+    """What a search finds without the query's vector: the query terms, their weights in the
+    caller's scope (term_match.py), the keyword and people retrievers' lists.  The daemon
+    gathers it while the query is being embedded (``overlapped_search.py``)."""
+
+    terms: list[str]
+    by_words: list[int]
+    by_people: list[int]
+    weights: TermWeights
+    #: The neighbourhood of by_words and by_people, their texts' coverage measured, when
+    #: ``prepare_ranking`` ran (while the reader would otherwise wait for the vector).
+    hood: neighbours.Neighbourhood | None = None
+
+
+def keyword_part(
+    db: apsw.Connection, scope: Scope, query: SearchQuery, people_focus: people_retriever.PeopleFocus | None = None
+) -> KeywordPart:
     terms = fts_query.extract_terms(query.text)
-    limit, now_ms = query.limit, query.now_ms
-    depth = candidate_depth(limit)
-    measured = [scope_stats.measure(db, key, terms) for key in keys] if terms else []
+    depth, now_ms = candidate_depth(query.limit), query.now_ms
+    measured = [scope_stats.measure(db, key, terms) for key in scope.visible_keys()] if terms else []
     counts = [per_term for per_term, _ in measured]
     by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
+    by_people = people_retriever.ranking(db, scope, people_focus, depth, now_ms)
+    weights = TermWeights(db, terms, _summed(counts), sum(size for _, size in measured))
+    return KeywordPart(terms, by_words, by_people, weights)
 
+
+def prepare_ranking(db: apsw.Connection, scope: Scope, words: KeywordPart, now_ms: int) -> KeywordPart:
+    """``words`` with its candidates' neighbourhood read and their texts' coverage measured:
+    work the ranking does anyway, done while the reader would wait for the vector."""
+    hood = neighbours.around(db, scope, [*words.by_words, *words.by_people], REACH, now_ms)
+    for row in hood.rows.values():
+        words.weights.coverage(row.text)
+    return dataclasses.replace(words, hood=hood)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorPart:
+    """The KNN retriever's list: (rowid, cosine) best first, and the space and unit query it
+    was scanned with."""
+
+    space: vectors.VectorSpace
+    unit: npt.NDArray[np.float32]
+    nearest: list[tuple[int, float]]
+
+
+def vector_part(db: apsw.Connection, scope: Scope, query: SearchQuery) -> VectorPart | None:
+    """None when the query has no vector the store's space can compare (keyword-only search)."""
     space = _usable_space(db, query.vector, query.vector_space)
     unit = vectors.normalized(query.vector, space.dim) if space is not None and query.vector is not None else None
-    cosines: dict[int, float] = {}
-    semantic: list[int] = []
-    if space is not None and unit is not None:
-        # Every coarse candidate is rescored anyway: keep all their cosines for the neighbours.
-        nearest = vectors.knn(db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=now_ms)
-        semantic = [rowid for rowid, _ in nearest[:depth]]
-        cosines = dict(nearest)
+    if space is None or unit is None:
+        return None
+    depth = candidate_depth(query.limit)
+    # Every coarse candidate is rescored anyway: keep all their cosines for the neighbours.
+    nearest = vectors.knn(db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=query.now_ms)
+    return VectorPart(space, unit, nearest)
 
-    found = list(dict.fromkeys([*by_words, *semantic, *extra]))
-    hood = neighbours.around(db, scope, found, REACH, now_ms)
+
+def candidates(
+    db: apsw.Connection,
+    scope: Scope,
+    query: SearchQuery,
+    extra: Sequence[int] = (),
+    *,
+    words: KeywordPart | None = None,
+    semantic: VectorPart | None = None,
+) -> Candidates:
+    """Both retrievers' candidates (and ``extra`` ones, e.g. the people retriever's) and their
+    neighbours, with the ranking model's features.
+
+    ``words`` and ``semantic``: the retrievers' parts when they ran already (in this snapshot,
+    or ``semantic`` in another reader's: see ``_comparable``); what is missing runs here."""
+    if words is None:
+        words = keyword_part(db, scope, query)
+    limit, now_ms = query.limit, query.now_ms
+    depth = candidate_depth(limit)
+    if semantic is None or not _comparable(db, semantic, query):
+        semantic = vector_part(db, scope, query)
+    cosines: dict[int, float] = {}
+    by_vector: list[int] = []
+    if semantic is not None:
+        space, unit = semantic.space, semantic.unit
+        by_vector = [rowid for rowid, _ in semantic.nearest[:depth]]
+        cosines = dict(semantic.nearest)
+
+    found = list(dict.fromkeys([*words.by_words, *by_vector, *extra]))
+    hood = words.hood
+    if hood is None:
+        hood = neighbours.around(db, scope, found, REACH, now_ms)
+    elif rest := [rowid for rowid in found if rowid not in hood.centres]:
+        hood = hood.merged(neighbours.around(db, scope, rest, REACH, now_ms))
     pool = [rowid for rowid in found if rowid in hood.rows]
     known = set(pool)
     adjacent = [
         n for rowid in pool for n in (hood.walk(rowid, -1), hood.walk(rowid, 1)) if n is not None and n not in known
     ]
     adjacent = list(dict.fromkeys(adjacent))
-    vectors_on = space is not None and unit is not None
-    if vectors_on:
+    if semantic is not None:
         cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
 
-    weights = TermWeights(db, terms, _summed(counts), sum(size for _, size in measured))
-    table = ranking.FeatureTable(hood, weights.coverage)
+    table = ranking.FeatureTable(hood, words.weights.coverage)
     features = table.matrix(pool, cosines)
-    if vectors_on:
+    if semantic is not None:
         adjacent = _worth_a_cosine(adjacent, features, cosines, table, limit)
         cosines.update(vectors.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
     # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
@@ -146,7 +214,18 @@ def candidates(db: apsw.Connection, scope: Scope, query: SearchQuery, extra: Seq
     features = np.vstack([features, table.matrix(joining, cosines)])
     rowids = pool + joining
     created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
-    return Candidates(rowids, features, cosines, terms, created)
+    return Candidates(rowids, features, cosines, words.terms, created)
+
+
+def _comparable(db: apsw.Connection, semantic: VectorPart, query: SearchQuery) -> bool:
+    """Whether a KNN list scanned on another reader may join this snapshot's ranking.
+
+    The other reader's snapshot may be a commit or two apart from this one; the list only
+    proposes candidates: each is ranked and shown only if this snapshot holds it and lets the
+    caller see it (neighbours.around and the final fetch check), and its cosines are of the
+    vectors this snapshot holds (a memory's vector embeds its text, which never changes).  A
+    space changed in between (a reindex) is not comparable: the scan runs again here."""
+    return _usable_space(db, query.vector, query.vector_space) == semantic.space
 
 
 def _worth_a_cosine(
@@ -172,14 +251,24 @@ def _worth_a_cosine(
 
 
 def search(
-    db: apsw.Connection, scope: Scope, query: SearchQuery, people_focus: people_retriever.PeopleFocus | None = None
+    db: apsw.Connection,
+    scope: Scope,
+    query: SearchQuery,
+    people_focus: people_retriever.PeopleFocus | None = None,
+    *,
+    words: KeywordPart | None = None,
+    semantic: VectorPart | None = None,
 ) -> list[SearchHit]:
-    """``people_focus``: the people the query mentions (a third ranked list) or is filtered to."""
+    """``people_focus``: the people the query mentions (a third ranked list) or is filtered to.
+    ``words``, ``semantic``: parts that ran already (``candidates``); ``words`` must have been
+    gathered with the same ``people_focus``."""
     limit, now_ms = query.limit, query.now_ms
     if limit < 1:
         return []
-    by_people = people_retriever.ranking(db, scope, people_focus, candidate_depth(limit), now_ms)
-    found = candidates(db, scope, query, extra=by_people)
+    if words is None:
+        words = keyword_part(db, scope, query, people_focus)
+    by_people = words.by_people
+    found = candidates(db, scope, query, extra=by_people, words=words, semantic=semantic)
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
     if by_people:

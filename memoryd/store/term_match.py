@@ -42,6 +42,8 @@ class TermWeights:
         # only the words that hold a hint was measured slower on conversations: the speakers' names
         # put a hint in nearly every text, and one tokenizer call per text is cheap.)
         self._hinted = re.compile(hints).search
+        # A text's coverage is asked again when the search measured it ahead (search.KeywordPart).
+        self._known: dict[str, float] = {}
 
     def tokens(self, text: str) -> list[str]:
         if not text:
@@ -57,6 +59,12 @@ class TermWeights:
 
     def coverage(self, text: str) -> float:
         """The IDF-weighted share (0..1) of the query's terms found in ``text``."""
+        known = self._known.get(text)
+        if known is None:
+            known = self._known[text] = self._measure(text)
+        return known
+
+    def _measure(self, text: str) -> float:
         if self.total <= 0.0:
             return 0.0
         if text.isascii() and self._hinted(text.lower()) is None:

@@ -1,0 +1,292 @@
+"""The overlapped search (keyword part during the query's embedding, the KNN scan on a spare
+reader) gives exactly the sequential search's hits, never waits for a second reader, and keeps
+its keyword part and ranking in one snapshot."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+import trio
+
+from memoryd.store import (
+    Provenance,
+    Scope,
+    SearchHit,
+    Store,
+    neighbours,
+    search,
+    vectors,
+)
+from memoryd.store.db import Database, open_connection
+from tests.store_helpers import Clock, embed_all, note
+
+DIM = 16
+NOW = 1_800_000_000_000
+ALICE = Scope("alice")
+ALICE_IN_GROUP = Scope("alice", "chat-1", chat_type="group")
+WORDS = ["tea", "garden", "lisbon", "cello", "train", "sister", "coffee", "peanuts", "river", "chess"]
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(NOW)
+
+
+def open_store(path: Path, clock: Clock, readers: int) -> Store:
+    return Store(path, readers=readers, clock=clock)
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: Clock) -> Iterator[Store]:
+    with open_store(tmp_path / "memory.db", clock, readers=3) as opened:
+        yield opened
+
+
+def vector_of(text: str) -> np.ndarray:
+    """A fixed pseudo-random unit vector per text (near texts share words, not vectors)."""
+    rng = np.random.default_rng(abs(hash(text)) % (1 << 32))
+    vector = rng.standard_normal(DIM).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+async def fill(store: Store, count: int = 120) -> None:
+    """Conversations of a few words each (neighbours matter), personal and group memories,
+    some learned in private chats (hidden in the group), some deleted."""
+    rng = random.Random(7)
+    store.configure_vector_space("test:m", DIM)
+    ids = []
+    for i in range(count):
+        text = " ".join(rng.sample(WORDS, rng.randint(1, 3))) + ("?" if i % 4 == 0 else f" note {i}")
+        group = i % 3 == 0
+        provenance = Provenance(chat_type="private" if i % 5 == 1 else "group")
+        record, _ = await store.memories.add(note(text, chat_id="chat-1" if group else None, shared=group, provenance=provenance))
+        ids.append(record.id)
+    for memory_id in ids[2:60:9]:
+        await store.memories.delete(ALICE_IN_GROUP, memory_id)
+    await embed_all(store, vector_of)
+
+
+def sequential(store: Store, scope: Scope, text: str, vector: np.ndarray | None, limit: int) -> list[SearchHit]:
+    """The plain search, in one read transaction of a connection of the test's own."""
+    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+    try:
+        with db:
+            space = vectors.read_space(db)
+            return search.search(db, scope, search.SearchQuery(text, limit, vector, space, NOW))
+    finally:
+        db.close()
+
+
+def queries(count: int) -> list[tuple[str, np.ndarray | None]]:
+    rng = random.Random(11)
+    out: list[tuple[str, np.ndarray | None]] = []
+    for i in range(count):
+        text = " ".join(rng.sample(WORDS, rng.randint(1, 4))) if i % 5 else ""
+        out.append((text, None if i % 4 == 1 else vector_of(f"query {i}")))
+    return out
+
+
+def same(fast: list[SearchHit], slow: list[SearchHit]) -> None:
+    assert [(hit.id, hit.score, hit.similarity) for hit in fast] == [(hit.id, hit.score, hit.similarity) for hit in slow]
+
+
+@pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
+@pytest.mark.parametrize("limit", [3, 10])
+async def test_a_known_vector_gives_the_sequential_hits(store: Store, scope: Scope, limit: int) -> None:
+    await fill(store)
+    checked = 0
+    for text, vector in queries(30):
+        fast = await store.memories.search(scope, text, limit=limit, query_vector=vector)
+        same(fast, sequential(store, scope, text, vector, limit))
+        checked += bool(fast)
+    assert checked > 20  # the queries find something: the comparison is not of empty lists
+
+
+@pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
+async def test_a_vector_embedded_during_the_search_gives_the_sequential_hits(store: Store, scope: Scope) -> None:
+    await fill(store)
+    for text, vector in queries(30):
+
+        async def embed(vector: np.ndarray | None = vector) -> np.ndarray | None:
+            await trio.sleep(0.002)  # the keyword part runs meanwhile
+            return vector
+
+        fast = await store.memories.search(scope, text, limit=10, embed_query=embed)
+        same(fast, sequential(store, scope, text, vector, 10))
+
+
+async def test_an_embedder_giving_nothing_leaves_a_keyword_search(store: Store) -> None:
+    await fill(store)
+
+    async def nothing() -> None:
+        return None
+
+    fast = await store.memories.search(ALICE, "tea garden", limit=10, embed_query=nothing)
+    assert fast
+    same(fast, sequential(store, ALICE, "tea garden", None, 10))
+
+
+@pytest.mark.parametrize("readers", [1, 2])
+async def test_searches_never_wait_for_a_second_reader(tmp_path: Path, clock: Clock, readers: int) -> None:
+    # More concurrent searches than readers: each holds one reader and takes a second only if
+    # one is free at that moment; with readers=1 no search ever gets a spare one.
+    with open_store(tmp_path / "memory.db", clock, readers=readers) as store:
+        await fill(store)
+        wanted = queries(24)
+        found: dict[int, list[SearchHit]] = {}
+
+        async def one(i: int) -> None:
+            text, vector = wanted[i]
+            found[i] = await store.memories.search(ALICE, text, limit=10, query_vector=vector)
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                for i in range(len(wanted)):
+                    nursery.start_soon(one, i)
+        for i, (text, vector) in enumerate(wanted):
+            same(found[i], sequential(store, ALICE, text, vector, 10))
+
+
+async def test_a_memory_added_while_the_query_is_embedded_is_not_half_seen(store: Store) -> None:
+    # The keyword part and the ranking read one snapshot: a memory committed in between is in
+    # neither (or, for a later search, in both), never found by one and checked by the other.
+    await fill(store)
+    text = "harpsichord lessons"
+    before = sequential(store, ALICE, text, vector_of(text), 10)
+
+    async def embed_while_adding() -> np.ndarray:
+        await trio.sleep(0.5)  # the keyword part has taken its snapshot by now
+        await store.memories.add(note(text))
+        await embed_all(store, vector_of)
+        return vector_of(text)
+
+    during = await store.memories.search(ALICE, text, limit=10, embed_query=embed_while_adding)
+    same(during, before)
+    after = await store.memories.search(ALICE, text, limit=10, query_vector=vector_of(text))
+    assert after[0].content == text
+
+
+def database(store: Store, readers: int) -> Database:
+    """A Database of the test's own on the store's file (the store created the schema)."""
+    db = Database(store.path, readers=readers, busy_timeout_ms=1000)
+    db.open_readers()
+    return db
+
+
+async def test_a_spare_reader_is_none_while_every_reader_is_held(store: Store) -> None:
+    db = database(store, readers=2)
+    try:
+        with trio.fail_after(10):
+            async with db.snapshot(), db.spare_snapshot() as second:
+                assert second is not None
+                async with db.spare_snapshot() as third:
+                    assert third is None
+            # Both were given back.
+            async with db.spare_snapshot() as first, db.spare_snapshot() as second:
+                assert first is not None and second is not None
+    finally:
+        db.close()
+
+
+def count_memories(connection: apsw.Connection) -> int:
+    return int(connection.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+async def test_a_snapshot_reads_one_state_across_its_calls(store: Store) -> None:
+    await store.memories.add(note("first"))
+    db = database(store, readers=1)
+    try:
+        async with db.snapshot() as snapshot:
+            seen = await snapshot.run(count_memories)
+            await store.memories.add(note("second"))
+            assert await snapshot.run(count_memories) == seen
+            assert await snapshot.finish(count_memories) == seen
+        async with db.snapshot() as snapshot:
+            assert await snapshot.finish(count_memories) == seen + 1
+    finally:
+        db.close()
+
+
+async def test_a_snapshot_left_early_gives_its_reader_back(store: Store) -> None:
+    db = database(store, readers=1)
+    try:
+        with pytest.raises(ZeroDivisionError):
+            async with db.snapshot() as snapshot:
+                await snapshot.run(lambda connection: 1 // 0)
+        with trio.fail_after(10):
+            async with db.snapshot() as snapshot:
+                assert await snapshot.finish(count_memories) == 0
+    finally:
+        db.close()
+
+
+async def test_two_neighbourhoods_merged_are_the_neighbourhood_of_both(store: Store) -> None:
+    # The keyword part reads its candidates' neighbourhood ahead; the ranking adds the vector
+    # candidates' and merges: the same rows and links as one read of all the centres.
+    await fill(store)
+    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+    try:
+        rowids = [int(r) for (r,) in db.execute("SELECT rowid FROM memories ORDER BY rowid")]
+        rng = random.Random(5)
+        for scope in (ALICE, ALICE_IN_GROUP):
+            for _ in range(20):
+                first, second = rng.sample(rowids, 8), rng.sample(rowids, 8)
+                whole = neighbours.around(db, scope, [*first, *second], search.REACH, NOW)
+                parts = neighbours.around(db, scope, first, search.REACH, NOW).merged(
+                    neighbours.around(db, scope, second, search.REACH, NOW)
+                )
+                assert (parts.rows, parts.before, parts.after, parts.centres) == (
+                    whole.rows, whole.before, whole.after, whole.centres
+                )
+                assert whole.after  # the memories were added close together: they link
+    finally:
+        db.close()
+
+
+async def test_searches_waiting_for_their_embedding_leave_a_reader_free(tmp_path: Path, clock: Clock) -> None:
+    # The embedder takes one query at a time: searches queued behind it must not hold every
+    # reader idle, or a memory.list would wait for embeddings it has nothing to do with.
+    with open_store(tmp_path / "memory.db", clock, readers=2) as store:
+        await fill(store)
+        release = trio.Event()
+        text, vector = "tea garden", vector_of("tea garden")
+        found: list[list[SearchHit]] = []
+
+        async def slow_embedding() -> np.ndarray:
+            await release.wait()
+            return vector
+
+        async def one() -> None:
+            found.append(await store.memories.search(ALICE, text, limit=10, embed_query=slow_embedding))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(one)
+            await trio.sleep(0.3)  # every search is waiting for its embedding by now
+            with trio.fail_after(10):
+                assert await store.memories.list(ALICE, limit=5)
+            release.set()
+        assert len(found) == 3
+        for hits in found:  # the overlapped one and the ones that embedded first agree
+            same(hits, sequential(store, ALICE, text, vector, 10))
+
+
+@pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
+async def test_a_ranking_prepared_ahead_gives_the_sequential_hits(store: Store, scope: Scope) -> None:
+    await fill(store)
+    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+    try:
+        for text, vector in queries(30):
+            with db:
+                query = search.SearchQuery(text, 10, vector, vectors.read_space(db), NOW)
+                words = search.prepare_ranking(db, scope, search.keyword_part(db, scope, query), NOW)
+                semantic = search.vector_part(db, scope, query)
+                fast = search.search(db, scope, query, words=words, semantic=semantic)
+            same(fast, sequential(store, scope, text, vector, 10))
+    finally:
+        db.close()
