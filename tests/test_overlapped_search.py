@@ -171,6 +171,27 @@ async def test_a_memory_added_while_the_query_is_embedded_is_not_half_seen(store
     assert after[0].content == text
 
 
+async def test_a_scan_from_another_state_of_the_vectors_is_scanned_again(store: Store) -> None:
+    # A list from a reader that saw other vectors (here: before one more was added) would
+    # rank without the newest memory; the ranking scans again in its own snapshot instead.
+    await fill(store)
+    query = search.SearchQuery("", 10, vector_of("query"), None, NOW)
+    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+    try:
+        with db:
+            query = search.SearchQuery("", 10, query.vector, vectors.read_space(db), NOW)
+            stale = search.vector_part(db, ALICE, query)
+        newest, _ = await store.memories.add(note("the very question"))
+        await embed_all(store, lambda text: vector_of("query") if text == "the very question" else vector_of(text))
+        with db:
+            plain = search.search(db, ALICE, query)
+            given_the_stale_list = search.search(db, ALICE, query, semantic=stale)
+    finally:
+        db.close()
+    assert plain[0].id == newest.id
+    same(given_the_stale_list, plain)
+
+
 def database(store: Store, readers: int) -> Database:
     """A Database of the test's own on the store's file (the store created the schema)."""
     db = Database(store.path, readers=readers, busy_timeout_ms=1000)

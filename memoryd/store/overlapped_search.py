@@ -13,9 +13,10 @@ holds a reader only while another stays free (else it embeds first, then reads, 
 
 The keyword part and the ranking share one reader and one read transaction, so they see one
 snapshot, as the sequential search does.  The scan on the second reader may see a commit more
-or less; its list only proposes candidates, which the ranking checks in the main snapshot
-(``search._comparable``).  Without writes in between, the hits are those of the sequential
-``search.search`` (tests/test_overlapped_search.py).
+or less: its list is used only when the scope's vectors were the same in both snapshots (their
+stamps, ``search._comparable``), else the scan runs again on the main reader.  So the hits are
+always those of the sequential ``search.search`` in the main snapshot
+(tests/test_overlapped_search.py).
 """
 
 from __future__ import annotations

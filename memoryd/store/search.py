@@ -141,12 +141,13 @@ def prepare_ranking(db: apsw.Connection, scope: Scope, words: KeywordPart, now_m
 
 @dataclass(frozen=True, slots=True)
 class VectorPart:
-    """The KNN retriever's list: (rowid, cosine) best first, and the space and unit query it
-    was scanned with."""
+    """The KNN retriever's list: (rowid, cosine) best first, the space and unit query it was
+    scanned with, and the state of the scope's vectors it saw (``vectors.scan_state``)."""
 
     space: vectors.VectorSpace
     unit: npt.NDArray[np.float32]
     nearest: list[tuple[int, float]]
+    state: tuple[tuple[int, int], ...]
 
 
 def vector_part(db: apsw.Connection, scope: Scope, query: SearchQuery) -> VectorPart | None:
@@ -158,7 +159,7 @@ def vector_part(db: apsw.Connection, scope: Scope, query: SearchQuery) -> Vector
     depth = candidate_depth(query.limit)
     # Every coarse candidate is rescored anyway: keep all their cosines for the neighbours.
     nearest = vectors.knn(db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=query.now_ms)
-    return VectorPart(space, unit, nearest)
+    return VectorPart(space, unit, nearest, vectors.scan_state(db, scope))
 
 
 def candidates(
@@ -179,7 +180,7 @@ def candidates(
         words = keyword_part(db, scope, query)
     limit, now_ms = query.limit, query.now_ms
     depth = candidate_depth(limit)
-    if semantic is None or not _comparable(db, semantic, query):
+    if semantic is None or not _comparable(db, scope, semantic, query):
         semantic = vector_part(db, scope, query)
     cosines: dict[int, float] = {}
     by_vector: list[int] = []
@@ -217,15 +218,19 @@ def candidates(
     return Candidates(rowids, features, cosines, words.terms, created)
 
 
-def _comparable(db: apsw.Connection, semantic: VectorPart, query: SearchQuery) -> bool:
+def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart, query: SearchQuery) -> bool:
     """Whether a KNN list scanned on another reader may join this snapshot's ranking.
 
-    The other reader's snapshot may be a commit or two apart from this one; the list only
-    proposes candidates: each is ranked and shown only if this snapshot holds it and lets the
-    caller see it (neighbours.around and the final fetch check), and its cosines are of the
-    vectors this snapshot holds (a memory's vector embeds its text, which never changes).  A
-    space changed in between (a reindex) is not comparable: the scan runs again here."""
-    return _usable_space(db, query.vector, query.vector_space) == semantic.space
+    The other reader's snapshot may be a commit or two apart from this one.  Its list is used
+    only when the scope's vectors are as this snapshot holds them (same space, same stamps):
+    then this snapshot's own scan would give the same list, and the ranking's candidates are
+    those of the sequential search.  A vector added or deleted in between (or a reindex) makes
+    the scan run again here: a list with a newer memory in it would hold one older candidate
+    fewer than this snapshot's scan."""
+    return (
+        _usable_space(db, query.vector, query.vector_space) == semantic.space
+        and vectors.scan_state(db, scope) == semantic.state
+    )
 
 
 def _worth_a_cosine(

@@ -261,6 +261,12 @@ def delete_vectors(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int
     bit_index.renew_stamps(db, partitions)
 
 
+def scan_state(db: apsw.Connection, scope: Scope) -> tuple[bit_index.Stamp, ...]:
+    """What a KNN of ``scope`` depends on, as stamps: equal in two snapshots, the two scans of
+    the scope give the same list (every write to a vec0 table renews its partition's stamp)."""
+    return tuple(bit_index.read_stamp(db, key) for key in scope.visible_keys())
+
+
 def knn(
     db: apsw.Connection,
     space: VectorSpace,
