@@ -5,6 +5,7 @@ its keyword part and ranking in one snapshot."""
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,8 +49,9 @@ def store(tmp_path: Path, clock: Clock) -> Iterator[Store]:
 
 
 def vector_of(text: str) -> np.ndarray:
-    """A fixed pseudo-random unit vector per text (near texts share words, not vectors)."""
-    rng = np.random.default_rng(abs(hash(text)) % (1 << 32))
+    """A fixed pseudo-random unit vector per text (near texts share words, not vectors); crc32,
+    not hash(), so that every run of the suite searches the same vectors."""
+    rng = np.random.default_rng(zlib.crc32(text.encode()))
     vector = rng.standard_normal(DIM).astype(np.float32)
     return vector / np.linalg.norm(vector)
 
