@@ -5,6 +5,7 @@ from __future__ import annotations
 import apsw
 
 from memoryd.store import vectors
+from memoryd.store.migrations import vector_table_rebuild
 from memoryd.store.visibility import DISCLOSURE_SQL
 
 
@@ -21,4 +22,4 @@ def m007_disclosure_and_time_order(db: apsw.Connection) -> None:
     )
     space = vectors.read_space(db)
     if space is not None:
-        vectors.rebuild_table(db, space)
+        vector_table_rebuild.rebuild_table(db, space)

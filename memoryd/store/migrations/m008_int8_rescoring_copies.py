@@ -5,6 +5,7 @@ from __future__ import annotations
 import apsw
 
 from memoryd.store import vectors
+from memoryd.store.migrations import vector_table_rebuild
 
 
 def m008_int8_rescoring_copies(db: apsw.Connection) -> None:
@@ -19,4 +20,4 @@ def m008_int8_rescoring_copies(db: apsw.Connection) -> None:
     # is written by one code version, so one row tells.
     row = db.execute(f"SELECT length(embedding) FROM {space.table} LIMIT 1").fetchone()
     if row is not None and row[0] == 2 * space.dim:
-        vectors.rebuild_table(db, space)
+        vector_table_rebuild.rebuild_table(db, space)
