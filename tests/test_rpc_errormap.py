@@ -86,6 +86,18 @@ def test_internal_errors_become_these_replies(exc: Exception, code: int, message
     assert (error.code, error.message, error.data) == (code, message, data)
 
 
+def test_an_error_alone_in_exception_groups_gets_its_own_reply() -> None:
+    # A nursery in a handler wraps what its body raises: a full disk stays a full disk.
+    full = errors.DiskFull("the disk is full: nothing was written")
+    expected = rpc_error_for(full, "memory.add", 1)
+    alone = rpc_error_for(ExceptionGroup("nursery", [ExceptionGroup("inner", [full])]), "memory.add", 1)
+    assert (alone.code, alone.message, alone.data) == (expected.code, expected.message, expected.data)
+    assert alone.code != -32603
+    # Two different failures at once are no single reply's: an internal error.
+    both = ExceptionGroup("nursery", [full, errors.StoreBusy(10)])
+    assert rpc_error_for(both, "memory.add", 1).code == -32603
+
+
 def test_a_subclass_without_its_own_entry_still_gets_its_parents_reply() -> None:
     # The test above makes it a failure to ship one; at run time the nearest entry applies.
     class NewStoreProblem(errors.StoreBusy):

@@ -137,6 +137,30 @@ async def test_damage_found_after_ready_is_answered_unavailable_and_shown_in_hea
             daemon.request_stop()
 
 
+async def test_an_add_that_embeds_its_own_vector_answers_storage_full_on_a_full_disk(
+    short_tmp: Path, local_embedder: Any
+) -> None:
+    # On an idle embedder the add embeds beside its insert (a nursery): the insert's DiskFull
+    # must still reach the caller as storage full, not as an internal error.
+    with tmpfs("4m") as disk:
+        daemon = Daemon(make_config(short_tmp, data_dir=str(disk / "data"), embedder="local"), embedder=local_embedder)
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(120):
+                path = await nursery.start(daemon.run)
+                peer = await NdjsonPeer.connect(path)
+                first = (await _add(peer, "a first note"))["result"]
+                assert first["embedded"] is True  # the path under test: the add embedded itself
+                filler = fill(disk)
+                for i in range(100):
+                    reply = await _add(peer, _bulky(i))
+                    if "error" in reply:
+                        break
+                assert reply["error"]["code"] == STORAGE_FULL, reply
+                filler.unlink()
+                await peer.aclose()
+                daemon.request_stop()
+
+
 async def test_the_embedding_backfill_pauses_on_a_full_disk_instead_of_stopping_the_daemon(
     short_tmp: Path, local_embedder: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
