@@ -35,6 +35,15 @@ async def _add(peer: NdjsonPeer, content: str) -> dict:
     return await peer.call("memory.add", {"user_id": "alice", "content": content})
 
 
+async def _add_until_refused(peer: NdjsonPeer, attempts: int = 100) -> dict:
+    """Bulky adds until one is answered with an error; that reply."""
+    for i in range(attempts):
+        reply = await _add(peer, _bulky(i))
+        if "error" in reply:
+            return reply
+    raise AssertionError(f"{attempts} bulky adds on a full disk all succeeded")
+
+
 async def test_a_full_disk_answers_storage_full_turns_health_degraded_and_recovers(
     short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -48,10 +57,7 @@ async def test_a_full_disk_answers_storage_full_turns_health_degraded_and_recove
                 kept = [(await _add(peer, f"small note {i}"))["result"]["id"] for i in range(40)]
                 filler = fill(disk)
                 # The WAL's already allocated space may take a few more adds: add until it says no.
-                for i in range(100):
-                    reply = await _add(peer, _bulky(i))
-                    if "error" in reply:
-                        break
+                reply = await _add_until_refused(peer)
                 assert reply["error"]["code"] == STORAGE_FULL, reply
                 assert reply["error"]["data"] == {"retryable": True}
                 again = await _add(peer, _bulky(1000))
@@ -151,10 +157,7 @@ async def test_an_add_that_embeds_its_own_vector_answers_storage_full_on_a_full_
                 first = (await _add(peer, "a first note"))["result"]
                 assert first["embedded"] is True  # the path under test: the add embedded itself
                 filler = fill(disk)
-                for i in range(100):
-                    reply = await _add(peer, _bulky(i))
-                    if "error" in reply:
-                        break
+                reply = await _add_until_refused(peer)
                 assert reply["error"]["code"] == STORAGE_FULL, reply
                 filler.unlink()
                 await peer.aclose()
