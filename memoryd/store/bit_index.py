@@ -101,9 +101,8 @@ class PartitionCopy:
         reach = int(np.searchsorted(np.cumsum(counts), k))
         reach = min(reach, int(far) - 1)
         chosen = np.flatnonzero(distances <= reach)
-        if len(chosen) > k:  # rows tied at ``reach``: the nearer ones first, then any of the tied
-            chosen = chosen[np.argsort(distances[chosen], kind="stable")[:k]]
-        chosen = chosen[np.argsort(distances[chosen], kind="stable")]
+        # Nearest first; rows tied at ``reach`` beyond k places are dropped.
+        chosen = chosen[np.argsort(distances[chosen], kind="stable")][:k]
         return [(int(self.rowids[i]), float(distances[i])) for i in chosen]
 
 
@@ -249,13 +248,16 @@ class BitIndex:
         self._seen: dict[Key, tuple[Stamp, bool]] = {}
         self._loading: set[Key] = set()
 
-    def copy_for(self, db: apsw.Connection, table: str, partition: str) -> PartitionCopy | None:
+    def copy_for(
+        self, db: apsw.Connection, table: str, partition: str, stamp: Stamp | None = None
+    ) -> PartitionCopy | None:
         """The current copy of ``partition`` in ``db``'s snapshot, read now if it is due; None:
-        scan it with vec0."""
+        scan it with vec0.  ``stamp``: the partition's, when the caller read it in this snapshot."""
         if self.layout_mismatch:
             return None
         key: Key = (db.filename, table, partition)
-        stamp = read_stamp(db, partition)
+        if stamp is None:
+            stamp = read_stamp(db, partition)
         with self._lock:
             copy = self._copies.get(key)
             if copy is not None and copy.stamp == stamp:
@@ -293,11 +295,6 @@ class BitIndex:
             while sum(c.nbytes for c in self._copies.values()) > self.max_bytes and len(self._copies) > 1:
                 self._copies.popitem(last=False)
         return copy
-
-    def clear(self) -> None:
-        with self._lock:
-            self._copies.clear()
-            self._seen.clear()
 
 
 BIT_INDEX = BitIndex()

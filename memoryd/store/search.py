@@ -158,20 +158,22 @@ def vector_part(db: apsw.Connection, scope: Scope, query: SearchQuery) -> Vector
         return None
     depth = candidate_depth(query.limit)
     # Every coarse candidate is rescored anyway: keep all their cosines for the neighbours.
-    nearest = vectors.knn(db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=query.now_ms)
-    return VectorPart(space, unit, nearest, vectors.scan_state(db, scope))
+    state = vectors.scan_state(db, scope)
+    nearest = vectors.knn(
+        db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=query.now_ms, state=state
+    )
+    return VectorPart(space, unit, nearest, state)
 
 
 def candidates(
     db: apsw.Connection,
     scope: Scope,
     query: SearchQuery,
-    extra: Sequence[int] = (),
     *,
     words: KeywordPart | None = None,
     semantic: VectorPart | None = None,
 ) -> Candidates:
-    """Both retrievers' candidates (and ``extra`` ones, e.g. the people retriever's) and their
+    """Both retrievers' candidates (and the people retriever's, ``words.by_people``) and their
     neighbours, with the ranking model's features.
 
     ``words`` and ``semantic``: the retrievers' parts when they ran already (in this snapshot,
@@ -189,7 +191,7 @@ def candidates(
         by_vector = [rowid for rowid, _ in semantic.nearest[:depth]]
         cosines = dict(semantic.nearest)
 
-    found = list(dict.fromkeys([*words.by_words, *by_vector, *extra]))
+    found = list(dict.fromkeys([*words.by_words, *by_vector, *words.by_people]))
     hood = words.hood
     if hood is None:
         hood = neighbours.around(db, scope, found, REACH, now_ms)
@@ -273,7 +275,7 @@ def search(
     if words is None:
         words = keyword_part(db, scope, query, people_focus)
     by_people = words.by_people
-    found = candidates(db, scope, query, extra=by_people, words=words, semantic=semantic)
+    found = candidates(db, scope, query, words=words, semantic=semantic)
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
     if by_people:

@@ -200,7 +200,7 @@ def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[
     partitions: set[str] = set()
     for row, vector in rows:
         # vec0 has no UPSERT; delete-then-insert keeps a retried job idempotent.
-        delete_vectors(db, space, [row.rowid])
+        partitions |= _delete_rows(db, space, [row.rowid])
         partitions.add(row.scope_key)
         db.execute(
             f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, "
@@ -221,13 +221,19 @@ def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[
 
 
 def delete_vectors(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> None:
+    bit_index.renew_stamps(db, _delete_rows(db, space, rowids))
+
+
+def _delete_rows(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> set[str]:
+    """Delete the vectors of ``rowids``; returns the partitions they were in (whose stamps the
+    caller renews, once per transaction)."""
     partitions: set[str] = set()
     for rowid in rowids:
         found = db.execute(f"SELECT scope_key FROM {space.table} WHERE memory_rowid = ?", (rowid,)).fetchone()
         if found is not None:
             partitions.add(found[0])
             db.execute(f"DELETE FROM {space.table} WHERE memory_rowid = ?", (rowid,))
-    bit_index.renew_stamps(db, partitions)
+    return partitions
 
 
 def scan_state(db: apsw.Connection, scope: Scope) -> tuple[bit_index.Stamp, ...]:
@@ -245,6 +251,7 @@ def knn(
     depth: int,
     coarse_k: int,
     now_ms: int,
+    state: tuple[bit_index.Stamp, ...] | None = None,
 ) -> list[tuple[int, float]]:
     """The ``depth`` nearest unexpired memories ``scope`` can see: (rowid, cosine), best first.
 
@@ -257,8 +264,11 @@ def knn(
     found: dict[int, bytes] = {}
     from_copies: list[int] = []
     branches = list(zip(vector_filters(scope, now_ms), vector_branches(scope), strict=True))
-    for key in scope.visible_keys():
-        copy = bit_index.BIT_INDEX.copy_for(db, space.table, key)
+    keys = scope.visible_keys()
+    # ``state``: the caller's scan_state of this snapshot (read once, not again per copy).
+    stamps = state if state is not None else scan_state(db, scope)
+    for key, stamp in zip(keys, stamps, strict=True):
+        copy = bit_index.BIT_INDEX.copy_for(db, space.table, key, stamp)
         for (filter_sql, filter_params), (codes, learned_chat) in branches:
             if copy is not None:
                 from_copies.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes, learned_chat))
