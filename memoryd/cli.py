@@ -16,7 +16,7 @@ import trio
 
 from memoryd import __version__
 from memoryd.config import Config, config_reference, load_config
-from memoryd.errors import ConfigError, MemorydError, StartupError
+from memoryd.errors import ConfigError, MemorydError, StartupError, lone_leaf
 from memoryd.log import setup_logging
 
 log = logging.getLogger("memoryd.cli")
@@ -160,23 +160,11 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
         trio.run(partial(run_until_signalled, config, accept_empty_db=args.accept_empty_db, head_start=head_start))
     except BaseExceptionGroup as group:
         # The daemon's nurseries wrap what stopped start-up; one error of ours is shown as itself.
-        lone = _lone_error(group)
-        if lone is None:
+        lone = lone_leaf(group)
+        if not isinstance(lone, MemorydError):
             raise
         raise lone from None
     return EXIT_OK
-
-
-def _lone_error(group: BaseExceptionGroup[BaseException]) -> MemorydError | None:
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        exc = pending.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            pending.extend(exc.exceptions)
-        else:
-            leaves.append(exc)
-    return leaves[0] if len(leaves) == 1 and isinstance(leaves[0], MemorydError) else None
 
 
 def _reindex(config: Config, args: argparse.Namespace) -> int:

@@ -50,6 +50,20 @@ from typing import Any, ClassVar
 from memoryd_client.errors import ErrorCode
 
 
+def lone_leaf(exc: BaseException) -> BaseException:
+    """The one exception inside ``exc`` when it is a tree of exception groups with a single leaf
+    (what a nursery makes of its body's error), else ``exc`` itself."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [exc]
+    while pending and len(leaves) < 2:
+        item = pending.pop()
+        if isinstance(item, BaseExceptionGroup):
+            pending.extend(item.exceptions)
+        else:
+            leaves.append(item)
+    return leaves[0] if len(leaves) == 1 and not pending else exc
+
+
 class MemorydError(Exception):
     """Base of every error memoryd raises on purpose."""
 

@@ -42,6 +42,7 @@ from memoryd.errors import (
     SupersedeRefused,
     Unavailable,
     UnknownListCursor,
+    lone_leaf,
 )
 
 __all__ = ["ERROR_REPLIES", "rpc_error_for"]
@@ -127,19 +128,13 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
 
 def rpc_error_for(exc: Exception, method: str, connection_id: int) -> RpcError:
     """The error a call to ``method`` answers with after raising ``exc``."""
-    exc = _alone(exc)
+    # A nursery in a method wraps what its body raises: the caller gets that error's reply.
+    leaf = lone_leaf(exc)
+    exc = leaf if isinstance(leaf, Exception) else exc
     error = exc if isinstance(exc, RpcError) else _translate(exc)
     if isinstance(error, InternalError):
         log.error("method %r failed on connection %d", method, connection_id, exc_info=exc)
     return error
-
-
-def _alone(exc: Exception) -> Exception:
-    """The one exception inside (nested) groups of one: a nursery in a method wraps what its
-    body raises, and the caller should get that error's reply, not an internal error."""
-    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _translate(exc: Exception) -> RpcError:

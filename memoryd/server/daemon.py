@@ -200,7 +200,7 @@ class Daemon:
                     store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
                 )
                 await nursery.start(self.maintenance.run)
-                trimmer = HeapTrimmer(lambda: (server.stats()["requests_total"], store.memories.write_count))
+                trimmer = HeapTrimmer(lambda: (server.guard.requests_total, store.memories.write_count))
                 await nursery.start(trimmer.run)
                 # READY=1 before the first accept: a client that has been answered must find
                 # the unit active (clients that come meanwhile wait in the listen queue).

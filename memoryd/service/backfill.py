@@ -90,21 +90,11 @@ class EmbeddingBackfill:
                     self.last_error = str(exc)
                     log.warning("backfill.own_embed_failed", extra=fields(error=str(exc)))
 
-        failure: Exception | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(embed_own)
-            try:
-                stored = await store(True)
-            except Exception as exc:
-                # Raised below, outside the nursery, so that the caller gets the store's own
-                # error (DiskFull, StoreBusy...) and not an exception group around it.
-                failure = exc
+            stored = await store(True)
+            if stored.embed_job is None:  # a duplicate (or no vector space): nothing to embed
                 nursery.cancel_scope.cancel()
-            else:
-                if stored.embed_job is None:  # a duplicate (or no vector space): nothing to embed
-                    nursery.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
         job = stored.embed_job
         if job is None:
             return stored, False
