@@ -6,6 +6,10 @@ from __future__ import annotations
 import logging
 import random
 import string
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +18,14 @@ import trio
 
 from memoryd import errors
 from memoryd.server.daemon import Daemon
+from memoryd.service.backfill import PROBE_TEXT
 from memoryd.store import Store
 from memoryd.store.db import open_connection
 from memoryd.store.visibility import Scope
 from tests.conftest import make_config
 from tests.store_helpers import note, sql
 from tests.disk_faults import build_store, corrupt_mid_file, fill, tmpfs
+from tests.fake_backends import FakeBackend, Reply
 from tests.wire import NdjsonPeer
 
 STORAGE_FULL = -32009
@@ -36,12 +42,12 @@ async def _add(peer: NdjsonPeer, content: str) -> dict:
     return await peer.call("memory.add", {"user_id": "alice", "content": content})
 
 
-async def _checkpoint(path: Path) -> None:
-    """Fold the WAL back once the daemon's own start-up writes let it (they finish soon)."""
+async def _truncate_wal(path: Path) -> None:
+    """Fold the WAL back and empty it, once the daemon's own writes let it (they finish soon)."""
     db = open_connection(path, busy_timeout_ms=5000)
     try:
         with trio.fail_after(30):
-            while db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0] != 0:
+            while db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] != 0:
                 await trio.sleep(0.05)
     finally:
         db.close()
@@ -177,38 +183,111 @@ async def test_an_add_that_embeds_its_own_vector_answers_storage_full_on_a_full_
                 daemon.request_stop()
 
 
-async def test_the_embedding_backfill_pauses_on_a_full_disk_instead_of_stopping_the_daemon(
-    short_tmp: Path, local_embedder: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG, logger="memoryd.daemon")
-    with tmpfs("16m") as disk:
-        config = make_config(short_tmp, data_dir=str(disk / "data"), embedder="local", embed={"add_wait": 0.0})
-        daemon = Daemon(config, embedder=local_embedder)
+@dataclass
+class Gated:
+    """A daemon on a small tmpfs whose embedding backend holds every request but the start-up
+    probe until ``gate`` is set."""
+
+    disk: Path
+    backend: FakeBackend
+    gate: threading.Event
+    path: Path
+    peer: NdjsonPeer
+
+    async def embedding_requested(self) -> None:
+        while not any(seen.body["input"] != [PROBE_TEXT] for seen in self.backend.seen):
+            await trio.sleep(0.02)
+
+    async def fill_to_the_last_page(self) -> Path:
+        """An empty WAL on a disk without one free block: no write fits anywhere (a WAL folded
+        back but kept at its size would take a few more pages, and whose write fits is timing)."""
+        await _truncate_wal(self.disk / "data" / "memoryd.db")
+        return fill(self.disk)
+
+
+@asynccontextmanager
+async def gated_daemon(base: Path, add_wait: float) -> AsyncIterator[Gated]:
+    gate = threading.Event()
+
+    def held(request: dict[str, Any]) -> Reply:
+        if request["input"] != [PROBE_TEXT]:
+            gate.wait(60)
+        return Reply()
+
+    with tmpfs("16m") as disk, FakeBackend("openai") as backend:
+        backend.dim = 384
+        backend.script.extend([held] * 50)
+        embed = {"url": backend.url, "model": "fake-embed", "timeout": 90.0, "retries": 0, "add_wait": add_wait}
+        daemon = Daemon(make_config(base, data_dir=str(disk / "data"), embedder="openai", embed=embed))
         async with trio.open_nursery() as nursery:
             with trio.fail_after(120):
                 path = await nursery.start(daemon.run)
                 peer = await NdjsonPeer.connect(path)
-                # Folded back, the WAL's next writes start again at its beginning, in space the
-                # file has already: whether the daemon's own checkpoint ran yet is timing.
-                await _checkpoint(disk / "data" / "memoryd.db")
-                filler = fill(disk)
-                # Small adds fit in WAL space already allocated; their vectors need a new vec0
-                # chunk (hundreds of KB), which the full disk refuses to the backfill.
-                added = [await _add(peer, f"small note {i}") for i in range(5)]
-                assert any("result" in reply for reply in added), added
-                while (await peer.call("system.health", {}))["result"]["status"] == "ok":
-                    await trio.sleep(0.05)
-                await trio.sleep(1.0)
-                health = (await peer.call("system.health", {}))["result"]
-                assert health["storage"]["state"] == "full"
-                assert "worker.paused" in caplog.text  # the backfill hit the full disk, and lives
-                filler.unlink()
-                while (await peer.call("system.health", {}))["result"]["counts"]["memories_active"] == 0:
-                    await trio.sleep(0.05)
-                search = await peer.call("memory.search", {"user_id": "alice", "query": "small note"})
-                assert search["result"], search
-                await peer.aclose()
-                daemon.request_stop()
+                try:
+                    yield Gated(disk, backend, gate, path, peer)
+                finally:
+                    gate.set()
+                    await peer.aclose()
+                    daemon.request_stop()
+
+
+async def _health(peer: NdjsonPeer) -> dict[str, Any]:
+    result: dict[str, Any] = (await peer.call("system.health", {}))["result"]
+    return result
+
+
+async def test_the_embedding_backfill_pauses_on_a_full_disk_instead_of_stopping_the_daemon(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="memoryd.daemon")
+    async with gated_daemon(short_tmp, add_wait=0.0) as gated:
+        peer = gated.peer
+        added = [await _add(peer, f"small note {i}") for i in range(5)]
+        assert all("result" in reply for reply in added), added
+        await gated.embedding_requested()  # the backfill holds the jobs
+        filler = await gated.fill_to_the_last_page()
+        gated.gate.set()
+        while (await _health(peer))["storage"]["state"] != "full":
+            await trio.sleep(0.05)
+        while "worker.paused" not in caplog.text:  # the backfill hit the full disk, and lives
+            await trio.sleep(0.05)
+        filler.unlink()
+        # It tries again after its pause, and the memories get their vectors.
+        while (await _health(peer))["backlog"].get("embed", 0):
+            await trio.sleep(0.1)
+        assert (await _health(peer))["storage"]["state"] == "ok"
+        search = await peer.call("memory.search", {"user_id": "alice", "query": "small note"})
+        assert len(search["result"]) == 5, search
+
+
+async def test_an_add_whose_vector_a_full_disk_refuses_is_stored_and_says_so(short_tmp: Path) -> None:
+    # The insert fits and commits; the vector, written after the embedding, does not. The add
+    # did store the memory, so it answers success (embedded: false), and the job stays queued.
+    async with gated_daemon(short_tmp, add_wait=60.0) as gated:
+        watcher = await NdjsonPeer.connect(gated.path)
+        while not (await _health(watcher))["embedder"]["vector_space_ready"]:
+            await trio.sleep(0.02)  # until then an add leaves its text to the backfill
+        replies: list[dict[str, Any]] = []
+
+        async def add() -> None:
+            replies.append(await _add(gated.peer, "allergic to peanuts"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(add)
+            await gated.embedding_requested()
+            while (await _health(watcher))["counts"]["memories_active"] == 0:
+                await trio.sleep(0.02)
+            filler = await gated.fill_to_the_last_page()
+            gated.gate.set()
+        assert replies[0]["result"]["embedded"] is False, replies
+        health = await _health(watcher)
+        assert health["embedder"]["adds_left_to_backfill"] == 0  # it did try its own
+        assert health["storage"]["state"] == "full"
+        assert health["backlog"]["embed"] == 1
+        filler.unlink()
+        found = await watcher.call("memory.search", {"user_id": "alice", "query": "peanuts"})
+        assert [hit["id"] for hit in found["result"]] == [replies[0]["result"]["id"]]
+        await watcher.aclose()
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ import trio
 
 from memoryd.embed import Embedder
 from memoryd.embed.vectors import F32
-from memoryd.errors import EmbedderError, EmbeddingModelMismatch
+from memoryd.errors import DiskFull, EmbedderError, EmbeddingModelMismatch
 from memoryd.log import fields
 from memoryd.service.wakeup import Wakeup
 from memoryd.store import Store
@@ -104,6 +104,10 @@ class EmbeddingBackfill:
                     self.own_total += 1
                     self.embedded_total += 1
                     return stored, True
+            except DiskFull:
+                # The memory is stored, so the add succeeded; its job's lease lapses (or the
+                # worker, paused by the same full disk, clears it when it resumes).
+                return stored, False
             except EmbeddingModelMismatch as exc:
                 self.last_error = str(exc)
                 log.error("backfill.dimension_changed", extra=fields(error=str(exc)))
