@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.store import Scope, Store, bit_index, hamming_scan, schema, vector_codec, vectors
+from memoryd.store import Scope, Store, bit_index, hamming_scan, schema, vector_codec, vector_search, vectors
 from memoryd.store.bit_index import BitIndex
 from memoryd.store.records import Provenance
 from memoryd.store.visibility import vector_branches, vector_filters
@@ -73,7 +73,7 @@ SCOPES = [
 def knn(store: Store, scope: Scope, query: np.ndarray, k: int) -> list[tuple[int, float]]:
     def run(db):  # type: ignore[no-untyped-def]
         space = vectors.read_space(db)
-        return vectors.knn(db, space, scope, query, depth=k, coarse_k=k, now_ms=int(time.time() * 1000))
+        return vector_search.knn(db, space, scope, query, depth=k, coarse_k=k, now_ms=int(time.time() * 1000))
 
     return store._db.read_sync(run)
 

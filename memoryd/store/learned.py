@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import apsw
 import numpy.typing as npt
 
-from memoryd.store import jobs, memories, supersession, vectors
+from memoryd.store import jobs, memories, supersession, vector_search, vectors
 from memoryd.store.db import one
 from memoryd.store.records import MemoryRecord, NewMemory
 from memoryd.store.supersession import Plan
@@ -95,7 +95,7 @@ def _exact_or_near(
     if unit is None or space is None:
         return None
     scope = Scope(user_id=new.owner, chat_id=new.chat_id if new.shared else None)
-    for rowid, cosine in vectors.knn(db, space, scope, unit, depth=4, coarse_k=64, now_ms=now_ms):
+    for rowid, cosine in vector_search.knn(db, space, scope, unit, depth=4, coarse_k=64, now_ms=now_ms):
         if cosine < NEAR_DUPLICATE_COSINE:
             break
         key = db.execute(f"SELECT scope_key FROM memories WHERE rowid = ? AND {live_sql}", (rowid, *live_params))

@@ -7,8 +7,9 @@ out anybody else's.  Their candidates, and the memories added right before and a
 terms (term_match.py) and the neighbours' features.  A final fetch re-checks scope, deletion
 and expiry.
 
-The retrievers' parts (the keyword plan of ``keyword.py``, the scoped KNN of ``vectors.py``)
-are run by ``search_parts.py``; this module joins them into candidates and ranks those.
+The retrievers' parts (the keyword plan of ``keyword.py``, the scoped KNN of
+``vector_search.py``) are run by ``search_parts.py``; this module joins them into candidates
+and ranks those.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import fts_query, memories, neighbours, people_retriever, ranking, vectors
+from memoryd.store import fts_query, memories, neighbours, people_retriever, ranking, vector_search
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.search_parts import (
     REACH,
@@ -87,13 +88,13 @@ def candidates(
     ]
     adjacent = list(dict.fromkeys(adjacent))
     if semantic is not None:
-        cosines.update(vectors.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
+        cosines.update(vector_search.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
 
     table = ranking.FeatureTable(hood, words.weights.coverage)
     features = table.matrix(pool, cosines)
     if semantic is not None:
         adjacent = _worth_a_cosine(adjacent, features, cosines, table, limit)
-        cosines.update(vectors.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
+        cosines.update(vector_search.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
     # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
     # on its neighbour's alone: keyword-only search returns only memories that match.
     joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
@@ -114,7 +115,7 @@ def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart, query: 
     fewer than this snapshot's scan."""
     return (
         usable_space(db, query.vector, query.vector_space) == semantic.space
-        and vectors.scan_state(db, scope) == semantic.state
+        and vector_search.scan_state(db, scope) == semantic.state
     )
 
 

@@ -2,7 +2,7 @@
 
 The keyword part (FTS5 BM25 in ``keyword.py``, the people retriever, the query terms' weights
 in the caller's scope) needs no vector, so the daemon gathers it while the query is being
-embedded (``overlapped_search.py``); the vector part is the scoped KNN of ``vectors.py``.
+embedded (``overlapped_search.py``); the vector part is the scoped KNN of ``vector_search.py``.
 ``search.py`` joins the two into the ranked candidates.
 """
 
@@ -16,7 +16,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import fts_query, keyword, neighbours, people_retriever, ranking, scope_stats, vectors
+from memoryd.store import fts_query, keyword, neighbours, people_retriever, ranking, scope_stats, vector_search, vectors
 from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
 
@@ -114,7 +114,7 @@ def prepare_ranking(db: apsw.Connection, scope: Scope, words: KeywordPart, now_m
 @dataclass(frozen=True, slots=True)
 class VectorPart:
     """The KNN retriever's list: (rowid, cosine) best first, the space and unit query it was
-    scanned with, and the state of the scope's vectors it saw (``vectors.scan_state``)."""
+    scanned with, and the state of the scope's vectors it saw (``vector_search.scan_state``)."""
 
     space: vectors.VectorSpace
     unit: npt.NDArray[np.float32]
@@ -130,8 +130,8 @@ def vector_part(db: apsw.Connection, scope: Scope, query: SearchQuery) -> Vector
         return None
     depth = candidate_depth(query.limit)
     # Every coarse candidate is rescored anyway: keep all their cosines for the neighbours.
-    state = vectors.scan_state(db, scope)
-    nearest = vectors.knn(
+    state = vector_search.scan_state(db, scope)
+    nearest = vector_search.knn(
         db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=query.now_ms, state=state
     )
     return VectorPart(space, unit, nearest, state)

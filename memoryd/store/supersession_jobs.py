@@ -14,7 +14,7 @@ from typing import Any
 
 import apsw
 
-from memoryd.store import jobs, vector_codec, vectors
+from memoryd.store import jobs, vector_codec, vector_search, vectors
 from memoryd.store.db import one
 from memoryd.store.records import MemoryRecord
 from memoryd.store.supersession import (
@@ -50,7 +50,7 @@ def vector_neighbours(db: apsw.Connection, rowid: int, similarity: float, depth:
         db, "SELECT owner, chat_id, shared, scope_key FROM memories WHERE rowid = ?", (rowid,)
     )
     scope = Scope(owner, chat_id if shared else None)
-    nearest = vectors.knn(db, space, scope, query, depth=depth + 1, coarse_k=max(64, 3 * depth), now_ms=now_ms)
+    nearest = vector_search.knn(db, space, scope, query, depth=depth + 1, coarse_k=max(64, 3 * depth), now_ms=now_ms)
     near = [r for r, cosine in nearest if r != rowid and cosine >= similarity]
     return [r for r in near if scope_key_of(db, r) == scope_key]
 

@@ -1,4 +1,4 @@
-"""Vector spaces, generations and the scoped KNN.
+"""Vector spaces, generations, and the vec0 tables' rows.
 
 One embedding model + dimension is one *vector space*; each space the store has used is a
 *generation* with its own vec0 table ``vec_g<N>``.  Switching models is refused unless a
@@ -16,16 +16,7 @@ copy (an auxiliary column) for rescoring (``vector_codec.py``):
   metadata cannot be NULL, so "never" is ``NEVER`` and "no chat" is ``''``).
 * deleted memories are removed from the table.
 
-Brute-force float32 KNN over 100k 384-d vectors takes ~45 ms on two cores, int8 ~40 ms; the
-bit scan plus rescoring takes ~9 ms (bench/bench_store.py).  The scan is linear in the scope,
-and sqlite-vec keeps its top k per chunk by selection, so it also costs ~k per vector: at 100k,
-k=1 scans in 2.7 ms, k=64 in 9.2 ms, k=256 in 37 ms.  A ``distance <= T`` constraint drops the
-vectors beyond T before that selection, so a big scope's scan is run with T = the farthest
-k-th distance of its last 16 scans (``hamming_scan.py``): at 100k, 64 rows come back in ~5 ms
-instead of 9-13; at 1M in 47-49 instead of 101-109.  When fewer than k rows pass, the scan
-runs again without T, so the result is always the exact top k of the hamming scan (up to
-which of the rows tied at the k-th distance it keeps).  A partition of 50k vectors or more is
-scanned from a copy in memory instead (``bit_index.py``: ~5 ms at 1M), with the same result.
+The scoped KNN over these tables is ``vector_search.py``.
 
 Every write to a vec0 table goes through this module (``write_vectors``, ``delete_vectors``,
 ``create_table``), which renews the partition's or the table's stamp in ``vector_epochs``:
@@ -34,7 +25,6 @@ that is how the copies know they are current.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -44,15 +34,12 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.errors import EmbeddingModelMismatch, StoreError
-from memoryd.store import bit_index, hamming_scan, meta, vector_codec
-from memoryd.store.visibility import Scope, vector_branches, vector_filters
+from memoryd.store import bit_index, meta, vector_codec
 
 #: vec0 metadata columns cannot hold NULL; this stands for "never expires".
 NEVER = (1 << 63) - 1
 #: sqlite-vec's limit for one vector column.
 MAX_DIM = 8192
-#: Upper bound of sqlite-vec's ``k``.
-MAX_K = 4096
 #: Vectors per vec0 chunk.  Every scope (partition) allocates at least one whole chunk
 #: (~32 KB at 384-d with 512), while a scan pays per chunk: 1024 scans 100k vectors ~20%
 #: faster but doubles the floor cost of each small scope.
@@ -234,76 +221,3 @@ def _delete_rows(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int])
             partitions.add(found[0])
             db.execute(f"DELETE FROM {space.table} WHERE memory_rowid = ?", (rowid,))
     return partitions
-
-
-def scan_state(db: apsw.Connection, scope: Scope) -> tuple[bit_index.Stamp, ...]:
-    """What a KNN of ``scope`` depends on, as stamps: equal in two snapshots, the two scans of
-    the scope give the same list (every write to a vec0 table renews its partition's stamp)."""
-    return tuple(bit_index.read_stamp(db, key) for key in scope.visible_keys())
-
-
-def knn(
-    db: apsw.Connection,
-    space: VectorSpace,
-    scope: Scope,
-    query: FloatArray,
-    *,
-    depth: int,
-    coarse_k: int,
-    now_ms: int,
-    state: tuple[bit_index.Stamp, ...] | None = None,
-) -> list[tuple[int, float]]:
-    """The ``depth`` nearest unexpired memories ``scope`` can see: (rowid, cosine), best first.
-
-    Each scope key and each branch of the disclosure rules is one partition-key KNN whose
-    filters apply inside the vec0 scan, so hidden vectors never take a place of the top k; the
-    coarse hamming candidates are rescored with the exact cosine.
-    """
-    k = max(1, min(max(coarse_k, depth), MAX_K))
-    bits = vector_codec.coarse(query)
-    found: dict[int, bytes] = {}
-    from_copies: list[int] = []
-    branches = list(zip(vector_filters(scope, now_ms), vector_branches(scope), strict=True))
-    keys = scope.visible_keys()
-    # ``state``: the caller's scan_state of this snapshot (read once, not again per copy).
-    stamps = state if state is not None else scan_state(db, scope)
-    for key, stamp in zip(keys, stamps, strict=True):
-        copy = bit_index.BIT_INDEX.copy_for(db, space.table, key, stamp)
-        for (filter_sql, filter_params), (codes, learned_chat) in branches:
-            if copy is not None:
-                from_copies.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes, learned_chat))
-                continue
-            for rowid, blob, _ in hamming_scan.scan(db, space.table, bits, k, key, filter_sql, filter_params):
-                found[rowid] = blob
-    found.update(_rescoring_copies(db, space, [rowid for rowid in from_copies if rowid not in found]))
-    rowids = list(found)
-    blobs = list(found.values())
-    if not rowids:
-        return []
-    cosines = vector_codec.cosines(blobs, query, space.dim)
-    order = np.argsort(-cosines, kind="stable")[:depth]
-    return [(rowids[i], float(cosines[i])) for i in order]
-
-
-def cosines_for(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int], query: FloatArray) -> dict[int, float]:
-    """Exact cosine of the query with the stored vectors of ``rowids`` (those that have one)."""
-    found = _rescoring_copies(db, space, rowids)
-    if not found:
-        return {}
-    cosines = vector_codec.cosines(list(found.values()), query, space.dim)
-    return dict(zip(found, (float(c) for c in cosines), strict=True))
-
-
-def _rescoring_copies(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> dict[int, bytes]:
-    """The int8 copies of those of ``rowids`` that have a vector."""
-    wanted = list(dict.fromkeys(rowids))
-    if not wanted:
-        return {}
-    # One statement: a vec0 lookup by rowid costs ~10 us, a round trip per rowid twice that.
-    return dict(
-        db.execute(
-            f"SELECT w.value, v.embedding FROM json_each(?) AS w CROSS JOIN {space.table} AS v "
-            "ON v.memory_rowid = w.value",
-            (json.dumps(wanted),),
-        )
-    )
