@@ -96,7 +96,7 @@ async def test_the_copy_scans_the_rows_vec0_scans_with_every_filter(tmp_path: Pa
 
         def compare(db):  # type: ignore[no-untyped-def]
             space = vectors.read_space(db)
-            copy = copies.copy_for(db, space.table, "u:alice")
+            copy = copies.copy_for(db, space, "u:alice")
             (vectored,) = db.execute(
                 "SELECT count(*) FROM memories WHERE scope_key = 'u:alice' AND vector_gen IS NOT NULL"
             ).fetchone()
@@ -165,7 +165,7 @@ async def test_a_new_stamp_is_copied_only_when_seen_twice_and_small_partitions_n
     with await make_store(tmp_path / "m.db") as store:
 
         def copy_of(partition: str):  # type: ignore[no-untyped-def]
-            return store._db.read_sync(lambda db: copies.copy_for(db, vectors.read_space(db).table, partition))
+            return store._db.read_sync(lambda db: copies.copy_for(db, vectors.read_space(db), partition))
 
         assert copy_of("u:alice") is None
         key = (str(tmp_path / "m.db"), "vec_g1", "u:alice")
@@ -211,7 +211,7 @@ async def test_chunks_laid_out_otherwise_turn_the_copies_off(tmp_path: Path, cop
         sql(path, f"UPDATE vec_g1_metadatachunks01 SET data = zeroblob(12) WHERE rowid = {first_chunk}")
 
         def copy_of(db):  # type: ignore[no-untyped-def]
-            return copies.copy_for(db, vectors.read_space(db).table, "u:alice")
+            return copies.copy_for(db, vectors.read_space(db), "u:alice")
 
         assert store._db.read_sync(copy_of) is None
         assert store._db.read_sync(copy_of) is None  # the second sight tried, and refused

@@ -9,11 +9,12 @@ expiry, disclosure code: ~66 bytes per vector; a few hundred ms at 1M) and scann
 
 Exactness: the copy is read from vec0's own chunks (sqlite-vec 0.1.9's shadow tables: the
 validity bitmap, the rowids, the bit vectors and the integer metadata of each chunk), and it is
-used only while the partition's stamp and the table's stamp in ``vector_epochs`` are the ones
+used only while the partition's stamp and the table's stamp (``vector_stamps.py``) are the ones
 it was read under (``vectors.py`` renews them on every vector write and delete), so a scan of
 the copy sees exactly the rows vec0 would scan in the same snapshot.  The filters are the
-scan's own (``expires_at > now``, the disclosure codes, the chat a memory was learned in).  Which rows of those tied at the k-th distance are
-kept may differ from vec0's choice, as between two vec0 scans.
+scan's own (``expires_at > now``, the disclosure codes, the chat a memory was learned in).
+Which rows of those tied at the k-th distance are kept may differ from vec0's choice, as
+between two vec0 scans.
 
 A stale copy is not re-read at once: only when the same new stamp is seen twice in a row, so a
 partition being written to (a bulk import) keeps using vec0 instead of re-reading per search.
@@ -24,15 +25,18 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apsw
 import numpy as np
 import numpy.typing as npt
+
+from memoryd.store import vector_codec
+from memoryd.store.vector_stamps import Stamp, read_stamp
+from memoryd.store.vectors import VectorSpace
 
 #: Smaller partitions are scanned by vec0: a few ms, and no copy to keep.
 MIN_VECTORS = 50_000
@@ -47,11 +51,6 @@ _TEXT_ENTRY = 16
 _TEXT_PREFIX = 12
 
 Key = tuple[str, str, str]  # database file, vec0 table, partition
-Stamp = tuple[int, int]  # the table's epoch, the partition's epoch
-
-#: The stamp row of the whole vec0 table (no scope key is empty).
-WHOLE_TABLE = ""
-_EPOCHS_SQL = "SELECT scope_key, epoch FROM vector_epochs WHERE scope_key IN ('', ?)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,26 +105,13 @@ class PartitionCopy:
         return [(int(self.rowids[i]), float(distances[i])) for i in chosen]
 
 
-def read_stamp(db: apsw.Connection, partition: str) -> Stamp:
-    found = dict(db.execute(_EPOCHS_SQL, (partition,)).fetchall())
-    return int(found.get(WHOLE_TABLE, 0)), int(found.get(partition, 0))
-
-
-def renew_stamps(db: apsw.Connection, partitions: Iterable[str]) -> None:
-    """New random stamps for ``partitions`` (``WHOLE_TABLE``: the vec0 table itself), in the
-    writer's transaction: a copy read before it is never used after it."""
-    db.executemany(
-        "INSERT OR REPLACE INTO vector_epochs (scope_key, epoch) VALUES (?, random())",
-        [(partition,) for partition in partitions],
-    )
-
-
-def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> PartitionCopy:
+def read_copy(db: apsw.Connection, space: VectorSpace, partition: str, stamp: Stamp) -> PartitionCopy:
     """The partition's live vectors from vec0's chunks (sqlite-vec 0.1.9 layout: one row per
     chunk in ``<table>_chunks`` with its validity bitmap and int64 rowids; the bit vectors and
     each metadata column in a blob per chunk, keyed by the chunk id: integers as int64, a text as
     16 bytes, its length (int32) and its first 12 bytes, the whole of a longer one in
     ``<table>_metadatatext<NN>`` by rowid)."""
+    table = space.table
     chunks = db.execute(
         f"SELECT chunk_id, validity, rowids FROM {table}_chunks WHERE partition00 = ? ORDER BY chunk_id",
         (partition,),
@@ -160,7 +146,7 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
 
     # The sign bits in whole 64-bit words (zero bytes add nothing to a distance), then one row
     # per word: each word's column is contiguous for the scan.
-    vector_bytes = -(-bits_width(db, table) // 8)
+    vector_bytes = vector_codec.coarse_bits(space.dim) // 8
     bits = np.zeros((count, -(-vector_bytes // 8) * 8), np.uint8)
     fill("vector_chunks00", "vectors", bits[:, :vector_bytes])
     words = bits.view(np.uint64).T.copy()
@@ -211,15 +197,6 @@ def _chat_indexes(
     return learned_in, chats
 
 
-def bits_width(db: apsw.Connection, table: str) -> int:
-    """The bits of the table's coarse column, from its declaration (``coarse BIT[n]``)."""
-    (declaration,) = db.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (table,)).fetchone()
-    match = re.search(r"coarse BIT\[(\d+)\]", declaration)
-    if match is None:
-        raise LayoutMismatch(f"{table} declares no coarse BIT column")
-    return int(match.group(1))
-
-
 class LayoutMismatch(ValueError):
     """vec0's shadow tables are not what this module reads (another sqlite-vec version).  It
     never leaves this module (``copy_for`` turns the copies off), so it is no MemorydError."""
@@ -249,13 +226,13 @@ class BitIndex:
         self._loading: set[Key] = set()
 
     def copy_for(
-        self, db: apsw.Connection, table: str, partition: str, stamp: Stamp | None = None
+        self, db: apsw.Connection, space: VectorSpace, partition: str, stamp: Stamp | None = None
     ) -> PartitionCopy | None:
         """The current copy of ``partition`` in ``db``'s snapshot, read now if it is due; None:
         scan it with vec0.  ``stamp``: the partition's, when the caller read it in this snapshot."""
         if self.layout_mismatch:
             return None
-        key: Key = (db.filename, table, partition)
+        key: Key = (db.filename, space.table, partition)
         if stamp is None:
             stamp = read_stamp(db, partition)
         with self._lock:
@@ -278,7 +255,7 @@ class BitIndex:
                 return None
             self._loading.add(key)
         try:
-            copy = read_copy(db, table, partition, stamp)
+            copy = read_copy(db, space, partition, stamp)
         except LayoutMismatch as exc:
             # Another sqlite-vec than the one this was written against: vec0 scans, as before.
             if not self.layout_mismatch:

@@ -11,7 +11,7 @@ runs again without T, so the result is always the exact top k of the hamming sca
 which of the rows tied at the k-th distance it keeps).  A partition of 50k vectors or more is
 scanned from a copy in memory instead (``bit_index.py``: ~5 ms at 1M), with the same result.
 
-The tables, their rows and the stamps the copies check are ``vectors.py``'s.
+The tables and their rows are ``vectors.py``'s, their stamps ``vector_stamps.py``'s.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import apsw
 import numpy as np
 
 from memoryd.store import bit_index, hamming_scan, vector_codec
+from memoryd.store.vector_stamps import Stamp, read_stamp
 from memoryd.store.vectors import FloatArray, VectorSpace
 from memoryd.store.visibility import Scope, vector_branches, vector_filters
 
@@ -30,10 +31,10 @@ from memoryd.store.visibility import Scope, vector_branches, vector_filters
 MAX_K = 4096
 
 
-def scan_state(db: apsw.Connection, scope: Scope) -> tuple[bit_index.Stamp, ...]:
+def scan_state(db: apsw.Connection, scope: Scope) -> tuple[Stamp, ...]:
     """What a KNN of ``scope`` depends on, as stamps: equal in two snapshots, the two scans of
     the scope give the same list (every write to a vec0 table renews its partition's stamp)."""
-    return tuple(bit_index.read_stamp(db, key) for key in scope.visible_keys())
+    return tuple(read_stamp(db, key) for key in scope.visible_keys())
 
 
 def knn(
@@ -45,7 +46,7 @@ def knn(
     depth: int,
     coarse_k: int,
     now_ms: int,
-    state: tuple[bit_index.Stamp, ...] | None = None,
+    state: tuple[Stamp, ...] | None = None,
 ) -> list[tuple[int, float]]:
     """The ``depth`` nearest unexpired memories ``scope`` can see: (rowid, cosine), best first.
 
@@ -62,7 +63,7 @@ def knn(
     # ``state``: the caller's scan_state of this snapshot (read once, not again per copy).
     stamps = state if state is not None else scan_state(db, scope)
     for key, stamp in zip(keys, stamps, strict=True):
-        copy = bit_index.BIT_INDEX.copy_for(db, space.table, key, stamp)
+        copy = bit_index.BIT_INDEX.copy_for(db, space, key, stamp)
         for (filter_sql, filter_params), (codes, learned_chat) in branches:
             if copy is not None:
                 from_copies.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes, learned_chat))

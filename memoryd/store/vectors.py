@@ -19,7 +19,7 @@ copy (an auxiliary column) for rescoring (``vector_codec.py``):
 The scoped KNN over these tables is ``vector_search.py``.
 
 Every write to a vec0 table goes through this module (``write_vectors``, ``delete_vectors``,
-``create_table``), which renews the partition's or the table's stamp in ``vector_epochs``:
+``create_table``), which renews the partition's or the table's stamp (``vector_stamps.py``):
 that is how the copies know they are current.
 """
 
@@ -34,7 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.errors import EmbeddingModelMismatch, StoreError
-from memoryd.store import bit_index, meta, vector_codec
+from memoryd.store import meta, vector_codec
+from memoryd.store.vector_stamps import WHOLE_TABLE, renew_stamps
 
 #: vec0 metadata columns cannot hold NULL; this stands for "never expires".
 NEVER = (1 << 63) - 1
@@ -143,7 +144,7 @@ def create_table(db: apsw.Connection, space: VectorSpace, *, renew_stamp: bool =
     """Create ``space``'s vec0 table unless it exists; ``renew_stamp``: give the table a new
     stamp (``vector_epochs``, schema m009: the steps before it call this with False)."""
     if renew_stamp:
-        bit_index.renew_stamps(db, [bit_index.WHOLE_TABLE])
+        renew_stamps(db, [WHOLE_TABLE])
     db.execute(
         f"""
         CREATE VIRTUAL TABLE IF NOT EXISTS {space.table} USING vec0 (
@@ -203,12 +204,12 @@ def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[
             ),
         )
         count += 1
-    bit_index.renew_stamps(db, partitions)
+    renew_stamps(db, partitions)
     return count
 
 
 def delete_vectors(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> None:
-    bit_index.renew_stamps(db, _delete_rows(db, space, rowids))
+    renew_stamps(db, _delete_rows(db, space, rowids))
 
 
 def _delete_rows(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> set[str]:
