@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from memoryd.rpc.dispatch import MethodTable
+import msgspec
+
+from memoryd.rpc.dispatch import Handler, MethodTable
 from memoryd.service.context import ContextService
 from memoryd.service.conversation import ConversationService
 from memoryd.service.health import HealthReporter
@@ -21,7 +23,12 @@ from memoryd.service.params import (
 )
 from memoryd.service.people import PeopleService
 from memoryd.service.people_params import (
-    ContextParams, ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
+    ContextParams,
+    ForgetPersonParams,
+    PersonAliasParams,
+    PersonGetParams,
+    PersonListParams,
+    PersonMergeParams,
     SummaryParams,
 )
 from memoryd.service.summary import SummaryService
@@ -30,33 +37,32 @@ from memoryd.service.summary import SummaryService
 def build_method_table(
     service: MemoryService,
     health: HealthReporter,
-    people: PeopleService | None = None,
-    summaries: SummaryService | None = None,
-    conversations: ConversationService | None = None,
+    people: PeopleService,
+    summaries: SummaryService,
+    conversations: ConversationService,
 ) -> MethodTable:
+    context = ContextService(service, people, summaries, service.authenticator)
     table = MethodTable()
-    table.register("memory.add", AddParams, service.add)
-    table.register("memory.search", SearchParams, service.search)
-    table.register("memory.list", ListParams, service.list)
-    table.register("memory.get", GetParams, service.get)
-    table.register("memory.delete", DeleteParams, service.delete)
-    table.register("memory.history", HistoryParams, service.history)
-    if conversations is not None:
-        table.register("memory.observe", ObserveParams, conversations.observe)
-        table.register("memory.extract", ExtractParams, conversations.extract)
-        table.register("memory.extract_from_messages", ExtractFromMessagesParams, conversations.extract_from_messages)
+    methods: list[tuple[str, type[msgspec.Struct], Handler]] = [
+        ("memory.add", AddParams, service.add),
+        ("memory.search", SearchParams, service.search),
+        ("memory.list", ListParams, service.list),
+        ("memory.get", GetParams, service.get),
+        ("memory.delete", DeleteParams, service.delete),
+        ("memory.history", HistoryParams, service.history),
+        ("memory.observe", ObserveParams, conversations.observe),
+        ("memory.extract", ExtractParams, conversations.extract),
+        ("memory.extract_from_messages", ExtractFromMessagesParams, conversations.extract_from_messages),
+        ("memory.forget_person", ForgetPersonParams, people.forget),
+        ("memory.context", ContextParams, context.context),
+        ("memory.summary", SummaryParams, summaries.summary),
+        ("person.list", PersonListParams, people.list),
+        ("person.get", PersonGetParams, people.get),
+        ("person.merge", PersonMergeParams, people.merge),
+        ("person.alias", PersonAliasParams, people.alias),
+    ]
+    for name, params_type, handler in methods:
+        table.register(name, params_type, handler)
+    # health also answers inline in the read loop while its numbers are fresh (service/health.py).
     table.register("system.health", HealthParams, health.health, now=health.health_now)
-    if people is not None and summaries is not None:
-        register_people_methods(table, ContextService(service, people, summaries, service.authenticator))
     return table
-
-
-def register_people_methods(table: MethodTable, context: ContextService) -> None:
-    people, summaries = context.people, context.summaries
-    table.register("person.list", PersonListParams, people.list)
-    table.register("person.get", PersonGetParams, people.get)
-    table.register("person.merge", PersonMergeParams, people.merge)
-    table.register("person.alias", PersonAliasParams, people.alias)
-    table.register("memory.forget_person", ForgetPersonParams, people.forget)
-    table.register("memory.context", ContextParams, context.context)
-    table.register("memory.summary", SummaryParams, summaries.summary)
