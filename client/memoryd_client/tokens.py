@@ -38,10 +38,6 @@ MAX_TOKEN_CHARS = 8192
 #: (the json module recurses per level: 6 KB of brackets would raise RecursionError).
 MAX_JSON_DEPTH = 4
 
-_SEGMENT = re.compile(r"[A-Za-z0-9_-]*\Z")
-_TTL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*\Z")
-_TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
 Secret = Union[str, bytes]
 
 
@@ -104,6 +100,10 @@ def _b64url_encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
+#: An unpadded base64url segment, nothing else (checked before decoding).
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]*\Z")
+
+
 def _b64url_decode(text: str, *, strict: bool = True) -> bytes:
     # Strict for token segments: only the base64url alphabet, no padding (what both sides
     # emit).  Lenient for secrets, where ash accepts whatever urlsafe_b64decode accepts.
@@ -119,6 +119,11 @@ def _json_segment(value: Dict[str, Any]) -> str:
 
 def _sign(key: bytes, signing_input: bytes) -> bytes:
     return hmac.new(key, signing_input, hashlib.sha256).digest()
+
+
+#: A lifetime: a number and an optional unit (seconds, minutes, hours, days).
+_TTL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*\Z")
+_TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_ttl(text: Union[str, int, float]) -> int:
