@@ -38,7 +38,9 @@ ChatMessage = dict[str, str]
 
 class LlmClient(HttpBackend):
     """Shared machinery; :class:`~memoryd.llm.openai.OpenAIChat` and
-    :class:`~memoryd.llm.ollama.OllamaChat` fill in the wire format."""
+    :class:`~memoryd.llm.ollama.OllamaChat` fill in the wire format: its constants as class
+    keywords (as msgspec's Structs take their config), checked when the class is defined, and
+    :meth:`request_options` and :meth:`text_of`."""
 
     provider: ClassVar[str]
     path: ClassVar[str]
@@ -49,6 +51,14 @@ class LlmClient(HttpBackend):
 
     default_timeout = 120.0
     default_retries = 2
+
+    def __init_subclass__(
+        cls, *, provider: str, path: str, modes: tuple[str, ...], reply_type: type[msgspec.Struct], **kwargs: Any
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if not modes:
+            raise TypeError(f"{cls.__name__} declares no output mode")
+        cls.provider, cls.path, cls.modes, cls.reply_type = provider, path, modes, reply_type
 
     def __init__(
         self,

@@ -21,11 +21,9 @@ class _Reply(msgspec.Struct):
     done_reason: str | None = None
 
 
-class OllamaChat(LlmClient):
-    provider = "ollama"
-    path = "/api/chat"
-    modes = ("json_schema", "json", "plain")
-    reply_type = _Reply
+class OllamaChat(
+    LlmClient, provider="ollama", path="/api/chat", modes=("json_schema", "json", "plain"), reply_type=_Reply
+):
 
     def request_options(self, mode: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
         options: dict[str, Any] = {"options": {"temperature": self.temperature, "num_predict": self.max_tokens}}

@@ -26,11 +26,13 @@ class _Reply(msgspec.Struct):
     choices: list[_Choice]
 
 
-class OpenAIChat(LlmClient):
-    provider = "openai"
-    path = "/v1/chat/completions"
-    modes = ("json_schema", "json_object", "plain")
-    reply_type = _Reply
+class OpenAIChat(
+    LlmClient,
+    provider="openai",
+    path="/v1/chat/completions",
+    modes=("json_schema", "json_object", "plain"),
+    reply_type=_Reply,
+):
 
     def request_options(self, mode: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
         options: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
