@@ -6,7 +6,7 @@ JSON text columns) into it in one place, ``record_from_row``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -15,6 +15,10 @@ from memoryd.store.attribution import Trust, speaker_name, trust_of
 from memoryd.store.visibility import ScopeKind, key_for, scope_kind
 
 _json_decode = msgspec.json.decode
+
+
+#: How private a memory's content is (ash's set).
+Sensitivity = Literal["public", "personal", "sensitive"]
 
 
 class Provenance(msgspec.Struct, frozen=True, kw_only=True):
@@ -30,7 +34,7 @@ class Provenance(msgspec.Struct, frozen=True, kw_only=True):
     source_display_name: str | None = None
     source_message_id: str | None = None
     source_session: str | None = None  # the conversation (session key) it was extracted from
-    sensitivity: str | None = None  # public, personal, sensitive
+    sensitivity: Sensitivity | None = None
     memory_type: str | None = None  # ash's set: preference, identity, relationship, ...
     conversation_private: bool = False  # shown only in the chat where it was learned
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import apsw
 import msgspec
 
 from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.store import jobs, memories, vectors
-from memoryd.store.records import PROVENANCE_COLUMNS
+from memoryd.store.records import PROVENANCE_COLUMNS, Provenance
 from memoryd.store.visibility import ScopeKind, key_for, scope_kind
 
 FORMAT = "memoryd-export"
@@ -47,8 +47,12 @@ class ExportHeader(msgspec.Struct, forbid_unknown_fields=True):
     user: str | None = None
 
 
-class MemoryLine(msgspec.Struct, forbid_unknown_fields=True):
-    """One memory, every column but the derived ones (rowid, scope key, content hash, vector)."""
+class MemoryLine(Provenance, forbid_unknown_fields=True):
+    """One memory, every column but the derived ones (rowid, scope key, content hash, vector).
+
+    The provenance fields (version 2) are records.Provenance's own, after these (msgspec puts
+    a base's keyword-only fields last), in PROVENANCE_COLUMNS order: a new provenance column
+    is exported and imported without a change here."""
 
     id: str
     scope: ScopeKind
@@ -71,15 +75,6 @@ class MemoryLine(msgspec.Struct, forbid_unknown_fields=True):
     superseded_at: str | None = None
     supersede_reason: str | None = None
     key: str | None = None
-    # Provenance (version 2; see records.Provenance), in PROVENANCE_COLUMNS order.
-    chat_type: str | None = None
-    source_username: str | None = None
-    source_display_name: str | None = None
-    source_message_id: str | None = None
-    source_session: str | None = None
-    sensitivity: Literal["public", "personal", "sensitive"] | None = None
-    memory_type: str | None = None
-    conversation_private: bool = False
 
 
 _encoder = msgspec.json.Encoder()
