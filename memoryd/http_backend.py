@@ -12,7 +12,7 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import ClassVar, TypedDict, Unpack
+from typing import Any, ClassVar, TypedDict, Unpack
 
 import httpx
 import msgspec
@@ -243,6 +243,10 @@ class HttpBackend:
     async def aclose(self) -> None:
         await self._http.aclose()
         self._state = "closed"
+
+    def connection_status(self) -> dict[str, Any]:
+        """The part of ``system.health``'s view of a backend that every backend has."""
+        return {"state": self._state, "last_error": self._last_error, "url": self._http.shown_url}
 
     def _succeeded(self) -> None:
         self._state, self._last_error = "ok", None

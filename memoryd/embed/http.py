@@ -59,14 +59,7 @@ class HttpEmbedder(HttpBackend):
         self._batch_size = batch_size
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "model": self.model_id,
-            "dim": self.dim,
-            "state": self._state,
-            "last_error": self._last_error,
-            "url": self._http.shown_url,
-        }
+        return {"backend": self.backend, "model": self.model_id, "dim": self.dim, **self.connection_status()}
 
     async def embed(self, texts: Sequence[str]) -> F32:
         batch = text_batch(texts)

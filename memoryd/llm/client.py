@@ -83,10 +83,8 @@ class LlmClient(HttpBackend):
         return {
             "provider": self.provider,
             "model": self.model,
-            "url": self._http.shown_url,
             "output_mode": self.modes[self._mode],
-            "state": self._state,
-            "last_error": self._last_error,
+            **self.connection_status(),
         }
 
     async def complete_json(self, system: str, messages: list[ChatMessage], schema_struct: type[T]) -> T:
