@@ -49,29 +49,29 @@ class FakeDaemon:
 
     async def _serve(self, stream: trio.SocketStream) -> None:
         async with stream:
-            buffer = b""
-            while True:
-                try:
-                    data = await stream.receive_some(65536)
-                except trio.BrokenResourceError:
+            try:
+                await self._answer_lines(stream)
+            except trio.BrokenResourceError:
+                return  # the client went away mid-conversation
+
+    async def _answer_lines(self, stream: trio.SocketStream) -> None:
+        buffer = b""
+        async for data in stream:  # until the client closes its end
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                self.requests.append(request)
+                method, params, rid = request["method"], request["params"], request["id"]
+                if method == "test.silent":
+                    continue
+                if method == "test.hangup":
                     return
-                if not data:
-                    return
-                buffer += data
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    request = json.loads(line)
-                    self.requests.append(request)
-                    method, params, rid = request["method"], request["params"], request["id"]
-                    if method == "test.silent":
-                        continue
-                    if method == "test.hangup":
-                        return
-                    if method == "test.fail":
-                        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "error": params["error"]}
-                    else:
-                        reply = {"jsonrpc": "2.0", "id": rid, "result": {"method": method, "params": params}}
-                    await stream.send_all(json.dumps(reply).encode() + b"\n")
+                if method == "test.fail":
+                    reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "error": params["error"]}
+                else:
+                    reply = {"jsonrpc": "2.0", "id": rid, "result": {"method": method, "params": params}}
+                await stream.send_all(json.dumps(reply).encode() + b"\n")
 
 
 @pytest.fixture
