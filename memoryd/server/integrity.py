@@ -113,7 +113,8 @@ class IntegrityCheck:
                 self._finished.set()
         if on_damage is not None:
             on_damage(self.problems)
-        seconds = round(time.perf_counter() - (self.started_at or 0.0), 3)
+        assert self.started_at is not None  # set by _begin, before this thread started
+        seconds = round(time.perf_counter() - self.started_at, 3)
         if self.verdict == ["ok"]:
             log.info("store.integrity_ok", extra=fields(check="quick_check", seconds=seconds))
         elif self.verdict is None:
@@ -125,15 +126,13 @@ class IntegrityCheck:
             return None
         return quick_check_file(self._path, busy_timeout_ms=self._busy_timeout_ms, on_start=self._started)
 
-    async def wait(self, seconds_after_start: float | None = None) -> None:
-        """Until the check has finished, or until ``seconds_after_start`` after it began."""
+    async def wait(self, seconds_after_start: float) -> None:
+        """Until the check has finished, or until ``seconds_after_start`` after it began (in the
+        constructor, or in :meth:`store_opened`, which start-up calls first)."""
         if self.finished:
             return
-        if seconds_after_start is None:
-            await trio.to_thread.run_sync(self._finished.wait, abandon_on_cancel=True)
-            return
-        started_at = self.started_at if self.started_at is not None else time.perf_counter()
-        left = started_at + seconds_after_start - time.perf_counter()
+        assert self.started_at is not None, "wait() before the check began: call store_opened first"
+        left = self.started_at + seconds_after_start - time.perf_counter()
         if left > 0:
             await trio.to_thread.run_sync(self._finished.wait, left, abandon_on_cancel=True)
 
