@@ -5,15 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
 import pytest
 import trio
 
 from memoryd.server.daemon import Daemon
 from memoryd.store import NewMemory, Store
-from memoryd.store.connection import cache_memory
 from tests.conftest import make_config
 
 MiB = 1 << 20
+
+
+def cache_memory() -> tuple[int, int]:
+    """(bytes SQLite holds now in this process, the cap Store.limit_cache_memory set, 0 = none)."""
+    return apsw.memory_used(), apsw.soft_heap_limit(-1)
 
 
 @pytest.fixture

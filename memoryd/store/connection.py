@@ -28,7 +28,7 @@ from memoryd.errors import StoreError
 # SQLite's page cache and the OS cache measured a few ms slower at most.
 MMAP_BYTES = 0
 #: Per-connection page cache (negative = KiB).  The sum over connections is capped further by
-#: ``limit_cache_memory`` (the daemon's ``storage.cache_mib``).
+#: ``Store.limit_cache_memory`` (the daemon's ``storage.cache_mib``).
 CACHE_KIB = 16 * 1024
 
 _hooks_lock = threading.Lock()
@@ -56,25 +56,6 @@ def install_connection_hooks() -> None:
         apsw.ext.log_sqlite(level=logging.INFO, logger=logging.getLogger("memoryd.sqlite"))
         apsw.connection_hooks.append(_load_sqlite_vec)
         _hooks_installed = True
-
-
-def limit_cache_memory(limit_bytes: int) -> None:
-    """Cap the memory SQLite holds in this process, all connections together (0: no cap).
-
-    SQLite's soft heap limit: once its heap passes the cap, every connection's page cache
-    recycles its own least recently used pages instead of growing; nothing fails (the hard
-    limit would make allocations fail, so it is not used).  Without it each connection fills
-    its own ``CACHE_KIB``: 1 writer + 4 readers + the maintenance reader = 96 MiB at 100k
-    memories, mostly copies of the same hot pages, which the OS page cache holds anyway.
-    Measured in-process, 100k memories, 4 concurrent searchers: SQLite's heap 67 MiB uncapped,
-    32 MiB capped, CPU per hybrid search the same within the noise (14.1-14.9 vs 14.2-14.3 ms).
-    """
-    apsw.soft_heap_limit(max(0, limit_bytes))
-
-
-def cache_memory() -> tuple[int, int]:
-    """(bytes SQLite holds now in this process, the cap set by ``limit_cache_memory``, 0 = none)."""
-    return apsw.memory_used(), apsw.soft_heap_limit(-1)
 
 
 def create_private_file(path: Path) -> None:

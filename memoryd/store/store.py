@@ -22,7 +22,6 @@ import apsw
 from memoryd.errors import DiskFull, StoreCorrupt, StoreError
 from memoryd.ids import now_ms
 from memoryd.store import jobs, schema, vectors
-from memoryd.store.connection import limit_cache_memory
 from memoryd.store.db import MMAP_BYTES, Database
 from memoryd.store.conversation_log import ConversationLog
 from memoryd.store.hits import HitCounter, write_hits
@@ -79,9 +78,19 @@ class Store:
 
     @staticmethod
     def limit_cache_memory(limit_bytes: int) -> None:
-        """Cap the cache memory of every store open in this process, all connections
-        together (0: no shared cap); a process-wide setting, so the daemon sets it once."""
-        limit_cache_memory(limit_bytes)
+        """Cap the memory SQLite holds in this process, every store's connections together
+        (0: no cap); a process-wide setting, so the daemon sets it once.
+
+        SQLite's soft heap limit: once its heap passes the cap, every connection's page cache
+        recycles its own least recently used pages instead of growing; nothing fails (the hard
+        limit would make allocations fail, so it is not used).  Without it each connection fills
+        its own ``connection.CACHE_KIB``: 1 writer + 4 readers + the maintenance reader = 96 MiB
+        at 100k memories, mostly copies of the same hot pages, which the OS page cache holds
+        anyway.  Measured in-process, 100k memories, 4 concurrent searchers: SQLite's heap
+        67 MiB uncapped, 32 MiB capped, CPU per hybrid search the same within the noise
+        (14.1-14.9 vs 14.2-14.3 ms).
+        """
+        apsw.soft_heap_limit(max(0, limit_bytes))
 
     # -- the vector space (start-up and `memoryd reindex`) -------------------------------------
 
