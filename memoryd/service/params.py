@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
+from memoryd.store.records import Sensitivity
+
 MAX_CONTENT_BYTES = 16 * 1024
 MAX_QUERY_BYTES = 16 * 1024
 MAX_METADATA_BYTES = 4 * 1024
@@ -24,7 +26,6 @@ MAX_LIST_OFFSET = 1_000_000
 Identity = Annotated[str, Meta(min_length=1, max_length=256)]
 #: A routing field as ash sends it: its env var's text, "" or null when unset.
 RoutingText = Annotated[str, Meta(max_length=256)]
-Sensitivity = Literal["public", "personal", "sensitive"]
 SubjectName = Annotated[str, Meta(min_length=1, max_length=200)]
 
 
