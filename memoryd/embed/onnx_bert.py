@@ -152,8 +152,8 @@ def residual_layer_norm(x: str, bias: str, skip: str, gamma: str, beta: str, out
     CPU kernel for it took ~23 us a call against ~6-9 us for these three ops (12 calls per
     query), and with 2 threads it splits its 13 rows over both, one more wake-up and wait per
     call.  On the whole graph, interleaved with the fused version in one process on a loaded
-    2-core machine: ~0.1 ms less CPU per query on average (of ~5 ms), ~14 % less per text in
-    the backfill's batches, where the layer norms are large; same vectors.
+    2-core machine: ~0.1 ms less CPU per query on average (of ~5 ms, within the noise), 7-16 %
+    less per text in the backfill's batches, where the layer norms are large; same vectors.
     """
     return [
         proto.node("Add", [x, bias], [f"{out}.biased"]),
