@@ -227,11 +227,16 @@ class LayoutMismatch(ValueError):
 
 def live_count_reaches(db: apsw.Connection, partition: str, count: int) -> bool:
     """Whether the scope holds at least ``count`` live memories (stops counting there)."""
+    return live_count(db, partition, count) >= count
+
+
+def live_count(db: apsw.Connection, partition: str, cap: int) -> int:
+    """The scope's live memories, counted up to ``cap``."""
     (found,) = db.execute(
         "SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = ? AND deleted_at_ms IS NULL LIMIT ?)",
-        (partition, count),
+        (partition, cap),
     ).fetchone()
-    return int(found) >= count
+    return int(found)
 
 
 class BitIndex:
