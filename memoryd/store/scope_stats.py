@@ -91,3 +91,12 @@ def share(db: apsw.Connection, key: str) -> float:
         ).fetchone() or (0, 0.0)
         counts.shares[key] = float(mine) / int(live) if live else 0.0
     return counts.shares[key]
+
+
+def live_count(db: apsw.Connection, partition: str, cap: int) -> int:
+    """The scope's live memories, counted up to ``cap``."""
+    (found,) = db.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = ? AND deleted_at_ms IS NULL LIMIT ?)",
+        (partition, cap),
+    ).fetchone()
+    return int(found)
