@@ -137,6 +137,7 @@ def features_by_loop(
                 prev.coverage * prev.is_question,
                 next_.coverage,
                 window,
+                own.coverage**2,
             ]
         )
     return np.array(rows, dtype=np.float64).reshape(len(rowids), len(ranking.FEATURES))

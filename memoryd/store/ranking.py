@@ -7,7 +7,11 @@ particular user:
 
 - ``cosine``: the query vector's cosine with the memory's (0 without vectors);
 - ``coverage``: the IDF-weighted share of the query's terms the memory holds, IDF measured in the
-  caller's own scope (term_match.py);
+  caller's own scope (term_match.py), and ``coverage_squared``, its square, which lets the fit
+  bend coverage's effect: its weight comes out negative, a saturation like BM25's term
+  frequency saturation: the first of the query's words a memory holds say the most, the last
+  few add little, so a memory sharing one or two words with the query is not left far below
+  one sharing them all when it is closer in meaning;
 - ``is_question``: the memory itself asks something: a question is a poor answer to a question;
 - ``prev_*``/``next_*``: the same for the memories added just before and after (neighbours.py),
   so an answer ranks with the question it replies to, and ``window_coverage``, the best coverage
@@ -30,14 +34,15 @@ from memoryd.store.neighbours import MAX_GAP_MS, Neighbourhood
 
 #: Feature -> weight, in the order of feature_matrix's columns.
 WEIGHTS: Mapping[str, float] = {
-    "cosine": 3.94,
-    "coverage": 1.65,
-    "is_question": -0.51,
-    "prev_is_question": 0.10,
-    "prev_coverage": -1.08,
+    "cosine": 3.66,
+    "coverage": 3.41,
+    "is_question": -0.46,
+    "prev_is_question": 0.13,
+    "prev_coverage": -1.10,
     "prev_question_coverage": 1.97,
-    "next_coverage": -0.65,
-    "window_coverage": 3.24,
+    "next_coverage": -0.74,
+    "window_coverage": 3.54,
+    "coverage_squared": -2.08,
 }
 FEATURES = tuple(WEIGHTS)
 #: How much closer in meaning the best semantic match must be to move above a candidate.
@@ -112,6 +117,7 @@ class FeatureTable:
                 coverage[prev] * question[prev],
                 coverage[next_],
                 window,
+                coverage[own] * coverage[own],
             )
         )
 
