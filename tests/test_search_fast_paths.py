@@ -130,14 +130,13 @@ def features_by_loop(
         rows.append(
             [
                 cosines.get(rowid, 0.0),
-                own.coverage,
+                own.coverage * (2 - own.coverage),
                 own.is_question,
                 prev.is_question,
                 prev.coverage,
                 prev.coverage * prev.is_question,
                 next_.coverage,
                 window,
-                own.coverage**2,
             ]
         )
     return np.array(rows, dtype=np.float64).reshape(len(rowids), len(ranking.FEATURES))
