@@ -7,8 +7,8 @@ particular user:
 
 - ``cosine``: the query vector's cosine with the memory's (0 without vectors);
 - ``coverage``: the IDF-weighted share ``c`` of the query's terms the memory holds, IDF measured
-  in the caller's own scope (term_match.py), saturated as ``1 - (1 - c)**2`` (see
-  :func:`saturated`);
+  in the caller's own scope (term_match.py), saturated as ``1 - (1 - c)**2`` when the memory
+  has a cosine (see :func:`saturated`);
 - ``is_question``: the memory itself asks something: a question is a poor answer to a question;
 - ``prev_*``/``next_*``: the same for the memories added just before and after (neighbours.py),
   so an answer ranks with the question it replies to, and ``window_coverage``, the best coverage
@@ -96,6 +96,7 @@ class FeatureTable:
         count = len(rowids)
         own = np.fromiter((self._index[rowid] for rowid in rowids), dtype=np.intp, count=count)
         cosine = np.fromiter((cosines.get(rowid, 0.0) for rowid in rowids), dtype=np.float64, count=count)
+        has_vector = np.fromiter((rowid in cosines for rowid in rowids), dtype=bool, count=count)
         coverage, question = self._coverage, self._question
         prev, next_ = self._before[own], self._after[own]
         window = np.maximum(coverage[own], np.maximum(coverage[prev], coverage[next_]))
@@ -106,7 +107,7 @@ class FeatureTable:
         return np.column_stack(
             (
                 cosine,
-                saturated(coverage[own]),
+                np.where(has_vector, saturated(coverage[own]), coverage[own]),
                 question[own],
                 question[prev],
                 coverage[prev],
@@ -126,6 +127,11 @@ def saturated(coverage: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     shape gained a few questions whose right session was missing from the top ten, whatever the
     labels of the fit (bench/fit_ranker.py); a free square term, fitted, bent the curve the same
     way but past its peak, so that more shared words could lower a score.
+
+    Only where the meaning can take over: a candidate without a cosine (keyword-only search, a
+    memory not embedded yet) keeps its coverage as it is, since the words are all it has to be
+    told apart by, and a memory holding every word of the query must stay clearly above one
+    holding half of them.
     """
     saturating: npt.NDArray[np.float64] = coverage * (2.0 - coverage)
     return saturating
