@@ -12,7 +12,7 @@ import logging
 import signal
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -21,7 +21,7 @@ from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder
 from memoryd.errors import EmbeddingModelMismatch, StartupError, StoreError, StoreRefused
-from memoryd.llm import LlmClient, make_llm
+from memoryd.llm.factory import make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
 from memoryd.server.activation import bound_name, take_listen_socket
@@ -37,6 +37,9 @@ from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.summary import SummaryService
 from memoryd.store import Store
+
+if TYPE_CHECKING:
+    from memoryd.llm import LlmClient
 
 log = logging.getLogger("memoryd.daemon")
 
