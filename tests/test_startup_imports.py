@@ -5,12 +5,10 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
-import types
 
 import pytest
 
 from memoryd.cli import main
-from memoryd.lazy import exports_on_first_use
 
 #: The daemon's own modules as `memoryd serve` imports them (cli._serve).
 SERVE_IMPORTS = "import memoryd.cli, memoryd.server.head_start, memoryd.server.daemon"
@@ -54,21 +52,6 @@ def test_a_configured_backend_is_imported_when_built() -> None:
     assert {"httpx", "memoryd.embed.http", "memoryd.llm.ollama"} <= imported_after(code)
     assert make_llm(LlmConfig()) is None
     assert type(make_embedder("none")).__name__ == "NoEmbedder"
-
-
-def test_exports_on_first_use_imports_once_and_keeps_the_name() -> None:
-    package = types.ModuleType("fake_package")
-    sys.modules["fake_package"] = package
-    try:
-        lookup = exports_on_first_use("fake_package", {"JSONDecoder": "json.decoder"})
-        import json.decoder
-
-        assert lookup("JSONDecoder") is json.decoder.JSONDecoder
-        assert package.JSONDecoder is json.decoder.JSONDecoder  # kept: the next lookup is plain
-        with pytest.raises(AttributeError, match="no attribute 'nope'"):
-            lookup("nope")
-    finally:
-        del sys.modules["fake_package"]
 
 
 def test_the_cli_gives_the_collector_back(capsys: pytest.CaptureFixture[str]) -> None:
