@@ -147,13 +147,11 @@ class Daemon:
     async def _start_embedder(self, store: Store, head: HeadStart) -> Embedder | None:
         if self.embedder is not None:
             embedder = self.embedder
+        elif head.embedder_error is not None:
+            raise head.embedder_error
+        elif head.embedder is None:
+            return None  # embedder = "none"
         else:
-            # Built in the head start's thread: joined off the event loop.
-            await trio.to_thread.run_sync(head.wait_for_embedder)
-            if head.embedder_error is not None:
-                raise head.embedder_error
-            if head.embedder is None:
-                return None  # embedder = "none"
             embedder = head.embedder  # the local model is loading since the head start
         await embedder.start()
         if embedder.dim is not None:
