@@ -128,9 +128,9 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Start-up builds some 300k long-lived objects (modules, classes, functions): the cyclic
-    # collector's passes over them while they pile up cost ~40 ms of `memoryd serve`'s start
-    # and free nothing.  Off until the daemon's modules are in (``_serve``); every other
+    # `memoryd serve`'s imports build ~70k long-lived objects the cyclic collector tracks
+    # (functions, classes, dicts): its passes over them while they pile up cost ~40 ms of the
+    # start and free nothing.  Off until the daemon's modules are in (``_serve``); every other
     # command gets it back at once.
     gc.disable()
     try:
