@@ -49,29 +49,33 @@ class LazyPattern:
 
     @property
     def compiled(self) -> re.Pattern[str]:
+        return self._compiled or self._compile()
+
+    def _compile(self) -> re.Pattern[str]:
         # Two threads may both compile it the first time: the same pattern either way.
-        compiled = self._compiled
-        if compiled is None:
-            compiled = self._compiled = re.compile(self.source, self.flags)
+        compiled = self._compiled = re.compile(self.source, self.flags)
         return compiled
 
+    # The methods below inline ``compiled`` (a property call costs ~80 ns, and the knowledge
+    # rules run ~100 matches per memory.add).
+
     def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        return self.compiled.match(string, pos, endpos)
+        return (self._compiled or self._compile()).match(string, pos, endpos)
 
     def fullmatch(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        return self.compiled.fullmatch(string, pos, endpos)
+        return (self._compiled or self._compile()).fullmatch(string, pos, endpos)
 
     def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        return self.compiled.search(string, pos, endpos)
+        return (self._compiled or self._compile()).search(string, pos, endpos)
 
     def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
-        return self.compiled.finditer(string, pos, endpos)
+        return (self._compiled or self._compile()).finditer(string, pos, endpos)
 
     def sub(self, repl: str | Callable[[re.Match[str]], str], string: str, count: int = 0) -> str:
-        return self.compiled.sub(repl, string, count)
+        return (self._compiled or self._compile()).sub(repl, string, count)
 
     def split(self, string: str, maxsplit: int = 0) -> list[str | Any]:
-        return self.compiled.split(string, maxsplit)
+        return (self._compiled or self._compile()).split(string, maxsplit)
 
     @classmethod
     def compile_waiting(cls) -> int:
@@ -79,5 +83,5 @@ class LazyPattern:
         waiting, cls._waiting = cls._waiting, []
         fresh = [pattern for pattern in waiting if pattern._compiled is None]
         for pattern in fresh:
-            pattern.compiled  # noqa: B018 (compiles)
+            pattern._compile()
         return len(fresh)
