@@ -98,21 +98,30 @@ def cosines(blobs: list[bytes], query: FloatArray, dim: int) -> npt.NDArray[np.f
 
 def _components(blobs: list[bytes], dim: int) -> FloatArray:
     """The stored components of each copy (up to its own scale), one row per blob."""
+    int8 = [i for i, blob in enumerate(blobs) if len(blob) == dim]
+    if not int8:
+        return _unpack_six_bit(blobs, dim)
+    if len(int8) == len(blobs):
+        return np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), dim).astype(np.float32)
+    # A store whose copies m012 left as int8 (another sqlite-vec layout) gets 6-bit ones beside them.
     matrix = np.empty((len(blobs), dim), dtype=np.float32)
     six_bit = [i for i, blob in enumerate(blobs) if len(blob) != dim]
-    if len(six_bit) < len(blobs):
-        int8 = [i for i, blob in enumerate(blobs) if len(blob) == dim]
-        matrix[int8] = np.frombuffer(b"".join(blobs[i] for i in int8), dtype=np.int8).reshape(len(int8), dim)
-    if six_bit:
-        matrix[six_bit] = _unpack_six_bit([blobs[i] for i in six_bit], dim)
+    matrix[int8] = _components([blobs[i] for i in int8], dim)
+    matrix[six_bit] = _unpack_six_bit([blobs[i] for i in six_bit], dim)
     return matrix
 
 
 def _unpack_six_bit(blobs: list[bytes], dim: int) -> FloatArray:
-    packed = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), -1, 3).astype(np.int32)
-    word = (packed[..., 0] << 16) | (packed[..., 1] << 8) | packed[..., 2]
-    quads = np.stack([word >> 18, word >> 12, word >> 6, word], axis=-1) & 63
-    return (quads.reshape(len(blobs), -1)[:, :dim] - _SIX_BIT_MAX).astype(np.float32)  # type: ignore[no-any-return]
+    packed = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), -1, 3)
+    first, second, third = packed[..., 0], packed[..., 1], packed[..., 2]
+    levels = np.empty((len(blobs), packed.shape[1], 4), dtype=np.uint8)
+    levels[..., 0] = first >> 2
+    levels[..., 1] = ((first & 3) << 4) | (second >> 4)
+    levels[..., 2] = ((second & 15) << 2) | (third >> 6)
+    levels[..., 3] = third & 63
+    matrix = levels.reshape(len(blobs), -1)[:, :dim].astype(np.float32)
+    matrix -= _SIX_BIT_MAX
+    return matrix
 
 
 def _quantize(matrix: FloatArray, largest: float) -> npt.NDArray[np.int8]:
