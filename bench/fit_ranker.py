@@ -34,7 +34,7 @@ import reference_retrievers  # noqa: E402
 from retrieval import default_data  # noqa: E402
 
 from memoryd.ids import now_ms  # noqa: E402
-from memoryd.store import fts_query, ranking, search, vectors  # noqa: E402
+from memoryd.store import fts_query, ranking, search, search_parts, vectors  # noqa: E402
 from memoryd.store.db import open_connection  # noqa: E402
 from memoryd.store.visibility import Scope  # noqa: E402
 
@@ -74,7 +74,7 @@ def collect(db_dir: Path, conversations: list[locomo.Conversation]) -> list[list
         for conversation, units in zip(conversations, reference_retrievers.embed_questions(conversations), strict=True):
             questions = []
             for question, unit in zip(conversation.questions, units, strict=True):
-                query = search.SearchQuery(question.text, locomo.LIMIT, unit, space, now_ms())
+                query = search_parts.SearchQuery(question.text, locomo.LIMIT, unit, space, now_ms())
                 found = search.candidates(db, Scope(conversation.user_id), query)
                 relevant = np.array([label(labels.get(ids[r], []), question.evidence) for r in found.rowids])
                 questions.append(Question(question, found.rowids, found.features, relevant, found.created_at_ms))

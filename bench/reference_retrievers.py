@@ -18,7 +18,7 @@ import numpy as np
 from memoryd.embed.local import BUNDLED_SHA256, bundled_model_path
 from memoryd.embed.sentence_model import SentenceModel
 from memoryd.ids import now_ms
-from memoryd.store import fts_query, keyword, search, vector_codec, vectors
+from memoryd.store import fts_query, keyword, search, search_parts, vector_codec, vectors
 from memoryd.store.db import open_connection
 from memoryd.store.visibility import Scope, personal_key
 
@@ -56,7 +56,8 @@ def rankings(
     words = keyword.candidates(db, Scope(conversation.user_id), fts_query.extract_terms(question.text), RRF_DEPTH, now)
     dense = _dense(db, space, key, unit)
     fused = search.fuse([words, dense[:RRF_DEPTH]])
-    hits = search.search(db, Scope(conversation.user_id), search.SearchQuery(question.text, locomo.LIMIT, unit, space, now))
+    query = search_parts.SearchQuery(question.text, locomo.LIMIT, unit, space, now)
+    hits = search.search(db, Scope(conversation.user_id), query)
     rowid_of = dict(db.execute("SELECT id, rowid FROM memories"))
     return {
         "BM25 (memoryd keyword retriever)": words,

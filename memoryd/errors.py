@@ -51,17 +51,20 @@ from memoryd_client.errors import ErrorCode
 
 
 def lone_leaf(exc: BaseException) -> BaseException:
-    """The one exception inside ``exc`` when it is a tree of exception groups with a single leaf
-    (what a nursery makes of its body's error), else ``exc`` itself."""
+    """The exception ``exc`` stands for when it is a tree of exception groups (what a nursery makes
+    of its body's errors) whose leaves are all of one class: the first leaf (two readers of one
+    search that both found the file damaged are one damaged file); else ``exc`` itself."""
     leaves: list[BaseException] = []
     pending: list[BaseException] = [exc]
-    while pending and len(leaves) < 2:
+    while pending:
         item = pending.pop()
         if isinstance(item, BaseExceptionGroup):
-            pending.extend(item.exceptions)
+            pending.extend(reversed(item.exceptions))
+        elif leaves and type(item) is not type(leaves[0]):
+            return exc
         else:
             leaves.append(item)
-    return leaves[0] if len(leaves) == 1 and not pending else exc
+    return leaves[0] if leaves else exc
 
 
 class MemorydError(Exception):

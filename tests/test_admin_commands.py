@@ -152,7 +152,7 @@ async def test_export_then_import_round_trips_byte_identically(tmp_path: Path) -
     await seed(source)
     exported = export_lines(source)
     header = json.loads(exported[0])
-    assert header["format"] == "memoryd-export" and header["version"] == 2
+    assert header["format"] == "memoryd-export" and header["version"] == 3
     assert len(exported) == 1 + 6
     dump = tmp_path / "dump.jsonl"
     dump.write_bytes(b"".join(exported))
@@ -266,7 +266,7 @@ async def test_a_malformed_line_is_reported_with_its_number_and_nothing_is_impor
     [
         (b"", "line 1: the file is empty"),
         (b'{"format":"something-else","version":1,"exported_at":"x"}\n', "line 1: format is 'something-else'"),
-        (HEADER.replace(b'"version":1', b'"version":3'), "line 1: format version 3 is not supported"),
+        (HEADER.replace(b'"version":1', b'"version":4'), "line 1: format version 4 is not supported"),
         (good(1), "line 1: not a memoryd export header"),
     ],
 )

@@ -21,6 +21,7 @@ from memoryd.store import (
     Store,
     neighbours,
     search,
+    search_parts,
     vectors,
 )
 from memoryd.store.db import Database, open_connection
@@ -79,7 +80,7 @@ def sequential(store: Store, scope: Scope, text: str, vector: np.ndarray | None,
     try:
         with db:
             space = vectors.read_space(db)
-            return search.search(db, scope, search.SearchQuery(text, limit, vector, space, NOW))
+            return search.search(db, scope, search_parts.SearchQuery(text, limit, vector, space, NOW))
     finally:
         db.close()
 
@@ -177,12 +178,12 @@ async def test_a_scan_from_another_state_of_the_vectors_is_scanned_again(store: 
     # A list from a reader that saw other vectors (here: before one more was added) would
     # rank without the newest memory; the ranking scans again in its own snapshot instead.
     await fill(store)
-    query = search.SearchQuery("", 10, vector_of("query"), None, NOW)
+    query = search_parts.SearchQuery("", 10, vector_of("query"), None, NOW)
     db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
     try:
         with db:
-            query = search.SearchQuery("", 10, query.vector, vectors.read_space(db), NOW)
-            stale = search.vector_part(db, ALICE, query)
+            query = search_parts.SearchQuery("", 10, query.vector, vectors.read_space(db), NOW)
+            stale = search_parts.vector_part(db, ALICE, query)
         newest, _ = await store.memories.add(note("the very question"))
         await embed_all(store, lambda text: vector_of("query") if text == "the very question" else vector_of(text))
         with db:
@@ -259,9 +260,9 @@ async def test_two_neighbourhoods_merged_are_the_neighbourhood_of_both(store: St
         for scope in (ALICE, ALICE_IN_GROUP):
             for _ in range(20):
                 first, second = rng.sample(rowids, 8), rng.sample(rowids, 8)
-                whole = neighbours.around(db, scope, [*first, *second], search.REACH, NOW)
-                parts = neighbours.around(db, scope, first, search.REACH, NOW).merged(
-                    neighbours.around(db, scope, second, search.REACH, NOW)
+                whole = neighbours.around(db, scope, [*first, *second], search_parts.REACH, NOW)
+                parts = neighbours.around(db, scope, first, search_parts.REACH, NOW).merged(
+                    neighbours.around(db, scope, second, search_parts.REACH, NOW)
                 )
                 assert (parts.rows, parts.before, parts.after, parts.centres) == (
                     whole.rows, whole.before, whole.after, whole.centres
@@ -306,9 +307,9 @@ async def test_a_ranking_prepared_ahead_gives_the_sequential_hits(store: Store, 
     try:
         for text, vector in queries(30):
             with db:
-                query = search.SearchQuery(text, 10, vector, vectors.read_space(db), NOW)
-                words = search.prepare_ranking(db, scope, search.keyword_part(db, scope, query), NOW)
-                semantic = search.vector_part(db, scope, query)
+                query = search_parts.SearchQuery(text, 10, vector, vectors.read_space(db), NOW)
+                words = search_parts.prepare_ranking(db, scope, search_parts.keyword_part(db, scope, query), NOW)
+                semantic = search_parts.vector_part(db, scope, query)
                 fast = search.search(db, scope, query, words=words, semantic=semantic)
             same(fast, sequential(store, scope, text, vector, 10))
     finally:

@@ -98,6 +98,15 @@ def test_an_error_alone_in_exception_groups_gets_its_own_reply() -> None:
     assert rpc_error_for(both, "memory.add", 1).code == -32603
 
 
+def test_the_same_failure_twice_in_exception_groups_gets_its_own_reply() -> None:
+    # An overlapped search's two readers that both find the file damaged: one damaged file.
+    first, second = errors.StoreCorrupt("damaged: first reader"), errors.StoreCorrupt("damaged: second")
+    expected = rpc_error_for(first, "memory.search", 1)
+    twice = rpc_error_for(ExceptionGroup("nursery", [first, ExceptionGroup("inner", [second])]), "memory.search", 1)
+    assert (twice.code, twice.message, twice.data) == (expected.code, expected.message, expected.data)
+    assert twice.code != -32603
+
+
 def test_a_subclass_without_its_own_entry_still_gets_its_parents_reply() -> None:
     # The test above makes it a failure to ship one; at run time the nearest entry applies.
     class NewStoreProblem(errors.StoreBusy):

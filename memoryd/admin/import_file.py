@@ -8,7 +8,7 @@ naming the line.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
@@ -22,9 +22,18 @@ from memoryd.store.transfer import (
     ExportHeader,
     MemoryLine,
 )
+from memoryd.store.transfer_people import PersonLine
+
+
+class _Record(msgspec.Struct):
+    """What kind of line this is: person lines say so, memory lines (all of versions 1-2) do not."""
+
+    record: str = "memory"
+
 
 _header_decoder = msgspec.json.Decoder(ExportHeader)
-_line_decoder = msgspec.json.Decoder(MemoryLine)
+_record_decoder = msgspec.json.Decoder(_Record)
+_line_decoders = {"memory": msgspec.json.Decoder(MemoryLine), "person": msgspec.json.Decoder(PersonLine)}
 _TIMESTAMPS = ("created_at", "updated_at", "expires_at", "deleted_at", "expiry_recorded_at", "last_access_at")
 
 
@@ -56,26 +65,61 @@ def parse_header(line_no: int, raw: bytes) -> ExportHeader:
     return header
 
 
-def parse_line(line_no: int, raw: bytes) -> MemoryLine:
-    """Decode and validate one memory line; raises LineError naming the line and the problem."""
+def parse_line(line_no: int, raw: bytes) -> MemoryLine | PersonLine:
+    """Decode and validate one memory or person line; raises LineError naming the line and the
+    problem."""
     try:
-        line = _line_decoder.decode(raw)
+        kind = _record_decoder.decode(raw).record
+        decoder = _line_decoders.get(kind)
+        if decoder is None:
+            raise LineError(line_no, f"record {kind!r} is not one of {sorted(_line_decoders)}")
+        line: MemoryLine | PersonLine = decoder.decode(raw)
     except msgspec.DecodeError as exc:
         raise LineError(line_no, str(exc)) from None
     try:
-        _validate(line)
+        if isinstance(line, PersonLine):
+            _validate_person(line)
+        else:
+            _validate(line)
     except InvalidParams as exc:
         raise LineError(line_no, f"{exc.data['field']} {exc.data['reason']}") from None
     return line
 
 
+def _validate_person(line: PersonLine) -> None:
+    check_full_id("id", line.id)
+    _check_texts(line, ("owner", "name"))
+    _check_each(check_text, "aliases", line.aliases)
+    if line.relationship is not None:
+        check_text("relationship", line.relationship)
+    _check_each(check_full_id, "memories", line.memories)
+    _check_timestamps(line, ("created_at", "updated_at"))
+
+
+def _check_texts(line: MemoryLine | PersonLine, names: tuple[str, ...]) -> None:
+    for name in names:
+        check_text(name, getattr(line, name))
+
+
+def _check_each(check: Callable[[str, str], object], field: str, values: list[str]) -> None:
+    for index, value in enumerate(values):
+        check(f"{field}[{index}]", value)
+
+
+def _check_timestamps(line: MemoryLine | PersonLine, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(line, name)
+        if value is not None:
+            try:
+                ms_from_iso(value)
+            except ValueError as exc:
+                raise InvalidParams.for_field(name, str(exc)) from None
+
+
 def _validate(line: MemoryLine) -> None:
     check_full_id("id", line.id)
-    check_text("content", line.content)
-    check_text("owner", line.owner)
-    check_text("source", line.source)
-    for index, subject in enumerate(line.subjects):
-        check_text(f"subjects[{index}]", subject)
+    _check_texts(line, ("content", "owner", "source"))
+    _check_each(check_text, "subjects", line.subjects)
     if line.chat_id is not None:
         check_text("chat_id", line.chat_id)
     check_group_chat(line.scope == "group", line.chat_id)
@@ -85,10 +129,4 @@ def _validate(line: MemoryLine) -> None:
         raise InvalidParams.for_field("confidence", "must be a finite number")
     if line.access_count < 0:
         raise InvalidParams.for_field("access_count", "must be >= 0")
-    for name in _TIMESTAMPS:
-        value = getattr(line, name)
-        if value is not None:
-            try:
-                ms_from_iso(value)
-            except ValueError as exc:
-                raise InvalidParams.for_field(name, str(exc)) from None
+    _check_timestamps(line, _TIMESTAMPS)

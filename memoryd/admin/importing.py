@@ -21,6 +21,7 @@ from memoryd.admin.import_file import LineError, parse_header, parse_line, read_
 from memoryd.config import Config
 from memoryd.errors import StoreError
 from memoryd.store.transfer import MemoryLine
+from memoryd.store.transfer_people import PersonLine
 
 #: Problems listed before giving up on a bad file.
 MAX_REPORTED = 20
@@ -30,6 +31,7 @@ def validate(path: Path) -> tuple[int, list[LineError]]:
     """(memories in the file, problems found): a full pass that never touches the database."""
     errors: list[LineError] = []
     first_line_of: dict[str, int] = {}
+    people_first_line_of: dict[str, int] = {}
     with open(path, "rb") as file:
         lines = read_lines(file)
         header = next(lines, None)
@@ -45,7 +47,8 @@ def validate(path: Path) -> tuple[int, list[LineError]]:
             except LineError as exc:
                 errors.append(exc)
             else:
-                previous = first_line_of.setdefault(line.id, number)
+                seen = people_first_line_of if isinstance(line, PersonLine) else first_line_of
+                previous = seen.setdefault(line.id, number)
                 if previous != number:
                     errors.append(LineError(number, f"duplicate id {line.id} (first on line {previous})"))
             if len(errors) >= MAX_REPORTED:
@@ -53,7 +56,7 @@ def validate(path: Path) -> tuple[int, list[LineError]]:
     return len(first_line_of), errors
 
 
-def _memories(path: Path) -> Iterator[MemoryLine]:
+def _memories(path: Path) -> Iterator[MemoryLine | PersonLine]:
     with open(path, "rb") as file:
         lines = read_lines(file)
         next(lines)  # the header, validated already
@@ -77,8 +80,14 @@ def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = s
         except LineError as exc:  # the file changed between the passes
             err.write(f"memoryd: {path}: {exc}\nmemoryd: nothing imported\n")
             return EXIT_PROBLEMS
+    people = report.people
     out.write(
         f"imported {report.imported} of {count} memories ({report.already_present} already present); "
         f"{report.embed_jobs} queued for embedding\n"
     )
+    if people.imported or people.already_present or people.merged:
+        out.write(
+            f"imported {people.imported} people ({people.already_present} already present, "
+            f"{people.merged} merged into a person of the same name)\n"
+        )
     return EXIT_OK

@@ -7,7 +7,7 @@ query, ``evaluate`` scores
 the rules on tests/data/supersession_pairs.jsonl.
 """
 
-from memoryd.knowledge.attributes import SELF, Attribute, Subject, parse_attributes
+from memoryd.knowledge.attributes import SELF, Attribute, Subject, attribute_keys, parse_attributes
 from memoryd.knowledge.conflict import (
     CONFLICT_SYSTEM_PROMPT, CompleteJson, Decision, LlmConflictAnswer, Resolver, Statement,
     conflict_messages, decide, decide_with_llm,
@@ -21,6 +21,6 @@ from memoryd.knowledge.people import (
 __all__ = [
     "CONFLICT_SYSTEM_PROMPT", "SELF", "Attribute", "CompleteJson", "Decision", "KnownPerson",
     "LlmConflictAnswer", "Mention", "MentionFinder", "RelationshipFact", "Resolver", "Statement", "Subject",
-    "conflict_messages", "decide", "decide_with_llm", "find_mentions", "merge_target",
+    "attribute_keys", "conflict_messages", "decide", "decide_with_llm", "find_mentions", "merge_target",
     "normalise_name", "parse_attributes", "parse_relationships", "person_resolver", "resolve_person",
 ]

@@ -124,6 +124,12 @@ def parse_attributes(text: str) -> list[Attribute]:
     return list(_parse_cached(text))
 
 
+def attribute_keys(text: str) -> tuple[str, ...]:
+    """The keys of the attributes ``text`` sets, sorted, once each: what a memory is filed
+    under for supersession (``memory_attributes``)."""
+    return tuple(sorted({attribute.key for attribute in _parse_cached(text)}))
+
+
 @functools.lru_cache(maxsize=4096)  # a new memory is compared with several candidates, each parsed again
 def _parse_cached(text: str) -> tuple[Attribute, ...]:
     cleaned = " ".join(text.replace("’", "'").replace("‘", "'").split())

@@ -7,8 +7,9 @@ numbers cached): :func:`answer_now` runs it inline in the connection's read loop
 no deadline scope and no scheduler pass, and says NOT_NOW when the call needs the async path.
 
 Whatever a call raises becomes its reply in rpc/errormap.py, the only place that decides codes;
-a failing call never drops the connection.  A table ``guarded_by`` a RequestGuard runs each call under the request
-deadline and shutdown policy of rpc/deadlines.py.
+a failing call never drops the connection.  A table ``guarded_by`` a RequestGuard runs each
+call under the request deadline and shutdown policy of rpc/deadlines.py.  A batch's calls run
+in rpc/batch.py.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-import trio
-
-from memoryd.errors import InvalidParams, InvalidRequest, MethodNotFound, RpcError
+from memoryd.errors import InvalidParams, MethodNotFound, RpcError
+from memoryd.rpc.batch import serve_batch
 from memoryd.rpc.budget import ReplyBudget
 from memoryd.rpc.context import NOT_NOW, CallContext, Handler, NotNow, NowHandler
 from memoryd.rpc.deadlines import RequestGuard
-from memoryd.rpc.envelope import BadCall, Request, encode_batch, encode_error, encode_result, parse_message
+from memoryd.rpc.envelope import BadCall, Request, encode_error, encode_result, parse_message
 from memoryd.rpc.errormap import rpc_error_for
 from memoryd.rpc.validation_errors import invalid_params_from
 
@@ -35,8 +35,6 @@ _OPEN_BRACKET = ord("[")
 #: A batch that is not empty (JSON whitespace, "[", then something other than "]") never
 #: answers now; an empty one is refused inline (-32600) like any unreadable request.
 _BATCH_START = re.compile(rb"[ \t\r\n]*\[[ \t\r\n]*[^\] \t\r\n]")
-#: How many calls of one batch run at once.
-BATCH_CONCURRENCY = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +45,6 @@ class _Method:
     array_like: bool
     empty: bytes
     now: NowHandler | None
-
 
 
 def _reply(request: Request, ctx: CallContext, result: Any = None, *, error: Exception | None = None) -> bytes | None:
@@ -62,6 +59,7 @@ def _reply(request: Request, ctx: CallContext, result: Any = None, *, error: Exc
             error = exc
     reply = rpc_error_for(error, request.method, ctx.connection_id)
     return None if request.is_notification else encode_error(request.id, reply)
+
 
 class MethodTable:
     """Method name → (params Struct, async handler)."""
@@ -215,69 +213,9 @@ async def serve_message(
             if isinstance(call, BadCall):
                 return _bad_call_reply(budget, call)
             return _charged(budget, call, await table.dispatch(call, ctx))
-        return await _serve_batch(calls, table, ctx, budget, max_batch_calls)
+        return await serve_batch(calls, table.dispatch, ctx, budget, max_batch_calls)
     except Exception as exc:
         return _refused_whole(budget, exc, ctx)
-
-
-async def _serve_batch(
-    calls: list[Request | BadCall],
-    table: MethodTable,
-    ctx: CallContext,
-    budget: ReplyBudget | None,
-    max_batch_calls: int | None,
-) -> bytes | None:
-    if max_batch_calls is not None and len(calls) > max_batch_calls:
-        refused = InvalidRequest(
-            f"Invalid Request: a batch may hold at most {max_batch_calls} calls (max_batch_calls)",
-            {"limit": "max_batch_calls", "max_batch_calls": max_batch_calls, "calls": len(calls)},
-        )
-        return _settled(budget, encode_error(None, refused))
-    replies: list[bytes | None] = [None] * len(calls)
-    requests: list[tuple[int, Request]] = []
-    for index, call in enumerate(calls):
-        if isinstance(call, BadCall):
-            replies[index] = None if call.notification else encode_error(call.id, call.error)
-        else:
-            requests.append((index, call))
-    queue = iter(requests)
-    taken = 0
-    refusal: RpcError | None = None
-
-    async def worker() -> None:
-        nonlocal taken, refusal
-        # Workers share one iterator: a batch of 10,000 calls runs BATCH_CONCURRENCY at a time
-        # instead of starting 10,000 tasks.
-        for index, call in queue:
-            if refusal is not None:
-                # Over the budget: the rest of the batch is answered, not run.
-                replies[index] = None if call.is_notification else encode_error(call.id, refusal)
-                continue
-            reply = await table.dispatch(call, ctx)
-            if reply is not None and budget is not None:
-                refused = budget.take(len(reply))
-                if refused is None:
-                    taken += len(reply)
-                else:
-                    refusal = refusal or refused
-                    reply = encode_error(call.id, refusal)
-            replies[index] = reply
-
-    # The calls of a batch run concurrently; replies keep request order for readability
-    # (the spec allows any order, and clients match by id anyway).
-    try:
-        async with trio.open_nursery() as nursery:
-            for _ in range(min(BATCH_CONCURRENCY, len(requests))):
-                nursery.start_soon(worker)
-    except BaseException:
-        if budget is not None:
-            budget.settle(taken, 0)  # cancelled: no reply will be sent
-        raise
-    items = [reply for reply in replies if reply is not None]
-    out = encode_batch(items) if items else None
-    if budget is not None:
-        budget.settle(taken, len(out) if out is not None else 0)
-    return out
 
 
 def _bad_call_reply(budget: ReplyBudget | None, call: BadCall) -> bytes | None:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypedDict, Unpack
 
 from memoryd.config import SupersessionConfig
-from memoryd.knowledge import Resolver, Statement, decide, parse_attributes
+from memoryd.knowledge import Resolver, Statement, attribute_keys, decide
 from memoryd.knowledge.attributes import SELF
 from memoryd.knowledge.conflict import Decision
 from memoryd.store import MemoryRecord, NewMemory, Scope
@@ -105,7 +105,7 @@ class Supersession:
         """What storing ``new`` asks beyond the insert; extraction stores its facts with these
         plans inside its own transaction (``store.learned``)."""
         return Plan(
-            attributes=tuple(sorted({attribute.key for attribute in parse_attributes(new.content)})),
+            attributes=attribute_keys(new.content),
             judge=None if self.use_llm else self.judge(await self.resolver(new.owner)),
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,

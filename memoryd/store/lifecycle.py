@@ -26,6 +26,7 @@ from memoryd.store.eviction import EvictionReport
 from memoryd.store.hits import HitCounter, write_hits
 from memoryd.store.retention import BATCH, GcReport
 from memoryd.store.transfer import ImportReport, MemoryLine
+from memoryd.store.transfer_people import PersonLine
 
 #: FTS5 pages merged per optimize step (one write transaction each).
 MERGE_PAGES = 1000
@@ -144,8 +145,9 @@ class Lifecycle:
         """Stream the export format through ``write`` from one read snapshot; memories written."""
         return self._db.read_sync(transfer.export_memories, write, user=user, now_ms=self._clock())
 
-    def import_memories(self, lines: Iterable[MemoryLine]) -> ImportReport:
-        """Insert validated lines whose ids are new, in ONE write transaction (all or nothing)."""
+    def import_memories(self, lines: Iterable[MemoryLine | PersonLine]) -> ImportReport:
+        """Insert validated lines (memories, then people) whose ids are new, in ONE write
+        transaction (all or nothing)."""
         return self._db.write_sync(transfer.import_memories, lines, self._clock())
 
 

@@ -1,12 +1,12 @@
 """Hybrid search with its independent parts overlapped on the two cores.
 
-A search is three parts (``search.py``): the keyword part (term counts, BM25, the people
+A search is three parts (``search_parts.py``, ``search.py``): the keyword part (term counts, BM25, the people
 retriever), which needs no vector; the KNN scan, which needs the query's vector; the ranking,
 which needs both.  Run one after the other they add up: at 100k memories the embedding ~3 ms,
 BM25 ~4 ms, the scan ~7 ms.  Here the keyword part starts at once, while the query is being
 embedded (onnxruntime and SQLite both release the GIL), and the scan, once the vector is there,
 runs on a second reader if one is free right now, while the main reader finishes the keyword
-part and then reads the keyword candidates' neighbourhood (``search.prepare_ranking``), which
+part and then reads the keyword candidates' neighbourhood (``search_parts.prepare_ranking``), which
 the ranking reads first anyway.
 Neither reader is ever waited for while another is held, and a search waiting for its embedding
 holds a reader only while another stays free (else it embeds first, then reads, as before).
@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import trio
 
-from memoryd.store import search
+from memoryd.store import search, search_parts
 from memoryd.store.db import Database
 from memoryd.store.people_retriever import PeopleFocus
 from memoryd.store.read_snapshot import ReadSnapshot
@@ -42,7 +42,7 @@ EmbedQuery = Callable[[], Awaitable[npt.ArrayLike | None]]
 async def run(
     db: Database,
     scope: Scope,
-    query: search.SearchQuery,
+    query: search_parts.SearchQuery,
     people_focus: PeopleFocus | None = None,
     embed_query: EmbedQuery | None = None,
 ) -> list[SearchHit]:
@@ -66,26 +66,26 @@ async def _overlapped(
     db: Database,
     main: ReadSnapshot,
     scope: Scope,
-    query: search.SearchQuery,
+    query: search_parts.SearchQuery,
     people_focus: PeopleFocus | None,
     embed_query: EmbedQuery | None,
 ) -> list[SearchHit]:
-    words: search.KeywordPart | None = None
-    semantic: search.VectorPart | None = None
+    words: search_parts.KeywordPart | None = None
+    semantic: search_parts.VectorPart | None = None
     words_found = trio.Event()
 
     async def gather_words() -> None:
         nonlocal words
-        words = await main.run(search.keyword_part, scope, query, people_focus)
+        words = await main.run(search_parts.keyword_part, scope, query, people_focus)
         words_found.set()
 
     async def prepare_ranking() -> None:
         nonlocal words
         await words_found.wait()
         assert words is not None
-        words = await main.run(search.prepare_ranking, scope, words, query.now_ms)
+        words = await main.run(search_parts.prepare_ranking, scope, words, query.now_ms)
 
-    async def scan_on_spare(query: search.SearchQuery) -> None:
+    async def scan_on_spare(query: search_parts.SearchQuery) -> None:
         nonlocal semantic
         async with db.spare_snapshot() as spare:
             if spare is None:
@@ -94,7 +94,7 @@ async def _overlapped(
                 # The main reader would wait idle for the scan: meanwhile it reads what the
                 # ranking reads first (the keyword candidates' neighbourhood), if it gets to.
                 beside.start_soon(prepare_ranking)
-                semantic = await spare.finish(search.vector_part, scope, query)
+                semantic = await spare.finish(search_parts.vector_part, scope, query)
                 beside.cancel_scope.cancel()
 
     async with trio.open_nursery() as nursery:
@@ -109,5 +109,5 @@ async def _overlapped(
     return await main.finish(search.search, scope, query, people_focus, words=words, semantic=semantic)
 
 
-def _with_vector(query: search.SearchQuery, vector: npt.ArrayLike | None) -> search.SearchQuery:
+def _with_vector(query: search_parts.SearchQuery, vector: npt.ArrayLike | None) -> search_parts.SearchQuery:
     return dataclasses.replace(query, vector=None if vector is None else np.asarray(vector, np.float32))

@@ -15,7 +15,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import lookup, memories, overlapped_search, people, people_retriever, search, stats
+from memoryd.store import lookup, memories, overlapped_search, people, people_retriever, search_parts, stats
 from memoryd.store.condition import Condition
 from memoryd.store.db import Database
 from memoryd.store.hits import HitCounter
@@ -95,7 +95,7 @@ class MemoryRepository:
         hits = await overlapped_search.run(
             self._db,
             scope,
-            search.SearchQuery(query, limit, vector, self._space(), self._clock()),
+            search_parts.SearchQuery(query, limit, vector, self._space(), self._clock()),
             people_focus,
             embed_query,
         )

@@ -112,6 +112,14 @@ def _target(db: apsw.Connection, scope: Scope, prefix: str, new: NewMemory, now_
     return match
 
 
+def record_attributes(db: apsw.Connection, scope_key: str, rowid: int, attributes: Sequence[str]) -> None:
+    """File a memory under the attribute keys it sets: a newer memory setting one finds it."""
+    db.executemany(
+        "INSERT OR IGNORE INTO memory_attributes (scope_key, attribute, memory_rowid) VALUES (?, ?, ?)",
+        [(scope_key, attribute, rowid) for attribute in attributes],
+    )
+
+
 def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> Stored:
     """Insert ``new`` (or find its duplicate) and apply ``plan``, all in one transaction: a
     refused ``supersedes`` leaves nothing behind."""
@@ -121,10 +129,7 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     if plan.key is not None:
         db.execute("UPDATE memories SET key = ? WHERE rowid = ? AND key IS NULL", (plan.key, rowid))
     if not deduplicated:
-        db.executemany(
-            "INSERT OR IGNORE INTO memory_attributes (scope_key, attribute, memory_rowid) VALUES (?, ?, ?)",
-            [(new.scope_key, attribute, rowid) for attribute in plan.attributes],
-        )
+        record_attributes(db, new.scope_key, rowid, plan.attributes)
     if target is not None and target[0] != rowid:
         ruling = Ruling(True, "replaced on request (supersedes)", "explicit")
         _apply(db, stored, target[0], ruling, scope.user_id, now_ms)

@@ -42,7 +42,7 @@ class TermWeights:
         # only the words that hold a hint was measured slower on conversations: the speakers' names
         # put a hint in nearly every text, and one tokenizer call per text is cheap.)
         self._hinted = re.compile(hints).search
-        # A text's coverage is asked again when the search measured it ahead (search.KeywordPart).
+        # A text's coverage is asked again when the search measured it ahead (search_parts.KeywordPart).
         self._known: dict[str, float] = {}
 
     def tokens(self, text: str) -> list[str]:

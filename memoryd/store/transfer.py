@@ -5,13 +5,14 @@ Line 1 is a header::
     {"format":"memoryd-export","version":2,"exported_at":"2025-01-02T03:04:05.678Z","user":null}
 
 Version 2 added the provenance fields (``chat_type`` ... ``conversation_private``); a version 1
-file imports with them unknown.
+file imports with them unknown.  Version 3 added the people (``transfer_people``).
 
-Every further line is one memory (``MemoryLine``), ordered by id.  Timestamps are ISO 8601 UTC
+The memories follow, one line each (``MemoryLine``), ordered by id, then the people.  Timestamps are ISO 8601 UTC
 with milliseconds, exactly the database's integer milliseconds, so export -> import -> export
 gives the same bytes except ``exported_at``.  Vectors are not exported (they belong to one
 model; the importing store re-embeds); audit events are not exported either (the importing
-store records an 'imported' event per memory).
+store records an 'imported' event per memory); nor are the attribute keys supersession looks
+up (``memory_attributes``): they follow from the content, and the import derives them again.
 
 Import is idempotent by id: a memory whose id the store already has is skipped, whatever its
 content.  Lines are parsed and validated before they get here (``memoryd.admin.import_file``),
@@ -20,22 +21,24 @@ so a file is checked completely before the write lock is taken.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import apsw
 import msgspec
 
 from memoryd.ids import iso_from_ms, ms_from_iso
-from memoryd.store import jobs, memories, vectors
+from memoryd.knowledge import attribute_keys
+from memoryd.store import jobs, memories, supersession, vectors
 from memoryd.store.records import PROVENANCE_COLUMNS
+from memoryd.store.transfer_people import PeopleReport, PersonLine, import_people, person_lines
 from memoryd.store.visibility import ScopeKind, key_for, scope_kind
 
 FORMAT = "memoryd-export"
-VERSION = 2
+VERSION = 3
 #: Versions ``memoryd import`` reads.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 #: The actor of 'imported' audit events.
 ACTOR = "admin"
 
@@ -136,23 +139,30 @@ def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
 def export_memories(
     db: apsw.Connection, write: Callable[[bytes], object], *, user: str | None, now_ms: int, chunk: int = 1 << 20
 ) -> int:
-    """Write the header and every memory (of ``user``'s own, when given) through ``write``.
+    """Write the header, every memory and every person (``user``'s own, when given) through
+    ``write``; how many memories.
 
     Run it in one read snapshot: the export is consistent while the daemon keeps writing.
     Rows stream from the cursor into ~1 MB writes, so memory stays flat at any store size.
     """
     buffer = bytearray(header_line(now_ms, user))
-    where, params = ("WHERE owner = ?", (user,)) if user is not None else ("", ())
     count = 0
-    for row in db.execute(f"SELECT {_COLUMNS} FROM memories {where} ORDER BY id", params):
-        _encoder.encode_into(_line_from_row(row), buffer, -1)
+    for line in _lines(db, user):
+        _encoder.encode_into(line, buffer, -1)
         buffer += b"\n"
-        count += 1
+        count += isinstance(line, MemoryLine)
         if len(buffer) >= chunk:
             write(bytes(buffer))
             buffer.clear()
     write(bytes(buffer))
     return count
+
+
+def _lines(db: apsw.Connection, user: str | None) -> Iterator[MemoryLine | PersonLine]:
+    where, params = ("WHERE owner = ?", (user,)) if user is not None else ("", ())
+    for row in db.execute(f"SELECT {_COLUMNS} FROM memories {where} ORDER BY id", params):
+        yield _line_from_row(row)
+    yield from person_lines(db, user=user)
 
 
 # -- import -------------------------------------------------------------------------------------
@@ -163,17 +173,23 @@ class ImportReport:
     imported: int = 0
     already_present: int = 0
     embed_jobs: int = 0
+    people: PeopleReport = field(default_factory=PeopleReport)
 
 
-def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: int) -> ImportReport:
-    """Insert the memories whose ids are new; run it in ONE write transaction (all or nothing).
+def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine], now_ms: int) -> ImportReport:
+    """Insert the memories and people whose ids are new; run it in ONE write transaction (all or
+    nothing).  People are linked after every memory is in, whatever the order of the lines.
 
     Live memories get an embed job when the store has a vector space (the daemon's backfill
     embeds them; otherwise the first daemon with an embedder queues them at start-up).
     """
     report = ImportReport()
     space = vectors.read_space(db)
+    persons: list[PersonLine] = []
     for line in lines:
+        if isinstance(line, PersonLine):
+            persons.append(line)
+            continue
         shared = line.scope == "group"
         scope_key = key_for(shared=shared, owner=line.owner, chat_id=line.chat_id)
         expires_at_ms = _ms(line.expires_at)
@@ -218,13 +234,17 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine], now_ms: in
             report.already_present += 1
             continue
         report.imported += 1
+        rowid = db.last_insert_rowid()
         memories.audit(db, line.id, "imported", ACTOR, now_ms, {})
+        # What an add records, so that a newer fact still supersedes an imported one.
+        supersession.record_attributes(db, scope_key, rowid, attribute_keys(line.content))
         live = (
             deleted_at_ms is None
             and line.superseded_by is None
             and (expires_at_ms is None or expires_at_ms > now_ms)
         )
         if space is not None and live:
-            jobs.enqueue_embed(db, db.last_insert_rowid(), now_ms)
+            jobs.enqueue_embed(db, rowid, now_ms)
             report.embed_jobs += 1
+    report.people = import_people(db, persons, now_ms)
     return report
