@@ -108,3 +108,26 @@ async def test_a_store_of_schema_10_upgrades_with_the_same_trail_and_the_same_hi
         if old.id == new.id:
             assert new.similarity == pytest.approx(old.similarity, abs=0.01)
     assert sql(path, "PRAGMA integrity_check") == [("ok",)]
+
+
+async def test_a_purge_stores_the_added_event_from_the_row_except_for_an_imported_memory(tmp_path: Path) -> None:
+    added_at, day = 1_700_000_000_000, 86_400_000
+    clock = Clock(added_at)
+    with Store(tmp_path / "a.db", clock=clock) as source:
+        await source.memories.add(note("bob lives in lisbon", "bob"))
+        chunks: list[bytes] = []
+        source.lifecycle.export(chunks.append, user=None)
+    lines = [msgspec.json.decode(chunks[0].splitlines()[1], type=MemoryLine)]
+    with Store(tmp_path / "b.db", clock=clock) as store:
+        store.lifecycle.import_memories(lines)
+        added, _ = await store.memories.add(note("bob drinks oolong tea", "bob"))
+        clock.at += 1
+        for memory_id in (lines[0].id, added.id):
+            await store.memories.delete(Scope("bob"), memory_id)
+        clock.at += 40 * day
+        assert store.lifecycle.gc(retention_ms=30 * day).purged == 2
+    # In time order: the 'added' row is stored at the purge, after the 'deleted' one.
+    stored = sql(tmp_path / "b.db", "SELECT memory_id, event, actor, at_ms FROM audit_events ORDER BY at_ms, event_id")
+    assert [row[:2] for row in stored if row[0] == lines[0].id] == [(lines[0].id, e) for e in ("imported", "deleted", "purged")]
+    assert [row for row in stored if row[0] == added.id][0] == (added.id, "added", "bob", added_at)
+    assert [row[1] for row in stored if row[0] == added.id] == ["added", "deleted", "purged"]

@@ -7,7 +7,9 @@ A million memories kept a million ``added`` audit rows (~58 bytes each, ~47 more
 * the stored audit rows live in ``audit_events`` (the table ``events`` was, renamed with its
   indexes); the add path writes none;
 * a purge writes the memory's ``added`` event from its row first (``retention.purge_batch``), so
-  the trail of a purged memory stays whole until it is pruned with the rest;
+  the trail of a purged memory stays whole until it is pruned with the rest (with the add's
+  time but a later ``event_id`` than the events before the purge: a trail is in order by
+  ``at_ms``, then ``event_id``);
 * ``events`` is a view: the stored rows, plus one ``added`` row (``event_id`` NULL, which sorts
   first, as the add comes first) for every memory whose trail stores neither an ``added`` nor an
   ``imported`` event (an imported memory never had an ``added`` one).  Readers of ``events``
