@@ -5,6 +5,7 @@ unmixed, and the read deadlines (idle) still hold."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import trio
 
 from memoryd.config import LimitsConfig
 from memoryd.rpc.dispatch import CallContext, MethodTable
+from memoryd.server import connection
 from memoryd.server.listener import RpcServer
 from tests.wire import NdjsonPeer, PrefixPeer
 
@@ -46,15 +48,21 @@ def table() -> MethodTable:
     return methods
 
 
+async def start_server(path: Path, methods: MethodTable, nursery: trio.Nursery) -> tuple[RpcServer, socket.socket]:
+    """Serving ``methods`` on ``path``, with idle_timeout 2 s."""
+    listen_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listen_socket.bind(str(path))
+    listen_socket.listen()
+    limits = msgspec.convert({"idle_timeout": 2.0, "max_reply_bytes": 8 * BIG}, LimitsConfig)
+    server = RpcServer(methods, limits)
+    await nursery.start(server.serve, listen_socket)
+    return server, listen_socket
+
+
 @pytest.fixture
 async def server(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[RpcServer]:
     """Serving ``table()`` on ``short_tmp / "s.sock"``, with idle_timeout 2 s."""
-    listen_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listen_socket.bind(str(short_tmp / "s.sock"))
-    listen_socket.listen()
-    limits = msgspec.convert({"idle_timeout": 2.0, "max_reply_bytes": 8 * BIG}, LimitsConfig)
-    server = RpcServer(table(), limits)
-    await nursery.start(server.serve, listen_socket)
+    server, listen_socket = await start_server(short_tmp / "s.sock", table(), nursery)
     yield server
     server.shutdown()
     listen_socket.close()
@@ -126,3 +134,51 @@ async def test_a_line_client_gets_inline_replies_in_its_framing(path: Path) -> N
         reply = await peer.receive()
         assert reply["id"] == 1 and len(reply["result"]) == BIG
         await peer.aclose()
+
+
+class Tag(msgspec.Struct):
+    tag: str
+
+
+async def test_a_client_whose_calls_are_all_waiting_does_not_keep_another_waiting(
+    short_tmp: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read of a connection comes after a scheduler pass, even when its bytes are already
+    there: a client with many calls queued is served a read's worth at a time, and another
+    client's call that arrives meanwhile is answered between two of those reads, not after all
+    of them."""
+    monkeypatch.setattr(connection, "RECEIVE_CHUNK", 1024)  # ~17 calls per read
+    answered: list[str] = []
+    other_call = json.dumps(call("tag", "b", tag="b")).encode() + b"\n"
+    peers: dict[str, NdjsonPeer] = {}
+
+    def tag_now(params: Tag, ctx: CallContext) -> Any:
+        answered.append(params.tag)
+        if params.tag == "first":
+            # B's call arrives while A's connection is being served, its calls all waiting.
+            assert os.write(peers["b"].stream.socket.fileno(), other_call) == len(other_call)
+        return params.tag
+
+    async def tag(params: Tag, ctx: CallContext) -> Any:
+        raise AssertionError("tag always answers now")
+
+    methods = MethodTable()
+    methods.register("tag", Tag, tag, now=tag_now)
+    server, listen_socket = await start_server(short_tmp / "f.sock", methods, nursery)
+    with trio.fail_after(20):
+        for name in ("a", "b"):
+            peers[name] = await NdjsonPeer.connect(short_tmp / "f.sock")
+            assert (await peers[name].call("tag", {"tag": "hello"}))["result"] == "hello"
+        answered.clear()
+        queued = [call("tag", 0, tag="first")] + [call("tag", id, tag="a") for id in range(1, 600)]
+        burst = b"".join(json.dumps(message).encode() + b"\n" for message in queued)
+        # Written whole before the server runs again: every one of A's calls is waiting at once.
+        assert os.write(peers["a"].stream.socket.fileno(), burst) == len(burst)
+        assert (await peers["b"].receive())["result"] == "b"
+        assert sorted([(await peers["a"].receive())["id"] for _ in queued]) == list(range(600))
+    assert len(answered) == 601 and answered[0] == "first"
+    # A read is ~17 of A's calls; B is answered within the next two reads of A (which of the two
+    # runs first after the pass is the scheduler's choice), not after all 35.
+    assert answered.index("b") < 3 * 20
+    server.shutdown()
+    listen_socket.close()

@@ -11,7 +11,8 @@ out as they complete, carrying their request's id.
 The socket is driven with ``trio.lowlevel.wait_readable`` and plain ``read``/``write`` calls
 rather than ``SocketStream.receive_some``/``send_all``: trio's calls add a scheduler pass each
 even when the system call succeeds at once, and a cancel scope per wait costs as much again
-(bench/bench_rtt.py; README "Issue 13, target 4").  A reply that fits the socket buffer is
+(bench/bench_rtt.py; README "Issue 13, target 4").  A read is tried after one scheduler pass and
+waits for readability only when nothing came (``_receive``).  A reply that fits the socket buffer is
 written at once; only the rest of one that does not waits, in a task, under the send semaphore
 and the stall timeout.  The read deadline (idle, frame, shutdown) lives in one cancel scope that is replaced
 only when it fires or must move earlier.
@@ -160,10 +161,20 @@ class Connection:
     async def _receive(self) -> None:
         sock = self.stream.socket
         try:
-            # One scheduler pass per read, whether or not bytes were already waiting: the
+            # One scheduler pass before every read, whether or not bytes are waiting: the
             # checkpoint that keeps a client that never stops sending from starving the others.
-            await trio.lowlevel.wait_readable(sock)
-            data = os.read(sock.fileno(), RECEIVE_CHUNK)
+            # The read is tried after that pass, before waiting for readability (as trio's own
+            # receive_some does): a client that sends its next request right after our reply
+            # usually has it here by then, and the loop goes on without sleeping in epoll.  A
+            # sleep costs a wake-up from the other core (an interrupt, and on a virtual machine
+            # an exit to the host), tens of microseconds when the client runs on the other core
+            # (bench/bench_rtt.py --placement; README "Wave 5 (`rtt`)").
+            await trio.lowlevel.checkpoint()
+            try:
+                data = os.read(sock.fileno(), RECEIVE_CHUNK)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(sock)
+                data = os.read(sock.fileno(), RECEIVE_CHUNK)
         except BlockingIOError:
             return  # woken without bytes after all: the loop asks for them again
         except (trio.ClosedResourceError, OSError):
