@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.store import Scope, Store
+from memoryd.store import Scope, Store, vector_codec, vectors
+from memoryd.store.db import open_connection
 from tests.store_helpers import embed_all, note, sql, unit
 
 ALICE = Scope("alice")
@@ -124,3 +125,30 @@ async def test_memories_added_before_any_embedder_get_queued_when_one_appears(st
     assert (await store.jobs.backlog())["embed"] == 0
     store.configure_vector_space("m", 8)
     assert (await store.jobs.backlog())["embed"] == 1
+
+
+async def test_rescoring_copies_are_read_as_vec0_gives_them_after_writes_and_deletes(store: Store) -> None:
+    # cosines_for reads vec0's shadow tables directly: the vectors vec0's own lookup gives, and
+    # none for a deleted memory's (its vector went with it) or a rowid without a memory.
+    store.configure_vector_space("test:m", 4)
+    records = [(await store.memories.add(note(f"memory number {i}" + "!" * i)))[0] for i in range(12)]
+    await embed_all(store, lambda text: unit(4, 1.0, float(len(text)), 0.5, -1.0))
+    for record in records[:3]:
+        await store.memories.delete(Scope("alice"), record.id)
+    query = unit(4, 0.3, 1.0, -0.2, 0.4)
+    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
+    try:
+        with db:
+            space = vectors.read_space(db)
+            assert space is not None
+            rowids = [rowid for (rowid,) in db.execute("SELECT rowid FROM memories")] + [10_000]
+            marks = ",".join("?" * len(rowids))
+            through_vec0 = dict(
+                db.execute(f"SELECT memory_rowid, embedding FROM {space.table} WHERE memory_rowid IN ({marks})", rowids)
+            )
+            found = vectors.cosines_for(db, space, rowids, query)
+    finally:
+        db.close()
+    assert len(through_vec0) == 9  # the 3 deleted memories have no vector
+    cosines = vector_codec.cosines(list(through_vec0.values()), query, space.dim)
+    assert found == dict(zip(through_vec0, (float(c) for c in cosines), strict=True))

@@ -5,15 +5,16 @@ vec0's scan reads every chunk of the partition through SQLite on each query: at 
 bound (``hamming_scan.py``).  The same hamming distances over a column-major ``uint64`` copy in
 memory take ~5 ms (``np.bitwise_count`` per 64-bit word), and the k nearest are a histogram
 away.  So a partition of at least MIN_VECTORS vectors is copied once (rowids, sign bits,
-expiry, disclosure code: ~66 bytes per vector; a few hundred ms at 1M) and scanned here.
+expiry, disclosure code, vec0's tie order: ~74 bytes per vector; a few hundred ms at 1M) and scanned here.
 
 Exactness: the copy is read from vec0's own chunks (sqlite-vec 0.1.9's shadow tables: the
 validity bitmap, the rowids, the bit vectors and the integer metadata of each chunk), and it is
 used only while the partition's stamp and the table's stamp in ``vector_epochs`` are the ones
 it was read under (``vectors.py`` renews them on every vector write and delete), so a scan of
 the copy sees exactly the rows vec0 would scan in the same snapshot.  The filters are the
-scan's own (``expires_at > now``, the disclosure codes, the chat a memory was learned in).  Which rows of those tied at the k-th distance are
-kept may differ from vec0's choice, as between two vec0 scans.
+scan's own (``expires_at > now``, the disclosure codes, the chat a memory was learned in).  Rows
+tied at the k-th distance are kept in vec0's order (``tie_order``), so a scan of the copy gives
+vec0's list exactly: the copy changes a search's time, never its hits.
 
 A stale copy is not re-read at once: only when the same new stamp is seen twice in a row, so a
 partition being written to (a bulk import) keeps using vec0 instead of re-reading per search.
@@ -34,9 +35,11 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-#: Smaller partitions are scanned by vec0: a few ms, and no copy to keep.
-MIN_VECTORS = 50_000
-#: Copies kept per process, by their size (1M vectors of 384 bits: ~66 MB): the RSS target
+#: Smaller partitions are scanned by vec0.  At 10k vectors the copy's KNN (scan, then the 64
+#: rescoring copies read by rowid) takes ~0.5-0.65 ms of CPU against vec0's ~0.95-1.1 ms; below a
+#: few thousand the difference is a fraction of that and not worth a copy to keep current.
+MIN_VECTORS = 5_000
+#: Copies kept per process, by their size (1M vectors of 384 bits: ~74 MB): the RSS target
 #: at 1M is 600 MB, the daemon without copies ~250 MiB.
 MAX_BYTES = 192 * 1024 * 1024
 
@@ -65,10 +68,12 @@ class PartitionCopy:
     disclosure: npt.NDArray[np.int8]
     learned_in: npt.NDArray[np.int32]  # the chat each was learned in, as an index into ``chats``
     chats: dict[str, int]
+    #: Which of the rows at one distance vec0 keeps first (lower first): see ``tie_order``.
+    ties: npt.NDArray[np.int64]
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.rowids, self.words, self.expires_at, self.disclosure, self.learned_in)
+        arrays = (self.rowids, self.words, self.expires_at, self.disclosure, self.learned_in, self.ties)
         return sum(int(array.nbytes) for array in arrays)
 
     def distances(self, bits: bytes) -> npt.NDArray[np.uint16]:
@@ -101,8 +106,9 @@ class PartitionCopy:
         reach = int(np.searchsorted(np.cumsum(counts), k))
         reach = min(reach, int(far) - 1)
         chosen = np.flatnonzero(distances <= reach)
-        # Nearest first; rows tied at ``reach`` beyond k places are dropped.
-        chosen = chosen[np.argsort(distances[chosen], kind="stable")][:k]
+        # Nearest first, ties in vec0's order; rows tied at ``reach`` beyond k places are
+        # dropped, the same ones vec0 drops.
+        chosen = chosen[np.lexsort((self.ties[chosen], distances[chosen]))][:k]
         return [(int(self.rowids[i]), float(distances[i])) for i in chosen]
 
 
@@ -132,7 +138,9 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
     ).fetchall()
     if not chunks:
         empty = np.zeros(0, np.int64)
-        return PartitionCopy(stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8), np.zeros(0, np.int32), {})
+        return PartitionCopy(
+            stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8), np.zeros(0, np.int32), {}, empty
+        )
     ids = json.dumps([chunk_id for chunk_id, _, _ in chunks])
     lives = [
         np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[: len(rowids) // 8].astype(bool)
@@ -140,6 +148,7 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
     ]
     rowids = np.concatenate([np.frombuffer(r, np.int64)[live] for (_, _, r), live in zip(chunks, lives, strict=True)])
     count = len(rowids)
+    ties = tie_order(lives)
 
     def fill(shadow: str, name: str, out: npt.NDArray[np.uint8]) -> None:
         """Copy the live slots of each chunk's blob in one shadow table into ``out``'s rows,
@@ -174,7 +183,22 @@ def read_copy(db: apsw.Connection, table: str, partition: str, stamp: Stamp) -> 
     entries = np.empty((count, _TEXT_ENTRY), np.uint8)
     fill("metadatachunks02", "data", entries)
     learned_in, chats = _chat_indexes(db, table, rowids, entries)
-    return PartitionCopy(stamp, rowids, words, expires_at, disclosure, learned_in, chats)
+    return PartitionCopy(stamp, rowids, words, expires_at, disclosure, learned_in, chats, ties)
+
+
+def tie_order(lives: Sequence[npt.NDArray[np.bool_]]) -> npt.NDArray[np.int64]:
+    """For the live rows of the chunks in order: which vec0 keeps first among rows at one
+    distance.  sqlite-vec 0.1.9 takes each chunk's k nearest by repeated selection, and each
+    pass keeps the last slot of those at the least distance (``<=``); it merges a chunk's list
+    into the best so far preferring the rows it had (``<=`` again).  So among equals an earlier
+    chunk comes first, and within a chunk a later slot.  (With this order a 10k partition's
+    copy gives exactly vec0's lists, and the copy can stand in for vec0 without changing a hit.)"""
+    keys = []
+    start = 0
+    for live in lives:
+        keys.append(start + len(live) - 1 - np.flatnonzero(live))
+        start += len(live)
+    return np.concatenate(keys).astype(np.int64) if keys else np.zeros(0, np.int64)
 
 
 def _chat_indexes(
@@ -227,11 +251,16 @@ class LayoutMismatch(ValueError):
 
 def live_count_reaches(db: apsw.Connection, partition: str, count: int) -> bool:
     """Whether the scope holds at least ``count`` live memories (stops counting there)."""
+    return live_count(db, partition, count) >= count
+
+
+def live_count(db: apsw.Connection, partition: str, cap: int) -> int:
+    """The scope's live memories, counted up to ``cap``."""
     (found,) = db.execute(
         "SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = ? AND deleted_at_ms IS NULL LIMIT ?)",
-        (partition, count),
+        (partition, cap),
     ).fetchone()
-    return int(found) >= count
+    return int(found)
 
 
 class BitIndex:

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 
 import apsw
 import numpy as np
+import numpy.typing as npt
 
 from memoryd.store import fts_query, scope_stats
 from memoryd.store.visibility import Scope, predicate
@@ -145,16 +146,7 @@ def _recent_matches(
         (fts_query.match_expression([token], terms), RECENT_WINDOW - 1),
     ).fetchone()
     low = bound[0] if bound else 0
-    per_term = [
-        np.fromiter(
-            (rowid for (rowid,) in db.execute(
-                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ?",
-                (fts_query.match_expression([token], [term]), low),
-            )),
-            dtype=np.int64,
-        )
-        for term in terms
-    ]  # fmt: skip
+    per_term = [_matches_from(db, fts_query.match_expression([token], [term]), low) for term in terms]
     if not any(len(rowids) for rowids in per_term):
         return []
     # Summed in numpy: up to RECENT_WINDOW rowids per term, a dict per rowid cost ~10 ms.
@@ -170,6 +162,17 @@ def _recent_matches(
         if len(ranked) >= depth:
             break
     return ranked[:depth]
+
+
+def _matches_from(db: apsw.Connection, expression: str, low: int) -> npt.NDArray[np.int64]:
+    """The rowids matching ``expression`` from ``low`` on.  SQLite joins them into one string
+    and numpy parses it: a Python loop over up to RECENT_WINDOW rows took three times longer."""
+    (joined,) = db.execute(
+        "SELECT group_concat(rowid) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ?", (expression, low)
+    ).fetchone()
+    if not joined:
+        return np.zeros(0, np.int64)
+    return np.fromstring(joined, dtype=np.int64, sep=",")
 
 
 def _bm25_idf(documents: int, holding: int) -> float:

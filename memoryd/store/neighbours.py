@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import NamedTuple
 from dataclasses import dataclass, field
 
 import apsw
@@ -27,8 +28,9 @@ from memoryd.store.visibility import Scope, predicate
 MAX_GAP_MS = 30 * 60 * 1000
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
+    """One memory of a neighbourhood (a tuple: a search builds a few hundred of them)."""
+
     rowid: int
     text: str  # content and subjects, for term matching
     created_at_ms: int
@@ -70,8 +72,9 @@ class Neighbourhood:
 
 
 def _row(rowid: int, content: str, subjects: str, created_at_ms: int) -> Row:
-    names = json.loads(subjects) if subjects and subjects != "[]" else []
-    return Row(rowid, " ".join([content, *names]), created_at_ms)
+    if not subjects or subjects == "[]":
+        return Row(rowid, content, created_at_ms)
+    return Row(rowid, " ".join([content, *json.loads(subjects)]), created_at_ms)
 
 
 def _around_sql(scope: Scope, reach: int, now_ms: int) -> tuple[str, tuple[object, ...]]:

@@ -10,6 +10,8 @@ part and then reads the keyword candidates' neighbourhood (``search_parts.prepar
 the ranking reads first anyway.
 Neither reader is ever waited for while another is held, and a search waiting for its embedding
 holds a reader only while another stays free (else it embeds first, then reads, as before).
+Small scopes are not overlapped at all (``overlap_gate.py``): there the parts are short, and
+the extra thread calls cost more CPU than the overlap saves.
 
 The keyword part and the ranking share one reader and one read transaction, so they see one
 snapshot, as the sequential search does.  The scan on the second reader may see a commit more
@@ -24,12 +26,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 
+import apsw
 import numpy as np
 import numpy.typing as npt
 import trio
 
 from memoryd.store import search, search_parts
 from memoryd.store.db import Database
+from memoryd.store.overlap_gate import OverlapGate
 from memoryd.store.people_retriever import PeopleFocus
 from memoryd.store.read_snapshot import ReadSnapshot
 from memoryd.store.records import SearchHit
@@ -45,8 +49,15 @@ async def run(
     query: search_parts.SearchQuery,
     people_focus: PeopleFocus | None = None,
     embed_query: EmbedQuery | None = None,
+    gate: OverlapGate | None = None,
 ) -> list[SearchHit]:
-    """``search.search``, with ``query.vector`` from ``embed_query`` when one is given."""
+    """``search.search``, with ``query.vector`` from ``embed_query`` when one is given.
+    ``gate``: which scopes are big enough to overlap (None: every scope)."""
+    if gate is not None and not gate.worth_overlapping(scope):
+        # A small scope: embed first, then one worker-thread call (overlap_gate.py says why).
+        if embed_query is not None:
+            query = _with_vector(query, await embed_query())
+        return await db.read(_plain, gate, scope, query, people_focus)
     if embed_query is None:
         if query.vector is None:
             return await db.read(search.search, scope, query, people_focus)  # nothing to overlap
@@ -107,6 +118,18 @@ async def _overlapped(
         if query.vector is not None:
             nursery.start_soon(scan_on_spare, query)
     return await main.finish(search.search, scope, query, people_focus, words=words, semantic=semantic)
+
+
+def _plain(
+    db: apsw.Connection,
+    gate: OverlapGate,
+    scope: Scope,
+    query: search_parts.SearchQuery,
+    people_focus: PeopleFocus | None,
+) -> list[SearchHit]:
+    if gate.needs_count(scope):
+        gate.count(db, scope)
+    return search.search(db, scope, query, people_focus)
 
 
 def _with_vector(query: search_parts.SearchQuery, vector: npt.ArrayLike | None) -> search_parts.SearchQuery:

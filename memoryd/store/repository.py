@@ -19,6 +19,7 @@ from memoryd.store import lookup, memories, overlapped_search, people, people_re
 from memoryd.store.condition import Condition
 from memoryd.store.db import Database
 from memoryd.store.hits import HitCounter
+from memoryd.store.overlap_gate import OverlapGate
 from memoryd.store.overlapped_search import EmbedQuery
 from memoryd.store.people_retriever import PeopleFocus
 from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
@@ -30,11 +31,18 @@ class MemoryRepository:
     """Memories as callers see them: add, list, get, delete, search, short ids; health numbers."""
 
     def __init__(
-        self, db: Database, hits: HitCounter, clock: Callable[[], int], space: Callable[[], VectorSpace | None]
+        self,
+        db: Database,
+        hits: HitCounter,
+        clock: Callable[[], int],
+        space: Callable[[], VectorSpace | None],
+        overlap: OverlapGate,
     ) -> None:
         """``space`` gives the vector space this process configured (query vectors come from its
-        embedder); while it gives None, search is keyword-only."""
+        embedder); while it gives None, search is keyword-only.  ``overlap``: which scopes'
+        searches overlap their parts."""
         self._db = db
+        self._overlap = overlap
         self._hits = hits
         self._clock = clock
         self._space = space
@@ -98,6 +106,7 @@ class MemoryRepository:
             search_parts.SearchQuery(query, limit, vector, self._space(), self._clock()),
             people_focus,
             embed_query,
+            self._overlap,
         )
         self._hits.note((hit.id for hit in hits), self._clock())
         return hits

@@ -28,6 +28,7 @@ from memoryd.store.conversation_log import ConversationLog
 from memoryd.store.hits import HitCounter, write_hits
 from memoryd.store.job_queue import JobQueue
 from memoryd.store.lifecycle import Lifecycle
+from memoryd.store.overlap_gate import OVERLAP_FROM, OverlapGate
 from memoryd.store.people_repository import PeopleRepository
 from memoryd.store.repository import MemoryRepository
 from memoryd.store.supersession_repository import Supersessions
@@ -48,11 +49,14 @@ class Store:
         mmap_bytes: int = MMAP_BYTES,
         clock: Callable[[], int] = now_ms,
         readonly: bool = False,
+        overlap_from: int = OVERLAP_FROM,
     ) -> None:
         """``mmap_bytes`` = 0 reads through SQLite's bounded page cache instead of mapping the
         file: slower searches, but a full scan (the admin commands) keeps a small RSS.
         ``clock`` gives "now" in wall-clock ms (tests move it).  ``readonly`` never writes (nor
-        migrates): for the admin commands that only read, on a read-only disk too."""
+        migrates): for the admin commands that only read, on a read-only disk too.
+        ``overlap_from``: scopes of at least this many live memories overlap a search's parts
+        (``overlap_gate.py``; 0: every scope)."""
         self.path = Path(path)
         self._db = Database(
             self.path, readers=readers, busy_timeout_ms=busy_timeout_ms, mmap_bytes=mmap_bytes, readonly=readonly
@@ -69,7 +73,7 @@ class Store:
         self._space: VectorSpace | None = None
         # Hits of search, list and get: noted by the repository, written by the lifecycle.
         self._hits = HitCounter()
-        self.memories = MemoryRepository(self._db, self._hits, clock, lambda: self._space)
+        self.memories = MemoryRepository(self._db, self._hits, clock, lambda: self._space, OverlapGate(overlap_from))
         self.jobs = JobQueue(self._db, clock)
         self.lifecycle = Lifecycle(self._db, self._hits, clock)
         self.people = PeopleRepository(self._db, clock)

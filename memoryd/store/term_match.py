@@ -33,6 +33,7 @@ class TermWeights:
             for token in self.tokens(term)[:1]:
                 self.weights[token] = self.weights.get(token, 0.0) + idf(doc_counts.get(term, 0), scope_docs)
         self.total = sum(self.weights.values())
+        self._weighed = tuple(self.weights.items())
         # Porter only rewrites the end of a word, and every rewrite keeps the stem's last-but-one
         # letter in place ("happi" <- happy, "relat" <- relational), so an ASCII text can hold a
         # token only if it holds the token minus its last letter: a substring test (C speed)
@@ -70,7 +71,8 @@ class TermWeights:
         if text.isascii() and self._hinted(text.lower()) is None:
             return 0.0
         found = set(self.tokens(text))
-        return sum(weight for token, weight in self.weights.items() if token in found) / self.total
+        # A list, not a generator: the same sum in the same order, without a frame per term.
+        return sum([weight for token, weight in self._weighed if token in found]) / self.total
 
 
 def idf(doc_count: int, scope_docs: int) -> float:

@@ -299,11 +299,20 @@ def _rescoring_copies(db: apsw.Connection, space: VectorSpace, rowids: Iterable[
     wanted = list(dict.fromkeys(rowids))
     if not wanted:
         return {}
-    # One statement: a vec0 lookup by rowid costs ~10 us, a round trip per rowid twice that.
-    return dict(
-        db.execute(
-            f"SELECT w.value, v.embedding FROM json_each(?) AS w CROSS JOIN {space.table} AS v "
-            "ON v.memory_rowid = w.value",
+    # One statement: a round trip per rowid costs twice as much.  Read from vec0's own shadow
+    # tables (sqlite-vec 0.1.9: the rowid map, which holds exactly the rows the table holds, and
+    # the auxiliary column): 0.5 us a row, where a lookup through vec0 itself takes ~3 us.
+    # Another sqlite-vec without those tables gets the lookup through vec0.
+    table = space.table
+    try:
+        found = db.execute(
+            f"SELECT w.value, a.value00 FROM json_each(?) AS w CROSS JOIN {table}_rowids AS r ON r.rowid = w.value "
+            f"CROSS JOIN {table}_auxiliary AS a ON a.rowid = w.value",
             (json.dumps(wanted),),
-        )
-    )
+        ).fetchall()
+    except apsw.SQLError:
+        found = db.execute(
+            f"SELECT w.value, v.embedding FROM json_each(?) AS w CROSS JOIN {table} AS v ON v.memory_rowid = w.value",
+            (json.dumps(wanted),),
+        ).fetchall()
+    return dict(found)
