@@ -129,11 +129,14 @@ def main() -> None:
     db.close()
 
     held_out = locomo.Scores()
+    folds: dict[str, locomo.Scores] = {}
     for test, conversation in enumerate(conversations):
         train = [q for i, qs in enumerate(per_conversation) if i != test for q in qs]
         weights = fit(train)
         print(f"fold {conversation.user_id}: " + ", ".join(f"{w:+.2f}" for w in weights[:-1]))
-        score(per_conversation[test], weights, held_out, labels_of)
+        fold = folds[conversation.user_id] = locomo.Scores()
+        score(per_conversation[test], weights, fold, labels_of)
+        held_out.rows.extend(fold.rows)
     shipped = locomo.Scores()
     score(
         [q for qs in per_conversation for q in qs], np.array([ranking.WEIGHTS[n] for n in ranking.FEATURES]), shipped,
@@ -143,6 +146,19 @@ def main() -> None:
     print("\nweights fitted on all five conversations:")
     print("{\n" + "".join(f'    "{n}": {w:.2f},\n' for n, w in zip(ranking.FEATURES, everything, strict=False)) + "}")
     print(locomo.table({"held out (fit on 4, scored on the 5th)": held_out, "shipped weights, all 5": shipped}))
+    print(fold_table(folds))
+
+
+def fold_table(folds: dict[str, locomo.Scores]) -> str:
+    """Each held-out conversation's own numbers: a change must not lose on any of them."""
+    lines = ["\nheld out, per conversation\n", "| scored on | questions | " + " | ".join(locomo.COLUMNS) + " |"]
+    lines.append("|---|---|" + "---|" * len(locomo.COLUMNS))
+    for name, scores in folds.items():
+        summary = scores.summary()
+        hits = round(summary["session_any@10"] * summary["n"])
+        cells = [f"{summary[c]:.3f}" + (f" ({hits})" if c == "session_any@10" else "") for c in locomo.COLUMNS]
+        lines.append(f"| {name} | {int(summary['n'])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

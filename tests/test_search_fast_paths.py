@@ -130,7 +130,7 @@ def features_by_loop(
         rows.append(
             [
                 cosines.get(rowid, 0.0),
-                own.coverage,
+                own.coverage * (2 - own.coverage) if rowid in cosines else own.coverage,
                 own.is_question,
                 prev.is_question,
                 prev.coverage,

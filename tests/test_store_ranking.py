@@ -181,6 +181,20 @@ def test_coverage_weighs_rare_terms_above_common_ones_and_matches_stems() -> Non
     assert weights.coverage("") == 0.0
 
 
+def test_more_of_the_querys_words_never_lowers_a_memorys_score() -> None:
+    # Coverage saturates (the first words count most) but never turns down: a memory holding
+    # more of the query's words, all else equal, scores at least as high.
+    coverage = np.linspace(0.0, 1.0, 101)
+    saturated = ranking.saturated(coverage)
+    assert saturated[0] == 0.0 and saturated[-1] == 1.0
+    assert np.all(np.diff(saturated) > 0.0)
+    assert np.all(np.diff(saturated, 2) < 0.0)  # the gains shrink
+    rows = np.zeros((len(coverage), len(ranking.FEATURES)))
+    rows[:, ranking.FEATURES.index("coverage")] = saturated
+    rows[:, ranking.FEATURES.index("window_coverage")] = coverage
+    assert np.all(np.diff(ranking.scores(rows)) > 0.0)
+
+
 @pytest.mark.parametrize(
     "word",
     ["happy", "happiness", "ponies", "relational", "conditional", "sensibility", "hopping", "conflated",
