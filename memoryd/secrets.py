@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from memoryd.lazy import LazyPattern
+
 SecretKind = Literal[
     "api_key", "password", "bearer_token", "jwt", "private_key", "card_number", "connection_string"
 ]
@@ -32,20 +34,20 @@ SecretsMode = Literal["refuse", "redact"]
 REDACTED = "[redacted]"
 
 # Each pattern's group "secret" (else the whole match) is the span that is redacted.
-_PATTERNS: list[tuple[SecretKind, re.Pattern[str]]] = [
+_PATTERNS: list[tuple[SecretKind, LazyPattern]] = [
     (
         "private_key",
-        re.compile(
+        LazyPattern(
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
             r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
             re.DOTALL,
         ),
     ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    ("bearer_token", re.compile(r"\bBearer\s+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", re.IGNORECASE)),
+    ("jwt", LazyPattern(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("bearer_token", LazyPattern(r"\bBearer\s+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", re.IGNORECASE)),
     (
         "api_key",
-        re.compile(
+        LazyPattern(
             r"(?<![A-Za-z0-9])(?:"
             r"sk-[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic (sk-ant-..., sk-proj-...)
             r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
@@ -60,12 +62,12 @@ _PATTERNS: list[tuple[SecretKind, re.Pattern[str]]] = [
     (
         "connection_string",
         # Bounded repeats: an unbounded scheme would make a long "a-a-a-..." quadratic.
-        re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s:/@]{1,256}:(?P<secret>[^\s@/]{1,256})@[^\s/@]"),
+        LazyPattern(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s:/@]{1,256}:(?P<secret>[^\s@/]{1,256})@[^\s/@]"),
     ),
 ]
 
 # "password is X", "pw: X", "passphrase = 'X'", "the password for the router is X", "PIN is 4821".
-_PASSWORD = re.compile(
+_PASSWORD = LazyPattern(
     r"\b(?P<word>pass(?:word|wd|phrase|code)|pwd|pw|pin(?:\s+code)?)\b[\"']?"
     r"(?:\s+(?:for|to|of|on)\s+(?:(?:the|my|our|your|his|her|their)\s+)?[\w.-]+)?"
     r"(?:\s+(?:is|was|=)|\s*[:=]|\s+(?:is|was)\s*:)\s*"
@@ -84,13 +86,13 @@ _NOT_A_PASSWORD = frozenset(
     she one something anything nothing none n/a null""".split()
 )
 # A long token after key/token/secret words: "API key: 3f9a...", "token=abc123..."
-_KEYWORD_TOKEN = re.compile(
+_KEYWORD_TOKEN = LazyPattern(
     r"\b(?:api[ _-]?key|access[ _-]?key|secret(?:[ _-]?key)?|client[ _-]?secret|auth[ _-]?token"
     r"|access[ _-]?token|token|key)\b[\"']?(?:\s+(?:is|was|=)|\s*[:=])?\s*[\"'`]?"
     r"(?P<secret>[A-Za-z0-9_\-./+=]{16,})",
     re.IGNORECASE,
 )
-_CARD = re.compile(r"(?<![\d.,-])[2-6]\d(?:[ -]?\d){11,17}(?![\d-])")
+_CARD = LazyPattern(r"(?<![\d.,-])[2-6]\d(?:[ -]?\d){11,17}(?![\d-])")
 
 
 @dataclass(frozen=True)

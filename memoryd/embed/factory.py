@@ -6,25 +6,28 @@ from pathlib import Path
 
 from memoryd.config import EmbedConfig, EmbedderKind
 from memoryd.embed.base import Embedder, NoEmbedder
-from memoryd.embed.http import OllamaEmbedder, OpenAIEmbedder
-from memoryd.embed.local import LocalEmbedder
 from memoryd.errors import ConfigError
-from memoryd.http_backend import server_api_key
 
 
 def make_embedder(kind: EmbedderKind, settings: EmbedConfig | None = None) -> Embedder:
     """The backend for ``embedder = kind``, not yet started (call ``await embedder.start()``).
 
-    Does no network I/O and does not load the model; it only checks the settings.
+    Does no network I/O and does not load the model; it only checks the settings.  Each
+    backend's module is imported here, when chosen (the local model's libraries, httpx).
     """
     settings = settings or EmbedConfig()
     if kind == "none":
         return NoEmbedder()
     if kind == "local":
+        from memoryd.embed.local import LocalEmbedder
+
         if settings.model_path and not Path(settings.model_path).expanduser().is_dir():
             raise ConfigError(f"embed.model_path: {settings.model_path} is not a directory")
         return LocalEmbedder(Path(settings.model_path).expanduser() if settings.model_path else None)
     if kind in ("ollama", "openai"):
+        from memoryd.embed.http import OllamaEmbedder, OpenAIEmbedder
+        from memoryd.http_backend import server_api_key
+
         api_key = server_api_key("embed", f'embedder = "{kind}"', settings)
         backend = OllamaEmbedder if kind == "ollama" else OpenAIEmbedder
         try:

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memoryd.config import ExtractionConfig
@@ -17,9 +18,12 @@ from memoryd.extract.facts import ExtractionResult, Fact
 from memoryd.extract.filters import filter_facts
 from memoryd.extract.messages import ConversationMessage, Speaker
 from memoryd.extract.prompt import build_prompt
-from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.secrets import SecretKind
+
+if TYPE_CHECKING:
+    # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
+    from memoryd.llm import LlmClient
 
 log = logging.getLogger("memoryd.extract")
 

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from memoryd.extract.messages import ConversationMessage, Speaker, author
-from memoryd.llm import ChatMessage
+
+if TYPE_CHECKING:
+    # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
+    from memoryd.llm import ChatMessage
 
 #: A message longer than this is cut in the prompt (a pasted log is not a fact about anyone).
 MAX_MESSAGE_CHARS = 4000

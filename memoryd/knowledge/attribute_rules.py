@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from memoryd.knowledge import relationships
+from memoryd.lazy import LazyPattern
 
 #: Keys whose values coexist: a second allergy or language adds, it does not replace.
 MULTI_VALUED = frozenset({"allergy", "language", "diet_restriction", "school_attended"})
@@ -133,8 +134,8 @@ def _job_value(raw: str) -> str | None:
     return " ".join(words) if words[-1].lower().rstrip("s") in JOBS else None
 
 
-def _rule(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+def _rule(pattern: str) -> LazyPattern:
+    return LazyPattern(pattern, re.IGNORECASE)
 
 
 _AGE = _rule(r"^(?:" + BE + r"|turned|just\s+turned)\s+(?P<value>\d{1,3})"
@@ -248,7 +249,7 @@ _FAVORITE = _rule(r"^(?:new\s+|current\s+|all[- ]time\s+|absolute\s+)?favou?rite
                   + _TAIL)
 #: Possessive shapes: "<my|Sarah's> <thing> is <value>" -> key.  "{kind}" keys take the
 #: optional qualifier ("work email" -> email:work).
-_POSSESSED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+_POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
     (_rule(pattern), key)
     for pattern, key in (
         (r"^(?:first\s+|full\s+|real\s+|legal\s+|given\s+)?name\s+is\s+" + _TAIL, "name"),

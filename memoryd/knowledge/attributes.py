@@ -20,6 +20,7 @@ from memoryd.knowledge.trailing import TRAILING as _TRAILING
 from memoryd.knowledge.attribute_rules import (
     DEMONYMS, JOBS, MULTI_VALUED, Found, possessive_facts, predicate_facts,
 )
+from memoryd.lazy import LazyPattern
 
 SELF = "self"
 PRONOUN = "pronoun"
@@ -61,7 +62,7 @@ _NOT_NAMES = frozenset(
     could will do does did can might must please let""".split()
 )
 
-_POSSESSIVE = re.compile(
+_POSSESSIVE = LazyPattern(
     rf"^(?:(?P<own>{_OWNER})\s+{_NEW}(?P<rel>{_REL})(?:\s+(?P<relname>{_NAME}))?(?:'s|')\s+"
     rf"|(?P<owner>{_NAME})'s\s+(?P<orel>{_REL})(?:'s|')\s+"
     rf"|(?P<self>my|our|the\s+user's|user's)\s+"
@@ -69,7 +70,7 @@ _POSSESSIVE = re.compile(
     rf"|(?P<name>{_NAME})'s\s+)",
     re.IGNORECASE,
 )
-_NOMINATIVE = re.compile(
+_NOMINATIVE = LazyPattern(
     rf"^(?:(?P<own>{_OWNER})\s+{_NEW}(?P<rel>{_REL})(?:,?\s+(?P<relname>{_NAME}),?)?"
     rf"|(?P<self>i|we|the\s+user|user)\b(?!')"
     rf"|(?P<owner>{_NAME})'s\s+(?P<orel>{_REL})"
@@ -77,25 +78,25 @@ _NOMINATIVE = re.compile(
     rf"|(?P<name>{_NAME})(?=\s))\s*",
     re.IGNORECASE,
 )
-_NAME_IS_REL = re.compile(rf"^(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
-                          rf"(?P<rel>{_REL})$", re.IGNORECASE)
-_REL_IS_NAME = re.compile(rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})$",
-                          re.IGNORECASE)
-_HAS_PET = re.compile(rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
-                      rf"(?:named|called)\s+(?P<names>{_NAME})", re.IGNORECASE)
-_INVERTED_FAVORITE = re.compile(r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
-                                r"favou?rite\s+.+)$", re.IGNORECASE)
-_ONE_OF = re.compile(r"^one\s+of\s+", re.IGNORECASE)
-_CALL_ME = re.compile(rf"^(?:please\s+)?call\s+me\s+(?P<value>{_NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
+_NAME_IS_REL = LazyPattern(rf"^(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
+                           rf"(?P<rel>{_REL})$", re.IGNORECASE)
+_REL_IS_NAME = LazyPattern(rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})$",
+                           re.IGNORECASE)
+_HAS_PET = LazyPattern(rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
+                       rf"(?:named|called)\s+(?P<names>{_NAME})", re.IGNORECASE)
+_INVERTED_FAVORITE = LazyPattern(r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
+                                 r"favou?rite\s+.+)$", re.IGNORECASE)
+_ONE_OF = LazyPattern(r"^one\s+of\s+", re.IGNORECASE)
+_CALL_ME = LazyPattern(rf"^(?:please\s+)?call\s+me\s+(?P<value>{_NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
-_FILLER = re.compile(r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
-                     r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
-                     r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
-                     r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
-                     re.IGNORECASE)
+_FILLER = LazyPattern(r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
+                      r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
+                      r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
+                      r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
+                      re.IGNORECASE)
 #: Each holds an apostrophe: a text without one skips them all.
 _CONTRACTIONS = tuple(
-    (re.compile(pattern, re.IGNORECASE), replacement)
+    (LazyPattern(pattern, re.IGNORECASE), replacement)
     for pattern, replacement in (
         (r"\bI'm\b", "I am"), (r"\bI've\b", "I have"), (r"\bI'd\b", "I would"),
         (r"\b(he|she|it|that)'s\b", r"\1 is"), (r"\b(we|they|you)'re\b", r"\1 are"),
@@ -103,19 +104,19 @@ _CONTRACTIONS = tuple(
         (r"\bdoesn't\b", "does not"), (r"\bdidn't\b", "did not"),
     )
 )
-_CLAUSES = re.compile(r"\s*(?:[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
-                      re.IGNORECASE)
-_LEADING_ADVERBS = re.compile(r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
-                              r"happily|also|presently|meanwhile)\s+)+", re.IGNORECASE)
-_BE_ADVERBS = re.compile(r"^(am|is|are)\s+(?:(?:now|currently|still|also|actually|officially|finally)\s+)+",
-                         re.IGNORECASE)
-_PERFECT = re.compile(r"^(?:have|has)\s+(?=(?:been|gone|become|got|grown|begun|started|\w+ed)\b)", re.IGNORECASE)
-_ADDITIVE = re.compile(r"\b(?:also|too|as\s+well|another|second|additionally)\b", re.IGNORECASE)
+_CLAUSES = LazyPattern(r"\s*(?:[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
+                       re.IGNORECASE)
+_LEADING_ADVERBS = LazyPattern(r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
+                               r"happily|also|presently|meanwhile)\s+)+", re.IGNORECASE)
+_BE_ADVERBS = LazyPattern(r"^(am|is|are)\s+(?:(?:now|currently|still|also|actually|officially|finally)\s+)+",
+                          re.IGNORECASE)
+_PERFECT = LazyPattern(r"^(?:have|has)\s+(?=(?:been|gone|become|got|grown|begun|started|\w+ed)\b)", re.IGNORECASE)
+_ADDITIVE = LazyPattern(r"\b(?:also|too|as\s+well|another|second|additionally)\b", re.IGNORECASE)
 _NEGATIONS = (
-    (re.compile(r"^(am|is|are)\s+(?:no\s+longer|not|never)\s+", re.I), r"\1 "),
-    (re.compile(r"^(?:no\s+longer|never|do\s+not|does\s+not|did\s+not|used\s+to)\s+", re.I), ""),
-    (re.compile(r"^(?:stopped|quit)\s+(?=being\b|working\b|living\b|speaking\b|eating\b)", re.I), ""),
-    (re.compile(r"^(?:was|were)\s+(?!born\b|laid\b|fired\b|let\b|promoted\b)", re.I), "is "),
+    (LazyPattern(r"^(am|is|are)\s+(?:no\s+longer|not|never)\s+", re.I), r"\1 "),
+    (LazyPattern(r"^(?:no\s+longer|never|do\s+not|does\s+not|did\s+not|used\s+to)\s+", re.I), ""),
+    (LazyPattern(r"^(?:stopped|quit)\s+(?=being\b|working\b|living\b|speaking\b|eating\b)", re.I), ""),
+    (LazyPattern(r"^(?:was|were)\s+(?!born\b|laid\b|fired\b|let\b|promoted\b)", re.I), "is "),
 )
 
 

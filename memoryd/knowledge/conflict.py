@@ -23,6 +23,7 @@ import msgspec
 
 from memoryd.knowledge import relationships
 from memoryd.knowledge.attributes import IMPLICIT, PRONOUN, SELF, Attribute, parse_attributes
+from memoryd.lazy import LazyPattern
 
 Verdict = Literal["conflict", "coexist", "unknown"]
 #: Maps a subject phrase ("my wife", "Sarah", a speaker's username) to a person key, or None
@@ -53,7 +54,7 @@ class Decision:
         return self.verdict == "conflict"
 
 
-_MY_RELATION = re.compile(rf"^(?:my|our)\s+(?P<rel>{relationships.PATTERN})$", re.IGNORECASE)
+_MY_RELATION = LazyPattern(rf"^(?:my|our)\s+(?P<rel>{relationships.PATTERN})$", re.IGNORECASE)
 
 
 def _default_key(phrase: str) -> str:

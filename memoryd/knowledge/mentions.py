@@ -15,6 +15,7 @@ from typing import Literal
 
 from memoryd.knowledge.people import KnownPerson, is_relationship_phrase, normalise_name, unique_first_names
 from memoryd.knowledge.relationships import FIRST_WORDS, PETS, canonical, subject_class
+from memoryd.lazy import LazyPattern
 
 Via = Literal["name", "alias", "relationship"]
 
@@ -28,7 +29,7 @@ class Mention:
     start: int = 0
 
 
-_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_WORD = LazyPattern(r"[^\W\d_][\w'’-]*")
 #: Before a relationship word: whose it is.  "a doctor" or "her husband" is not the owner's.
 _OWNERS = frozenset({"my", "our", "the"})
 _OTHERS = frozenset({"a", "an", "his", "her", "their", "your", "its", "some", "any"})

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from memoryd.knowledge.attribute_rules import DEMONYMS, JOBS
 from memoryd.knowledge.attributes import SELF
 from memoryd.knowledge.relationships import PATTERN, canonical, is_unique, normalise_name, subject_class
+from memoryd.lazy import LazyPattern
 
 __all__ = ["KnownPerson", "RelationshipFact", "is_relationship_phrase", "merge_target", "normalise_name",
            "parse_relationships", "person_resolver", "resolve_person", "same_relationship",
@@ -48,8 +49,8 @@ _NOT_NAMES = frozenset(
     october november december""".split()
 )
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), fixed)
+_PATTERNS: tuple[tuple[LazyPattern, str | None], ...] = tuple(
+    (LazyPattern(pattern, re.IGNORECASE), fixed)
     for pattern, fixed in (
         (rf"\b(?:my|our)\s+{_REL}(?:'s|')\s+(?:first\s+|full\s+)?name\s+is\s+{_ANY_NAME}", None),
         (rf"\b(?:my|our)\s+{_REL}\s+is\s+(?:named|called)\s+{_ANY_NAME}", None),
@@ -105,7 +106,7 @@ def parse_relationships(text: str) -> list[RelationshipFact]:
 
 # -- resolution -------------------------------------------------------------------------------
 
-_REL_PHRASE = re.compile(rf"^(?:(?:my|our|the)\s+)?{_REL}$", re.IGNORECASE)
+_REL_PHRASE = LazyPattern(rf"^(?:(?:my|our|the)\s+)?{_REL}$", re.IGNORECASE)
 
 
 def same_relationship(a: str | None, b: str | None) -> bool:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-TRAILING_PATTERN = re.compile(r"(?:\s*,?\s*(?:now|after\s+all|these\s+days|nowadays|again|anymore|any\s+more|any\s+longer|too|"
+from memoryd.lazy import LazyPattern
+
+TRAILING_PATTERN = LazyPattern(r"(?:\s*,?\s*(?:now|after\s+all|these\s+days|nowadays|again|anymore|any\s+more|any\s+longer|too|"
                             r"as\s+well|currently|at\s+the\s+moment|right\s+now|full[- ]time|for\s+now|"
                             r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?\w+\s+(?:days?|weeks?|months?|years?)|"
                             r"yesterday|today|recently|lately|last\s+(?:night|week|month|year)|"
@@ -23,11 +25,11 @@ class EndAnchored:
     match, and the full pattern is not run.  Same flags, so the same case rules.
     """
 
-    _LAST_WORDS = re.compile(r"(?:now|all|days?|again|more|longer|too|well|currently|moment|time|recently|"
-                             r"lately|night|weeks?|months?|years?|ago)$", re.IGNORECASE)
-    _SINCE = re.compile(r"since", re.IGNORECASE)
+    _LAST_WORDS = LazyPattern(r"(?:now|all|days?|again|more|longer|too|well|currently|moment|time|recently|"
+                              r"lately|night|weeks?|months?|years?|ago)$", re.IGNORECASE)
+    _SINCE = LazyPattern(r"since", re.IGNORECASE)
 
-    def __init__(self, pattern: re.Pattern[str]) -> None:
+    def __init__(self, pattern: LazyPattern) -> None:
         self.pattern = pattern
 
     def _may_match(self, text: str) -> bool:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memoryd.config import LlmConfig
 from memoryd.errors import ConfigError
-from memoryd.http_backend import server_api_key
-from memoryd.llm.client import LlmClient
-from memoryd.llm.ollama import OllamaChat
-from memoryd.llm.openai import OpenAIChat
+
+if TYPE_CHECKING:
+    from memoryd.llm.client import LlmClient
 
 
 def make_llm(settings: LlmConfig) -> LlmClient | None:
@@ -17,6 +18,11 @@ def make_llm(settings: LlmConfig) -> LlmClient | None:
     """
     if settings.provider == "none":
         return None
+    # Imported once a provider is configured: the clients import httpx (~25 ms at start).
+    from memoryd.http_backend import server_api_key
+    from memoryd.llm.ollama import OllamaChat
+    from memoryd.llm.openai import OpenAIChat
+
     api_key = server_api_key("llm", f'provider = "{settings.provider}"', settings)
     backend = OllamaChat if settings.provider == "ollama" else OpenAIChat
     try:

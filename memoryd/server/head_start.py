@@ -23,14 +23,15 @@ class HeadStart:
         """Checks an existing store file at once, and starts loading the configured local
         model unless ``embedder`` (the caller's own) replaces it."""
         self.integrity = IntegrityCheck(config.db_path, busy_timeout_ms=config.storage.busy_timeout_ms)
-        # Imported only now: the check is already running (numpy, tokenizers, httpx: ~0.1 s).
-        from memoryd.embed import LocalEmbedder, make_embedder
-
         #: The configured embedder, already loading when it is the local one; None for
         #: ``embedder = "none"`` or when the caller brought its own.
         self.embedder: Embedder | None = None
         self.embedder_error: Exception | None = None
         if embedder is None and config.embedder != "none":
+            # Imported only now: the check is already running (numpy, tokenizers: ~0.1 s).
+            from memoryd.embed import make_embedder
+            from memoryd.embed.local import LocalEmbedder
+
             try:
                 self.embedder = make_embedder(config.embedder, config.embed)
             except Exception as exc:  # a ConfigError: raised where start-up raised it before

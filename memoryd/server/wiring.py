@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import Embedder
 from memoryd.errors import ConfigError
-from memoryd.llm import LlmClient
 from memoryd.rpc.dispatch import MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.conversation import ConversationService
@@ -30,6 +30,10 @@ from memoryd.service.summary import SummaryService
 from memoryd.service.supersession import Supersession
 from memoryd.service.supersession_worker import SupersessionWorker
 from memoryd.store import Store
+
+if TYPE_CHECKING:
+    # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
+    from memoryd.llm import LlmClient
 
 
 @dataclass

@@ -11,12 +11,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.auth import Authenticator
 from memoryd.errors import LlmNotConfigured
 from memoryd.extract import ConversationMessage, Speaker
-from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.extraction import ExtractionWorker
@@ -33,6 +32,10 @@ from memoryd.service.params import (
 )
 from memoryd.service.validation import check_group_chat, check_text, optional_text
 from memoryd.store import ConversationLog, Scope, SessionContext, SessionRef, StoredMessage
+
+if TYPE_CHECKING:
+    # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
+    from memoryd.llm import LlmClient
 
 log = logging.getLogger("memoryd.service")
 

@@ -12,18 +12,21 @@ Nothing here is on the path of memory.add, observe or search: a down LLM only gr
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from memoryd.errors import DiskFull, LlmError, LlmUnavailable, StoreCorrupt
 from memoryd.extract import Speaker
-from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
 from memoryd.service.wakeup import Wakeup
 from memoryd.store import ConversationLog, ExtractionJob, Scope
+
+if TYPE_CHECKING:
+    # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
+    from memoryd.llm import LlmClient
 
 log = logging.getLogger("memoryd.extraction")
 

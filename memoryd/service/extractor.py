@@ -7,13 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from memoryd.config import ExtractionConfig
 from memoryd.extract import ConversationMessage, Speaker, extract_facts
-from memoryd.llm import LlmClient
 from memoryd.service.learning import FactLearner, Origin
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.store import ExtractionJob, Learned, Scope
+
+if TYPE_CHECKING:
+    # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
+    from memoryd.llm import LlmClient
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -27,13 +27,16 @@ from memoryd.auth import Authenticator
 from memoryd.config import SummaryConfig
 from memoryd.errors import LlmError
 from memoryd.ids import iso_from_ms, now_ms
-from memoryd.llm import LlmClient
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.provenance import caller_scope
 from memoryd.service.people_params import SummaryParams
 from memoryd.service.summary_digest import digest, facts_for_llm
 from memoryd.store import MemoryRecord, PeopleRepository, Scope
+
+if TYPE_CHECKING:
+    # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
+    from memoryd.llm import LlmClient
 
 log = logging.getLogger("memoryd.service")
 

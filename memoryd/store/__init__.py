@@ -12,8 +12,9 @@ memoryd is imported (``server/head_start.py``).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memoryd.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
     from memoryd.store.conversation_log import ConversationLog
@@ -56,15 +57,7 @@ _EXPORTS = {
     "VectorSpace": "memoryd.store.vectors",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memoryd.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = exports_on_first_use(__name__, _EXPORTS)
 
 __all__ = [
     "AliasTaken",
