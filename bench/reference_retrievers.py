@@ -40,7 +40,7 @@ def embed_questions(conversations: list[locomo.Conversation]) -> list[np.ndarray
 
 def _dense(db: apsw.Connection, space: vectors.VectorSpace, key: str, unit: np.ndarray) -> list[int]:
     rows = db.execute(f"SELECT memory_rowid, embedding FROM {space.table} WHERE scope_key = ?", (key,)).fetchall()
-    # The table holds the int8 rescoring copy (schema m008); its cosine is within 0.004 of float32's.
+    # The table holds the 6-bit rescoring copy (schema m012); its cosine is within 0.01 of float32's.
     cosines = vector_codec.cosines([blob for _, blob in rows], unit, space.dim)
     return [rows[i][0] for i in np.argsort(-cosines, kind="stable")]
 

@@ -110,6 +110,8 @@ def _add_admin_commands(commands: Any) -> None:
     _add_config_flags(backup)
     backup.add_argument("path", type=Path, metavar="PATH")
     backup.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
+    backup.add_argument("--compact", action="store_true",
+                        help="VACUUM INTO: only the pages in use, packed (a smaller file after an upgrade)")  # fmt: skip
 
     check = commands.add_parser("check", help="integrity_check plus FTS and vector index consistency")
     _add_config_flags(check)
@@ -289,7 +291,7 @@ _ADMIN_COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], dict[str, A
     "gc": ("gc", lambda args: {"dry_run": args.dry_run, "as_json": args.json}),
     "export": ("export", lambda args: {"user": args.user}),
     "import": ("importing", lambda args: {"path": args.file}),
-    "backup": ("backup", lambda args: {"target": args.path, "force": args.force}),
+    "backup": ("backup", lambda args: {"target": args.path, "force": args.force, "compact": args.compact}),
     "check": ("check", lambda args: {"repair": args.repair, "as_json": args.json}),
     "jobs": ("jobs", lambda args: {"action": args.action, "as_json": args.json}),
 }

@@ -70,8 +70,9 @@ async def embed_all(
 
 
 def sql(path: Path, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Run ``query`` on the database file in a connection of its own (sqlite-vec loaded)."""
-    db = open_connection(path, busy_timeout_ms=5000)
+    """Run ``query`` on the database file in a connection of its own (sqlite-vec loaded).  It
+    waits for a daemon's write lock as long as a loaded CI machine may make it hold it."""
+    db = open_connection(path, busy_timeout_ms=30_000)
     try:
         with db:
             return [tuple(row) for row in db.execute(query, params)]

@@ -304,6 +304,28 @@ async def test_backup_copies_a_consistent_database_and_never_overwrites(tmp_path
     assert forced.returncode == 0, text(forced)
 
 
+async def test_a_compact_backup_leaves_the_free_pages_behind_and_restores(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    await seed(data)
+    # Pages freed, as an upgrade (m011, m012) frees them.
+    query(data, "CREATE TABLE filler AS SELECT zeroblob(100000) AS x FROM memories")
+    query(data, "DROP TABLE filler")
+    assert query(data, "PRAGMA freelist_count")[0][0] > 20
+    plain, compact = tmp_path / "plain.db", tmp_path / "compact.db"
+    assert memoryd("backup", str(plain), data_dir=data).returncode == 0
+    done = memoryd("backup", "--compact", str(compact), data_dir=data)
+    assert done.returncode == 0, text(done)
+    assert "quick_check ok" in done.stdout.decode()
+    assert compact.stat().st_size < plain.stat().st_size
+    assert compact.stat().st_mode & 0o777 == 0o600
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    compact.rename(restored / "memoryd.db")
+    assert query(restored, "PRAGMA freelist_count") == [(0,)]
+    assert memoryd("check", data_dir=restored).returncode == 0
+    assert export_lines(restored)[1:] == export_lines(data)[1:]
+
+
 # -- check --------------------------------------------------------------------------------------
 
 

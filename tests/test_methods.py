@@ -242,7 +242,9 @@ async def test_an_ambiguous_prefix_is_refused(daemon: Daemon, peer: NdjsonPeer) 
         await call_ok(peer, "memory.add", {**ALICE, "content": f"burst {i}"})
     instant = 1_700_000_000_000
     for i in range(2):
-        sql(daemon.config.db_path, "UPDATE memories SET id = ? WHERE content = ?", (new_ulid(instant), f"burst {i}"))
+        # In a thread: the daemon's loop keeps running while this waits for its write lock.
+        update = ("UPDATE memories SET id = ? WHERE content = ?", (new_ulid(instant), f"burst {i}"))
+        await trio.to_thread.run_sync(sql, daemon.config.db_path, *update)
     ids = [row[0] for row in sql(daemon.config.db_path, "SELECT id FROM memories ORDER BY id")]
     common = 8
     while ids[0][: common + 1] == ids[1][: common + 1]:

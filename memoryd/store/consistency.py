@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import apsw
 
-from memoryd.store import fts_query, jobs, vectors
+from memoryd.store import fts_query, jobs, vector_codec, vectors
 from memoryd.store.db import one
 from memoryd.store.vectors import NEVER, VectorSpace
 from memoryd.store.visibility import live
@@ -123,8 +123,8 @@ def _bad_vector_rows_sql(space: VectorSpace) -> str:
         "OR m.scope_key IS NOT v.scope_key "
         f"OR coalesce(m.expires_at_ms, {NEVER}) != v.expires_at OR m.vector_gen IS NOT ? "
         "OR m.disclosure != v.disclosure OR coalesce(m.chat_id, '') != v.learned_chat "
-        # The int8 rescoring copy is dim bytes (vector_codec.py); anything else cannot be read.
-        f"OR length(v.embedding) IS NOT {int(space.dim)}"
+        # A rescoring copy is 6-bit, or int8 before m012 (vector_codec.py); nothing else can be read.
+        f"OR length(v.embedding) NOT IN {vector_codec.readable_lengths(space.dim)}"
     )
 
 

@@ -51,8 +51,10 @@ def content_hash(content: str) -> bytes:
 def audit(
     db: apsw.Connection, memory_id: str, event: str, actor: str | None, at_ms: int, detail: dict[str, Any]
 ) -> None:
+    """Store an audit event (``audit_events``; read through the view ``events``, which adds
+    each memory's ``added`` event from its row: schema m011)."""
     db.execute(
-        "INSERT INTO events (memory_id, event, actor, at_ms, detail) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO audit_events (memory_id, event, actor, at_ms, detail) VALUES (?, ?, ?, ?, ?)",
         (memory_id, event, actor, at_ms, _encode(detail).decode()),
     )
 
@@ -124,9 +126,8 @@ def insert_leasing(
         ),
     )
     rowid = db.last_insert_rowid()
-    # No detail: the row holds the scope, the chat and the source (a million 'added' events
-    # carried ~50 bytes each of what their rows already say).
-    audit(db, memory_id, "added", new.owner, now_ms, {})
+    # No 'added' event: the row says who added it and when (the view ``events`` shows it; a
+    # purge stores it, ``record_adds``).  A million of them took ~105 bytes each with their index.
     space = vectors.read_space(db)
     if space is None:
         return rowid, None
@@ -252,6 +253,18 @@ def mark_deleted(db: apsw.Connection, rowid: int, now_ms: int) -> None:
     stays for audit until gc removes it after the retention period.  The caller audits."""
     db.execute("UPDATE memories SET deleted_at_ms = ?, updated_at_ms = ? WHERE rowid = ?", (now_ms, now_ms, rowid))
     drop_derived(db, [rowid])
+
+
+def record_adds(db: apsw.Connection, rowids: Sequence[int]) -> None:
+    """Store the ``added`` event of memories about to be purged, from their rows (which until
+    then are the record of the add: schema m011), unless their trail has one already or began
+    with an import."""
+    db.executemany(
+        "INSERT INTO audit_events (memory_id, event, actor, at_ms, detail) "
+        "SELECT m.id, 'added', m.owner, m.created_at_ms, '{}' FROM memories AS m WHERE m.rowid = ? "
+        "AND NOT EXISTS (SELECT 1 FROM audit_events AS a WHERE a.memory_id = m.id AND a.event IN ('added', 'imported'))",
+        [(rowid,) for rowid in rowids],
+    )
 
 
 def drop_derived(db: apsw.Connection, rowids: Sequence[int]) -> None:

@@ -126,6 +126,7 @@ def purge_batch(db: apsw.Connection, cutoff_ms: int, now_ms: int, limit: int = B
     if not doomed:
         return Counter()
     memories.drop_derived(db, list(doomed))
+    memories.record_adds(db, list(doomed))
     db.executemany("DELETE FROM memories WHERE rowid = ?", [(rowid,) for rowid in doomed])
     for memory_id, reason in doomed.values():
         memories.audit(db, memory_id, "purged", ACTOR, now_ms, {"reason": reason})
@@ -137,8 +138,8 @@ def prune_events(db: apsw.Connection, cutoff_ms: int) -> int:
     outlive its row by one retention period."""
     return rows_changed(
         db,
-        f"DELETE FROM events WHERE memory_id IN ({_PURGED_BEFORE}) "
-        "AND NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = events.memory_id)",
+        f"DELETE FROM audit_events WHERE memory_id IN ({_PURGED_BEFORE}) "
+        "AND NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = audit_events.memory_id)",
         (cutoff_ms,),
     )
 
@@ -146,11 +147,11 @@ def prune_events(db: apsw.Connection, cutoff_ms: int) -> int:
 def count_prunable_events(db: apsw.Connection, cutoff_ms: int) -> int:
     (count,) = one(
         db,
-        f"SELECT count(*) FROM events WHERE memory_id IN ({_PURGED_BEFORE}) "
-        "AND NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = events.memory_id)",
+        f"SELECT count(*) FROM audit_events WHERE memory_id IN ({_PURGED_BEFORE}) "
+        "AND NOT EXISTS (SELECT 1 FROM memories WHERE memories.id = audit_events.memory_id)",
         (cutoff_ms,),
     )
     return int(count)
 
 
-_PURGED_BEFORE = "SELECT memory_id FROM events INDEXED BY events_purged WHERE event = 'purged' AND at_ms < ?"
+_PURGED_BEFORE = "SELECT memory_id FROM audit_events INDEXED BY events_purged WHERE event = 'purged' AND at_ms < ?"

@@ -26,6 +26,8 @@ from memoryd.store.migrations.m007_disclosure_and_time_order import m007_disclos
 from memoryd.store.migrations.m008_int8_rescoring_copies import m008_int8_rescoring_copies
 from memoryd.store.migrations.m009_vector_epochs import m009_vector_epochs
 from memoryd.store.migrations.m010_binary_content_hash import m010_binary_content_hash
+from memoryd.store.migrations.m011_added_events_from_rows import m011_added_events_from_rows
+from memoryd.store.migrations.m012_six_bit_rescoring_copies import m012_six_bit_rescoring_copies
 
 #: The ladder: step N brings user_version from N-1 to N.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
@@ -39,6 +41,8 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m008_int8_rescoring_copies,
     m009_vector_epochs,
     m010_binary_content_hash,
+    m011_added_events_from_rows,
+    m012_six_bit_rescoring_copies,
 ]
 
 

@@ -45,7 +45,7 @@ def vector_neighbours(db: apsw.Connection, rowid: int, similarity: float, depth:
     if row is None:
         pending = db.execute("SELECT 1 FROM jobs WHERE memory_rowid = ? AND kind = ?", (rowid, jobs.EMBED)).fetchone()
         return None if pending is not None else []
-    query = vector_codec.unit_from_fine(row[0])
+    query = vector_codec.unit_from_fine(row[0], space.dim)
     owner, chat_id, shared, scope_key = one(
         db, "SELECT owner, chat_id, shared, scope_key FROM memories WHERE rowid = ?", (rowid,)
     )

@@ -90,7 +90,7 @@ def cosines_for(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int], 
 
 
 def _rescoring_copies(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> dict[int, bytes]:
-    """The int8 copies of those of ``rowids`` that have a vector."""
+    """The rescoring copies of those of ``rowids`` that have a vector."""
     wanted = list(dict.fromkeys(rowids))
     if not wanted:
         return {}

@@ -5,7 +5,7 @@ One embedding model + dimension is one *vector space*; each space the store has 
 reindex was requested; then a new generation starts and the old table is dropped, so vectors
 of two spaces are never compared.
 
-Each vec0 row holds a 1-bit-per-dimension copy of the vector for the coarse scan and an int8
+Each vec0 row holds a 1-bit-per-dimension copy of the vector for the coarse scan and a 6-bit
 copy (an auxiliary column) for rescoring (``vector_codec.py``):
 
 * ``scope_key`` is a PARTITION KEY: a KNN only walks the chunks of the caller's scope, so a
