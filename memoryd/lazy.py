@@ -11,16 +11,18 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 
-def exports_on_first_use(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: ``exports`` maps each name to the module that
-    defines it; the first lookup imports that module and keeps the name in the package."""
+def exports_on_first_use(package: str, exports: Mapping[str, Sequence[str]]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package``: ``exports`` maps each module to the names the
+    package hands out from it (as its ``TYPE_CHECKING`` imports list them); the first lookup of
+    a name imports its module and keeps the name in the package."""
+    module_of = {name: module for module, names in exports.items() for name in names}
 
     def __getattr__(name: str) -> Any:
-        module = exports.get(name)
+        module = module_of.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(module), name)

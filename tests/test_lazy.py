@@ -15,7 +15,7 @@ def test_exports_on_first_use_imports_once_and_keeps_the_name() -> None:
     package = types.ModuleType("fake_package")
     sys.modules["fake_package"] = package
     try:
-        lookup = exports_on_first_use("fake_package", {"JSONDecoder": "json.decoder"})
+        lookup = exports_on_first_use("fake_package", {"json.decoder": ("JSONDecoder",)})
         import json.decoder
 
         assert lookup("JSONDecoder") is json.decoder.JSONDecoder
@@ -68,7 +68,7 @@ def test_the_daemons_patterns_wait_until_after_start_up() -> None:
     import subprocess
 
     code = (
-        "import memoryd.cli, memoryd.server.head_start, memoryd.server.daemon\n"
+        "import memoryd.cli, memoryd.server.head_start, memoryd.server.serve\n"
         "from memoryd.lazy import LazyPattern\n"
         "waiting = LazyPattern._waiting\n"
         "print(len(waiting), sum(p._compiled is not None for p in waiting))"

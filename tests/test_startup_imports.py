@@ -11,7 +11,7 @@ import pytest
 from memoryd.cli import main
 
 #: The daemon's own modules as `memoryd serve` imports them (cli._serve).
-SERVE_IMPORTS = "import memoryd.cli, memoryd.server.head_start, memoryd.server.daemon"
+SERVE_IMPORTS = "import memoryd.cli, memoryd.server.head_start, memoryd.server.serve"
 
 
 def imported_after(code: str) -> set[str]:

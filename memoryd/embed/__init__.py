@@ -23,12 +23,8 @@ if TYPE_CHECKING:
     from memoryd.embed.local import BUNDLED_MODEL_ID, BUNDLED_SHA256, LocalEmbedder
 
 _BACKENDS = {
-    "BUNDLED_MODEL_ID": "memoryd.embed.local",
-    "BUNDLED_SHA256": "memoryd.embed.local",
-    "LocalEmbedder": "memoryd.embed.local",
-    "HttpEmbedder": "memoryd.embed.http",
-    "OllamaEmbedder": "memoryd.embed.http",
-    "OpenAIEmbedder": "memoryd.embed.http",
+    "memoryd.embed.http": ("HttpEmbedder", "OllamaEmbedder", "OpenAIEmbedder"),
+    "memoryd.embed.local": ("BUNDLED_MODEL_ID", "BUNDLED_SHA256", "LocalEmbedder"),
 }
 
 __getattr__ = exports_on_first_use(__name__, _BACKENDS)

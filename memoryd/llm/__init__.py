@@ -22,13 +22,11 @@ if TYPE_CHECKING:
     from memoryd.llm.schema import decode_reply, json_schema
 
 _EXPORTS = {
-    "ChatMessage": "memoryd.llm.client",
-    "LlmClient": "memoryd.llm.client",
-    "OllamaChat": "memoryd.llm.ollama",
-    "OpenAIChat": "memoryd.llm.openai",
-    "decode_reply": "memoryd.llm.schema",
-    "json_schema": "memoryd.llm.schema",
-    "make_llm": "memoryd.llm.factory",
+    "memoryd.llm.client": ("ChatMessage", "LlmClient"),
+    "memoryd.llm.factory": ("make_llm",),
+    "memoryd.llm.ollama": ("OllamaChat",),
+    "memoryd.llm.openai": ("OpenAIChat",),
+    "memoryd.llm.schema": ("decode_reply", "json_schema"),
 }
 
 __getattr__ = exports_on_first_use(__name__, _EXPORTS)

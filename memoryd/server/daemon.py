@@ -9,7 +9,6 @@ A bad data directory or a damaged store stops start-up with one ``StartupError``
 from __future__ import annotations
 
 import logging
-import signal
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from memoryd.lazy import LazyPattern
 from memoryd.llm.factory import make_llm
 from memoryd.log import fields
 from memoryd.server import data_dir
-from memoryd.server.activation import bound_name, take_listen_socket
+from memoryd.server.activation import bound_name
 from memoryd.server.head_start import HeadStart
 from memoryd.server.heap_trim import HeapTrimmer
 from memoryd.server.integrity import IntegrityCheck
@@ -272,34 +271,3 @@ def _close_store(store: Store) -> None:
             extra=fields(error=str(exc)),
         )
     store.close()
-
-
-async def run_until_signalled(
-    config: Config, *, accept_empty_db: bool = False, head_start: HeadStart | None = None
-) -> None:
-    """``memoryd serve``: run until SIGTERM or SIGINT, then shut down gracefully."""
-    notifier = Notifier.from_environ()
-    daemon = Daemon(
-        config,
-        listen_socket=take_listen_socket(),
-        notifier=notifier,
-        accept_empty_db=accept_empty_db,
-        head_start=head_start,
-    )
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-
-        async def watch_signals() -> None:
-            async for signum in signals:
-                log.info("daemon.signal", extra=fields(signal=signal.Signals(signum).name))
-                daemon.request_stop()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch_signals)
-            # For the whole run, start-up included: the pings prove the loop is alive, not ready.
-            nursery.start_soon(notifier.run_watchdog)
-            try:
-                await daemon.run()
-            except StartupError as exc:
-                await notifier.failed(str(exc), getattr(exc, "errno", None))
-                raise
-            nursery.cancel_scope.cancel()

@@ -58,6 +58,11 @@ _COUNT_NAMES = (
 _STATS_JSON = ("{" + "".join(f'"{name}":%d,' for name in _COUNT_NAMES) + '"connections_by_uid":%b}').encode()
 
 
+#: The [limits] settings a connection enforces under the same names (max_inflight is
+#: max_inflight_per_connection).
+_CONNECTION_SETTINGS = ("max_message_bytes", "idle_timeout", "frame_timeout", "max_reply_bytes", "max_batch_calls")
+
+
 class RpcServer:
     def __init__(self, table: MethodTable, limits: LimitsConfig, trusted_uids: Iterable[int] = ()) -> None:
         """``trusted_uids`` (auth.trusted_uids) are exempt from the per-uid share and may use the
@@ -66,12 +71,8 @@ class RpcServer:
         self.guard = RequestGuard(limits.request_timeout)
         self.table = table.guarded_by(self.guard)
         self.connection_limits = ConnectionLimits(
-            max_message_bytes=limits.max_message_bytes,
             max_inflight=limits.max_inflight_per_connection,
-            idle_timeout=limits.idle_timeout,
-            frame_timeout=limits.frame_timeout,
-            max_reply_bytes=limits.max_reply_bytes,
-            max_batch_calls=limits.max_batch_calls,
+            **{name: getattr(limits, name) for name in _CONNECTION_SETTINGS},
         )
         # A probe must ask at once: its slot is not held through idle_timeout.
         self.probe_limits = dataclasses.replace(self.connection_limits, idle_timeout=limits.frame_timeout)

@@ -54,7 +54,7 @@ def backup(
     partial = target.with_name(target.name + ".partial")
     _remove(partial)
     try:
-        pages = (_compact_copy if compact else _copy)(source_path, partial, busy_timeout_ms)
+        pages = _copy(source_path, partial, busy_timeout_ms, compact=compact)
         _fsync(partial)
     except BaseException:
         _remove(partial)
@@ -69,34 +69,23 @@ def _remove(partial: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _copy(source_path: Path, partial: Path, busy_timeout_ms: int) -> int:
+def _copy(source_path: Path, partial: Path, busy_timeout_ms: int, *, compact: bool) -> int:
+    """Copy the database into ``partial`` from one read snapshot; its page count.  ``compact``:
+    VACUUM INTO, which writes only the pages in use (a store whose upgrades freed pages gets a
+    file of its new size); else the backup API, page for page."""
     # No mmap: the copy streams through the page cache, so RSS stays small for any file size.
     source = open_connection(source_path, busy_timeout_ms=busy_timeout_ms, readonly=True, mmap_bytes=0)
     try:
-        dest = open_connection(partial, busy_timeout_ms=busy_timeout_ms, mmap_bytes=0)
+        if compact:
+            create_private_file(partial)  # VACUUM INTO takes an empty file; this one is 0600 whatever the umask
+            source.execute("VACUUM INTO ?", (str(partial),))
+        dest = open_connection(partial, busy_timeout_ms=busy_timeout_ms, readonly=compact, mmap_bytes=0)
         try:
-            with dest.backup("main", source, "main") as step:
-                step.step(-1)  # everything at once: one consistent snapshot
-                pages = int(step.page_count)
-            # The copy carries the source's WAL mode; fold the WAL so the file stands alone.
-            dest.pragma("wal_checkpoint", "TRUNCATE")
-            _quick_check(dest)
-            return pages
-        finally:
-            dest.close()
-    except apsw.Error as exc:
-        raise StoreError(f"backup failed: {exc}") from exc
-    finally:
-        source.close()
-
-
-def _compact_copy(source_path: Path, partial: Path, busy_timeout_ms: int) -> int:
-    create_private_file(partial)  # VACUUM INTO takes an empty file; this one is 0600 whatever the umask
-    source = open_connection(source_path, busy_timeout_ms=busy_timeout_ms, readonly=True, mmap_bytes=0)
-    try:
-        source.execute("VACUUM INTO ?", (str(partial),))
-        dest = open_connection(partial, busy_timeout_ms=busy_timeout_ms, readonly=True, mmap_bytes=0)
-        try:
+            if not compact:
+                with dest.backup("main", source, "main") as step:
+                    step.step(-1)  # everything at once: one consistent snapshot
+                # The copy carries the source's WAL mode; fold the WAL so the file stands alone.
+                dest.pragma("wal_checkpoint", "TRUNCATE")
             _quick_check(dest)
             return int(dest.pragma("page_count"))
         finally:

@@ -1,0 +1,104 @@
+"""The ``memoryd`` command line: its subcommands and flags (``memoryd.cli`` runs them)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from memoryd import __version__
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (env: MEMORYD_CONFIG)")
+    parser.add_argument("--data-dir", metavar="DIR", help="where the database lives")
+    parser.add_argument(
+        "--embedder", choices=["local", "ollama", "openai", "none"], help="embedding backend (default: local)"
+    )
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description="Long-term memory daemon for AI assistants.")
+    parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the daemon in the foreground")
+    _add_config_flags(serve)
+    serve.add_argument("--socket", metavar="PATH", help="Unix socket path")
+    serve.add_argument(
+        "--accept-empty-db",
+        action="store_true",
+        help="start a new store over a zero-length memoryd.db even though the data dir holds other files",
+    )
+
+    reindex = commands.add_parser(
+        "reindex",
+        help="switch the store to the configured embedder; the next `memoryd serve` re-embeds in the background",
+    )
+    _add_config_flags(reindex)
+
+    token = commands.add_parser(
+        "token",
+        help="print a signed context token for one sandbox session (uses auth.token_secret)",
+        description="Mint a context token with the daemon's auth secret. Hand it to a sandbox as "
+        "MEMORY_CONTEXT_TOKEN (or ASH_CONTEXT_TOKEN): calls carrying it act as --user in --chat, nothing else.",
+    )
+    token.add_argument("--config", metavar="FILE", help="TOML config file (env: MEMORYD_CONFIG)")
+    token.add_argument("--user", required=True, metavar="USER_ID", help="the user the sandbox acts for")
+    token.add_argument("--chat", metavar="CHAT_ID", help="the chat whose group memories it may see and add")
+    token.add_argument(
+        "--chat-type", metavar="TYPE", help="private, group or supergroup: what the disclosure rules let it see"
+    )
+    token.add_argument("--source-username", metavar="NAME", help="who is speaking (recorded with what it adds)")
+    token.add_argument("--source-display-name", metavar="NAME", help="the speaker's display name")
+    token.add_argument("--message-id", metavar="ID", help="the message the session answers")
+    token.add_argument(
+        "--ttl", default="15m", metavar="DURATION", help="lifetime: seconds, or e.g. 90s, 15m, 2h, 1d (default 15m)"
+    )
+
+    show = commands.add_parser("config", help="print the effective configuration, or every default")
+    _add_config_flags(show)
+    show.add_argument("--socket", metavar="PATH")
+    show.add_argument("--defaults", action="store_true", help="print every key with its default")
+    _add_admin_commands(commands)
+    return parser
+
+
+def _add_admin_commands(commands: Any) -> None:
+    """The host-side admin commands (memoryd.admin): they open the database file directly."""
+    stats = commands.add_parser("stats", help="memories by state, scope, user and source; size, embedding, backlog")
+    _add_config_flags(stats)
+    stats.add_argument("--json", action="store_true", help="print JSON (every user, not only the top ones)")
+
+    gc = commands.add_parser(
+        "gc", help="hard-remove memories deleted or expired more than lifecycle.retention_days ago, then optimize"
+    )
+    _add_config_flags(gc)
+    gc.add_argument("--dry-run", action="store_true", help="only count what would be removed")
+    gc.add_argument("--json", action="store_true")
+
+    export = commands.add_parser("export", help="write every memory and person as versioned JSON Lines to stdout (no vectors)")
+    _add_config_flags(export)
+    export.add_argument("--user", metavar="USER_ID", help="only the memories this user added, and their people")
+
+    load = commands.add_parser("import", help="import a `memoryd export` file: all of it or nothing; idempotent")
+    _add_config_flags(load)
+    load.add_argument("file", type=Path, metavar="FILE")
+
+    backup = commands.add_parser("backup", help="consistent online copy of the database to PATH")
+    _add_config_flags(backup)
+    backup.add_argument("path", type=Path, metavar="PATH")
+    backup.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
+    backup.add_argument("--compact", action="store_true",
+                        help="VACUUM INTO: only the pages in use, packed (a smaller file after an upgrade)")  # fmt: skip
+
+    check = commands.add_parser("check", help="integrity_check plus FTS and vector index consistency")
+    _add_config_flags(check)
+    check.add_argument("--repair", action="store_true", help="rebuild FTS and re-queue embeddings where needed")
+    check.add_argument("--json", action="store_true")
+
+    jobs = commands.add_parser("jobs", help="background jobs: `memoryd jobs retry` re-queues parked and failing jobs")
+    _add_config_flags(jobs)
+    jobs.add_argument("action", choices=["retry"], help="retry: parked extraction jobs and failing embeddings, now")
+    jobs.add_argument("--json", action="store_true")
