@@ -14,7 +14,7 @@ import pytest
 
 import memoryd_client
 from memoryd_client import errors
-from memoryd_client._identity import _identity_from_token, resolve_identity
+from memoryd_client._identity import identity_from_token, resolve_identity
 from memoryd_client.paths import default_socket_path, resolve_socket_path
 
 CLIENT_PACKAGE = Path(memoryd_client.__file__).resolve().parent
@@ -136,7 +136,7 @@ def test_identity_falls_back_to_unverified_token_claims() -> None:
     ],
 )
 def test_undecodable_token_yields_no_identity(token: str) -> None:
-    assert _identity_from_token(token) == (None, None)
+    assert identity_from_token(token) == (None, None)
 
 
 @pytest.mark.parametrize(("code", "cls"), sorted(errors.RPC_ERRORS_BY_CODE.items()))

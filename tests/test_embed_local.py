@@ -18,7 +18,7 @@ from memoryd.embed.bert import gelu_
 from memoryd.embed.blas import limit_blas_threads, openblas_kernel
 from memoryd.embed.local import bundled_model_path
 from memoryd.embed.onnx_bert import Runtime
-from memoryd.embed.sentence_model import MAX_CHUNK_ROWS, TOKEN_BUDGET, _chunks, _spread
+from memoryd.embed.sentence_model import MAX_CHUNK_ROWS, TOKEN_BUDGET, length_buckets, spread_over_workers
 from memoryd.errors import ConfigError, EmbedderError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
@@ -232,7 +232,7 @@ def test_gelu_matches_the_erf_definition() -> None:
 )
 def test_chunking_covers_every_text_once_within_the_budgets(lengths: list[int]) -> None:
     ids = [[0] * n for n in lengths]
-    chunks = _spread(_chunks(ids), lengths, workers=2)
+    chunks = spread_over_workers(length_buckets(ids), lengths, workers=2)
     assert sorted(i for chunk in chunks for i in chunk) == list(range(len(lengths)))
     for chunk in chunks:
         assert len(chunk) <= MAX_CHUNK_ROWS

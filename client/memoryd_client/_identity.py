@@ -75,7 +75,7 @@ def resolve_identity(
     user = _first(user_id, USER_ENV_VARS, env)
     chat = _first(chat_id, CHAT_ENV_VARS, env)
     if token:
-        token_user, token_chat = _identity_from_token(token)
+        token_user, token_chat = identity_from_token(token)
         if user is None:
             user = token_user
         if chat is None and chat_id is None:
@@ -83,7 +83,7 @@ def resolve_identity(
     return Identity(user, chat, token, _first(chat_type, CHAT_TYPE_ENV_VARS, env))
 
 
-def _identity_from_token(token: str) -> Tuple[Optional[str], Optional[str]]:
+def identity_from_token(token: str) -> Tuple[Optional[str], Optional[str]]:
     """``(sub, chat_id)`` from a JWT-shaped token's payload, NOT verified.
 
     Only a convenience so a sandbox holding just a token can fill in the ids; the daemon

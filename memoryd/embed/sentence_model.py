@@ -93,7 +93,7 @@ class SentenceModel:
         except Exception as exc:  # tokenizers raises plain Exception for a bad file
             raise EmbedderError(f"{folder / 'tokenizer.json'} is not a valid tokenizer: {exc}") from None
         # tokenizer.json ships with its own truncation/padding (128 for MiniLM); the model's
-        # max_seq_length decides, and padding happens per length bucket in _chunks.
+        # max_seq_length decides, and padding happens per length bucket in length_buckets.
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=self.max_seq_length)
         self.tokenizer = tokenizer
@@ -137,7 +137,7 @@ class SentenceModel:
         prepared = [t.strip().lower() if self.lowercase_input else t.strip() for t in texts]
         encodings = self.tokenizer.encode_batch(prepared, add_special_tokens=True)
         ids = [e.ids for e in encodings]
-        chunks = _spread(_chunks(ids), [len(seq) for seq in ids], self.workers)
+        chunks = spread_over_workers(length_buckets(ids), [len(seq) for seq in ids], self.workers)
         if self._pool is None or len(chunks) == 1:
             for rows in chunks:
                 out[rows] = self._embed_chunk([ids[r] for r in rows])
@@ -163,7 +163,7 @@ class SentenceModel:
         return _pool(hidden, mask, lengths, self.pooling)
 
 
-def _chunks(ids: Sequence[Sequence[int]]) -> list[list[int]]:
+def length_buckets(ids: Sequence[Sequence[int]]) -> list[list[int]]:
     """Row indices grouped into forward chunks of similar length.
 
     Texts sorted by token count are split where the padding saved outweighs the cost of one
@@ -193,7 +193,7 @@ def _chunks(ids: Sequence[Sequence[int]]) -> list[list[int]]:
     return chunks
 
 
-def _spread(chunks: list[list[int]], lengths: Sequence[int], workers: int) -> list[list[int]]:
+def spread_over_workers(chunks: list[list[int]], lengths: Sequence[int], workers: int) -> list[list[int]]:
     """Halves the biggest chunks until every worker has one, unless they are too small to pay."""
 
     def padded(rows: list[int]) -> int:

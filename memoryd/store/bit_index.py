@@ -240,6 +240,11 @@ class BitIndex:
         self._seen: dict[Key, tuple[Stamp, bool]] = {}
         self._loading: set[Key] = set()
 
+    def __len__(self) -> int:
+        """How many partitions have a copy now."""
+        with self._lock:
+            return len(self._copies)
+
     def copy_for(
         self, db: apsw.Connection, space: VectorSpace, partition: str, stamp: Stamp | None = None
     ) -> PartitionCopy | None:
