@@ -61,3 +61,10 @@ async def test_the_recent_window_keeps_hidden_memories_out(big_scope: Store) -> 
     assert len({hit.id for hit in after}) == 30
     assert not {hit.id for hit in newest} & {hit.id for hit in after}
     assert all(hit.owner == "alice" for hit in after)
+
+
+def test_a_term_in_every_memory_weighs_almost_nothing_and_never_less() -> None:
+    # FTS5's IDF goes negative for a term in more than half the documents; its floor keeps a
+    # common word from lowering a memory's score below one that lacks it.
+    assert keyword.bm25_idf(1000, 1000) == keyword.bm25_idf(1000, 900) == 1e-6
+    assert keyword.bm25_idf(1000, 1) > keyword.bm25_idf(1000, 10) > keyword.bm25_idf(1000, 400) > 1e-6

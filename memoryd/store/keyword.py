@@ -151,7 +151,7 @@ def _recent_matches(
         return []
     # Summed in numpy: up to RECENT_WINDOW rowids per term, a dict per rowid cost ~10 ms.
     rowids, slots = np.unique(np.concatenate(per_term), return_inverse=True)
-    weights = np.concatenate([np.full(len(r), -_bm25_idf(RECENT_WINDOW, len(r))) for r in per_term])
+    weights = np.concatenate([np.full(len(r), -bm25_idf(RECENT_WINDOW, len(r))) for r in per_term])
     scores = np.bincount(slots, weights=weights, minlength=len(rowids))
     order = np.lexsort((-rowids, scores))  # best score first, newer first among equals
     ranked: Ranked = []
@@ -175,7 +175,7 @@ def _matches_from(db: apsw.Connection, expression: str, low: int) -> npt.NDArray
     return np.fromstring(joined, dtype=np.int64, sep=",")
 
 
-def _bm25_idf(documents: int, holding: int) -> float:
+def bm25_idf(documents: int, holding: int) -> float:
     """FTS5's bm25() IDF, with its floor: common terms weigh almost nothing, never less than 0."""
     return max(1e-6, math.log((documents - holding + 0.5) / (holding + 0.5)))
 
