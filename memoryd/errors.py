@@ -54,6 +54,8 @@ def lone_leaf(exc: BaseException) -> BaseException:
     """The exception ``exc`` stands for when it is a tree of exception groups (what a nursery makes
     of its body's errors) whose leaves are all of one class: the first leaf (two readers of one
     search that both found the file damaged are one damaged file); else ``exc`` itself."""
+    if not isinstance(exc, BaseExceptionGroup):  # every plain error reply passes here
+        return exc
     leaves: list[BaseException] = []
     pending: list[BaseException] = [exc]
     while pending:

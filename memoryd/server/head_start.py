@@ -30,14 +30,16 @@ class HeadStart:
         if embedder is None and config.embedder != "none":
             # Imported only now: the check is already running (numpy, tokenizers: ~0.1 s).
             from memoryd.embed import make_embedder
-            from memoryd.embed.local import LocalEmbedder
 
             try:
                 self.embedder = make_embedder(config.embedder, config.embed)
             except Exception as exc:  # a ConfigError: raised where start-up raised it before
                 self.embedder_error = exc
-            if isinstance(self.embedder, LocalEmbedder):
-                self.embedder.load_ahead()
+            if config.embedder == "local":  # the HTTP backends never import the local model
+                from memoryd.embed.local import LocalEmbedder
+
+                if isinstance(self.embedder, LocalEmbedder):
+                    self.embedder.load_ahead()
 
     def stop(self) -> None:
         """Interrupt what is still running (start-up failed, or shutdown)."""

@@ -228,8 +228,9 @@ class MemoryService:
         return self.embedder is not None and self.backfill is not None and self.backfill.vector_space_ready
 
     async def _embed_query(self, query: str) -> np.ndarray | None:
-        """The query's vector, or None: search never fails because the embedder does."""
-        if self.embedder is None or not self._embeds_queries:
+        """The query's vector, or None: search never fails because the embedder does.  Called
+        only when ``_embeds_queries`` (``search_in`` checks it)."""
+        if self.embedder is None:
             return None
         try:
             with trio.fail_after(self.query_timeout):

@@ -23,7 +23,8 @@ T = TypeVar("T")
 
 
 class ReadSnapshot:
-    """A reader borrowed from the pool (``Database.snapshot``); give it back with ``close``."""
+    """A reader borrowed from the pool (``Database.snapshot``); given back when the ``with`` of
+    ``Database.snapshot()`` or ``spare_snapshot()`` ends."""
 
     def __init__(self, reader: apsw.Connection, condition: StorageCondition, busy_timeout_ms: int) -> None:
         self.reader = reader

@@ -20,7 +20,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import fts_query, memories, neighbours, people_retriever, ranking, vector_search
+from memoryd.store import fts_query, memories, neighbours, people_retriever, ranking, vector_search, vectors
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.search_parts import (
     REACH,
@@ -113,10 +113,11 @@ def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart, query: 
     those of the sequential search.  A vector added or deleted in between (or a reindex) makes
     the scan run again here: a list with a newer memory in it would hold one older candidate
     fewer than this snapshot's scan."""
-    return (
-        usable_space(db, query.vector, query.vector_space) == semantic.space
-        and vector_search.scan_state(db, scope) == semantic.state
-    )
+    if semantic.space is None:  # no usable space there: none here either?
+        same_space = usable_space(db, query.vector, query.vector_space) is None
+    else:  # the query's length was checked against it already
+        same_space = vectors.read_space(db) == semantic.space
+    return same_space and vector_search.scan_state(db, scope) == semantic.state
 
 
 def _worth_a_cosine(

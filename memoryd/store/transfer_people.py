@@ -75,11 +75,17 @@ def import_people(db: apsw.Connection, lines: Iterable[PersonLine], now_ms: int)
     """Insert the people whose ids are new and link them to the memories the store has; run it
     in the import's one write transaction, after its memories."""
     report = PeopleReport()
+    by_name: dict[str, dict[str, people.StoredPerson]] = {}  # owner -> normalised name -> person
     for line in lines:
         if db.execute("SELECT 1 FROM people WHERE id = ?", (line.id,)).fetchone() is not None:
             report.already_present += 1
             continue
-        known = _same_name(db, line.owner, line.name)
+        named = by_name.get(line.owner)
+        if named is None:
+            named = by_name[line.owner] = {}
+            for person in people.people_of(db, line.owner):  # oldest first: it wins a shared name
+                named.setdefault(normalise_name(person.name), person)
+        known = named.get(normalise_name(line.name))
         if known is None:
             db.execute(
                 "INSERT INTO people (id, owner, name, aliases, relationship, created_at_ms, updated_at_ms) "
@@ -88,6 +94,10 @@ def import_people(db: apsw.Connection, lines: Iterable[PersonLine], now_ms: int)
                  ms_from_iso(line.created_at), ms_from_iso(line.updated_at)),
             )  # fmt: skip
             rowid = db.last_insert_rowid()
+            named.setdefault(normalise_name(line.name), people.StoredPerson(
+                rowid, line.id, line.owner, line.name, list(line.aliases), line.relationship,
+                ms_from_iso(line.created_at), ms_from_iso(line.updated_at),
+            ))  # fmt: skip
             report.imported += 1
         else:
             for alias in line.aliases:
@@ -102,8 +112,3 @@ def import_people(db: apsw.Connection, lines: Iterable[PersonLine], now_ms: int)
             (rowid, msgspec.json.encode(line.memories).decode()),
         )
     return report
-
-
-def _same_name(db: apsw.Connection, owner: str, name: str) -> people.StoredPerson | None:
-    wanted = normalise_name(name)
-    return next((person for person in people.people_of(db, owner) if normalise_name(person.name) == wanted), None)

@@ -8,8 +8,8 @@ vectors beyond T before that selection, so a big scope's scan is run with T = th
 k-th distance of its last 16 scans (``hamming_scan.py``): at 100k, 64 rows come back in ~5 ms
 instead of 9-13; at 1M in 47-49 instead of 101-109.  When fewer than k rows pass, the scan
 runs again without T, so the result is always the exact top k of the hamming scan (up to
-which of the rows tied at the k-th distance it keeps).  A partition of 50k vectors or more is
-scanned from a copy in memory instead (``bit_index.py``: ~5 ms at 1M), with the same result.
+which of the rows tied at the k-th distance it keeps).  A partition of ``bit_index.MIN_VECTORS``
+(5k) vectors or more is scanned from a copy in memory instead (``bit_index.py``: ~5 ms at 1M), with the same result.
 
 The tables and their rows are ``vectors.py``'s, their stamps ``vector_stamps.py``'s.
 """
