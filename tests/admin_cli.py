@@ -30,3 +30,10 @@ def memoryd(
 
 def text(done: subprocess.CompletedProcess[bytes]) -> str:
     return done.stdout.decode() + done.stderr.decode()
+
+
+def export_lines(data: Path, *args: str) -> list[bytes]:
+    """`memoryd export` of the data dir ``data``: its lines, header first."""
+    done = memoryd("export", *args, data_dir=data)
+    assert done.returncode == 0, text(done)
+    return done.stdout.splitlines(keepends=True)

@@ -13,7 +13,7 @@ from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
 from memoryd.store import Provenance, Scope, Store
 from memoryd.store.db import open_connection
-from tests.admin_cli import memoryd, text
+from tests.admin_cli import export_lines, memoryd, text
 from tests.store_helpers import embed_all, note, sql
 
 
@@ -139,12 +139,6 @@ async def test_gc_dry_run_counts_and_gc_removes_what_is_past_retention(tmp_path:
 
 
 # -- export / import ----------------------------------------------------------------------------
-
-
-def export_lines(data: Path, *args: str) -> list[bytes]:
-    done = memoryd("export", *args, data_dir=data)
-    assert done.returncode == 0, text(done)
-    return done.stdout.splitlines(keepends=True)
 
 
 async def test_export_then_import_round_trips_byte_identically(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from memoryd.server.daemon import Daemon
-from tests.admin_cli import memoryd, text
+from tests.admin_cli import export_lines, memoryd, text
 from tests.conftest import make_config
 from tests.wire import NdjsonPeer, call_ok
 
@@ -39,12 +39,6 @@ async def add(peer: NdjsonPeer, content: str, user: str = "alice") -> dict[str, 
     return result
 
 
-def export(data: Path, *args: str) -> list[bytes]:
-    done = memoryd("export", *args, data_dir=data)
-    assert done.returncode == 0, text(done)
-    return done.stdout.splitlines(keepends=True)
-
-
 def import_file(data: Path, lines: list[bytes], dump: Path) -> str:
     dump.write_bytes(b"".join(lines))
     done = memoryd("import", str(dump), data_dir=data)
@@ -61,7 +55,7 @@ async def test_people_and_supersession_survive_an_export_and_an_import(short_tmp
         await call_ok(peer, "person.alias", {**ALICE, "name": "Sarah", "alias": "Sari"})
         await add(peer, "My brother Tom lives in Toronto", user="bob")
         before = await call_ok(peer, "person.list", ALICE)
-    lines = export(source)
+    lines = export_lines(source)
     people = [json.loads(line) for line in lines if b'"record":"person"' in line]
     assert {(p["owner"], p["name"]) for p in people} == {("alice", "Sarah"), ("bob", "Tom")}
     sarah = next(p for p in people if p["name"] == "Sarah")
@@ -69,7 +63,7 @@ async def test_people_and_supersession_survive_an_export_and_an_import(short_tmp
 
     report = import_file(target, lines, short_tmp / "dump.jsonl")
     assert "imported 2 people (0 already present, 0 merged" in report
-    assert export(target)[1:] == lines[1:]  # the same bytes, people included
+    assert export_lines(target)[1:] == lines[1:]  # the same bytes, people included
     async with serving(short_tmp / "b", target) as peer:
         assert await call_ok(peer, "person.list", ALICE) == before
         got = await call_ok(peer, "person.get", {**ALICE, "name": "Sari"})
@@ -85,7 +79,7 @@ async def test_a_person_learned_again_under_another_id_takes_the_imported_names(
     async with serving(short_tmp / "a", source) as peer:
         await add(peer, "My wife's name is Sarah")
         await call_ok(peer, "person.alias", {**ALICE, "name": "Sarah", "alias": "Sari"})
-    lines = export(source)
+    lines = export_lines(source)
     async with serving(short_tmp / "b", target) as peer:
         await add(peer, "Sarah is my wife")  # the target learns her itself, with an id of its own
     report = import_file(target, lines, short_tmp / "dump.jsonl")
