@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -10,6 +11,7 @@ import msgspec
 import pytest
 import trio
 
+from memoryd.embed import CoalescingEmbedder
 from memoryd.errors import StartupError
 from memoryd.server.daemon import Daemon
 from memoryd.store import Store
@@ -55,31 +57,63 @@ async def test_local_model_finds_memories_by_meaning(local_peer: NdjsonPeer) -> 
     assert health["embedder"]["runtime"].startswith("onnxruntime ")
     assert health["backlog"].get("embed", 0) == 0
     # The query started at once on the idle model's own thread (beside its keyword part).
-    assert health["embedder"]["coalescing"]["queries_at_once"] >= 1
+    assert health["embedder"]["coalescing"]["queries_at_once"] == 1
 
 
-async def test_a_query_past_query_timeout_leaves_a_keyword_search(
-    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    # No query can be embedded within a nanosecond: whichever way it was started (at once on
-    # the model's thread, or queued), the search gives up on the vector and ranks by keywords.
-    caplog.set_level(logging.WARNING, logger="memoryd")
-    config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0, "query_timeout": 1e-9})
-    daemon = Daemon(config, embedder=local_embedder)
+class StalledQueries(CoalescingEmbedder):
+    """The session's local model (forwarded as the coalescer forwards it while not running),
+    except that a query started at once never finishes: a stuck model thread."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
+        self.started = 0
+
+    async def aclose(self) -> None:
+        return None  # the session's model stays loaded for the other tests
+
+    def embed_query_now(self, text: str) -> Future[Any]:
+        self.started += 1
+        return Future()  # nobody ever sets it
+
+
+async def stalled_daemon(base: Path, nursery: trio.Nursery, model: Any, **config: Any) -> tuple[NdjsonPeer, StalledQueries]:
+    stalled = StalledQueries(model)
+    daemon = Daemon(make_config(base, embedder="local", **config), embedder=stalled)
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     await wait_vector_space_ready(peer)
     for fact in ["allergic to peanuts", "wife Sarah likes Italian food"]:
         assert (await call_ok(peer, "memory.add", {**ALICE, "content": fact}))["embedded"] is True
-    with trio.fail_after(30):
-        while True:  # until a search's query started at once (the model may be finishing a pass)
-            assert await call_ok(peer, "memory.search", {**ALICE, "query": "which cuisine does his spouse enjoy?"}) == []
-            if (await call_ok(peer, "system.health", {}))["embedder"]["coalescing"]["queries_at_once"]:
-                break
+    return peer, stalled
+
+
+async def test_a_query_started_at_once_past_query_timeout_leaves_a_keyword_search(
+    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="memoryd")
+    embed = {"add_wait": 60.0, "query_timeout": 0.2}
+    peer, stalled = await stalled_daemon(short_tmp, nursery, local_embedder, embed=embed)
+    # Only the vector could find "wife Sarah likes Italian food": without it, nothing.
+    with trio.fail_after(10):
+        assert await call_ok(peer, "memory.search", {**ALICE, "query": "which cuisine does his spouse enjoy?"}) == []
+    assert stalled.started == 1
     hits = await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"})
     assert [hit["content"] for hit in hits] == ["allergic to peanuts"]
     reasons = [record.fields["reason"] for record in caplog.records if record.getMessage() == "search.keyword_only"]
-    assert reasons and set(reasons) == {"TooSlowError"}
+    assert reasons == ["TooSlowError", "TooSlowError"]
+
+
+async def test_a_search_waiting_for_a_query_started_at_once_can_be_cancelled(
+    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
+) -> None:
+    # The reader thread waits for the vector up to query_timeout (60 s here), but the request's
+    # own deadline (0.3 s) cancels the search: its thread stops waiting and the reply comes.
+    config = {"embed": {"add_wait": 60.0, "query_timeout": 60.0}, "limits": {"request_timeout": 0.3}}
+    peer, stalled = await stalled_daemon(short_tmp, nursery, local_embedder, **config)
+    with trio.fail_after(10):
+        reply = await peer.call("memory.search", {**ALICE, "query": "anything"}, id="slow")
+    assert reply["error"]["code"] == -32005 and stalled.started == 1
+    assert "result" in await peer.call("system.health", {})
 
 
 async def test_backend_down_add_still_succeeds_and_is_keyword_searchable(

@@ -299,3 +299,15 @@ async def test_a_query_never_starts_while_another_pass_runs() -> None:
     assert all(float(vector @ EXPECTED[0]) >= MIN_COSINE for vector in vectors)
     again = embedder.embed_query_now(TEXTS[1])  # the pass is over: a query starts again
     assert again is not None and float(again.result(timeout=30) @ EXPECTED[1]) >= MIN_COSINE
+
+
+async def test_a_query_the_model_cannot_take_fails_as_an_embedder_error() -> None:
+    # The tokenizer refuses a lone surrogate (the daemon's validation never lets one through):
+    # the future fails as the EmbedderError a search handles, and the model is free again.
+    embedder = await started(LocalEmbedder())
+    under_way = embedder.embed_query_now("\ud800")
+    assert under_way is not None
+    with pytest.raises(EmbedderError, match="embedding backend failed: TypeError"):
+        under_way.result(timeout=30)
+    again = embedder.embed_query_now(TEXTS[0])
+    assert again is not None and float(again.result(timeout=30) @ EXPECTED[0]) >= MIN_COSINE

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, runtime_checkable
 
 from memoryd.embed.vectors import F32
 from memoryd.errors import EmbedderError
+
+log = logging.getLogger("memoryd.embed")
 
 
 @runtime_checkable
@@ -42,14 +45,24 @@ class Embedder(Protocol):
 
 @runtime_checkable
 class ImmediateEmbedder(Protocol):
-    """An embedder that can start one query's embedding at once, from any thread, on a thread
-    of its own (the local model: no event-loop round trip, and a search reads its keyword part
-    meanwhile).  The HTTP backends are not: their wait is the server's."""
+    """An embedder that can start one query's embedding at once on a thread of its own (the
+    local model: no event-loop round trip, and a search reads its keyword part meanwhile).  The
+    HTTP backends cannot: their wait is the server's."""
 
     def embed_query_now(self, text: str) -> Future[F32] | None:
-        """The query's unit vector (dim,) under way, or None when the model is busy or not
-        loaded (the caller awaits ``embed`` instead).  The future may fail with EmbedderError."""
+        """Called on the event loop: the query's unit vector (dim,) under way, waited for in any
+        thread; or None when anything else is being embedded or waits to be, or the model is not
+        loaded (the caller awaits ``embed`` instead).  The future fails only with EmbedderError."""
         ...
+
+
+def backend_failure(exc: Exception) -> EmbedderError:
+    """What a backend raised, as the EmbedderError callers handle (a search then ranks by
+    keywords, an add leaves its text to the backfill); anything else is logged as the bug it is."""
+    if isinstance(exc, EmbedderError):
+        return exc
+    log.error("embedding backend raised unexpectedly", exc_info=exc)
+    return EmbedderError(f"embedding backend failed: {type(exc).__name__}")
 
 
 class NoEmbedder:

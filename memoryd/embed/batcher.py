@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from memoryd.embed.base import Embedder, ImmediateEmbedder
+from memoryd.embed.base import Embedder, ImmediateEmbedder, backend_failure
 from memoryd.embed.vectors import F32, empty, text_batch
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
@@ -82,8 +82,8 @@ class CoalescingEmbedder:
         return info
 
     def embed_query_now(self, text: str) -> Future[F32] | None:
-        """The inner embedder's, when it has one and no caller is waiting for a pass here (a
-        query never goes ahead of queued ones)."""
+        """The inner embedder's, when it has one and nobody waits here for a pass (a query
+        never goes ahead of queued ones; the inner one refuses while a pass runs)."""
         if self._immediate is None or self._queue:
             return None
         under_way = self._immediate.embed_query_now(text)
@@ -158,11 +158,9 @@ class CoalescingEmbedder:
         try:
             vectors = await self.inner.embed(texts)
         except Exception as exc:
-            if not isinstance(exc, EmbedderError):
-                log.error("embedding backend raised unexpectedly", exc_info=True)
-                exc = EmbedderError(f"embedding backend failed: {type(exc).__name__}")
+            failure = backend_failure(exc)
             for request in requests:
-                request.error = exc
+                request.error = failure
                 request.done.set()
             return
         log.debug("coalesced embedding call", extra=fields(callers=len(requests), texts=len(texts)))

@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from memoryd.embed.base import backend_failure
 from memoryd.embed.onnx_bert import Runtime
 from memoryd.embed.sentence_model import SentenceModel
 from memoryd.embed.vectors import F32, empty, text_batch
@@ -168,32 +169,38 @@ class LocalEmbedder:
         return await trio.to_thread.run_sync(one_pass, limiter=self._limiter, abandon_on_cancel=True)
 
     def embed_query_now(self, text: str) -> Future[F32] | None:
-        """:class:`~memoryd.embed.base.ImmediateEmbedder`: one query on the query thread, if the
-        model is loaded and no pass is running right now (never waits for one)."""
+        """:class:`~memoryd.embed.base.ImmediateEmbedder`: one query on the query thread, when
+        the model is loaded and no embed() pass runs or waits for its turn (a pass waiting for
+        the lock is never overtaken by queries).  Never waits itself."""
         model = self._model
-        if model is None or not self._passing.acquire(blocking=False):
+        if model is None or self._limiter.borrowed_tokens or not self._passing.acquire(blocking=False):
             return None
 
         def query_pass() -> F32:
             try:
                 vector: F32 = model.embed([text])[0]
                 return vector
+            except EmbedderError:
+                raise
+            except Exception as exc:  # onnxruntime's or numpy's own
+                raise backend_failure(exc) from exc
             finally:
                 self._passing.release()
 
+        if self._query_thread is None:
+            self._query_thread = ThreadPoolExecutor(1, "memoryd-query")
         try:
-            if self._query_thread is None:
-                self._query_thread = ThreadPoolExecutor(1, "memoryd-query")
             return self._query_thread.submit(query_pass)
-        except BaseException:  # shut down (closing): nothing will run the pass
+        except RuntimeError:  # shut down by aclose() meanwhile: nothing will run the pass
             self._passing.release()
-            raise
+            return None
 
     async def aclose(self) -> None:
         model, self._model = self._model, None
         if self._query_thread is not None:
             # A pass under way finishes (its caller is waiting for it); none starts after this.
             self._query_thread.shutdown(wait=False)
+            self._query_thread = None
         if model is not None:
             model.close()
         self._state = "closed"

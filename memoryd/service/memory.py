@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from concurrent.futures import CancelledError, Future
 from typing import Any
 
 import msgspec
-import numpy as np
-import trio
 
 from memoryd.auth import Authenticator
-from memoryd.embed import Embedder, ImmediateEmbedder
-from memoryd.errors import AmbiguousIdPrefix, EmbedderError, InvalidParams, NotFound
+from memoryd.embed import Embedder
+from memoryd.errors import AmbiguousIdPrefix, InvalidParams, NotFound
 from memoryd.ids import DAY_MS, MIN_PREFIX_LENGTH, now_ms
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
@@ -37,6 +33,7 @@ from memoryd.service.params import (
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.people import PeopleService
 from memoryd.service.provenance import caller_scope, identify, owner_names, provenance_of, scope_of
+from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
@@ -74,10 +71,9 @@ class MemoryService:
         self.on_deleted: list[DeletedListener] = []
         self.memories = memories
         self.embedder = embedder
-        self._immediate = embedder if isinstance(embedder, ImmediateEmbedder) else None
+        self._query_vectors = None if embedder is None else QueryVectors(embedder, query_timeout)
         self.backfill = backfill
         self.add_wait = add_wait
-        self.query_timeout = query_timeout
 
     async def add(self, params: AddParams, ctx: CallContext) -> dict[str, Any]:
         caller = identify(params, ctx, self.authenticator)
@@ -172,16 +168,17 @@ class MemoryService:
         focus = None
         if self.people is not None:
             focus, query = await self.people.focus(scope, query, about)
-        # The store reads its keyword part while the query is being embedded.
-        if not self._embeds_queries:
+        queries = self._query_vectors
+        if queries is None or not self._embeds_queries:
             return await self.memories.search(scope, query, limit=limit, people_focus=focus)
+        # The store reads its keyword part while the query is being embedded.
         return await self.memories.search(
             scope,
             query,
             limit=limit,
-            embed_query=lambda: self._embed_query(query),
+            embed_query=lambda: queries.embed(query),
             people_focus=focus,
-            start_embedding=None if self._immediate is None else lambda: self._start_query_embedding(query),
+            start_embedding=lambda: queries.start(query),
         )
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
@@ -237,39 +234,6 @@ class MemoryService:
     @property
     def _embeds_queries(self) -> bool:
         return self.embedder is not None and self.backfill is not None and self.backfill.vector_space_ready
-
-    async def _embed_query(self, query: str) -> np.ndarray | None:
-        """The query's vector, or None: search never fails because the embedder does.  Called
-        only when ``_embeds_queries`` (``search_in`` checks it)."""
-        if self.embedder is None:
-            return None
-        try:
-            with trio.fail_after(self.query_timeout):
-                vectors = await self.embedder.embed([query])
-        except (EmbedderError, trio.TooSlowError) as exc:
-            log.warning("search.keyword_only", extra=fields(reason=type(exc).__name__))
-            return None
-        vector: np.ndarray = vectors[0]
-        return vector
-
-    def _start_query_embedding(self, query: str) -> Callable[[], np.ndarray | None] | None:
-        """``overlapped_search.StartEmbedding``: the query started on the embedder's own thread
-        (None: it cannot start now), and the wait for it, which answers as ``_embed_query``."""
-        assert self._immediate is not None
-        under_way = self._immediate.embed_query_now(query)
-        return None if under_way is None else functools.partial(self._query_vector, under_way)
-
-    def _query_vector(self, under_way: Future[np.ndarray]) -> np.ndarray | None:
-        """In the store's reader thread: the vector, or None (keyword only) past query_timeout
-        or when the embedder failed."""
-        try:
-            return under_way.result(timeout=self.query_timeout)
-        except TimeoutError:
-            reason = "TooSlowError"  # as _embed_query's trio.fail_after says it
-        except (EmbedderError, CancelledError) as exc:
-            reason = type(exc).__name__
-        log.warning("search.keyword_only", extra=fields(reason=reason))
-        return None
 
 
 @contextlib.contextmanager

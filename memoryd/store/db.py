@@ -179,6 +179,11 @@ class Database:
         """Readers nobody holds right now."""
         return int(self._reader_limiter.available_tokens)
 
+    def can_spare(self, *, keep_free: int) -> bool:
+        """Whether a call may take a reader now and hold it idle for a while: more than
+        ``keep_free`` readers are free (so other calls still find one)."""
+        return self.free_readers > keep_free
+
     @contextlib.asynccontextmanager
     async def spare_snapshot(self, *, keep_free: int = 0) -> AsyncIterator[ReadSnapshot | None]:
         """Like ``snapshot`` if more than ``keep_free`` readers are free right now, else None at
@@ -187,7 +192,7 @@ class Database:
         while this one may hold its reader idle for a while."""
         borrower = object()  # a token of its own: the task may hold one already
         try:
-            if self.free_readers <= keep_free:
+            if not self.can_spare(keep_free=keep_free):
                 raise trio.WouldBlock
             self._reader_limiter.acquire_on_behalf_of_nowait(borrower)
         except trio.WouldBlock:

@@ -7,7 +7,7 @@ and its extra worker-thread calls (three more per search) and a second reader co
 instead of 2.8 ms for a vector-only search, +0.6-1 ms in the daemon.  So a scope is searched
 in one worker-thread call unless it holds at least ``overlap_from`` live memories.  (That call
 still reads its keyword part beside the embedding when the embedder can start the query on its
-own thread: ``overlapped_search._beside_the_embedding`` costs no thread call of its own.)
+own thread: ``overlapped_search._plain`` does that without a thread call of its own.)
 
 The size is counted (up to the line: ~0.6 ms at 10k) in the same worker-thread call as a plain
 search, and trusted for REMEASURE_SECONDS: a scope that grows past the line is overlapped from

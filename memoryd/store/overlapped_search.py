@@ -14,7 +14,7 @@ Small scopes (``overlap_gate.py``) are searched in one worker-thread call instea
 parts are short, and each extra thread call costs more than its part.  When the embedder can
 start the query at once on a thread of its own (``StartEmbedding``: the local model, idle), the
 call reads the keyword part and its neighbourhood meanwhile and then waits for the vector
-(``_beside_the_embedding``); else the query is embedded first and the call searches after.
+(``_plain``); else the query is embedded first and the call searches after.
 
 The keyword part and the ranking share one reader and one read transaction, so they see one
 snapshot, as the sequential search does.  The scan on the second reader may see a commit more
@@ -66,10 +66,10 @@ async def run(
     if gate is not None and not gate.worth_overlapping(scope):
         # A small scope: one worker-thread call (overlap_gate.py says why).  Its reader may
         # wait for the embedding at the end: only while another reader stays free.
-        if embed_query is not None and start_embedding is not None and db.free_readers > 1:
+        if embed_query is not None and start_embedding is not None and db.can_spare(keep_free=1):
             vector_under_way = start_embedding()
             if vector_under_way is not None:
-                return await db.read(_beside_the_embedding, gate, scope, query, people_focus, vector_under_way)
+                return await db.read(_plain, gate, scope, query, people_focus, vector_under_way)
         if embed_query is not None:
             query = _with_vector(query, await embed_query())
         return await db.read(_plain, gate, scope, query, people_focus)
@@ -141,30 +141,21 @@ def _plain(
     scope: Scope,
     query: search_parts.SearchQuery,
     people_focus: PeopleFocus | None,
+    vector_under_way: VectorUnderWay | None = None,
 ) -> list[SearchHit]:
+    """The sequential search in one worker-thread call; with ``vector_under_way``, its keyword
+    part and that part's neighbourhood are read while the query is being embedded on the
+    embedder's thread, then it waits for the vector.  (Unlike the overlapped path's, the
+    neighbourhood pays here: it costs no thread call of its own.  README: "Search at 10k: the
+    query started at once (wave 6)".)"""
     if gate.needs_count(scope):
         gate.count(db, scope)
-    return search.search(db, scope, query, people_focus)
-
-
-def _beside_the_embedding(
-    db: apsw.Connection,
-    gate: OverlapGate,
-    scope: Scope,
-    query: search_parts.SearchQuery,
-    people_focus: PeopleFocus | None,
-    vector_under_way: VectorUnderWay,
-) -> list[SearchHit]:
-    """``_plain``, its keyword part and that part's neighbourhood read while the query is being
-    embedded on the embedder's thread.  (Unlike the overlapped path's, the neighbourhood pays
-    here: it costs no thread call of its own.  At 10k memories, daemon p50 6.0-6.7 ms against
-    7.4-8.5 ms embedding first, and 6.6-8.4 ms with the keyword part alone beside it.)"""
-    if gate.needs_count(scope):
-        gate.count(db, scope)
-    words = search_parts.keyword_part(db, scope, query, people_focus)
-    words = search_parts.prepare_ranking(db, scope, words, query.now_ms)
-    with_vector = _with_vector(query, vector_under_way())
-    return search.search(db, scope, with_vector, people_focus, words=words)
+    words = None
+    if vector_under_way is not None:
+        words = search_parts.keyword_part(db, scope, query, people_focus)
+        words = search_parts.prepare_ranking(db, scope, words, query.now_ms)
+        query = _with_vector(query, vector_under_way())
+    return search.search(db, scope, query, people_focus, words=words)
 
 
 def _with_vector(query: search_parts.SearchQuery, vector: npt.ArrayLike | None) -> search_parts.SearchQuery:
