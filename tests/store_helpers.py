@@ -98,7 +98,7 @@ def sql(path: Path, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
 
 @contextlib.contextmanager
 def reading(path: Path, busy_timeout_ms: int = 30_000) -> Iterator[apsw.Connection]:
-    """A read-only connection of the test's own on the store's file (sqlite-vec loaded), closed
+    """A read-only connection of the test's own on a database file (sqlite-vec loaded), closed
     on leaving.  It opens no transaction: ``with db:`` around what must read one snapshot."""
     db = open_connection(path, busy_timeout_ms=busy_timeout_ms, readonly=True)
     try:
