@@ -141,6 +141,7 @@ async def measure(rounds: int, st_python: Path | None = None) -> dict[str, Any]:
             "runtime": embedders[runtime].describe()["runtime"],
             "query": [],
             "query_cpu": [],
+            "query_at_once": [],
             "text": [],
             "batch": [],
             "backfill": [],
@@ -172,6 +173,12 @@ async def measure(rounds: int, st_python: Path | None = None) -> dict[str, Any]:
     for _ in range(rounds):
         for query in QUERIES:
             await timed("query", [query])
+            for runtime, embedder in embedders.items():  # the way a search starts its query
+                wall = time.perf_counter()
+                under_way = embedder.embed_query_now(query)
+                assert under_way is not None, "the model is idle here: the query starts at once"
+                under_way.result()
+                runs[runtime]["query_at_once"].append(time.perf_counter() - wall)
     for text in memory_like_texts(rounds * 2, seed=1):
         await timed("text", [text])
     for i in range(max(3, rounds // 5)):
@@ -231,6 +238,7 @@ def memoryd_cells(run: dict[str, Any]) -> dict[str, str]:
         "load CPU (process)": f"{run['load_cpu']:.2f} s",
         "query p50 / p95": latency_cell(run["query"]),
         "query CPU p50 (process)": ms(statistics.median(run["query_cpu"])),
+        "query at once (search) p50 / p95": latency_cell(run["query_at_once"]),
         "memory-like text p50 / p95": latency_cell(run["text"]),
         "batch of 32": rate_cell(32, run["batch"]),
         f"backfill: {BACKFILL_BATCH} texts of ~30 tokens": rate_cell(BACKFILL_BATCH, run["backfill"]),
@@ -264,11 +272,13 @@ def run(bench: Any) -> None:
     fast = result["runtimes"]["onnxruntime"]
     numpy_p50 = statistics.median(result["runtimes"]["numpy"]["query"])
     p50 = statistics.median(fast["query"])
+    at_once = statistics.median(fast["query_at_once"])
     st_p50 = min((statistics.median(samples["query"]) for samples in result.get("st", {}).values()), default=None)
     beside_st = f"; sentence-transformers (faster setting) {ms(st_p50)}" if st_p50 is not None else ""
+    # Judged on embed(), the slower of memoryd's two ways (a search takes the other when it can).
     met = p50 <= 0.004 and (st_p50 is None or p50 <= st_p50)
     cpu = statistics.median(fast["query_cpu"])
-    value = f"p50 {ms(p50)}, CPU {ms(cpu)} (numpy {ms(numpy_p50)}{beside_st})"
+    value = f"p50 {ms(p50)}, at once {ms(at_once)}, CPU {ms(cpu)} (numpy {ms(numpy_p50)}{beside_st})"
     target = "<= 4 ms p50, never slower than ST"
     bench.result("query embedding, one short query, onnxruntime", value, target, verdict(met))
     load = fast["load_seconds"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -53,6 +54,32 @@ async def test_local_model_finds_memories_by_meaning(local_peer: NdjsonPeer) -> 
     # Which encoder runs the model: onnxruntime is a dependency, numpy only its fallback.
     assert health["embedder"]["runtime"].startswith("onnxruntime ")
     assert health["backlog"].get("embed", 0) == 0
+    # The query started at once on the idle model's own thread (beside its keyword part).
+    assert health["embedder"]["coalescing"]["queries_at_once"] >= 1
+
+
+async def test_a_query_past_query_timeout_leaves_a_keyword_search(
+    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No query can be embedded within a nanosecond: whichever way it was started (at once on
+    # the model's thread, or queued), the search gives up on the vector and ranks by keywords.
+    caplog.set_level(logging.WARNING, logger="memoryd")
+    config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0, "query_timeout": 1e-9})
+    daemon = Daemon(config, embedder=local_embedder)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await wait_vector_space_ready(peer)
+    for fact in ["allergic to peanuts", "wife Sarah likes Italian food"]:
+        assert (await call_ok(peer, "memory.add", {**ALICE, "content": fact}))["embedded"] is True
+    with trio.fail_after(30):
+        while True:  # until a search's query started at once (the model may be finishing a pass)
+            assert await call_ok(peer, "memory.search", {**ALICE, "query": "which cuisine does his spouse enjoy?"}) == []
+            if (await call_ok(peer, "system.health", {}))["embedder"]["coalescing"]["queries_at_once"]:
+                break
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"})
+    assert [hit["content"] for hit in hits] == ["allergic to peanuts"]
+    reasons = [record.fields["reason"] for record in caplog.records if record.getMessage() == "search.keyword_only"]
+    assert reasons and set(reasons) == {"TooSlowError"}
 
 
 async def test_backend_down_add_still_succeeds_and_is_keyword_searchable(

@@ -226,7 +226,9 @@ async def test_identity_lifecycle_and_health_come_from_the_backend(
     await gather(coalescing, [["a"], ["b"]])
     info = coalescing.describe()
     assert info["backend"] == "hash"
-    assert info["coalescing"] == {"running": True, "max_batch": 8, "queued": 0, "backend_calls": 1, "texts": 2}
+    assert info["coalescing"] == {
+        "running": True, "max_batch": 8, "queued": 0, "backend_calls": 1, "texts": 2, "queries_at_once": 0
+    }
     await coalescing.aclose()
     assert (inner.started, inner.closed) == (1, 1)
 
@@ -246,3 +248,18 @@ async def test_merged_local_model_calls_give_the_same_vectors_as_direct_calls() 
     for result, expected in zip(results, direct, strict=True):
         assert isinstance(result, np.ndarray)
         assert float(result[0] @ expected) > 0.99999
+
+
+async def test_a_query_starts_at_once_only_where_the_inner_embedder_can() -> None:
+    assert CoalescingEmbedder(HashEmbedder()).embed_query_now("a") is None  # no such path
+    local = LocalEmbedder()
+    with trio.fail_after(30):
+        await local.start()
+    coalescing = CoalescingEmbedder(local)
+    under_way = coalescing.embed_query_now("a cup of tea")
+    assert under_way is not None
+    assert under_way.result(timeout=30).shape == (384,)
+    assert coalescing.describe()["coalescing"]["queries_at_once"] == 1
+    await coalescing.aclose()
+    assert coalescing.embed_query_now("a cup of tea") is None
+    assert coalescing.describe()["coalescing"]["queries_at_once"] == 1

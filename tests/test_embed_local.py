@@ -253,3 +253,49 @@ async def test_describe_names_the_openblas_kernel_in_use() -> None:
 def test_an_explicit_openblas_thread_count_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
     assert limit_blas_threads(1) is False
+
+
+@RUNTIMES
+async def test_a_query_started_at_once_is_the_vector_embed_gives(runtime: Runtime) -> None:
+    # The search's fast path (embed_query_now, on the model's own thread) and the batched path
+    # (embed) give the same vectors, the reference's.
+    embedder = await started(LocalEmbedder(runtime=runtime))
+    try:
+        for i, text in enumerate(TEXTS):
+            under_way = embedder.embed_query_now(text)
+            assert under_way is not None  # nothing else is running: it starts
+            vector = under_way.result(timeout=30)
+            assert vector.dtype == np.float32 and vector.shape == (384,)
+            assert float(vector @ EXPECTED[i]) >= MIN_COSINE
+            np.testing.assert_allclose(vector, (await embedder.embed([text]))[0], rtol=0, atol=1e-6)
+    finally:
+        await embedder.aclose()
+    assert embedder.embed_query_now(TEXTS[0]) is None  # closed: nothing starts
+
+
+async def test_a_query_never_starts_while_another_pass_runs() -> None:
+    # embed() of a long batch holds the model for about a second; a query asked meanwhile is
+    # refused (None: the search awaits embed() instead), and those that did start are right.
+    embedder = await started(LocalEmbedder())
+    batch = [" ".join(TEXTS) * 4] * 48
+    refused, vectors = 0, []
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            done = trio.Event()
+
+            async def long_pass() -> None:
+                assert_unit_rows(await embedder.embed(batch), len(batch))
+                done.set()
+
+            nursery.start_soon(long_pass)
+            while not done.is_set():
+                under_way = embedder.embed_query_now(TEXTS[0])
+                if under_way is None:
+                    refused += 1
+                else:
+                    vectors.append(await trio.to_thread.run_sync(under_way.result))
+                await trio.sleep(0.001)
+    assert refused > 0
+    assert all(float(vector @ EXPECTED[0]) >= MIN_COSINE for vector in vectors)
+    again = embedder.embed_query_now(TEXTS[1])  # the pass is over: a query starts again
+    assert again is not None and float(again.result(timeout=30) @ EXPECTED[1]) >= MIN_COSINE

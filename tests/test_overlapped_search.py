@@ -5,6 +5,7 @@ its keyword part and ranking in one snapshot."""
 from __future__ import annotations
 
 import random
+import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from memoryd.store import (
 )
 from memoryd.store.db import Database
 from memoryd.store.overlap_gate import REMEASURE_SECONDS, OverlapGate
+from memoryd.store.overlapped_search import VectorUnderWay
 from tests.store_helpers import Clock, embed_all, note, reading
 
 DIM = 16
@@ -337,3 +339,82 @@ async def test_the_overlap_gate_overlaps_the_scopes_counted_big_lately(store: St
         now[0] += REMEASURE_SECONDS
         assert big.needs_count(ALICE) and not big.worth_overlapping(ALICE)  # stale: counted again
         assert OverlapGate(0).worth_overlapping(ALICE) and not OverlapGate(0).needs_count(ALICE)
+
+
+async def not_awaited() -> np.ndarray | None:
+    raise AssertionError("embed_query was awaited though the embedding had started at once")
+
+
+@pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
+async def test_a_small_scope_searched_beside_its_embedding_gives_the_sequential_hits(
+    tmp_path: Path, clock: Clock, scope: Scope
+) -> None:
+    # The embedding started at once on a thread of the embedder's: one worker-thread call reads
+    # the keyword part and its neighbourhood, then waits there for the vector.
+    with open_store(tmp_path / "memory.db", clock, readers=3, overlap_from=10_000) as store:
+        await fill(store)
+        for text, vector in queries(30):
+            waited_in: list[int] = []
+
+            def start(vector: np.ndarray | None = vector) -> VectorUnderWay:
+                def wait() -> np.ndarray | None:
+                    waited_in.append(threading.get_ident())
+                    return vector
+
+                return wait
+
+            fast = await store.memories.search(scope, text, limit=10, embed_query=not_awaited, start_embedding=start)
+            same(fast, sequential(store, scope, text, vector, 10))
+            assert waited_in and waited_in != [threading.get_ident()]  # in the reader's thread
+
+
+async def test_an_embedding_that_cannot_start_at_once_is_awaited(tmp_path: Path, clock: Clock) -> None:
+    with open_store(tmp_path / "memory.db", clock, readers=3, overlap_from=10_000) as store:
+        await fill(store)
+        for text, vector in queries(10):
+            awaited = []
+
+            async def embed(vector: np.ndarray | None = vector) -> np.ndarray | None:
+                awaited.append(text)
+                return vector
+
+            fast = await store.memories.search(ALICE, text, limit=10, embed_query=embed, start_embedding=lambda: None)
+            same(fast, sequential(store, ALICE, text, vector, 10))
+            assert awaited == [text]
+
+
+async def test_a_search_beside_its_embedding_leaves_a_reader_free(tmp_path: Path, clock: Clock) -> None:
+    # A reader waiting in its thread for a slow embedding is one reader idle: only one search
+    # may do that while another reader is free; the others await their embedding first.
+    with open_store(tmp_path / "memory.db", clock, readers=2, overlap_from=10_000) as store:
+        await fill(store)
+        text, vector = "tea garden", vector_of("tea garden")
+        in_thread, on_loop = threading.Event(), trio.Event()
+        started: list[str] = []
+
+        def start() -> VectorUnderWay:
+            started.append(text)
+            return lambda: vector if in_thread.wait(timeout=30) else None
+
+        async def embed() -> np.ndarray:
+            await on_loop.wait()
+            return vector
+
+        found: list[list[SearchHit]] = []
+
+        async def one() -> None:
+            found.append(await store.memories.search(ALICE, text, limit=10, embed_query=embed, start_embedding=start))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(one)
+            try:
+                await trio.sleep(0.3)  # every search is waiting for its vector by now
+                with trio.fail_after(10):
+                    assert await store.memories.list(ALICE, limit=5)
+            finally:  # the searches end either way
+                in_thread.set()
+                on_loop.set()
+        assert len(started) == 1 and len(found) == 3
+        for hits in found:
+            same(hits, sequential(store, ALICE, text, vector, 10))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memoryd.embed.base import Embedder, NoEmbedder
+from memoryd.embed.base import Embedder, ImmediateEmbedder, NoEmbedder
 from memoryd.embed.batcher import CoalescingEmbedder
 from memoryd.embed.factory import make_embedder
 from memoryd.lazy import exports_on_first_use
@@ -35,6 +35,7 @@ __all__ = [
     "CoalescingEmbedder",
     "Embedder",
     "HttpEmbedder",
+    "ImmediateEmbedder",
     "LocalEmbedder",
     "NoEmbedder",
     "OllamaEmbedder",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any, Protocol, runtime_checkable
 
 from memoryd.embed.vectors import F32
@@ -36,6 +37,18 @@ class Embedder(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """For system.health: backend, model, dim, state, last_error (never a secret)."""
+        ...
+
+
+@runtime_checkable
+class ImmediateEmbedder(Protocol):
+    """An embedder that can start one query's embedding at once, from any thread, on a thread
+    of its own (the local model: no event-loop round trip, and a search reads its keyword part
+    meanwhile).  The HTTP backends are not: their wait is the server's."""
+
+    def embed_query_now(self, text: str) -> Future[F32] | None:
+        """The query's unit vector (dim,) under way, or None when the model is busy or not
+        loaded (the caller awaits ``embed`` instead).  The future may fail with EmbedderError."""
         ...
 
 

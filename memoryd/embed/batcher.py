@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
-from memoryd.embed.base import Embedder
+from memoryd.embed.base import Embedder, ImmediateEmbedder
 from memoryd.embed.vectors import F32, empty, text_batch
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
@@ -45,12 +46,14 @@ class CoalescingEmbedder:
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
         self.inner = inner
+        self._immediate = inner if isinstance(inner, ImmediateEmbedder) else None
         self.max_batch = max_batch
         self._queue: deque[_Request] = deque()
         self._wakeup = trio.Event()
         self._running = False
         self._backend_calls = 0
         self._texts = 0
+        self._queries_at_once = 0
 
     @property
     def model_id(self) -> str | None:
@@ -74,8 +77,18 @@ class CoalescingEmbedder:
             "queued": len(self._queue),
             "backend_calls": self._backend_calls,
             "texts": self._texts,
+            "queries_at_once": self._queries_at_once,
         }
         return info
+
+    def embed_query_now(self, text: str) -> Future[F32] | None:
+        """The inner embedder's, when it has one and no caller is waiting for a pass here (a
+        query never goes ahead of queued ones)."""
+        if self._immediate is None or self._queue:
+            return None
+        under_way = self._immediate.embed_query_now(text)
+        self._queries_at_once += under_way is not None
+        return under_way
 
     async def embed(self, texts: Sequence[str]) -> F32:
         if not self._running:

@@ -2,7 +2,8 @@
 onnxruntime when it is installed, else on numpy (same vectors, see memoryd.embed.onnx_bert).
 
 Loading and every embed() run in a worker thread, one call at a time (a call already spreads
-its chunks over every core), never on the event loop.
+its chunks over every core), never on the event loop.  A search's query may instead start at
+once on the model's own query thread (``embed_query_now``) when no other pass is running.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,10 @@ class LocalEmbedder:
         self._workers = workers
         self._runtime: Runtime = runtime
         self._limiter = limiter or trio.CapacityLimiter(1)
+        #: Held by every pass over the model: the limiter orders embed()'s passes, this lock
+        #: also keeps embed_query_now's out of them (and theirs out of it).
+        self._passing = threading.Lock()
+        self._query_thread: ThreadPoolExecutor | None = None
         self._model: SentenceModel | None = None
         self._ahead: Future[SentenceModel] | None = None
         self._start_lock = trio.Lock()
@@ -153,12 +158,42 @@ class LocalEmbedder:
         batch = text_batch(texts)
         if not batch:
             return empty(self.dim)
+
+        def one_pass() -> F32:
+            with self._passing:
+                return model.embed(batch)
+
         # abandon_on_cancel: a cancelled caller returns at once; the thread finishes on its own
         # and only then gives back its limiter token, so passes never overlap.
-        return await trio.to_thread.run_sync(model.embed, batch, limiter=self._limiter, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(one_pass, limiter=self._limiter, abandon_on_cancel=True)
+
+    def embed_query_now(self, text: str) -> Future[F32] | None:
+        """:class:`~memoryd.embed.base.ImmediateEmbedder`: one query on the query thread, if the
+        model is loaded and no pass is running right now (never waits for one)."""
+        model = self._model
+        if model is None or not self._passing.acquire(blocking=False):
+            return None
+
+        def query_pass() -> F32:
+            try:
+                vector: F32 = model.embed([text])[0]
+                return vector
+            finally:
+                self._passing.release()
+
+        try:
+            if self._query_thread is None:
+                self._query_thread = ThreadPoolExecutor(1, "memoryd-query")
+            return self._query_thread.submit(query_pass)
+        except BaseException:  # shut down (closing): nothing will run the pass
+            self._passing.release()
+            raise
 
     async def aclose(self) -> None:
         model, self._model = self._model, None
+        if self._query_thread is not None:
+            # A pass under way finishes (its caller is waiting for it); none starts after this.
+            self._query_thread.shutdown(wait=False)
         if model is not None:
             model.close()
         self._state = "closed"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
 import msgspec
@@ -13,7 +15,7 @@ import numpy as np
 import trio
 
 from memoryd.auth import Authenticator
-from memoryd.embed import Embedder
+from memoryd.embed import Embedder, ImmediateEmbedder
 from memoryd.errors import AmbiguousIdPrefix, EmbedderError, InvalidParams, NotFound
 from memoryd.ids import DAY_MS, MIN_PREFIX_LENGTH, now_ms
 from memoryd.log import fields
@@ -72,6 +74,7 @@ class MemoryService:
         self.on_deleted: list[DeletedListener] = []
         self.memories = memories
         self.embedder = embedder
+        self._immediate = embedder if isinstance(embedder, ImmediateEmbedder) else None
         self.backfill = backfill
         self.add_wait = add_wait
         self.query_timeout = query_timeout
@@ -169,9 +172,17 @@ class MemoryService:
         focus = None
         if self.people is not None:
             focus, query = await self.people.focus(scope, query, about)
-        # The store starts its keyword part while the query is being embedded.
-        embed = (lambda: self._embed_query(query)) if self._embeds_queries else None
-        return await self.memories.search(scope, query, limit=limit, embed_query=embed, people_focus=focus)
+        # The store reads its keyword part while the query is being embedded.
+        if not self._embeds_queries:
+            return await self.memories.search(scope, query, limit=limit, people_focus=focus)
+        return await self.memories.search(
+            scope,
+            query,
+            limit=limit,
+            embed_query=lambda: self._embed_query(query),
+            people_focus=focus,
+            start_embedding=None if self._immediate is None else lambda: self._start_query_embedding(query),
+        )
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
         scope = dataclasses.replace(
@@ -240,6 +251,25 @@ class MemoryService:
             return None
         vector: np.ndarray = vectors[0]
         return vector
+
+    def _start_query_embedding(self, query: str) -> Callable[[], np.ndarray | None] | None:
+        """``overlapped_search.StartEmbedding``: the query started on the embedder's own thread
+        (None: it cannot start now), and the wait for it, which answers as ``_embed_query``."""
+        assert self._immediate is not None
+        under_way = self._immediate.embed_query_now(query)
+        return None if under_way is None else functools.partial(self._query_vector, under_way)
+
+    def _query_vector(self, under_way: Future[np.ndarray]) -> np.ndarray | None:
+        """In the store's reader thread: the vector, or None (keyword only) past query_timeout
+        or when the embedder failed."""
+        try:
+            return under_way.result(timeout=self.query_timeout)
+        except TimeoutError:
+            reason = "TooSlowError"  # as _embed_query's trio.fail_after says it
+        except (EmbedderError, CancelledError) as exc:
+            reason = type(exc).__name__
+        log.warning("search.keyword_only", extra=fields(reason=reason))
+        return None
 
 
 @contextlib.contextmanager

@@ -4,9 +4,10 @@ Overlapping pays where the parts are long: at 100k memories in a scope the keywo
 ~4 ms and the KNN scan ~5-7 ms, and running them beside the query's embedding and each other
 saved 0.1-5 ms a search.  At 10k they take ~1.5 ms each, the overlap gained nothing measurable,
 and its extra worker-thread calls (three more per search) and a second reader cost CPU: 3.5 ms
-instead of 2.8 ms for a vector-only search, +0.6-1 ms in the daemon, where the keyword part
-also slows the embedding it runs beside (onnxruntime uses both cores).  So a scope is searched
-in one worker-thread call unless it holds at least ``overlap_from`` live memories.
+instead of 2.8 ms for a vector-only search, +0.6-1 ms in the daemon.  So a scope is searched
+in one worker-thread call unless it holds at least ``overlap_from`` live memories.  (That call
+still reads its keyword part beside the embedding when the embedder can start the query on its
+own thread: ``overlapped_search._beside_the_embedding`` costs no thread call of its own.)
 
 The size is counted (up to the line: ~0.6 ms at 10k) in the same worker-thread call as a plain
 search, and trusted for REMEASURE_SECONDS: a scope that grows past the line is overlapped from

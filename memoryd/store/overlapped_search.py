@@ -10,8 +10,11 @@ part and then reads the keyword candidates' neighbourhood (``search_parts.prepar
 the ranking reads first anyway.
 Neither reader is ever waited for while another is held, and a search waiting for its embedding
 holds a reader only while another stays free (else it embeds first, then reads, as before).
-Small scopes are not overlapped at all (``overlap_gate.py``): there the parts are short, and
-the extra thread calls cost more CPU than the overlap saves.
+Small scopes (``overlap_gate.py``) are searched in one worker-thread call instead: there the
+parts are short, and each extra thread call costs more than its part.  When the embedder can
+start the query at once on a thread of its own (``StartEmbedding``: the local model, idle), the
+call reads the keyword part and its neighbourhood meanwhile and then waits for the vector
+(``_beside_the_embedding``); else the query is embedded first and the call searches after.
 
 The keyword part and the ranking share one reader and one read transaction, so they see one
 snapshot, as the sequential search does.  The scan on the second reader may see a commit more
@@ -41,6 +44,11 @@ from memoryd.store.visibility import Scope
 
 #: Gives the query's vector, or None for a keyword-only search (the embedder is down or slow).
 EmbedQuery = Callable[[], Awaitable[npt.ArrayLike | None]]
+#: Waits, in any thread, for a query's vector under way (None: keyword only).
+VectorUnderWay = Callable[[], npt.ArrayLike | None]
+#: Starts the query's embedding at once on a thread of the embedder's own and gives the wait
+#: for it, or gives None when the embedder cannot start it right now.
+StartEmbedding = Callable[[], VectorUnderWay | None]
 
 
 async def run(
@@ -50,11 +58,18 @@ async def run(
     people_focus: PeopleFocus | None = None,
     embed_query: EmbedQuery | None = None,
     gate: OverlapGate | None = None,
+    start_embedding: StartEmbedding | None = None,
 ) -> list[SearchHit]:
-    """``search.search``, with ``query.vector`` from ``embed_query`` when one is given.
+    """``search.search``, with ``query.vector`` from ``embed_query`` when one is given (or
+    from ``start_embedding``, in a small scope, when it can start).
     ``gate``: which scopes are big enough to overlap (None: every scope)."""
     if gate is not None and not gate.worth_overlapping(scope):
-        # A small scope: embed first, then one worker-thread call (overlap_gate.py says why).
+        # A small scope: one worker-thread call (overlap_gate.py says why).  Its reader may
+        # wait for the embedding at the end: only while another reader stays free.
+        if embed_query is not None and start_embedding is not None and db.free_readers > 1:
+            vector_under_way = start_embedding()
+            if vector_under_way is not None:
+                return await db.read(_beside_the_embedding, gate, scope, query, people_focus, vector_under_way)
         if embed_query is not None:
             query = _with_vector(query, await embed_query())
         return await db.read(_plain, gate, scope, query, people_focus)
@@ -130,6 +145,26 @@ def _plain(
     if gate.needs_count(scope):
         gate.count(db, scope)
     return search.search(db, scope, query, people_focus)
+
+
+def _beside_the_embedding(
+    db: apsw.Connection,
+    gate: OverlapGate,
+    scope: Scope,
+    query: search_parts.SearchQuery,
+    people_focus: PeopleFocus | None,
+    vector_under_way: VectorUnderWay,
+) -> list[SearchHit]:
+    """``_plain``, its keyword part and that part's neighbourhood read while the query is being
+    embedded on the embedder's thread.  (Unlike the overlapped path's, the neighbourhood pays
+    here: it costs no thread call of its own.  At 10k memories, daemon p50 6.0-6.7 ms against
+    7.4-8.5 ms embedding first, and 6.6-8.4 ms with the keyword part alone beside it.)"""
+    if gate.needs_count(scope):
+        gate.count(db, scope)
+    words = search_parts.keyword_part(db, scope, query, people_focus)
+    words = search_parts.prepare_ranking(db, scope, words, query.now_ms)
+    with_vector = _with_vector(query, vector_under_way())
+    return search.search(db, scope, with_vector, people_focus, words=words)
 
 
 def _with_vector(query: search_parts.SearchQuery, vector: npt.ArrayLike | None) -> search_parts.SearchQuery:

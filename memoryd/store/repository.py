@@ -20,7 +20,7 @@ from memoryd.store.condition import Condition
 from memoryd.store.db import Database
 from memoryd.store.hits import HitCounter
 from memoryd.store.overlap_gate import OverlapGate
-from memoryd.store.overlapped_search import EmbedQuery
+from memoryd.store.overlapped_search import EmbedQuery, StartEmbedding
 from memoryd.store.people_retriever import PeopleFocus
 from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
 from memoryd.store.vectors import VectorSpace
@@ -91,12 +91,15 @@ class MemoryRepository:
         query_vector: npt.ArrayLike | None = None,
         embed_query: EmbedQuery | None = None,
         people_focus: PeopleFocus | None = None,
+        start_embedding: StartEmbedding | None = None,
     ) -> builtins.list[SearchHit]:
         """Hybrid keyword + vector search within the caller's scope, best first.
 
         ``query_vector`` must come from the embedder of the configured vector space; before one
         was configured (or with a vector of the wrong length) the search is keyword-only.  Or
         ``embed_query`` gives it: the search starts its keyword part while it runs.
+        ``start_embedding``: the same vector started at once on the embedder's own thread,
+        when it can be (``overlapped_search.StartEmbedding``; ``embed_query`` is still needed).
         ``people_focus``: the people the query mentions or an ``about`` filter names.
         """
         vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
@@ -107,6 +110,7 @@ class MemoryRepository:
             people_focus,
             embed_query,
             self._overlap,
+            start_embedding,
         )
         self._hits.note((hit.id for hit in hits), self._clock())
         return hits
