@@ -37,29 +37,21 @@ from harness import Server, load_average, loadgen, p50  # noqa: E402
 CLIENTS = 32
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of ``pid`` so far (schedstat's first field, in ns)."""
-    total = 0
+def cpu_and_sleeps(pid: int) -> tuple[float, int]:
+    """CPU seconds (schedstat's first field, in ns) and voluntary context switches (each a sleep
+    that a wake-up must end) of every thread of ``pid`` so far, in one pass over its threads."""
+    cpu_ns = switches = 0
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as file:
-                total += int(file.read().split()[0])
-        except OSError:
-            pass  # a thread that ended meanwhile
-    return total / 1e9
-
-
-def sleeps(pid: int) -> int:
-    """Voluntary context switches of every thread of ``pid`` so far: each is a sleep that a
-    wake-up must end."""
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
+                task_ns = int(file.read().split()[0])
             with open(f"/proc/{pid}/task/{task}/status", encoding="ascii") as file:
-                total += sum(int(line.split()[1]) for line in file if line.startswith("voluntary_ctxt_switches"))
+                task_switches = sum(int(line.split()[1]) for line in file if line.startswith("voluntary_ctxt_switches"))
         except OSError:
-            pass
-    return total
+            continue  # a thread that ended meanwhile
+        cpu_ns += task_ns
+        switches += task_switches
+    return cpu_ns / 1e9, switches
 
 
 #: (server CPUs, client CPUs) per placement; None leaves them where they are.
@@ -147,14 +139,15 @@ def measure(
     for framing in args.framings.split(","):
         for clients, calls, warmup in ((1, args.calls, 200), (CLIENTS, args.per_client, 10)):
             for label, server in servers.items():
-                cpu_before, sleeps_before = cpu_seconds(server.pid), sleeps(server.pid)
+                cpu_before, sleeps_before = cpu_and_sleeps(server.pid)
                 report = loadgen(server.socket_path, workload="health", clients=clients, requests=calls,
                                  warmup=warmup, framing=framing)  # fmt: skip
+                cpu_after, sleeps_after = cpu_and_sleeps(server.pid)
                 count = len(report["latencies"]) + clients * warmup
                 runs.setdefault((label, placement, framing, clients), []).append((
                     p50(report["latencies"]),
-                    (cpu_seconds(server.pid) - cpu_before) / count,
-                    (sleeps(server.pid) - sleeps_before) / count,
+                    (cpu_after - cpu_before) / count,
+                    (sleeps_after - sleeps_before) / count,
                 ))
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
-"""What the store tests share: a movable clock, memories to add, vectors, the embed-all loop and
-SQL on the database file through a connection of the test's own (the real file, no internals)."""
+"""What the store tests share: a movable clock, memories to add, vectors (and the int8 copies older
+stores kept), the embed-all loop and SQL on the database file through a connection of the test's
+own (the real file, no internals)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import apsw
 import numpy as np
 
 from memoryd.ids import now_ms
@@ -51,6 +54,19 @@ def unit(dim: int, *components: float) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
+def random_units(count: int, seed: int, dim: int = 384) -> np.ndarray:
+    """``count`` random unit vectors (rows) of ``dim`` dimensions (MiniLM's by default), the same
+    for the same ``seed``."""
+    vectors = np.random.default_rng(seed).standard_normal((count, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def int8_copy(vector: np.ndarray) -> bytes:
+    """The int8 rescoring copy stores of schemas m008-m011 kept: the vector scaled so its largest
+    component is 127, written out here rather than taken from the code that reads it."""
+    return np.rint(vector * 127 / np.abs(vector).max()).astype(np.int8).tobytes()
+
+
 async def embed_all(
     store: Store,
     vector_for: Mapping[str, np.ndarray] | Callable[[str], np.ndarray],
@@ -76,5 +92,16 @@ def sql(path: Path, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
     try:
         with db:
             return [tuple(row) for row in db.execute(query, params)]
+    finally:
+        db.close()
+
+
+@contextlib.contextmanager
+def reading(path: Path, busy_timeout_ms: int = 30_000) -> Iterator[apsw.Connection]:
+    """A read-only connection of the test's own on a database file (sqlite-vec loaded), closed
+    on leaving.  It opens no transaction: ``with db:`` around what must read one snapshot."""
+    db = open_connection(path, busy_timeout_ms=busy_timeout_ms, readonly=True)
+    try:
+        yield db
     finally:
         db.close()

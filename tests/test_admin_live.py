@@ -19,6 +19,7 @@ from memoryd.ids import now_ms
 from memoryd.server.daemon import Daemon
 from tests.admin_cli import memoryd, text
 from tests.conftest import make_config
+from tests.store_helpers import reading
 from tests.wire import NdjsonPeer, listed_ids, sync_call, sync_listed_ids
 
 
@@ -71,11 +72,8 @@ class Writers:
 
 
 def all_ids(db_file: Path) -> set[str]:
-    db = apsw.Connection(str(db_file), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
+    with reading(db_file) as db:
         return {row[0] for row in db.execute("SELECT id FROM memories")}
-    finally:
-        db.close()
 
 
 async def test_stats_and_gc_work_on_a_live_daemon_while_it_keeps_serving(daemon: Daemon, short_tmp: Path) -> None:

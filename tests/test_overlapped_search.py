@@ -25,10 +25,10 @@ from memoryd.store import (
     search_parts,
     vectors,
 )
-from memoryd.store.db import Database, open_connection
+from memoryd.store.db import Database
 from memoryd.store.overlap_gate import REMEASURE_SECONDS, OverlapGate
 from memoryd.store.overlapped_search import VectorUnderWay
-from tests.store_helpers import Clock, embed_all, note
+from tests.store_helpers import Clock, embed_all, note, reading
 
 DIM = 16
 NOW = 1_800_000_000_000
@@ -80,13 +80,9 @@ async def fill(store: Store, count: int = 120) -> None:
 
 def sequential(store: Store, scope: Scope, text: str, vector: np.ndarray | None, limit: int) -> list[SearchHit]:
     """The plain search, in one read transaction of a connection of the test's own."""
-    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
-    try:
-        with db:
-            space = vectors.read_space(db)
-            return search.search(db, scope, search_parts.SearchQuery(text, limit, vector, space, NOW))
-    finally:
-        db.close()
+    with reading(store.path) as db, db:
+        space = vectors.read_space(db)
+        return search.search(db, scope, search_parts.SearchQuery(text, limit, vector, space, NOW))
 
 
 def queries(count: int) -> list[tuple[str, np.ndarray | None]]:
@@ -183,8 +179,7 @@ async def test_a_scan_from_another_state_of_the_vectors_is_scanned_again(store: 
     # rank without the newest memory; the ranking scans again in its own snapshot instead.
     await fill(store)
     query = search_parts.SearchQuery("", 10, vector_of("query"), None, NOW)
-    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
-    try:
+    with reading(store.path) as db:
         with db:
             query = search_parts.SearchQuery("", 10, query.vector, vectors.read_space(db), NOW)
             stale = search_parts.vector_part(db, ALICE, query)
@@ -193,8 +188,6 @@ async def test_a_scan_from_another_state_of_the_vectors_is_scanned_again(store: 
         with db:
             plain = search.search(db, ALICE, query)
             given_the_stale_list = search.search(db, ALICE, query, semantic=stale)
-    finally:
-        db.close()
     assert plain[0].id == newest.id
     same(given_the_stale_list, plain)
 
@@ -257,8 +250,7 @@ async def test_two_neighbourhoods_merged_are_the_neighbourhood_of_both(store: St
     # The keyword part reads its candidates' neighbourhood ahead; the ranking adds the vector
     # candidates' and merges: the same rows and links as one read of all the centres.
     await fill(store)
-    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
-    try:
+    with reading(store.path) as db:
         rowids = [int(r) for (r,) in db.execute("SELECT rowid FROM memories ORDER BY rowid")]
         rng = random.Random(5)
         for scope in (ALICE, ALICE_IN_GROUP):
@@ -272,8 +264,6 @@ async def test_two_neighbourhoods_merged_are_the_neighbourhood_of_both(store: St
                     whole.rows, whole.before, whole.after, whole.centres
                 )
                 assert whole.after  # the memories were added close together: they link
-    finally:
-        db.close()
 
 
 async def test_searches_waiting_for_their_embedding_leave_a_reader_free(tmp_path: Path, clock: Clock) -> None:
@@ -307,8 +297,7 @@ async def test_searches_waiting_for_their_embedding_leave_a_reader_free(tmp_path
 @pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
 async def test_a_ranking_prepared_ahead_gives_the_sequential_hits(store: Store, scope: Scope) -> None:
     await fill(store)
-    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
-    try:
+    with reading(store.path) as db:
         for text, vector in queries(30):
             with db:
                 query = search_parts.SearchQuery(text, 10, vector, vectors.read_space(db), NOW)
@@ -316,8 +305,6 @@ async def test_a_ranking_prepared_ahead_gives_the_sequential_hits(store: Store, 
                 semantic = search_parts.vector_part(db, scope, query)
                 fast = search.search(db, scope, query, words=words, semantic=semantic)
             same(fast, sequential(store, scope, text, vector, 10))
-    finally:
-        db.close()
 
 
 @pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
@@ -340,8 +327,7 @@ async def test_the_overlap_gate_overlaps_the_scopes_counted_big_lately(store: St
     await fill(store)
     now = [0.0]
     small, big = OverlapGate(76, clock=lambda: now[0]), OverlapGate(75, clock=lambda: now[0])
-    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
-    try:
+    with reading(store.path) as db:
         for gate in (small, big):
             assert not gate.worth_overlapping(ALICE) and gate.needs_count(ALICE)  # never counted
             gate.count(db, ALICE)
@@ -353,8 +339,6 @@ async def test_the_overlap_gate_overlaps_the_scopes_counted_big_lately(store: St
         now[0] += REMEASURE_SECONDS
         assert big.needs_count(ALICE) and not big.worth_overlapping(ALICE)  # stale: counted again
         assert OverlapGate(0).worth_overlapping(ALICE) and not OverlapGate(0).needs_count(ALICE)
-    finally:
-        db.close()
 
 
 async def not_awaited() -> np.ndarray | None:

@@ -16,7 +16,7 @@ from memoryd.ids import now_ms
 from memoryd.store import Provenance, Scope, Store, keyword, neighbours, ranking, scope_stats
 from memoryd.store.db import open_connection
 from memoryd.store.term_match import TermWeights
-from tests.store_helpers import note
+from tests.store_helpers import note, reading
 
 ALICE = Scope("alice")
 ALICE_IN_GROUP = Scope("alice", "chat-1", chat_type="group")
@@ -26,10 +26,6 @@ ALICE_IN_GROUP = Scope("alice", "chat-1", chat_type="group")
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store(tmp_path / "memory.db", readers=2) as s:
         yield s
-
-
-def reader(store: Store) -> apsw.Connection:
-    return open_connection(store.path, busy_timeout_ms=1000, readonly=True)
 
 
 # -- keyword: probe the best matches, then the joined query ----------------------------------
@@ -50,15 +46,12 @@ async def add_tea_memories(store: Store, count: int, *, sensitive_every: int) ->
 
 
 def both_ways(store: Store, scope: Scope, depth: int, terms: list[str]) -> tuple[keyword.Ranked, keyword.Ranked]:
-    db = reader(store)
-    try:
+    with reading(store.path) as db:
         key = scope.visible_keys()[0]
         at = now_ms()
         fast = keyword.bm25_ranked(db, scope, key, terms, depth, at)
         plain = keyword.bm25_ranked(db, scope, key, terms, depth, at, probe_first=False)
         return fast, plain
-    finally:
-        db.close()
 
 
 @pytest.mark.parametrize("depth", [1, 3, 10, 20, 45, 200])
@@ -91,7 +84,8 @@ async def test_ranking_without_the_scope_token_gives_the_scoped_ranking(store: S
     await add_tea_memories(store, 80, sensitive_every=7)
     for i in range(others):
         await store.memories.add(note(f"tea {'tea ' * (i % 3)}from someone else {i}", owner=f"user{i % 4}"))
-    share = scope_stats.share(reader(store), "u:alice")
+    with reading(store.path) as db:
+        share = scope_stats.share(db, "u:alice")
     assert (share >= keyword.WIDE_SHARE) == (others < 80)
     for depth in (1, 5, 20, 60):
         for terms in (["tea"], ["tea", "note", "filler3"], ["someone"]):
@@ -190,18 +184,14 @@ def test_coverage_with_its_pre_check_matches_full_tokenization(seed: int) -> Non
 
 
 def fresh_counts(store: Store, terms: list[str]) -> tuple[dict[str, int], int]:
-    db = reader(store)  # a new connection: nothing cached
-    try:
+    with reading(store.path) as db:  # a new connection: nothing cached
         return scope_stats.measure(db, "u:alice", terms)
-    finally:
-        db.close()
 
 
 async def test_cached_counts_follow_commits_of_other_connections(store: Store) -> None:
     await add_tea_memories(store, 6, sensitive_every=100)
     terms = ["tea", "coffee", "note"]
-    db = reader(store)
-    try:
+    with reading(store.path) as db:
         first = scope_stats.measure(db, "u:alice", terms)
         assert first == fresh_counts(store, terms) == ({"tea": 6, "coffee": 0, "note": 6}, 6)
         assert scope_stats.measure(db, "u:alice", terms) == first  # served from the cache
@@ -211,8 +201,6 @@ async def test_cached_counts_follow_commits_of_other_connections(store: Store) -
         )  # fmt: skip
         await store.memories.delete(ALICE, record.id)
         assert scope_stats.measure(db, "u:alice", terms) == first
-    finally:
-        db.close()
 
 
 async def test_cached_counts_follow_the_connections_own_writes(store: Store) -> None:
@@ -229,12 +217,9 @@ async def test_cached_counts_follow_the_connections_own_writes(store: Store) -> 
 
 async def test_counts_read_in_a_transaction_belong_to_its_snapshot(store: Store) -> None:
     await add_tea_memories(store, 3, sensitive_every=100)
-    db = reader(store)
-    try:
+    with reading(store.path) as db:
         with db:  # one read snapshot, as a search runs
             before = scope_stats.measure(db, "u:alice", ["tea"])
             await store.memories.add(note("more tea"))
             assert scope_stats.measure(db, "u:alice", ["tea"]) == before == ({"tea": 3}, 3)
         assert scope_stats.measure(db, "u:alice", ["tea"]) == ({"tea": 4}, 4)
-    finally:
-        db.close()

@@ -14,10 +14,9 @@ import pytest
 
 from memoryd.store import Scope, Store, bit_index, hamming_scan, schema, vector_codec, vector_search, vectors
 from memoryd.store.bit_index import BitIndex
-from memoryd.store.db import open_connection
 from memoryd.store.records import Provenance
 from memoryd.store.visibility import vector_branches, vector_filters
-from tests.store_helpers import embed_all, note, sql
+from tests.store_helpers import embed_all, note, random_units, reading, sql
 
 T = TypeVar("T")
 
@@ -25,11 +24,6 @@ DIM = 384
 ALICE = 600
 #: Longer than the 12 bytes vec0 keeps in its chunks, and the same in those 12.
 GROUPS = ("-1001234567890", "-1001234567891")
-
-
-def random_units(count: int, seed: int) -> np.ndarray:
-    units = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
-    return units / np.linalg.norm(units, axis=1, keepdims=True)
 
 
 def provenance_of(i: int) -> Provenance:
@@ -77,12 +71,8 @@ SCOPES = [
 
 def read(path: Path, run: Callable[[apsw.Connection], T]) -> T:
     """``run`` in one read transaction of a connection of the test's own on the store's file."""
-    db = open_connection(path, busy_timeout_ms=30_000, readonly=True)
-    try:
-        with db:
-            return run(db)
-    finally:
-        db.close()
+    with reading(path) as db, db:
+        return run(db)
 
 
 def knn(store: Store, scope: Scope, query: np.ndarray, k: int) -> list[tuple[int, float]]:

@@ -12,15 +12,10 @@ import pytest
 
 from memoryd.store import Scope, Store, schema, vector_codec
 from memoryd.store.transfer import MemoryLine
-from tests.store_helpers import Clock, embed_all, note, sql
+from tests.store_helpers import Clock, embed_all, int8_copy, note, random_units, sql
 
 DIM = 384
 TRAIL = "SELECT memory_id, event, actor, at_ms, detail FROM events ORDER BY memory_id, event, at_ms"
-
-
-def random_units(count: int, seed: int) -> np.ndarray:
-    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def page_count(path: Path, table: str) -> int:
@@ -62,8 +57,7 @@ def back_to_schema_10(path: Path, added: list[tuple[str, str, int]]) -> None:
     copies = sql(path, "SELECT rowid, value00 FROM vec_g1_auxiliary ORDER BY rowid")
     sql(path, "DELETE FROM vec_g1_auxiliary")
     for rowid, blob in copies:
-        vector = vector_codec.unit_from_fine(blob, DIM)
-        int8 = np.rint(vector * 127 / np.abs(vector).max()).astype(np.int8).tobytes()
+        int8 = int8_copy(vector_codec.unit_from_fine(blob, DIM))
         sql(path, "INSERT INTO vec_g1_auxiliary (rowid, value00) VALUES (?, ?)", (rowid, int8))
     sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m011_added_events_from_rows)}")
 

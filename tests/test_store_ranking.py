@@ -12,9 +12,8 @@ import pytest
 
 from memoryd.ids import now_ms
 from memoryd.store import NewMemory, Provenance, Scope, Store, keyword, neighbours, ranking
-from memoryd.store.db import open_connection
 from memoryd.store.term_match import TermWeights, idf
-from tests.store_helpers import Clock, keyword_found, note
+from tests.store_helpers import Clock, keyword_found, note, reading
 
 DIM = 8
 ALICE = Scope("alice")
@@ -24,11 +23,6 @@ def unit(*components: float) -> np.ndarray:
     v = np.zeros(DIM, dtype=np.float32)
     v[: len(components)] = components
     return v / np.linalg.norm(v)
-
-
-def reader(store: Store) -> apsw.Connection:
-    """A read connection of its own on the store's file, for the SQL-level parts."""
-    return open_connection(store.path, busy_timeout_ms=1000, readonly=True)
 
 
 @pytest.fixture
@@ -238,7 +232,8 @@ async def test_neighbours_skip_deleted_memories_and_other_scopes(store: Store) -
         (rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (first.id,)).fetchone()
         return neighbours.around(db, ALICE, [rowid], 3, now_ms())
 
-    hood = around(reader(store))
+    with reading(store.path) as db:
+        hood = around(db)
     texts = [hood.rows[r].text for r in sorted(hood.rows)]
     assert texts == ["first", "last"]
     (first_rowid,) = [r for r in hood.rows if hood.rows[r].text == "first"]
@@ -265,9 +260,9 @@ async def test_recent_window_hits_never_rank_above_rare_term_hits(store: Store) 
         assert counts == {"rare": 1, "common": keyword.COMMON_DOCS}
         return keyword.candidates(db, ALICE, ["rare", "common"], 10, now_ms(), [counts])
 
-    db = reader(store)
-    found = plan(db)
-    (rare_rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (rare.id,)).fetchone()
+    with reading(store.path) as db:
+        found = plan(db)
+        (rare_rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (rare.id,)).fetchone()
     assert found[0] == rare_rowid and len(found) == 10
 
 
@@ -289,6 +284,7 @@ async def test_neighbours_hidden_from_the_callers_chat_never_shape_its_ranking(s
         (rowid,) = db.execute("SELECT rowid FROM memories WHERE id = ?", (asked.id,)).fetchone()
         return neighbours.around(db, in_group, [rowid], 3, now_ms())
 
-    hood = around(reader(store))
+    with reading(store.path) as db:
+        hood = around(db)
     texts = sorted(row.text for row in hood.rows.values())
     assert texts == sorted([asked.content, answered.content])

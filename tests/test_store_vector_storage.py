@@ -12,14 +12,9 @@ from memoryd.store import Scope, Store, schema, vector_codec
 from memoryd.store.db import open_connection
 from memoryd.store import hamming_scan
 from memoryd.store.hamming_scan import HammingHints, scan
-from tests.store_helpers import embed_all, note, sql
+from tests.store_helpers import embed_all, int8_copy, note, random_units, reading, sql
 
 DIM = 384
-
-
-def random_units(count: int, seed: int) -> np.ndarray:
-    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def test_the_six_bit_copy_keeps_the_cosine_within_a_few_thousandths() -> None:
@@ -51,7 +46,7 @@ def test_the_six_bit_copy_is_the_vector_scaled_to_its_largest_component() -> Non
 
 def test_an_int8_copy_of_an_older_store_is_read_and_converts_to_the_six_bit_copy() -> None:
     stored, query = random_units(40, 8), random_units(1, 9)[0]
-    int8 = [np.rint(row * 127 / np.abs(row).max()).astype(np.int8).tobytes() for row in stored]
+    int8 = [int8_copy(row) for row in stored]
     six_bit = [vector_codec.fine(row) for row in stored]
     mixed = [old if i % 2 else new for i, (old, new) in enumerate(zip(int8, six_bit, strict=True))]
     for blobs in (int8, mixed):
@@ -77,7 +72,7 @@ def test_a_float16_copy_converts_to_the_int8_copy_of_the_same_vector() -> None:
     stored = random_units(50, 4)
     old = [row.astype(np.float16).tobytes() for row in stored]
     converted = vector_codec.fine_from_float16(old, DIM)
-    direct = [np.rint(row * 127 / np.abs(row).max()).astype(np.int8).tobytes() for row in stored]
+    direct = [int8_copy(row) for row in stored]
     differing = [
         int(np.abs(np.frombuffer(a, np.int8).astype(int) - np.frombuffer(b, np.int8)).max())
         for a, b in zip(converted, direct, strict=True)
@@ -108,9 +103,8 @@ def big_partition(tmp_path: Path) -> Path:
 
 
 def test_the_hinted_scan_returns_the_plain_scans_rows(big_partition: Path) -> None:
-    db = open_connection(big_partition, busy_timeout_ms=5000)
     hints = HammingHints()
-    try:
+    with reading(big_partition) as db:
         for i, query in enumerate(random_units(40, 6)):
             bits = vector_codec.coarse(query)
             plain = scan(db, "vec_t", bits, 64, "big", "expires_at > ?", (1,), hints=HammingHints())
@@ -123,34 +117,26 @@ def test_the_hinted_scan_returns_the_plain_scans_rows(big_partition: Path) -> No
             assert all(r <= 3000 and (r - 1) % 7 > 1 for r, _, _ in hinted)
         key = (db.filename, "vec_t", "big", "expires_at > ?")
         assert hints.get(key) is not None  # the fast path was taken
-    finally:
-        db.close()
 
 
 def test_a_hint_too_tight_falls_back_to_the_full_scan(big_partition: Path) -> None:
-    db = open_connection(big_partition, busy_timeout_ms=5000)
     hints = HammingHints()
-    key = (db.filename, "vec_t", "big", "1")
-    hints.learn(key, 0.0)  # no vector is that near
-    try:
+    with reading(big_partition) as db:
+        key = (db.filename, "vec_t", "big", "1")
+        hints.learn(key, 0.0)  # no vector is that near
         query = random_units(1, 7)[0]
         rows = scan(db, "vec_t", vector_codec.coarse(query), 64, "big", "1", (), hints=hints)
         assert len(rows) == 64
         assert rows == scan(db, "vec_t", vector_codec.coarse(query), 64, "big", "1", (), hints=HammingHints())
         assert hints.get(key) == rows[-1][2] > 0
-    finally:
-        db.close()
 
 
 def test_a_partition_smaller_than_k_returns_all_its_rows_and_leaves_no_hint(big_partition: Path) -> None:
-    db = open_connection(big_partition, busy_timeout_ms=5000)
     hints = HammingHints()
-    try:
+    with reading(big_partition) as db:
         rows = scan(db, "vec_t", vector_codec.coarse(random_units(1, 8)[0]), 64, "small", "1", (), hints=hints)
         assert sorted(r for r, _, _ in rows) == [3001, 3002, 3003, 3004, 3005]
         assert hints.get((db.filename, "vec_t", "small", "1")) is None
-    finally:
-        db.close()
 
 
 def test_hints_forget_the_oldest_partition_past_their_bound() -> None:

@@ -8,8 +8,7 @@ import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
 from memoryd.store import Scope, Store, vector_codec, vector_search, vectors
-from memoryd.store.db import open_connection
-from tests.store_helpers import embed_all, note, sql, unit
+from tests.store_helpers import embed_all, note, reading, sql, unit
 
 ALICE = Scope("alice")
 
@@ -136,19 +135,15 @@ async def test_rescoring_copies_are_read_as_vec0_gives_them_after_writes_and_del
     for record in records[:3]:
         await store.memories.delete(Scope("alice"), record.id)
     query = unit(4, 0.3, 1.0, -0.2, 0.4)
-    db = open_connection(store.path, busy_timeout_ms=1000, readonly=True)
-    try:
-        with db:
-            space = vectors.read_space(db)
-            assert space is not None
-            rowids = [rowid for (rowid,) in db.execute("SELECT rowid FROM memories")] + [10_000]
-            marks = ",".join("?" * len(rowids))
-            through_vec0 = dict(
-                db.execute(f"SELECT memory_rowid, embedding FROM {space.table} WHERE memory_rowid IN ({marks})", rowids)
-            )
-            found = vector_search.cosines_for(db, space, rowids, query)
-    finally:
-        db.close()
+    with reading(store.path) as db, db:
+        space = vectors.read_space(db)
+        assert space is not None
+        rowids = [rowid for (rowid,) in db.execute("SELECT rowid FROM memories")] + [10_000]
+        marks = ",".join("?" * len(rowids))
+        through_vec0 = dict(
+            db.execute(f"SELECT memory_rowid, embedding FROM {space.table} WHERE memory_rowid IN ({marks})", rowids)
+        )
+        found = vector_search.cosines_for(db, space, rowids, query)
     assert len(through_vec0) == 9  # the 3 deleted memories have no vector
     cosines = vector_codec.cosines(list(through_vec0.values()), query, space.dim)
     assert found == dict(zip(through_vec0, (float(c) for c in cosines), strict=True))
