@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import trio
 
 from memoryd.extract import normalized_text
 from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, Store, StoredMessage
@@ -214,3 +215,23 @@ async def test_the_maintenance_pass_prunes_messages_past_extraction_retention(st
     summary = await maintenance.run_once()
     assert summary is not None and summary["messages_pruned"] == 1
     assert [m.content for m in await store.conversations.session_messages(ALICE, 10)] == ["new"]
+
+
+async def test_concurrent_observes_and_adds_commit_together_each_whole(store: Store) -> None:
+    # memory.observe and memory.add calls that arrive together share write transactions
+    # (write_batch): every message and memory is stored once, in its own session and order.
+    sessions = [SessionRef("alice", "chat-1", f"s{i}") for i in range(12)]
+
+    async def observe(session: SessionRef) -> None:
+        assert await store.conversations.observe(session, CONTEXT, messages("hi", "hello"), extract_after_ms=0) == 2
+
+    async with trio.open_nursery() as nursery:
+        for session in sessions:
+            nursery.start_soon(observe, session)
+        for i in range(8):  # as memory.add stores them
+            nursery.start_soon(store.supersession.add, Scope("alice", "chat-1"), fact(f"Alice likes tea number {i}"), Plan())
+    writes, batches = store.small_writes.writes, store.small_writes.batches
+    assert writes == 20 and batches < writes
+    for session in sessions:
+        assert [m.content for m in await store.conversations.session_messages(session, 10)] == ["hi", "hello"]
+    assert len(await store.memories.list(Scope("alice", "chat-1"), limit=50)) == 8

@@ -211,7 +211,7 @@ async def test_concurrent_adds_commit_together_and_a_refused_one_fails_alone(dae
     stored = [results[n]["result"] for n in range(20) if n != 7]
     assert len({added["id"] for added in stored}) == 19
     assert all(added["id"].startswith(added["short_id"]) for added in stored)
-    assert daemon.store.supersession.adds.writes == 20  # type: ignore[union-attr]  # all through the batcher
+    assert daemon.store.small_writes.writes == 20  # type: ignore[union-attr]  # all through the batcher
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     listed = await call_ok(peer, "memory.list", {**ALICE, "limit": 50})
     assert sorted(record["id"] for record in listed) == sorted(added["id"] for added in stored)

@@ -4,6 +4,7 @@ methods and the extraction worker (SQL in ``conversations.py``, ``extraction_job
 from __future__ import annotations
 
 import builtins
+import functools
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,12 +17,15 @@ from memoryd.store.db import Database
 from memoryd.store.learned import Learned
 from memoryd.store.records import NewMemory
 from memoryd.store.supersession import Plan
+from memoryd.store.write_batch import WriteBatcher
 
 
 class ConversationLog:
-    def __init__(self, db: Database, clock: Callable[[], int]) -> None:
+    def __init__(self, db: Database, clock: Callable[[], int], small_writes: WriteBatcher) -> None:
+        """``small_writes``: observed messages that arrive together (and adds) commit together."""
         self._db = db
         self._clock = clock
+        self._small_writes = small_writes
         self._rng = random.Random()
 
     async def observe(
@@ -36,7 +40,10 @@ class ConversationLog:
         long after now (each call pushes it back: the debounce)."""
         now = self._clock()
         due = None if extract_after_ms is None else now + extract_after_ms
-        return await self._db.write(conversations.observe, session, context, list(messages), now, due_at_ms=due)
+        observe = functools.partial(
+            conversations.observe, session=session, context=context, messages=list(messages), now_ms=now, due_at_ms=due
+        )
+        return await self._small_writes.write(observe)
 
     async def session_messages(self, session: SessionRef, limit: int) -> builtins.list[StoredMessage]:
         return await self._db.read(conversations.session_messages, session, limit)

@@ -32,6 +32,7 @@ from memoryd.store.people_repository import PeopleRepository
 from memoryd.store.repository import MemoryRepository
 from memoryd.store.supersession_repository import Supersessions
 from memoryd.store.vectors import VectorSpace
+from memoryd.store.write_batch import WriteBatcher
 
 log = logging.getLogger("memoryd.store")
 
@@ -76,8 +77,10 @@ class Store:
         self.jobs = JobQueue(self._db, clock)
         self.lifecycle = Lifecycle(self._db, self._hits, clock)
         self.people = PeopleRepository(self._db, clock)
-        self.supersession = Supersessions(self._db, self._hits, clock)
-        self.conversations = ConversationLog(self._db, clock)
+        #: The small writes of concurrent calls (memory.add, memory.observe) commit together.
+        self.small_writes = WriteBatcher(self._db)
+        self.supersession = Supersessions(self._db, self._hits, clock, self.small_writes)
+        self.conversations = ConversationLog(self._db, clock, self.small_writes)
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
 
     @staticmethod

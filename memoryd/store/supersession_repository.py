@@ -19,18 +19,19 @@ from memoryd.store.write_batch import WriteBatcher
 
 
 class Supersessions:
-    def __init__(self, db: Database, hits: HitCounter, clock: Callable[[], int]) -> None:
+    def __init__(self, db: Database, hits: HitCounter, clock: Callable[[], int], small_writes: WriteBatcher) -> None:
+        """``small_writes``: adds (and the store's other small writes) that arrive together
+        commit together (``write_batch``)."""
         self._db = db
         self._hits = hits
         self._clock = clock
-        #: Adds that arrive together commit together (``write_batch``).
-        self.adds = WriteBatcher(db)
+        self._small_writes = small_writes
 
     async def add(self, scope: Scope, new: NewMemory, plan: Plan) -> Stored:
         """Store ``new`` as ``MemoryRepository.add`` does, and replace what ``plan`` says it
         replaces, all or nothing (SupersedeRefused: nothing written); concurrent adds share
         one transaction, each in a savepoint."""
-        return await self.adds.write(functools.partial(supersession.add, scope=scope, new=new, plan=plan,
+        return await self._small_writes.write(functools.partial(supersession.add, scope=scope, new=new, plan=plan,
                                                        now_ms=self._clock()))
 
     async def history(self, scope: Scope, prefix: str) -> list[MemoryRecord] | None:

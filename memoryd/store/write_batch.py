@@ -1,4 +1,5 @@
-"""Group commit: small writes that arrive together share one write transaction.
+"""Group commit: small writes that arrive together (``memory.add``'s, ``memory.observe``'s; the
+store has one batcher for both) share one write transaction.
 
 ``memory.add`` at 32 concurrent clients spent about a third of its CPU on the fixed cost of a
 write: the hop to the writer thread, the writer's limiter, BEGIN IMMEDIATE and COMMIT.  Here the
