@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import trio
 
+from memoryd.errors import SupersedeRefused
 from memoryd.extract import normalized_text
 from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, Store, StoredMessage
 from memoryd.store import conversations
@@ -225,13 +226,22 @@ async def test_concurrent_observes_and_adds_commit_together_each_whole(store: St
     async def observe(session: SessionRef) -> None:
         assert await store.conversations.observe(session, CONTEXT, messages("hi", "hello"), extract_after_ms=0) == 2
 
+    refused: list[BaseException] = []
+
+    async def refused_add() -> None:  # names nothing to supersede: refused, its savepoint alone
+        with pytest.raises(SupersedeRefused) as caught:
+            await store.supersession.add(Scope("alice", "chat-1"), fact("Alice likes coffee"), Plan(supersedes="0" * 26))
+        refused.append(caught.value)
+
     async with trio.open_nursery() as nursery:
         for session in sessions:
             nursery.start_soon(observe, session)
+            if session is sessions[5]:
+                nursery.start_soon(refused_add)
         for i in range(8):  # as memory.add stores them
             nursery.start_soon(store.supersession.add, Scope("alice", "chat-1"), fact(f"Alice likes tea number {i}"), Plan())
     writes, batches = store.small_writes.writes, store.small_writes.batches
-    assert writes == 20 and batches < writes
+    assert writes == 21 and batches < writes and len(refused) == 1
     for session in sessions:
         assert [m.content for m in await store.conversations.session_messages(session, 10)] == ["hi", "hello"]
     assert len(await store.memories.list(Scope("alice", "chat-1"), limit=50)) == 8

@@ -76,13 +76,15 @@ class StalledQueries(CoalescingEmbedder):
         return Future()  # nobody ever sets it
 
 
-async def stalled_daemon(base: Path, nursery: trio.Nursery, model: Any, **config: Any) -> tuple[NdjsonPeer, StalledQueries]:
+async def stalled_daemon(
+    base: Path, nursery: trio.Nursery, model: Any, facts: tuple[str, ...] = (), **config: Any
+) -> tuple[NdjsonPeer, StalledQueries]:
     stalled = StalledQueries(model)
     daemon = Daemon(make_config(base, embedder="local", **config), embedder=stalled)
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     await wait_vector_space_ready(peer)
-    for fact in ["allergic to peanuts", "wife Sarah likes Italian food"]:
+    for fact in facts:
         assert (await call_ok(peer, "memory.add", {**ALICE, "content": fact}))["embedded"] is True
     return peer, stalled
 
@@ -92,7 +94,8 @@ async def test_a_query_started_at_once_past_query_timeout_leaves_a_keyword_searc
 ) -> None:
     caplog.set_level(logging.WARNING, logger="memoryd")
     embed = {"add_wait": 60.0, "query_timeout": 0.2}
-    peer, stalled = await stalled_daemon(short_tmp, nursery, local_embedder, embed=embed)
+    facts = ("allergic to peanuts", "wife Sarah likes Italian food")
+    peer, stalled = await stalled_daemon(short_tmp, nursery, local_embedder, facts, embed=embed)
     # Only the vector could find "wife Sarah likes Italian food": without it, nothing.
     with trio.fail_after(10):
         assert await call_ok(peer, "memory.search", {**ALICE, "query": "which cuisine does his spouse enjoy?"}) == []
@@ -108,7 +111,8 @@ async def test_a_search_waiting_for_a_query_started_at_once_can_be_cancelled(
 ) -> None:
     # The reader thread waits for the vector up to query_timeout (60 s here), but the request's
     # own deadline (0.3 s) cancels the search: its thread stops waiting and the reply comes.
-    config = {"embed": {"add_wait": 60.0, "query_timeout": 60.0}, "limits": {"request_timeout": 0.3}}
+    # (No memories: an add embedding on a slow machine could pass 0.3 s itself.)
+    config = {"embed": {"query_timeout": 60.0}, "limits": {"request_timeout": 0.3}}
     peer, stalled = await stalled_daemon(short_tmp, nursery, local_embedder, **config)
     with trio.fail_after(10):
         reply = await peer.call("memory.search", {**ALICE, "query": "anything"}, id="slow")

@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from memoryd.errors import StoreCorrupt
 from memoryd.store.db import Database
 from memoryd.store.write_batch import WriteBatcher
 from tests.concurrency import gather_outcomes
@@ -92,6 +93,19 @@ async def test_an_sqlite_error_fails_the_whole_batch_and_writes_nothing(db: Data
     assert stored(db) == []
     assert await batcher.write(insert(3)) == 30  # the next batch is fine
     assert stored(db) == [3]
+
+
+async def test_a_row_that_does_not_decode_fails_the_batch_as_a_damaged_file(db: Database) -> None:
+    # A write that reads a row damaged on disk (bad UTF-8) gets what a plain write would:
+    # StoreCorrupt, and the store is marked corrupt; nothing of the batch is written.
+    def reads_a_damaged_row(c: apsw.Connection) -> None:
+        b"\xff".decode("utf-8")
+
+    batcher = WriteBatcher(db)
+    results = await run_together(batcher, [insert(1), reads_a_damaged_row])
+    assert all(isinstance(result, StoreCorrupt) for result in results), results
+    assert db.condition.current.state == "corrupt"
+    assert stored(db) == []
 
 
 async def test_a_write_cancelled_before_its_batch_runs_is_never_written(db: Database) -> None:

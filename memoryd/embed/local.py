@@ -191,7 +191,7 @@ class LocalEmbedder:
             self._query_thread = ThreadPoolExecutor(1, "memoryd-query")
         try:
             return self._query_thread.submit(query_pass)
-        except RuntimeError:  # shut down by aclose() meanwhile: nothing will run the pass
+        except RuntimeError:  # the interpreter is exiting (no new threads): nothing will run the pass
             self._passing.release()
             return None
 

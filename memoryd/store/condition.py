@@ -112,6 +112,11 @@ class StorageCondition:
         log.error("store.%s: %s", state, reason, extra=fields(path=str(self._path)))
 
 
+#: What reading a row that was damaged on disk raises (beyond SQLite's own page checks): memoryd
+#: only ever writes valid UTF-8 (the validators refuse lone surrogates) and valid JSON columns.
+UNDECODABLE_ROW = (UnicodeDecodeError, msgspec.DecodeError)
+
+
 @contextlib.contextmanager
 def reporting_to(condition: StorageCondition, *, writing: bool) -> Iterator[None]:
     """Turn SQLite's verdicts on the storage into our errors, and tell ``condition``."""
@@ -123,10 +128,7 @@ def reporting_to(condition: StorageCondition, *, writing: bool) -> Iterator[None
     except (apsw.CorruptError, apsw.NotADBError) as exc:
         condition.corrupt(str(exc))
         raise StoreCorrupt(f"the database file is damaged: {exc}") from None
-    except (UnicodeDecodeError, msgspec.DecodeError):
-        # memoryd only ever writes valid UTF-8 (the validators refuse lone surrogates) and valid
-        # JSON columns, so a row that does not decode was damaged on disk, where SQLite's own
-        # page checks did not look.
+    except UNDECODABLE_ROW:
         reason = "a row holds text or JSON that does not decode"
         condition.corrupt(reason)
         raise StoreCorrupt(f"the database file is damaged: {reason}") from None

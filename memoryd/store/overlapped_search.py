@@ -44,7 +44,8 @@ from memoryd.store.visibility import Scope
 
 #: Gives the query's vector, or None for a keyword-only search (the embedder is down or slow).
 EmbedQuery = Callable[[], Awaitable[npt.ArrayLike | None]]
-#: Waits, in any thread, for a query's vector under way (None: keyword only).
+#: Waits for a query's vector under way (None: keyword only), in the search's worker thread:
+#: a trio worker thread, where it may raise trio.Cancelled when the search is cancelled.
 VectorUnderWay = Callable[[], npt.ArrayLike | None]
 #: Starts the query's embedding at once on a thread of the embedder's own and gives the wait
 #: for it, or gives None when the embedder cannot start it right now.

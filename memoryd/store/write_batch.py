@@ -9,9 +9,11 @@ that batch and, if theirs was not in it, the next one leads.  No background task
 in the task of a caller that is waiting for it anyway.
 
 Each write keeps its own outcome: an exception raised by one (a refused ``supersedes``) rolls
-back its savepoint only and is raised to its caller alone.  An SQLite error (disk full, a
-damaged file, busy) fails the whole transaction, so every write of the batch gets it, as each
-would have on its own.
+back its savepoint only and is raised to its caller alone.  An SQLite error or a row that does
+not decode fails the whole transaction, so every write of the batch gets it: for the storage's
+errors (disk full, a damaged file, busy) as each would have on its own; an SQLite error of one
+write's own making (a constraint) would fail its batch-mates too, which the validation in front
+of every batched write keeps from happening.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Generic, TypeVar
 import apsw
 import trio
 
+from memoryd.store.condition import UNDECODABLE_ROW
 from memoryd.store.db import Database
 
 T = TypeVar("T")
@@ -102,8 +105,10 @@ def _run_each(db: apsw.Connection, batch: list[_Pending[Any]]) -> None:
         try:
             with db:  # a SAVEPOINT inside the batch's transaction
                 value = pending.fn(db)
-        except apsw.Error:
-            raise  # the storage's problem: fail the transaction, and with it the batch
+        except (apsw.Error, *UNDECODABLE_ROW):
+            # The storage's problem (a damaged row too: reported as such by the transaction's
+            # reporting_to): fail the transaction, and with it the batch.
+            raise
         except Exception as exc:
             pending.finish(error=exc)
         else:
