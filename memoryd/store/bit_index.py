@@ -13,7 +13,7 @@ used only while the partition's stamp and the table's stamp (``vector_stamps.py`
 it was read under (``vectors.py`` renews them on every vector write and delete), so a scan of
 the copy sees exactly the rows vec0 would scan in the same snapshot.  The filters are the
 scan's own (``expires_at > now``, the disclosure codes, the chat a memory was learned in).  Rows
-tied at the k-th distance are kept in vec0's order (``tie_order``), so a scan of the copy gives
+tied at the k-th distance are kept in vec0's order (``read_copy``), so a scan of the copy gives
 vec0's list exactly: the copy changes a search's time, never its hits.
 
 A stale copy is not re-read at once: only when the same new stamp is seen twice in a row, so a
@@ -67,12 +67,10 @@ class PartitionCopy:
     disclosure: npt.NDArray[np.int8]
     learned_in: npt.NDArray[np.int32]  # the chat each was learned in, as an index into ``chats``
     chats: dict[str, int]
-    #: Which of the rows at one distance vec0 keeps first (lower first): see ``tie_order``.
-    ties: npt.NDArray[np.int64]
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.rowids, self.words, self.expires_at, self.disclosure, self.learned_in, self.ties)
+        arrays = (self.rowids, self.words, self.expires_at, self.disclosure, self.learned_in)
         return sum(int(array.nbytes) for array in arrays)
 
     def distances(self, bits: bytes) -> npt.NDArray[np.uint16]:
@@ -105,9 +103,9 @@ class PartitionCopy:
         reach = int(np.searchsorted(np.cumsum(counts), k))
         reach = min(reach, int(far) - 1)
         chosen = np.flatnonzero(distances <= reach)
-        # Nearest first, ties in vec0's order; rows tied at ``reach`` beyond k places are
-        # dropped, the same ones vec0 drops.
-        chosen = chosen[np.lexsort((self.ties[chosen], distances[chosen]))][:k]
+        # Nearest first, ties in row order, which is vec0's (``read_copy``); rows tied at
+        # ``reach`` beyond k places are dropped, the same ones vec0 drops.
+        chosen = chosen[np.argsort(distances[chosen], kind="stable")][:k]
         return [(int(self.rowids[i]), float(distances[i])) for i in chosen]
 
 
@@ -125,16 +123,24 @@ def read_copy(db: apsw.Connection, space: VectorSpace, partition: str, stamp: St
     if not chunks:
         empty = np.zeros(0, np.int64)
         return PartitionCopy(
-            stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8), np.zeros(0, np.int32), {}, empty
+            stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8), np.zeros(0, np.int32), {}
         )
     ids = json.dumps([chunk_id for chunk_id, _, _ in chunks])
     lives = [
         np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[: len(rowids) // 8].astype(bool)
         for _, validity, rowids in chunks
     ]
-    rowids = np.concatenate([np.frombuffer(r, np.int64)[live] for (_, _, r), live in zip(chunks, lives, strict=True)])
+    # Each chunk's live rows last slot first: then the rows' order is the one vec0 keeps among
+    # rows at one distance.  sqlite-vec 0.1.9 takes each chunk's k nearest by repeated
+    # selection, and each pass keeps the last slot of those at the least distance (``<=``); it
+    # merges a chunk's list into the best so far preferring the rows it had (``<=`` again).  So
+    # among equals an earlier chunk comes first, and within a chunk a later slot.  (In this
+    # order a 10k partition's copy gives exactly vec0's lists, and can stand in for vec0
+    # without changing a hit.)
+    rowids = np.concatenate(
+        [np.frombuffer(r, np.int64)[live][::-1] for (_, _, r), live in zip(chunks, lives, strict=True)]
+    )
     count = len(rowids)
-    ties = tie_order(lives)
 
     def fill(shadow: str, name: str, out: npt.NDArray[np.uint8]) -> None:
         """Copy the live slots of each chunk's blob in one shadow table into ``out``'s rows,
@@ -149,7 +155,7 @@ def read_copy(db: apsw.Connection, space: VectorSpace, partition: str, stamp: St
         for (chunk_id, _, _), live, found in itertools.zip_longest(chunks, lives, cursor):
             if found is None or chunk_id != found[0] or len(found[1]) != len(live) * out.shape[1]:
                 raise LayoutMismatch(f"{table}_{shadow} has no blob of {len(live)} slots for chunk {chunk_id}")
-            live_rows = np.frombuffer(found[1], np.uint8).reshape(len(live), -1)[live]
+            live_rows = np.frombuffer(found[1], np.uint8).reshape(len(live), -1)[live][::-1]  # as rowids
             out[start : start + len(live_rows)] = live_rows
             start += len(live_rows)
 
@@ -169,22 +175,7 @@ def read_copy(db: apsw.Connection, space: VectorSpace, partition: str, stamp: St
     entries = np.empty((count, _TEXT_ENTRY), np.uint8)
     fill("metadatachunks02", "data", entries)
     learned_in, chats = _chat_indexes(db, table, rowids, entries)
-    return PartitionCopy(stamp, rowids, words, expires_at, disclosure, learned_in, chats, ties)
-
-
-def tie_order(lives: Sequence[npt.NDArray[np.bool_]]) -> npt.NDArray[np.int64]:
-    """For the live rows of the chunks in order: which vec0 keeps first among rows at one
-    distance.  sqlite-vec 0.1.9 takes each chunk's k nearest by repeated selection, and each
-    pass keeps the last slot of those at the least distance (``<=``); it merges a chunk's list
-    into the best so far preferring the rows it had (``<=`` again).  So among equals an earlier
-    chunk comes first, and within a chunk a later slot.  (With this order a 10k partition's
-    copy gives exactly vec0's lists, and the copy can stand in for vec0 without changing a hit.)"""
-    keys = []
-    start = 0
-    for live in lives:
-        keys.append(start + len(live) - 1 - np.flatnonzero(live))
-        start += len(live)
-    return np.concatenate(keys).astype(np.int64) if keys else np.zeros(0, np.int64)
+    return PartitionCopy(stamp, rowids, words, expires_at, disclosure, learned_in, chats)
 
 
 def _chat_indexes(
