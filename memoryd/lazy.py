@@ -49,17 +49,13 @@ class LazyPattern:
         self._compiled: re.Pattern[str] | None = None
         LazyPattern._waiting.append(self)
 
-    @property
-    def compiled(self) -> re.Pattern[str]:
-        return self._compiled or self._compile()
-
     def _compile(self) -> re.Pattern[str]:
         # Two threads may both compile it the first time: the same pattern either way.
         compiled = self._compiled = re.compile(self.source, self.flags)
         return compiled
 
-    # The methods below inline ``compiled`` (a property call costs ~80 ns, and the knowledge
-    # rules run ~100 matches per memory.add).
+    # The methods below compile on first use inline (a property or helper call costs ~80 ns,
+    # and the knowledge rules run ~100 matches per memory.add).
 
     def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
         return (self._compiled or self._compile()).match(string, pos, endpos)

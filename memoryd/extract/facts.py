@@ -15,8 +15,9 @@ from typing import Annotated, Literal, get_args
 import msgspec
 from msgspec import Meta
 
+from memoryd.store.records import Sensitivity
+
 MemoryType = Literal["preference", "identity", "relationship", "knowledge", "context", "event", "task", "observation"]
-Sensitivity = Literal["public", "personal", "sensitive"]
 MEMORY_TYPES: tuple[MemoryType, ...] = get_args(MemoryType)
 SENSITIVITIES: tuple[Sensitivity, ...] = get_args(Sensitivity)
 

@@ -168,8 +168,8 @@ class MemoryService:
         focus = None
         if self.people is not None:
             focus, query = await self.people.focus(scope, query, about)
-        queries = self._query_vectors
-        if queries is None or not self._embeds_queries:
+        queries = self._query_vectors if self._vector_space_ready else None
+        if queries is None:
             return await self.memories.search(scope, query, limit=limit, people_focus=focus)
         # The store reads its keyword part while the query is being embedded.
         return await self.memories.search(
@@ -232,8 +232,8 @@ class MemoryService:
         return {"deleted": deleted_id is not None, "id": deleted_id}
 
     @property
-    def _embeds_queries(self) -> bool:
-        return self.embedder is not None and self.backfill is not None and self.backfill.vector_space_ready
+    def _vector_space_ready(self) -> bool:
+        return self.backfill is not None and self.backfill.vector_space_ready
 
 
 @contextlib.contextmanager

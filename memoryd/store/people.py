@@ -91,13 +91,20 @@ def create(
     person = StoredPerson(0, new_ulid(now_ms), owner, " ".join(name.split()), [], relationship, now_ms, now_ms)
     for alias in aliases:
         person.add_alias(alias)
+    insert(db, person)
+    return person
+
+
+def insert(db: apsw.Connection, person: StoredPerson) -> None:
+    """Store ``person`` as it is (``create`` makes a new one; an import keeps its id and times),
+    and give it its rowid."""
     db.execute(
         "INSERT INTO people (id, owner, name, aliases, relationship, created_at_ms, updated_at_ms) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (person.id, owner, person.name, _encode(person.aliases).decode(), relationship, now_ms, now_ms),
-    )
+        (person.id, person.owner, person.name, _encode(person.aliases).decode(), person.relationship,
+         person.created_at_ms, person.updated_at_ms),
+    )  # fmt: skip
     person.rowid = db.last_insert_rowid()
-    return person
 
 
 def save(db: apsw.Connection, person: StoredPerson, now_ms: int) -> None:

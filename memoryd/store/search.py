@@ -29,7 +29,6 @@ from memoryd.store.search_parts import (
     VectorPart,
     candidate_depth,
     keyword_part,
-    usable_space,
     vector_part,
 )
 from memoryd.store.visibility import Scope
@@ -66,7 +65,7 @@ def candidates(
         words = keyword_part(db, scope, query)
     limit, now_ms = query.limit, query.now_ms
     depth = candidate_depth(limit)
-    if semantic is None or not _comparable(db, scope, semantic, query):
+    if semantic is None or not _comparable(db, scope, semantic):
         semantic = vector_part(db, scope, query)
     cosines: dict[int, float] = {}
     by_vector: list[int] = []
@@ -104,7 +103,7 @@ def candidates(
     return Candidates(rowids, features, cosines, words.terms, created)
 
 
-def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart, query: SearchQuery) -> bool:
+def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart) -> bool:
     """Whether a KNN list scanned on another reader may join this snapshot's ranking.
 
     The other reader's snapshot may be a commit or two apart from this one.  Its list is used
@@ -113,11 +112,8 @@ def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart, query: 
     those of the sequential search.  A vector added or deleted in between (or a reindex) makes
     the scan run again here: a list with a newer memory in it would hold one older candidate
     fewer than this snapshot's scan."""
-    if semantic.space is None:  # no usable space there: none here either?
-        same_space = usable_space(db, query.vector, query.vector_space) is None
-    else:  # the query's length was checked against it already
-        same_space = vectors.read_space(db) == semantic.space
-    return same_space and vector_search.scan_state(db, scope) == semantic.state
+    # A list exists only for a usable space, whose length the query's was checked against.
+    return vectors.read_space(db) == semantic.space and vector_search.scan_state(db, scope) == semantic.state
 
 
 def _worth_a_cosine(

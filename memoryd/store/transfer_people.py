@@ -87,17 +87,13 @@ def import_people(db: apsw.Connection, lines: Iterable[PersonLine], now_ms: int)
                 named.setdefault(normalise_name(person.name), person)
         known = named.get(normalise_name(line.name))
         if known is None:
-            db.execute(
-                "INSERT INTO people (id, owner, name, aliases, relationship, created_at_ms, updated_at_ms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (line.id, line.owner, line.name, msgspec.json.encode(line.aliases).decode(), line.relationship,
-                 ms_from_iso(line.created_at), ms_from_iso(line.updated_at)),
-            )  # fmt: skip
-            rowid = db.last_insert_rowid()
-            named.setdefault(normalise_name(line.name), people.StoredPerson(
-                rowid, line.id, line.owner, line.name, list(line.aliases), line.relationship,
+            person = people.StoredPerson(
+                0, line.id, line.owner, line.name, list(line.aliases), line.relationship,
                 ms_from_iso(line.created_at), ms_from_iso(line.updated_at),
-            ))  # fmt: skip
+            )  # fmt: skip
+            people.insert(db, person)
+            named.setdefault(normalise_name(line.name), person)
+            rowid = person.rowid
             report.imported += 1
         else:
             for alias in line.aliases:
