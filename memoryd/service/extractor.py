@@ -4,6 +4,7 @@ the facts.  One object, so both paths count and store alike."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,4 +48,6 @@ class Extractor:
             refused=outcome.dropped.get("secret", 0),
             redacted=sum(fact.redacted for fact in outcome.facts),
         )
+        if timezone and origin.timezone is None:
+            origin = dataclasses.replace(origin, timezone=timezone)
         return await self.learner.learn(outcome.facts, scope, origin, completes=completes)

@@ -21,6 +21,7 @@ from memoryd.embed import Embedder
 from memoryd.errors import EmbedderError
 from memoryd.extract import ConversationMessage, Fact, Speaker, normalized_text
 from memoryd.ids import DAY_MS, now_ms
+from memoryd.knowledge import expiry_phrases
 from memoryd.log import fields
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.memory import AddedListener
@@ -58,6 +59,8 @@ class Origin:
     authors: dict[str, str] = field(default_factory=dict)
     #: Store every fact as a group memory of the chat (``extract_from_messages``' ``shared``).
     all_shared: bool = False
+    #: The caller's IANA timezone: "until Friday" in a fact ends on the caller's Friday.
+    timezone: str | None = None
 
 
 def origin_of(
@@ -179,7 +182,7 @@ class FactLearner:
             shared=shared,
             source=EXTRACTION_SOURCE,
             subjects=list(fact.subjects),
-            expires_at_ms=None if fact.expires_days is None else at_ms + fact.expires_days * DAY_MS,
+            expires_at_ms=_expires_at_ms(fact, at_ms, origin.timezone),
             metadata={"aliases": fact.aliases} if fact.aliases else {},
             confidence=fact.confidence,
             provenance=Provenance(
@@ -218,3 +221,12 @@ class FactLearner:
             # describes this on every call.
             "fact_embedding_seconds_since_start": round(self.embedding_seconds * 1e6) / 1e6,
         }
+
+
+def _expires_at_ms(fact: Fact, at_ms: int, timezone: str | None) -> int | None:
+    """What the fact's own words say ("for the next 3 days"), else ``expires_days`` (the
+    model's, or its type's default lifetime): the parser answers only when the words are plain."""
+    worded = expiry_phrases.expires_at_ms(fact.content, at_ms, timezone)
+    if worded is not None:
+        return worded
+    return None if fact.expires_days is None else at_ms + fact.expires_days * DAY_MS

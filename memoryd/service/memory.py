@@ -14,6 +14,7 @@ from memoryd.auth import Authenticator
 from memoryd.embed import Embedder
 from memoryd.errors import AmbiguousIdPrefix, InvalidParams, NotFound
 from memoryd.ids import DAY_MS, MIN_PREFIX_LENGTH, now_ms
+from memoryd.knowledge import expiry_phrases
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.backfill import EmbeddingBackfill
@@ -35,7 +36,7 @@ from memoryd.service.people import PeopleService
 from memoryd.service.provenance import caller_scope, identify, owner_names, provenance_of, scope_of
 from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.supersession import Supersession
-from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
+from memoryd.service.validation import check_group_chat, check_id_prefix, check_text, optional_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
 from memoryd.store.supersession import NOT_VISIBLE, Stored
 
@@ -86,9 +87,11 @@ class MemoryService:
         metadata = params.metadata or {}
         if len(msgspec.json.encode(metadata)) > MAX_METADATA_BYTES:
             raise InvalidParams.for_field("metadata", f"must encode to at most {MAX_METADATA_BYTES} bytes")
-        expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
+        else:
+            # "for 2 weeks", "until Friday": the words say when it stops being true.
+            expires_at_ms = expiry_phrases.expires_at_ms(params.content, now_ms(), optional_text(params.timezone))
         # Last of the checks: a refused secret is reported only once the rest of the call is valid.
         content = self.secrets.screen_add("content", params.content.strip())
         new = NewMemory(

@@ -1,0 +1,284 @@
+"""When a memory stops being true, read from its own words ("for 2 weeks", "until Friday").
+
+A rule parser, offline: it answers a moment (timezone-aware) or ``None``.  It prefers ``None``
+whenever the wording may describe the past or a lasting state: "I worked there for 2 weeks"
+and "I have lived here for 3 months" say how long something lasted, not when the memory ends.
+A duration counts only when the sentence looks ahead: a "next"/"coming" before it, an
+instruction to keep it ("remember", "note") or a present or future verb in its clause, and no
+past or perfect verb there.  Calendar bounds ("until Friday", "until the end of the month")
+end at the end of that day in the caller's timezone.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+#: "temporarily" and its kin name no length: a week, then the memory goes.
+TEMPORARY = timedelta(days=7)
+
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fourteen": 14, "fifteen": 15,
+    "twenty": 20, "thirty": 30, "a couple of": 2, "a couple": 2, "couple of": 2, "a few": 3, "few": 3,
+}  # fmt: skip
+_UNITS = {"minute": 60, "hour": 3600, "day": 86400, "night": 86400, "week": 7 * 86400, "fortnight": 14 * 86400}
+_MONTH_NAMES = [
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+]  # fmt: skip
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+
+_COUNT = r"(?P<count>\d{1,3}(?:\.\d+)?|" + "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True)) + ")"
+_UNIT = r"(?P<unit>minute|hour|day|night|week|fortnight|month|year)s?"
+#: "for 2 weeks", "for the next 3 days", "over the coming two weeks", "the next 10 days".
+_DURATION = re.compile(
+    r"\b(?:(?P<prep>for|over|during)\s+)?(?P<ahead>(?:the\s+)?(?:next|coming|following)\s+)?"
+    + _COUNT + r"\s+(?:more\s+)?" + _UNIT + r"\b",
+    re.IGNORECASE,
+)  # fmt: skip
+_WHOLE = re.compile(r"\bfor\s+(?:a|one|the)\s+(?P<unit>week|month|day|fortnight)\b(?!\s+(?:of|before|after|ago))", re.I)
+_UNTIL = re.compile(r"\b(?:until|till|til|through|thru)\s+(?P<what>[^,.;!?]{2,40})", re.IGNORECASE)
+_ONLY = re.compile(
+    r"\b(?:(?:this|the)\s+(?P<a>week|weekend|month|year)\s+only|only\s+(?:for\s+)?(?:this|the)\s+(?P<b>week|weekend|month)"
+    r"|(?:just\s+)?for\s+(?:this|the)\s+(?P<c>week|weekend|month)\b(?!\s+(?:of|before|after|ago))"
+    r"|(?P<d>today|tonight)\s+only|(?:just|only)\s+(?:for\s+)?(?P<e>today|tonight)|\bfor\s+(?P<f>today|tonight)\b)",
+    re.IGNORECASE,
+)
+_TEMPORARY = re.compile(r"\b(?:temporar(?:il)?y|for\s+the\s+time\s+being|for\s+the\s+moment)\b", re.IGNORECASE)
+#: An instruction to keep something for a while: then any duration looks ahead.
+_KEEP = re.compile(r"^\W*(?:please\s+)?(?:remember|note|keep|store|save|memori[sz]e|hold)\b", re.IGNORECASE)
+_PRESENT = re.compile(
+    r"\b(?:am|is|are|will|shall|'ll|'m|'re|going\s+to|gonna|need|needs|must|should|can|may|remain|stays?"
+    r"|remains|let(?:'s)?|use|using|call|don't|do\s+not)\b|(?<=\w)'s\b|\b(?!(?:some|any|every|no)thing\b|morning\b|evening\b|during\b|spring\b)\w+ing\b",
+    re.IGNORECASE,
+)
+_PAST = re.compile(
+    r"\b(?:was|were|had|did|been|ago|used\s+to|'ve|have|has|'d|last|previously|once|back\s+in|already)\b"
+    r"|\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+)?\w+ed\b"
+    r"|\b(?:i|we|he|she|they|you)\s+(?:spent|went|left|took|got|lived|stayed|worked|ran|kept|sat|slept|ate|knew|"
+    r"drove|flew|taught|felt|made|lost|held|led|met|paid|said|saw|thought|wore|wrote|studied|tried|came|became)\b",
+    re.IGNORECASE,
+)
+_CLAUSE_BREAK = re.compile(r"[.;!?]|\b(?:but|and\s+then|although|whereas|because)\b", re.IGNORECASE)
+
+
+def zone(name: str | None) -> ZoneInfo | None:
+    """The caller's IANA timezone, or None (unknown names are not an error: UTC is used)."""
+    if not name or not isinstance(name, str):
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def expires_at_ms(text: str, now_ms: int, timezone: str | None = None) -> int | None:
+    """``expiry`` for epoch milliseconds, in the caller's timezone (an IANA name) or UTC."""
+    tz = zone(timezone) or UTC
+    now = datetime.fromtimestamp(now_ms / 1000, tz=tz)
+    when = expiry(text, now)
+    return None if when is None else int(when.timestamp() * 1000)
+
+
+def expiry(text: str, now: datetime) -> datetime | None:
+    """When a memory worded ``text`` stops being true, or None when the words do not say or the
+    rules are unsure.  ``now`` is timezone-aware, in the caller's zone."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    text = " ".join(text.replace("\u2019", "'").split())
+    for finder in (_until, _only, _duration, _whole, _temporary):
+        found = finder(text, now)
+        if found is not None:
+            return found if found > now else None
+    return None
+
+
+# -- the kinds of phrase --------------------------------------------------------------------------
+
+
+def _duration(text: str, now: datetime) -> datetime | None:
+    for match in _DURATION.finditer(text):
+        if not match.group("prep") and not match.group("ahead"):
+            continue  # "2 weeks" alone ("2 weeks ago", "a 2 weeks course") says nothing
+        if text[match.end() :].lstrip().lower().startswith(("ago", "before", "after", "earlier", "later", "of ")):
+            continue
+        if not (match.group("ahead") or _looks_ahead(text, match.start(), match.end())):
+            continue
+        if match.group("ahead") and _past_in_clause(text, match.start(), match.end()):
+            continue
+        return _add(now, _count(match.group("count")), match.group("unit").lower())
+    return None
+
+
+def _whole(text: str, now: datetime) -> datetime | None:
+    match = _WHOLE.search(text)
+    if match is None or not _looks_ahead(text, match.start(), match.end()):
+        return None
+    return _add(now, 1, match.group("unit").lower())
+
+
+def _until(text: str, now: datetime) -> datetime | None:
+    for match in _UNTIL.finditer(text):
+        if _past_in_clause(text, match.start(), match.end()):
+            continue
+        day = _calendar_end(match.group("what").strip().lower(), now)
+        if day is not None:
+            return day
+    return None
+
+
+def _only(text: str, now: datetime) -> datetime | None:
+    match = _ONLY.search(text)
+    if match is None or _past_in_clause(text, match.start(), match.end()):
+        return None
+    span = next(group for group in match.groups() if group).lower()
+    if span in ("today", "tonight"):
+        return _day_end(now, now)
+    if span in ("week", "weekend"):
+        return _week_end(now)
+    if span == "month":
+        return _month_end(now)
+    return _year_end(now)
+
+
+def _temporary(text: str, now: datetime) -> datetime | None:
+    match = _TEMPORARY.search(text)
+    if match is None or _past_in_clause(text, match.start(), match.end()):
+        return None
+    return now + TEMPORARY
+
+
+# -- reading the clause ---------------------------------------------------------------------------
+
+
+def _clause(text: str, start: int, end: int) -> str:
+    """The clause around a phrase: from the last break before it to the first after it."""
+    before = text[:start]
+    breaks = list(_CLAUSE_BREAK.finditer(before))
+    left = breaks[-1].end() if breaks else 0
+    after = _CLAUSE_BREAK.search(text, end)
+    right = after.start() if after else len(text)
+    return text[left:start] + " " + text[end:right]
+
+
+def _past_in_clause(text: str, start: int, end: int) -> bool:
+    return _PAST.search(_clause(text, start, end)) is not None
+
+
+def _looks_ahead(text: str, start: int, end: int) -> bool:
+    """Does the clause of a duration speak of now or later, and of nothing past?"""
+    if _past_in_clause(text, start, end):
+        return False
+    if _KEEP.search(text) is not None:
+        return True
+    return _PRESENT.search(_clause(text, start, end)) is not None
+
+
+# -- calendar arithmetic --------------------------------------------------------------------------
+
+
+def _count(word: str) -> float:
+    word = " ".join(word.lower().split())
+    return float(_NUMBERS[word]) if word in _NUMBERS else float(word)
+
+
+def _add(now: datetime, count: float, unit: str) -> datetime | None:
+    if count <= 0:
+        return None
+    if unit in ("month", "year"):
+        months = count * (12 if unit == "year" else 1)
+        if months != int(months):
+            return now + timedelta(days=30.44 * months)
+        return _plus_months(now, int(months))
+    return now + timedelta(seconds=count * _UNITS[unit])
+
+
+def _plus_months(now: datetime, months: int) -> datetime:
+    month_index = now.month - 1 + months
+    year, month = now.year + month_index // 12, month_index % 12 + 1
+    day = min(now.day, _days_in(year, month))
+    return now.replace(year=year, month=month, day=day)
+
+
+def _days_in(year: int, month: int) -> int:
+    following = datetime(year + (month == 12), month % 12 + 1, 1)
+    return (following - timedelta(days=1)).day
+
+
+def _day_end(day: datetime, now: datetime) -> datetime:
+    """The first moment after ``day`` (midnight that ends it), in ``now``'s zone."""
+    start = datetime(day.year, day.month, day.day, tzinfo=now.tzinfo)
+    following = start + timedelta(days=1)
+    return datetime(following.year, following.month, following.day, tzinfo=now.tzinfo)
+
+
+def _week_end(now: datetime) -> datetime:
+    return _day_end(now + timedelta(days=6 - now.weekday()), now)
+
+
+def _month_end(now: datetime) -> datetime:
+    return _day_end(now.replace(day=_days_in(now.year, now.month)), now)
+
+
+def _year_end(now: datetime) -> datetime:
+    return _day_end(now.replace(month=12, day=31), now)
+
+
+_ORDINAL = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_MONTH = r"(?P<month>" + "|".join(name[:3] + r"(?:" + name[3:] + r")?" for name in _MONTH_NAMES) + r")\.?"
+_DATES = [
+    re.compile(r"^(?P<year>\d{4})-(?P<mon>\d{2})-(?P<day>\d{2})\b"),
+    re.compile(r"^(?:the\s+)?" + _ORDINAL + r"(?:\s+of)?\s+" + _MONTH + r"(?:\s+(?P<year>\d{4}))?\b"),
+    re.compile(r"^" + _MONTH + r"\s+" + _ORDINAL + r"(?:,?\s+(?P<year>\d{4}))?\b"),
+    re.compile(r"^the\s+" + _ORDINAL + r"\b"),
+]
+
+
+def _calendar_end(what: str, now: datetime) -> datetime | None:
+    """The end of the day, week, month or year an "until ..." names; None if it names none."""
+    what = re.sub(r"^(?:at\s+least\s+|about\s+|around\s+|on\s+)", "", what)
+    if what.startswith(("further notice", "i ", "we ", "you ", "he ", "she ", "they ", "it ")):
+        return None
+    if what.startswith(("tonight", "today", "the end of the day", "the end of today")):
+        return _day_end(now, now)
+    if what.startswith("tomorrow"):
+        return _day_end(now + timedelta(days=1), now)
+    span = re.match(r"^(?:the\s+)?end\s+of\s+(?:the\s+|this\s+)?(?P<span>week|weekend|month|year)\b", what)
+    if span:
+        return {"week": _week_end, "weekend": _week_end, "month": _month_end, "year": _year_end}[span["span"]](now)
+    span = re.match(r"^(?:the\s+)?end\s+of\s+next\s+(?P<span>week|month)\b", what)
+    if span:
+        return _week_end(now + timedelta(days=7)) if span["span"] == "week" else _month_end(_plus_months(now, 1))
+    if re.match(r"^(?:the\s+)?(?:this\s+)?weekend\b", what):
+        return _week_end(now)
+    if re.match(r"^next\s+week\b", what):
+        return _week_end(now + timedelta(days=7))
+    weekday = re.match(r"^(?P<next>next\s+|this\s+(?:coming\s+)?)?(?P<day>" + "|".join(_WEEKDAYS) + r")\b", what)
+    if weekday:
+        ahead = (_WEEKDAYS.index(weekday["day"]) - now.weekday()) % 7 or 7
+        if (weekday["next"] or "").startswith("next") and ahead <= 6 - now.weekday():
+            ahead += 7  # "next Friday" said on a Monday: the Friday of next week
+        return _day_end(now + timedelta(days=ahead), now)
+    for pattern in _DATES:
+        match = pattern.match(what)
+        if match:
+            return _date_end(match.groupdict(), now)
+    return None
+
+
+def _date_end(parts: dict[str, str | None], now: datetime) -> datetime | None:
+    day = int(parts["day"] or 0)
+    if parts.get("mon"):
+        month = int(parts["mon"] or 0)
+    elif parts.get("month"):
+        month = next(i for i, name in enumerate(_MONTH_NAMES, 1) if name.startswith(str(parts["month"])[:3]))
+    else:
+        month = now.month if day > now.day else now.month % 12 + 1
+    year = int(parts["year"]) if parts.get("year") else now.year
+    if not parts.get("year") and (month, day) < (now.month, now.day):
+        year += 1  # "until March 3" said in April: next year's
+    if not 1 <= month <= 12 or not 1 <= day <= _days_in(year, month):
+        return None
+    return _day_end(datetime(year, month, day, tzinfo=now.tzinfo), now)
