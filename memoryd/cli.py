@@ -194,6 +194,13 @@ _ADMIN_COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], dict[str, A
     "stats": ("stats", lambda args: {"as_json": args.json}),
     "gc": ("gc", lambda args: {"dry_run": args.dry_run, "as_json": args.json}),
     "export": ("export", lambda args: {"user": args.user}),
+    "forget-user": (
+        "forget_user",
+        lambda args: {
+            "user_id": args.user_id, "dry_run": args.dry_run, "include_group": args.include_group,
+            "usernames": args.username, "as_json": args.json,
+        },
+    ),  # fmt: skip
     "import": ("importing", lambda args: {"path": args.file}),
     "backup": ("backup", lambda args: {"target": args.path, "force": args.force, "compact": args.compact}),
     "check": ("check", lambda args: {"repair": args.repair, "as_json": args.json}),

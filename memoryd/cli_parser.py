@@ -78,6 +78,18 @@ def _add_admin_commands(commands: Any) -> None:
     gc.add_argument("--dry-run", action="store_true", help="only count what would be removed")
     gc.add_argument("--json", action="store_true")
 
+    forget = commands.add_parser(
+        "forget-user", help="erase everything stored about USER_ID, physically and at once (not backups)"
+    )
+    _add_config_flags(forget)
+    forget.add_argument("user_id", metavar="USER_ID")
+    forget.add_argument("--dry-run", action="store_true", help="only count what would be erased")
+    forget.add_argument("--include-group", action="store_true",
+                        help="delete the group memories the user added too (default: keep them, without their name)")  # fmt: skip
+    forget.add_argument("--username", action="append", default=[], metavar="NAME",
+                        help="a chat username of the user, to clear from group memories (repeatable)")  # fmt: skip
+    forget.add_argument("--json", action="store_true")
+
     export = commands.add_parser("export", help="write every memory and person as versioned JSON Lines to stdout (no vectors)")
     _add_config_flags(export)
     export.add_argument("--user", metavar="USER_ID", help="only the memories this user added, and their people")

@@ -121,7 +121,7 @@ async def test_gc_dry_run_counts_and_gc_removes_what_is_past_retention(tmp_path:
     assert (report["purged_deleted"], report["purged_expired"], report["purged_superseded"]) == (1, 1, 0)
     assert list(report) == [  # the report's keys, in the order scripts have seen them
         "dry_run", "cutoff_ms", "purged_deleted", "purged_expired", "purged_superseded", "events_pruned",
-        "optimize_steps", "seconds", "cutoff", "purged", "retention_days",
+        "optimize_steps", "seconds", "cutoff", "purged", "retention_days", "evicted",
     ]
     assert len(query(data, "SELECT id FROM memories")) == 6
 

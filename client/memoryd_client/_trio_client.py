@@ -87,6 +87,22 @@ class AsyncMemoryClient(ClientBase):
         result: Record = await self.call("memory.delete", **_methods.memory_id_params(memory_id))
         return result
 
+    async def forget_all(self, *, include_group: bool = False) -> Record:
+        """Erase everything stored about the caller, at once: ``{"erased": {kind: count}, ...}``.
+        ``include_group`` also deletes the group memories the caller added."""
+        result: Record = await self.call("memory.forget_all", confirm=True, include_group=include_group)
+        return result
+
+    async def pin(self, memory_id: str) -> Record:
+        """Keep a memory for good (never evicted or expired): the pinned record."""
+        result: Record = await self.call("memory.pin", **_methods.memory_id_params(memory_id))
+        return result
+
+    async def unpin(self, memory_id: str) -> Record:
+        """Make a pinned memory evictable again: the record."""
+        result: Record = await self.call("memory.unpin", **_methods.memory_id_params(memory_id))
+        return result
+
     async def observe(self, messages: Sequence[Record], *, session_key: Optional[str] = None) -> Record:
         """Post conversation messages (``{"role", "content", "id"?, "timestamp"?, "username"?, ...}``)
         for background extraction: ``{"accepted": n}``, answered at once."""

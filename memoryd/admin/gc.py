@@ -1,5 +1,5 @@
 """`memoryd gc [--dry-run]`: hard-remove what was deleted or expired more than retention_days
-ago, then merge the FTS index and checkpoint the WAL."""
+ago, evict what max_entries does not allow, then merge the FTS index and checkpoint the WAL."""
 
 from __future__ import annotations
 
@@ -17,10 +17,17 @@ def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdou
     checkpoint: tuple[int, int, int] | None = None
     with open_store(config) as store:
         report = store.lifecycle.gc(retention_ms=int(retention_days * DAY_MS), dry_run=dry_run)
+        evicted = 0
         if not dry_run:
+            lifecycle = config.lifecycle
+            evicted = store.lifecycle.enforce_max_entries(
+                per_user=lifecycle.max_entries_per_user,
+                per_chat=lifecycle.max_entries_per_chat,
+                protect_recent_ms=int(lifecycle.protect_recent_days * DAY_MS),
+            ).evicted
             report.optimize_steps = store.lifecycle.optimize()
             checkpoint = store.lifecycle.checkpoint("TRUNCATE")
-    data = {**report.to_dict(), "retention_days": retention_days}
+    data = {**report.to_dict(), "retention_days": retention_days, "evicted": evicted}
     if checkpoint is not None:
         data["checkpoint_complete"] = checkpoint[0] == 0
     if as_json:
@@ -32,6 +39,8 @@ def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdou
         f"gc {verb} {report.purged} memories ({by_reason} before {data['cutoff']}, retention {retention_days:g} days)"
         f" and {report.events_pruned} old audit events in {report.seconds:.2f} s\n"
     )
+    if evicted:
+        out.write(f"evicted {evicted} memories past max_entries\n")
     if checkpoint is not None:
         state = "checkpointed" if checkpoint[0] == 0 else "checkpoint deferred (the daemon was busy; it completes later)"
         out.write(f"FTS index merged in {report.optimize_steps} steps; WAL {state}\n")

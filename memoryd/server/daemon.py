@@ -20,6 +20,7 @@ from memoryd.auth import Authenticator
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder, Embedder
 from memoryd.errors import EmbeddingModelMismatch, StartupError, StoreError, StoreRefused
+from memoryd.ids import DAY_MS
 from memoryd.lazy import LazyPattern
 from memoryd.llm.factory import make_llm
 from memoryd.log import fields
@@ -105,6 +106,7 @@ class Daemon:
             embedder = await self._start_embedder(store, head)
             try:
                 await self._await_integrity(integrity)
+                await trio.to_thread.run_sync(self._record_caps, store)
                 await self._serve(store, embedder, started, task_status)
             finally:
                 if self.llm is not None:
@@ -132,6 +134,19 @@ class Daemon:
             if failure is None:
                 raise StartupError(str(exc)) from None
             raise failure from None
+
+    def _record_caps(self, store: Store) -> None:
+        """Every add holds max_entries from the first one on (not only after maintenance)."""
+        lifecycle = self.config.lifecycle
+        try:
+            store.lifecycle.set_caps(
+                per_user=lifecycle.max_entries_per_user,
+                per_chat=lifecycle.max_entries_per_chat,
+                protect_recent_ms=int(lifecycle.protect_recent_days * DAY_MS),
+            )
+        except StoreError as exc:
+            # A full disk or a damaged file: the store's condition reports it; maintenance retries.
+            log.warning("store.caps_not_recorded", extra=fields(reason=str(exc)))
 
     async def _await_integrity(self, integrity: IntegrityCheck) -> None:
         wait = self.config.storage.integrity_check_wait

@@ -26,6 +26,7 @@ from memoryd.service.params import (
     MAX_SUBJECT_BYTES,
     AddParams,
     DeleteParams,
+    ForgetAllParams,
     GetParams,
     HistoryParams,
     ListParams,
@@ -70,6 +71,8 @@ class MemoryService:
         #: Told after each add (memory.add learns people itself, in the add's transaction).
         self.on_added: list[AddedListener] = []
         self.on_deleted: list[DeletedListener] = []
+        #: Told the id of a user whose data was erased (caches holding their data drop it).
+        self.on_erased: list[Callable[[str], None]] = []
         self.memories = memories
         self.embedder = embedder
         self._query_vectors = None if embedder is None else QueryVectors(embedder, query_timeout)
@@ -233,6 +236,37 @@ class MemoryService:
             for listener in self.on_deleted:
                 listener(scope)
         return {"deleted": deleted_id is not None, "id": deleted_id}
+
+    async def forget_all(self, params: ForgetAllParams, ctx: CallContext) -> dict[str, Any]:
+        """memory.forget_all: erase everything the store holds about the caller, at once."""
+        scope = caller_scope(params, ctx, self.authenticator)
+        if not params.confirm:
+            raise InvalidParams.for_field("confirm", "must be true: erasing all your data cannot be undone")
+        usernames = [name for name in (optional_text(params.source_username), optional_text(params.username)) if name]
+        counts = await self.memories.erase_user(
+            scope.user_id, actor=scope.user_id, include_group=params.include_group, usernames=usernames
+        )
+        log.info("memory.forgot_all", extra=fields(**counts))
+        for listener in self.on_erased:
+            listener(scope.user_id)
+        return {"erased": counts, "include_group": params.include_group}
+
+    async def pin(self, params: DeleteParams, ctx: CallContext) -> MemoryRecord:
+        """memory.pin: keep a memory for good (never evicted, expired or decayed)."""
+        return await self._pin(params, ctx, pinned=True)
+
+    async def unpin(self, params: DeleteParams, ctx: CallContext) -> MemoryRecord:
+        """memory.unpin: the memory is evictable again (its cleared expiry stays cleared)."""
+        return await self._pin(params, ctx, pinned=False)
+
+    async def _pin(self, params: DeleteParams, ctx: CallContext, *, pinned: bool) -> MemoryRecord:
+        scope = caller_scope(params, ctx, self.authenticator)
+        with _ambiguity_names("memory_id"):
+            record = await self.memories.pin(scope, check_id_prefix("memory_id", params.memory_id), pinned=pinned)
+        if record is None:
+            raise _not_visible("memory_id")
+        log.info("memory.pinned" if pinned else "memory.unpinned", extra=fields(id=record.id))
+        return record
 
     @property
     def _vector_space_ready(self) -> bool:

@@ -102,6 +102,14 @@ class HistoryParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     memory_id: Annotated[str, Meta(min_length=1, max_length=64)]
 
 
+class ForgetAllParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
+    """memory.forget_all: ``confirm`` must be true (nothing can bring the data back)."""
+
+    confirm: bool = False
+    #: Delete the group memories the caller added too, instead of only removing their name.
+    include_group: bool = False
+
+
 class HealthParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     # Health is also called by monitoring that has no user: it never resolves an identity.
     pass

@@ -92,6 +92,11 @@ class SummaryService:
         keys = set(scope.visible_keys())
         self._mark(lambda s: bool(keys & set(s.visible_keys())))
 
+    def forget_user(self, user_id: str) -> None:
+        """The user's data was erased: their cached summaries go now, not at the next rebuild."""
+        for scope in [scope for scope in self._cache if scope.user_id == user_id]:
+            del self._cache[scope]
+
     def _mark(self, affected: Any) -> None:
         now = trio.current_time()
         for scope, entry in self._cache.items():

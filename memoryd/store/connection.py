@@ -109,6 +109,9 @@ def open_connection(
         # WAL + NORMAL: a commit survives a crash of the process; only power loss can drop
         # the last transactions, never corrupt the file.
         connection.pragma("synchronous", "NORMAL")
+        # Deleted content is overwritten with zeros, not left in free space: an erasure
+        # (``erasure.py``) must leave no trace in the file.
+        connection.pragma("secure_delete", 1)
     return connection
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import apsw
 import numpy.typing as npt
 
-from memoryd.store import jobs, memories, supersession, vector_search, vectors
+from memoryd.store import eviction, jobs, memories, supersession, vector_search, vectors
 from memoryd.store.db import one
 from memoryd.store.records import MemoryRecord, NewMemory
 from memoryd.store.supersession import Plan
@@ -66,6 +66,7 @@ def store_facts(
             continue
         if plans is None:
             rowid = memories.insert(db, new, now_ms)
+            eviction.hold_cap(db, new.scope_key, now_ms)
             record = supersession.record_of(db, rowid)
         else:
             scope = Scope(user_id=new.owner, chat_id=new.chat_id)

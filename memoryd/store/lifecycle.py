@@ -13,13 +13,13 @@ worker thread, the CLI directly.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import apsw
 
 from memoryd.errors import StoreCorrupt
-from memoryd.store import consistency, eviction, retention, stats, transfer
+from memoryd.store import consistency, erasure, eviction, retention, stats, transfer
 from memoryd.store.consistency import Finding
 from memoryd.store.db import Database, file_sizes, rows_changed
 from memoryd.store.eviction import EvictionReport
@@ -70,8 +70,10 @@ class Lifecycle:
         return report
 
     def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
-        """Evict (soft-delete, audited) the lowest-value memories of over-full scopes."""
+        """Evict (soft-delete, audited) the lowest-value memories of over-full scopes, and
+        record the caps so that every add holds them from now on."""
         report = EvictionReport()
+        self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         if not per_user and not per_chat:
             return report
         now_ms = self._clock()
@@ -81,6 +83,26 @@ class Lifecycle:
             while evicted := self._db.write_sync(eviction.evict_batch, scope_key, limit, now_ms, protect_since_ms):
                 report.evicted += evicted
         return report
+
+    def set_caps(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> None:
+        """The max_entries caps every add holds in its own transaction (0 = no cap)."""
+        self._db.write_sync(eviction.store_caps, per_user, per_chat, protect_recent_ms)
+
+    def erase_user(
+        self, user_id: str, *, actor: str, include_group: bool = False, usernames: Sequence[str] = (), dry_run: bool = False
+    ) -> dict[str, int]:
+        """Erase everything about ``user_id`` at once (``erasure.erase_user``), then fold and
+        empty the WAL, which held the erased rows' old pages; counts per kind."""
+        if dry_run:
+            return self._db.read_sync(
+                erasure.erase_user, user_id, self._clock(), actor=actor, include_group=include_group,
+                usernames=usernames, dry_run=True,
+            )  # fmt: skip
+        counts = self._db.write_sync(
+            erasure.erase_user, user_id, self._clock(), actor=actor, include_group=include_group, usernames=usernames
+        )
+        self._db.plain_sync(erasure.wipe_free_space)
+        return counts
 
     def optimize(self, *, max_steps: int = 10_000) -> int:
         """Merge the FTS index fully (in small transactions) and refresh planner statistics."""

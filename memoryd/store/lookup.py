@@ -63,6 +63,32 @@ def delete(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> str |
     return full_id
 
 
+def pin(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int, *, pinned: bool) -> MemoryRecord | None:
+    """Pin (or unpin) the one visible memory matching ``prefix``; its record, or None.
+
+    A pinned memory is kept for good: its expiry is cleared (the audit event keeps the old
+    one), eviction passes it over and nothing decays it.  Unpinning leaves it without expiry.
+    """
+    match = resolve_visible(db, scope, prefix, now_ms)
+    if match is None:
+        return None
+    rowid, full_id = match
+    (was_pinned, expires_at_ms) = one(db, "SELECT pinned, expires_at_ms FROM memories WHERE rowid = ?", (rowid,))
+    if bool(was_pinned) != pinned:
+        if pinned:
+            db.execute(
+                "UPDATE memories SET pinned = 1, expires_at_ms = NULL, expiry_recorded_ms = NULL WHERE rowid = ?",
+                (rowid,),
+            )
+        else:
+            db.execute("UPDATE memories SET pinned = 0 WHERE rowid = ?", (rowid,))
+        detail: dict[str, object] = {"chat_id": scope.chat_id}
+        if pinned and expires_at_ms is not None:
+            detail["expires_at_ms"] = int(expires_at_ms)
+        memories.audit(db, full_id, "pinned" if pinned else "unpinned", scope.user_id, now_ms, detail)
+    return memories.fetch_visible(db, scope, [rowid], now_ms, include_superseded=True).get(rowid)
+
+
 def _common_prefix(a: str, b: str) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):

@@ -106,6 +106,8 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
     #: Who the memory is about: the caller's own people it is linked to (see
     #: ``store/people_retriever.annotate``), else its subjects.
     about: list[str] = []
+    #: Kept for good: never evicted, expired or decayed (memory.pin; schema m015).
+    pinned: bool = False
 
 
 class SearchHit(MemoryRecord, kw_only=True):
@@ -149,6 +151,7 @@ RECORD_COLUMNS = ", ".join(
         "confidence",
         *PROVENANCE_COLUMNS,
         *SUPERSESSION_COLUMNS,
+        "pinned",
     )
 )
 
@@ -157,7 +160,7 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     """Build a MemoryRecord from a row selected with RECORD_COLUMNS (the rowid is skipped)."""
     (_rowid, id_, content, source, subjects, shared, owner, chat_id, created, expires, metadata, confidence) = row[:12]
     (chat_type, username, display_name, message_id, session, sensitivity, memory_type, private) = row[12:20]
-    (superseded_by, superseded_at_ms, supersede_reason, key) = row[20:24]
+    (superseded_by, superseded_at_ms, supersede_reason, key, pinned) = row[20:25]
     subject_names: list[str] = _json_decode(subjects)
     return MemoryRecord(
         id=id_,
@@ -186,6 +189,7 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
         supersede_reason=supersede_reason,
         key=key,
         about=list(subject_names),
+        pinned=bool(pinned),
     )
 
 

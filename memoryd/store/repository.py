@@ -14,8 +14,9 @@ from typing import Any
 import apsw
 import numpy as np
 import numpy.typing as npt
+import trio
 
-from memoryd.store import lookup, memories, overlapped_search, people, people_retriever, search_parts, stats
+from memoryd.store import erasure, eviction, lookup, memories, overlapped_search, people, people_retriever, search_parts, stats
 from memoryd.store.condition import Condition
 from memoryd.store.db import Database
 from memoryd.store.hits import HitCounter
@@ -50,7 +51,7 @@ class MemoryRepository:
     async def add(self, new: NewMemory) -> tuple[MemoryRecord, bool]:
         """Insert ``new``; an identical live memory in the same scope is returned instead
         (second value True)."""
-        return await self._db.write(memories.add, new, self._clock())
+        return await self._db.write(eviction.add_within_cap, new, self._clock())
 
     def add_many(self, news: Iterable[NewMemory]) -> int:
         """Bulk load in one transaction, without dedupe (benchmarks, tests); same rows, audit and
@@ -126,6 +127,20 @@ class MemoryRepository:
     async def delete(self, scope: Scope, prefix: str) -> str | None:
         """Soft-delete by full id or unique prefix among the caller's visible memories."""
         return await self._db.write(lookup.delete, scope, prefix, self._clock())
+
+    async def pin(self, scope: Scope, prefix: str, *, pinned: bool) -> MemoryRecord | None:
+        """Pin or unpin by full id or unique prefix among the caller's visible memories."""
+        return await self._db.write(lookup.pin, scope, prefix, self._clock(), pinned=pinned)
+
+    async def erase_user(
+        self, user_id: str, *, actor: str, include_group: bool, usernames: Sequence[str]
+    ) -> dict[str, int]:
+        """Erase everything about ``user_id`` now (``erasure.erase_user``) and empty the WAL."""
+        counts = await self._db.write(
+            erasure.erase_user, user_id, self._clock(), actor=actor, include_group=include_group, usernames=usernames
+        )
+        await trio.to_thread.run_sync(self._db.plain_sync, erasure.wipe_free_space)
+        return counts
 
     async def short_ids(self, scope: Scope, ids: Iterable[str]) -> dict[str, str]:
         """The shortest prefix (at least 8 characters) naming each id among what ``scope`` sees."""

@@ -24,7 +24,7 @@ import apsw
 
 from memoryd.errors import SupersedeRefused
 from memoryd.ids import MIN_PREFIX_LENGTH
-from memoryd.store import jobs, lookup, memories, people_learning
+from memoryd.store import eviction, jobs, lookup, memories, people_learning
 from memoryd.store.db import one
 from memoryd.store.records import RECORD_COLUMNS, EmbedJob, MemoryRecord, NewMemory, record_from_row
 from memoryd.store.visibility import Scope, kind_of_key, predicate
@@ -154,6 +154,8 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
             db, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
             owner_names=plan.owner_names, now_ms=now_ms,
         ).changed
+    if not deduplicated:
+        eviction.hold_cap(db, new.scope_key, now_ms)
     # A new id's first MIN_PREFIX_LENGTH characters are unique in the table (memories.insert).
     stored.short_id = (
         lookup.short_ids(db, scope, [record.id], now_ms)[record.id] if deduplicated else record.id[:MIN_PREFIX_LENGTH]

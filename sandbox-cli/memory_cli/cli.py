@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("memory_id", metavar="ID")
     delete.add_argument("--json", **json_flag)
 
+    for verb, what in (("pin", "keep a memory for good (never evicted or expired)"), ("unpin", "undo pin")):
+        pinning = commands.add_parser(verb, help=f"{what}: by id or unique id prefix (>= 8 chars)")
+        pinning.add_argument("memory_id", metavar="ID")
+        pinning.add_argument("--json", **json_flag)
+
     context = commands.add_parser("context", help="what to know before replying to MESSAGE (a prompt block)")
     context.add_argument("message", metavar="MESSAGE")
     context.add_argument("-n", "--limit", type=int, metavar="N", help="at most N memories (default 5)")
@@ -120,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("person", metavar="PERSON", help='a name, alias, relationship ("my wife") or person id')
     forget.add_argument("--keep-person", action="store_true", help="delete the memories only, keep the person")
     forget.add_argument("--json", **json_flag)
+
+    erase = commands.add_parser("forget-all", help="erase everything stored about you, at once (needs --yes)")
+    erase.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
+    erase.add_argument("--include-group", action="store_true", help="also delete the group memories you added")
+    erase.add_argument("--json", **json_flag)
 
     health = commands.add_parser("health", help="is the daemon up?")
     health.add_argument("--json", **json_flag)
@@ -183,6 +193,12 @@ def _delete(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     return result, [f"Memory deleted: {shown}"], EXIT_OK
 
 
+def _pin(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    record = client.pin(args.memory_id) if args.command == "pin" else client.unpin(args.memory_id)
+    shown = str(record.get("id", args.memory_id))[: render.MIN_SHORT_ID]
+    return record, [f"Memory {'pinned' if record.get('pinned') else 'unpinned'}: {shown}"], EXIT_OK
+
+
 def _context(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     result = client.context(args.message, limit=args.limit, max_chars=args.max_chars)
     return result, (result.get("text") or "Nothing known yet.").splitlines(), EXIT_OK
@@ -195,6 +211,15 @@ def _forget_person(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     return result, [f"Forgot {name}: {count} memor{'y' if count == 1 else 'ies'} deleted"], EXIT_OK
 
 
+def _forget_all(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    if not args.yes:
+        raise _Usage("forget-all erases everything stored about you; confirm with --yes")
+    result = client.forget_all(include_group=args.include_group)
+    erased = result.get("erased") or {}
+    listed = ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in erased.items() if count)
+    return result, [f"Erased: {listed or 'nothing was stored'}"], EXIT_OK
+
+
 def _health(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     health = client.health()
     return health, render.health_lines(health), EXIT_OK
@@ -205,8 +230,11 @@ _COMMANDS: Dict[str, Callable[[MemoryClient, argparse.Namespace], Outcome]] = {
     "add": _add,
     "list": _list,
     "delete": _delete,
+    "pin": _pin,
+    "unpin": _pin,
     "context": _context,
     "forget-person": _forget_person,
+    "forget-all": _forget_all,
     "health": _health,
 }
 

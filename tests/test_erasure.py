@@ -1,0 +1,127 @@
+"""Erasure through the socket and the operator command: every kind of record about a user goes,
+and a marker string written into each of them is nowhere in the database file, WAL or -shm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import trio
+
+from memoryd.server.daemon import Daemon
+from tests.admin_cli import memoryd, text
+from tests.store_helpers import sql
+from tests.wire import NdjsonPeer, call_ok
+
+MARKER = "zqxmarkerq7"
+SECRET_CHAT = f"chat-{MARKER}"
+ALICE = {"user_id": "alice", "chat_id": SECRET_CHAT}
+ALICE_IN_TEAM = {"user_id": "alice", "chat_id": "team", "chat_type": "group", "source_username": f"{MARKER}_alice"}
+BOB_IN_TEAM = {"user_id": "bob", "chat_id": "team", "chat_type": "group"}
+
+
+def occurrences(db_path: Path) -> dict[str, int]:
+    """How often the marker appears (any case) in the database file and its companions."""
+    found = {}
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(str(db_path) + suffix)
+        found[suffix or "db"] = path.read_bytes().lower().count(MARKER.encode()) if path.exists() else 0
+    return found
+
+
+async def write_everywhere(peer: NdjsonPeer) -> dict[str, str]:
+    """The marker in every kind of record the store keeps about alice."""
+    ids = {}
+    ids["plain"] = (await call_ok(peer, "memory.add", {**ALICE, "content": f"My locker code is {MARKER} 7731"}))["id"]
+    old = await call_ok(peer, "memory.add", {**ALICE, "content": f"My phone number is 555-0100 {MARKER}"})
+    await call_ok(peer, "memory.add", {**ALICE, "content": "My phone number is 555-0199", "supersedes": old["id"]})
+    gone = await call_ok(peer, "memory.add", {**ALICE, "content": f"Deleted note {MARKER}"})
+    await call_ok(peer, "memory.delete", {**ALICE, "memory_id": gone["id"]})
+    await call_ok(peer, "memory.pin", {**ALICE, "memory_id": ids["plain"]})
+    await call_ok(peer, "memory.add", {**ALICE, "content": f"Temporary gate code {MARKER}", "expires_days": 3, "key": f"gate-{MARKER}"})
+    await call_ok(peer, "memory.add", {**ALICE, "content": f"My sister Zqxmarkerq7ina loves tea", "subjects": [f"Zqxmarkerq7ina"]})
+    await call_ok(peer, "person.alias", {**ALICE, "name": "Zqxmarkerq7ina", "alias": f"sis {MARKER}"})
+    messages = [
+        {"role": "user", "content": f"I keep my keys under the {MARKER} mat", "username": f"{MARKER}_alice", "user_id": "alice"},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    await call_ok(peer, "memory.observe", {**ALICE, "messages": messages, "session_key": f"s-{MARKER}", "timezone": "Europe/Paris"})
+    await call_ok(peer, "memory.observe", {**BOB_IN_TEAM, "messages": messages[:1]})
+    # Group memories: alice's own (stays with the team, without her name) and bob's from her words.
+    ids["alice_group"] = (
+        await call_ok(peer, "memory.add", {**ALICE_IN_TEAM, "content": "The team standup is at 9", "shared": True})
+    )["id"]
+    ids["bob_group"] = (
+        await call_ok(
+            peer,
+            "memory.add",
+            {**BOB_IN_TEAM, "content": "The team lunch is on Fridays", "shared": True, "source_username": f"{MARKER}_alice"},
+        )
+    )["id"]
+    ids["bob_own"] = (await call_ok(peer, "memory.add", {**BOB_IN_TEAM, "content": "Bob likes chess"}))["id"]
+    await call_ok(peer, "memory.summary", {**ALICE})
+    return ids
+
+
+async def test_forget_all_erases_every_trace_and_keeps_others_data(daemon: Daemon, peer: NdjsonPeer) -> None:
+    ids = await write_everywhere(peer)
+    db_path = daemon.config.db_path
+    assert sum(occurrences(db_path).values()) > 0
+
+    refused = await peer.call("memory.forget_all", {**ALICE})
+    assert refused["error"]["code"] == -32602 and refused["error"]["data"]["field"] == "confirm"
+
+    reply = await call_ok(peer, "memory.forget_all", {**ALICE, "confirm": True})
+    erased = reply["erased"]
+    assert erased["memories"] == 6  # plain, both phone versions, deleted, gate code, sister
+    assert erased["people"] == 1 and erased["sessions"] == 1
+    assert erased["messages"] == 3  # her session's two, and the one she wrote in bob's session
+    assert erased["group_memories_anonymised"] == 2 and erased["group_memories_deleted"] == 0
+    assert erased["audit_events"] >= 3
+
+    assert occurrences(db_path) == {"db": 0, "-wal": 0, "-shm": 0}
+    assert await call_ok(peer, "memory.list", {**ALICE}) == []
+    assert await call_ok(peer, "person.list", {**ALICE}) == []
+    assert "Zqxmarkerq7ina" not in json.dumps(await call_ok(peer, "memory.summary", {**ALICE}))
+    # Others keep their data; the team keeps alice's group memory, without her name.
+    team = {m["id"]: m for m in await call_ok(peer, "memory.list", {**BOB_IN_TEAM})}
+    assert set(team) == {ids["alice_group"], ids["bob_group"], ids["bob_own"]}
+    assert team[ids["alice_group"]]["owner"] == "(erased)"
+    assert team[ids["bob_group"]]["source_username"] is None and team[ids["bob_group"]]["owner"] == "bob"
+    # The audit trail says only that an erasure happened, when and by whom.
+    events = sql(db_path, "SELECT memory_id, event, actor FROM audit_events WHERE actor = 'alice' OR event = 'erased'")
+    assert events == [("", "erased", "alice")]
+
+
+async def test_forget_all_with_include_group_deletes_her_group_memories(daemon: Daemon, peer: NdjsonPeer) -> None:
+    await call_ok(peer, "memory.add", {**ALICE_IN_TEAM, "content": f"Team wiki password {MARKER}", "shared": True})
+    kept = await call_ok(peer, "memory.add", {**BOB_IN_TEAM, "content": "Team room is 4B", "shared": True})
+    reply = await call_ok(peer, "memory.forget_all", {**ALICE_IN_TEAM, "confirm": True, "include_group": True})
+    assert reply["erased"]["group_memories_deleted"] == 1
+    assert [m["id"] for m in await call_ok(peer, "memory.list", {**BOB_IN_TEAM})] == [kept["id"]]
+    assert occurrences(daemon.config.db_path) == {"db": 0, "-wal": 0, "-shm": 0}
+
+
+async def test_forget_user_counts_in_a_dry_run_then_erases(short_tmp: Path, nursery: trio.Nursery) -> None:
+    from tests.conftest import make_config
+
+    daemon = Daemon(make_config(short_tmp))
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await write_everywhere(peer)
+    daemon.request_stop()
+    await trio.sleep(0.5)
+    data = short_tmp / "data"
+
+    dry = memoryd("forget-user", "alice", "--dry-run", "--json", data_dir=data)
+    assert dry.returncode == 0, text(dry)
+    counted = json.loads(dry.stdout)["erased"]
+    assert counted["memories"] == 6 and counted["people"] == 1
+    assert sum(occurrences(daemon.config.db_path).values()) > 0
+
+    done = memoryd("forget-user", "alice", "--json", data_dir=data)
+    assert done.returncode == 0, text(done)
+    assert json.loads(done.stdout)["erased"] == counted
+    assert occurrences(daemon.config.db_path) == {"db": 0, "-wal": 0, "-shm": 0}
+    events = sql(daemon.config.db_path, "SELECT event, actor FROM audit_events WHERE event = 'erased'")
+    assert events == [("erased", "operator")]
