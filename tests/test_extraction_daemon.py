@@ -134,8 +134,13 @@ async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_b
     assert f"Current date and time: {paris_now:%A} {paris_now.day} {paris_now:%B %Y}" in prompt
     assert "(UTC+01:00)" in prompt or "(UTC+02:00)" in prompt
     assert state["memories_stored_since_start"] == 3
-    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"})
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts", "types": ["identity"]})
     assert [hit["content"] for hit in hits] == ["Alice is allergic to peanuts."]
+    # Unfiltered, the observed message is found too, as an episode.
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"})
+    assert {(hit["memory_type"], hit["content"]) for hit in hits} == {
+        ("identity", "Alice is allergic to peanuts."), ("episode", "Alice Liddell: I am allergic to peanuts.")
+    }
     listed = {m["content"]: m for m in await call_ok(peer, "memory.list", {**ALICE, "limit": 50})}
     assert set(listed) == {
         "Alice's wife Sarah loves Italian food.",

@@ -113,8 +113,18 @@ class LifecycleConfig(Section, frozen=True):
     #: Live personal memories per user / group memories per chat; 0 means unlimited.
     max_entries_per_user: Annotated[int, Meta(ge=0)] = 0
     max_entries_per_chat: Annotated[int, Meta(ge=0)] = 0
-    #: Eviction spares memories added in the last this-many days unless nothing else is left.
+    #: Memories added in the last this-many days get +1 eviction strength (docs/lifecycle.md).
     protect_recent_days: Annotated[float, Meta(ge=0)] = 7.0
+
+
+class EpisodesConfig(Section, frozen=True):
+    """Observed messages kept as searchable memories of type ``episode`` (docs/lifecycle.md)."""
+
+    #: Store one episode per message memory.observe receives.
+    enabled: bool = True
+    #: Episodes are removed this many days after they were observed (0 keeps them for good).
+    #: They do not count towards max_entries.
+    retention_days: Annotated[float, Meta(ge=0)] = 90.0
 
 
 class LlmConfig(ModelServerConfig, frozen=True):
@@ -190,6 +200,7 @@ class Config(Section, frozen=True):
     embed: EmbedConfig = EmbedConfig()
     storage: StorageConfig = StorageConfig()
     lifecycle: LifecycleConfig = LifecycleConfig()
+    episodes: EpisodesConfig = EpisodesConfig()
     auth: AuthConfig = AuthConfig()
     llm: LlmConfig = LlmConfig()
     extraction: ExtractionConfig = ExtractionConfig()

@@ -215,8 +215,9 @@ class Daemon:
                 await nursery.start(despite_storage_faults, services.supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
-                    store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
-                )
+                    store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction,
+                    episodes=config.episodes,
+                )  # fmt: skip
                 await nursery.start(self.maintenance.run)
                 trimmer = HeapTrimmer(lambda: (server.guard.requests_total, store.memories.write_count))
                 await nursery.start(trimmer.run)

@@ -111,8 +111,9 @@ def _conversations(
     if llm is not None:
         worker = ExtractionWorker(store.conversations, llm, extractor, concurrency=config.llm.concurrency)
     conversations = ConversationService(
-        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator
-    )
+        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator,
+        episodes=config.episodes.enabled, on_episodes=None if service.backfill is None else service.backfill.notify,
+    )  # fmt: skip
     return conversations, worker
 
 

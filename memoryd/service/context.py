@@ -23,10 +23,17 @@ from memoryd.service.summary import SummaryService
 from memoryd.service.summary_digest import person_label
 from memoryd.service.validation import check_text
 from memoryd.store import SearchHit, StoredPerson
+from memoryd.store.episodes import EPISODE
 
 SUMMARY_HEADING = "About the user:"
 PEOPLE_HEADING = "People mentioned:"
 MEMORIES_HEADING = "Relevant memories:"
+EPISODES_HEADING = "From past conversations:"
+#: An episode (an observed message) joins the context only this relevant: a cosine to the
+#: message with an embedder, else the fraction of the message's words it contains.
+EPISODE_MIN_SIMILARITY = 0.5
+#: memory.context reads at most this many hits (twice its limit) to choose from.
+MAX_DEPTH = 100
 #: A summary cut shorter than this says too little to be worth its heading.
 MIN_SUMMARY_CHARS = 40
 
@@ -43,7 +50,8 @@ class ContextService:
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
-        hits = await self.memory.search_in(scope, params.message, params.limit)
+        found = await self.memory.search_in(scope, params.message, min(MAX_DEPTH, params.limit * 2))
+        hits = prefer_facts(found, params.limit)
         mentioned = await self.people.mentioned(scope.user_id, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {
@@ -52,6 +60,15 @@ class ContextService:
             "summary": summary,
             "text": render(summary, mentioned, hits, params.max_chars),
         }
+
+
+def prefer_facts(hits: Sequence[SearchHit], limit: int) -> list[SearchHit]:
+    """The facts first (in search order); episodes fill what room is left, and only those
+    relevant enough (EPISODE_MIN_SIMILARITY): a fact states what the conversation said."""
+    facts = [hit for hit in hits if hit.memory_type != EPISODE][:limit]
+    room = limit - len(facts)
+    episodes = [hit for hit in hits if hit.memory_type == EPISODE and hit.similarity >= EPISODE_MIN_SIMILARITY]
+    return facts + episodes[: max(room, 0)]
 
 
 def _person_line(person: StoredPerson) -> str:
@@ -72,7 +89,8 @@ def render(summary: str, people: Sequence[StoredPerson], hits: Sequence[SearchHi
     sections: list[list[str]] = []
     used = 0
     for heading, lines in ((PEOPLE_HEADING, [_person_line(p) for p in people]),
-                           (MEMORIES_HEADING, [_memory_line(h) for h in hits])):
+                           (MEMORIES_HEADING, [_memory_line(h) for h in hits if h.memory_type != EPISODE]),
+                           (EPISODES_HEADING, [_memory_line(h) for h in hits if h.memory_type == EPISODE])):
         kept: list[str] = []
         for line in lines:
             cost = len(line) + 1 + (0 if kept else len(heading) + 2)

@@ -8,7 +8,7 @@ extract methods call the LLM while the caller waits and answer ``{"stored", "ids
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -54,6 +54,10 @@ class ConversationService:
     #: The background worker, which observe wakes; None without an LLM.
     worker: ExtractionWorker | None
     authenticator: Authenticator
+    #: Keep each observed message as a searchable memory of type ``episode``.
+    episodes: bool = False
+    #: Told when episodes were stored (they wait for their embeddings: the backfill).
+    on_episodes: Callable[[], None] | None = None
 
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
@@ -65,8 +69,10 @@ class ConversationService:
         accepted = 0
         if stored:
             accepted = await self.conversations.observe(
-                session, _context(params), stored, extract_after_ms=debounce_ms
+                session, _context(params), stored, extract_after_ms=debounce_ms, episodes=self.episodes
             )
+            if self.episodes and self.on_episodes is not None:
+                self.on_episodes()
         if self.worker is not None:
             self.worker.notify()
         log.debug("conversation.observed", extra=fields(messages=accepted))

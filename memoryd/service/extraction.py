@@ -11,6 +11,7 @@ Nothing here is on the path of memory.add, observe or search: a down LLM only gr
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import trio
 
 from memoryd.errors import DiskFull, LlmError, LlmUnavailable, StoreCorrupt
 from memoryd.extract import Speaker
+from memoryd.ids import DAY_MS
 from memoryd.log import fields
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
@@ -43,6 +45,8 @@ class ExtractionWorker:
         self.llm = llm
         self.extractor = extractor
         self._slots = trio.Semaphore(concurrency)
+        #: How far back the backlog of never-extracted messages is read (extraction.retention_days).
+        self.retention_days = extractor.settings.retention_days
         self._wakeup = Wakeup()
         self.last_error: str | None = None
         self.sessions_extracted = 0
@@ -55,6 +59,12 @@ class ExtractionWorker:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         # Whatever a previous run had leased (a crash, kill -9) is due again now.
         await trio.to_thread.run_sync(self.conversations.clear_leases)
+        # What was observed while extraction was off is extracted now, oldest first.
+        backlog = await trio.to_thread.run_sync(
+            functools.partial(self.conversations.schedule_backlog, retention_ms=int(self.retention_days * DAY_MS))
+        )
+        if backlog:
+            log.info("extraction.backlog_scheduled", extra=fields(sessions=backlog))
         task_status.started()
         async with trio.open_nursery() as nursery:
             while True:

@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from memoryd.config import ExtractionConfig, LifecycleConfig
+from memoryd.config import EpisodesConfig, ExtractionConfig, LifecycleConfig
 from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import DAY_MS, iso_from_ms, now_ms
 from memoryd.log import fields
@@ -40,12 +40,15 @@ class Maintenance:
         *,
         conversations: ConversationLog | None = None,
         extraction: ExtractionConfig | None = None,
+        episodes: EpisodesConfig | None = None,
     ) -> None:
-        """``conversations``: observed messages are pruned after ``extraction.retention_days``."""
+        """``conversations``: observed messages are pruned after ``extraction.retention_days``,
+        episodes after ``episodes.retention_days``."""
         self.lifecycle = lifecycle
         self.settings = settings
         self.conversations = conversations
         self.extraction = extraction or ExtractionConfig()
+        self.episodes = episodes or EpisodesConfig()
         self.runs = 0
         self.last_summary: dict[str, Any] | None = None
         self._wake = trio.Event()
@@ -103,9 +106,13 @@ class Maintenance:
             per_chat=settings.max_entries_per_chat,
             protect_recent_ms=int(settings.protect_recent_days * DAY_MS),
         )
-        messages_pruned = 0
+        messages_pruned = episodes_pruned = 0
         if self.conversations is not None:
             messages_pruned = self.conversations.prune(retention_ms=int(self.extraction.retention_days * DAY_MS))
+            if self.episodes.retention_days > 0:
+                episodes_pruned = self.conversations.prune_episodes(
+                    retention_ms=int(self.episodes.retention_days * DAY_MS)
+                )
         optimize_steps = 0
         if gc.purged + eviction.evicted >= OPTIMIZE_AFTER_ROWS:
             optimize_steps = lifecycle.optimize()
@@ -120,6 +127,7 @@ class Maintenance:
             "evicted": eviction.evicted,
             "over_limit_scopes": len(eviction.scopes),
             "messages_pruned": messages_pruned,
+            "episodes_pruned": episodes_pruned,
             "optimize_steps": optimize_steps,
             "ms": round((time.perf_counter() - started) * 1000, 1),
         }

@@ -43,6 +43,10 @@ from memoryd.store.supersession import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
 
+#: A search with a ``types`` filter reads this many times its limit (at most MAX_SEARCH_DEPTH).
+TYPE_FILTER_DEPTH = 5
+MAX_SEARCH_DEPTH = 100
+
 #: Told about every stored memory (people learning, summary freshness): the caller, the record,
 #: and the names its owner goes by (``owner_names``).
 AddedListener = Callable[[Scope, MemoryRecord, tuple[str, ...]], Awaitable[None]]
@@ -166,7 +170,14 @@ class MemoryService:
         scope = dataclasses.replace(
             caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
         )
-        return await self.search_in(scope, params.query, params.limit, about=params.about)
+        if not params.types:
+            return await self.search_in(scope, params.query, params.limit, about=params.about)
+        # A types filter reads deeper, then keeps the wanted types: the ranking stays the
+        # store's, and the types a search returns are what it would return unfiltered.
+        wanted = set(params.types)
+        depth = min(MAX_SEARCH_DEPTH, max(params.limit * TYPE_FILTER_DEPTH, params.limit))
+        hits = await self.search_in(scope, params.query, depth, about=params.about)
+        return [hit for hit in hits if hit.memory_type in wanted][: params.limit]
 
     async def search_in(self, scope: Scope, query: str, limit: int, *, about: str | None = None) -> list[SearchHit]:
         """memory.search for a caller already identified (memory.context searches too)."""
@@ -206,6 +217,7 @@ class MemoryService:
                 before_id=before_id,
                 include_expired=params.include_expired,
                 about=about,
+                types=params.types,
             )
 
     async def get(self, params: GetParams, ctx: CallContext) -> MemoryRecord:

@@ -27,6 +27,7 @@ Identity = Annotated[str, Meta(min_length=1, max_length=256)]
 #: A routing field as ash sends it: its env var's text, "" or null when unset.
 RoutingText = Annotated[str, Meta(max_length=256)]
 SubjectName = Annotated[str, Meta(min_length=1, max_length=200)]
+MemoryTypeName = Annotated[str, Meta(min_length=1, max_length=64)]
 
 
 class CallerParams(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -79,6 +80,9 @@ class SearchParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     #: Only memories about this person: a name, an alias or a relationship ("my wife").
     about: SubjectName | None = None
     include_superseded: bool = False
+    #: Only memories of these types ("episode" for observed messages, "preference", ...);
+    #: by default every type, episodes included.
+    types: Annotated[list[MemoryTypeName], Meta(min_length=1, max_length=16)] | None = None
 
 
 class ListParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
@@ -88,6 +92,9 @@ class ListParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     include_expired: bool = False
     about: SubjectName | None = None
     include_superseded: bool = False
+    #: Only memories of these types; by default every type but episodes (the conversation
+    #: log would crowd out the memories a user manages).
+    types: Annotated[list[MemoryTypeName], Meta(min_length=1, max_length=16)] | None = None
 
 
 class DeleteParams(CallerParams, kw_only=True, forbid_unknown_fields=True):

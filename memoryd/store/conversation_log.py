@@ -9,9 +9,11 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import apsw
 import numpy.typing as npt
 
 from memoryd.store import conversations, extraction_jobs, learned
+from memoryd.store import episodes as episodes_store
 from memoryd.store.conversations import ExtractionJob, SessionContext, SessionRef, StoredMessage
 from memoryd.store.db import Database
 from memoryd.store.learned import Learned
@@ -35,14 +37,17 @@ class ConversationLog:
         messages: Sequence[StoredMessage],
         *,
         extract_after_ms: int | None,
+        episodes: bool = False,
     ) -> int:
         """Store ``messages``; with ``extract_after_ms``, the session's extraction comes due that
-        long after now (each call pushes it back: the debounce)."""
+        long after now (each call pushes it back: the debounce); with ``episodes``, each message
+        is also stored as a searchable memory of type ``episode``, in the same transaction."""
         now = self._clock()
         due = None if extract_after_ms is None else now + extract_after_ms
         observe = functools.partial(
-            conversations.observe, session=session, context=context, messages=list(messages), now_ms=now, due_at_ms=due
-        )
+            _observe, session=session, context=context, messages=list(messages), now_ms=now, due_at_ms=due,
+            episodes=episodes,
+        )  # fmt: skip
         return await self._small_writes.write(observe)
 
     async def session_messages(self, session: SessionRef, limit: int) -> builtins.list[StoredMessage]:
@@ -98,6 +103,21 @@ class ConversationLog:
         """`memoryd jobs retry` (synchronous)."""
         return self._db.write_sync(extraction_jobs.retry_parked, self._clock())
 
+    def schedule_backlog(self, *, retention_ms: int) -> int:
+        """Messages observed while extraction was off (and kept, within ``retention_ms``) come
+        due for extraction, oldest first (``extraction_jobs.schedule_backlog``)."""
+        now = self._clock()
+        return self._db.write_sync(extraction_jobs.schedule_backlog, now, now - retention_ms)
+
+    def prune_episodes(self, *, retention_ms: int) -> int:
+        """Maintenance (synchronous): remove episodes past their retention, in short batches."""
+        cutoff, total = self._clock() - retention_ms, 0
+        while (removed := self._db.write_sync(episodes_store.prune_batch, cutoff)) > 0:
+            total += removed
+            if removed < episodes_store.PRUNE_BATCH:
+                break
+        return total
+
     def prune(self, *, retention_ms: int) -> int:
         """Maintenance (synchronous): remove messages past retention, in short batches."""
         cutoff, total = self._clock() - retention_ms, 0
@@ -106,3 +126,19 @@ class ConversationLog:
             if removed < conversations.PRUNE_BATCH:
                 break
         return total
+
+
+def _observe(
+    db: apsw.Connection,
+    session: SessionRef,
+    context: SessionContext,
+    messages: list[StoredMessage],
+    now_ms: int,
+    *,
+    due_at_ms: int | None,
+    episodes: bool,
+) -> int:
+    stored = conversations.observe(db, session, context, messages, now_ms, due_at_ms=due_at_ms)
+    if episodes:
+        episodes_store.add(db, session, context, messages, now_ms)
+    return stored

@@ -28,6 +28,39 @@ from memoryd.store.jobs import MAX_ERROR_CHARS, backoff_ms
 LEASE_MS = 15 * 60 * 1000
 
 
+def schedule_backlog(db: apsw.Connection, now_ms: int, cutoff_ms: int) -> int:
+    """Make due the sessions holding messages never extracted (observed while extraction was
+    off), those received since ``cutoff_ms`` only.  Each comes due at its oldest such message's
+    arrival, so the worker (which claims by due time) takes the oldest first.  Returns how many."""
+    created = rows_changed(
+        db,
+        """
+        INSERT INTO extraction_jobs (session, owner, chat_id, session_key, done_seq, due_at_ms, updated_at_ms)
+        SELECT session, json_extract(session, '$[0]'), json_extract(session, '$[1]'), json_extract(session, '$[2]'),
+            coalesce((SELECT max(seq) FROM observed_messages AS old WHERE old.session = m.session
+                      AND old.received_at_ms < ?2), 0),
+            min(received_at_ms), ?1
+        FROM observed_messages AS m
+        WHERE received_at_ms >= ?2 AND NOT EXISTS (SELECT 1 FROM extraction_jobs AS j WHERE j.session = m.session)
+        GROUP BY session
+        """,
+        (now_ms, cutoff_ms),
+    )
+    resumed = rows_changed(
+        db,
+        """
+        UPDATE extraction_jobs SET due_at_ms = (
+            SELECT min(received_at_ms) FROM observed_messages AS m
+            WHERE m.session = extraction_jobs.session AND m.seq > extraction_jobs.done_seq), updated_at_ms = ?1
+        WHERE due_at_ms IS NULL AND parked_at_ms IS NULL AND EXISTS (
+            SELECT 1 FROM observed_messages AS m
+            WHERE m.session = extraction_jobs.session AND m.seq > extraction_jobs.done_seq AND m.received_at_ms >= ?2)
+        """,
+        (now_ms, cutoff_ms),
+    )
+    return created + resumed
+
+
 def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> list[ExtractionJob]:
     """Lease up to ``limit`` due jobs, each with its next ``max_messages`` unextracted messages.
 

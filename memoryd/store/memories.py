@@ -23,6 +23,7 @@ from memoryd.store.records import (
     NO_PROVENANCE,
     EmbedJob,
     PROVENANCE_COLUMNS,
+    DEFAULT_MEMORY_TYPE,
     RECORD_COLUMNS,
     MemoryRecord,
     NewMemory,
@@ -208,8 +209,9 @@ def list_visible(
     before_id: str | None,
     include_expired: bool,
     now_ms: int,
+    types: Sequence[str] | None = None,
 ) -> list[MemoryRecord]:
-    """Newest first, continuing after the memory ``before_id`` names (a normalised id or prefix).  One walk of the (scope_key, created_at_ms,
+    """``types``: only memories of these types (None: every type but episodes).  Newest first, continuing after the memory ``before_id`` names (a normalised id or prefix).  One walk of the (scope_key, created_at_ms,
     rowid) index per scope key, merged, so a page costs O(page) rows plus the rows the
     disclosure rules hide on the way."""
     wanted = limit + offset
@@ -222,6 +224,11 @@ def list_visible(
         where, params = predicate(scope, now_ms=now_ms, include_expired=include_expired, key=key)
         if after is not None:
             where, params = f"{where} AND (memories.created_at_ms, memories.rowid) < (?, ?)", (*params, *after)
+        if types is None:
+            where += " AND memories.memory_type IS NOT 'episode'"
+        else:
+            where = f"{where} AND coalesce(memories.memory_type, '{DEFAULT_MEMORY_TYPE}') IN (SELECT value FROM json_each(?))"
+            params = (*params, _encode(list(types)).decode())
         selects.append(
             f"SELECT * FROM (SELECT {RECORD_COLUMNS} FROM memories WHERE {where} "
             "ORDER BY memories.created_at_ms DESC, memories.rowid DESC LIMIT ?)"

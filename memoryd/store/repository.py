@@ -67,6 +67,7 @@ class MemoryRepository:
         before_id: str | None = None,
         include_expired: bool = False,
         about: Sequence[int] | None = None,
+        types: Sequence[str] | None = None,
     ) -> builtins.list[MemoryRecord]:
         """The caller's memories, newest first; ``before_id`` (a normalised id or prefix)
         continues after a page; ``about`` (person rowids) keeps the memories about them."""
@@ -79,6 +80,7 @@ class MemoryRepository:
             before_id=before_id,
             include_expired=include_expired,
             now_ms=self._clock(),
+            types=types,
         )
         self._hits.note((record.id for record in records), self._clock())
         return records
@@ -169,6 +171,7 @@ def _list_annotated(
     if about is None:
         records = memories.list_visible(db, scope, **page)
     else:
+        page.pop("types")  # memories about a person are never episodes
         limit, now_ms = page.pop("limit"), page.pop("now_ms")
         records = [record for _, record in people.memories_about(db, scope, about, now_ms, limit=limit, **page)]
     people_retriever.annotate(db, scope, records)
