@@ -31,12 +31,23 @@ def test_offline_rules_are_precise_on_the_labelled_pairs():
     assert overall.recall >= RECALL_FLOOR, format_table(overall, {})
 
 
-@pytest.mark.parametrize("name", ["supersession_holdout.jsonl", "supersession_holdout2.jsonl"])
+@pytest.mark.parametrize(
+    "name",
+    ["supersession_holdout.jsonl", "supersession_holdout2.jsonl", "supersession_holdout3.jsonl"],
+)
 def test_offline_rules_are_precise_on_pairs_written_after_them(name):
     # Written after the rules (the first one then used to fix wording gaps, the second never):
     # recall there is lower and not asserted; precision must hold everywhere.
     overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name(name)))
     assert overall.total >= 40 and overall.precision >= 0.95, format_table(overall, {})
+
+
+@pytest.mark.parametrize("name", ["supersession_holdout3.jsonl", "supersession_holdout4.jsonl"])
+def test_open_attributes_recall_notes_and_changes_without_false_supersessions(name):
+    # holdout3 was written before the open-vocabulary rules (and its errors then read while
+    # writing them); holdout4 after them, and scored once.  Half of each pair set coexists.
+    overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name(name)))
+    assert overall.precision == 1.0 and overall.recall >= 0.9, format_table(overall, {})
 
 
 def test_evaluate_prints_the_table(capsys):

@@ -218,3 +218,23 @@ async def test_concurrent_adds_commit_together_and_a_refused_one_fails_alone(dae
     assert not any("note 7" in record["content"] for record in listed)
     people = await call_ok(peer, "person.list", ALICE)
     assert sorted(person["name"] for person in people) == sorted(f"Dana{'x' * n}" for n in range(20) if n != 7)
+
+
+async def test_a_note_with_the_same_key_supersedes_through_the_socket(peer: NdjsonPeer) -> None:
+    old = await add(peer, ALICE, "Phone number: 555-0142")
+    work = await add(peer, ALICE, "Work phone number: 555-0777")
+    new = await add(peer, ALICE, "Phone number: 555-0199")
+    assert new["superseded"] == [old["id"]] and work["superseded"] == []
+    assert sorted(await ids_of(peer, "memory.list", {**ALICE})) == sorted([work["id"], new["id"]])
+    reason = (await call_ok(peer, "memory.get", {**ALICE, "memory_id": old["id"]}))["supersede_reason"]
+    assert "kv:phone number" in reason
+
+
+async def test_a_verb_object_statement_supersedes_only_when_it_says_it_changed(peer: NdjsonPeer) -> None:
+    violin = await add(peer, ALICE, "Kenji plays the violin")
+    piano = await add(peer, ALICE, "Kenji plays the piano")
+    assert piano["superseded"] == []  # both can be true
+    car = await add(peer, ALICE, "Ren drives a Honda Civic")
+    tesla = await add(peer, ALICE, "Ren sold the Civic and drives a Tesla Model 3 now")
+    assert tesla["superseded"] == [car["id"]]
+    assert violin["id"] in await ids_of(peer, "memory.list", {**ALICE})

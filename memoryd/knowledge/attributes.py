@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from memoryd.knowledge import relationships
+from memoryd.knowledge.open_attributes import OpenFact, open_facts
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
 from memoryd.knowledge.attribute_rules import (
     DEMONYMS, JOBS, MULTI_VALUED, Found, possessive_facts, predicate_facts,
@@ -46,6 +47,9 @@ class Attribute:
     subject: Subject
     multi_valued: bool = False
     negated: bool = False
+    #: The statement says the value changed ("now", "these days"): an open verb-object
+    #: attribute (``open_attributes``) replaces an older one only then.
+    changed: bool = False
 
 
 _NAME = r"(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"
@@ -128,7 +132,8 @@ def parse_attributes(text: str) -> list[Attribute]:
 def attribute_keys(text: str) -> tuple[str, ...]:
     """The keys of the attributes ``text`` sets, sorted, once each: what a memory is filed
     under for supersession (``memory_attributes``)."""
-    return tuple(sorted({attribute.key for attribute in _parse_cached(text)}))
+    named = _parse_cached(text)
+    return tuple(sorted({attribute.key for attribute in (named or _parse_open_cached(text))}))
 
 
 @functools.lru_cache(maxsize=4096)  # a new memory is compared with several candidates, each parsed again
@@ -146,6 +151,26 @@ def _parse_cached(text: str) -> tuple[Attribute, ...]:
         if clause:
             found.extend(_clause_attributes(clause, lowercase_text))
     return tuple(found)
+
+
+def parse_open_attributes(text: str) -> list[Attribute]:
+    """The open-vocabulary attributes of ``text`` (``open_attributes``): what supersession
+    compares when no named rule recognises either statement."""
+    return list(_parse_open_cached(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_open_cached(text: str) -> tuple[Attribute, ...]:
+    cleaned = " ".join(text.replace("’", "'").replace("‘", "'").split())
+    if "'" in cleaned:
+        for pattern, replacement in _CONTRACTIONS:
+            cleaned = pattern.sub(replacement, cleaned)
+    return tuple(_open_attribute(fact) for fact in open_facts(cleaned))
+
+
+def _open_attribute(fact: OpenFact) -> Attribute:
+    subject = Subject("I", SELF) if not fact.owner else Subject(fact.owner, "name:" + " ".join(fact.owner.casefold().split()))
+    return Attribute(fact.key, fact.value, subject, changed=fact.changed)
 
 
 def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:

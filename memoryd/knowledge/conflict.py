@@ -22,7 +22,8 @@ from typing import Literal, TypeVar
 import msgspec
 
 from memoryd.knowledge import relationships
-from memoryd.knowledge.attributes import IMPLICIT, PRONOUN, SELF, Attribute, parse_attributes
+from memoryd.knowledge.attributes import IMPLICIT, PRONOUN, SELF, Attribute, parse_attributes, parse_open_attributes
+from memoryd.knowledge.open_attributes import VERB_OBJECT
 from memoryd.lazy import LazyPattern
 
 Verdict = Literal["conflict", "coexist", "unknown"]
@@ -119,6 +120,8 @@ def _replaces(old: Attribute, new: Attribute) -> bool:
 def decide(old: Statement, new: Statement, resolve: Resolver | None = None) -> Decision:
     """The offline decision: does ``new`` supersede ``old``?"""
     old_attrs, new_attrs = parse_attributes(old.content), parse_attributes(new.content)
+    if not old_attrs and not new_attrs:  # no named rule knows either: their shapes may still match
+        old_attrs, new_attrs = parse_open_attributes(old.content), parse_open_attributes(new.content)
     old_ids, new_ids = _Identities(old, resolve), _Identities(new, resolve)
     if not old_attrs or not new_attrs:  # only the subjects fields are known to differ
         if old_ids.people(()) != new_ids.people(()):
@@ -138,6 +141,9 @@ def decide(old: Statement, new: Statement, resolve: Resolver | None = None) -> D
         if old_ids.first_hand(old_attr) and not any(new_ids.first_hand(n) for n in same):
             return Decision("coexist", f"hearsay does not override what {old_attr.subject.phrase} said "
                                        f"({old_attr.key})", old_attr.key, final=True)
+        if old_attr.key.startswith(VERB_OBJECT) and not any(n.changed for n in same):
+            # "plays the violin", "plays the piano": both true unless the newer says it changed
+            return Decision("unknown", f"{old_attr.key}: the newer one does not say it changed", old_attr.key)
         replacing = [n for n in same if _replaces(old_attr, n)]
         if not replacing:
             multi = old_attr.multi_valued or any(n.multi_valued for n in same)

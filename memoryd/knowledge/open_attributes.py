@@ -1,0 +1,212 @@
+"""Attributes no named rule knows: an open vocabulary of keys, read from the sentence's shape.
+
+The named rules (``attribute_rules.py``) know employers, homes, favorites and the like.  Notes
+also set attributes nobody listed, in two shapes this module reads when no named rule matched:
+
+* a key and a value: "Phone number: 555-0142", "Noor's manager is Felix", "Wifi password is
+  tangerine77", "Alarm is set for 6:45", "The user switched gyms to Third Space".  The key is
+  the noun phrase itself (``kv:phone number``), the subject its possessor.  Notes replace: the
+  same key of the same subject with another value is a change.
+* a subject, a verb and an object: "Ren drives a Honda Civic", "Tomás is employed by Initech".
+  The key is the verb phrase (``did:drives``).  Verbs hold several objects at once ("plays the
+  violin", "plays the piano"), so only a newer statement that says it changed ("now", "these
+  days", "instead", "since ...") replaces the older one (``Attribute.changed``).
+
+What stays out, so a wrong supersession does not hide a true fact: plural keys and keys of
+things people have several of ("hobby", "friend", "brother"); "one of", "another", "also";
+hedges ("might", "thinking about"); past tense ("was", "used to", "adopted"); bare one-word
+keys that may be a name ("Sarah is kind"), unless the value is a number, time or code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memoryd.lazy import LazyPattern
+
+#: Key prefixes of the two shapes.
+KEY_VALUE = "kv:"
+VERB_OBJECT = "did:"
+
+#: A newer statement saying its value changed.
+_CHANGED = LazyPattern(
+    r"\b(?:now|these\s+days|nowadays|any\s*more|instead|from\s+now\s+on|since\b|after\s+the\b|switched|changed|"
+    r"no\s+longer)\b",
+    re.IGNORECASE,
+)
+#: What is stripped from a value: when-words and reasons, not part of it.
+_VALUE_TAIL = LazyPattern(
+    r"(?:\s*,)?\s+(?:now|these\s+days|nowadays|at\s+the\s+moment|from\s+now\s+on|instead|again|"
+    r"(?:since|after|because|following)\b.*)$",
+    re.IGNORECASE,
+)
+_VALUE_HEAD = LazyPattern(r"^(?:now|currently|still|around|about|roughly|approximately)\s+", re.IGNORECASE)
+_HEDGE = LazyPattern(
+    r"\b(?:might|may|maybe|perhaps|could|would|should|thinking|considering|planning|plans?|wants?|hop(?:e|es|ing)|"
+    r"wish(?:es)?|if|tried|trying|interview|offer|used\s+to|was|were|had|did|will|going\s+to|soon|next)\b",
+    re.IGNORECASE,
+)
+_ADDITIVE = LazyPattern(r"\b(?:also|too|as\s+well|another|second|other|one\s+of|both|either)\b", re.IGNORECASE)
+#: Things people have several of: a new one is added, not a replacement.
+_MULTI = frozenset(
+    "hobby interest friend pet allergy skill sport instrument sibling brother sister cousin child kid son daughter "
+    "colleague neighbour neighbor grandchild aunt uncle nephew niece habit language goal dream".split()
+)
+#: Adjectives that make a noun of several single: "preferred language", "main hobby".
+_UNIQUE = frozenset("preferred primary main native current usual only first best default home".split())
+_AUXILIARIES = frozenset(
+    "is are am was were be been being has have had do does did will would shall should can could may might must "
+    "also not never no just still really usually often always sometimes already".split()
+)
+_PREPOSITIONS = frozenset("by at in for with on to from as into".split())
+_DETERMINERS = frozenset("it this that there these those he she they we you i here what who which".split())
+
+_NAME = r"(?:[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*){0,2})"
+_SELF_WORDS = r"(?:the\s+user|i|me|myself)"
+#: "Noor's", "the user's", "Parents'", "my": a possessor at the start of a clause.
+_POSSESSOR = re.compile(rf"^(?P<owner>{_NAME}|the\s+user|my|our|(?:[A-Za-z]+s))(?:'s|')?\s+", re.IGNORECASE)
+_KEY = r"(?P<key>[A-Za-z][\w\-]*(?:\s+[A-Za-z][\w\-]*){0,5}?)"
+_NOTE = re.compile(rf"^{_KEY}\s*:\s+(?P<value>\S.*)$")
+_IS = re.compile(rf"^{_KEY}\s+(?:is|=)\s+(?:now\s+)?(?:called\s+|named\s+|set\s+(?:for|to)\s+|at\s+)?(?P<value>\S.*)$")
+_SWITCH = re.compile(
+    r"^(?:switched|changed|moved)\s+(?:(?:my|his|her|their|the|our)\s+)?(?P<key>[a-z]+?)(?:e?s)?\s+to\s+(?P<value>\S.*)$",
+    re.IGNORECASE,
+)
+_CLAUSES = re.compile(r"\s*(?:;|\.\s+|,?\s+and\s+(?=[a-z])|,?\s+but\s+)\s*")
+
+
+@dataclass(frozen=True)
+class OpenFact:
+    key: str  # "kv:phone number", "did:drives"
+    value: str
+    owner: str  # "" for the speaker, else the possessor or subject phrase ("Noor", "Kenji's partner")
+    changed: bool = False
+
+
+def open_facts(text: str) -> list[OpenFact]:
+    """The open-vocabulary attributes of ``text`` (see the module docstring), in order."""
+    facts: list[OpenFact] = []
+    subject: str | None = None
+    for clause in _CLAUSES.split(text.strip().rstrip(".!?… ")):
+        clause = clause.strip()
+        if not clause or _HEDGE.search(clause) or _ADDITIVE.search(clause):
+            continue
+        fact, subject = _clause_fact(clause, subject)
+        if fact is not None:
+            facts.append(fact)
+    return facts
+
+
+def _clause_fact(clause: str, inherited: str | None) -> tuple[OpenFact | None, str | None]:
+    changed = bool(_CHANGED.search(clause))
+    if m := _NOTE.match(clause):
+        owner, key = _possessed(m["key"])
+        return _key_value(owner, key, m["value"], changed, note=True), owner
+    if inherited is not None and clause[:1].islower():
+        owner, rest = inherited, clause  # "... and drives a Tesla now": the first clause's subject
+    else:
+        owner, rest = _subject_of(clause)
+    if owner is None:
+        return None, inherited
+    if m := _SWITCH.match(rest):
+        return _key_value(owner, m["key"], m["value"], True, note=True), owner
+    if m := _IS.match(rest):
+        sub_owner, key = _possessed(m["key"])
+        full_owner = owner if not sub_owner else (f"{owner}'s {sub_owner}" if owner else sub_owner)
+        if rest is not clause or sub_owner or " " in key.strip() or _looks_like_value(m["value"]):
+            return _key_value(full_owner, key, m["value"], changed, note=rest is not clause), owner
+        return None, owner
+    return _verb_object(owner, rest, changed), owner
+
+
+def _subject_of(clause: str) -> tuple[str | None, str]:
+    """("Noor's manager is Felix") -> ("Noor", "manager is Felix"); ("Ren drives a car") ->
+    ("Ren", "drives a car"); ("Bedtime is 11pm") -> ("", "Bedtime is 11pm")."""
+    if m := re.match(rf"^{_SELF_WORDS}\s+(?=[a-z])", clause, re.IGNORECASE):
+        return "", clause[m.end():]
+    if m := re.match(r"^(?:my|our|the\s+user's)\s+", clause, re.IGNORECASE):
+        return "", clause[m.end():]
+    if m := re.match(rf"^(?P<owner>{_NAME})(?:'s|')\s+", clause):
+        return _owner_name(m["owner"]), clause[m.end():]
+    if m := re.match(rf"^(?P<owner>{_NAME})\s+(?=[a-z])", clause):
+        if m["owner"].split()[0].casefold() not in _DETERMINERS and _IS.match(clause) is None:
+            return _owner_name(m["owner"]), clause[m.end():]
+    if clause[:1].isalpha() and clause.split()[0].casefold() not in _DETERMINERS:
+        return "", clause  # a bare note: "Bedtime is around 11pm"
+    return None, clause
+
+
+def _owner_name(name: str) -> str:
+    return "" if name.casefold() in ("the user", "i") else name
+
+
+def _possessed(key: str) -> tuple[str, str]:
+    """("Parents' address") -> ("parents", "address"); ("Kenji's partner's sister") ->
+    ("Kenji's partner", "sister"); ("home address") -> ("", "home address")."""
+    parts = re.split(r"(?:'s|s')\s+", key)
+    if len(parts) == 1:
+        return "", key
+    owner = "'s ".join(parts[:-1])
+    if key[len(owner) :].startswith("s'"):
+        owner += "s"
+    if owner.casefold() in ("the user", "my", "i"):
+        owner = ""
+    return owner, parts[-1]
+
+
+def _key_value(owner: str, key: str, value: str, changed: bool, *, note: bool) -> OpenFact | None:
+    key = " ".join(key.casefold().replace("favourite", "favorite").replace("colour", "color").split())
+    words = key.split()
+    if not words or len(words) > 6 or words[0] in ("a", "an", "one", "another", "some", "any", "no"):
+        return None
+    head_index = next((i for i, word in enumerate(words) if word in _PREPOSITIONS | {"of"}), len(words)) - 1
+    if head_index < 0 or words[0] == "favorite":
+        return None  # "favorite X" is the named rules' (a favorite part, scene, song depends on what of)
+    head = words[head_index]
+    if head in _MULTI and not (head_index > 0 and words[head_index - 1] in _UNIQUE):
+        return None  # "brother", "language": several at once; "native language", "preferred language": one
+    if head.endswith("s") and not head.endswith(("ss", "us", "is")):
+        return None
+    if not note and len(words) == 1 and not _looks_like_value(value):
+        return None
+    cleaned = _clean_value(value)
+    if not cleaned:
+        return None
+    return OpenFact(KEY_VALUE + key, cleaned, owner, changed)
+
+
+def _verb_object(owner: str, rest: str, changed: bool) -> OpenFact | None:
+    words = rest.split()
+    if len(words) < 2:
+        return None
+    first = words[0].casefold()
+    if first in ("is", "are", "am") and len(words) >= 3 and words[1].casefold().endswith("ed"):
+        verb = [first, words[1].casefold()]  # "is employed by"
+    elif first in _AUXILIARIES or not first.isalpha() or first.endswith(("ed", "ly")) or len(first) < 3:
+        return None
+    else:
+        verb = [first]
+    position = len(verb)
+    if position < len(words) and words[position].casefold() in _PREPOSITIONS:
+        verb.append(words[position].casefold())
+        position += 1
+    obj = " ".join(words[position:])
+    if not obj or obj.casefold().startswith("to "):
+        return None
+    cleaned = _clean_value(obj)
+    if not cleaned:
+        return None
+    return OpenFact(VERB_OBJECT + " ".join(verb), cleaned, owner, changed)
+
+
+def _clean_value(value: str) -> str:
+    value = _VALUE_HEAD.sub("", value.strip())
+    value = _VALUE_TAIL.sub("", value).strip(" ,.;")
+    value = re.sub(r"^(?:a|an|the)\s+", "", value, flags=re.IGNORECASE)
+    return " ".join(value.casefold().split())
+
+
+def _looks_like_value(value: str) -> bool:
+    """A number, time, amount, address or code: what a one-word key is set to."""
+    return bool(re.search(r"\d|@", value))
