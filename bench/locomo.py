@@ -23,7 +23,11 @@ _LABEL = re.compile(r"D:?(\d+):(\d+)")
 @dataclass(frozen=True)
 class Turn:
     label: str  # the normalised dia_id, e.g. "D3:14"
-    content: str
+    content: str  # what memory.add stores: "[when] speaker: text"
+    speaker: str = ""
+    text: str = ""  # the message as said (with its image caption), what memory.observe sends
+    when: str = ""  # the session's date as LoCoMo writes it ("1:56 pm on 8 May, 2023")
+    session: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,11 +67,12 @@ def _conversation(sample: dict[str, object]) -> Conversation:
     for number in sessions:
         when = talk[f"session_{number}_date_time"]
         for turn in talk[f"session_{number}"]:
-            content = f"[{when}] {turn['speaker']}: {turn['text']}"
+            text = turn["text"]
             if turn.get("blip_caption"):
-                content += f" (image: {turn['blip_caption']})"
+                text += f" (image: {turn['blip_caption']})"
+            content = f"[{when}] {turn['speaker']}: {text}"
             (label,) = labels_in(turn["dia_id"])
-            turns.append(Turn(label, content))
+            turns.append(Turn(label, content, turn["speaker"], text, when, number))
     qa = sample["qa"]
     assert isinstance(qa, list)
     questions = [

@@ -83,6 +83,36 @@ def add_all(conn: Connection, conversations: list[locomo.Conversation]) -> dict[
     return labels
 
 
+def observe_all(conn: Connection, conversations: list[locomo.Conversation]) -> dict[str, list[str]]:
+    """The same turns through memory.observe: one call per session (at most 100 messages), each
+    turn a user message with its speaker, its session's date as timestamp and its label as message
+    id.  Returns {}: an episode's label is its ``source_message_id`` (``search_all``)."""
+    for conversation in conversations:
+        by_session: dict[int, list[locomo.Turn]] = {}
+        for turn in conversation.turns:
+            by_session.setdefault(turn.session, []).append(turn)
+        for number, turns in by_session.items():
+            for start in range(0, len(turns), 100):
+                messages = [
+                    {"role": "user", "content": turn.text, "id": turn.label, "username": turn.speaker,
+                     "timestamp": _iso(turn.when)}
+                    for turn in turns[start : start + 100]
+                ]  # fmt: skip
+                conn.call("memory.observe", {"user_id": conversation.user_id, "messages": messages,
+                                             "session_key": f"session_{number}"})  # fmt: skip
+    return {}
+
+
+def _iso(when: str) -> str | None:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as ISO 8601 (None when it reads otherwise)."""
+    from datetime import datetime
+
+    try:
+        return datetime.strptime(when, "%I:%M %p on %d %B, %Y").isoformat() + "Z"
+    except ValueError:
+        return None
+
+
 def wait_embedded(conn: Connection, timeout: float = 600.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -104,19 +134,27 @@ def search_all(
             started = time.perf_counter()
             hits = conn.call("memory.search", {"user_id": c.user_id, "query": question.text, "limit": locomo.LIMIT})
             latencies.append(time.perf_counter() - started)
-            scores.add(question, [labels.get(hit["id"], []) for hit in hits])
+            scores.add(question, [labels.get(hit["id"]) or _episode_label(hit) for hit in hits])
     return scores, latencies
 
 
-def run_daemon(data: Path, work: Path) -> tuple[locomo.Scores, list[float], dict[str, list[str]], dict[str, float]]:
+def _episode_label(hit: dict[str, Any]) -> list[str]:
+    label = hit.get("source_message_id") if hit.get("memory_type") == "episode" else None
+    return [label] if label else []
+
+
+def run_daemon(
+    data: Path, work: Path, *, observe: bool = False
+) -> tuple[locomo.Scores, list[float], dict[str, list[str]], dict[str, float]]:
     conversations = locomo.load(data)
     timings: dict[str, float] = {}
-    server = Server.memoryd_daemon(work, "memoryd", work / "data", "local")
+    name = "observed" if observe else "memoryd"
+    server = Server.memoryd_daemon(work, name, work / name, "local")
     with server:
         conn = Connection(server.socket_path)
         try:
             started = time.perf_counter()
-            labels = add_all(conn, conversations)
+            labels = observe_all(conn, conversations) if observe else add_all(conn, conversations)
             timings["add"] = time.perf_counter() - started
             wait_embedded(conn)
             timings["add+embed"] = time.perf_counter() - started
@@ -145,6 +183,8 @@ def main() -> None:
     parser.add_argument("--compare", action="store_true", help="add BM25, dense and RRF rows (in-process)")
     parser.add_argument("--keep", type=Path, help="keep the database in this directory")
     parser.add_argument("--reuse", type=Path, help="no daemon: score in-process over a --keep directory")
+    parser.add_argument("--observe", action="store_true",
+                        help="also load the turns through memory.observe (episodes) and print both rows")  # fmt: skip
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"{args.data}: no such file (see ../shared/eval/README.md; pass --data PATH)")
@@ -161,6 +201,10 @@ def main() -> None:
         print(f"load average before: {load_average()}", flush=True)
         scores, latencies, labels, timings = run_daemon(args.data, work)
         results = {"memoryd (socket)": scores}
+        if args.observe:
+            observed, observed_latencies, _, observed_timings = run_daemon(args.data, work, observe=True)
+            results["memoryd via memory.observe (episodes)"] = observed
+            print(f"observe: {sum(len(c.turns) for c in locomo.load(args.data))} turns in {observed_timings['add']:.1f} s")
         print(
             f"adds: {sum(map(len, labels.values()))} turns in {timings['add']:.1f} s, "
             f"embedded after {timings['add+embed']:.1f} s"
@@ -172,12 +216,12 @@ def main() -> None:
         if args.compare:
             import reference_retrievers
 
-            results |= reference_retrievers.score_all(work / "data" / "memoryd.db", locomo.load(args.data), labels)
+            results |= reference_retrievers.score_all(work / "memoryd" / "memoryd.db", locomo.load(args.data), labels)
         print(locomo.table(results))
         print(f"\nload average after: {load_average()}")
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(work / "data", args.keep, dirs_exist_ok=True)
+            shutil.copytree(work / "memoryd", args.keep, dirs_exist_ok=True)
             (args.keep / "labels.json").write_text(json.dumps(labels))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -35,7 +35,8 @@ async def test_an_observed_message_is_found_as_an_episode_with_its_provenance(pe
     assert (await call_ok(peer, "memory.observe", {**DM, "messages": MESSAGES, "session_key": "s1"}))["accepted"] == 2
     hits = await call_ok(peer, "memory.search", {**DM, "query": "greyhound Biscuit"})
     said = next(hit for hit in hits if hit["source_message_id"] == "m1")
-    assert said["memory_type"] == "episode" and said["content"] == "Alice: We adopted a greyhound called Biscuit last weekend"
+    assert said["memory_type"] == "episode"
+    assert said["content"] == "[1 March 2026, 10:00 am] Alice: We adopted a greyhound called Biscuit last weekend"
     assert said["source_username"] == "alice" and said["source_session"] == "s1" and said["chat_type"] == "private"
     assert said["metadata"] == {"role": "user", "sent_at": "2026-03-01T10:00:00+00:00"}
     assert said["chat_id"] == "dm-alice" and said["scope"] == "personal"
@@ -76,7 +77,7 @@ async def test_context_prefers_facts_and_labels_relevant_episodes(peer: NdjsonPe
     types = [memory["memory_type"] for memory in context["memories"]]
     assert types[0] == "knowledge" and types.count("knowledge") == 1
     assert "Relevant memories:\n- Alice's greyhound Biscuit eats salmon kibble" in context["text"]
-    assert "From past conversations:\n- Alice: We adopted a greyhound called Biscuit" in context["text"]
+    assert "From past conversations:\n- [1 March 2026, 10:00 am] Alice: We adopted a greyhound" in context["text"]
     assert "weather" not in context["text"]  # an episode that does not clear the threshold stays out
 
 

@@ -84,6 +84,10 @@ async def test_a_memory_found_by_searches_outlives_one_never_found(short_tmp: Pa
         assert await call_ok(peer, "memory.search", {**ALICE, "query": "wifi password"})
     assert daemon.maintenance is not None
     await daemon.maintenance.lifecycle.flush_hits()  # the hit counts reach the rows
+    db = short_tmp / "data" / "memoryd.db"
+    with trio.fail_after(10):  # (or the maintenance task's own flush, if it drained them first)
+        while sql(db, "SELECT max(access_count) FROM memories") != [(5,)]:
+            await trio.sleep(0.05)
     await call_ok(peer, "memory.add", {**ALICE, "content": "Lunch was a sandwich"})
     kept = await contents(peer)
     assert "The wifi password at home is orchid" in kept and "Saw a red car today" not in kept

@@ -14,9 +14,12 @@ through supersession or people learning, do not count towards max_entries, and a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import apsw
+
+from memoryd.knowledge import expiry_phrases
 
 from memoryd.store import memories
 from memoryd.store.conversations import SessionContext, SessionRef, StoredMessage
@@ -43,8 +46,10 @@ def episode_of(session: SessionRef, context: SessionContext, message: StoredMess
     metadata: dict[str, Any] = {"role": message.role}
     if message.sent_at is not None:
         metadata["sent_at"] = message.sent_at
+    when = _when(message.sent_at, context.timezone)
+    said = f"{speaker_of(message, context)}: {message.content.strip()}"
     return NewMemory(
-        content=f"{speaker_of(message, context)}: {message.content.strip()}",
+        content=f"[{when}] {said}" if when else said,
         owner=session.owner,
         chat_id=session.chat_id,
         shared=False,
@@ -59,6 +64,27 @@ def episode_of(session: SessionRef, context: SessionContext, message: StoredMess
             memory_type=EPISODE,
         ),
     )
+
+
+def _when(sent_at: str | float | None, timezone: str | None) -> str:
+    """The caller's timestamp as people write it ("8 May 2023, 1:56 pm"), in the caller's
+    timezone when known: an episode's text says when it was said.  "" when there is none."""
+    if sent_at is None:
+        return ""
+    try:
+        if isinstance(sent_at, (int, float)):
+            moment = datetime.fromtimestamp(float(sent_at), tz=UTC)
+        else:
+            moment = datetime.fromisoformat(sent_at.replace("Z", "+00:00"))
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+    except (ValueError, OverflowError, OSError):
+        return ""
+    zone = expiry_phrases.zone(timezone)
+    if zone is not None:
+        moment = moment.astimezone(zone)
+    hour = moment.hour % 12 or 12
+    return f"{moment.day} {moment:%B %Y}, {hour}:{moment:%M} {'am' if moment.hour < 12 else 'pm'}"
 
 
 def add(
