@@ -247,3 +247,21 @@ def test_the_zipapp_build_is_reproducible(memory_pyz: Path, tmp_path: Path) -> N
                    capture_output=True)
     assert again.read_bytes() == memory_pyz.read_bytes()
     assert memory_pyz.read_bytes().startswith(b"#!/usr/bin/env python3\n") and os.access(memory_pyz, os.X_OK)
+
+
+async def test_pin_and_unpin_by_short_id(cli: Cli) -> None:
+    added = json.loads(out(await cli("add", "keep this one", "--json")))
+    assert out(await cli("pin", added["short_id"])) == f"Memory pinned: {added['short_id']}\n"
+    assert json.loads(out(await cli("pin", added["id"], "--json")))["pinned"] is True
+    assert out(await cli("unpin", added["short_id"])) == f"Memory unpinned: {added['short_id']}\n"
+    refused = await cli("pin", added["id"], env={"MEMORY_USER_ID": "bob"})
+    assert refused.returncode == 1 and "No memory visible to you" in refused.stderr.decode()
+
+
+async def test_forget_all_needs_yes_then_erases(cli: Cli) -> None:
+    out(await cli("add", "my secret hobby is knitting"))
+    refused = await cli("forget-all")
+    assert refused.returncode == 2 and "--yes" in refused.stderr.decode()
+    assert "knitting" in out(await cli("search", "knitting"))
+    assert out(await cli("forget-all", "--yes")) == "Erased: 1 memories\n"
+    assert "knitting" not in out(await cli("search", "knitting"))
