@@ -66,6 +66,8 @@ async def write_everywhere(peer: NdjsonPeer) -> dict[str, str]:
 async def test_forget_all_erases_every_trace_and_keeps_others_data(daemon: Daemon, peer: NdjsonPeer) -> None:
     ids = await write_everywhere(peer)
     db_path = daemon.config.db_path
+    before = await call_ok(peer, "memory.context", {**ALICE, "message": "What does Zqxmarkerq7ina like?"})
+    assert [person["name"] for person in before["people"]] == ["Zqxmarkerq7ina"]  # her people are cached
     assert sum(occurrences(db_path).values()) > 0
 
     refused = await peer.call("memory.forget_all", {**ALICE})
@@ -74,6 +76,7 @@ async def test_forget_all_erases_every_trace_and_keeps_others_data(daemon: Daemo
     reply = await call_ok(peer, "memory.forget_all", {**ALICE, "confirm": True})
     erased = reply["erased"]
     assert erased["memories"] == 6  # plain, both phone versions, deleted, gate code, sister
+    assert erased["episodes"] == 3  # her two observed messages, and her message in bob's session
     assert erased["people"] == 1 and erased["sessions"] == 1
     assert erased["messages"] == 3  # her session's two, and the one she wrote in bob's session
     assert erased["group_memories_anonymised"] == 2 and erased["group_memories_deleted"] == 0
@@ -83,6 +86,8 @@ async def test_forget_all_erases_every_trace_and_keeps_others_data(daemon: Daemo
     assert await call_ok(peer, "memory.list", {**ALICE}) == []
     assert await call_ok(peer, "person.list", {**ALICE}) == []
     assert "Zqxmarkerq7ina" not in json.dumps(await call_ok(peer, "memory.summary", {**ALICE}))
+    after = await call_ok(peer, "memory.context", {**ALICE, "message": "What does Zqxmarkerq7ina like?"})
+    assert after["people"] == [] and after["memories"] == []
     # Others keep their data; the team keeps alice's group memory, without her name.
     team = {m["id"]: m for m in await call_ok(peer, "memory.list", {**BOB_IN_TEAM})}
     assert set(team) == {ids["alice_group"], ids["bob_group"], ids["bob_own"]}

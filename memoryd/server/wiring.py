@@ -79,6 +79,7 @@ def build_services(
     service.on_added.append(summaries.note_added)
     service.on_deleted.append(summaries.note_deleted)
     service.on_erased.append(summaries.forget_user)
+    service.on_erased.append(people.forget_directory)
     people.on_changed.append(summaries.note_deleted)
     conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)

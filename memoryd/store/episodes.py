@@ -46,6 +46,8 @@ def episode_of(session: SessionRef, context: SessionContext, message: StoredMess
     metadata: dict[str, Any] = {"role": message.role}
     if message.sent_at is not None:
         metadata["sent_at"] = message.sent_at
+    if message.user_id is not None:  # its author, when the caller named them (erasure finds it)
+        metadata["author_user_id"] = message.user_id
     when = _when(message.sent_at, context.timezone)
     said = f"{speaker_of(message, context)}: {message.content.strip()}"
     return NewMemory(

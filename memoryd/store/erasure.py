@@ -37,6 +37,7 @@ ERASED = "(erased)"
 #: The kinds of record an erasure counts, in report order.
 KINDS = (
     "memories",
+    "episodes",
     "group_memories_deleted",
     "group_memories_anonymised",
     "people",
@@ -64,10 +65,20 @@ def erase_user(
     ``dry_run`` counts without changing anything (the caller rolls nothing back: nothing is
     written)."""
     counts: Counter[str] = Counter({kind: 0 for kind in KINDS})
-    personal = _rowids(db, "SELECT rowid FROM memories WHERE owner = ? AND shared = 0", (user_id,))
+    personal = _rowids(
+        db, "SELECT rowid FROM memories WHERE owner = ? AND shared = 0 AND memory_type IS NOT 'episode'", (user_id,)
+    )
     group = _rowids(db, "SELECT rowid FROM memories WHERE owner = ? AND shared = 1", (user_id,))
-    doomed = personal + (group if include_group else [])
     names = _usernames(db, user_id, usernames)
+    # Episodes: the user's own, and the messages they wrote that others observed (their words).
+    episodes = _rowids(
+        db,
+        "SELECT rowid FROM memories INDEXED BY memories_episodes WHERE memory_type = 'episode' AND created_at_ms > -1 "
+        "AND (owner = ?1 OR json_extract(metadata, '$.author_user_id') = ?1 "
+        "OR source_username IN (SELECT value FROM json_each(?2)))",
+        (user_id, _json(names)),
+    )
+    doomed = personal + episodes + (group if include_group else [])
     # A session's key is the JSON array [owner, chat_id, session_key] (``conversations.SessionRef``).
     sessions = [
         str(row[0])
@@ -78,6 +89,7 @@ def erase_user(
         )
     ]
     counts["memories"] = len(personal)
+    counts["episodes"] = len(episodes)
     counts["group_memories_deleted"] = len(group) if include_group else 0
     counts["people"] = _count(db, "SELECT count(*) FROM people WHERE owner = ?", (user_id,))
     counts["sessions"] = len(sessions)
