@@ -26,6 +26,7 @@ from memoryd.errors import SupersedeRefused
 from memoryd.ids import MIN_PREFIX_LENGTH
 from memoryd.store import eviction, jobs, lookup, memories, people_learning
 from memoryd.store.db import one
+from memoryd.store.episodes import EPISODE
 from memoryd.store.records import RECORD_COLUMNS, EmbedJob, MemoryRecord, NewMemory, record_from_row
 from memoryd.store.visibility import Scope, kind_of_key, predicate
 
@@ -247,7 +248,9 @@ def attribute_candidates(
     matching = [
         (r, old)
         for r, old in sorted(records.items(), reverse=True)
+        # An episode records what was said, then: a newer fact never supersedes it.
         if scope_key_of(db, r) == scope_key and same_subjects(old.subjects, record.subjects)
+        and old.memory_type != EPISODE
     ]
     return matching[:limit]
 
