@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from memoryd.knowledge import relationships
-from memoryd.knowledge.open_attributes import OpenFact, open_facts
+from memoryd.knowledge.open_attributes import CHANGED_PREFIX, VERB_OBJECT, OpenFact, open_facts
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
 from memoryd.knowledge.attribute_rules import (
     DEMONYMS, JOBS, MULTI_VALUED, Found, possessive_facts, predicate_facts,
@@ -133,7 +133,14 @@ def attribute_keys(text: str) -> tuple[str, ...]:
     """The keys of the attributes ``text`` sets, sorted, once each: what a memory is filed
     under for supersession (``memory_attributes``)."""
     named = _parse_cached(text)
-    return tuple(sorted({attribute.key for attribute in (named or _parse_open_cached(text))}))
+    if named:
+        return tuple(sorted({attribute.key for attribute in named}))
+    keys = {attribute.key for attribute in _parse_open_cached(text)}
+    # A verb-object statement that says it changed is also filed as "did+:...": only such a
+    # memory looks up the older holders of its "did:" key (see ``supersession.CHANGED_PREFIX``);
+    # "Sam met Ana" after a thousand "Sam met ..." judges none of them.
+    keys |= {CHANGED_PREFIX + a.key[len(VERB_OBJECT):] for a in _parse_open_cached(text) if a.changed}
+    return tuple(sorted(keys))
 
 
 @functools.lru_cache(maxsize=4096)  # a new memory is compared with several candidates, each parsed again

@@ -61,6 +61,9 @@ _PAST = re.compile(
     r"drove|flew|taught|felt|made|lost|held|led|met|paid|said|saw|thought|wore|wrote|studied|tried|came|became)\b",
     re.IGNORECASE,
 )
+#: Every phrase above holds one of these: a text without any is skipped at once.
+_ANY = ("til", "through", "thru", "only", "temporar", "time being", "moment", "minute", "hour", "day", "night",
+        "week", "fortnight", "month", "year", "tonight")  # fmt: skip
 _CLAUSE_BREAK = re.compile(r"[.;!?]|\b(?:but|and\s+then|although|whereas|because)\b", re.IGNORECASE)
 
 
@@ -87,6 +90,9 @@ def expiry(text: str, now: datetime) -> datetime | None:
     rules are unsure.  ``now`` is timezone-aware, in the caller's zone."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
+    lowered = text.lower()
+    if not any(word in lowered for word in _ANY):
+        return None  # most memories name no span at all (substring tests: ~1 us, a regex ~35 us)
     text = " ".join(text.replace("\u2019", "'").split())
     for finder in (_until, _only, _duration, _whole, _temporary):
         found = finder(text, now)

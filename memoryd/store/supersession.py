@@ -266,10 +266,23 @@ def scope_key_of(db: apsw.Connection, rowid: int) -> str:
     return str(key)
 
 
+#: Open verb-object keys ("did:drives"): a memory is filed under them, but looks up older
+#: holders only when it says it changed, which it is also filed for ("did+:drives").
+VERB_OBJECT_PREFIX, CHANGED_PREFIX = "did:", "did+:"
+
+
 def _attributes_of(db: apsw.Connection, rowid: int) -> tuple[str, list[str]]:
+    """The scope key of a memory and the attribute keys to find its older candidates by."""
     scope_key = scope_key_of(db, rowid)
     rows = db.execute("SELECT attribute FROM memory_attributes WHERE memory_rowid = ?", (rowid,))
-    return scope_key, [str(a) for (a,) in rows]
+    keys: list[str] = []
+    for (attribute,) in rows:
+        key = str(attribute)
+        if key.startswith(CHANGED_PREFIX):
+            keys.append(VERB_OBJECT_PREFIX + key[len(CHANGED_PREFIX) :])
+        elif not key.startswith(VERB_OBJECT_PREFIX):
+            keys.append(key)
+    return scope_key, keys
 
 
 # -- history --------------------------------------------------------------------------------------
