@@ -127,12 +127,18 @@ async def test_messages_observed_while_extraction_was_off_are_extracted_once_it_
     await nursery.start(offline.run)
     peer = await NdjsonPeer.connect(offline.config.socket_path)
     await call_ok(peer, "memory.observe", {**DM, "messages": MESSAGES, "session_key": "old"})
+    await trio.sleep(0.05)  # a later arrival
     await call_ok(peer, "memory.observe", {**DM, "messages": [{"role": "user", "content": "I play the cello"}], "session_key": "new"})
     offline.request_stop()
     await trio.sleep(0.5)
 
     fake.default = Answer({"facts": [{"content": "Alice has a greyhound named Biscuit.", "memory_type": "relationship", "confidence": 0.9}]})
-    online = Daemon(llm_config(short_tmp, fake))
+    config = llm_config(short_tmp, fake)
+    # One extraction at a time, so the order the model sees them in is the order they were due.
+    config = type(config)(**{**{f: getattr(config, f) for f in config.__struct_fields__},
+                             "llm": type(config.llm)(**{**{f: getattr(config.llm, f) for f in config.llm.__struct_fields__},
+                                                       "concurrency": 1})})  # fmt: skip
+    online = Daemon(config)
     await nursery.start(online.run)
     peer = await NdjsonPeer.connect(online.config.socket_path)
     with trio.fail_after(20):
