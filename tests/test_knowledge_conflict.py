@@ -50,6 +50,14 @@ def test_open_attributes_recall_notes_and_changes_without_false_supersessions(na
     assert overall.precision == 1.0 and overall.recall >= 0.9, format_table(overall, {})
 
 
+def test_a_verb_object_change_needs_a_named_subject_and_a_change_word():
+    # A bare clause names nobody; "after the" / "since" date a statement, they do not say it changed.
+    assert not decide(s("written before the lock"), s("written after the lock")).supersedes
+    assert not decide(s("Ren drives a Honda Civic"), s("Ren drives a Tesla after the service")).supersedes
+    assert decide(s("Ren drives a Honda Civic"), s("Ren drives a Tesla nowadays")).supersedes
+    assert not decide(s("Ren drives a Honda Civic"), s("Ana drives a Tesla now")).supersedes
+
+
 def test_evaluate_prints_the_table(capsys):
     assert main(["--errors"]) == 0
     out = capsys.readouterr().out

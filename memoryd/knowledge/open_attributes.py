@@ -10,7 +10,8 @@ also set attributes nobody listed, in two shapes this module reads when no named
 * a subject, a verb and an object: "Ren drives a Honda Civic", "Tomás is employed by Initech".
   The key is the verb phrase (``did:drives``).  Verbs hold several objects at once ("plays the
   violin", "plays the piano"), so only a newer statement that says it changed ("now", "these
-  days", "instead", "since ...") replaces the older one (``Attribute.changed``).
+  days", "instead", "no longer") replaces the older one (``Attribute.changed``), and only
+  with a subject named ("written before the lock" names nobody).
 
 What stays out, so a wrong supersession does not hide a true fact: plural keys and keys of
 things people have several of ("hobby", "friend", "brother"); "one of", "another", "also";
@@ -34,8 +35,8 @@ CHANGED_PREFIX = "did+:"
 #: Words (and phrases) of a newer statement saying its value changed.  Word sets, not
 #: regexes: every add without a named attribute reads them (a case-insensitive alternation
 #: cost ~30 us a clause; a set lookup per word ~1 us).
-_CHANGED = frozenset("now nowadays anymore instead since switched changed".split())
-_CHANGED_PHRASES = ("these days", "from now on", "no longer", "any more", "after the ")
+_CHANGED = frozenset("now nowadays anymore instead switched changed".split())
+_CHANGED_PHRASES = ("these days", "from now on", "no longer", "any more")
 #: What is stripped from a value: when-words and reasons, not part of it.
 _VALUE_TAIL = LazyPattern(
     r"(?:\s*,)?\s+(?:now|these\s+days|nowadays|at\s+the\s+moment|from\s+now\s+on|instead|again|"
@@ -114,23 +115,28 @@ def _has(lowered: str, phrases: tuple[str, ...]) -> bool:
 
 
 def _clause_fact(clause: str, inherited: str | None, changed: bool) -> tuple[OpenFact | None, str | None]:
+    """The clause's fact, and the subject a following clause without one inherits (only a
+    subject the clause named: "Ren sold the Civic and drives a Tesla now")."""
     if m := _NOTE.match(clause):
         owner, key = _possessed(m["key"])
-        return _key_value(owner, key, m["value"], changed, note=True), owner
+        return _key_value(owner, key, m["value"], changed, note=True), None
     if inherited is not None and clause[:1].islower():
-        owner, rest = inherited, clause  # "... and drives a Tesla now": the first clause's subject
+        owner, rest, named = inherited, clause, True
     else:
         owner, rest = _subject_of(clause)
+        named = rest is not clause  # a bare clause ("Bedtime is 11pm") names no subject
     if owner is None:
-        return None, inherited
+        return None, None
     if m := _SWITCH.match(rest):
-        return _key_value(owner, m["key"], m["value"], True, note=True), owner
+        return _key_value(owner, m["key"], m["value"], True, note=True), owner if named else None
     if m := _IS.match(rest):
         sub_owner, key = _possessed(m["key"])
         full_owner = owner if not sub_owner else (f"{owner}'s {sub_owner}" if owner else sub_owner)
-        if rest is not clause or sub_owner or " " in key.strip() or _looks_like_value(m["value"]):
-            return _key_value(full_owner, key, m["value"], changed, note=rest is not clause), owner
-        return None, owner
+        if named or sub_owner or " " in key.strip() or _looks_like_value(m["value"]):
+            return _key_value(full_owner, key, m["value"], changed, note=named), owner if named else None
+        return None, None
+    if not named:
+        return None, None  # a verb and an object need someone doing it ("written before the lock")
     return _verb_object(owner, rest, changed), owner
 
 
