@@ -22,6 +22,7 @@ from memoryd.knowledge import MentionFinder, merge_target, normalise_name, parse
 from memoryd.knowledge.people import is_relationship_phrase
 from memoryd.store import people
 from memoryd.store.people import StoredPerson
+from memoryd.store.visibility import Scope
 
 #: Subjects that name the owner, never a person in their life.
 _SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
@@ -35,9 +36,12 @@ class Learned:
 
 def learn(
     db: apsw.Connection, *, owner: str, memory_rowid: int, content: str, subjects: Sequence[str],
-    owner_names: Sequence[str], now_ms: int,
+    owner_names: Sequence[str], now_ms: int, seen_by: Scope | None = None,
 ) -> Learned:
-    known = people.people_of(db, owner)
+    """``seen_by``: the adder; the memory is matched only against the people it may know of
+    (``people.visible_people``), so "my wife" said in a group chat never links to, and so never
+    reveals, a wife known only from a private chat: it creates a person of its own there."""
+    known = people.people_of(db, owner) if seen_by is None else people.visible_people(db, seen_by, now_ms)
     by_id = {person.id: person for person in known}
     own = {normalise_name(name) for name in owner_names if name} | _SELF_WORDS
     about: dict[int, StoredPerson] = {}
