@@ -230,3 +230,14 @@ async def test_claimless_tokens_record_the_same_provenance_on_every_write_path(
         assert record["chat_type"] is None and record["source_username"] is None, record
     assert added["id"] in {r["id"] for r in records.values()} and extracted["stored"] == 1
     daemon.request_stop()
+
+
+async def test_a_refused_supersedes_never_names_a_hidden_successor(world: World) -> None:
+    g1, p1 = world.who("alice", "g1", "group"), world.who("alice", "p1", "private")
+    berlin = (await world.ok("memory.add", g1, content="I live in Berlin"))["id"]
+    zurich = (await world.ok("memory.add", p1, content="I live in Zurich", sensitivity="sensitive"))["id"]
+    error = await call_error(world.peer, "memory.add", {**g1, "content": "I live in Rome", "supersedes": berlin})
+    assert error["code"] == -32602 and "already superseded" in error["data"]["reason"]
+    assert zurich not in json.dumps(error)
+    error = await call_error(world.peer, "memory.add", {**p1, "content": "I live in Rome", "supersedes": berlin})
+    assert zurich in error["data"]["reason"]  # where it may be seen, it is named

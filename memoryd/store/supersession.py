@@ -116,7 +116,9 @@ def _target(db: apsw.Connection, scope: Scope, prefix: str, new: NewMemory, now_
             found=True,
         )
     if superseded_by is not None:
-        raise SupersedeRefused(f"was already superseded by {superseded_by}", found=True)
+        # The successor is named only when the caller may see it (it may be a private chat's).
+        seen = lookup.resolve_visible(db, scope, superseded_by, now_ms) is not None
+        raise SupersedeRefused(f"was already superseded{f' by {superseded_by}' if seen else ''}", found=True)
     return match
 
 
