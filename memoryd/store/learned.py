@@ -101,7 +101,8 @@ def _exact_or_near(
         return None
     # The scan filters by the caller's disclosure rules inside the KNN (``vector_filters``);
     # the row is checked again with the full predicate.
-    for rowid, cosine in vector_search.knn(db, space, scope, unit, depth=4, coarse_k=64, now_ms=now_ms):
+    # Both of the caller's scope keys are scanned; the depth leaves room for the other key's.
+    for rowid, cosine in vector_search.knn(db, space, scope, unit, depth=8, coarse_k=64, now_ms=now_ms):
         if cosine < NEAR_DUPLICATE_COSINE:
             break
         found = db.execute(
