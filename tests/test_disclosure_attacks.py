@@ -241,3 +241,23 @@ async def test_a_refused_supersedes_never_names_a_hidden_successor(world: World)
     assert zurich not in json.dumps(error)
     error = await call_error(world.peer, "memory.add", {**p1, "content": "I live in Rome", "supersedes": berlin})
     assert zurich in error["data"]["reason"]  # where it may be seen, it is named
+
+
+async def test_a_private_chat_never_adds_a_relationship_a_group_would_see(world: World) -> None:
+    """The group knows Sarah Klein from its own memory; the private chat says she is the wife.
+    The group must not learn "wife" from the person record they share."""
+    g1, p1, g2 = world.who("alice", "g1", "group"), world.who("alice", "p1", "private"), world.who("alice", "g2", "group")
+    await world.ok("memory.add", g1, content="Sarah Klein brings the cake on Friday", subjects=["Sarah Klein"])
+    await world.ok("memory.add", p1, content="My wife's name is Sarah Klein and she is pregnant", sensitivity="sensitive")
+    for group in (g1, g2):
+        people = await world.ok("person.list", group)
+        assert [(p["name"], p["relationship"]) for p in people] == [("Sarah Klein", None)], people
+        assert "wife" not in json.dumps(people)
+        context = await world.ok("memory.context", group, message="what should I get my wife?")
+        assert context["people"] == [] and "wife" not in context["text"] and "pregnant" not in json.dumps(context)
+        assert await world.code("person.get", group, name="my wife") == -32001
+    wife = await world.ok("person.get", p1, name="my wife")
+    assert wife["name"] == "Sarah Klein" and wife["relationship"] == "wife"
+    # A private restatement of what the group already knows changes nothing there.
+    await world.ok("memory.add", p1, content="Sarah Klein brings the cake on Friday", subjects=["Sarah Klein"])
+    assert [p["relationship"] for p in await world.ok("person.list", g2)] == [None]

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import apsw
 
 from memoryd.knowledge import MentionFinder, merge_target, normalise_name, parse_relationships, resolve_person
-from memoryd.knowledge.people import is_relationship_phrase
+from memoryd.knowledge.people import RelationshipFact, is_relationship_phrase
 from memoryd.store import people
 from memoryd.store.people import StoredPerson
-from memoryd.store.visibility import Scope
+from memoryd.store.visibility import Scope, covers
 
 #: Subjects that name the owner, never a person in their life.
 _SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
@@ -52,6 +52,8 @@ def learn(
         if normalise_name(fact.name) in own:
             continue
         target = merge_target(fact, [p.known() for p in known])
+        if target is not None and seen_by is not None and not _may_tell(db, by_id[target.key], fact, memory_rowid):
+            target = None  # a person of its own: what this memory says stays where it may be seen
         if target is None:
             person = people.create(db, owner, fact.name, now_ms, relationship=fact.relationship, aliases=fact.aliases)
             known.append(person)
@@ -93,3 +95,22 @@ def learn(
             people.save(db, person, now_ms)
     people.link(db, about, memory_rowid)
     return Learned([p.name for p in about.values()], created or bool(dirty))
+
+
+def _may_tell(db: apsw.Connection, person: StoredPerson, fact: RelationshipFact, memory_rowid: int) -> bool:
+    """Whether the memory may add ``fact``'s name, aliases or relationship to ``person``: it
+    tells nothing new, or everyone who knows the person (through a memory linked to it) may
+    also see this memory.  Otherwise "Sarah Klein is my wife" said in a private chat would make
+    a group that knows Sarah Klein from its own memories see "wife"."""
+    names = {normalise_name(name) for name in (person.name, *person.aliases)}
+    news = normalise_name(fact.name) not in names or any(normalise_name(a) not in names for a in fact.aliases)
+    if not news and person.relationship is not None:
+        return True
+    here = db.execute("SELECT scope_key, chat_id, disclosure FROM memories WHERE rowid = ?", (memory_rowid,)).fetchone()
+    linked = db.execute(
+        "SELECT DISTINCT memories.scope_key, memories.chat_id, memories.disclosure FROM memory_people AS link "
+        "CROSS JOIN memories ON memories.rowid = link.memory_rowid "
+        "WHERE link.person_rowid = ? AND memories.deleted_at_ms IS NULL AND memories.rowid != ?",
+        (person.rowid, memory_rowid),
+    )
+    return here is not None and all(covers(tuple(here), tuple(other)) for other in linked)
