@@ -261,3 +261,13 @@ async def test_a_private_chat_never_adds_a_relationship_a_group_would_see(world:
     # A private restatement of what the group already knows changes nothing there.
     await world.ok("memory.add", p1, content="Sarah Klein brings the cake on Friday", subjects=["Sarah Klein"])
     assert [p["relationship"] for p in await world.ok("person.list", g2)] == [None]
+
+
+async def test_a_groups_own_person_is_found_where_a_hidden_one_shares_the_phrase(world: World) -> None:
+    p1, g2 = world.who("alice", "p1", "private"), world.who("alice", "g2", "group")
+    await world.ok("memory.add", p1, content="My wife's name is Sarah Klein and she is pregnant", sensitivity="sensitive")
+    await world.ok("memory.add", g2, content="Sarah brings the cake", subjects=["Sarah"])
+    # "Sarah Klein" is the hidden person's whole name; the group knows a Sarah.
+    context = await world.ok("memory.context", g2, message="is Sarah Klein coming?")
+    assert [p["name"] for p in context["people"]] == ["Sarah"]
+    assert "klein" not in json.dumps(context["people"]).casefold() and "pregnant" not in json.dumps(context)

@@ -84,7 +84,11 @@ class PeopleService:
         if not mentions:
             return []
         visible = await self.people.visible_rowids(scope, [person.rowid for person, _ in mentions])
-        return [(person, mention) for person, mention in mentions if person.rowid in visible]
+        if len(visible) == len({person.rowid for person, _ in mentions}):
+            return mentions
+        # A hidden person took a phrase ("my wife") that one the scope knows may also answer:
+        # find the mentions again among the people the scope knows.
+        return _Directory(await self.people.visible_people(scope)).mentions(text)
 
     async def focus(self, scope: Scope, query: str, about: str | None) -> tuple[PeopleFocus | None, str]:
         """What a search knows of people: who the query mentions, and the ``about`` filter
