@@ -103,6 +103,10 @@ async def test_token_mode_refuses_bad_subjects_and_chat_claims(short_tmp: Path, 
             # A sent id that breaks the rule never matches a claim either.
             error = await call_error(peer, "memory.list", {**alice, "user_id": bad or " "})
             assert error["code"] in (-32002, -32602)
+        for name in ("chat_type", "source_username", "source_display_name", "message_id", "jti"):
+            token = forged(claims_for("alice", **{name: "x\ud800"}))
+            error = await call_error(peer, "memory.add", {"context_token": token, "content": "x"})
+            assert error["code"] == -32002 and error["data"]["code"] == "claims", (name, error)
     assert not [r for r in caplog.records if r.exc_info], "a refused token must not log a traceback"
     # "alice " never acted as alice: her memories are still exactly her own one.
     assert [r["content"] for r in await call_ok(peer, "memory.list", alice)] == ["alice's own note"]
