@@ -82,7 +82,8 @@ async def world(request: pytest.FixtureRequest, short_tmp: Path, nursery: trio.N
         short_tmp,
         auth=auth,
         llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 5.0},
-        extraction={"debounce_seconds": 0.2},
+        # The background worker never runs here: every LLM reply goes to the call that asks.
+        extraction={"debounce_seconds": 3600},
         supersession={"decider": "rules"},
     )
     daemon = Daemon(config)
@@ -163,6 +164,15 @@ async def test_extraction_never_refreshes_or_supersedes_what_the_chat_cannot_see
     world.fake.script.append(facts("I am allergic to peanuts"))
     again = await world.ok("memory.extract_from_messages", g2, messages=said("I am allergic to peanuts"))
     assert allergy["id"] not in again["ids"] + again["refreshed"]
+    # memory.extract (by message id, from observed messages) and memory.delete from there too.
+    await world.ok("memory.observe", g2, messages=[{"role": "user", "content": "peanuts!", "id": "m7"}],
+                   session_key="s-g2")
+    world.fake.script.append(facts("I am allergic to peanuts"))
+    extracted = await world.ok("memory.extract", g2, message_id="m7", session_key="s-g2")
+    assert allergy["id"] not in extracted["ids"] + extracted["refreshed"]
+    for hidden in (allergy["id"], allergy["id"][:8], sensitive["id"][:10]):
+        assert await world.ok("memory.delete", g2, memory_id=hidden) == {"deleted": False, "id": None}
+        assert await world.ok("memory.delete", bob_g, memory_id=hidden) == {"deleted": False, "id": None}
     world.fake.script.append(facts("My favorite color is blue"))
     blue = await world.ok("memory.extract_from_messages", g2, messages=said("my favorite color is blue"))
     assert blue["stored"] == 1
