@@ -239,6 +239,10 @@ async def test_claimless_tokens_record_the_same_provenance_on_every_write_path(
     for record in records.values():
         assert record["chat_type"] is None and record["source_username"] is None, record
     assert added["id"] in {r["id"] for r in records.values()} and extracted["stored"] == 1
+    # Nor do unclaimed params decide who the owner is for people learning: "Sarah" stays a person.
+    await call_ok(peer, "memory.add", {**token, "username": "Sarah", "source_username": "Sarah",
+                                       "content": "Sarah likes tea", "subjects": ["Sarah"]})
+    assert "Sarah" in {p["name"] for p in await call_ok(peer, "person.list", token)}
     daemon.request_stop()
 
 

@@ -109,7 +109,12 @@ class MemoryService:
         superseded: list[str] = []
         short_id: str | None = None
         embedded = False
-        names = owner_names(scope, params.source_username, params.source_display_name, params.username)
+        # The names the owner spoke under, from the resolved identity like the provenance (a
+        # token's claims; ash's loose ``username`` only where params are believed).
+        routing = caller.routing
+        names = owner_names(
+            scope, routing.source_username, routing.source_display_name, None if caller.verified else params.username
+        )
         supersession = self.supersession
         if supersession is None:
             record, deduplicated = await self.memories.add(new)
