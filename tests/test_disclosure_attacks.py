@@ -285,3 +285,17 @@ async def test_a_groups_own_person_is_found_where_a_hidden_one_shares_the_phrase
     context = await world.ok("memory.context", g2, message="is Sarah Klein coming?")
     assert [p["name"] for p in context["people"]] == ["Sarah"]
     assert "klein" not in json.dumps(context["people"]).casefold() and "pregnant" not in json.dumps(context)
+
+
+async def test_a_hidden_person_never_joins_two_subjects_for_supersession(world: World) -> None:
+    """Only a private chat knows that the wife is Sarah; in a group, "my wife" and "Sarah" are
+    two subjects, so one statement does not replace the other (which would tell the group)."""
+    p1, g2 = world.who("alice", "p1", "private"), world.who("alice", "g2", "group")
+    await world.ok("memory.add", p1, content="My wife's name is Sarah and she is pregnant", sensitivity="sensitive")
+    red = await world.ok("memory.add", g2, content="My wife's favorite color is red")
+    blue = await world.ok("memory.add", g2, content="Sarah's favorite color is blue")
+    assert blue["superseded"] == []
+    assert red["id"] in {r["id"] for r in await world.ok("memory.list", g2)}
+    # In the private chat, where she is known, the same pair is one subject.
+    green = await world.ok("memory.add", p1, content="Sarah's favorite color is green")
+    assert set(green["superseded"]) == {red["id"], blue["id"]}

@@ -114,10 +114,12 @@ class PeopleService:
                 rewritten = rewritten[:at] + person.name + rewritten[end:]
         return PeopleFocus(mentioned=tuple(p.rowid for p, _ in mentions), only=only, rest=rest), rewritten
 
-    async def resolver_for(self, owner: str) -> Resolver:
-        """The owner's people for the supersession rules: "my wife" and "Sarah" are one subject."""
-        directory = await self._directory(owner)
-        return person_resolver([person.known() for person in directory.by_id.values()])
+    async def resolver_for(self, scope: Scope) -> Resolver:
+        """The people ``scope`` may know of, for the supersession rules: "my wife" and "Sarah"
+        are one subject."""
+        persons = list((await self._directory(scope.user_id)).by_id.values())
+        visible = await self.people.visible_rowids(scope, [person.rowid for person in persons]) if persons else set()
+        return person_resolver([person.known() for person in persons if person.rowid in visible])
 
     def forget_directory(self, owner: str) -> None:
         self._directories.pop(owner, None)
