@@ -123,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     health = commands.add_parser("health", help="is the daemon up?")
     health.add_argument("--json", **json_flag)
+
+    mcp = commands.add_parser("mcp", help="serve the memory tools to an MCP client (Claude Code, Cursor, Codex) over stdio")
+    mcp.add_argument(
+        "--print-config", choices=("claude", "cursor", "codex"), metavar="CLIENT",
+        help="print the settings snippet for CLIENT (claude, cursor or codex) and exit",
+    )
+    mcp.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
+                     help="what the bridge logs on stderr (default warning)")
     return parser
 
 
@@ -211,6 +219,17 @@ _COMMANDS: Dict[str, Callable[[MemoryClient, argparse.Namespace], Outcome]] = {
 }
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    # Imported here: the other commands never load the bridge.
+    if args.print_config:
+        from memory_cli.mcp.client_config import print_config
+
+        return print_config(args.print_config, args.socket)
+    from memory_cli.mcp.stdio import run
+
+    return run(args.socket, args.timeout, args.log_level)
+
+
 class _Usage(Exception):
     pass
 
@@ -235,6 +254,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if args.command == "mcp":
+        return _mcp(args)
     try:
         with MemoryClient(socket_path=args.socket, timeout=args.timeout) as client:
             result, lines, code = _COMMANDS[args.command](client, args)
