@@ -29,7 +29,8 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memoryd.knowledge import MentionFinder
-from memoryd.store import NewMemory, PeopleFocus, Scope, Store, people_retriever
+from memoryd.store import NewMemory, PeopleFocus, Scope, Store
+from memoryd.store.sqlite.search import people_retriever
 
 VOCABULARY = 30_000
 ZIPF_EXPONENT = 1.07

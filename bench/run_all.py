@@ -411,7 +411,7 @@ def bench_million(bench: Bench) -> None:
 
 
 def sql_one(path: Path, query: str) -> tuple[Any, ...]:
-    from memoryd.store.db import open_connection
+    from memoryd.store.sqlite.db.database import open_connection
 
     db = open_connection(path, busy_timeout_ms=5000, readonly=True)
     try:

@@ -14,7 +14,7 @@ import numpy as np
 
 from memoryd.ids import now_ms
 from memoryd.store import NewMemory, Scope, Store
-from memoryd.store.db import open_connection
+from memoryd.store.sqlite.db.database import open_connection
 
 
 class Clock:

@@ -12,7 +12,7 @@ import pytest
 from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
 from memoryd.store import Provenance, Scope, Store
-from memoryd.store.db import open_connection
+from memoryd.store.sqlite.db.database import open_connection
 from tests.admin_cli import export_lines, memoryd, text
 from tests.store_helpers import embed_all, note, sql
 

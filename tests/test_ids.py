@@ -117,7 +117,8 @@ def test_a_list_page_walks_the_time_index_without_sorting(store: Store) -> None:
 
 
 async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store: Store, clock: Clock) -> None:
-    from memoryd.store import Provenance, schema
+    from memoryd.store import Provenance
+    from memoryd.store.sqlite.schema import ladder as schema
     from tests.store_helpers import embed_all, unit
 
     store.configure_vector_space("test:upgrade", 4)

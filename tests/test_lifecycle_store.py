@@ -12,8 +12,10 @@ import pytest
 
 from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
-from memoryd.store import Scope, Store, retention, schema
-from memoryd.store.db import open_connection
+from memoryd.store import Scope, Store
+from memoryd.store.sqlite.admin import retention
+from memoryd.store.sqlite.schema import ladder as schema
+from memoryd.store.sqlite.db.database import open_connection
 from tests.store_helpers import Clock, embed_all, note
 from tests.store_helpers import sql as sql_on
 

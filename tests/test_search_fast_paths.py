@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import Provenance, Scope, Store, keyword, neighbours, ranking, scope_stats
-from memoryd.store.db import open_connection
-from memoryd.store.term_match import TermWeights
+from memoryd.store import Provenance, Scope, Store, ranking
+from memoryd.store.sqlite.search import keyword
+from memoryd.store.sqlite.search import neighbours
+from memoryd.store.sqlite.search import scope_stats
+from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.search.term_match import TermWeights
 from tests.store_helpers import note, reading
 
 ALICE = Scope("alice")

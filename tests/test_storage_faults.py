@@ -20,7 +20,7 @@ from memoryd import errors
 from memoryd.server.daemon import Daemon
 from memoryd.service.backfill import PROBE_TEXT
 from memoryd.store import Store
-from memoryd.store.db import open_connection
+from memoryd.store.sqlite.db.database import open_connection
 from memoryd.store.visibility import Scope
 from tests.conftest import make_config
 from tests.store_helpers import note, sql

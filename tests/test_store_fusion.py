@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memoryd.store.search import RRF_K, fuse
+from memoryd.store.sqlite.search.search import RRF_K, fuse
 
 
 def test_a_rowid_in_both_lists_rises_above_the_tops_of_either() -> None:

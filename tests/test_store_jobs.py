@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import Scope, Store, jobs
+from memoryd.store import Scope, Store
+from memoryd.store.sqlite.jobs import jobs
 from tests.store_helpers import note, sql
 
 DIM = 8

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.store import Scope, Store, keyword
+from memoryd.store import Scope, Store
+
+from memoryd.store.sqlite.search import keyword
 from tests.store_helpers import note
 
 ALICE = Scope("alice")

@@ -9,7 +9,9 @@ import pytest
 
 from memoryd.errors import BrokenInvariant, StoreError
 from memoryd.ids import now_ms
-from memoryd.store import MemoryRecord, NewMemory, Scope, Store, memories, schema
+from memoryd.store import MemoryRecord, NewMemory, Scope, Store
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.schema import ladder as schema
 from tests.store_helpers import note, sql
 
 

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Provenance, Scope, Store, keyword, neighbours, ranking
-from memoryd.store.term_match import TermWeights, idf
+from memoryd.store import NewMemory, Provenance, Scope, Store, ranking
+from memoryd.store.sqlite.search import keyword
+from memoryd.store.sqlite.search import neighbours
+from memoryd.store.sqlite.search.term_match import TermWeights, idf
 from tests.store_helpers import Clock, keyword_found, note, reading
 
 DIM = 8

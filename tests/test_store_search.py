@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.store import Scope, Store, fts_query, keyword, search
+from memoryd.store import Scope, Store
+from memoryd.store.sqlite.search import fts_query
+from memoryd.store.sqlite.search import keyword
+from memoryd.store.sqlite.search import search
 from tests.store_helpers import embed_all as embed
 from tests.store_helpers import keyword_found
 from tests.store_helpers import note

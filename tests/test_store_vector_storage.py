@@ -8,10 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.store import Scope, Store, schema, vector_codec
-from memoryd.store.db import open_connection
-from memoryd.store import hamming_scan
-from memoryd.store.hamming_scan import HammingHints, scan
+from memoryd.store import Scope, Store
+
+from memoryd.store.sqlite.schema import ladder as schema
+
+from memoryd.store.sqlite.vectors import vector_codec
+from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.vectors import hamming_scan
+from memoryd.store.sqlite.vectors.hamming_scan import HammingHints, scan
 from tests.store_helpers import embed_all, int8_copy, note, random_units, reading, sql
 
 DIM = 384

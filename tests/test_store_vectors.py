@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.store import Scope, Store, vector_codec, vector_search, vectors
+from memoryd.store import Scope, Store
+from memoryd.store.sqlite.vectors import vector_codec
+from memoryd.store.sqlite.vectors import vector_search
+from memoryd.store.sqlite.vectors import vectors
 from tests.store_helpers import embed_all, note, reading, sql, unit
 
 ALICE = Scope("alice")

@@ -14,8 +14,8 @@ import trio
 import trio.testing
 
 from memoryd.errors import StoreCorrupt
-from memoryd.store.db import Database
-from memoryd.store.write_batch import WriteBatcher
+from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.db.write_batch import WriteBatcher
 from tests.concurrency import gather_outcomes
 
 

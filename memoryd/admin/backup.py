@@ -9,7 +9,7 @@ from typing import TextIO
 from memoryd.admin.common import EXIT_OK, human_bytes
 from memoryd.config import Config
 from memoryd.errors import StoreError
-from memoryd.store import backup
+from memoryd.store.sqlite.admin import backup
 
 
 def run(config: Config, *, target: Path, force: bool, compact: bool = False, out: TextIO = sys.stdout) -> int:

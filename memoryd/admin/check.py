@@ -8,7 +8,7 @@ from typing import TextIO
 
 from memoryd.admin.common import EXIT_OK, EXIT_PROBLEMS, open_store, print_json
 from memoryd.config import Config
-from memoryd.store.consistency import Finding
+from memoryd.store.sqlite.admin.consistency import Finding
 
 
 def run(config: Config, *, repair: bool, as_json: bool, out: TextIO = sys.stdout) -> int:

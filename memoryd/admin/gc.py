@@ -9,7 +9,7 @@ from typing import TextIO
 from memoryd.admin.common import EXIT_OK, open_store, print_json
 from memoryd.config import Config
 from memoryd.ids import DAY_MS
-from memoryd.store.retention import PURGE_REASONS
+from memoryd.store.sqlite.admin.retention import PURGE_REASONS
 
 
 def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdout) -> int:

@@ -7,7 +7,7 @@ from typing import Any, TextIO
 
 from memoryd.admin.common import EXIT_OK, human_bytes, open_store, print_json, table
 from memoryd.config import Config
-from memoryd.store import stats
+from memoryd.store.sqlite.admin import stats
 
 #: Users shown in the table (JSON has all of them).
 TOP_USERS = 20

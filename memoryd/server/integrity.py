@@ -23,7 +23,7 @@ from pathlib import Path
 
 from memoryd.errors import StoreError
 from memoryd.log import fields
-from memoryd.store.quick_check import is_wal_database, quick_check_file
+from memoryd.store.sqlite.db.quick_check import is_wal_database, quick_check_file
 
 log = logging.getLogger("memoryd.daemon")
 

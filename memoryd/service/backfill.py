@@ -24,7 +24,7 @@ from memoryd.errors import DiskFull, EmbedderError, EmbeddingModelMismatch
 from memoryd.log import fields
 from memoryd.service.wakeup import Wakeup
 from memoryd.store import Store
-from memoryd.store.supersession import Stored
+from memoryd.store.sqlite.supersession.supersession import Stored
 
 log = logging.getLogger("memoryd.backfill")
 

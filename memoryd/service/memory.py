@@ -37,7 +37,7 @@ from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
-from memoryd.store.supersession import NOT_VISIBLE, Stored
+from memoryd.store.sqlite.supersession.supersession import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
 

@@ -5,7 +5,7 @@
 ``store.conversations`` (``ConversationLog``).
 What a caller may see is decided in ``visibility.py``; the ranking is ``search.py``'s.
 
-The names are imported on first use (PEP 562), so that ``memoryd.store.quick_check`` can be
+The names are imported on first use (PEP 562), so that ``memoryd.store.sqlite.db.quick_check`` can be
 imported without the whole store: the daemon's integrity check starts before the rest of
 memoryd is imported (``server/head_start.py``).
 """
@@ -17,33 +17,33 @@ from typing import TYPE_CHECKING
 from memoryd.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
-    from memoryd.store.conversation_log import ConversationLog
-    from memoryd.store.conversations import ExtractionJob, SessionContext, SessionRef, StoredMessage
-    from memoryd.store.job_queue import JobQueue
-    from memoryd.store.learned import Learned
-    from memoryd.store.lifecycle import Lifecycle
-    from memoryd.store.people import StoredPerson
-    from memoryd.store.people_repository import AliasTaken, Forgotten, PeopleRepository, SummaryMaterial
-    from memoryd.store.people_retriever import PeopleFocus
+    from memoryd.store.sqlite.conversations.conversation_log import ConversationLog
+    from memoryd.store.sqlite.conversations.conversations import ExtractionJob, SessionContext, SessionRef, StoredMessage
+    from memoryd.store.sqlite.jobs.job_queue import JobQueue
+    from memoryd.store.sqlite.conversations.learned import Learned
+    from memoryd.store.sqlite.admin.lifecycle import Lifecycle
+    from memoryd.store.sqlite.people.people import StoredPerson
+    from memoryd.store.sqlite.people.people_repository import AliasTaken, Forgotten, PeopleRepository, SummaryMaterial
+    from memoryd.store.sqlite.search.people_retriever import PeopleFocus
     from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Provenance, SearchHit
-    from memoryd.store.repository import MemoryRepository
-    from memoryd.store.store import Store
-    from memoryd.store.vectors import VectorSpace
+    from memoryd.store.sqlite.memories.repository import MemoryRepository
+    from memoryd.store.sqlite.store import Store
+    from memoryd.store.sqlite.vectors.vectors import VectorSpace
     from memoryd.store.visibility import Scope
 
 _EXPORTS = {
-    "memoryd.store.conversation_log": ("ConversationLog",),
-    "memoryd.store.conversations": ("ExtractionJob", "SessionContext", "SessionRef", "StoredMessage"),
-    "memoryd.store.job_queue": ("JobQueue",),
-    "memoryd.store.learned": ("Learned",),
-    "memoryd.store.lifecycle": ("Lifecycle",),
-    "memoryd.store.people": ("StoredPerson",),
-    "memoryd.store.people_repository": ("AliasTaken", "Forgotten", "PeopleRepository", "SummaryMaterial"),
-    "memoryd.store.people_retriever": ("PeopleFocus",),
+    "memoryd.store.sqlite.conversations.conversation_log": ("ConversationLog",),
+    "memoryd.store.sqlite.conversations.conversations": ("ExtractionJob", "SessionContext", "SessionRef", "StoredMessage"),
+    "memoryd.store.sqlite.jobs.job_queue": ("JobQueue",),
+    "memoryd.store.sqlite.conversations.learned": ("Learned",),
+    "memoryd.store.sqlite.admin.lifecycle": ("Lifecycle",),
+    "memoryd.store.sqlite.people.people": ("StoredPerson",),
+    "memoryd.store.sqlite.people.people_repository": ("AliasTaken", "Forgotten", "PeopleRepository", "SummaryMaterial"),
+    "memoryd.store.sqlite.search.people_retriever": ("PeopleFocus",),
     "memoryd.store.records": ("EmbedJob", "MemoryRecord", "NewMemory", "Provenance", "SearchHit"),
-    "memoryd.store.repository": ("MemoryRepository",),
-    "memoryd.store.store": ("Store",),
-    "memoryd.store.vectors": ("VectorSpace",),
+    "memoryd.store.sqlite.memories.repository": ("MemoryRepository",),
+    "memoryd.store.sqlite.store": ("Store",),
+    "memoryd.store.sqlite.vectors.vectors": ("VectorSpace",),
     "memoryd.store.visibility": ("Scope",),
 }
 
