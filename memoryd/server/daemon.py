@@ -27,7 +27,7 @@ from memoryd.server import data_dir
 from memoryd.server.activation import bound_name
 from memoryd.server.head_start import HeadStart
 from memoryd.server.heap_trim import HeapTrimmer
-from memoryd.server.integrity import IntegrityCheck
+from memoryd.store.sqlite.db.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
 from memoryd.server.pausing import despite_storage_faults

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memoryd.config import Config
-from memoryd.server.integrity import IntegrityCheck
+from memoryd.store.sqlite.db.integrity import IntegrityCheck
 
 if TYPE_CHECKING:
     from memoryd.embed import Embedder
