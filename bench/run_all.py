@@ -62,7 +62,7 @@ import bench_extraction  # noqa: E402
 import bench_store  # noqa: E402
 from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 
-from memoryd.store import Store  # noqa: E402
+from memoryd.store.sqlite import Store  # noqa: E402
 
 SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed")
 

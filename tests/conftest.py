@@ -20,7 +20,7 @@ import trio
 from memoryd.config import Config, load_config
 from memoryd.server.daemon import Daemon
 from tests.wire import NdjsonPeer
-from memoryd.store import Store
+from memoryd.store.sqlite import Store
 from memoryd.llm import LlmClient, OllamaChat, OpenAIChat
 from tests.fake_llm import FakeLlm
 from tests.store_helpers import Clock

@@ -11,7 +11,8 @@ import trio
 
 from memoryd.errors import SupersedeRefused
 from memoryd.extract import normalized_text
-from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, Store, StoredMessage
+from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.conversations import conversations
 from memoryd.store.sqlite.supersession.supersession import Plan
 from tests.store_helpers import Clock

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import Provenance, Scope, Store, ranking
+from memoryd.store import Provenance, Scope, ranking
+from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.search import keyword
 from memoryd.store.sqlite.search import neighbours
 from memoryd.store.sqlite.search import scope_stats

@@ -6,7 +6,8 @@ import pytest
 
 from memoryd.errors import AmbiguousIdPrefix
 from memoryd.ids import new_ulid, now_ms
-from memoryd.store import NewMemory, Scope, Store
+from memoryd.store import QueryVector, NewMemory, Scope
+from memoryd.store.sqlite import Store
 from tests.store_helpers import Clock, embed_all, note, sql, unit
 
 ALICE = Scope("alice", "c1")
@@ -74,10 +75,10 @@ async def test_delete_removes_the_memory_from_every_retriever(store: Store) -> N
     record, _ = await store.memories.add(note("sailing lessons"))
     ones = unit(8, *[1.0] * 8)
     await embed_all(store, {}, ones)
-    assert len(await store.memories.search(ALICE, "sailing", limit=5, query_vector=ones)) == 1
+    assert len(await store.memories.search(ALICE, "sailing", limit=5, vector=QueryVector.at_hand(ones))) == 1
     await store.memories.delete(ALICE, record.id)
-    assert await store.memories.search(ALICE, "sailing", limit=5, query_vector=ones) == []
-    assert await store.memories.search(ALICE, "", limit=5, query_vector=ones) == []
+    assert await store.memories.search(ALICE, "sailing", limit=5, vector=QueryVector.at_hand(ones)) == []
+    assert await store.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(ones)) == []
 
 
 async def test_short_ids_are_the_shortest_unique_prefixes_of_at_least_eight(store: Store, clock: Clock) -> None:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from memoryd.store import NewMemory, Provenance, Scope, Store
+from memoryd.store import QueryVector, NewMemory, Provenance, Scope
+
+from memoryd.store.sqlite import Store
 from memoryd.store.visibility import Disclosure
 from tests.store_helpers import embed_all, note, sql
 from tests.store_helpers import unit as unit_of
@@ -101,8 +103,8 @@ async def test_every_retriever_applies_the_disclosure_rules(
     want = {content for content, memory in by_content.items() if expected(memory, caller)}
     everything = len(by_content)
     listed = {r.content for r in await store.memories.list(caller, limit=1000)}
-    keyword = {h.content for h in await store.memories.search(caller, "tea", limit=everything, query_vector=None)}
-    vector = {h.content for h in await store.memories.search(caller, "", limit=everything, query_vector=unit_of(DIM, 1))}
+    keyword = {h.content for h in await store.memories.search(caller, "tea", limit=everything)}
+    vector = {h.content for h in await store.memories.search(caller, "", limit=everything, vector=QueryVector.at_hand(unit_of(DIM, 1)))}
     assert listed == keyword == vector == want
     for record in await store.memories.list(Scope("alice", HERE, "private"), limit=1000):
         got = await store.memories.get(caller, record.id)
@@ -130,10 +132,10 @@ async def test_the_vector_scan_filters_inside_the_knn_so_hidden_vectors_cannot_s
     visible = [f"group-learned note {i}" for i in range(3)]
     store.memories.add_many(note(c, chat_id="other-team", provenance=Provenance(chat_type="group")) for c in visible)
     await embed_all(store, dict.fromkeys(visible, far), near)
-    hits = await store.memories.search(Scope("alice", "team", "group"), "", limit=10, query_vector=near)
+    hits = await store.memories.search(Scope("alice", "team", "group"), "", limit=10, vector=QueryVector.at_hand(near))
     assert {h.content for h in hits} == set(visible)
     # The same store in private: the crowd is back, nearest first.
-    hits = await store.memories.search(Scope("alice", "dm", "private"), "", limit=10, query_vector=near)
+    hits = await store.memories.search(Scope("alice", "dm", "private"), "", limit=10, vector=QueryVector.at_hand(near))
     assert len(hits) == 10 and all(h.content.startswith("dm note") for h in hits)
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import Scope, Store
+from memoryd.store import QueryVector, Scope
+from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.jobs import jobs
 from tests.store_helpers import note, sql
 
@@ -60,7 +61,7 @@ async def test_completing_writes_the_vector_and_removes_the_job(store: Store) ->
     await store.jobs.complete_embed([(job, vector())])
     assert (await store.jobs.backlog())["embed"] == 0
     assert await store.jobs.next_due_ms() is None
-    [hit] = await store.memories.search(ALICE, "", limit=5, query_vector=vector())
+    [hit] = await store.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(vector()))
     assert hit.similarity == pytest.approx(1.0, abs=1e-3)
     await store.jobs.complete_embed([(job, vector())])  # a repeat is harmless
 
@@ -77,7 +78,7 @@ async def test_a_memory_deleted_while_embedding_gets_no_vector(store: Store) -> 
     [job] = await store.jobs.claim_embed(10)
     await store.memories.delete(ALICE, record.id)
     await store.jobs.complete_embed([(job, vector())])
-    assert await store.memories.search(ALICE, "", limit=5, query_vector=vector()) == []
+    assert await store.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(vector())) == []
 
 
 async def test_failure_backs_off_and_keeps_the_error(store: Store) -> None:

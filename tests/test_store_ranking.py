@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Provenance, Scope, Store, ranking
+from memoryd.store import QueryVector, NewMemory, Provenance, Scope, ranking
+from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.search import keyword
 from memoryd.store.sqlite.search import neighbours
 from memoryd.store.sqlite.search.term_match import TermWeights, idf
@@ -78,7 +79,7 @@ async def test_a_strong_semantic_match_beats_a_weak_keyword_match(store: Store) 
         await store.memories.add(note(content))
     claimed = await store.jobs.claim_embed(10)
     await store.jobs.complete_embed([(job, contents[job.content]) for job in claimed])
-    hits = await store.memories.search(ALICE, "What do I do for a living?", limit=3, query_vector=unit(1, 0.1))
+    hits = await store.memories.search(ALICE, "What do I do for a living?", limit=3, vector=QueryVector.at_hand(unit(1, 0.1)))
     assert hits[0].content == "I work night shifts as a nurse"
     assert hits[0].score >= hits[1].score
 
@@ -146,7 +147,7 @@ async def test_a_search_shows_an_older_episode_below_the_first_places(tmp_path: 
             memory, _ = await store.memories.add(note(f"green tea tasting, cup {i}"))
             exchange.append(memory.id)
             clock.at += 1000
-        hits = await store.memories.search(ALICE, "green tea", limit=15, query_vector=None)
+        hits = await store.memories.search(ALICE, "green tea", limit=15)
     ids = [hit.id for hit in hits]
     # "tea" alone scores below every "green tea" of the exchange; the first places stay the
     # exchange's, and the older memory takes the first place after them.

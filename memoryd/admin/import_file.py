@@ -15,14 +15,14 @@ import msgspec
 from memoryd.errors import InvalidParams
 from memoryd.ids import ms_from_iso
 from memoryd.service.validation import check_full_id, check_group_chat, check_text
-from memoryd.store.sqlite.admin.transfer import (
+from memoryd.store.admin_records import (
     FORMAT,
     READABLE_VERSIONS,
     VERSION,
     ExportHeader,
     MemoryLine,
 )
-from memoryd.store.sqlite.admin.transfer_people import PersonLine
+from memoryd.store.admin_records import PersonLine
 
 
 class _Record(msgspec.Struct):

@@ -21,7 +21,7 @@ from memoryd.service.people_params import (
     ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
 )
 from memoryd.service.validation import check_text
-from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleRepository, Scope, StoredPerson
+from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleStore, Scope, StoredPerson
 
 log = logging.getLogger("memoryd.service")
 
@@ -46,7 +46,7 @@ class _Directory:
 
 
 class PeopleService:
-    def __init__(self, people: PeopleRepository, authenticator: Authenticator) -> None:
+    def __init__(self, people: PeopleStore, authenticator: Authenticator) -> None:
         self.people = people
         self.authenticator = authenticator
         self._directories: dict[str, _Directory] = {}

@@ -19,8 +19,8 @@ from memoryd.knowledge.conflict import CompleteJson, LlmConflictAnswer
 from memoryd.log import fields
 from memoryd.service.supersession import Supersession, ruling_of, statement_of
 from memoryd.service.wakeup import Wakeup
-from memoryd.store.sqlite.supersession.supersession import Ruling
-from memoryd.store.sqlite.supersession.supersession_jobs import SupersedeJob
+from memoryd.store.supersession_records import Ruling
+from memoryd.store.supersession_records import SupersedeJob
 
 log = logging.getLogger("memoryd.supersession")
 

@@ -25,6 +25,7 @@ from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.schema import ladder as schema
 from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.db.database import MMAP_BYTES, Database
+from memoryd.store.storage_state import Condition
 from memoryd.store.sqlite.conversations.conversation_log import ConversationLog
 from memoryd.store.sqlite.memories.hits import HitCounter, write_hits
 from memoryd.store.sqlite.jobs.job_queue import JobQueue
@@ -78,12 +79,19 @@ class Store:
         self.memories = MemoryRepository(self._db, self._hits, clock, lambda: self._space, OverlapGate(overlap_from))
         self.jobs = JobQueue(self._db, clock)
         self.lifecycle = Lifecycle(self._db, self._hits, clock)
+        #: The backend-neutral name of the same object (``interfaces.Maintenance``).
+        self.maintenance = self.lifecycle
         self.people = PeopleRepository(self._db, clock)
         #: The small writes of concurrent calls (memory.add, memory.observe) commit together.
         self.small_writes = WriteBatcher(self._db)
         self.supersession = Supersessions(self._db, self._hits, clock, self.small_writes)
         self.conversations = ConversationLog(self._db, clock, self.small_writes)
         log.info("store opened: %s (schema v%d, %d readers)", self.path, version, readers)
+
+    @property
+    def condition(self) -> Condition:
+        """Whether the store takes writes (ok, disk full, file damaged), and why not."""
+        return self._db.condition.current
 
     @staticmethod
     def limit_cache_memory(limit_bytes: int) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
@@ -24,14 +23,7 @@ import apsw
 from memoryd.errors import StoreError
 from memoryd.store.sqlite.db.connection import create_private_file
 from memoryd.store.sqlite.db.database import open_connection
-
-
-@dataclass
-class BackupReport:
-    path: Path
-    pages: int
-    bytes: int
-    seconds: float
+from memoryd.store.admin_records import BackupReport
 
 
 def _fsync(path: Path, *, directory: bool = False) -> None:

@@ -19,37 +19,22 @@ rows, bad vector rows are dropped and their memories re-queued for embedding.  A
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 
 import apsw
 
 from memoryd.store.sqlite.search import fts_query
-
 from memoryd.store.sqlite.jobs import jobs
-
 from memoryd.store.sqlite.vectors import vector_codec
-
 from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.vectors.vectors import NEVER, VectorSpace
-from memoryd.store.visibility import live
+from memoryd.store.sqlite.visibility_sql import live
+from memoryd.store.admin_records import Finding
 
 RESTORE_HINT = "restore a backup: `memoryd backup` copies"
 
 #: Live memories whose searchability is spot-checked.
 FTS_SAMPLE = 200
-
-
-@dataclass
-class Finding:
-    check: str
-    ok: bool
-    detail: str
-    count: int = 0
-    repairable: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _ok(check: str, detail: str) -> Finding:

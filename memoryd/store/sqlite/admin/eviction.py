@@ -16,7 +16,6 @@ Evicted memories are soft-deleted and audited 'evicted'; gc removes them later.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
@@ -26,16 +25,10 @@ from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.admin.retention import ACTOR, BATCH
 from memoryd.store.visibility import PERSONAL_PREFIX, kind_of_key
+from memoryd.store.admin_records import EvictionReport
 
 #: What max_entries = 0 ("unlimited") means in SQL.
 _UNLIMITED = 1 << 62
-
-
-@dataclass
-class EvictionReport:
-    evicted: int = 0
-    #: scope_key -> (count before, limit)
-    scopes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def over_limit(db: apsw.Connection, per_user: int, per_chat: int) -> list[tuple[str, int, int]]:

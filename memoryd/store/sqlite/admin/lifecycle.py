@@ -24,6 +24,7 @@ from memoryd.store.sqlite.admin import eviction
 from memoryd.store.sqlite.admin import retention
 from memoryd.store.sqlite.admin import stats
 from memoryd.store.sqlite.admin import transfer
+from memoryd.store.interfaces.maintenance import MaintenanceReport
 from memoryd.store.sqlite.admin.consistency import Finding
 from memoryd.store.sqlite.db.database import Database, file_sizes, rows_changed
 from memoryd.store.sqlite.admin.eviction import EvictionReport
@@ -104,6 +105,15 @@ class Lifecycle:
             raise ValueError(f"unknown checkpoint mode {mode}")
         row = self._db.plain_sync(lambda db: db.execute(f"PRAGMA wal_checkpoint({mode})").fetchone())
         return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+
+    def maintain(self, *, compact: bool = False, release_space: bool = False) -> MaintenanceReport:
+        """SQLite's housekeeping: ``compact`` merges the FTS index and refreshes the planner's
+        statistics (``optimize``); then a checkpoint folds the WAL into the file, PASSIVE (never
+        waits for readers, never blocks writers; SQLite's auto-checkpoint does the rest) or,
+        with ``release_space``, TRUNCATE (also empties the WAL file)."""
+        steps = self.optimize() if compact else 0
+        busy, _, _ = self.checkpoint("TRUNCATE" if release_space else "PASSIVE")
+        return MaintenanceReport(compact_steps=steps, complete=busy == 0)
 
     def record_maintenance(self, summary: dict[str, object]) -> None:
         """Remember the last maintenance run (shown by `memoryd stats`)."""

@@ -8,7 +8,6 @@ retention period after its 'purged' event, so the audit table does not grow fore
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
@@ -17,44 +16,12 @@ from memoryd.ids import iso_from_ms
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.db.database import one, rows_changed
+from memoryd.store.admin_records import GcReport, PURGE_REASONS
 
 #: Rows per write transaction.
 BATCH = 500
 #: The actor of events written by the lifecycle.
 ACTOR = "memoryd"
-
-
-#: Why gc removes a memory, in the order reports list them.
-PURGE_REASONS = ("deleted", "expired", "superseded")
-
-
-@dataclass
-class GcReport:
-    """What gc removed (or, in a dry run, would remove)."""
-
-    dry_run: bool
-    cutoff_ms: int
-    #: Memories removed, by reason (one of PURGE_REASONS).
-    purged_by_reason: Counter[str] = field(default_factory=Counter)
-    events_pruned: int = 0
-    optimize_steps: int = 0
-    seconds: float = 0.0
-
-    @property
-    def purged(self) -> int:
-        return self.purged_by_reason.total()
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "dry_run": self.dry_run,
-            "cutoff_ms": self.cutoff_ms,
-            **{f"purged_{reason}": self.purged_by_reason[reason] for reason in PURGE_REASONS},
-            "events_pruned": self.events_pruned,
-            "optimize_steps": self.optimize_steps,
-            "seconds": self.seconds,
-            "cutoff": iso_from_ms(self.cutoff_ms),
-            "purged": self.purged,
-        }
 
 
 # -- expiry -------------------------------------------------------------------------------------

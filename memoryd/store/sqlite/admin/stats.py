@@ -12,18 +12,15 @@ import apsw
 import msgspec
 
 from memoryd.store.sqlite.conversations import extraction_jobs
-
 from memoryd.store.sqlite.jobs import jobs
-
 from memoryd.store.sqlite.db import meta
-
 from memoryd.store.sqlite.schema import ladder as schema
-
 from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.db.database import one
+from memoryd.store.admin_records import MEMORY_STATES
 from memoryd.store.visibility import scope_kind
 
-STATES = ("active", "expired", "superseded", "deleted")
+STATES = MEMORY_STATES
 META_LAST_MAINTENANCE = "maintenance_last"
 
 #: A memory's state; the first that applies wins (a deleted superseded memory is deleted).

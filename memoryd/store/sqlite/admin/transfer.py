@@ -22,7 +22,6 @@ so a file is checked completely before the write lock is taken.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
@@ -34,53 +33,13 @@ from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.supersession import supersession
 from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.records import PROVENANCE_COLUMNS, Provenance
+from memoryd.store.records import PROVENANCE_COLUMNS
 from memoryd.store.sqlite.admin.transfer_people import PeopleReport, PersonLine, import_people, person_lines
-from memoryd.store.visibility import ScopeKind, key_for, scope_kind
+from memoryd.store.visibility import key_for, scope_kind
+from memoryd.store.admin_records import ExportHeader, FORMAT, ImportReport, MemoryLine, READABLE_VERSIONS, VERSION
 
-FORMAT = "memoryd-export"
-VERSION = 3
-#: Versions ``memoryd import`` reads.
-READABLE_VERSIONS = (1, 2, 3)
 #: The actor of 'imported' audit events.
 ACTOR = "admin"
-
-
-class ExportHeader(msgspec.Struct, forbid_unknown_fields=True):
-    format: str
-    version: int
-    exported_at: str
-    user: str | None = None
-
-
-class MemoryLine(Provenance, forbid_unknown_fields=True):
-    """One memory, every column but the derived ones (rowid, scope key, content hash, vector).
-
-    The provenance fields (version 2) are records.Provenance's own, after these (msgspec puts
-    a base's keyword-only fields last), in PROVENANCE_COLUMNS order: a new provenance column
-    is exported and imported without a change here."""
-
-    id: str
-    scope: ScopeKind
-    owner: str
-    chat_id: str | None
-    source: str
-    content: str
-    subjects: list[str]
-    metadata: dict[str, Any]
-    confidence: float
-    created_at: str
-    updated_at: str
-    expires_at: str | None
-    deleted_at: str | None
-    expiry_recorded_at: str | None
-    superseded_by: str | None
-    access_count: int
-    last_access_at: str | None
-    # Schema m005 (files written before it have none of these).
-    superseded_at: str | None = None
-    supersede_reason: str | None = None
-    key: str | None = None
 
 
 _encoder = msgspec.json.Encoder()
@@ -164,14 +123,6 @@ def _lines(db: apsw.Connection, user: str | None) -> Iterator[MemoryLine | Perso
 
 
 # -- import -------------------------------------------------------------------------------------
-
-
-@dataclass
-class ImportReport:
-    imported: int = 0
-    already_present: int = 0
-    embed_jobs: int = 0
-    people: PeopleReport = field(default_factory=PeopleReport)
 
 
 def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine], now_ms: int) -> ImportReport:

@@ -15,7 +15,6 @@ entry, the way the people rules merge.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import apsw
 import msgspec
@@ -23,26 +22,7 @@ import msgspec
 from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.knowledge import normalise_name
 from memoryd.store.sqlite.people import people
-
-
-class PersonLine(msgspec.Struct, tag="person", tag_field="record", forbid_unknown_fields=True):
-    id: str
-    owner: str
-    name: str
-    aliases: list[str]
-    relationship: str | None
-    created_at: str
-    updated_at: str
-    #: Ids of the memories linked to this person (any scope; the links are pointers).
-    memories: list[str]
-
-
-@dataclass
-class PeopleReport:
-    imported: int = 0
-    already_present: int = 0
-    #: Lines folded into a person of the same owner and name that the store already had.
-    merged: int = 0
+from memoryd.store.admin_records import PeopleReport, PersonLine
 
 
 def person_lines(db: apsw.Connection, *, user: str | None) -> Iterator[PersonLine]:

@@ -12,9 +12,7 @@ from typing import Any
 import numpy.typing as npt
 
 from memoryd.store.sqlite.conversations import conversations
-
 from memoryd.store.sqlite.conversations import extraction_jobs
-
 from memoryd.store.sqlite.conversations import learned
 from memoryd.store.sqlite.conversations.conversations import ExtractionJob, SessionContext, SessionRef, StoredMessage
 from memoryd.store.sqlite.db.database import Database

@@ -10,64 +10,18 @@ been quiet that long.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
 import msgspec
 
 from memoryd.store.sqlite.db.database import rows_changed
+from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef, StoredMessage
 
 #: Messages kept per session; older ones are dropped as new ones arrive.
 MAX_SESSION_MESSAGES = 2000
 #: Rows one retention step removes (one short write transaction each).
 PRUNE_BATCH = 5000
-
-
-@dataclass(frozen=True)
-class SessionRef:
-    owner: str
-    chat_id: str | None
-    session_key: str | None
-
-    @property
-    def key(self) -> str:
-        return msgspec.json.encode([self.owner, self.chat_id, self.session_key]).decode()
-
-
-@dataclass(frozen=True)
-class SessionContext:
-    """What observe knows about a session besides its messages (the latest call wins)."""
-
-    chat_type: str | None = None
-    timezone: str | None = None
-    speaker_username: str | None = None
-    speaker_display_name: str | None = None
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    seq: int
-    role: str
-    content: str
-    message_id: str | None
-    sent_at: str | float | None
-    username: str | None
-    display_name: str | None
-    user_id: str | None
-
-
-@dataclass(frozen=True)
-class ExtractionJob:
-    session: SessionRef
-    context: SessionContext
-    attempts: int
-    #: The messages to extract (seq > the high-water mark), oldest first.
-    messages: list[StoredMessage] = field(default_factory=list)
-
-    @property
-    def last_seq(self) -> int:
-        return self.messages[-1].seq
 
 
 _MESSAGE_FIELDS = "role, content, message_id, sent_at, username, display_name, author_user_id"

@@ -22,6 +22,7 @@ from memoryd.store.sqlite.conversations.conversations import (
 )
 from memoryd.store.sqlite.db.database import one, rows_changed
 from memoryd.store.sqlite.jobs.jobs import MAX_ERROR_CHARS, backoff_ms
+from memoryd.store.sqlite.jobs import lease
 
 #: A claimed extraction stays invisible to other claims this long (an LLM call with its
 #: retries fits well inside; a crash is healed by start-up clearing leases anyway).
@@ -34,12 +35,11 @@ def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> li
     A due job with nothing new (its messages were pruned) goes idle instead.
     """
     rows = db.execute(
-        """
+        f"""
         SELECT session, owner, chat_id, session_key, chat_type, timezone, speaker_username,
             speaker_display_name, done_seq, attempts
         FROM extraction_jobs
-        WHERE due_at_ms IS NOT NULL AND due_at_ms <= ? AND parked_at_ms IS NULL
-            AND (leased_until_ms IS NULL OR leased_until_ms <= ?)
+        WHERE due_at_ms IS NOT NULL AND parked_at_ms IS NULL AND {lease.claimable()}
         ORDER BY due_at_ms LIMIT ?
         """,
         (now_ms, now_ms, limit),
@@ -56,7 +56,7 @@ def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> li
         if not messages:
             db.execute("UPDATE extraction_jobs SET due_at_ms = NULL WHERE session = ?", (key,))
             continue
-        db.execute("UPDATE extraction_jobs SET leased_until_ms = ? WHERE session = ?", (now_ms + LEASE_MS, key))
+        lease.take(db, "extraction_jobs", "session", [key], now_ms + LEASE_MS)
         claimed.append(
             ExtractionJob(
                 SessionRef(owner, chat_id, session_key),
@@ -107,16 +107,11 @@ def fail(
 
 def clear_leases(db: apsw.Connection) -> None:
     """At start-up: nothing can still be extracting for a previous run."""
-    db.execute("UPDATE extraction_jobs SET leased_until_ms = NULL WHERE leased_until_ms IS NOT NULL")
+    lease.release_all(db, "extraction_jobs")
 
 
 def next_due_ms(db: apsw.Connection) -> int | None:
-    (due,) = one(
-        db,
-        "SELECT min(max(due_at_ms, coalesce(leased_until_ms, 0))) FROM extraction_jobs "
-        "WHERE due_at_ms IS NOT NULL AND parked_at_ms IS NULL",
-    )
-    return None if due is None else int(due)
+    return lease.next_claimable_ms(db, "extraction_jobs", "due_at_ms IS NOT NULL AND parked_at_ms IS NULL")
 
 
 def status(db: apsw.Connection) -> dict[str, Any]:

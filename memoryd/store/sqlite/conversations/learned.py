@@ -11,38 +11,26 @@ vector its fact was compared with, so the backfill does not embed it a second ti
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import apsw
 import numpy.typing as npt
 
 from memoryd.store.sqlite.jobs import jobs
-
 from memoryd.store.sqlite.memories import memories
-
 from memoryd.store.sqlite.supersession import supersession
-
 from memoryd.store.sqlite.vectors import vector_search
-
 from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.db.database import one
-from memoryd.store.records import MemoryRecord, NewMemory
+from memoryd.store.records import NewMemory
 from memoryd.store.sqlite.supersession.supersession import Plan
-from memoryd.store.visibility import Scope, live
+from memoryd.store.visibility import Scope
+from memoryd.store.sqlite.visibility_sql import live
+from memoryd.store.conversation_records import Learned
 
 #: Cosine at or above which a fact counts as a memory the scope already has (all-MiniLM-L6-v2:
 #: paraphrases such as "Likes tea" / "likes tea." score above 0.95; different facts about the
 #: same subject, "likes green tea" / "likes black tea", below).
 NEAR_DUPLICATE_COSINE = 0.95
-
-
-@dataclass(frozen=True)
-class Learned:
-    memory_id: str
-    #: True when an existing memory was refreshed instead of a new one stored.
-    refreshed: bool
-    #: The new memory as callers see it (None for a refresh), for the add listeners.
-    record: MemoryRecord | None = None
 
 
 def store_facts(

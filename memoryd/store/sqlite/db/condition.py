@@ -17,9 +17,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import apsw
 import msgspec
@@ -27,25 +25,10 @@ import msgspec
 from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import now_ms
 from memoryd.log import fields
+from memoryd.store.storage_state import Condition, OK, State
 
 log = logging.getLogger("memoryd.store")
 
-State = Literal["ok", "full", "corrupt"]
-
-
-@dataclass(frozen=True)
-class Condition:
-    state: State
-    #: Why, in words an operator can act on ("" when ok).
-    reason: str = ""
-    #: Wall-clock ms when this state began.
-    since_ms: int = 0
-
-    def to_dict(self) -> dict[str, object]:
-        return {"state": self.state, "reason": self.reason, "since_ms": self.since_ms}
-
-
-OK = Condition("ok")
 
 #: Free bytes that count as "space returned" after SQLITE_FULL.
 MIN_FREE_BYTES = 1 << 20

@@ -14,7 +14,6 @@ import apsw
 import numpy.typing as npt
 
 from memoryd.store.sqlite.jobs import jobs
-
 from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.db.database import Database
 from memoryd.store.records import EmbedJob

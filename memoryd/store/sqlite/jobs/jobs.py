@@ -16,8 +16,9 @@ import apsw
 import numpy.typing as npt
 
 from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.sqlite.jobs import lease
 from memoryd.store.records import EmbedJob
-from memoryd.store.visibility import live
+from memoryd.store.sqlite.visibility_sql import live
 
 EMBED = "embed"
 #: A memory whose supersession an LLM decides after the add was acknowledged (supersession.py).
@@ -96,7 +97,7 @@ def release(db: apsw.Connection, claimed: Sequence[ClaimedJob]) -> None:
 
 def clear_leases(db: apsw.Connection) -> None:
     """At start-up: nothing can still be working on a job claimed by a previous run."""
-    db.execute("UPDATE jobs SET leased_until_ms = NULL WHERE leased_until_ms IS NOT NULL")
+    lease.release_all(db, "jobs")
 
 
 def drop_jobs_of(db: apsw.Connection, memory_rowids: Sequence[int]) -> None:
@@ -109,10 +110,10 @@ def claim_embed(db: apsw.Connection, limit: int, now_ms: int) -> list[EmbedJob]:
     if space is None or limit < 1:
         return []
     rows: list[tuple[Any, ...]] = db.execute(
-        """
+        f"""
         SELECT j.job_id, j.memory_rowid, m.id, m.content, j.attempts, m.deleted_at_ms, m.expires_at_ms
         FROM jobs AS j JOIN memories AS m ON m.rowid = j.memory_rowid
-        WHERE j.kind = ? AND j.due_at_ms <= ? AND (j.leased_until_ms IS NULL OR j.leased_until_ms <= ?)
+        WHERE j.kind = ? AND {lease.claimable("j")}
         ORDER BY j.due_at_ms, j.job_id
         LIMIT ?
         """,
@@ -123,7 +124,7 @@ def claim_embed(db: apsw.Connection, limit: int, now_ms: int) -> list[EmbedJob]:
         if deleted_at is not None or (expires_at is not None and expires_at <= now_ms):
             db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
             continue
-        db.execute("UPDATE jobs SET leased_until_ms = ? WHERE job_id = ?", (now_ms + LEASE_MS, job_id))
+        lease.take(db, "jobs", "job_id", [job_id], now_ms + LEASE_MS)
         claimed.append(EmbedJob(job_id, rowid, memory_id, content, attempts, space.generation))
     return claimed
 
@@ -181,10 +182,7 @@ def fail(
 
 
 def next_due_ms(db: apsw.Connection, kind: str) -> int | None:
-    row = db.execute(
-        "SELECT min(max(due_at_ms, coalesce(leased_until_ms, 0))) FROM jobs WHERE kind = ?", (kind,)
-    ).fetchone()
-    return None if row is None or row[0] is None else int(row[0])
+    return lease.next_claimable_ms(db, "jobs", "kind = ?", (kind,))
 
 
 def backlog(db: apsw.Connection) -> dict[str, int]:

@@ -17,7 +17,8 @@ from memoryd.ids import MIN_PREFIX_LENGTH
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.records import MemoryRecord
-from memoryd.store.visibility import Scope, predicate
+from memoryd.store.visibility import Scope
+from memoryd.store.sqlite.visibility_sql import predicate
 
 #: Upper bound for an id range: sorts after every Crockford character.
 _AFTER_ALL_ID_CHARS = "~"

@@ -30,7 +30,8 @@ from memoryd.store.records import (
     Provenance,
     record_from_row,
 )
-from memoryd.store.visibility import Disclosure, Scope, live, predicate
+from memoryd.store.visibility import Disclosure, Scope
+from memoryd.store.sqlite.visibility_sql import live, predicate
 
 _encode = msgspec.json.encode
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)

@@ -8,32 +8,27 @@ loop.  Input arrives validated (``memoryd.service``); visibility is ``visibility
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import apsw
-import numpy as np
-import numpy.typing as npt
+import trio
 
 from memoryd.store.sqlite.memories import lookup
-
 from memoryd.store.sqlite.memories import memories
-
 from memoryd.store.sqlite.search import overlapped_search
-
 from memoryd.store.sqlite.people import people
-
 from memoryd.store.sqlite.search import people_retriever
-
 from memoryd.store.sqlite.search import search_parts
-
 from memoryd.store.sqlite.admin import stats
 from memoryd.store.sqlite.db.condition import Condition
 from memoryd.store.sqlite.db.database import Database
 from memoryd.store.sqlite.memories.hits import HitCounter
 from memoryd.store.sqlite.search.overlap_gate import OverlapGate
-from memoryd.store.sqlite.search.overlapped_search import EmbedQuery, StartEmbedding
+from memoryd.store.sqlite.search.overlapped_search import StartEmbedding, VectorUnderWay
 from memoryd.store.sqlite.search.people_retriever import PeopleFocus
+from memoryd.store.query_vector import QueryVector
 from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
 from memoryd.store.sqlite.vectors.vectors import VectorSpace
 from memoryd.store.visibility import Scope
@@ -100,25 +95,26 @@ class MemoryRepository:
         query: str,
         *,
         limit: int,
-        query_vector: npt.ArrayLike | None = None,
-        embed_query: EmbedQuery | None = None,
+        vector: QueryVector | None = None,
         people_focus: PeopleFocus | None = None,
-        start_embedding: StartEmbedding | None = None,
     ) -> builtins.list[SearchHit]:
         """Hybrid keyword + vector search within the caller's scope, best first.
 
-        ``query_vector`` must come from the embedder of the configured vector space; before one
-        was configured (or with a vector of the wrong length) the search is keyword-only.  Or
-        ``embed_query`` gives it: the search starts its keyword part while it runs.
-        ``start_embedding``: the same vector started at once on the embedder's own thread,
-        when it can be (``overlapped_search.StartEmbedding``; ``embed_query`` is still needed).
+        ``vector`` must come from the embedder of the configured vector space; before one was
+        configured (or with a vector of the wrong length) the search is keyword-only.  A vector
+        still under way is awaited while the keyword part runs (``overlapped_search.py``); one
+        started at once on the embedder's own thread is waited for in the reader's thread.
         ``people_focus``: the people the query mentions or an ``about`` filter names.
         """
-        vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
+        known = embed_query = start_embedding = None
+        if vector is not None:
+            known = vector.known
+            if known is None:
+                embed_query, start_embedding = vector.wait, _start_in_worker_thread(vector)
         hits = await overlapped_search.run(
             self._db,
             scope,
-            search_parts.SearchQuery(query, limit, vector, self._space(), self._clock()),
+            search_parts.SearchQuery(query, limit, known, self._space(), self._clock()),
             people_focus,
             embed_query,
             self._overlap,
@@ -158,6 +154,17 @@ class MemoryRepository:
         counts: dict[str, Any] = await self._db.read(stats.health_counts, self._clock())
         counts["db_bytes"] = self._db.file_bytes()
         return counts
+
+
+def _start_in_worker_thread(vector: QueryVector) -> StartEmbedding:
+    """The query started at once, waited for in a trio worker thread (the reader's), where a
+    cancelled search raises trio.Cancelled."""
+
+    def start() -> VectorUnderWay | None:
+        under_way = vector.start_now()
+        return None if under_way is None else functools.partial(under_way, trio.from_thread.check_cancelled)
+
+    return start
 
 
 def _list_annotated(

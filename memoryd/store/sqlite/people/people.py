@@ -9,17 +9,17 @@ Functions take a connection already inside a transaction (see ``db.Database``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
 import msgspec
 
-from memoryd.ids import iso_from_ms, new_ulid
-from memoryd.knowledge import KnownPerson, normalise_name
+from memoryd.ids import new_ulid
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, record_from_row
-from memoryd.store.visibility import Scope, predicate
+from memoryd.store.visibility import Scope
+from memoryd.store.sqlite.visibility_sql import predicate
+from memoryd.store.people_records import StoredPerson
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
@@ -32,40 +32,6 @@ _LINKED_MEMORIES = (
     "json_each(?) AS wanted CROSS JOIN memory_people AS link ON link.person_rowid = wanted.value "
     "CROSS JOIN memories ON memories.rowid = link.memory_rowid"
 )
-
-
-@dataclass
-class StoredPerson:
-    rowid: int
-    id: str
-    owner: str
-    name: str
-    aliases: list[str] = field(default_factory=list)
-    relationship: str | None = None
-    created_at_ms: int = 0
-    updated_at_ms: int = 0
-
-    def known(self) -> KnownPerson:
-        """The knowledge rules' view (``key`` is the person id)."""
-        return KnownPerson(self.id, self.name, tuple(self.aliases), self.relationship)
-
-    def wire(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "aliases": list(self.aliases),
-            "relationship": self.relationship,
-            "created_at": iso_from_ms(self.created_at_ms),
-            "updated_at": iso_from_ms(self.updated_at_ms),
-        }
-
-    def add_alias(self, alias: str) -> bool:
-        """Add ``alias`` unless it is already a name of this person; True when added."""
-        wanted = normalise_name(alias)
-        if not wanted or wanted == normalise_name(self.name) or wanted in {normalise_name(a) for a in self.aliases}:
-            return False
-        self.aliases.append(" ".join(alias.split()))
-        return True
 
 
 def _person(row: tuple[Any, ...]) -> StoredPerson:

@@ -9,7 +9,6 @@ A lookup that finds nobody answers None; the service turns that into its error.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import apsw
 import msgspec
@@ -25,6 +24,7 @@ from memoryd.store.sqlite.people.people import StoredPerson
 from memoryd.store.sqlite.people.people_learning import Learned
 from memoryd.store.records import MemoryRecord
 from memoryd.store.visibility import Scope
+from memoryd.store.people_records import AliasTaken, Forgotten, Merge, SummaryMaterial
 
 def find(db: apsw.Connection, owner: str, phrase: str) -> StoredPerson | None:
     """The owner's person named by ``phrase``: a person id, a name, an alias, a relationship."""
@@ -36,30 +36,6 @@ def find(db: apsw.Connection, owner: str, phrase: str) -> StoredPerson | None:
                 return person
     found = resolve_person(wanted, [p.known() for p in known])
     return None if found is None else next(p for p in known if p.id == found.key)
-
-
-@dataclass(frozen=True)
-class SummaryMaterial:
-    records: list[MemoryRecord]  # newest first
-    people: list[StoredPerson]
-
-
-@dataclass(frozen=True)
-class Merge:
-    source: StoredPerson | None
-    target: StoredPerson | None
-    merged: StoredPerson | None
-
-
-@dataclass(frozen=True)
-class Forgotten:
-    person: StoredPerson
-    memory_ids: list[str]
-    person_deleted: bool
-
-
-class AliasTaken(Exception):
-    """The alias already names another of the owner's people (the service says which field)."""
 
 
 class PeopleRepository:

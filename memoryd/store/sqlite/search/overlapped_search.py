@@ -35,7 +35,6 @@ import numpy.typing as npt
 import trio
 
 from memoryd.store.sqlite.search import search
-
 from memoryd.store.sqlite.search import search_parts
 from memoryd.store.sqlite.db.database import Database
 from memoryd.store.sqlite.search.overlap_gate import OverlapGate

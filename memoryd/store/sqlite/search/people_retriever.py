@@ -14,37 +14,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import apsw
 import msgspec
 
 from memoryd.store.sqlite.search import fts_query
-
 from memoryd.store.sqlite.people import people
 from memoryd.store.records import MemoryRecord
 from memoryd.store.visibility import Scope
+from memoryd.store.people_records import PeopleFocus
 
 _encode = msgspec.json.encode
 
 #: The newest memories of the mentioned people that the retriever ranks.
 RANK_POOL = 200
-
-
-@dataclass(frozen=True)
-class PeopleFocus:
-    """What a search knows about people: who the query mentions (their memories join the
-    fusion) and, with an ``about`` filter, the only people whose memories may be answered."""
-
-    mentioned: tuple[int, ...] = ()  # person rowids, of the caller's own people
-    only: tuple[int, ...] | None = None  # None: no about filter
-    #: The query without the words that name the people ("what does my wife like" -> "what
-    #: does like"): what ranks their memories among themselves.
-    rest: str = ""
-
-    @property
-    def ranked_people(self) -> tuple[int, ...]:
-        return tuple(dict.fromkeys((*self.mentioned, *(self.only or ()))))
 
 
 def ranking(db: apsw.Connection, scope: Scope, focus: PeopleFocus | None, depth: int, now_ms: int) -> list[int]:

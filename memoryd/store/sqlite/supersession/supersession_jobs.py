@@ -9,17 +9,14 @@ completes it with its rulings in one transaction that re-checks the memory is st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
 from memoryd.store.sqlite.jobs import jobs
-
+from memoryd.store.sqlite.jobs import lease
 from memoryd.store.sqlite.vectors import vector_codec
-
 from memoryd.store.sqlite.vectors import vector_search
-
 from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.records import MemoryRecord
@@ -31,14 +28,9 @@ from memoryd.store.sqlite.supersession.supersession import (
     record_of,
     scope_key_of,
 )
-from memoryd.store.visibility import Scope, live
-
-
-@dataclass(frozen=True)
-class SupersedeJob:
-    job_id: int
-    memory_rowid: int
-    attempts: int
+from memoryd.store.visibility import Scope
+from memoryd.store.sqlite.visibility_sql import live
+from memoryd.store.supersession_records import SupersedeJob
 
 
 def vector_neighbours(db: apsw.Connection, rowid: int, similarity: float, depth: int, now_ms: int) -> list[int] | None:
@@ -65,8 +57,8 @@ def claim_jobs(db: apsw.Connection, limit: int, now_ms: int) -> list[SupersedeJo
     """Lease due 'supersede' jobs; jobs of memories no longer live are dropped."""
     rows: list[tuple[Any, ...]] = db.execute(
         "SELECT j.job_id, j.memory_rowid, j.attempts, m.deleted_at_ms, m.superseded_by FROM jobs AS j "
-        "JOIN memories AS m ON m.rowid = j.memory_rowid WHERE j.kind = ? AND j.due_at_ms <= ? "
-        "AND (j.leased_until_ms IS NULL OR j.leased_until_ms <= ?) ORDER BY j.due_at_ms, j.job_id LIMIT ?",
+        f"JOIN memories AS m ON m.rowid = j.memory_rowid WHERE j.kind = ? AND {lease.claimable('j')} "
+        "ORDER BY j.due_at_ms, j.job_id LIMIT ?",
         (jobs.SUPERSEDE, now_ms, now_ms, limit),
     ).fetchall()
     claimed = []
@@ -74,7 +66,7 @@ def claim_jobs(db: apsw.Connection, limit: int, now_ms: int) -> list[SupersedeJo
         if deleted_at is not None or superseded_by is not None:
             db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
             continue
-        db.execute("UPDATE jobs SET leased_until_ms = ? WHERE job_id = ?", (now_ms + jobs.LEASE_MS, job_id))
+        lease.take(db, "jobs", "job_id", [job_id], now_ms + jobs.LEASE_MS)
         claimed.append(SupersedeJob(int(job_id), int(rowid), int(attempts)))
     return claimed
 

@@ -9,9 +9,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 from memoryd.store.sqlite.jobs import jobs
-
 from memoryd.store.sqlite.supersession import supersession
-
 from memoryd.store.sqlite.supersession import supersession_jobs
 from memoryd.store.sqlite.db.database import Database
 from memoryd.store.sqlite.memories.hits import HitCounter

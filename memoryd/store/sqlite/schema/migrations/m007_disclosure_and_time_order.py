@@ -6,7 +6,7 @@ import apsw
 
 from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.schema.migrations import vector_table_rebuild
-from memoryd.store.visibility import DISCLOSURE_SQL
+from memoryd.store.sqlite.visibility_sql import DISCLOSURE_SQL
 
 
 def m007_disclosure_and_time_order(db: apsw.Connection) -> None:

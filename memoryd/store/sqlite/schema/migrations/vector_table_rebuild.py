@@ -6,7 +6,6 @@ from __future__ import annotations
 import apsw
 
 from memoryd.store.sqlite.vectors import vector_codec
-
 from memoryd.store.sqlite.vectors import vectors
 
 

@@ -1,0 +1,38 @@
+"""The contract suite's fixtures: every test runs once per backend, through the interfaces only.
+
+A backend joins the suite with one entry in ``BACKENDS``: a function that opens a fresh, empty
+store of that engine on the given clock (the suite moves time for expiry, leases, backoff and
+retention).  Nothing else here names an engine; the tests see a ``store.interfaces.Backend``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memoryd.store.interfaces import Backend
+from tests.store_helpers import Clock
+
+
+def open_sqlite(tmp_path: Path, clock: Clock) -> Backend:
+    from memoryd.store.sqlite import Store
+
+    return Store(tmp_path / "memory.db", readers=2, clock=clock)
+
+
+#: name -> opens a fresh store of that backend on ``clock``.
+BACKENDS: dict[str, Callable[[Path, Clock], Backend]] = {"sqlite": open_sqlite}
+
+#: The vector space the suite's memories are embedded in.
+DIM = 8
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Backend]:
+    """A fresh store of each backend, with a vector space configured."""
+    store = BACKENDS[request.param](tmp_path, clock)
+    store.configure_vector_space("contract:test", DIM)
+    with store:
+        yield store
