@@ -30,9 +30,24 @@ DIM = 8
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Backend]:
+def backend_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def backend(backend_name: str, tmp_path: Path, clock: Clock) -> Iterator[Backend]:
     """A fresh store of each backend, with a vector space configured."""
-    store = BACKENDS[request.param](tmp_path, clock)
+    store = BACKENDS[backend_name](tmp_path, clock)
+    store.configure_vector_space("contract:test", DIM)
+    with store:
+        yield store
+
+
+@pytest.fixture
+def another(backend_name: str, tmp_path: Path, clock: Clock) -> Iterator[Backend]:
+    """A second, empty store of the same backend (an import's target)."""
+    (tmp_path / "another").mkdir()
+    store = BACKENDS[backend_name](tmp_path / "another", clock)
     store.configure_vector_space("contract:test", DIM)
     with store:
         yield store

@@ -21,8 +21,8 @@ class ConversationStore(Protocol):
         *,
         extract_after_ms: int | None,
     ) -> int:
-        """Store ``messages`` (a message id seen before is not stored twice); with
-        ``extract_after_ms`` the session's extraction comes due that long after now."""
+        """Store ``messages`` (how many); with ``extract_after_ms`` the session's extraction comes
+        due that long after now (each call pushes it back: the debounce)."""
         ...
 
     async def session_messages(self, session: SessionRef, limit: int) -> list[StoredMessage]: ...
