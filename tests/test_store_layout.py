@@ -93,3 +93,21 @@ def test_only_the_backend_factory_reaches_into_the_sqlite_package(path: Path) ->
         assert reached  # it is the one that opens it
     else:
         assert reached == []
+
+
+
+async def test_the_configured_backend_is_opened_by_the_factory(tmp_path: Path) -> None:
+    from memoryd.config import load_config
+    from memoryd.errors import ConfigError
+    from memoryd.store import NewMemory, Scope, backends
+    from tests.conftest import make_config
+
+    config = make_config(tmp_path)
+    assert config.storage.backend == "sqlite"
+    config.data_path.mkdir(parents=True)
+    with backends.open_store(config) as store:
+        record, _ = await store.memories.add(NewMemory(content="tea", owner="alice", chat_id=None, shared=False, source="t"))
+        assert await store.memories.get(Scope("alice"), record.id) is not None
+    assert config.db_path.exists()
+    with pytest.raises(ConfigError, match="storage.backend"):
+        load_config(environ={"MEMORYD_STORAGE_BACKEND": "oracle"})
