@@ -22,7 +22,8 @@ from memoryd.config import ExtractionConfig, LifecycleConfig
 from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import DAY_MS, iso_from_ms, now_ms
 from memoryd.log import fields
-from memoryd.store.interfaces import ConversationStore, Maintenance
+from memoryd.store.interfaces import ConversationStore
+from memoryd.store.interfaces import Maintenance as StoreMaintenance
 
 log = logging.getLogger("memoryd.maintenance")
 
@@ -35,7 +36,7 @@ OPTIMIZE_AFTER_ROWS = 1000
 class Maintenance:
     def __init__(
         self,
-        lifecycle: Maintenance,
+        lifecycle: StoreMaintenance,
         settings: LifecycleConfig,
         *,
         conversations: ConversationStore | None = None,

@@ -43,6 +43,7 @@ def open_store(
     reads whole tables once (the admin commands), so the engine favours a small, flat memory
     use over fast repeated reads.  ``path``: another SQLite file than the configured one."""
     _engine(config)
+    from memoryd.store.sqlite.db.connection import MMAP_BYTES
     from memoryd.store.sqlite.store import Store
 
     storage = config.storage
@@ -52,7 +53,7 @@ def open_store(
         busy_timeout_ms=storage.busy_timeout_ms,
         # No mmap for whole scans: through the bounded page cache their RSS stays flat however
         # large the file is.
-        **({"mmap_bytes": 0} if whole_scans else {}),
+        mmap_bytes=0 if whole_scans else MMAP_BYTES,
         readonly=readonly,
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, Self
 
 from memoryd.store.interfaces.conversations import ConversationStore
 from memoryd.store.interfaces.jobs import JobQueue
@@ -29,12 +29,23 @@ class VectorSpaceInfo(Protocol):
 
 
 class Backend(Protocol):
-    memories: MemoryStore
-    people: PeopleStore
-    supersession: SupersessionStore
-    conversations: ConversationStore
-    jobs: JobQueue
-    maintenance: Maintenance
+    @property
+    def memories(self) -> MemoryStore: ...
+
+    @property
+    def people(self) -> PeopleStore: ...
+
+    @property
+    def supersession(self) -> SupersessionStore: ...
+
+    @property
+    def conversations(self) -> ConversationStore: ...
+
+    @property
+    def jobs(self) -> JobQueue: ...
+
+    @property
+    def maintenance(self) -> Maintenance: ...
 
     @property
     def condition(self) -> Condition:
@@ -54,7 +65,7 @@ class Backend(Protocol):
         """Write what is pending, then release everything (idempotent)."""
         ...
 
-    def __enter__(self) -> Backend: ...
+    def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
