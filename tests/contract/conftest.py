@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.store.interfaces import Backend
+from tests.contract.helpers import DIM
 from tests.store_helpers import Clock
 
 
@@ -24,10 +25,6 @@ def open_sqlite(tmp_path: Path, clock: Clock) -> Backend:
 
 #: name -> opens a fresh store of that backend on ``clock``.
 BACKENDS: dict[str, Callable[[Path, Clock], Backend]] = {"sqlite": open_sqlite}
-
-#: The vector space the suite's memories are embedded in.
-DIM = 8
-
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend_name(request: pytest.FixtureRequest) -> str:

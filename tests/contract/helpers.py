@@ -10,6 +10,7 @@ import numpy as np
 from memoryd.store import NewMemory
 from memoryd.store.interfaces import Backend
 
+#: The length of the suite's vectors (its vector space is configured with it).
 DIM = 8
 
 

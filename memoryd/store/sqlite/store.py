@@ -1,8 +1,10 @@
-"""``Store``: opens the memory database once and hands each kind of caller its own object.
+"""``Store``: the SQLite backend (``interfaces.Backend``); opens the memory database once and hands
+each kind of caller its own object.
 
     store.memories   MemoryRepository  memory.* methods and system.health
     store.jobs       JobQueue          the backfill worker (and the next workers)
-    store.lifecycle  Lifecycle         the maintenance task and the admin commands
+    store.lifecycle  Lifecycle         the maintenance task and the admin commands (also
+                                       ``store.maintenance``, its interface's name)
     store.people     PeopleRepository  person.* methods, people learned on add, context
     store.supersession  Supersessions  adds that may replace older memories, their jobs, history
     store.conversations ConversationLog observe, the extract methods, the extraction worker

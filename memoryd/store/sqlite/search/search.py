@@ -38,10 +38,8 @@ from memoryd.store.sqlite.search.search_parts import (
     keyword_part,
     vector_part,
 )
+from memoryd.store.fusion import fuse
 from memoryd.store.visibility import Scope
-
-#: Reciprocal rank fusion constant (Cormack et al.), for the people retriever's list.
-RRF_K = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,11 +185,3 @@ def search(
         hits.append(hit_from_record(record, score, similarity))
     return hits
 
-
-def fuse(rankings: list[list[int]], k: int = RRF_K) -> list[int]:
-    """Reciprocal rank fusion: sum of 1/(k + rank) over the lists, best first (ties: first seen)."""
-    scores: dict[int, float] = {}
-    for ranked in rankings:
-        for rank, rowid in enumerate(ranked, start=1):
-            scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (k + rank)
-    return [rowid for rowid, _ in sorted(scores.items(), key=lambda item: -item[1])]
