@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from memoryd.store import QueryVector, NewMemory, Provenance, Scope
-
+from memoryd.store import NewMemory, Provenance, QueryVector, Scope
 from memoryd.store.sqlite import Store
 from memoryd.store.visibility import Disclosure
 from tests.store_helpers import embed_all, note, sql

@@ -26,6 +26,7 @@ def open_sqlite(tmp_path: Path, clock: Clock) -> Backend:
 #: name -> opens a fresh store of that backend on ``clock``.
 BACKENDS: dict[str, Callable[[Path, Clock], Backend]] = {"sqlite": open_sqlite}
 
+
 @pytest.fixture(params=sorted(BACKENDS))
 def backend_name(request: pytest.FixtureRequest) -> str:
     return str(request.param)
