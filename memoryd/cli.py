@@ -175,6 +175,9 @@ def _redacted(config: Config) -> dict[str, Any]:
             data[section]["api_key"] = "***"
     if data["auth"].get("token_secret"):
         data["auth"]["token_secret"] = "***"
+    # The paths actually used, not the empty "use the default" the file may hold.
+    data["socket"] = str(config.socket_path)
+    data["data_dir"] = str(config.data_path)
     data["effective"] = {"socket": str(config.socket_path), "database": str(config.db_path)}
     return data
 
