@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ DOCS = REPO / "docs"
 PAGES = [REPO / "README.md", REPO / "bench" / "README.md", *sorted(DOCS.rglob("*.md"))]
 SHELL_LANGS = {"sh", "shell", "bash", "console"}
 PYTHON_LANGS = {"python", "py"}
-FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.M | re.S)
+FENCE = re.compile(r"^([ \t]*)```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 
 
 def read(path: Path) -> str:
@@ -34,9 +35,10 @@ def code_blocks(path: Path) -> list[tuple[str, set[str], str]]:
     """(language, the info string's other words, body) of each fenced block."""
     blocks = []
     for match in FENCE.finditer(read(path)):
-        words = match.group(1).split()
+        words = match.group(2).split()
         language = words[0] if words else ""
-        blocks.append((language, set(words[1:]), match.group(2)))
+        body = textwrap.dedent(match.group(3)) if match.group(1) else match.group(3)
+        blocks.append((language, set(words[1:]), body))
     return blocks
 
 
