@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from memoryd.server.daemon import Daemon
-from memoryd.store import Store
+from memoryd.store.sqlite import Store
 from memoryd_client import InvalidIdentity, MemoryClient, mint_token
 from memoryd_client.identifiers import MAX_IDENTIFIER_CHARS, identifier_problem
 from memoryd_client.tokens import _b64url_encode
