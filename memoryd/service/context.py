@@ -23,7 +23,7 @@ from memoryd.service.summary import SummaryService
 from memoryd.service.summary_digest import person_label
 from memoryd.service.validation import check_text
 from memoryd.store import SearchHit, StoredPerson
-from memoryd.store.episodes import EPISODE
+from memoryd.store.records import EPISODE
 
 SUMMARY_HEADING = "About the user:"
 PEOPLE_HEADING = "People mentioned:"
@@ -52,7 +52,7 @@ class ContextService:
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
         found = await self.memory.search_in(scope, params.message, min(MAX_DEPTH, params.limit * 2))
         hits = prefer_facts(found, params.limit)
-        mentioned = await self.people.mentioned(scope.user_id, params.message)
+        mentioned = await self.people.mentioned(scope, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {
             "memories": hits,

@@ -47,6 +47,9 @@ NO_PROVENANCE = Provenance()
 #: What a memory with no recorded type is reported as (ash's default type).
 DEFAULT_MEMORY_TYPE = "knowledge"
 
+#: The memory_type of an episode: an observed message kept as a searchable memory.
+EPISODE = "episode"
+
 
 class NewMemory(msgspec.Struct):
     """A memory to add. ``shared`` makes it a group memory of ``chat_id``."""
