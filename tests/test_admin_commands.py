@@ -58,6 +58,8 @@ async def seed(data_dir: Path, *, vectors: bool = True) -> dict[str, str]:
         await add("expired", "a fleeting thought", expires_at_ms=now_ms() - 1000)
         await add("deleted", "deleted soon")
         assert await store.memories.delete(Scope("alice"), ids["deleted"]) == ids["deleted"]
+        pinned = await store.memories.pin(Scope("alice"), ids["tea"], pinned=True)
+        assert pinned is not None and pinned.pinned
         if vectors:
             await embed_randomly(store)
         await store.memories.search(Scope("alice", "team"), "tea mondays", limit=5)
@@ -147,7 +149,7 @@ async def test_export_then_import_round_trips_byte_identically(tmp_path: Path) -
     await seed(source)
     exported = export_lines(source)
     header = json.loads(exported[0])
-    assert header["format"] == "memoryd-export" and header["version"] == 3
+    assert header["format"] == "memoryd-export" and header["version"] == 4
     assert len(exported) == 1 + 6
     dump = tmp_path / "dump.jsonl"
     dump.write_bytes(b"".join(exported))
@@ -163,6 +165,12 @@ async def test_export_then_import_round_trips_byte_identically(tmp_path: Path) -
     assert (chess["chat_type"], chess["source_display_name"], chess["sensitivity"], chess["conversation_private"]) == (
         "group", "Alice", "personal", True
     )
+    # A pinned memory stays pinned in the importing store (and nothing else becomes pinned).
+    assert {json.loads(line)["content"][:17]: json.loads(line)["pinned"] for line in again[1:]} == {
+        json.loads(line)["content"][:17]: json.loads(line)["content"].startswith("Alice drinks") for line in exported[1:]
+    }
+    assert query(target, "SELECT pinned FROM memories WHERE id = ?", (json.loads(exported[1])["id"],)) in ([(0,)], [(1,)])
+    assert query(target, "SELECT count(*) FROM memories WHERE pinned = 1") == [(1,)]
     assert {**json.loads(again[0]), "exported_at": None} == {**header, "exported_at": None}
     assert memoryd("check", data_dir=target).returncode == 0
 
@@ -261,7 +269,7 @@ async def test_a_malformed_line_is_reported_with_its_number_and_nothing_is_impor
     [
         (b"", "line 1: the file is empty"),
         (b'{"format":"something-else","version":1,"exported_at":"x"}\n', "line 1: format is 'something-else'"),
-        (HEADER.replace(b'"version":1', b'"version":4'), "line 1: format version 4 is not supported"),
+        (HEADER.replace(b'"version":1', b'"version":5'), "line 1: format version 5 is not supported"),
         (good(1), "line 1: not a memoryd export header"),
     ],
 )

@@ -49,11 +49,12 @@ class PeopleReport:
 FORMAT = "memoryd-export"
 
 
-VERSION = 3
+#: Version 4 added ``pinned`` (schema m015); older files import with nothing pinned.
+VERSION = 4
 
 
 #: Versions ``memoryd import`` reads.
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 class ExportHeader(msgspec.Struct, forbid_unknown_fields=True):
@@ -91,6 +92,8 @@ class MemoryLine(Provenance, forbid_unknown_fields=True):
     superseded_at: str | None = None
     supersede_reason: str | None = None
     key: str | None = None
+    # Schema m015 (version 4): kept for good, never evicted or expired.
+    pinned: bool = False
 
 
 @dataclass

@@ -5,7 +5,8 @@ Line 1 is a header::
     {"format":"memoryd-export","version":2,"exported_at":"2025-01-02T03:04:05.678Z","user":null}
 
 Version 2 added the provenance fields (``chat_type`` ... ``conversation_private``); a version 1
-file imports with them unknown.  Version 3 added the people (``transfer_people``).
+file imports with them unknown.  Version 3 added the people (``transfer_people``), version 4
+``pinned`` (older files import with nothing pinned).
 
 The memories follow, one line each (``MemoryLine``), ordered by id, then the people.  Timestamps are ISO 8601 UTC
 with milliseconds, exactly the database's integer milliseconds, so export -> import -> export
@@ -47,7 +48,7 @@ _PROVENANCE = ", ".join(PROVENANCE_COLUMNS)
 _COLUMNS = (
     "id, shared, owner, chat_id, source, content, subjects, metadata, confidence, created_at_ms, "
     "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms, "
-    f"superseded_at_ms, supersede_reason, key, {_PROVENANCE}"
+    f"superseded_at_ms, supersede_reason, key, pinned, {_PROVENANCE}"
 )
 
 
@@ -65,8 +66,9 @@ def header_line(exported_at_ms: int, user: str | None) -> bytes:
 
 def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
     (id_, shared, owner, chat_id, source, content, subjects, metadata, confidence, created, updated, expires,
-     deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key) = row[:20]  # fmt: skip
-    provenance = dict(zip(PROVENANCE_COLUMNS, row[20:], strict=True))
+     deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key,
+     pinned) = row[:21]  # fmt: skip
+    provenance = dict(zip(PROVENANCE_COLUMNS, row[21:], strict=True))
     provenance["conversation_private"] = bool(provenance["conversation_private"])
     return MemoryLine(
         id=id_,
@@ -89,6 +91,7 @@ def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
         superseded_at=iso_from_ms(superseded_at),
         supersede_reason=reason,
         key=key,
+        pinned=bool(pinned),
         **provenance,
     )
 
@@ -148,8 +151,8 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine
             INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects, created_at_ms,
                 updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, confidence,
                 metadata, content_hash, access_count, last_access_ms, superseded_at_ms, supersede_reason, key,
-                {_PROVENANCE})
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                pinned, {_PROVENANCE})
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                 {", ".join("?" * len(PROVENANCE_COLUMNS))})
             ON CONFLICT (id) DO NOTHING
             """,
@@ -176,6 +179,7 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine
                 _ms(line.superseded_at),
                 line.supersede_reason,
                 line.key,
+                int(line.pinned),
                 *(getattr(line, name) for name in PROVENANCE_COLUMNS),
             ),
         )
