@@ -112,6 +112,14 @@ async def test_episodes_are_the_observers_own_and_follow_the_disclosure_rules(ba
         SessionRef("alice", "dm-alice", "s2"), PRIVATE, said("a second greyhound"), extract_after_ms=None
     )
     assert len(await backend.memories.list(here, limit=5, types=["episode"])) == 1
+    # A credential pasted into the chat is redacted in the episode (the searchable copy).
+    key = "sk-" + "proj-" + "Xq7Lm2Nc9Vb4Tz8Rw1Ks6Jd3Hf5"
+    await backend.conversations.observe(
+        SessionRef("alice", "dm-alice", "s3"), PRIVATE, said(f"my deploy key is {key}"), extract_after_ms=None,
+        episodes=True,
+    )  # fmt: skip
+    pasted = [r.content for r in await backend.memories.list(here, limit=5, types=["episode"]) if "deploy" in r.content]
+    assert pasted == ["user: my deploy key is [redacted]"]
     clock.at = T0 + 100 * DAY
-    assert backend.conversations.prune_episodes(retention_ms=90 * DAY) == 1
+    assert backend.conversations.prune_episodes(retention_ms=90 * DAY) == 2
     assert await backend.memories.list(here, limit=5, types=["episode"]) == []

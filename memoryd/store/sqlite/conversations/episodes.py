@@ -3,8 +3,8 @@
 An episode is an ordinary row of ``memories`` (so search, visibility and the disclosure rules
 treat it as every memory): the caller's personal memory, learned in the chat it was observed
 in, with the chat type, speaker, message id and session as its provenance and the role and
-the caller's timestamp in its metadata.  Its content is the message as said, prefixed with
-who said it ("Caroline: ..."), so a search for a person finds what they said.
+the caller's timestamp in its metadata.  Its content is the message as said (credentials
+redacted), prefixed with who said it ("Caroline: ..."), so a search for a person finds what they said.
 
 Episodes are inserted without dedupe (a repeated message is a second episode), never run
 through supersession or people learning, do not count towards max_entries, and are removed
@@ -19,6 +19,7 @@ from typing import Any
 
 import apsw
 
+from memoryd import secrets
 from memoryd.knowledge import expiry_phrases
 from memoryd.store.conversation_records import SessionContext, SessionRef, StoredMessage
 from memoryd.store.records import EPISODE, NewMemory, Provenance
@@ -46,7 +47,10 @@ def episode_of(session: SessionRef, context: SessionContext, message: StoredMess
     if message.user_id is not None:  # its author, when the caller named them (erasure finds it)
         metadata["author_user_id"] = message.user_id
     when = _when(message.sent_at, context.timezone)
-    said = f"{speaker_of(message, context)}: {message.content.strip()}"
+    # A credential pasted into a chat never becomes a searchable memory: it is redacted here as
+    # memory.add's redact mode would (the conversation log, read only by extraction, keeps the
+    # message as sent; extraction screens what it stores).
+    said = f"{speaker_of(message, context)}: {secrets.scan(message.content.strip()).text}"
     return NewMemory(
         content=f"[{when}] {said}" if when else said,
         owner=session.owner,
