@@ -7,7 +7,9 @@ up into it.
 
 Shutdown: stop accepting; calls already running get ``shutdown_grace`` seconds to finish;
 calls that arrive meanwhile are answered ShuttingDown; calls still running when the grace
-period ends are cancelled and answered ShuttingDown.  No request goes unanswered.
+period ends are cancelled and answered ShuttingDown.  No request goes unanswered.  A connection
+with nothing running closes once its client has been quiet for ``shutdown_linger`` (a quarter
+second), so idle clients never hold a stop for the grace period.
 """
 
 from __future__ import annotations
