@@ -214,7 +214,7 @@ def test_limits_must_be_positive(values: dict[str, float]) -> None:
         ConnectionLimits(**values)  # type: ignore[arg-type]
 
 
-# -- time and memory bounds (issue 8) -----------------------------------------------------------
+# -- time and memory bounds --------------------------------------------------------------------
 
 BOUNDED = ConnectionLimits(max_message_bytes=1000, max_inflight=4, idle_timeout=300.0, frame_timeout=5.0)
 

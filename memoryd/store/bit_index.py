@@ -1,4 +1,4 @@
-"""A big partition's sign bits kept in memory and scanned with numpy (issue 13, a million memories).
+"""A big partition's sign bits kept in memory and scanned with numpy (stores of a million memories).
 
 vec0's scan reads every chunk of the partition through SQLite on each query: at 1M memories
 48 MB of sign bits plus rowids and the filtered metadata, ~45 ms of CPU even with the distance

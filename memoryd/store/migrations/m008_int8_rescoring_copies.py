@@ -1,4 +1,4 @@
-"""Schema step 008: the vector table's rescoring copies become int8 (issue 13, a million memories)."""
+"""Schema step 008: the vector table's rescoring copies become int8 (a quarter of float32's bytes, for stores of a million memories)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Schema step 012: the rescoring copies become 6-bit (``vector_codec.py``): 288 instead of 384
-bytes at 384-d, ~96 bytes per memory (issue 13: at most 1 KB per memory at a million)."""
+bytes at 384-d, ~96 bytes per memory (the disk budget is at most 1 KB per memory at a million)."""
 
 from __future__ import annotations
 
