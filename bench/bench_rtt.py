@@ -104,7 +104,7 @@ def main() -> None:
             servers = {label: stack.enter_context(fresh(label, round_)) for label in labels}
             for placement in placements:
                 cpus = PLACEMENTS[placement]
-                for label, server in servers.items():
+                for server in servers.values():
                     pin_server(server.pid, cpus[0] if cpus else everywhere)
                 # The load generator inherits this process's CPUs.
                 os.sched_setaffinity(0, cpus[1] if cpus else everywhere)

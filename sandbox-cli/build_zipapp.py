@@ -15,7 +15,8 @@ import os
 import sys
 import zipfile
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple
+from typing import List, Optional, Tuple
+from collections.abc import Iterator
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -11,7 +11,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import msgspec
 import pytest

@@ -194,7 +194,7 @@ async def test_a_store_of_schema_8_gets_the_stamps_table_and_its_copies_stay_exa
     tmp_path: Path, copies: BitIndex
 ) -> None:
     path = tmp_path / "m.db"
-    with await make_store(path) as store:
+    with await make_store(path):
         pass
     sql(path, "DROP TABLE vector_epochs")
     sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m009_vector_epochs)}")
@@ -212,7 +212,7 @@ async def test_a_store_of_schema_8_gets_the_stamps_table_and_its_copies_stay_exa
 async def test_chunks_laid_out_otherwise_turn_the_copies_off(tmp_path: Path, copies: BitIndex) -> None:
     """Another sqlite-vec could lay its chunks out differently: the copy is refused, vec0 scans."""
     path = tmp_path / "m.db"
-    with await make_store(path) as store:
+    with await make_store(path):
         first_chunk = "(SELECT min(rowid) FROM vec_g1_metadatachunks01)"
         sql(path, f"UPDATE vec_g1_metadatachunks01 SET data = zeroblob(12) WHERE rowid = {first_chunk}")
 

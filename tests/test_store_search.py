@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.store import Scope, Store, fts_query, keyword, search
+from memoryd.store import Scope, Store, fts_query, keyword
 from tests.store_helpers import embed_all as embed
 from tests.store_helpers import keyword_found
 from tests.store_helpers import note

@@ -6,7 +6,8 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
+from collections.abc import Sequence
 
 from . import _methods
 from ._base import RECV_BYTES, Broken, ClientBase

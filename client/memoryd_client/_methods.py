@@ -6,7 +6,8 @@ InvalidParams names the bad field), so they are not duplicated here.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
+from collections.abc import Sequence
 
 Record = Dict[str, Any]
 Records = List[Record]

@@ -6,7 +6,8 @@ trio is not installed.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
+from collections.abc import Sequence
 
 import trio
 

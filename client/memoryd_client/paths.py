@@ -7,7 +7,8 @@ about the default; this module is standard library only.
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional, Tuple
+from typing import Optional, Tuple
+from collections.abc import Mapping
 
 #: Environment variables naming the socket, most specific first.
 SOCKET_ENV_VARS = ("MEMORYD_SOCKET", "ASH_RPC_SOCKET")

@@ -101,7 +101,7 @@ class RpcServer:
         self._by_uid_json: tuple[int, bytes] = (-1, b"{}")
 
     def stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = dict(zip(_COUNT_NAMES, self._counts()))
+        stats: dict[str, Any] = dict(zip(_COUNT_NAMES, self._counts(), strict=True))
         stats["connections_by_uid"] = {str(uid): count for uid, count in self.counters.connections_by_uid.items()}
         return stats
 

@@ -11,7 +11,8 @@ import argparse
 import json
 import shutil
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Sequence
 
 from memoryd_client import (
     ConnectionLost,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import unicodedata
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
+from collections.abc import Sequence
 
 Record = Dict[str, Any]
 
