@@ -13,6 +13,7 @@ import ctypes
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("memoryd.embed")
 
@@ -59,7 +60,7 @@ def openblas_kernel() -> str | None:
     return value.decode("ascii", "replace") if value else None
 
 
-def _openblas_functions(names: tuple[str, ...]) -> list[ctypes._CFuncPtr]:
+def _openblas_functions(names: tuple[str, ...]) -> list[Any]:
     """The first of ``names`` found in each loaded OpenBLAS library."""
     import numpy  # noqa: F401  (make sure numpy's BLAS is loaded before looking for it)
 
