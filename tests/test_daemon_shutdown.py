@@ -51,10 +51,17 @@ def test_sigterm_lets_a_running_call_finish_within_the_grace_period(daemon_proce
             "MEMORYD_EMBED_MODEL": "fake-embed",
             "MEMORYD_EMBED_QUERY_TIMEOUT": "30",
             "MEMORYD_EMBED_TIMEOUT": "30",
+            "MEMORYD_EMBED_ADD_WAIT": "30",
         }
         process = daemon_process("--embedder", "openai", env=env).start()
+        deadline = time.monotonic() + 30
+        # Until the backend's dimension is known: an add before that leaves its text to the
+        # backfill, and a search before it asks for no query vector.
+        while not sync_call(process.socket, "system.health")["result"]["embedder"]["vector_space_ready"]:
+            assert time.monotonic() < deadline, "the daemon never learned the backend's dimension"
+            time.sleep(0.02)
         added = sync_call(process.socket, "memory.add", {"user_id": "u", "content": "walks the dog at seven"})
-        assert added["result"]["embedded"] is True  # the backend's dimension is known
+        assert added["result"]["embedded"] is True
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(30)
             client.connect(str(process.socket))
