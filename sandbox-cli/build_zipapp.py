@@ -15,8 +15,7 @@ import os
 import sys
 import zipfile
 from pathlib import Path
-from typing import List, Optional, Tuple
-from collections.abc import Iterator
+from typing import Iterator, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

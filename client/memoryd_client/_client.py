@@ -6,8 +6,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Optional
-from collections.abc import Sequence
+from typing import Any, Optional, Sequence
 
 from . import _methods
 from ._base import RECV_BYTES, Broken, ClientBase

@@ -8,8 +8,7 @@ import binascii
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
-from collections.abc import Mapping
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import MissingIdentity
 

@@ -6,8 +6,7 @@ InvalidParams names the bad field), so they are not duplicated here.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
-from collections.abc import Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 Record = Dict[str, Any]
 Records = List[Record]

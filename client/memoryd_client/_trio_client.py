@@ -6,8 +6,7 @@ trio is not installed.
 
 from __future__ import annotations
 
-from typing import Any, Optional
-from collections.abc import Sequence
+from typing import Any, Optional, Sequence
 
 import trio
 

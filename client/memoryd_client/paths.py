@@ -7,8 +7,7 @@ about the default; this module is standard library only.
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
-from collections.abc import Mapping
+from typing import Mapping, Optional, Tuple
 
 #: Environment variables naming the socket, most specific first.
 SOCKET_ENV_VARS = ("MEMORYD_SOCKET", "ASH_RPC_SOCKET")

@@ -11,8 +11,7 @@ import argparse
 import json
 import shutil
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
-from collections.abc import Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from memoryd_client import (
     ConnectionLost,

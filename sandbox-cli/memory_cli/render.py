@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional
-from collections.abc import Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 Record = Dict[str, Any]
 
