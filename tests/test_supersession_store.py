@@ -13,9 +13,10 @@ import pytest
 from memoryd.config import SupersessionConfig
 from memoryd.knowledge.evaluate import DEFAULT_PAIRS, LabelledPair, load_pairs
 from memoryd.service.supersession import Supersession
-from memoryd.store import Provenance, Scope, Store
-from memoryd.store import vectors as store_vectors
-from memoryd.store.transfer import MemoryLine
+from memoryd.store import Provenance, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.admin.transfer import MemoryLine
+from memoryd.store.sqlite.vectors import vectors as store_vectors
 from tests.store_helpers import note, sql
 
 ALICE = Scope("alice")
@@ -159,8 +160,8 @@ async def test_eviction_takes_superseded_memories_first(store: Store, rules: Sup
 
 
 async def test_the_people_hook_lets_the_rules_see_that_my_wife_is_sarah(store: Store) -> None:
-    async def alices_people(owner: str) -> Callable[[str], str | None] | None:
-        assert owner == "alice"
+    async def alices_people(scope: Scope) -> Callable[[str], str | None] | None:
+        assert scope.user_id == "alice"
         known = {"my wife": "person:1", "wife": "person:1", "sarah": "person:1"}
         return lambda phrase: known.get(phrase.casefold().removesuffix("'s"))
 

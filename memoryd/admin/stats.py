@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from memoryd.admin.common import EXIT_OK, human_bytes, open_store, print_json, table
+from memoryd.admin.common import EXIT_OK, human_bytes, open_store, print_json, printable, table
 from memoryd.config import Config
-from memoryd.store import stats
+from memoryd.store.admin_records import MEMORY_STATES
 
 #: Users shown in the table (JSON has all of them).
 TOP_USERS = 20
@@ -15,7 +15,7 @@ TOP_USERS = 20
 
 def gather(config: Config) -> dict[str, Any]:
     with open_store(config, readonly=True) as store:
-        return store.lifecycle.stats()
+        return store.maintenance.stats()
 
 
 def run(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
@@ -33,15 +33,15 @@ _LABEL_WIDTH = 13
 
 def _entry(label: str, text: str, *more: str | None) -> list[str]:
     """A labelled line, and lines continuing it under its text (empty ones left out)."""
-    return [f"{label:<{_LABEL_WIDTH}}{text}", *(" " * _LABEL_WIDTH + line for line in more if line)]
+    return [f"{label:<{_LABEL_WIDTH}}{printable(text)}", *(" " * _LABEL_WIDTH + printable(line) for line in more if line)]
 
 
 def _row(name: str, states: dict[str, int]) -> list[object]:
-    return [name, sum(states[s] for s in stats.STATES), *(states[s] for s in stats.STATES)]
+    return [name, sum(states[s] for s in MEMORY_STATES), *(states[s] for s in MEMORY_STATES)]
 
 
 def render(data: dict[str, Any]) -> list[str]:
-    header = ["", "total", *stats.STATES]
+    header = ["", "total", *MEMORY_STATES]
     memories = {k: v for k, v in data["memories"].items() if k != "total"}
     scopes = data["by_scope"]
     lines = table(

@@ -31,14 +31,14 @@ from memoryd.service.params import (
     ListParams,
     SearchParams,
 )
-from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.people import PeopleService
 from memoryd.service.provenance import caller_scope, identify, owner_names, provenance_of, scope_of
 from memoryd.service.query_vectors import QueryVectors
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
-from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
-from memoryd.store.supersession import NOT_VISIBLE, Stored
+from memoryd.store import MemoryRecord, MemoryStore, NewMemory, Scope, SearchHit
+from memoryd.store.supersession_records import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
 
@@ -52,7 +52,7 @@ DeletedListener = Callable[[Scope], None]
 class MemoryService:
     def __init__(
         self,
-        memories: MemoryRepository,
+        memories: MemoryStore,
         embedder: Embedder | None,
         backfill: EmbeddingBackfill | None,
         *,
@@ -84,6 +84,10 @@ class MemoryService:
         for index, subject in enumerate(params.subjects):
             check_text(f"subjects[{index}]", subject, max_bytes=MAX_SUBJECT_BYTES)
         check_group_chat(params.shared, scope.chat_id)
+        if params.conversation_private and scope.chat_id is None:
+            # Private to the conversation it was learned in: without a chat there is none, and
+            # no caller could ever read, list or delete it.
+            raise InvalidParams.for_field("conversation_private", "needs a chat_id (the conversation it is private to)")
         metadata = params.metadata or {}
         if len(msgspec.json.encode(metadata)) > MAX_METADATA_BYTES:
             raise InvalidParams.for_field("metadata", f"must encode to at most {MAX_METADATA_BYTES} bytes")
@@ -106,7 +110,12 @@ class MemoryService:
         superseded: list[str] = []
         short_id: str | None = None
         embedded = False
-        names = owner_names(scope, params.source_username, params.source_display_name, params.username)
+        # The names the owner spoke under, from the resolved identity like the provenance (a
+        # token's claims; ash's loose ``username`` only where params are believed).
+        routing = caller.routing
+        names = owner_names(
+            scope, routing.source_username, routing.source_display_name, None if caller.verified else params.username
+        )
         supersession = self.supersession
         if supersession is None:
             record, deduplicated = await self.memories.add(new)
@@ -173,14 +182,7 @@ class MemoryService:
         if queries is None:
             return await self.memories.search(scope, query, limit=limit, people_focus=focus)
         # The store reads its keyword part while the query is being embedded.
-        return await self.memories.search(
-            scope,
-            query,
-            limit=limit,
-            embed_query=lambda: queries.embed(query),
-            people_focus=focus,
-            start_embedding=lambda: queries.start(query),
-        )
+        return await self.memories.search(scope, query, limit=limit, vector=queries.vector(query), people_focus=focus)
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
         scope = dataclasses.replace(

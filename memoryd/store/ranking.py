@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store.neighbours import MAX_GAP_MS, Neighbourhood
+from memoryd.store.neighbourhood import MAX_GAP_MS, Neighbourhood
 
 #: Feature -> weight, in the order of feature_matrix's columns.
 WEIGHTS: Mapping[str, float] = {
@@ -78,7 +78,8 @@ class FeatureTable:
     def __init__(self, hood: Neighbourhood, coverage: Callable[[str], float]) -> None:
         """``coverage``: the share of the query's terms a text holds (term_match.py)."""
         rowids = list(hood.rows)
-        self._index = {rowid: i for i, rowid in enumerate(rowids)}
+        # Keyed by None too, for the look-up of a missing link (``before.get`` of a first row).
+        self._index: dict[int | None, int] = {rowid: i for i, rowid in enumerate(rowids)}
         # One extra row, "nobody": every edge of a chain links to it, and it links to itself.
         nobody = len(rowids)
         texts = [hood.rows[rowid].text for rowid in rowids]
