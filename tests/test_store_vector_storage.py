@@ -12,7 +12,7 @@ from memoryd.store import Scope, Store, schema, vector_codec
 from memoryd.store.db import open_connection
 from memoryd.store import hamming_scan
 from memoryd.store.hamming_scan import HammingHints, scan
-from tests.store_helpers import embed_all, int8_copy, note, random_units, reading, sql
+from tests.store_helpers import back_to_schema_12, embed_all, int8_copy, note, random_units, reading, sql
 
 DIM = 384
 
@@ -87,14 +87,14 @@ def big_partition(tmp_path: Path) -> Path:
     db = open_connection(path, busy_timeout_ms=5000)
     db.execute(
         f"CREATE VIRTUAL TABLE vec_t USING vec0 (memory_rowid INTEGER PRIMARY KEY, scope_key TEXT PARTITION KEY, "
-        f"expires_at INTEGER, coarse BIT[{DIM}], +embedding BLOB, chunk_size = 512)"
+        f"expires_at INTEGER, coarse BIT[{DIM}], chunk_size = 512)"
     )
     rows = random_units(3005, 5)
     with db:
         db.executemany(
-            "INSERT INTO vec_t VALUES (?, ?, ?, vec_bit(?), ?)",
+            "INSERT INTO vec_t VALUES (?, ?, ?, vec_bit(?))",
             [
-                (i + 1, "big" if i < 3000 else "small", i % 7, vector_codec.coarse(v), vector_codec.fine(v))
+                (i + 1, "big" if i < 3000 else "small", i % 7, vector_codec.coarse(v))
                 for i, v in enumerate(rows)
             ],
         )
@@ -110,11 +110,11 @@ def test_the_hinted_scan_returns_the_plain_scans_rows(big_partition: Path) -> No
             plain = scan(db, "vec_t", bits, 64, "big", "expires_at > ?", (1,), hints=HammingHints())
             hinted = scan(db, "vec_t", bits, 64, "big", "expires_at > ?", (1,), hints=hints)
             assert len(hinted) == len(plain) == 64
-            assert [d for _, _, d in hinted] == [d for _, _, d in plain]
+            assert [d for _, d in hinted] == [d for _, d in plain]
             # Apart from rows tied at the k-th distance, the very same rows.
-            kth = plain[-1][2]
-            assert {r for r, _, d in hinted if d < kth} == {r for r, _, d in plain if d < kth}
-            assert all(r <= 3000 and (r - 1) % 7 > 1 for r, _, _ in hinted)
+            kth = plain[-1][1]
+            assert {r for r, d in hinted if d < kth} == {r for r, d in plain if d < kth}
+            assert all(r <= 3000 and (r - 1) % 7 > 1 for r, _ in hinted)
         key = (db.filename, "vec_t", "big", "expires_at > ?")
         assert hints.get(key) is not None  # the fast path was taken
 
@@ -128,14 +128,14 @@ def test_a_hint_too_tight_falls_back_to_the_full_scan(big_partition: Path) -> No
         rows = scan(db, "vec_t", vector_codec.coarse(query), 64, "big", "1", (), hints=hints)
         assert len(rows) == 64
         assert rows == scan(db, "vec_t", vector_codec.coarse(query), 64, "big", "1", (), hints=HammingHints())
-        assert hints.get(key) == rows[-1][2] > 0
+        assert hints.get(key) == rows[-1][1] > 0
 
 
 def test_a_partition_smaller_than_k_returns_all_its_rows_and_leaves_no_hint(big_partition: Path) -> None:
     hints = HammingHints()
     with reading(big_partition) as db:
         rows = scan(db, "vec_t", vector_codec.coarse(random_units(1, 8)[0]), 64, "small", "1", (), hints=hints)
-        assert sorted(r for r, _, _ in rows) == [3001, 3002, 3003, 3004, 3005]
+        assert sorted(r for r, _ in rows) == [3001, 3002, 3003, 3004, 3005]
         assert hints.get((db.filename, "vec_t", "small", "1")) is None
 
 
@@ -171,16 +171,15 @@ async def test_a_store_with_float16_copies_is_migrated_to_six_bit_and_ranks_the_
         await embed_all(store, dict(zip(texts, stored, strict=True)))
     # Back to schema 7: the rescoring copies as float16, as m001-m007 wrote them.
     vectors_of = {text: stored[i] for i, text in enumerate(texts)}
-    rows = sql(path, "SELECT m.rowid, m.content FROM memories AS m")
-    for rowid, content in rows:
-        sql(path, "UPDATE vec_g1 SET embedding = ? WHERE memory_rowid = ?",
-            (vectors_of[content].astype(np.float16).tobytes(), rowid))  # fmt: skip
+    content_of = dict(sql(path, "SELECT m.rowid, m.content FROM memories AS m"))
+    back_to_schema_12(path, lambda rowid, _: vectors_of[content_of[rowid]].astype(np.float16).tobytes())
     sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m008_int8_rescoring_copies)}")
     assert sql(path, "SELECT DISTINCT length(embedding) FROM vec_g1") == [(2 * DIM,)]
 
     with Store(path) as upgraded:
         upgraded.configure_vector_space("test:m008", DIM)  # the same space: nothing to re-embed
-        assert sql(path, "SELECT DISTINCT length(embedding) FROM vec_g1") == [(vector_codec.fine_length(DIM),)]
+        assert sql(path, "SELECT DISTINCT length(fine) FROM vector_copies") == [(vector_codec.fine_length(DIM),)]
+        assert sql(path, "SELECT count(*) FROM vector_copies") == sql(path, "SELECT count(*) FROM vec_g1") == [(30,)]
         assert sql(path, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
         assert (await upgraded.jobs.backlog())["embed"] == 0
         hits = await upgraded.memories.search(Scope("alice"), "", limit=5, query_vector=query)
@@ -200,9 +199,9 @@ async def test_a_rescoring_copy_of_the_wrong_length_is_found_and_re_embedded(tmp
         store.configure_vector_space("test:check", DIM)
         await store.memories.add(note("a memory"))
         await embed_all(store, {}, random_units(1, 11)[0])
-        sql(path, "UPDATE vec_g1 SET embedding = zeroblob(?) WHERE memory_rowid = 1", (2 * DIM,))  # float16-sized
+        sql(path, "UPDATE vector_copies SET fine = zeroblob(?) WHERE memory_rowid = 1", (2 * DIM,))  # float16-sized
         findings = store.lifecycle.check()
         assert not next(f for f in findings if f.check == "vectors.rows").ok
         store.lifecycle.repair(findings)
         assert (await store.jobs.backlog())["embed"] == 1
-        assert sql(path, "SELECT count(*) FROM vec_g1") == [(0,)]
+        assert sql(path, "SELECT count(*) FROM vec_g1") == sql(path, "SELECT count(*) FROM vector_copies") == [(0,)]

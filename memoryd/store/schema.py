@@ -5,7 +5,8 @@ leaves the database at a well-defined version.  Append new steps; never edit an 
 
 The steps live in ``migrations/``, one module each (``m001_create_tables.py`` ...).
 Vector tables are not created by them: there is one vec0 table per embedding generation, created
-when a vector space is configured (see ``vectors.py``).
+when a vector space is configured (see ``vectors.py``); ``vector_copies`` (m013) holds the copies
+of the current generation's vectors that the searches read.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from memoryd.store.migrations.m009_vector_epochs import m009_vector_epochs
 from memoryd.store.migrations.m010_binary_content_hash import m010_binary_content_hash
 from memoryd.store.migrations.m011_added_events_from_rows import m011_added_events_from_rows
 from memoryd.store.migrations.m012_six_bit_rescoring_copies import m012_six_bit_rescoring_copies
+from memoryd.store.migrations.m013_owned_vector_copies import m013_owned_vector_copies
 
 #: The ladder: step N brings user_version from N-1 to N.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
@@ -43,6 +45,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m010_binary_content_hash,
     m011_added_events_from_rows,
     m012_six_bit_rescoring_copies,
+    m013_owned_vector_copies,
 ]
 
 
