@@ -36,7 +36,7 @@ from memoryd.server.wiring import build_services
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.summary import SummaryService
-from memoryd.store import Store
+from memoryd.store import Store, vec_support
 
 if TYPE_CHECKING:
     from memoryd.llm import LlmClient
@@ -122,6 +122,7 @@ class Daemon:
 
     def _open_store(self) -> Store:
         config = self.config
+        vec_support.check()
         data_dir.prepare(config.data_path, config.db_path, accept_empty_db=self._accept_empty_db)
         storage = config.storage
         Store.limit_cache_memory(storage.cache_mib << 20)
