@@ -205,3 +205,24 @@ async def test_a_rescoring_copy_of_the_wrong_length_is_found_and_re_embedded(tmp
         store.lifecycle.repair(findings)
         assert (await store.jobs.backlog())["embed"] == 1
         assert sql(path, "SELECT count(*) FROM vec_g1") == sql(path, "SELECT count(*) FROM vector_copies") == [(0,)]
+
+
+async def test_a_copy_without_its_vec0_row_or_with_other_sign_bits_is_found_and_re_embedded(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with Store(path) as store:
+        store.configure_vector_space("test:check", DIM)
+        for text in ("first memory", "second memory", "third memory"):
+            await store.memories.add(note(text))
+        await embed_all(store, {}, random_units(1, 12)[0])
+        assert all(finding.ok for finding in store.lifecycle.check())
+        sql(path, "DELETE FROM vec_g1 WHERE memory_rowid = 1")  # the copy stays behind
+        sql(path, "UPDATE vector_copies SET coarse = zeroblob(?) WHERE memory_rowid = 2", (DIM // 8,))
+        findings = store.lifecycle.check()
+        rows = next(f for f in findings if f.check == "vectors.rows")
+        assert not rows.ok and rows.count >= 2
+        store.lifecycle.repair(findings)
+        assert sql(path, "SELECT memory_rowid FROM vector_copies ORDER BY 1") == [(3,)]
+        assert sql(path, "SELECT memory_rowid FROM vec_g1 ORDER BY 1") == [(3,)]
+        assert (await store.jobs.backlog())["embed"] == 2
+        await embed_all(store, {}, random_units(1, 13)[0])
+        assert all(finding.ok for finding in store.lifecycle.check())
