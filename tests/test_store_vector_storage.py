@@ -12,6 +12,7 @@ from memoryd.store import Scope, Store, schema, vector_codec
 from memoryd.store.db import open_connection
 from memoryd.store import hamming_scan
 from memoryd.store.hamming_scan import HammingHints, scan
+from memoryd.store.migrations import vector_formats
 from tests.store_helpers import back_to_schema_12, embed_all, int8_copy, note, random_units, reading, sql
 
 DIM = 384
@@ -44,14 +45,14 @@ def test_the_six_bit_copy_is_the_vector_scaled_to_its_largest_component() -> Non
     assert np.abs(levels).max() == 31
 
 
-def test_an_int8_copy_of_an_older_store_is_read_and_converts_to_the_six_bit_copy() -> None:
+def test_an_int8_copy_is_read_and_the_upgrade_converts_it_to_the_six_bit_copy() -> None:
     stored, query = random_units(40, 8), random_units(1, 9)[0]
     int8 = [int8_copy(row) for row in stored]
     six_bit = [vector_codec.fine(row) for row in stored]
     mixed = [old if i % 2 else new for i, (old, new) in enumerate(zip(int8, six_bit, strict=True))]
     for blobs in (int8, mixed):
         assert np.abs(vector_codec.cosines(blobs, query, DIM) - stored @ query).max() < 0.01
-    converted = vector_codec.fine_from_int8(int8, DIM)
+    converted = vector_formats.six_bit_from_int8(int8, DIM)
     assert {len(blob) for blob in converted} == {DIM * 3 // 4}
     # Rounded twice (float -> int8 -> 6 bits), a component may move by one step, no more.
     steps = [np.abs(six_bit_levels(a) - six_bit_levels(b)).max() for a, b in zip(converted, six_bit, strict=True)]
@@ -68,10 +69,10 @@ def test_small_dimensions_round_trip(dim: int) -> None:
     assert np.abs(vector_codec.cosines(blobs, vectors[0], dim) - vectors @ vectors[0]).max() < 0.05
 
 
-def test_a_float16_copy_converts_to_the_int8_copy_of_the_same_vector() -> None:
+def test_the_upgrade_converts_a_float16_copy_to_the_int8_copy_of_the_same_vector() -> None:
     stored = random_units(50, 4)
     old = [row.astype(np.float16).tobytes() for row in stored]
-    converted = vector_codec.fine_from_float16(old, DIM)
+    converted = vector_formats.int8_from_float16(old, DIM)
     direct = [int8_copy(row) for row in stored]
     differing = [
         int(np.abs(np.frombuffer(a, np.int8).astype(int) - np.frombuffer(b, np.int8)).max())

@@ -147,11 +147,10 @@ def _start_generation(db: apsw.Connection, old: VectorSpace | None, model: str, 
     return space
 
 
-def create_table(db: apsw.Connection, space: VectorSpace, *, renew_stamp: bool = True) -> None:
-    """Create ``space``'s vec0 table unless it exists; ``renew_stamp``: give the table a new
-    stamp (``vector_epochs``, schema m009: the steps before it call this with False)."""
-    if renew_stamp:
-        renew_stamps(db, [WHOLE_TABLE])
+def create_table(db: apsw.Connection, space: VectorSpace) -> None:
+    """Create ``space``'s vec0 table unless it exists, and give the table a new stamp.  The
+    rescoring copies are not in it: they are ``vector_copies``'s (schema m013)."""
+    renew_stamps(db, [WHOLE_TABLE])
     db.execute(
         f"""
         CREATE VIRTUAL TABLE IF NOT EXISTS {space.table} USING vec0 (
