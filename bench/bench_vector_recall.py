@@ -78,7 +78,8 @@ def main() -> None:
     path = args.path or Path(tempfile.mkdtemp(prefix="memoryd-recall-")) / "recall.db"
     with Store(path) as store:
         if not args.reuse:
-            store.memories.add_many(NewMemory(f"memory {i}", "alice", None, False, "bench") for i in range(args.memories))
+            news = (NewMemory(f"memory {i}", "alice", None, False, "bench") for i in range(args.memories))
+            store.memories.add_many(news)
             store.configure_vector_space("bench:recall", DIM)
             trio.run(embed, store, stored)
         else:
