@@ -39,8 +39,9 @@ def provenance_of(i: int) -> Provenance:
 
 @pytest.fixture
 def copies(monkeypatch: pytest.MonkeyPatch) -> Iterator[BitIndex]:
-    """The process's index, copying partitions from 100 vectors (the store reads it)."""
-    index = BitIndex(min_vectors=100)
+    """The process's index, copying partitions from 100 vectors (the store reads it), each
+    copy read by the search that finds it due."""
+    index = BitIndex(min_vectors=100, background=False)
     monkeypatch.setattr(bit_index, "BIT_INDEX", index)
     yield index
 
@@ -241,3 +242,41 @@ async def test_sign_bits_of_the_wrong_length_turn_the_copies_off(tmp_path: Path,
         assert read(path, copy_of) is None
         assert read(path, copy_of) is None  # the second sight tried, and refused
         assert copies.layout_mismatch and len(copies) == 0
+
+
+async def test_a_copy_read_in_the_background_leaves_the_searches_to_vec0_until_it_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = BitIndex(min_vectors=100)
+    monkeypatch.setattr(bit_index, "BIT_INDEX", index)
+    with await make_store(tmp_path / "m.db") as store:
+        query = random_units(1, 6)[0]
+        without = knn(store, Scope("alice"), query, 4096)
+        read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))  # first sight
+        assert read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice")) is None  # due
+        index.settle(30)
+        copy = read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))
+        assert copy is not None and len(index) == 1
+        assert same(knn(store, Scope("alice"), query, 4096), without)
+
+        # After a write: vec0 until the new copy is read, in the background again.
+        await store.memories.add(note("one more"))
+        await embed_all(store, {}, random_units(1, 5)[0])
+        for _ in range(2):
+            assert read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice")) is None
+        index.settle(30)
+        fresh = read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))
+        assert fresh is not None and fresh.stamp != copy.stamp and len(fresh.rowids) == len(copy.rowids) + 1
+
+        # A read due at a stamp its own snapshot no longer shows (a write came between) leaves
+        # no copy: the partition's next stamp makes it due again.
+        def due_at_another_stamp(db):  # type: ignore[no-untyped-def]
+            return index.copy_for(db, vectors.read_space(db), "u:alice", stamp=(1, 2))
+
+        assert read(store.path, due_at_another_stamp) is None
+        assert read(store.path, due_at_another_stamp) is None
+        index.settle(30)
+        assert read(store.path, due_at_another_stamp) is None
+        index.settle(30)
+        current = read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))
+        assert current is fresh and len(index) == 1
