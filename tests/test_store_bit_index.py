@@ -40,8 +40,8 @@ def provenance_of(i: int) -> Provenance:
 @pytest.fixture
 def copies(monkeypatch: pytest.MonkeyPatch) -> Iterator[BitIndex]:
     """The process's index, copying partitions from 100 vectors (the store reads it), each
-    copy read by the search that finds it due."""
-    index = BitIndex(min_vectors=100, background=False)
+    copy read by the search that finds it due, and again as soon as it is due again."""
+    index = BitIndex(min_vectors=100, background=False, reread_pause=0)
     monkeypatch.setattr(bit_index, "BIT_INDEX", index)
     yield index
 
@@ -247,7 +247,7 @@ async def test_sign_bits_of_the_wrong_length_turn_the_copies_off(tmp_path: Path,
 async def test_a_copy_read_in_the_background_leaves_the_searches_to_vec0_until_it_is_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index = BitIndex(min_vectors=100)
+    index = BitIndex(min_vectors=100, reread_pause=0)
     monkeypatch.setattr(bit_index, "BIT_INDEX", index)
     with await make_store(tmp_path / "m.db") as store:
         query = random_units(1, 6)[0]
@@ -280,3 +280,20 @@ async def test_a_copy_read_in_the_background_leaves_the_searches_to_vec0_until_i
         index.settle(30)
         current = read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))
         assert current is fresh and len(index) == 1
+
+
+async def test_a_copy_just_read_is_not_read_again_before_its_pause_is_over(tmp_path: Path) -> None:
+    index = BitIndex(min_vectors=100, background=False, reread_pause=1e6)
+    with await make_store(tmp_path / "m.db") as store:
+
+        def copy_of(db):  # type: ignore[no-untyped-def]
+            return index.copy_for(db, vectors.read_space(db), "u:alice")
+
+        read(store.path, copy_of)
+        first = read(store.path, copy_of)
+        assert first is not None
+        await store.memories.add(note("one more"))
+        await embed_all(store, {}, random_units(1, 5)[0])
+        for _ in range(3):  # due, but read a moment ago: vec0 scans (with no pause, the
+            assert read(store.path, copy_of) is None  # second of these reads it: the tests above)
+        assert len(index) == 1

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ MIN_VECTORS = 5_000
 #: Copies kept per process, by their size (1M vectors of 384 bits: ~74 MB): the RSS target
 #: at 1M is 600 MB, the daemon without copies ~250 MiB.
 MAX_BYTES = 192 * 1024 * 1024
+
+#: A copy is read again only after this many times its last read's duration.
+REREAD_PAUSE = 4.0
 
 log = logging.getLogger("memoryd.store")
 
@@ -172,10 +176,23 @@ class BitIndex:
     while the searches go on with vec0 (at 1M vectors the read takes 1-2 s of CPU, ~1.3 us a
     row through SQLite and apsw: no search waits for it).  Without it (tests of exactness),
     the search that finds the copy due reads it itself.
+
+    A partition written to all the time would have its copy read again and again: a copy is
+    not read again before ``reread_pause`` times its last read's duration has passed since
+    that read ended, so the reads take at most ~1/(1 + reread_pause) of a core (vec0 scans
+    meanwhile).
     """
 
-    def __init__(self, min_vectors: int = MIN_VECTORS, max_bytes: int = MAX_BYTES, *, background: bool = True) -> None:
+    def __init__(
+        self,
+        min_vectors: int = MIN_VECTORS,
+        max_bytes: int = MAX_BYTES,
+        *,
+        background: bool = True,
+        reread_pause: float = REREAD_PAUSE,
+    ) -> None:
         self.min_vectors = min_vectors
+        self.reread_pause = reread_pause
         #: Sign bits of the wrong length were found once: no more copies in this process.
         self.layout_mismatch = False
         self.max_bytes = max_bytes
@@ -186,6 +203,8 @@ class BitIndex:
         self._seen: dict[Key, tuple[Stamp, bool]] = {}
         self._loading: set[Key] = set()
         self._threads: list[threading.Thread] = []
+        #: When each partition's copy may be read again (time.monotonic()).
+        self._not_before: dict[Key, float] = {}
 
     def __len__(self) -> int:
         """How many partitions have a copy now."""
@@ -227,6 +246,8 @@ class BitIndex:
         with self._lock:
             if key in self._loading:  # being read already: one read at a time (RSS)
                 return None
+            if time.monotonic() < self._not_before.get(key, 0.0):
+                return None  # read a moment ago: vec0 scans until the pause is over
             self._loading.add(key)
             if self.background:
                 thread = threading.Thread(
@@ -257,6 +278,7 @@ class BitIndex:
                 self._loading.discard(key)
 
     def _read(self, db: apsw.Connection, key: Key, space: VectorSpace, stamp: Stamp) -> PartitionCopy | None:
+        started = time.monotonic()
         try:
             copy = read_copy(db, space, key[2], stamp)
         except LayoutMismatch as exc:
@@ -266,8 +288,12 @@ class BitIndex:
             self.layout_mismatch = True
             return None
         finally:
+            ended = time.monotonic()
             with self._lock:
                 self._loading.discard(key)
+                self._not_before[key] = ended + self.reread_pause * (ended - started)
+                while len(self._not_before) > 4 * 4096:
+                    self._not_before.pop(next(iter(self._not_before)))
         with self._lock:
             self._seen.pop(key, None)
             self._copies[key] = copy
