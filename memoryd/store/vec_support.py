@@ -3,9 +3,9 @@
 memoryd uses sqlite-vec's documented surface only: ``vec0`` tables with a partition key and
 metadata columns, ``BIT[n]`` columns with ``vec_bit``, KNN queries with ``k = ?`` and a
 ``distance <= ?`` bound (``hamming_scan.py``).  Its copies of the vectors live in its own tables
-(``vector_copies``).  The bound on ``distance`` needs 0.1.9 or later (older versions refuse or
-ignore it), and 0.2 may change the surface; so the daemon refuses to start on a version outside
-SUPPORTED rather than serve searches that fail or quietly rank otherwise.
+(``vector_copies``).  The bound on ``distance`` is a late addition to 0.1.x and memoryd is
+tested with 0.1.9, and 0.2 may change the surface; so the daemon refuses to start on a version
+outside SUPPORTED rather than serve searches that fail or quietly rank otherwise.
 """
 
 from __future__ import annotations
