@@ -251,9 +251,9 @@ async def test_a_copy_read_in_the_background_leaves_the_searches_to_vec0_until_i
     monkeypatch.setattr(bit_index, "BIT_INDEX", index)
     with await make_store(tmp_path / "m.db") as store:
         query = random_units(1, 6)[0]
-        without = knn(store, Scope("alice"), query, 4096)
-        read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))  # first sight
-        assert read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice")) is None  # due
+        without = knn(store, Scope("alice"), query, 4096)  # the stamp's first sight: vec0
+        # Due: read in the background, and vec0 scans for this search.
+        assert read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice")) is None
         index.settle(30)
         copy = read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))
         assert copy is not None and len(index) == 1
