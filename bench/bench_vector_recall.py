@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 import trio
 
-from memoryd.store import NewMemory, Scope, Store, bit_index
+from memoryd.store import NewMemory, QueryVector, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.vectors import bit_index
 
 DIM = 384
 RANK = 48
@@ -51,12 +53,12 @@ async def embed(store: Store, stored: np.ndarray) -> None:
 async def measure(store: Store, stored: np.ndarray, queries: np.ndarray) -> None:
     alice = Scope("alice", None)
     for i in range(5):  # the in-memory copy is read on the second sight of the partition's stamp
-        await store.memories.search(alice, "", limit=10, query_vector=queries[i])
+        await store.memories.search(alice, "", limit=10, vector=QueryVector.at_hand(queries[i]))
     bit_index.BIT_INDEX.settle()  # read in the background
     recalls, firsts, seconds = [], 0, []
     for query in queries:
         started = time.perf_counter()
-        hits = await store.memories.search(alice, "", limit=10, query_vector=query)
+        hits = await store.memories.search(alice, "", limit=10, vector=QueryVector.at_hand(query))
         seconds.append(time.perf_counter() - started)
         found = {int(hit.content.split()[1]) for hit in hits}
         exact = np.argsort(-(stored @ query), kind="stable")[:10]

@@ -190,7 +190,7 @@ class StoreRefused(StartupError):
 
 class UnsupportedSqliteVec(StartupError):
     """The installed sqlite-vec is outside the versions this memoryd supports
-    (``store/vec_support.py``): a restart cannot mend it, installing a supported version can."""
+    (``store/sqlite/vec_support.py``): a restart cannot mend it, installing a supported version can."""
 
     exit_status = 5
 

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 import numpy as np
 import pytest
 
-from memoryd.store import Scope, Store, bit_index, hamming_scan, schema, vector_codec, vector_search, vectors
-from memoryd.store.bit_index import BitIndex
+from memoryd.store import Scope
 from memoryd.store.records import Provenance
-from memoryd.store.visibility import vector_branches, vector_filters
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.schema import ladder as schema
+from memoryd.store.sqlite.vectors import bit_index, hamming_scan, vector_codec, vector_search, vectors
+from memoryd.store.sqlite.vectors.bit_index import BitIndex
+from memoryd.store.sqlite.visibility_sql import vector_filters
+from memoryd.store.visibility import vector_branches
 from tests.store_helpers import back_to_schema_12, embed_all, note, random_units, reading, sql
 
 T = TypeVar("T")
@@ -218,10 +222,10 @@ async def test_a_store_of_schema_8_gets_the_stamps_table_and_its_copies_stay_exa
         pass
     back_to_schema_12(path)
     sql(path, "DROP TABLE vector_epochs")
-    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m009_vector_epochs)}")
+    sql(path, f"PRAGMA user_version = {schema.version_before(schema.m009_vector_epochs)}")
     with Store(path) as upgraded:
         upgraded.configure_vector_space("test:bits", DIM)
-        assert sql(path, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
+        assert sql(path, "PRAGMA user_version") == [(schema.LATEST,)]
         assert sql(path, "SELECT count(*) FROM vector_epochs WHERE scope_key = ''") == [(1,)]
         query = random_units(1, 6)[0]
         without = knn(upgraded, Scope("alice"), query, 4096)

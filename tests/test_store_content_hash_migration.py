@@ -6,7 +6,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from memoryd.store import Scope, Store, memories, schema
+from memoryd.store import Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.schema import ladder as schema
 from tests.store_helpers import note, sql
 
 
@@ -26,11 +29,11 @@ async def test_a_store_with_hex_hashes_upgrades_and_dedupes_its_old_memories(tmp
         hex_hash = hashlib.sha256(" ".join(content.split()).encode()).hexdigest()[:32]
         sql(path, "UPDATE memories SET content_hash = ? WHERE rowid = ?", (hex_hash, rowid))
     sql(path, "DROP TABLE vector_copies")  # schema 13's
-    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m010_binary_content_hash)}")
+    sql(path, f"PRAGMA user_version = {schema.version_before(schema.m010_binary_content_hash)}")
     assert {len(h) for (h,) in sql(path, "SELECT content_hash FROM memories")} == {32}
 
     with Store(path) as upgraded:
-        assert sql(path, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
+        assert sql(path, "PRAGMA user_version") == [(schema.LATEST,)]
         assert sql(path, "SELECT DISTINCT typeof(content_hash), length(content_hash) FROM memories") == [("blob", 16)]
         again, deduplicated = await upgraded.memories.add(note("bob  drinks oolong tea"))
         assert deduplicated and again.id == old.id

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import memoryd
-from memoryd.store import schema
+from memoryd.store.sqlite.schema import ladder as schema
 
 ROOT = Path(memoryd.__file__).parent
 
@@ -74,7 +74,7 @@ def test_the_checker_finds_an_import_of_live_code() -> None:
 
 
 def test_every_schema_step_imports_only_its_own_package() -> None:
-    package = importlib.import_module(schema.MIGRATIONS[0].__module__).__package__
+    package = importlib.import_module(schema.MIGRATIONS[1].__module__).__package__
     assert package is not None
     folder = Path(importlib.import_module(package).__file__ or "").parent
     modules = sorted(folder.glob("*.py"))
@@ -87,3 +87,15 @@ def test_every_schema_step_imports_only_its_own_package() -> None:
     # Relative imports stay inside the package only at one level ("." is the package itself).
     outside = {name: [i for i in imported if not (i.startswith(".") and not i.startswith(".."))] for name, imported in outside.items()}
     assert {name: imported for name, imported in outside.items() if imported} == {}
+
+
+def test_every_step_is_registered_under_its_own_number() -> None:
+    """A step's number is in its module's name (``m014_...``): the ladder keys it by that number,
+    so a step registered under another one (or a step module left out) fails here."""
+    registered = {number: step.__module__.rsplit(".", 1)[-1] for number, step in schema.MIGRATIONS.items()}
+    assert all(name.startswith(f"m{number:03d}_") for number, name in registered.items()), registered
+    folder = Path(importlib.import_module(schema.MIGRATIONS[1].__module__).__file__ or "").parent
+    on_disk = {path.stem for path in folder.glob("m[0-9][0-9][0-9]_*.py")}
+    assert on_disk == set(registered.values())
+    assert schema.LATEST == max(schema.MIGRATIONS)
+    assert schema.version_before(schema.MIGRATIONS[1]) == 0

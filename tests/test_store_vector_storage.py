@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.store import Scope, Store, schema, vector_codec
-from memoryd.store.db import open_connection
-from memoryd.store import hamming_scan
-from memoryd.store.hamming_scan import HammingHints, scan
-from memoryd.store.migrations import vector_formats
+from memoryd.store import QueryVector, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.schema import ladder as schema
+from memoryd.store.sqlite.schema.migrations import vector_formats
+from memoryd.store.sqlite.vectors import hamming_scan, vector_codec
+from memoryd.store.sqlite.vectors.hamming_scan import HammingHints, scan
 from tests.store_helpers import back_to_schema_12, embed_all, int8_copy, note, random_units, reading, sql
 
 DIM = 384
@@ -174,16 +176,16 @@ async def test_a_store_with_float16_copies_is_migrated_to_six_bit_and_ranks_the_
     vectors_of = {text: stored[i] for i, text in enumerate(texts)}
     content_of = dict(sql(path, "SELECT m.rowid, m.content FROM memories AS m"))
     back_to_schema_12(path, lambda rowid, _: vectors_of[content_of[rowid]].astype(np.float16).tobytes())
-    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m008_int8_rescoring_copies)}")
+    sql(path, f"PRAGMA user_version = {schema.version_before(schema.m008_int8_rescoring_copies)}")
     assert sql(path, "SELECT DISTINCT length(embedding) FROM vec_g1") == [(2 * DIM,)]
 
     with Store(path) as upgraded:
         upgraded.configure_vector_space("test:m008", DIM)  # the same space: nothing to re-embed
         assert sql(path, "SELECT DISTINCT length(fine) FROM vector_copies") == [(vector_codec.fine_length(DIM),)]
         assert sql(path, "SELECT count(*) FROM vector_copies") == sql(path, "SELECT count(*) FROM vec_g1") == [(30,)]
-        assert sql(path, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
+        assert sql(path, "PRAGMA user_version") == [(schema.LATEST,)]
         assert (await upgraded.jobs.backlog())["embed"] == 0
-        hits = await upgraded.memories.search(Scope("alice"), "", limit=5, query_vector=query)
+        hits = await upgraded.memories.search(Scope("alice"), "", limit=5, vector=QueryVector.at_hand(query))
     exact = stored @ query
     expected = np.argsort(-exact)[:5]
     # The same five, the best first; the 2nd and 3rd are 0.0002 apart, below the 6-bit copy's

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memoryd.errors import UnsupportedSqliteVec
-from memoryd.store import vec_support
+from memoryd.store.sqlite import vec_support
 from tests.test_systemd_notify import NotifyListener
 
 UNSUPPORTED_SQLITE_VEC = 5
@@ -40,7 +40,7 @@ def test_the_daemon_refuses_to_start_on_an_unsupported_sqlite_vec(daemon_process
     hook = short_tmp / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "from memoryd.store import vec_support\nvec_support.SUPPORTED = ((9, 0, 0), (10, 0, 0))\n"
+        "from memoryd.store.sqlite import vec_support\nvec_support.SUPPORTED = ((9, 0, 0), (10, 0, 0))\n"
     )
     listener = NotifyListener(f"@memoryd-test-{uuid.uuid4().hex}")
     try:
