@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import locomo  # noqa: E402
 from harness import REPO, Server, load_average, percentile  # noqa: E402
 
+
 class Connection:
     """One NDJSON connection with a blocking socket; calls may be pipelined."""
 

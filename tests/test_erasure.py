@@ -39,7 +39,7 @@ async def write_everywhere(peer: NdjsonPeer) -> dict[str, str]:
     await call_ok(peer, "memory.delete", {**ALICE, "memory_id": gone["id"]})
     await call_ok(peer, "memory.pin", {**ALICE, "memory_id": ids["plain"]})
     await call_ok(peer, "memory.add", {**ALICE, "content": f"Temporary gate code {MARKER}", "expires_days": 3, "key": f"gate-{MARKER}"})
-    await call_ok(peer, "memory.add", {**ALICE, "content": f"My sister Zqxmarkerq7ina loves tea", "subjects": [f"Zqxmarkerq7ina"]})
+    await call_ok(peer, "memory.add", {**ALICE, "content": "My sister Zqxmarkerq7ina loves tea", "subjects": ["Zqxmarkerq7ina"]})
     await call_ok(peer, "person.alias", {**ALICE, "name": "Zqxmarkerq7ina", "alias": f"sis {MARKER}"})
     messages = [
         {"role": "user", "content": f"I keep my keys under the {MARKER} mat", "username": f"{MARKER}_alice", "user_id": "alice"},

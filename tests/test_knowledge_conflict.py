@@ -8,7 +8,11 @@ import pytest
 import trio
 
 from memoryd.knowledge.conflict import (
-    CONFLICT_SYSTEM_PROMPT, LlmConflictAnswer, Statement, decide, decide_with_llm,
+    CONFLICT_SYSTEM_PROMPT,
+    LlmConflictAnswer,
+    Statement,
+    decide,
+    decide_with_llm,
 )
 from memoryd.knowledge.evaluate import DEFAULT_PAIRS, evaluate, format_table, load_pairs, main
 from memoryd.knowledge.people import KnownPerson, person_resolver

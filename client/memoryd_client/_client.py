@@ -15,6 +15,7 @@ from ._methods import Record, Records
 from ._protocol import LineReader, Response, outcome, parse_response
 from .errors import RequestTimeout
 
+
 class MemoryClient(ClientBase):
     """Blocking memoryd client.
 

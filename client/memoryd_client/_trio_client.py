@@ -16,6 +16,7 @@ from ._connect import ConnectRetry, describe_connect_error, unix_socket
 from ._methods import Record, Records
 from ._protocol import LineReader, Response, outcome, parse_response
 
+
 class AsyncMemoryClient(ClientBase):
     """trio memoryd client; one call at a time per client (calls from several tasks queue up).
 

@@ -16,11 +16,16 @@ import re
 from dataclasses import dataclass
 
 from memoryd.knowledge import relationships
+from memoryd.knowledge.attribute_rules import (
+    DEMONYMS,
+    JOBS,
+    MULTI_VALUED,
+    Found,
+    possessive_facts,
+    predicate_facts,
+)
 from memoryd.knowledge.open_attributes import CHANGED_PREFIX, VERB_OBJECT, OpenFact, open_facts
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
-from memoryd.knowledge.attribute_rules import (
-    DEMONYMS, JOBS, MULTI_VALUED, Found, possessive_facts, predicate_facts,
-)
 from memoryd.lazy import LazyPattern
 
 SELF = "self"

@@ -286,7 +286,7 @@ def _date_end(parts: dict[str, str | None], now: datetime) -> datetime | None:
         month = next(i for i, name in enumerate(_MONTH_NAMES, 1) if name.startswith(str(parts["month"])[:3]))
     else:
         month = now.month if day > now.day else now.month % 12 + 1
-    year = int(parts["year"]) if parts.get("year") else now.year
+    year = int(parts["year"] or now.year) if parts.get("year") else now.year
     if not parts.get("year") and (month, day) < (now.month, now.day):
         year += 1  # "until March 3" said in April: next year's
     if not 1 <= month <= 12 or not 1 <= day <= _days_in(year, month):

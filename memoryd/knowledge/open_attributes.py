@@ -118,8 +118,9 @@ def _clause_fact(clause: str, inherited: str | None, changed: bool) -> tuple[Ope
     """The clause's fact, and the subject a following clause without one inherits (only a
     subject the clause named: "Ren sold the Civic and drives a Tesla now")."""
     if m := _NOTE.match(clause):
-        owner, key = _possessed(m["key"])
-        return _key_value(owner, key, m["value"], changed, note=True), None
+        possessor, key = _possessed(m["key"])
+        return _key_value(possessor, key, m["value"], changed, note=True), None
+    owner: str | None
     if inherited is not None and clause[:1].islower():
         owner, rest, named = inherited, clause, True
     else:

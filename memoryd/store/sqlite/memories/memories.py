@@ -18,9 +18,9 @@ import msgspec
 from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
 from memoryd.ids import MIN_PREFIX_LENGTH, new_id
 from memoryd.store.records import (
+    DEFAULT_MEMORY_TYPE,
     NO_PROVENANCE,
     PROVENANCE_COLUMNS,
-    DEFAULT_MEMORY_TYPE,
     RECORD_COLUMNS,
     EmbedJob,
     MemoryRecord,
