@@ -39,11 +39,14 @@ class ContextService:
     people: PeopleService
     summaries: SummaryService
     authenticator: Authenticator
+    #: ``[context] min_relevance``: memories below it are not injected (a call may say otherwise).
+    min_relevance: float = 0.2
 
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
-        hits = await self.memory.search_in(scope, params.message, params.limit)
+        floor = self.min_relevance if params.min_relevance is None else params.min_relevance
+        hits = await self.memory.search_in(scope, params.message, params.limit, min_relevance=floor)
         mentioned = await self.people.mentioned(scope.user_id, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {

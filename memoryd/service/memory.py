@@ -36,7 +36,7 @@ from memoryd.service.provenance import caller_scope, identify, owner_names, prov
 from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
-from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
+from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit, relevance
 from memoryd.store.supersession import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
@@ -160,17 +160,23 @@ class MemoryService:
         scope = dataclasses.replace(
             caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
         )
-        return await self.search_in(scope, params.query, params.limit, about=params.about)
+        floor = relevance.SEARCH_FLOOR if params.min_relevance is None else params.min_relevance
+        return await self.search_in(scope, params.query, params.limit, about=params.about, min_relevance=floor)
 
-    async def search_in(self, scope: Scope, query: str, limit: int, *, about: str | None = None) -> list[SearchHit]:
-        """memory.search for a caller already identified (memory.context searches too)."""
+    async def search_in(
+        self, scope: Scope, query: str, limit: int, *, about: str | None = None, min_relevance: float = 0.0
+    ) -> list[SearchHit]:
+        """memory.search for a caller already identified (memory.context searches too); hits
+        below ``min_relevance`` are left out."""
         check_text("query", query, max_bytes=MAX_QUERY_BYTES)
         focus = None
         if self.people is not None:
             focus, query = await self.people.focus(scope, query, about)
         queries = self._query_vectors if self._vector_space_ready else None
         if queries is None:
-            return await self.memories.search(scope, query, limit=limit, people_focus=focus)
+            return await self.memories.search(
+                scope, query, limit=limit, people_focus=focus, min_relevance=min_relevance
+            )
         # The store reads its keyword part while the query is being embedded.
         return await self.memories.search(
             scope,
@@ -179,6 +185,7 @@ class MemoryService:
             embed_query=lambda: queries.embed(query),
             people_focus=focus,
             start_embedding=lambda: queries.start(query),
+            min_relevance=min_relevance,
         )
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:

@@ -40,8 +40,10 @@ def build_method_table(
     people: PeopleService,
     summaries: SummaryService,
     conversations: ConversationService,
+    *,
+    context_min_relevance: float = 0.2,
 ) -> MethodTable:
-    context = ContextService(service, people, summaries, service.authenticator)
+    context = ContextService(service, people, summaries, service.authenticator, context_min_relevance)
     table = MethodTable()
     methods: list[tuple[str, type[msgspec.Struct], Handler]] = [
         ("memory.add", AddParams, service.add),

@@ -92,6 +92,7 @@ class MemoryRepository:
         embed_query: EmbedQuery | None = None,
         people_focus: PeopleFocus | None = None,
         start_embedding: StartEmbedding | None = None,
+        min_relevance: float = 0.0,
     ) -> builtins.list[SearchHit]:
         """Hybrid keyword + vector search within the caller's scope, best first.
 
@@ -101,12 +102,13 @@ class MemoryRepository:
         ``start_embedding``: the same vector started at once on the embedder's own thread,
         when it can be (``overlapped_search.StartEmbedding``; ``embed_query`` is still needed).
         ``people_focus``: the people the query mentions or an ``about`` filter names.
+        ``min_relevance``: hits below this relevance (store/relevance.py) are left out.
         """
         vector = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
         hits = await overlapped_search.run(
             self._db,
             scope,
-            search_parts.SearchQuery(query, limit, vector, self._space(), self._clock()),
+            search_parts.SearchQuery(query, limit, vector, self._space(), self._clock(), min_relevance),
             people_focus,
             embed_query,
             self._overlap,

@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-n", "--limit", type=int, default=10, metavar="N", help="at most N hits (default 10)")
     search.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     search.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
+    search.add_argument("--min-relevance", type=float, metavar="P",
+                        help="only hits at least this relevant, 0..1 (default: the daemon's floor)")  # fmt: skip
     search.add_argument("--json", **json_flag)
 
     add = commands.add_parser("add", help="store a memory (CONTENT '-' reads stdin)")
@@ -114,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument("message", metavar="MESSAGE")
     context.add_argument("-n", "--limit", type=int, metavar="N", help="at most N memories (default 5)")
     context.add_argument("--max-chars", type=int, metavar="C", help="the block's length limit (default 2000)")
+    context.add_argument("--min-relevance", type=float, metavar="P",
+                         help="only memories at least this relevant, 0..1 (default: the daemon's)")  # fmt: skip
     context.add_argument("--json", **json_flag)
 
     forget = commands.add_parser("forget-person", help="delete a person and the memories about them")
@@ -143,7 +147,9 @@ Outcome = Tuple[Any, List[str], int]
 
 
 def _search(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    hits = client.search(args.query, limit=args.limit, about=args.about, this_chat=args.this_chat)
+    hits = client.search(
+        args.query, limit=args.limit, about=args.about, this_chat=args.this_chat, min_relevance=args.min_relevance
+    )
     return hits, render.search_lines(hits), EXIT_OK
 
 
@@ -184,7 +190,9 @@ def _delete(client: MemoryClient, args: argparse.Namespace) -> Outcome:
 
 
 def _context(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    result = client.context(args.message, limit=args.limit, max_chars=args.max_chars)
+    result = client.context(
+        args.message, limit=args.limit, max_chars=args.max_chars, min_relevance=args.min_relevance
+    )
     return result, (result.get("text") or "Nothing known yet.").splitlines(), EXIT_OK
 
 
