@@ -31,12 +31,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fact_set  # noqa: E402
 import retrieval  # noqa: E402
-from harness import Server, load_average  # noqa: E402
+from harness import Server, load_average, verdict  # noqa: E402
 
 #: memory.search's limit for the top-1 figure (the first hit is what counts).
 SEARCH_LIMIT = 10
@@ -144,6 +145,31 @@ def fact_table(scores: FactScores, groups: dict[str, list[str]]) -> str:
 def locomo_line(data: Path, work: Path) -> dict[str, float]:
     scores, _, _, _ = retrieval.run_daemon(data, work)
     return scores.summary()
+
+
+#: The targets on fact sets the thresholds were not chosen on (docs/relevance.md).
+TARGETS = {"search top-1": (">=", 0.90), "fact in context": (">=", 0.95), "unanswerable injected": ("<=", 0.10)}
+
+
+def run(bench: Any) -> None:
+    """The ``relevance`` section of bench/run_all.py: the fact set, then LoCoMo when its file is there."""
+    personas = fact_set.load()
+    scores = run_facts(bench.fresh_dir("relevance-"), personas)
+    names = [p.name for p in personas]
+    print(fact_table(scores, {"all": names}))
+    row = scores.rows(names)
+    for name, (sense, target) in TARGETS.items():
+        met = row[name] >= target if sense == ">=" else row[name] <= target
+        bench.result(f"fact set: {name}", f"{row[name]:.3f}", f"{sense} {target}", verdict(met))
+    bench.result("fact set: unrelated messages with search hits", f"{row['unrelated with search hits']:.3f}")
+    data = retrieval.default_data()
+    if not data.is_file():
+        print(f"  LoCoMo skipped: {data} not found")
+        return
+    summary = locomo_line(data, bench.fresh_dir("locomo-"))
+    figures = ", ".join(f"{summary[k]:.3f}" for k in ("recall@10", "session_any@10", "mrr"))
+    print(f"  LoCoMo dev recall@10, session_any@10, MRR: {figures}")
+    bench.result("LoCoMo dev recall@10 / session_any@10 / MRR", figures)
 
 
 def main(argv: list[str] | None = None) -> None:

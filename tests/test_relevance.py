@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 import trio
 
+from memoryd.config import load_config
+from memoryd.errors import ConfigError
 from memoryd.server.daemon import Daemon
 from memoryd.store import relevance
 from tests.conftest import make_config
@@ -163,3 +165,10 @@ def test_relevance_is_a_probability_rising_with_the_evidence() -> None:
     words[:, 7] = [0.2, 1.0]  # window coverage
     keyword_only = relevance.estimate(words, np.zeros(2, dtype=bool))
     assert keyword_only[1] > keyword_only[0] > relevance.SEARCH_FLOOR
+
+
+def test_the_context_threshold_is_a_config_key_with_an_env_var() -> None:
+    assert load_config(flags={}, environ={}).context.min_relevance == 0.2
+    assert load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "0.5"}).context.min_relevance == 0.5
+    with pytest.raises(ConfigError, match="context.min_relevance"):
+        load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "1.5"})
