@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import trio
 
-from memoryd.config import load_config
+from memoryd.config import Config, load_config
 from memoryd.errors import ConfigError
 from memoryd.server.daemon import Daemon
 from memoryd.store import relevance
@@ -99,16 +99,22 @@ async def test_min_relevance_outside_0_to_1_is_invalid_params_naming_it(
     assert "min_relevance" in error["message"]
 
 
-async def test_context_threshold_comes_from_the_config(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
-    config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
-    config = msgspec.structs.replace(config, context=msgspec.structs.replace(config.context, min_relevance=1.0))
-    daemon = Daemon(config, embedder=local_embedder)
+async def seeded_daemon(config: Config, nursery: trio.Nursery, embedder: Any) -> tuple[Daemon, NdjsonPeer]:
+    """A daemon of ``config`` embedding with the local model, holding FACTS once ready."""
+    daemon = Daemon(config, embedder=embedder)
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(config.socket_path)
     with trio.fail_after(30):
         while not (await peer.call("system.health", {}))["result"]["embedder"]["vector_space_ready"]:
             await trio.sleep(0.02)
     await seed(peer)
+    return daemon, peer
+
+
+async def test_context_threshold_comes_from_the_config(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
+    config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
+    config = msgspec.structs.replace(config, context=msgspec.structs.replace(config.context, min_relevance=1.0))
+    daemon, peer = await seeded_daemon(config, nursery, local_embedder)
     question = "Is there anything I can't eat at a seafood restaurant?"
     assert (await call_ok(peer, "memory.context", {**USER, "message": question}))["memories"] == []
     lower = await call_ok(peer, "memory.context", {**USER, "message": question, "min_relevance": 0.2})
@@ -119,13 +125,7 @@ async def test_context_threshold_comes_from_the_config(short_tmp: Path, nursery:
 @pytest.fixture
 async def local_cli(memory_pyz: Path, short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> AsyncIterator[Cli]:  # noqa: F811
     config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
-    daemon = Daemon(config, embedder=local_embedder)
-    await nursery.start(daemon.run)
-    peer = await NdjsonPeer.connect(config.socket_path)
-    with trio.fail_after(30):
-        while not (await peer.call("system.health", {}))["result"]["embedder"]["vector_space_ready"]:
-            await trio.sleep(0.02)
-    await seed(peer)
+    daemon, _ = await seeded_daemon(config, nursery, local_embedder)
     yield Cli(memory_pyz, {"MEMORYD_SOCKET": str(config.socket_path), "MEMORY_USER_ID": USER["user_id"]})
     daemon.request_stop()
 
