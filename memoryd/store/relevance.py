@@ -36,6 +36,7 @@ SEARCH_FLOOR unless told otherwise, memory.context those below its config's
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -57,6 +58,7 @@ COSINE_KNEE = 0.3
 SEARCH_FLOOR = 0.004
 
 Array = npt.NDArray[np.float64]
+_PADDING = np.full(PEERS + 1, BACKGROUND)
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,10 @@ class Weights:
     memory: Mapping[str, float]
     words: Mapping[str, float]
 
+    @functools.cached_property
     def arrays(self) -> tuple[Array, Array, Array]:
-        return tuple(np.array(list(m.values())) for m in (self.query, self.memory, self.words))  # type: ignore[return-value]
+        query, memory, words = (np.array(list(m.values())) for m in (self.query, self.memory, self.words))
+        return query, memory, words
 
 
 #: Fitted by bench/fit_relevance.py on everything (its held-out figures are in docs/relevance.md).
@@ -84,11 +88,10 @@ SHIPPED = Weights(
 
 def standout(cosines: Array) -> Array:
     """Each cosine minus the mean of the PEERS best among the others (BACKGROUND fills in)."""
-    padded = np.concatenate([cosines, np.full(PEERS + 1, BACKGROUND)])
-    best = np.sort(-np.partition(-padded, PEERS)[: PEERS + 1])[::-1]  # the PEERS + 1 best, best first
-    top, last = best[:PEERS].sum(), best[PEERS]
+    best = np.sort(np.concatenate((cosines, _PADDING)))[-(PEERS + 1) :]  # the PEERS + 1 best, worst first
+    top = float(best[1:].sum())
     # A candidate among the PEERS best is measured against the other PEERS of the best PEERS + 1.
-    others = np.where(cosines >= best[PEERS - 1], (top + last - cosines) / PEERS, top / PEERS)
+    others = np.where(cosines >= best[1], (top + best[0] - cosines) / PEERS, top / PEERS)
     difference: Array = cosines - others
     return difference
 
@@ -97,9 +100,13 @@ def memory_features(matrix: Array) -> Array:
     """The columns of Weights.memory (intercept excluded), for ranking.FEATURES rows that all
     have a vector."""
     cosine = matrix[:, 0]
-    return np.column_stack(
-        (cosine, standout(cosine), ranking.linear(matrix), matrix[:, 1], np.maximum(cosine - COSINE_KNEE, 0.0))
-    )
+    out = np.empty((len(matrix), 5))
+    out[:, 0] = cosine
+    out[:, 1] = standout(cosine)
+    out[:, 2] = ranking.linear(matrix)
+    out[:, 3] = matrix[:, 1]
+    out[:, 4] = np.maximum(cosine - COSINE_KNEE, 0.0)
+    return out
 
 
 def query_features(memory: Array) -> Array:
@@ -117,15 +124,21 @@ def words_features(matrix: Array) -> Array:
 def estimate(matrix: Array, has_vector: npt.NDArray[np.bool_], weights: Weights = SHIPPED) -> Array:
     """Relevance in 0..1 per row of ranking.FEATURES (``has_vector``: whether the row's
     cosine is known)."""
-    query, memory, words = weights.arrays()
+    query, memory, words = weights.arrays
+    vectors = int(has_vector.sum())
+    if vectors == len(matrix):  # the usual case: every candidate has a vector
+        x = memory_features(matrix)
+        return _with_vector(x, query, memory)
     out = np.empty(len(matrix))
-    if has_vector.any():
-        x = memory_features(matrix[has_vector])
-        answered = _logistic(query_features(x) @ query[:-1] + query[-1])
-        out[has_vector] = answered * _logistic(x @ memory[:-1] + memory[-1])
-    if not has_vector.all():
-        out[~has_vector] = _logistic(words_features(matrix[~has_vector]) @ words[:-1] + words[-1])
+    if vectors:
+        out[has_vector] = _with_vector(memory_features(matrix[has_vector]), query, memory)
+    out[~has_vector] = _logistic(words_features(matrix[~has_vector]) @ words[:-1] + words[-1])
     return out
+
+
+def _with_vector(x: Array, query: Array, memory: Array) -> Array:
+    answered = _logistic(query_features(x) @ query[:-1] + query[-1])
+    return answered * _logistic(x @ memory[:-1] + memory[-1])
 
 
 def by_rowid(rowids: list[int], matrix: Array, cosines: Mapping[int, float]) -> dict[int, float]:
