@@ -172,3 +172,8 @@ def test_the_context_threshold_is_a_config_key_with_an_env_var() -> None:
     assert load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "0.5"}).context.min_relevance == 0.5
     with pytest.raises(ConfigError, match="context.min_relevance"):
         load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "1.5"})
+
+
+def test_no_candidates_no_relevance() -> None:
+    assert relevance.estimate(np.zeros((0, 8)), np.zeros(0, dtype=bool)).shape == (0,)
+    assert relevance.by_rowid([], np.zeros((0, 8)), {}) == {}

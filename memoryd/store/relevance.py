@@ -126,6 +126,8 @@ def estimate(matrix: Array, has_vector: npt.NDArray[np.bool_], weights: Weights 
     cosine is known)."""
     query, memory, words = weights.arrays
     vectors = int(has_vector.sum())
+    if not len(matrix):
+        return np.empty(0)
     if vectors == len(matrix):  # the usual case: every candidate has a vector
         x = memory_features(matrix)
         return _with_vector(x, query, memory)
