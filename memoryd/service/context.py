@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd.auth import Authenticator
+from memoryd.config import ContextConfig
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.memory import MemoryService
 from memoryd.service.provenance import caller_scope
@@ -40,12 +41,12 @@ class ContextService:
     summaries: SummaryService
     authenticator: Authenticator
     #: ``[context] min_relevance``: memories below it are not injected (a call may say otherwise).
-    min_relevance: float = 0.2
+    config: ContextConfig = ContextConfig()
 
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
-        floor = self.min_relevance if params.min_relevance is None else params.min_relevance
+        floor = self.config.min_relevance if params.min_relevance is None else params.min_relevance
         hits = await self.memory.search_in(scope, params.message, params.limit, min_relevance=floor)
         mentioned = await self.people.mentioned(scope.user_id, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from memoryd.config import ContextConfig
 from memoryd.rpc.dispatch import Handler, MethodTable
 from memoryd.service.context import ContextService
 from memoryd.service.conversation import ConversationService
@@ -40,10 +41,9 @@ def build_method_table(
     people: PeopleService,
     summaries: SummaryService,
     conversations: ConversationService,
-    *,
-    context_min_relevance: float = 0.2,
+    context_config: ContextConfig = ContextConfig(),
 ) -> MethodTable:
-    context = ContextService(service, people, summaries, service.authenticator, context_min_relevance)
+    context = ContextService(service, people, summaries, service.authenticator, context_config)
     table = MethodTable()
     methods: list[tuple[str, type[msgspec.Struct], Handler]] = [
         ("memory.add", AddParams, service.add),
