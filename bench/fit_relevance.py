@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import apsw
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -76,7 +77,9 @@ def _embed(model: SentenceModel, texts: list[str]) -> np.ndarray:
     return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
 
-def _candidates(db, scope: Scope, text: str, unit: np.ndarray, space, limit: int) -> search.Candidates:  # type: ignore[no-untyped-def]
+def _candidates(
+    db: apsw.Connection, scope: Scope, text: str, unit: np.ndarray, space: vectors.VectorSpace | None, limit: int
+) -> search.Candidates:
     return search.candidates(db, scope, search_parts.SearchQuery(text, limit, unit, space, now_ms()))
 
 
@@ -86,8 +89,14 @@ def _ranked(found: search.Candidates) -> list[int]:
     return [index[r] for r, _ in ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))]
 
 
-def _make(group: str, found: search.Candidates, answers: set[int], answerable: bool, question=None,  # type: ignore[no-untyped-def]
-          unrelated: bool = False) -> Candidates:  # fmt: skip
+def _make(
+    group: str,
+    found: search.Candidates,
+    answers: set[int],
+    answerable: bool,
+    question: locomo.Question | None = None,
+    unrelated: bool = False,
+) -> Candidates:
     has_vector = np.array([rowid in found.cosines for rowid in found.rowids], dtype=bool)
     label = np.array([1.0 if rowid in answers else 0.0 for rowid in found.rowids])
     return Candidates(group, answerable, unrelated, found.rowids, found.features, has_vector, label, _ranked(found),
