@@ -14,8 +14,9 @@ about ("write a poem about the sea" to a store of personal facts) meets only wea
 however many, and every one of its candidates gets a low relevance.  The second reads each
 candidate with a vector:
 
-- ``cosine``, and ``cosine_above``, how far it passes COSINE_KNEE (the local model's cosines
-  below it hardly tell related texts from unrelated ones; above it they do, fast);
+- ``cosine``, and ``cosine_above``, how far it passes COSINE_KNEE: the cosine's term bends
+  there, so what one more point of cosine is worth is fitted apart below and above it (the
+  relation is not a straight line: above it, how far a memory stands out says more);
 - ``standout``: its cosine minus the mean of the PEERS best cosines among the *other*
   candidates (fewer than PEERS others are made up with BACKGROUND, the cosine of an unrelated
   text): a question something answers has one memory well above the rest;
@@ -50,7 +51,7 @@ PEERS = 5
 #: The cosine an unrelated text has with a query (the local model's typical value): it stands
 #: for the missing others in a scope with fewer than PEERS other candidates.
 BACKGROUND = 0.1
-#: Where a cosine starts to mean a shared subject (``cosine_above``).
+#: Where the cosine's term bends (``cosine_above``).
 COSINE_KNEE = 0.3
 #: memory.search's default floor: low, so that it drops only clearly unrelated memories (a
 #: message nothing stored is about returns nothing) and keeps the weaker matches a long
