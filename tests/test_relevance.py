@@ -22,6 +22,7 @@ from memoryd.config import Config, load_config
 from memoryd.errors import ConfigError
 from memoryd.server.daemon import Daemon
 from memoryd.store import relevance
+from memoryd_client import AsyncMemoryClient
 from tests.conftest import make_config
 from tests.test_cli_output import Cli, memory_pyz, out  # noqa: F401 (memory_pyz: a fixture)
 from tests.wire import NdjsonPeer, call_error, call_ok
@@ -177,3 +178,14 @@ def test_the_context_threshold_is_a_config_key_with_an_env_var() -> None:
 def test_no_candidates_no_relevance() -> None:
     assert relevance.estimate(np.zeros((0, 8)), np.zeros(0, dtype=bool)).shape == (0,)
     assert relevance.by_rowid([], np.zeros((0, 8)), {}) == {}
+
+
+async def test_the_client_library_passes_min_relevance(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
+    config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
+    daemon, _ = await seeded_daemon(config, nursery, local_embedder)
+    async with AsyncMemoryClient(config.socket_path, user_id=USER["user_id"]) as client:
+        assert await client.search(UNRELATED[0]) == []
+        assert len(await client.search(UNRELATED[0], min_relevance=0)) == len(FACTS)
+        assert (await client.context(UNRELATED[0]))["memories"] == []
+        assert len((await client.context(UNRELATED[0], limit=3, min_relevance=0))["memories"]) == 3
+    daemon.request_stop()
