@@ -40,8 +40,10 @@ from retrieval import default_data  # noqa: E402
 from memoryd.embed.local import BUNDLED_SHA256, bundled_model_path  # noqa: E402
 from memoryd.embed.sentence_model import SentenceModel  # noqa: E402
 from memoryd.ids import now_ms  # noqa: E402
-from memoryd.store import ranking, relevance, search, search_parts, vectors  # noqa: E402
-from memoryd.store.db import open_connection  # noqa: E402
+from memoryd.store import ranking, relevance  # noqa: E402
+from memoryd.store.sqlite.db.connection import open_connection  # noqa: E402
+from memoryd.store.sqlite.search import search, search_parts  # noqa: E402
+from memoryd.store.sqlite.vectors import vectors  # noqa: E402
 from memoryd.store.visibility import Scope  # noqa: E402
 
 L2 = 0.01

@@ -15,14 +15,14 @@ import msgspec
 from memoryd.errors import InvalidParams
 from memoryd.ids import ms_from_iso
 from memoryd.service.validation import check_full_id, check_group_chat, check_text
-from memoryd.store.transfer import (
+from memoryd.store.admin_records import (
     FORMAT,
     READABLE_VERSIONS,
     VERSION,
     ExportHeader,
     MemoryLine,
+    PersonLine,
 )
-from memoryd.store.transfer_people import PersonLine
 
 
 class _Record(msgspec.Struct):

@@ -21,7 +21,6 @@ from memoryd.rpc.dispatch import CallContext
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
-from memoryd.service.provenance import caller_scope
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     CallerParams,
@@ -30,8 +29,9 @@ from memoryd.service.params import (
     MessageParam,
     ObserveParams,
 )
+from memoryd.service.provenance import caller_scope
 from memoryd.service.validation import check_group_chat, check_text, optional_text
-from memoryd.store import ConversationLog, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store import ConversationStore, Scope, SessionContext, SessionRef, StoredMessage
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -46,7 +46,7 @@ NOT_IN_SESSION = "Message not found in session"
 class ConversationService:
     """memory.observe and the extract methods."""
 
-    conversations: ConversationLog
+    conversations: ConversationStore
     extractor: Extractor
     _: KW_ONLY
     #: None: extraction is off (observe still stores the messages).
@@ -114,7 +114,7 @@ class ConversationService:
         )
 
     def describe(self, queue: dict[str, Any]) -> dict[str, Any]:
-        """system.health's "extraction": the LLM, the queue's numbers (``ConversationLog.status``:
+        """system.health's "extraction": the LLM, the queue's numbers (``ConversationStore.status``:
         backlog in sessions, parked jobs, the last error), the worker's; never message contents."""
         state: dict[str, Any] = {"provider": "none", "state": "disabled"}
         if self.llm is not None:

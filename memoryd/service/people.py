@@ -15,13 +15,17 @@ from memoryd.errors import InvalidParams, NotFound
 from memoryd.knowledge import Mention, MentionFinder, Resolver, person_resolver
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.provenance import caller_scope
 from memoryd.service.params import MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
-    ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
+    ForgetPersonParams,
+    PersonAliasParams,
+    PersonGetParams,
+    PersonListParams,
+    PersonMergeParams,
 )
+from memoryd.service.provenance import caller_scope
 from memoryd.service.validation import check_text
-from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleRepository, Scope, StoredPerson
+from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleStore, Scope, StoredPerson
 
 log = logging.getLogger("memoryd.service")
 
@@ -46,7 +50,7 @@ class _Directory:
 
 
 class PeopleService:
-    def __init__(self, people: PeopleRepository, authenticator: Authenticator) -> None:
+    def __init__(self, people: PeopleStore, authenticator: Authenticator) -> None:
         self.people = people
         self.authenticator = authenticator
         self._directories: dict[str, _Directory] = {}

@@ -145,8 +145,18 @@ def _with_vector(x: Array, query: Array, memory: Array) -> Array:
 
 
 def by_rowid(rowids: list[int], matrix: Array, cosines: Mapping[int, float]) -> dict[int, float]:
+    """Each candidate's relevance from its row of ranking.FEATURES; a candidate is read as
+    having a vector when ``cosines`` holds it (every backend calls this the same way)."""
     has_vector = np.fromiter((rowid in cosines for rowid in rowids), dtype=bool, count=len(rowids))
     return dict(zip(rowids, estimate(matrix, has_vector).tolist(), strict=True))
+
+
+def at_least(
+    ranked: list[tuple[int, float]], relevant: Mapping[int, float], floor: float
+) -> list[tuple[int, float]]:
+    """``ranked`` without the candidates whose relevance is below ``floor`` (order kept); a
+    candidate with no estimate counts as 0."""
+    return [(rowid, score) for rowid, score in ranked if relevant.get(rowid, 0.0) >= floor]
 
 
 def _logistic(linear: Array) -> Array:
