@@ -48,7 +48,7 @@ class ContextService:
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
         floor = self.config.min_relevance if params.min_relevance is None else params.min_relevance
         hits = await self.memory.search_in(scope, params.message, params.limit, min_relevance=floor)
-        mentioned = await self.people.mentioned(scope.user_id, params.message)
+        mentioned = await self.people.mentioned(scope, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {
             "memories": hits,

@@ -83,6 +83,10 @@ class MemoryService:
         for index, subject in enumerate(params.subjects):
             check_text(f"subjects[{index}]", subject, max_bytes=MAX_SUBJECT_BYTES)
         check_group_chat(params.shared, scope.chat_id)
+        if params.conversation_private and scope.chat_id is None:
+            # Private to the conversation it was learned in: without a chat there is none, and
+            # no caller could ever read, list or delete it.
+            raise InvalidParams.for_field("conversation_private", "needs a chat_id (the conversation it is private to)")
         metadata = params.metadata or {}
         if len(msgspec.json.encode(metadata)) > MAX_METADATA_BYTES:
             raise InvalidParams.for_field("metadata", f"must encode to at most {MAX_METADATA_BYTES} bytes")
@@ -105,7 +109,12 @@ class MemoryService:
         superseded: list[str] = []
         short_id: str | None = None
         embedded = False
-        names = owner_names(scope, params.source_username, params.source_display_name, params.username)
+        # The names the owner spoke under, from the resolved identity like the provenance (a
+        # token's claims; ash's loose ``username`` only where params are believed).
+        routing = caller.routing
+        names = owner_names(
+            scope, routing.source_username, routing.source_display_name, None if caller.verified else params.username
+        )
         supersession = self.supersession
         if supersession is None:
             record, deduplicated = await self.memories.add(new)
