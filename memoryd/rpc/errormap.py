@@ -42,6 +42,7 @@ from memoryd.errors import (
     SupersedeRefused,
     Unavailable,
     UnknownListCursor,
+    UnsupportedSqliteVec,
     lone_leaf,
 )
 
@@ -123,6 +124,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StartupError: _internal,  # raised only while starting up
     StorageUnusable: _internal,  # raised only while starting up
     StoreRefused: _internal,  # raised only while starting up
+    UnsupportedSqliteVec: _internal,  # raised only while starting up
 }
 
 
