@@ -13,6 +13,7 @@ Three sources, in this order, inside the add's own write transaction for the peo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -81,7 +82,7 @@ def learn(
     for fact in parse_relationships(content):
         if normalise_name(fact.name) in own:
             continue
-        target = first_knowable(lambda candidates: merge_target(fact, candidates))
+        target = first_knowable(functools.partial(merge_target, fact))
         if target is not None and seen_by is not None and not _may_tell(db, by_id[target.key], fact, memory_rowid):
             target = None  # a person of its own: what this memory says stays where it may be seen
         if target is None:
@@ -104,7 +105,7 @@ def learn(
         wanted = normalise_name(subject)
         if not wanted or wanted in own:
             continue
-        found = first_knowable(lambda candidates: resolve_person(subject, candidates))
+        found = first_knowable(functools.partial(resolve_person, subject))
         if found is not None:
             about.setdefault(by_id[found.key].rowid, by_id[found.key])
         elif not is_relationship_phrase(subject):
