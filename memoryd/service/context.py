@@ -16,10 +16,10 @@ from memoryd.auth import Authenticator
 from memoryd.config import ContextConfig
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.memory import MemoryService
-from memoryd.service.provenance import caller_scope
 from memoryd.service.params import MAX_QUERY_BYTES
 from memoryd.service.people import PeopleService
 from memoryd.service.people_params import ContextParams
+from memoryd.service.provenance import caller_scope
 from memoryd.service.summary import SummaryService
 from memoryd.service.summary_digest import person_label
 from memoryd.service.validation import check_text

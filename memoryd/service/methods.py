@@ -34,6 +34,9 @@ from memoryd.service.people_params import (
 )
 from memoryd.service.summary import SummaryService
 
+#: memory.context's settings when the caller passes none (the config's defaults).
+_CONTEXT_DEFAULTS = ContextConfig()
+
 
 def build_method_table(
     service: MemoryService,
@@ -41,7 +44,7 @@ def build_method_table(
     people: PeopleService,
     summaries: SummaryService,
     conversations: ConversationService,
-    context_config: ContextConfig = ContextConfig(),
+    context_config: ContextConfig = _CONTEXT_DEFAULTS,
 ) -> MethodTable:
     context = ContextService(service, people, summaries, service.authenticator, context_config)
     table = MethodTable()

@@ -13,6 +13,7 @@ import shutil
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from memory_cli import __version__, render
 from memoryd_client import (
     ConnectionLost,
     DaemonUnavailable,
@@ -25,8 +26,6 @@ from memoryd_client import (
     RequestTimeout,
 )
 from memoryd_client import __version__ as client_version
-
-from memory_cli import __version__, render
 
 EXIT_OK = 0
 EXIT_ERROR = 1

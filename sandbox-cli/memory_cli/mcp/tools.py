@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from memoryd_client import MemoryClient, NotFound
-
 from memory_cli import render
 from memory_cli.mcp.jsonschema import first_error
+from memoryd_client import MemoryClient, NotFound
 
 Json = Dict[str, Any]
 

@@ -169,7 +169,7 @@ def search(
         places = sorted((score for _, score in ranked), reverse=True)
         fused = fuse([by_people, [r for r, _ in ranked]])
         places += [0.0] * (len(fused) - len(places))
-        ranked = list(zip(fused, places))
+        ranked = list(zip(fused, places, strict=True))
     # Below the floor a memory is left out, whoever retrieved it: a person the query names is
     # no reason to return their unrelated memories.
     ranked = relevance.at_least(ranked, relevant, query.min_relevance)
