@@ -22,6 +22,9 @@ Sections:
   embed    the local model in-process (onnxruntime), interleaved call by call with
            sentence-transformers when /tmp/st-venv exists (see bench_embed.py): load, one query,
            batches, the backfill's rate
+  relevance  the fact-style set of bench/data/relevance through a daemon with the local model:
+           search top-1, the right fact in memory.context, unanswerable questions with a memory
+           injected, against their targets; then the LoCoMo dev figures (bench/relevance.py)
   1m       (only with --1m) a million memories in alice's scope: bytes on disk per memory, the
            in-process FTS / vector / hybrid search (wall and CPU time), and the daemon's VmRSS
            with the local model after searches through the socket
@@ -60,11 +63,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_embed  # noqa: E402
 import bench_extraction  # noqa: E402
 import bench_store  # noqa: E402
+import relevance  # noqa: E402
 from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 
 from memoryd.store.sqlite import Store  # noqa: E402
 
-SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed")
+SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "relevance")
 
 
 @dataclass(frozen=True)
@@ -444,7 +448,8 @@ def bench_startup(bench: Bench) -> None:
 
 
 RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
-           "extract": bench_extraction.run, "embed": bench_embed.run, "1m": bench_million}
+           "extract": bench_extraction.run, "embed": bench_embed.run, "relevance": relevance.run,
+           "1m": bench_million}
 
 
 def parse_only(value: str) -> list[str]:

@@ -73,12 +73,32 @@ async def test_context_prefers_facts_and_labels_relevant_episodes(peer: NdjsonPe
     await call_ok(peer, "memory.observe", {**DM, "messages": MESSAGES})
     await call_ok(peer, "memory.observe", {**DM, "messages": [{"role": "user", "content": "The weather is grey today"}]})
     await call_ok(peer, "memory.add", {**DM, "content": "Alice's greyhound Biscuit eats salmon kibble"})
-    context = await call_ok(peer, "memory.context", {**DM, "message": "what does the greyhound Biscuit eat?", "limit": 3})
+    message = "what does the greyhound Biscuit eat?"
+    # The episodes' relevance to the message, as a search reports it.
+    found = await call_ok(peer, "memory.search", {**DM, "query": message, "types": ["episode"], "min_relevance": 0})
+    adopted = next(hit["relevance"] for hit in found if "adopted" in hit["content"])
+    weather = [hit["relevance"] for hit in found if "weather" in hit["content"]]
+    assert not weather or max(weather) < adopted
+    # types composes with min_relevance: every hit kept clears it.
+    above = await call_ok(peer, "memory.search", {**DM, "query": message, "types": ["episode"], "min_relevance": adopted})
+    assert any("adopted" in hit["content"] for hit in above) and all(hit["relevance"] >= adopted for hit in above)
+    if adopted < 1:
+        beyond = {**DM, "query": message, "types": ["episode"], "min_relevance": min(1.0, adopted + 1e-6)}
+        assert all("adopted" not in hit["content"] for hit in await call_ok(peer, "memory.search", beyond))
+    asked = {**DM, "message": message, "limit": 3}
+    context = await call_ok(peer, "memory.context", {**asked, "min_relevance": adopted})
     types = [memory["memory_type"] for memory in context["memories"]]
-    assert types[0] == "knowledge" and types.count("knowledge") == 1
-    assert "Relevant memories:\n- Alice's greyhound Biscuit eats salmon kibble" in context["text"]
+    assert types.count("knowledge") <= 1 and all(m["relevance"] >= adopted for m in context["memories"])
+    if types.count("knowledge"):  # facts come first
+        assert types[0] == "knowledge"
+        assert "Relevant memories:\n- Alice's greyhound Biscuit eats salmon kibble" in context["text"]
     assert "From past conversations:\n- [1 March 2026, 10:00 am] Alice: We adopted a greyhound" in context["text"]
     assert "weather" not in context["text"]  # an episode that does not clear the threshold stays out
+    # Above the episode's relevance it stays out of the context, as a fact would.
+    if adopted < 1:
+        stricter = await call_ok(peer, "memory.context", {**asked, "min_relevance": min(1.0, adopted + 1e-6)})
+        assert "From past conversations:" not in stricter["text"]
+        assert all(m["memory_type"] != "episode" for m in stricter["memories"])
 
 
 async def test_episodes_do_not_count_towards_max_entries(short_tmp: Path, nursery: trio.Nursery) -> None:

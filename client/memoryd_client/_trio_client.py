@@ -55,8 +55,9 @@ class AsyncMemoryClient(ClientBase):
         *,
         include_superseded: bool = False,
         this_chat: bool = False,
+        min_relevance: Optional[float] = None,
     ) -> Records:
-        params = _methods.search_params(query, limit, about, include_superseded, this_chat)
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance)
         result: Records = await self.call("memory.search", **params)
         return result
 
@@ -139,8 +140,15 @@ class AsyncMemoryClient(ClientBase):
 
     # -- people, context, summary (see MemoryClient) ----------------------------------------
 
-    async def context(self, message: str, limit: Optional[int] = None, max_chars: Optional[int] = None) -> Record:
-        result: Record = await self.call("memory.context", **_methods.context_params(message, limit, max_chars))
+    async def context(
+        self,
+        message: str,
+        limit: Optional[int] = None,
+        max_chars: Optional[int] = None,
+        min_relevance: Optional[float] = None,
+    ) -> Record:
+        params = _methods.context_params(message, limit, max_chars, min_relevance)
+        result: Record = await self.call("memory.context", **params)
         return result
 
     async def summary(self) -> Record:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd.auth import Authenticator
+from memoryd.config import ContextConfig
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.memory import MemoryService
 from memoryd.service.params import MAX_QUERY_BYTES
@@ -29,9 +30,6 @@ SUMMARY_HEADING = "About the user:"
 PEOPLE_HEADING = "People mentioned:"
 MEMORIES_HEADING = "Relevant memories:"
 EPISODES_HEADING = "From past conversations:"
-#: An episode (an observed message) joins the context only this relevant: a cosine to the
-#: message with an embedder, else the fraction of the message's words it contains.
-EPISODE_MIN_SIMILARITY = 0.5
 #: memory.context reads at most this many hits (twice its limit) to choose from.
 MAX_DEPTH = 100
 #: A summary cut shorter than this says too little to be worth its heading.
@@ -46,12 +44,15 @@ class ContextService:
     people: PeopleService
     summaries: SummaryService
     authenticator: Authenticator
+    #: ``[context] min_relevance``: memories below it are not injected (a call may say otherwise).
+    config: ContextConfig = ContextConfig()
 
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
-        found = await self.memory.search_in(scope, params.message, min(MAX_DEPTH, params.limit * 2))
-        hits = prefer_facts(found, params.limit)
+        floor = self.config.min_relevance if params.min_relevance is None else params.min_relevance
+        found = await self.memory.search_in(scope, params.message, min(MAX_DEPTH, params.limit * 2), min_relevance=floor)
+        hits = prefer_facts(found, params.limit, floor)
         mentioned = await self.people.mentioned(scope, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {
@@ -62,12 +63,13 @@ class ContextService:
         }
 
 
-def prefer_facts(hits: Sequence[SearchHit], limit: int) -> list[SearchHit]:
-    """The facts first (in search order); episodes fill what room is left, and only those
-    relevant enough (EPISODE_MIN_SIMILARITY): a fact states what the conversation said."""
+def prefer_facts(hits: Sequence[SearchHit], limit: int, min_relevance: float) -> list[SearchHit]:
+    """The facts first (in search order); episodes fill what room is left, and only those at
+    or above the call's relevance threshold (the one its facts cleared): a fact states what
+    the conversation said."""
     facts = [hit for hit in hits if hit.memory_type != EPISODE][:limit]
     room = limit - len(facts)
-    episodes = [hit for hit in hits if hit.memory_type == EPISODE and hit.similarity >= EPISODE_MIN_SIMILARITY]
+    episodes = [hit for hit in hits if hit.memory_type == EPISODE and hit.relevance >= min_relevance]
     return facts + episodes[: max(room, 0)]
 
 

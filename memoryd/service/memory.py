@@ -39,7 +39,7 @@ from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text, optional_text
-from memoryd.store import MemoryRecord, MemoryStore, NewMemory, Scope, SearchHit
+from memoryd.store import MemoryRecord, MemoryStore, NewMemory, Scope, SearchHit, relevance
 from memoryd.store.supersession_records import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
@@ -181,26 +181,35 @@ class MemoryService:
         scope = dataclasses.replace(
             caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
         )
+        floor = relevance.SEARCH_FLOOR if params.min_relevance is None else params.min_relevance
         if not params.types:
-            return await self.search_in(scope, params.query, params.limit, about=params.about)
+            return await self.search_in(scope, params.query, params.limit, about=params.about, min_relevance=floor)
         # A types filter reads deeper, then keeps the wanted types: the ranking stays the
-        # store's, and the types a search returns are what it would return unfiltered.
+        # store's, and the types a search returns are what it would return unfiltered (each
+        # above the same relevance threshold).
         wanted = set(params.types)
         depth = min(MAX_SEARCH_DEPTH, max(params.limit * TYPE_FILTER_DEPTH, params.limit))
-        hits = await self.search_in(scope, params.query, depth, about=params.about)
+        hits = await self.search_in(scope, params.query, depth, about=params.about, min_relevance=floor)
         return [hit for hit in hits if hit.memory_type in wanted][: params.limit]
 
-    async def search_in(self, scope: Scope, query: str, limit: int, *, about: str | None = None) -> list[SearchHit]:
-        """memory.search for a caller already identified (memory.context searches too)."""
+    async def search_in(
+        self, scope: Scope, query: str, limit: int, *, about: str | None = None, min_relevance: float = 0.0
+    ) -> list[SearchHit]:
+        """memory.search for a caller already identified (memory.context searches too); hits
+        below ``min_relevance`` are left out."""
         check_text("query", query, max_bytes=MAX_QUERY_BYTES)
         focus = None
         if self.people is not None:
             focus, query = await self.people.focus(scope, query, about)
         queries = self._query_vectors if self._vector_space_ready else None
         if queries is None:
-            return await self.memories.search(scope, query, limit=limit, people_focus=focus)
+            return await self.memories.search(
+                scope, query, limit=limit, people_focus=focus, min_relevance=min_relevance
+            )
         # The store reads its keyword part while the query is being embedded.
-        return await self.memories.search(scope, query, limit=limit, vector=queries.vector(query), people_focus=focus)
+        return await self.memories.search(
+            scope, query, limit=limit, vector=queries.vector(query), people_focus=focus, min_relevance=min_relevance
+        )
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
         scope = dataclasses.replace(

@@ -141,11 +141,17 @@ def saturated(coverage: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 _WEIGHT_VECTOR = np.array([WEIGHTS[name] for name in FEATURES])
 
 
+def linear(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The weighted sum per row (relevance.py reads it as one of its features)."""
+    weighted: npt.NDArray[np.float64] = matrix @ _WEIGHT_VECTOR
+    return weighted
+
+
 def scores(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Relevance in 0..1 per row: the logistic of the weighted sum (the fitted intercept is
-    left out: it cannot change an order)."""
-    linear: npt.NDArray[np.float64] = matrix @ _WEIGHT_VECTOR
-    return 1.0 / (1.0 + np.exp(-linear))
+    """The order's score in 0..1 per row: the logistic of the weighted sum (the fitted intercept
+    is left out: it cannot change an order, so this is no probability; relevance.py estimates
+    that)."""
+    return 1.0 / (1.0 + np.exp(-linear(matrix)))
 
 
 def guards(terms: Sequence[str]) -> bool:

@@ -113,10 +113,14 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
 
 
 class SearchHit(MemoryRecord, kw_only=True):
-    """A search result: ``score`` is the RRF score (higher is better); ``similarity`` is in 0..1."""
+    """A search result, best first by ``score`` (the ranking model's, for ordering only).
+    ``relevance`` is the estimated probability, 0..1, that the memory helps answer the query
+    (store/relevance.py: one threshold means the same for every query); ``similarity`` is the
+    query's cosine with the memory (or the share of its terms, keyword-only), 0..1."""
 
     score: float
     similarity: float
+    relevance: float
 
 
 class EmbedJob(msgspec.Struct, frozen=True):
@@ -195,6 +199,6 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     )
 
 
-def hit_from_record(record: MemoryRecord, score: float, similarity: float) -> SearchHit:
+def hit_from_record(record: MemoryRecord, score: float, similarity: float, relevance: float) -> SearchHit:
     fields = {name: getattr(record, name) for name in record.__struct_fields__}
-    return SearchHit(**fields, score=score, similarity=similarity)
+    return SearchHit(**fields, score=score, similarity=similarity, relevance=relevance)

@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-n", "--limit", type=_int_in(1, 100), default=10, metavar="N", help="at most N hits (1-100, default 10)")
     search.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     search.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
+    search.add_argument("--min-relevance", type=_fraction, metavar="P",
+                        help="only hits at least this relevant, 0..1 (default: the daemon's floor)")  # fmt: skip
     search.add_argument("--json", **json_flag)
 
     add = commands.add_parser("add", help="store a memory (CONTENT '-' reads stdin)")
@@ -126,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument(
         "--max-chars", type=_int_in(100, 100_000), metavar="C", help="the block's length limit (100-100000, default 2000)"
     )
+    context.add_argument("--min-relevance", type=_fraction, metavar="P",
+                         help="only memories at least this relevant, 0..1 (default: the daemon's)")  # fmt: skip
     context.add_argument("--json", **json_flag)
 
     forget = commands.add_parser("forget-person", help="delete a person and the memories about them")
@@ -178,6 +182,17 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def _fraction(text: str) -> float:
+    """An argparse type: a number from 0 to 1 (a relevance threshold)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1: {text!r}")
+    return value
+
+
 def _days(text: str) -> float:
     value = _positive_float(text)
     if value > MAX_EXPIRES_DAYS:
@@ -202,7 +217,9 @@ Outcome = Tuple[Any, List[str], int]
 
 
 def _search(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    hits = client.search(args.query, limit=args.limit, about=args.about, this_chat=args.this_chat)
+    hits = client.search(
+        args.query, limit=args.limit, about=args.about, this_chat=args.this_chat, min_relevance=args.min_relevance
+    )
     return hits, render.search_lines(hits), EXIT_OK
 
 
@@ -261,7 +278,9 @@ def _pin(client: MemoryClient, args: argparse.Namespace) -> Outcome:
 
 
 def _context(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    result = client.context(args.message, limit=args.limit, max_chars=args.max_chars)
+    result = client.context(
+        args.message, limit=args.limit, max_chars=args.max_chars, min_relevance=args.min_relevance
+    )
     return result, (result.get("text") or "Nothing known yet.").splitlines(), EXIT_OK
 
 

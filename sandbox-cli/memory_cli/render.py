@@ -96,8 +96,10 @@ def is_expired(record: Record, now: datetime) -> bool:
 
 
 def about(record: Record) -> str:
-    subjects = [one_line(name) for name in record.get("subjects") or [] if isinstance(name, str)]
-    return ", ".join(subjects)
+    """Who a memory is about: the daemon's ``about`` (the caller's people it is linked to),
+    else its subjects."""
+    names = record.get("about") or record.get("subjects") or []
+    return ", ".join(one_line(name) for name in names if isinstance(name, str))
 
 
 def scope_label(scope: Optional[str]) -> str:
@@ -106,13 +108,14 @@ def scope_label(scope: Optional[str]) -> str:
 
 
 def search_lines(hits: Sequence[Record]) -> List[str]:
-    """``[0.87] content (about Sarah) [source]`` per hit, best first."""
+    """``[0.87] content (about Sarah) [source]`` per hit, best first: the number is the hit's
+    score, the one the list is sorted by (0..1, higher first)."""
     if not hits:
         return ["No memories found."]
     lines = []
     for hit in hits:
-        similarity = hit.get("similarity")
-        parts = [f"[{float(similarity) if isinstance(similarity, (int, float)) else 0.0:.2f}]"]
+        number = hit.get("score")
+        parts = [f"[{float(number) if isinstance(number, (int, float)) else 0.0:.2f}]"]
         parts.append(one_line(hit.get("content", "")))
         subjects = about(hit)
         if subjects:

@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from memoryd_client import MemoryClient, NotFound
-
 from memory_cli import render
 from memory_cli.mcp.jsonschema import first_error
+from memoryd_client import MemoryClient, NotFound
 
 Json = Dict[str, Any]
 
@@ -55,7 +54,11 @@ MEMORY: Json = {
         "created_at": {"type": "string"},
         "expires_at": _nullable("string"),
         "source": {"type": "string"},
-        "score": {"type": "number", "description": "relevance, higher is better (recall and context only)"},
+        "score": {"type": "number", "description": "the ranking's score, higher is better (recall and context only)"},
+        "relevance": {
+            "type": "number",
+            "description": "estimated probability, 0..1, that it helps answer the query (recall and context only)",
+        },
         "superseded_by": {**_nullable("string"), "description": "the id of the memory that replaced this one"},
         "supersede_reason": _nullable("string"),
     },
@@ -97,6 +100,8 @@ def memory_view(record: Json) -> Json:
     }
     if isinstance(record.get("score"), (int, float)):
         view["score"] = round(float(record["score"]), 4)
+    if isinstance(record.get("relevance"), (int, float)):
+        view["relevance"] = round(float(record["relevance"]), 4)
     if record.get("superseded_by"):
         view["superseded_by"] = record["superseded_by"]
         view["supersede_reason"] = record.get("supersede_reason")
