@@ -51,7 +51,9 @@ class ContextService:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
         floor = self.config.min_relevance if params.min_relevance is None else params.min_relevance
-        found = await self.memory.search_in(scope, params.message, min(MAX_DEPTH, params.limit * 2), min_relevance=floor)
+        found = await self.memory.search_in(
+            scope, params.message, min(MAX_DEPTH, params.limit * 2), min_relevance=floor
+        )
         hits = prefer_facts(found, params.limit, floor)
         mentioned = await self.people.mentioned(scope, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
@@ -90,9 +92,11 @@ def render(summary: str, people: Sequence[StoredPerson], hits: Sequence[SearchHi
     come first (they answer this message); the summary gets what is left, cut at a word."""
     sections: list[list[str]] = []
     used = 0
-    for heading, lines in ((PEOPLE_HEADING, [_person_line(p) for p in people]),
-                           (MEMORIES_HEADING, [_memory_line(h) for h in hits if h.memory_type != EPISODE]),
-                           (EPISODES_HEADING, [_memory_line(h) for h in hits if h.memory_type == EPISODE])):
+    for heading, lines in (
+        (PEOPLE_HEADING, [_person_line(p) for p in people]),
+        (MEMORIES_HEADING, [_memory_line(h) for h in hits if h.memory_type != EPISODE]),
+        (EPISODES_HEADING, [_memory_line(h) for h in hits if h.memory_type == EPISODE]),
+    ):
         kept: list[str] = []
         for line in lines:
             cost = len(line) + 1 + (0 if kept else len(heading) + 2)

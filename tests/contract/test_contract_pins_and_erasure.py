@@ -17,9 +17,7 @@ PRIVATE = SessionContext(chat_type="private")
 
 
 def said(*texts: str, author: str | None = None) -> list[StoredMessage]:
-    return [
-        StoredMessage(0, "user", text, f"m{i}", None, author, None, author) for i, text in enumerate(texts, 1)
-    ]
+    return [StoredMessage(0, "user", text, f"m{i}", None, author, None, author) for i, text in enumerate(texts, 1)]
 
 
 async def test_a_pinned_memory_is_marked_keeps_no_expiry_and_only_its_owner_can_pin_it(

@@ -89,15 +89,26 @@ def erase_user(
         "OR author_user_id = ?",
         (_json(sessions), user_id),
     )
-    counts["jobs"] = _count(db, "SELECT count(*) FROM jobs WHERE memory_rowid IN (SELECT value FROM json_each(?))", (_json(doomed),))
+    counts["jobs"] = _count(
+        db, "SELECT count(*) FROM jobs WHERE memory_rowid IN (SELECT value FROM json_each(?))", (_json(doomed),)
+    )
     space = vectors.read_space(db)
     if space is not None:
         counts["vectors"] = _count(
-            db, f"SELECT count(*) FROM {space.table} WHERE memory_rowid IN (SELECT value FROM json_each(?))", (_json(doomed),)
+            db,
+            f"SELECT count(*) FROM {space.table} WHERE memory_rowid IN (SELECT value FROM json_each(?))",
+            (_json(doomed),),
         )
-    doomed_ids = [str(row[0]) for row in db.execute("SELECT id FROM memories WHERE rowid IN (SELECT value FROM json_each(?))", (_json(doomed),))]
+    doomed_ids = [
+        str(row[0])
+        for row in db.execute(
+            "SELECT id FROM memories WHERE rowid IN (SELECT value FROM json_each(?))", (_json(doomed),)
+        )
+    ]
     counts["audit_events"] = _count(
-        db, "SELECT count(*) FROM audit_events WHERE memory_id IN (SELECT value FROM json_each(?))", (_json(doomed_ids),)
+        db,
+        "SELECT count(*) FROM audit_events WHERE memory_id IN (SELECT value FROM json_each(?))",
+        (_json(doomed_ids),),
     )
     anonymised = _rowids(db, *_anonymise_query(user_id, names, include_group))
     counts["group_memories_anonymised"] = len(anonymised)
