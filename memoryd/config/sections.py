@@ -187,7 +187,7 @@ class ContextConfig(Section, frozen=True):
     #: Memories below this relevance (the estimated probability that a memory helps answer the
     #: message, memoryd/store/relevance.py) are not injected; a call's own ``min_relevance``
     #: overrides it.  The default was chosen held out by bench/fit_relevance.py.
-    min_relevance: Annotated[float, Meta(ge=0, le=1)] = 0.2
+    min_relevance: Annotated[float, Meta(ge=0, le=1)] = 0.15
 
 
 class Config(Section, frozen=True):

@@ -23,7 +23,7 @@ from memoryd.service.provenance import caller_scope
 from memoryd.service.summary import SummaryService
 from memoryd.service.summary_digest import person_label
 from memoryd.service.validation import check_text
-from memoryd.store import SearchHit, StoredPerson
+from memoryd.store import Scope, SearchHit, StoredPerson, relevance
 
 SUMMARY_HEADING = "About the user:"
 PEOPLE_HEADING = "People mentioned:"
@@ -46,8 +46,8 @@ class ContextService:
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
-        floor = self.config.min_relevance if params.min_relevance is None else params.min_relevance
-        hits = await self.memory.search_in(scope, params.message, params.limit, min_relevance=floor)
+        threshold = self.config.min_relevance if params.min_relevance is None else params.min_relevance
+        hits = await self._memories(scope, params.message, params.limit, threshold)
         mentioned = await self.people.mentioned(scope, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {
@@ -56,6 +56,16 @@ class ContextService:
             "summary": summary,
             "text": render(summary, mentioned, hits, params.max_chars),
         }
+
+    async def _memories(self, scope: Scope, message: str, limit: int, threshold: float) -> list[SearchHit]:
+        """The memories to inject (relevance.for_context).  The search reaches twice as far as
+        ``limit``, at search's own floor, so that the candidates kept are the best above the
+        share of the best, as if searched with that floor."""
+        if threshold <= 0:
+            return await self.memory.search_in(scope, message, limit)
+        floor = min(threshold, relevance.SEARCH_FLOOR)
+        hits = await self.memory.search_in(scope, message, 2 * limit, min_relevance=floor)
+        return [hits[i] for i in relevance.for_context([hit.relevance for hit in hits], threshold, limit)]
 
 
 def _person_line(person: StoredPerson) -> str:
