@@ -31,8 +31,9 @@ The weights come from bench/fit_relevance.py, fitted on short first-person facts
 (bench/data/relevance/) and LoCoMo dialogue turns, held out one persona and one conversation at a
 time; docs/relevance.md gives the figures.  Nothing in them names a user, word or question: the
 features are the same for any store.  Thresholds on relevance: memory.search drops hits below
-SEARCH_FLOOR unless told otherwise, memory.context those below its config's
-``[context] min_relevance``.
+SEARCH_FLOOR unless told otherwise; memory.context injects nothing unless the best reaches its
+config's ``[context] min_relevance``, and then what reaches CONTEXT_SHARE of the best
+(:func:`for_context`).
 """
 
 from __future__ import annotations
