@@ -88,7 +88,8 @@ def _candidates(
 def _ranked(found: search.Candidates) -> list[int]:
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     index = {rowid: i for i, rowid in enumerate(found.rowids)}
-    return [index[r] for r, _ in ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))]
+    guard = ranking.guards(found.terms, found.features)
+    return [index[r] for r, _ in ranking.order(scored, found.cosines, guard=guard)]
 
 
 def _make(
@@ -208,11 +209,20 @@ def shown(c: Candidates, p: np.ndarray, floor: float, limit: int) -> list[int]:
     return [index[r] for r, _ in ranking.diversify(kept, c.created)][:limit]
 
 
+def context_shown(c: Candidates, p: np.ndarray, threshold: float) -> list[int]:
+    """The indices memory.context injects (service/context.py): twice its limit searched at
+    search's floor, then relevance.for_context."""
+    if threshold <= 0:
+        return shown(c, p, 0.0, CONTEXT_LIMIT)
+    found = shown(c, p, min(threshold, relevance.SEARCH_FLOOR), 2 * CONTEXT_LIMIT)
+    return [found[i] for i in relevance.for_context([float(p[j]) for j in found], threshold, CONTEXT_LIMIT)]
+
+
 def fact_figures(sets: list[Candidates], ps: list[np.ndarray], context: float, floor: float) -> dict[str, float]:
     top1, in_context, injected, unrelated_injected, unrelated_found = [], [], [], [], []
     for c, p in zip(sets, ps, strict=True):
         found = shown(c, p, floor, SEARCH_LIMIT)
-        injected_now = shown(c, p, context, CONTEXT_LIMIT)
+        injected_now = context_shown(c, p, context)
         if c.answerable:
             answer = int(np.argmax(c.label))
             top1.append(bool(found) and found[0] == answer)

@@ -71,12 +71,19 @@ async def test_a_paraphrased_question_finds_its_fact_in_search_and_context(local
     context = await call_ok(local_peer, "memory.context", {**USER, "message": question})
     assert "I'm allergic to shellfish." in [m["content"] for m in context["memories"]]
     assert "Relevant memories:\n- I'm allergic to shellfish." in context["text"]
-    # Only what clears the threshold is injected, and a caller can ask for a stricter one.
-    assert all(m["relevance"] >= 0.2 for m in context["memories"])
+    # The best clears the threshold and the rest reach a share of the best; a caller can ask
+    # for a stricter threshold.
+    best = max(m["relevance"] for m in context["memories"])
+    assert best >= 0.15
+    assert all(m["relevance"] >= relevance.CONTEXT_SHARE * best for m in context["memories"])
     stricter = await call_ok(
         local_peer, "memory.context", {**USER, "message": question, "min_relevance": hits[0]["relevance"]}
     )
-    assert [m["content"] for m in stricter["memories"]] == ["I'm allergic to shellfish."]
+    assert stricter["memories"][0]["content"] == "I'm allergic to shellfish."
+    above = await call_ok(
+        local_peer, "memory.context", {**USER, "message": question, "min_relevance": min(1.0, best + 1e-6)}
+    )
+    assert above["memories"] == []
 
 
 async def test_min_relevance_is_a_threshold_on_the_hits_relevance(local_peer: NdjsonPeer) -> None:
@@ -169,7 +176,7 @@ def test_relevance_is_a_probability_rising_with_the_evidence() -> None:
 
 
 def test_the_context_threshold_is_a_config_key_with_an_env_var() -> None:
-    assert load_config(flags={}, environ={}).context.min_relevance == 0.2
+    assert load_config(flags={}, environ={}).context.min_relevance == 0.15
     assert load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "0.5"}).context.min_relevance == 0.5
     with pytest.raises(ConfigError, match="context.min_relevance"):
         load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "1.5"})
@@ -189,3 +196,15 @@ async def test_the_client_library_passes_min_relevance(short_tmp: Path, nursery:
         assert (await client.context(UNRELATED[0]))["memories"] == []
         assert len((await client.context(UNRELATED[0], limit=3, min_relevance=0))["memories"]) == 3
     daemon.request_stop()
+
+
+def test_context_injects_nothing_below_the_threshold_and_then_what_reaches_a_share_of_the_best() -> None:
+    assert relevance.for_context([], 0.15, 5) == []
+    assert relevance.for_context([0.14, 0.1, 0.05], 0.15, 5) == []
+    best = 0.6
+    share = relevance.CONTEXT_SHARE * best
+    values = [0.05, best, share, share - 0.01, 0.5]
+    assert relevance.for_context(values, 0.15, 5) == [1, 2, 4]  # search order kept
+    assert relevance.for_context(values, 0.15, 2) == [1, 2]
+    assert relevance.for_context(values, best, 5) == [1, 2, 4]
+    assert relevance.for_context(values, best + 0.01, 5) == []

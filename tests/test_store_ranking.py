@@ -67,6 +67,19 @@ def test_the_guard_is_off_when_asked_and_for_long_queries() -> None:
     assert not ranking.guards(["caroline", "support", "group", "may"])
 
 
+def test_the_guard_covers_long_queries_among_candidates_that_show_no_exchange() -> None:
+    terms = ["what", "sort", "car", "drive", "daily"]
+    notes = np.zeros((3, len(ranking.FEATURES)))
+    assert ranking.guards(terms, notes)
+    turns = notes.copy()
+    turns[1, ranking.FEATURES.index("is_question")] = 1.0
+    assert not ranking.guards(terms, turns)
+    replies = notes.copy()
+    replies[2, ranking.FEATURES.index("prev_is_question")] = 1.0
+    assert not ranking.guards(terms, replies)
+    assert not ranking.guards(terms)
+
+
 async def test_a_strong_semantic_match_beats_a_weak_keyword_match(store: Store) -> None:
     store.configure_vector_space("test:m", DIM)
     contents = {

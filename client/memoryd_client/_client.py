@@ -160,8 +160,8 @@ class MemoryClient(ClientBase):
         min_relevance: Optional[float] = None,
     ) -> Record:
         """Before a reply: ``{"memories", "people", "summary", "text"}``; ``text`` fits ``max_chars``;
-        only memories at or above ``min_relevance`` (default: the daemon's ``[context]
-        min_relevance``) are injected."""
+        memories are injected only when the best reaches ``min_relevance`` (default: the daemon's
+        ``[context] min_relevance``), then those reaching a share of the best one's relevance."""
         params = _methods.context_params(message, limit, max_chars, min_relevance)
         result: Record = self.call("memory.context", **params)
         return result

@@ -194,10 +194,11 @@ class SummaryConfig(Section, frozen=True):
 class ContextConfig(Section, frozen=True):
     """memory.context (see docs/relevance.md)."""
 
-    #: Memories below this relevance (the estimated probability that a memory helps answer the
-    #: message, memoryd/store/relevance.py) are not injected; a call's own ``min_relevance``
-    #: overrides it.  The default was chosen held out by bench/fit_relevance.py.
-    min_relevance: Annotated[float, Meta(ge=0, le=1)] = 0.2
+    #: No memory is injected unless the best one's relevance (the estimated probability that a
+    #: memory helps answer the message, memoryd/store/relevance.py) reaches this; then those
+    #: reaching relevance.CONTEXT_SHARE of the best are.  A call's own ``min_relevance`` overrides
+    #: it.  The default was chosen held out by bench/fit_relevance.py.
+    min_relevance: Annotated[float, Meta(ge=0, le=1)] = 0.15
 
 
 class Config(Section, frozen=True):

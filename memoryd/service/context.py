@@ -23,7 +23,7 @@ from memoryd.service.provenance import caller_scope
 from memoryd.service.summary import SummaryService
 from memoryd.service.summary_digest import person_label
 from memoryd.service.validation import check_text
-from memoryd.store import SearchHit, StoredPerson
+from memoryd.store import Scope, SearchHit, StoredPerson, relevance
 from memoryd.store.records import EPISODE
 
 SUMMARY_HEADING = "About the user:"
@@ -50,11 +50,8 @@ class ContextService:
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
-        floor = self.config.min_relevance if params.min_relevance is None else params.min_relevance
-        found = await self.memory.search_in(
-            scope, params.message, min(MAX_DEPTH, params.limit * 2), min_relevance=floor
-        )
-        hits = prefer_facts(found, params.limit, floor)
+        threshold = self.config.min_relevance if params.min_relevance is None else params.min_relevance
+        hits = await self._memories(scope, params.message, params.limit, threshold)
         mentioned = await self.people.mentioned(scope, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {
@@ -63,6 +60,19 @@ class ContextService:
             "summary": summary,
             "text": render(summary, mentioned, hits, params.max_chars),
         }
+
+    async def _memories(self, scope: Scope, message: str, limit: int, threshold: float) -> list[SearchHit]:
+        """The memories to inject (relevance.for_context), facts first (prefer_facts).  The
+        search reaches twice as far as ``limit``, at search's own floor, so that the candidates
+        kept are the best above the share of the best, as if searched with that floor, and
+        episodes only fill the room the facts leave."""
+        depth = min(MAX_DEPTH, 2 * limit)
+        if threshold <= 0:
+            return prefer_facts(await self.memory.search_in(scope, message, depth), limit, threshold)
+        floor = min(threshold, relevance.SEARCH_FLOOR)
+        found = await self.memory.search_in(scope, message, depth, min_relevance=floor)
+        chosen = [found[i] for i in relevance.for_context([hit.relevance for hit in found], threshold, depth)]
+        return prefer_facts(chosen, limit, threshold)
 
 
 def prefer_facts(hits: Sequence[SearchHit], limit: int, min_relevance: float) -> list[SearchHit]:

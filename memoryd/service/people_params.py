@@ -46,7 +46,8 @@ class ContextParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     message: str
     limit: Annotated[int, Meta(ge=1, le=50)] = 5
     max_chars: Annotated[int, Meta(ge=100, le=100_000)] = DEFAULT_CONTEXT_CHARS
-    #: Memories below this relevance are not injected; None: the config's [context] min_relevance.
+    #: No memory is injected unless the best reaches this relevance (relevance.for_context); None:
+    #: the config's [context] min_relevance.
     min_relevance: Relevance | None = None
 
 

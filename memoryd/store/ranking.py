@@ -154,9 +154,25 @@ def scores(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return 1.0 / (1.0 + np.exp(-linear(matrix)))
 
 
-def guards(terms: Sequence[str]) -> bool:
-    """Whether the semantic guard of :func:`order` applies to a query with these terms."""
-    return len(terms) <= GUARD_MAX_TERMS
+def guards(terms: Sequence[str], matrix: npt.NDArray[np.float64] | None = None) -> bool:
+    """Whether the semantic guard of :func:`order` applies to a query with these terms, whose
+    candidates have the rows ``matrix`` of FEATURES (when given).
+
+    Short queries always have it.  So does any query among candidates that show no exchange: no
+    candidate asks anything and none follows a question, as among a person's notes added one at
+    a time.  The weights come from conversations, and there the neighbour features say which
+    turn replies to which; among plain facts a neighbour is just the fact added before, its
+    words lift the wrong memory, and only the meaning is to be trusted.
+    """
+    if len(terms) <= GUARD_MAX_TERMS:
+        return True
+    return matrix is not None and not shows_exchange(matrix)
+
+
+def shows_exchange(matrix: npt.NDArray[np.float64]) -> bool:
+    """Whether any candidate (a row of FEATURES) asks something or follows a question."""
+    asks, after_question = FEATURES.index("is_question"), FEATURES.index("prev_is_question")
+    return bool(matrix[:, asks].any() or matrix[:, after_question].any())
 
 
 def order(

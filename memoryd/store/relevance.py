@@ -31,14 +31,15 @@ The weights come from bench/fit_relevance.py, fitted on short first-person facts
 (bench/data/relevance/) and LoCoMo dialogue turns, held out one persona and one conversation at a
 time; docs/relevance.md gives the figures.  Nothing in them names a user, word or question: the
 features are the same for any store.  Thresholds on relevance: memory.search drops hits below
-SEARCH_FLOOR unless told otherwise, memory.context those below its config's
-``[context] min_relevance``.
+SEARCH_FLOOR unless told otherwise; memory.context injects nothing unless the best reaches its
+config's ``[context] min_relevance``, and then what reaches CONTEXT_SHARE of the best
+(:func:`for_context`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,10 @@ COSINE_KNEE = 0.3
 #: message nothing stored is about returns nothing) and keeps the weaker matches a long
 #: conversation's answers are often found among.
 SEARCH_FLOOR = 0.004
+
+#: memory.context, once a message's best memory clears its threshold, also injects the next best
+#: that reach this share of the best one's relevance (see :func:`for_context`).
+CONTEXT_SHARE = 0.3
 
 Array = npt.NDArray[np.float64]
 _PADDING = np.full(PEERS + 1, BACKGROUND)
@@ -157,6 +162,23 @@ def at_least(
     """``ranked`` without the candidates whose relevance is below ``floor`` (order kept); a
     candidate with no estimate counts as 0."""
     return [(rowid, score) for rowid, score in ranked if relevant.get(rowid, 0.0) >= floor]
+
+
+def for_context(relevances: Sequence[float], threshold: float, limit: int) -> list[int]:
+    """The indices, of candidates in their search order, that memory.context injects.
+
+    Nothing when the best is below ``threshold``: the query factor of relevance says whether
+    anything stored answers the message, and that is the decision the threshold makes.  When
+    the best clears it, the candidates at least CONTEXT_SHARE of the best one's relevance, at
+    most ``limit`` of them.  A paraphrase the embedder matches poorly leaves the right fact
+    below the threshold often, but not far below the best: held out, this injected the right
+    fact for more questions than one threshold for every memory, and for no more of the
+    questions nothing answers (that share only depends on the best).
+    """
+    if not relevances or max(relevances) < threshold:
+        return []
+    bar = CONTEXT_SHARE * max(relevances)
+    return [i for i, value in enumerate(relevances) if value >= bar][:limit]
 
 
 def _logistic(linear: Array) -> Array:

@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-chars", type=_int_in(100, 100_000), metavar="C", help="the block's length limit (100-100000, default 2000)"
     )
     context.add_argument("--min-relevance", type=_fraction, metavar="P",
-                         help="only memories at least this relevant, 0..1 (default: the daemon's)")  # fmt: skip
+                         help="memories only if the best is at least this relevant, 0..1 (default: the daemon's)")  # fmt: skip
     context.add_argument("--json", **json_flag)
 
     forget = commands.add_parser("forget-person", help="delete a person and the memories about them")

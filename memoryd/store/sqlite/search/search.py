@@ -160,7 +160,7 @@ def search(
     found = candidates(db, scope, query, words=words, semantic=semantic)
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     relevant = relevance.by_rowid(found.rowids, found.features, found.cosines)
-    ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
+    ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms, found.features))
     if by_people:
         # The mentioned people's memories have no feature of their own in the model: their
         # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
