@@ -20,7 +20,7 @@ import apsw.bestpractice
 import apsw.ext
 import sqlite_vec  # type: ignore[import-untyped]
 
-from memoryd.errors import StoreError
+from memoryd.errors import StoreCorrupt, StoreError
 
 #: Reads map the file instead of copying pages through read(2); vector scans are ~30% faster.
 # No mmap: every connection maps the file separately, so the same page counts once per
@@ -94,6 +94,10 @@ def open_connection(
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:
         connection = apsw.Connection(name, flags=flags)
+    except (apsw.CorruptError, apsw.NotADBError) as exc:
+        # The connection hooks already read the schema: a damaged file shows here, before the
+        # start-up integrity check may have finished, and is refused as damaged all the same.
+        raise StoreCorrupt(f"cannot open database {path}: {exc}") from exc
     except apsw.Error as exc:
         raise StoreError(f"cannot open database {path}: {exc}") from exc
     # After the hooks, which set a short busy timeout of their own.
