@@ -110,7 +110,7 @@ def _conversations(
     if llm is not None:
         worker = ExtractionWorker(store.conversations, llm, extractor, concurrency=config.llm.concurrency)
     conversations = ConversationService(
-        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator
+        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator, secrets=guard
     )
     return conversations, worker
 

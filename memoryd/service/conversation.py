@@ -8,7 +8,7 @@ extract methods call the LLM while the caller waits and answer ``{"stored", "ids
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
 from memoryd.service.provenance import caller_scope
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     CallerParams,
@@ -54,11 +55,14 @@ class ConversationService:
     #: The background worker, which observe wakes; None without an LLM.
     worker: ExtractionWorker | None
     authenticator: Authenticator
+    #: Observed messages are stored with any credential in them redacted.
+    secrets: SecretsGuard | None = None
 
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         _check_messages(params.messages)
-        stored = [_stored(message) for message in params.messages if message.content.strip()]
+        redact = self.secrets.redact_observed if self.secrets is not None else _unchanged
+        stored = [_stored(message, redact) for message in params.messages if message.content.strip()]
         session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
         # Without an LLM nothing would ever run the job: store the messages only.
         debounce_ms = None if self.worker is None else int(self.extractor.settings.debounce_seconds * 1000)
@@ -179,11 +183,15 @@ def _sent_at(message: MessageParam) -> str | float | None:
     return message.timestamp
 
 
-def _stored(message: MessageParam) -> StoredMessage:
+def _unchanged(text: str) -> str:
+    return text
+
+
+def _stored(message: MessageParam, redact: Callable[[str], str]) -> StoredMessage:
     return StoredMessage(
         seq=0,
         role=message.role,
-        content=message.content,
+        content=redact(message.content),
         message_id=None if message.id is None else str(message.id),
         sent_at=_sent_at(message),
         username=message.username,

@@ -89,15 +89,21 @@ class MemoryService:
         expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
+        key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
         # Last of the checks: a refused secret is reported only once the rest of the call is valid.
-        content = self.secrets.screen_add("content", params.content.strip())
+        secrets = self.secrets
+        content = secrets.screen_add("content", params.content.strip())
+        source = secrets.screen_add("source", params.source)
+        subjects = [secrets.screen_add(f"subjects[{i}]", subject) for i, subject in enumerate(_unique(params.subjects))]
+        key = None if key is None else secrets.screen_add("key", key)
+        metadata = secrets.screen_metadata("metadata", metadata)
         new = NewMemory(
             content=content,
             owner=scope.user_id,
             chat_id=scope.chat_id,
             shared=params.shared,
-            source=params.source,
-            subjects=_unique(params.subjects),
+            source=source,
+            subjects=subjects,
             expires_at_ms=expires_at_ms,
             metadata=metadata,
             provenance=provenance_of(caller, params),
@@ -115,7 +121,6 @@ class MemoryService:
                 self.backfill.notify()
         else:
             supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
-            key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
 
             # One write transaction: the insert, supersession, the people it names, the short id.
             async def store(embeds_itself: bool) -> Stored:
