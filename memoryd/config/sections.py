@@ -62,6 +62,11 @@ class LimitsConfig(Section, frozen=True):
     #: Seconds a frame may take to arrive whole once its first byte is in.
     frame_timeout: PositiveFloat = 10.0
     shutdown_grace: PositiveFloat = 10.0
+    #: Names in one memory's subjects (memory.add and `memoryd import`).
+    max_subjects_per_memory: Annotated[int, Meta(ge=1, le=1000)] = 32
+    #: People one user may have; a subject that would create one more is refused (-32602), and
+    #: extraction and relationship statements stop creating people.  0 means unlimited.
+    max_people_per_owner: Annotated[int, Meta(ge=0)] = 2000
 
 
 class EmbedConfig(ModelServerConfig, frozen=True):

@@ -14,12 +14,12 @@ from memoryd.knowledge.conflict import (
 )
 from memoryd.knowledge.mentions import Mention, MentionFinder, find_mentions
 from memoryd.knowledge.people import (
-    KnownPerson, RelationshipFact, merge_target, normalise_name, parse_relationships,
+    KnownPerson, PersonIndex, RelationshipFact, merge_target, normalise_name, parse_relationships,
     person_resolver, resolve_person,
 )
 
 __all__ = [
-    "CONFLICT_SYSTEM_PROMPT", "SELF", "Attribute", "CompleteJson", "Decision", "KnownPerson",
+    "CONFLICT_SYSTEM_PROMPT", "SELF", "Attribute", "CompleteJson", "Decision", "KnownPerson", "PersonIndex",
     "LlmConflictAnswer", "Mention", "MentionFinder", "RelationshipFact", "Resolver", "Statement", "Subject",
     "attribute_keys", "conflict_messages", "decide", "decide_with_llm", "find_mentions", "merge_target",
     "normalise_name", "parse_attributes", "parse_relationships", "person_resolver", "resolve_person",

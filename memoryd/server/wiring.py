@@ -62,7 +62,7 @@ def build_services(
     if embedder is not None:
         backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
     guard = SecretsGuard(config.extraction.secrets)
-    people = PeopleService(store.people, authenticator)
+    people = PeopleService(store.people, authenticator, max_people=config.limits.max_people_per_owner or None)
     summaries = SummaryService(store.people, authenticator, llm, config.summary)
     supersession, supersession_worker = _supersession(config, store, llm, people)
     service = MemoryService(
@@ -75,6 +75,7 @@ def build_services(
         people=people,
         supersession=supersession,
         secrets=guard,
+        max_subjects=config.limits.max_subjects_per_memory,
     )
     service.on_added.append(summaries.note_added)
     service.on_deleted.append(summaries.note_deleted)

@@ -8,8 +8,6 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-import msgspec
-
 from memoryd.auth import Authenticator
 from memoryd.embed import Embedder
 from memoryd.errors import AmbiguousIdPrefix, InvalidParams, NotFound
@@ -18,11 +16,8 @@ from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.params import (
-    MAX_CONTENT_BYTES,
-    MAX_METADATA_BYTES,
+    DEFAULT_MAX_SUBJECTS,
     MAX_QUERY_BYTES,
-    MAX_SOURCE_BYTES,
-    MAX_SUBJECT_BYTES,
     AddParams,
     DeleteParams,
     GetParams,
@@ -35,7 +30,7 @@ from memoryd.service.people import PeopleService
 from memoryd.service.provenance import caller_scope, identify, owner_names, provenance_of, scope_of
 from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.supersession import Supersession
-from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
+from memoryd.service.validation import check_group_chat, check_id_prefix, check_memory_fields, check_text
 from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
 from memoryd.store.supersession import NOT_VISIBLE, Stored
 
@@ -61,7 +56,9 @@ class MemoryService:
         people: PeopleService | None = None,
         supersession: Supersession | None = None,
         secrets: SecretsGuard | None = None,
+        max_subjects: int = DEFAULT_MAX_SUBJECTS,
     ) -> None:
+        self.max_subjects = max_subjects
         self.authenticator = authenticator or Authenticator("trust")
         self.secrets = secrets or SecretsGuard("refuse")
         self.people = people
@@ -78,24 +75,25 @@ class MemoryService:
     async def add(self, params: AddParams, ctx: CallContext) -> dict[str, Any]:
         caller = identify(params, ctx, self.authenticator)
         scope = scope_of(caller, params)
-        check_text("content", params.content, max_bytes=MAX_CONTENT_BYTES)
-        check_text("source", params.source, max_bytes=MAX_SOURCE_BYTES)
-        for index, subject in enumerate(params.subjects):
-            check_text(f"subjects[{index}]", subject, max_bytes=MAX_SUBJECT_BYTES)
-        check_group_chat(params.shared, scope.chat_id)
         metadata = params.metadata or {}
-        if len(msgspec.json.encode(metadata)) > MAX_METADATA_BYTES:
-            raise InvalidParams.for_field("metadata", f"must encode to at most {MAX_METADATA_BYTES} bytes")
+        check_memory_fields(
+            content=params.content,
+            source=params.source,
+            subjects=params.subjects,
+            metadata=metadata,
+            key=params.key,
+            max_subjects=self.max_subjects,
+        )
+        check_group_chat(params.shared, scope.chat_id)
         expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
-        key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
         # Last of the checks: a refused secret is reported only once the rest of the call is valid.
         secrets = self.secrets
         content = secrets.screen_add("content", params.content.strip())
         source = secrets.screen_add("source", params.source)
         subjects = [secrets.screen_add(f"subjects[{i}]", subject) for i, subject in enumerate(_unique(params.subjects))]
-        key = None if key is None else secrets.screen_add("key", key)
+        key = None if params.key is None else secrets.screen_add("key", params.key)
         metadata = secrets.screen_metadata("metadata", metadata)
         new = NewMemory(
             content=content,
@@ -131,6 +129,7 @@ class MemoryService:
                         supersedes=supersedes,
                         key=key,
                         owner_names=names if self.people is not None else None,
+                        max_people=self.people.max_people if self.people is not None else None,
                         embeds_itself=embeds_itself,
                     )
 

@@ -46,8 +46,12 @@ class _Directory:
 
 
 class PeopleService:
-    def __init__(self, people: PeopleRepository, authenticator: Authenticator) -> None:
+    def __init__(
+        self, people: PeopleRepository, authenticator: Authenticator, *, max_people: int | None = None
+    ) -> None:
         self.people = people
+        #: limits.max_people_per_owner (None: unbounded).
+        self.max_people = max_people
         self.authenticator = authenticator
         self._directories: dict[str, _Directory] = {}
         #: Told when a person's memories or names changed (summary freshness).
@@ -58,7 +62,9 @@ class PeopleService:
     async def learn(self, scope: Scope, record: MemoryRecord, owner_names: tuple[str, ...]) -> None:
         """An added memory's people, in a write of their own (an ``AddedListener``: extraction's
         facts; ``memory.add`` learns them in its own transaction with ``owner_names``)."""
-        learned = await self.people.learn(scope.user_id, record.id, record.content, record.subjects, owner_names)
+        learned = await self.people.learn(
+            scope.user_id, record.id, record.content, record.subjects, owner_names, max_people=self.max_people
+        )
         self.learned(scope, changed=learned.changed)
 
     def learned(self, scope: Scope, *, changed: bool) -> None:

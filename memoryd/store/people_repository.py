@@ -65,7 +65,8 @@ class PeopleRepository:
         self._clock = clock
 
     async def learn(
-        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str]
+        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
+        *, max_people: int | None = None,
     ) -> Learned:
         """Create or update the people ``content`` and ``subjects`` name and link them to the
         memory (see ``people_learning``)."""
@@ -76,7 +77,8 @@ class PeopleRepository:
             if row is None:  # deleted between the add and this call: nothing to link
                 return Learned([], False)
             return people_learning.learn(db, owner=owner, memory_rowid=int(row[0]), content=content,
-                                         subjects=subjects, owner_names=owner_names, now_ms=now)
+                                         subjects=subjects, owner_names=owner_names, now_ms=now,
+                                         max_people=max_people)
 
         return await self._db.write(run)
 

@@ -28,6 +28,7 @@ from memoryd.store.migrations.m009_vector_epochs import m009_vector_epochs
 from memoryd.store.migrations.m010_binary_content_hash import m010_binary_content_hash
 from memoryd.store.migrations.m011_added_events_from_rows import m011_added_events_from_rows
 from memoryd.store.migrations.m012_six_bit_rescoring_copies import m012_six_bit_rescoring_copies
+from memoryd.store.migrations.m013_people_generation import m013_people_generation
 
 #: The ladder: step N brings user_version from N-1 to N.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
@@ -43,6 +44,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m010_binary_content_hash,
     m011_added_events_from_rows,
     m012_six_bit_rescoring_copies,
+    m013_people_generation,
 ]
 
 

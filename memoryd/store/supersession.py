@@ -63,6 +63,8 @@ class Plan:
     #: Learn the stored memory's people in the same transaction (``people_learning``), the
     #: owner going by these names; None: the caller learns them (or nobody does).
     owner_names: tuple[str, ...] | None = None
+    #: limits.max_people_per_owner: a subject that would create a person past it is refused.
+    max_people: int | None = None
     #: The adder embeds the text itself, at once: its job comes back leased (``Stored.embed_job``).
     embeds_itself: bool = False
 
@@ -152,7 +154,7 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     if plan.owner_names is not None:
         stored.people_changed = people_learning.learn(
             db, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
-            owner_names=plan.owner_names, now_ms=now_ms,
+            owner_names=plan.owner_names, now_ms=now_ms, max_people=plan.max_people, strict=True,
         ).changed
     # A new id's first MIN_PREFIX_LENGTH characters are unique in the table (memories.insert).
     stored.short_id = (
