@@ -51,6 +51,9 @@ class LimitsConfig(Section, frozen=True):
     listen_backlog: PositiveInt = 1024
     #: Requests one connection may have in flight; past it the daemon stops reading (backpressure).
     max_inflight_per_connection: PositiveInt = 32
+    #: Requests one peer uid may have in flight over all its connections; past it a request is
+    #: answered -32003 with retry_after (auth.trusted_uids are exempt).
+    max_inflight_per_uid: PositiveInt = 256
     #: Calls in one batch.
     max_batch_calls: PositiveInt = 1000
     #: Reply bytes one connection may hold unsent (a batch's whole reply included).
