@@ -70,6 +70,13 @@ class LimitsConfig(Section, frozen=True):
     #: People one user may have; a subject that would create one more is refused (-32602), and
     #: extraction and relationship statements stop creating people.  0 means unlimited.
     max_people_per_owner: Annotated[int, Meta(ge=0)] = 2000
+    #: memory.observe, per user: messages and bytes of message text stored in any 60 seconds,
+    #: distinct sessions observed into within an hour, and sessions waiting for extraction
+    #: (with an LLM).  Past any of them a call is answered -32003 with retry_after.
+    observe_messages_per_minute: PositiveInt = 600
+    observe_bytes_per_minute: PositiveInt = 4 * 1024 * 1024
+    max_observed_sessions_per_user: PositiveInt = 100
+    max_queued_extractions_per_user: PositiveInt = 20
 
 
 class EmbedConfig(ModelServerConfig, frozen=True):

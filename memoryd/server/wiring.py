@@ -25,6 +25,7 @@ from memoryd.service.memory import MemoryService
 from memoryd.service.health import HealthReporter
 from memoryd.service.methods import build_method_table
 from memoryd.service.people import PeopleService
+from memoryd.service.observe_quota import ObserveLimits, ObserveQuota
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.summary import SummaryService
 from memoryd.service.supersession import Supersession
@@ -110,8 +111,16 @@ def _conversations(
     worker = None
     if llm is not None:
         worker = ExtractionWorker(store.conversations, llm, extractor, concurrency=config.llm.concurrency)
+    limits = config.limits
+    quota = ObserveQuota(ObserveLimits(
+        messages_per_minute=limits.observe_messages_per_minute,
+        bytes_per_minute=limits.observe_bytes_per_minute,
+        sessions=limits.max_observed_sessions_per_user,
+        queued_extractions=limits.max_queued_extractions_per_user,
+    ))
     conversations = ConversationService(
-        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator, secrets=guard
+        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator, secrets=guard,
+        quota=quota,
     )
     return conversations, worker
 

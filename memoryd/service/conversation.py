@@ -22,6 +22,7 @@ from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
 from memoryd.service.provenance import caller_scope
+from memoryd.service.observe_quota import ObserveQuota
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
@@ -57,6 +58,8 @@ class ConversationService:
     authenticator: Authenticator
     #: Observed messages are stored with any credential in them redacted.
     secrets: SecretsGuard | None = None
+    #: Per-user bounds on what observe stores and queues; None: unbounded.
+    quota: ObserveQuota | None = None
 
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
@@ -64,6 +67,8 @@ class ConversationService:
         redact = self.secrets.redact_observed if self.secrets is not None else _unchanged
         stored = [_stored(message, redact) for message in params.messages if message.content.strip()]
         session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
+        if stored and self.quota is not None:
+            await self._admit(session, stored)
         # Without an LLM nothing would ever run the job: store the messages only.
         debounce_ms = None if self.worker is None else int(self.extractor.settings.debounce_seconds * 1000)
         accepted = 0
@@ -75,6 +80,17 @@ class ConversationService:
             self.worker.notify()
         log.debug("conversation.observed", extra=fields(messages=accepted))
         return {"accepted": accepted}
+
+    async def _admit(self, session: SessionRef, stored: Sequence[StoredMessage]) -> None:
+        """Raise Overloaded when the call is past one of the user's bounds (nothing stored)."""
+        quota = self.quota
+        assert quota is not None
+        if self.worker is not None:
+            queued, this_one = await self.conversations.queued_extractions(session)
+            if not this_one and queued >= quota.limits.queued_extractions:
+                quota.refuse_queue(self.extractor.settings.debounce_seconds + 1.0)
+        size = sum(len(m.content.encode("utf-8", "surrogatepass")) for m in stored)
+        quota.admit(session.owner, session.key, len(stored), size)
 
     async def extract_from_messages(self, params: ExtractFromMessagesParams, ctx: CallContext) -> dict[str, Any]:
         llm = self._llm()
