@@ -265,6 +265,10 @@ class Connection:
         protocol = self.protocol
         reply = None
         try:
+            # One scheduler pass before the call starts: the read loop reads on meanwhile, so
+            # calls sent just before a hang-up are cancelled before any of them reaches a worker
+            # thread (where it could no longer be stopped).
+            await trio.lowlevel.checkpoint()
             reply = await serve_message(
                 payload,
                 table or self.table,

@@ -64,11 +64,12 @@ class ConversationService:
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         _check_messages(params.messages)
-        redact = self.secrets.redact_observed if self.secrets is not None else _unchanged
-        stored = [_stored(message, redact) for message in params.messages if message.content.strip()]
         session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
-        if stored and self.quota is not None:
-            await self._admit(session, stored)
+        kept = [message for message in params.messages if message.content.strip()]
+        if kept and self.quota is not None:
+            await self._admit(session, kept)  # before the secrets scan: a refusal costs little
+        redact = self.secrets.redact_observed if self.secrets is not None else _unchanged
+        stored = [_stored(message, redact) for message in kept]
         # Without an LLM nothing would ever run the job: store the messages only.
         debounce_ms = None if self.worker is None else int(self.extractor.settings.debounce_seconds * 1000)
         accepted = 0
@@ -81,7 +82,7 @@ class ConversationService:
         log.debug("conversation.observed", extra=fields(messages=accepted))
         return {"accepted": accepted}
 
-    async def _admit(self, session: SessionRef, stored: Sequence[StoredMessage]) -> None:
+    async def _admit(self, session: SessionRef, stored: Sequence[MessageParam]) -> None:
         """Raise Overloaded when the call is past one of the user's bounds (nothing stored)."""
         quota = self.quota
         assert quota is not None

@@ -110,6 +110,8 @@ class MemoryService:
         short_id: str | None = None
         embedded = False
         names = owner_names(scope, params.source_username, params.source_display_name, params.username)
+        if self.people is not None:
+            await self.people.check_room(scope.user_id, subjects, names)
         supersession = self.supersession
         if supersession is None:
             record, deduplicated = await self.memories.add(new)

@@ -12,7 +12,9 @@ from typing import Any
 
 from memoryd.auth import Authenticator
 from memoryd.errors import InvalidParams, NotFound
-from memoryd.knowledge import Mention, MentionFinder, Resolver, person_resolver
+from memoryd.errors import PeopleLimitReached
+from memoryd.knowledge import Mention, MentionFinder, PersonIndex, Resolver, normalise_name
+from memoryd.knowledge.people import is_relationship_phrase
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.provenance import caller_scope
@@ -30,11 +32,26 @@ FINDER_CACHE_OWNERS = 1024
 
 
 class _Directory:
-    """One owner's people, indexed for mentions; rebuilt after any change to them."""
+    """One owner's people, indexed for mentions and for resolution; rebuilt after any change to
+    them.  Each index is built when first needed: an owner whose people change with every add
+    (a flood of new names) would otherwise pay for both, on the event loop, per add."""
 
     def __init__(self, persons: Sequence[StoredPerson]) -> None:
         self.by_id = {person.id: person for person in persons}
-        self.finder = MentionFinder([person.known() for person in persons]) if persons else None
+        self._finder: MentionFinder | None = None
+        self._index: PersonIndex | None = None
+
+    @property
+    def finder(self) -> MentionFinder | None:
+        if self._finder is None and self.by_id:
+            self._finder = MentionFinder([person.known() for person in self.by_id.values()])
+        return self._finder
+
+    @property
+    def index(self) -> PersonIndex:
+        if self._index is None:
+            self._index = PersonIndex([person.known() for person in self.by_id.values()])
+        return self._index
 
     def mentioned(self, text: str) -> list[StoredPerson]:
         return [person for person, _ in self.mentions(text)]
@@ -66,6 +83,22 @@ class PeopleService:
             scope.user_id, record.id, record.content, record.subjects, owner_names, max_people=self.max_people
         )
         self.learned(scope, changed=learned.changed)
+
+    async def check_room(self, owner: str, subjects: Sequence[str], owner_names: Sequence[str]) -> None:
+        """Refuse, before any write, an add whose subjects would create people past
+        ``max_people`` for an owner already at it (a flood of new names then costs a look-up,
+        not a write transaction).  The store checks again, exactly, inside the transaction."""
+        if self.max_people is None:
+            return
+        directory = await self._directory(owner)
+        if len(directory.by_id) < self.max_people:
+            return
+        own = {normalise_name(name) for name in owner_names if name}
+        for position, subject in enumerate(subjects):
+            wanted = normalise_name(subject)
+            if wanted and wanted not in own and directory.index.resolve(subject) is None:
+                if not is_relationship_phrase(subject):
+                    raise PeopleLimitReached(f"subjects[{position}]", self.max_people)
 
     def learned(self, scope: Scope, *, changed: bool) -> None:
         """People were learned from a memory of ``scope``; ``changed``: some were created or renamed."""
@@ -103,7 +136,14 @@ class PeopleService:
     async def resolver_for(self, owner: str) -> Resolver:
         """The owner's people for the supersession rules: "my wife" and "Sarah" are one subject."""
         directory = await self._directory(owner)
-        return person_resolver([person.known() for person in directory.by_id.values()])
+
+        def resolve(phrase: str) -> str | None:
+            # The index is built on the first phrase asked: most adds set no attribute and
+            # never ask (person_resolver's answers, without its owner names).
+            person = directory.index.resolve(phrase)
+            return person.key if person else None
+
+        return resolve
 
     def forget_directory(self, owner: str) -> None:
         self._directories.pop(owner, None)
