@@ -144,7 +144,7 @@ class MemoryService:
             record, deduplicated, superseded = stored.record, stored.deduplicated, stored.superseded
             short_id = stored.short_id
             if self.people is not None:
-                self.people.learned(scope, changed=stored.people_changed)
+                self.people.learned(scope, changed=stored.people_changed, count=stored.people_count)
         for listener in self.on_added:
             await listener(scope, record, names)
         if short_id is None:

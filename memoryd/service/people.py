@@ -14,7 +14,7 @@ from memoryd.auth import Authenticator
 from memoryd.errors import InvalidParams, NotFound
 from memoryd.errors import PeopleLimitReached
 from memoryd.knowledge import Mention, MentionFinder, PersonIndex, Resolver, normalise_name
-from memoryd.knowledge.people import is_relationship_phrase
+from memoryd.store.people_learning import SELF_WORDS, new_subjects
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.provenance import caller_scope
@@ -71,6 +71,8 @@ class PeopleService:
         self.max_people = max_people
         self.authenticator = authenticator
         self._directories: dict[str, _Directory] = {}
+        #: owner -> how many people they have, as the last add that learned them said.
+        self._counts: dict[str, int] = {}
         #: Told when a person's memories or names changed (summary freshness).
         self.on_changed: list[Callable[[Scope], None]] = []
 
@@ -88,22 +90,30 @@ class PeopleService:
         """Refuse, before any write, an add whose subjects would create people past
         ``max_people`` for an owner already at it (a flood of new names then costs a look-up,
         not a write transaction).  The store checks again, exactly, inside the transaction."""
-        if self.max_people is None:
+        limit = self.max_people
+        if limit is None or not subjects:
             return
+        count = self._counts.get(owner)
+        if count is not None and count + len(subjects) <= limit:
+            return  # far from the bound: no need to look at the people themselves
         directory = await self._directory(owner)
-        if len(directory.by_id) < self.max_people:
+        have = len(directory.by_id)
+        if have + len(subjects) <= limit:
             return
-        own = {normalise_name(name) for name in owner_names if name}
-        for position, subject in enumerate(subjects):
-            wanted = normalise_name(subject)
-            if wanted and wanted not in own and directory.index.resolve(subject) is None:
-                if not is_relationship_phrase(subject):
-                    raise PeopleLimitReached(f"subjects[{position}]", self.max_people)
+        own = {normalise_name(name) for name in owner_names if name} | SELF_WORDS
+        new = new_subjects(directory.index, own, subjects)
+        if have + len(new) > limit:
+            raise PeopleLimitReached(f"subjects[{new[max(limit - have, 0)]}]", limit)
 
-    def learned(self, scope: Scope, *, changed: bool) -> None:
-        """People were learned from a memory of ``scope``; ``changed``: some were created or renamed."""
+    def learned(self, scope: Scope, *, changed: bool, count: int | None = None) -> None:
+        """People were learned from a memory of ``scope``; ``changed``: some were created or
+        renamed; ``count``: how many the owner has now, when the store said."""
         if changed:
             self.forget_directory(scope.user_id)
+        if count is not None:
+            if len(self._counts) >= FINDER_CACHE_OWNERS:
+                self._counts.pop(next(iter(self._counts)))
+            self._counts[scope.user_id] = count
 
     async def mentioned(self, owner: str, text: str) -> list[StoredPerson]:
         """The owner's people ``text`` mentions, by name, alias or relationship."""

@@ -105,9 +105,13 @@ class Supersession:
     async def plan(self, new: NewMemory, **asked: Unpack[AddOptions]) -> Plan:
         """What storing ``new`` asks beyond the insert; extraction stores its facts with these
         plans inside its own transaction (``store.learned``)."""
+        attributes = attribute_keys(new.content)
+        # Only a memory that sets an attribute has candidates to judge: the owner's people
+        # (read again after every change to them) are fetched for those alone.
+        judged = attributes and not self.use_llm
         return Plan(
-            attributes=attribute_keys(new.content),
-            judge=None if self.use_llm else self.judge(await self.resolver(new.owner)),
+            attributes=attributes,
+            judge=self.judge(await self.resolver(new.owner)) if judged else None,
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,
             **asked,

@@ -27,7 +27,7 @@ from memoryd.store import people
 from memoryd.store.people import StoredPerson
 
 #: Subjects that name the owner, never a person in their life.
-_SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
+SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
 #: Owners whose indexed people the writer keeps between adds.
 _CACHED_OWNERS = 256
 
@@ -36,6 +36,7 @@ _CACHED_OWNERS = 256
 class Learned:
     linked: list[str]  # names of the people the memory is about
     changed: bool  # a person was created, renamed or given an alias or relationship
+    people: int = 0  # the owner's people afterwards
 
 
 @dataclass
@@ -100,7 +101,7 @@ def learn(
     stores nothing)."""
     known = _known(db, owner)
     index, by_id = known.index, known.by_id
-    own = {normalise_name(name) for name in owner_names if name} | _SELF_WORDS
+    own = {normalise_name(name) for name in owner_names if name} | SELF_WORDS
     about: dict[int, StoredPerson] = {}
     dirty: set[int] = set()
     created = False
@@ -110,6 +111,10 @@ def learn(
 
     def room() -> bool:
         return max_people is None or len(known.persons) < max_people
+
+    if strict and max_people is not None:
+        # Refused before anything changes: the cached people stay valid for the next add.
+        _check_subjects_fit(index, own, subjects, len(known.persons), max_people)
 
     def create(name: str, **extra: Any) -> StoredPerson:
         known.generation = None
@@ -165,4 +170,24 @@ def learn(
     people.link(db, about, memory_rowid)
     if known.generation is None:
         known.generation = _generation(db, owner)
-    return Learned([p.name for p in about.values()], created or bool(dirty))
+    return Learned([p.name for p in about.values()], created or bool(dirty), len(known.persons))
+
+
+def new_subjects(index: PersonIndex, own: set[str], subjects: Sequence[str]) -> list[int]:
+    """Positions of the subjects that would each create a person (a name nobody known has)."""
+    positions: list[int] = []
+    seen: set[str] = set()
+    for position, subject in enumerate(subjects):
+        wanted = normalise_name(subject)
+        if not wanted or wanted in own or wanted in seen or is_relationship_phrase(subject):
+            continue
+        if index.resolve(subject) is None:
+            seen.add(wanted)
+            positions.append(position)
+    return positions
+
+
+def _check_subjects_fit(index: PersonIndex, own: set[str], subjects: Sequence[str], have: int, limit: int) -> None:
+    new = new_subjects(index, own, subjects)
+    if have + len(new) > limit:
+        raise PeopleLimitReached(f"subjects[{new[max(limit - have, 0)]}]", limit)

@@ -80,6 +80,8 @@ class Stored:
     short_id: str = ""
     #: Learning changed the owner's people (created, renamed, aliased): their caches are stale.
     people_changed: bool = False
+    #: The owner's people afterwards (when learned here).
+    people_count: int | None = None
     #: The new memory's embed job, leased to the adder (``Plan.embeds_itself``).
     embed_job: EmbedJob | None = None
 
@@ -152,10 +154,11 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     if plan.key is not None:  # the only change above to the stored row itself
         stored.record = record = record_of(db, rowid)
     if plan.owner_names is not None:
-        stored.people_changed = people_learning.learn(
+        learned = people_learning.learn(
             db, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
             owner_names=plan.owner_names, now_ms=now_ms, max_people=plan.max_people, strict=True,
-        ).changed
+        )
+        stored.people_changed, stored.people_count = learned.changed, learned.people
     # A new id's first MIN_PREFIX_LENGTH characters are unique in the table (memories.insert).
     stored.short_id = (
         lookup.short_ids(db, scope, [record.id], now_ms)[record.id] if deduplicated else record.id[:MIN_PREFIX_LENGTH]
