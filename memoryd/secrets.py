@@ -156,7 +156,8 @@ def find_secrets(text: str) -> list[Finding]:
 
     The patterns run on normalised views of the text, and each find is mapped back to the span
     of ``text`` it came from: format characters (zero-width spaces and joiners, soft hyphens)
-    removed and compatibility forms folded (NFKC: fullwidth ``ＡＫＩＡ`` is ``AKIA``); the same
+    removed, compatibility forms folded (NFKC: fullwidth ``ＡＫＩＡ`` is ``AKIA``) and Cyrillic
+    and Greek look-alikes read as the Latin letters they imitate; the same
     with line breaks inside a token joined ("AKIA...\n...EXAMPLE"); and each long base64 run
     decoded, a run whose text holds a secret being a secret as a whole."""
     view = _normalised(text)
@@ -191,6 +192,14 @@ class _View:
         return Finding(finding.kind, start, end)
 
 
+#: Cyrillic and Greek letters drawn like Latin ones ("АКІА" in Cyrillic reads as AKIA): NFKC
+#: keeps them apart, a reader (and a key's consumer after a copy-paste fix) does not.
+_LOOKALIKES = dict(zip(
+    "АВЕКМНОРСТХІЅЈаеорсухіѕјΑΒΕΖΗΙΚΜΝΟΡΤΥΧον",
+    "ABEKMHOPCTXISJaeopcyxisjABEZHIKMNOPTYXov",
+))  # fmt: skip
+
+
 def _normalised(text: str) -> _View:
     if text.isascii():
         return _View(text, None)
@@ -199,7 +208,10 @@ def _normalised(text: str) -> _View:
     for index, char in enumerate(text):
         if unicodedata.category(char) == "Cf":
             continue  # zero-width space, joiners, soft hyphen, BOM: invisible, and split a key
-        folded = unicodedata.normalize("NFKC", char) if ord(char) > 127 else char
+        folded = char
+        if ord(char) > 127:
+            folded = unicodedata.normalize("NFKC", char)
+            folded = _LOOKALIKES.get(folded, folded)
         chars.append(folded)
         origin.extend([index] * len(folded))
     return _View("".join(chars), origin)

@@ -137,3 +137,22 @@ async def test_observed_messages_are_stored_redacted(short_tmp: Path, nursery: t
     assert stored[2] == "Noted, the meeting is at noon."
     health = await call_ok(peer, "system.health", {})
     assert health["secrets"]["redacted"] == 2
+
+
+async def test_lookalike_letters_names_and_aliases_are_screened(short_tmp: Path, nursery: trio.Nursery) -> None:
+    """Cyrillic letters drawn like Latin ones hide nothing; an observed message's speaker names
+    are stored redacted; person.alias refuses a credential."""
+    peer = await start(short_tmp, nursery, "refuse")
+    cyrillic = "\u0410\u041a\u0406\u0410" + "IOSFODNN7EXAMPLE"  # "AKIA..." in Cyrillic capitals
+    error = await call_error(peer, "memory.add", {**ALICE, "content": f"key {cyrillic}"})
+    assert error["data"]["field"] == "content"
+    await call_ok(peer, "memory.add", {**ALICE, "content": "lunch with Tom", "subjects": ["Tom"]})
+    error = await call_error(peer, "person.alias", {**ALICE, "name": "Tom", "alias": GITHUB_TOKEN})
+    assert error["code"] == -32602 and error["data"]["field"] == "alias"
+    message = {"role": "user", "content": "hi", "username": GITHUB_TOKEN, "display_name": f"pw: {AWS_SECRET}"}
+    await call_ok(peer, "memory.observe", {**ALICE, "session_key": "s", "messages": [message]})
+    people = await call_ok(peer, "person.list", ALICE)
+    assert GITHUB_TOKEN not in json.dumps(people)
+    db = apsw.Connection(str(make_config(short_tmp).db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    stored = db.execute("SELECT username, display_name FROM observed_messages").fetchall()
+    assert len(stored) == 1 and not leaked(GITHUB_TOKEN, str(stored)) and not leaked(AWS_SECRET, str(stored))

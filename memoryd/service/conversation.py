@@ -13,8 +13,10 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from memoryd.auth import Authenticator
-from memoryd.errors import LlmNotConfigured
+from memoryd.errors import LlmNotConfigured, Overloaded
 from memoryd.extract import ConversationMessage, Speaker
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("memoryd.service")
 
 NOT_IN_SESSION = "Message not found in session"
+#: The longest an observe call refused by a quota waits before its answer.
+REFUSAL_PAUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -67,7 +71,13 @@ class ConversationService:
         session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
         kept = [message for message in params.messages if message.content.strip()]
         if kept and self.quota is not None:
-            await self._admit(session, kept)  # before the secrets scan: a refusal costs little
+            try:
+                await self._admit(session, kept)  # before the secrets scan: a refusal costs little
+            except Overloaded as refused:
+                # Answered after a pause (at most a second): a client that ignores retry_after
+                # cannot spin on refusals, each of which still cost the daemon a decode.
+                await trio.sleep(min(float(refused.data["retry_after"]), REFUSAL_PAUSE_SECONDS))
+                raise
         redact = self.secrets.redact_observed if self.secrets is not None else _unchanged
         stored = [_stored(message, redact) for message in kept]
         # Without an LLM nothing would ever run the job: store the messages only.
@@ -211,8 +221,8 @@ def _stored(message: MessageParam, redact: Callable[[str], str]) -> StoredMessag
         content=redact(message.content),
         message_id=None if message.id is None else str(message.id),
         sent_at=_sent_at(message),
-        username=message.username,
-        display_name=message.display_name,
+        username=None if message.username is None else redact(message.username),
+        display_name=None if message.display_name is None else redact(message.display_name),
         user_id=message.user_id,
     )
 

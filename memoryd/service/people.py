@@ -16,6 +16,7 @@ from memoryd.errors import PeopleLimitReached
 from memoryd.knowledge import Mention, MentionFinder, PersonIndex, Resolver, normalise_name
 from memoryd.store.people_learning import SELF_WORDS, new_subjects
 from memoryd.log import fields
+from memoryd.secrets import scan
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.provenance import caller_scope
 from memoryd.service.params import MAX_SUBJECT_BYTES
@@ -202,6 +203,8 @@ class PeopleService:
     async def alias(self, params: PersonAliasParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("alias", params.alias, max_bytes=MAX_SUBJECT_BYTES)
+        if not scan(params.alias).clean:
+            raise InvalidParams.for_field("alias", "looks like it holds a secret; memoryd does not store credentials")
         try:
             person = await self.people.add_alias(scope.user_id, params.name, params.alias)
         except AliasTaken:
