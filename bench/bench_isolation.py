@@ -5,8 +5,8 @@
     python bench/bench_isolation.py --repo /tmp/old   # another checkout's daemon (e.g. `git archive`)
 
 A bystander ("bob", 200 memories) alternates memory.add and memory.search on one connection,
-first with the daemon otherwise idle, then while another user ("mallory") runs each attack, on a
-fresh daemon (embedder none) per attack:
+with the daemon otherwise idle and while another user ("mallory") runs an attack, in three
+alternating turns, on a fresh daemon (embedder none) per attack:
 
   people    memory.add with 32 new subject names each, back to back on one connection (every
             add names 32 people nobody knew: the people table grows until
@@ -48,6 +48,8 @@ ATTACKER = {"user_id": "mallory"}
 ATTACKER_UID = 65534
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
 ATTACKS = ("people", "hangup", "observe")
+#: Idle and attacked segments alternate this many times per attack.
+ROUNDS = 3
 
 
 # -- wire helpers (blocking sockets: each attacker is a process of its own) --------------------
@@ -182,19 +184,26 @@ def run_attack(
         path = str(server.socket_path)
         rng = random.Random(7)
         bystander(path, 1.0, rng)  # warm-up
-        idle = bystander(path, seconds, rng)
+        idle: dict[str, list[float]] = {"add": [], "search": [], "errors": []}
+        attacked: dict[str, list[float]] = {"add": [], "search": [], "errors": []}
         flood, workers = FLOODS[attack]
-        stop_at = time.time() + seconds + 2.0
         context = multiprocessing.get_context("fork")
-        processes = [context.Process(target=flood, args=(path, seed, stop_at)) for seed in range(workers)]
-        for process in processes:
-            process.start()
-        time.sleep(1.0)  # the attack under way
-        attacked = bystander(path, seconds, rng)
-        for process in processes:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.kill()
+        # Idle and attacked in turns: the machine's other load weighs on both alike.
+        for round_number in range(ROUNDS):
+            for name, samples in bystander(path, seconds / ROUNDS, rng).items():
+                idle[name] += samples
+            stop_at = time.time() + seconds / ROUNDS + 1.0
+            processes = [context.Process(target=flood, args=(path, ROUNDS * seed + round_number, stop_at))
+                         for seed in range(workers)]  # fmt: skip
+            for process in processes:
+                process.start()
+            time.sleep(0.5)  # the attack under way
+            for name, samples in bystander(path, seconds / ROUNDS, rng).items():
+                attacked[name] += samples
+            for process in processes:
+                process.join(timeout=30)
+                if process.is_alive():
+                    process.kill()
         health = server.call("system.health")
         note = outcome(attack, server, health)
     return idle, attacked, note

@@ -265,10 +265,14 @@ class Connection:
         protocol = self.protocol
         reply = None
         try:
-            # One scheduler pass before the call starts: the read loop reads on meanwhile, so
-            # calls sent just before a hang-up are cancelled before any of them reaches a worker
-            # thread (where it could no longer be stopped).
+            # One scheduler pass before the call starts, and a look at the socket (a poll costs
+            # a microsecond; these calls cost a worker thread's time): calls sent just before a
+            # hang-up are cancelled before any of them reaches a worker thread, where it could no
+            # longer be stopped.
             await trio.lowlevel.checkpoint()
+            if self._messages is not None and self._peer_hung_up():
+                self._cancel_for_hangup(self._messages)
+                await trio.lowlevel.checkpoint()  # raises Cancelled
             reply = await serve_message(
                 payload,
                 table or self.table,
