@@ -20,6 +20,8 @@ from memoryd.errors import InvalidParams, Overloaded
 #: The rates' window, and how long a session counts as open after its last message.
 RATE_WINDOW_SECONDS = 60.0
 SESSION_WINDOW_SECONDS = 3600.0
+#: Users tracked before the quiet ones are forgotten.
+PRUNE_AT_USERS = 10_000
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class ObserveQuota:
         now = self._clock()
         state = self._users.get(user)
         if state is None:
+            if len(self._users) >= PRUNE_AT_USERS:
+                self._forget_quiet(now)
             state = self._users[user] = _User()
         self._expire(state, now)
         limits = self.limits
@@ -83,6 +87,13 @@ class ObserveQuota:
         state.bytes += size
         state.sessions.pop(session, None)
         state.sessions[session] = now
+
+    def _forget_quiet(self, now: float) -> None:
+        """Drop the users with nothing left in either window (their state is empty anyway)."""
+        for user, state in list(self._users.items()):
+            self._expire(state, now)
+            if not state.calls and not state.sessions:
+                del self._users[user]
 
     def refuse_queue(self, retry_after: float) -> None:
         self._refuse("max_queued_extractions_per_user", retry_after, "too many sessions waiting for extraction")
