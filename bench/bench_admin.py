@@ -25,9 +25,11 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memoryd.ids import DAY_MS, now_ms
-from memoryd.store import NewMemory, Store, memories
-from memoryd.store.db import open_connection, write_transaction
-from memoryd.store.hits import HitCounter, write_hits
+from memoryd.store import NewMemory
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.db.database import open_connection, write_transaction
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.memories.hits import HitCounter, write_hits
 
 DIM = 384
 

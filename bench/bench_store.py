@@ -29,7 +29,9 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memoryd.knowledge import MentionFinder
-from memoryd.store import NewMemory, PeopleFocus, Scope, Store, people_retriever
+from memoryd.store import NewMemory, PeopleFocus, QueryVector, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.search import people_retriever
 
 VOCABULARY = 30_000
 ZIPF_EXPONENT = 1.07
@@ -133,19 +135,19 @@ async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, quer
     qtexts = query_texts(rng, maker, queries)
     qvecs = random_units(rng, queries)
 
-    fts = await timed(queries, lambda i: store.memories.search(alice, qtexts[i], limit=10, query_vector=None))
+    fts = await timed(queries, lambda i: store.memories.search(alice, qtexts[i], limit=10))
     print(f"FTS-only     {percentiles(fts)}")
-    vec = await timed(queries, lambda i: store.memories.search(alice, "", limit=10, query_vector=qvecs[i]))
+    vec = await timed(queries, lambda i: store.memories.search(alice, "", limit=10, vector=QueryVector.at_hand(qvecs[i])))
     print(f"vector-only  {percentiles(vec)}")
-    hyb = await timed(queries, lambda i: store.memories.search(alice, qtexts[i], limit=10, query_vector=qvecs[i]))
+    hyb = await timed(queries, lambda i: store.memories.search(alice, qtexts[i], limit=10, vector=QueryVector.at_hand(qvecs[i])))
     print(f"hybrid       {percentiles(hyb)}")
     lst = await timed(queries, lambda i: store.memories.list(alice, limit=20))
     print(f"list page    {percentiles(lst)}")
 
-    bob_hyb = await timed(queries, lambda i: store.memories.search(bob, qtexts[i] + " tea", limit=10, query_vector=qvecs[i]))
+    bob_hyb = await timed(queries, lambda i: store.memories.search(bob, qtexts[i] + " tea", limit=10, vector=QueryVector.at_hand(qvecs[i])))
     print(f"bob hybrid   {percentiles(bob_hyb)}")
-    keyword = await store.memories.search(bob, "bob", limit=10, query_vector=None)
-    vector = await store.memories.search(bob, "", limit=10, query_vector=qvecs[0])
+    keyword = await store.memories.search(bob, "bob", limit=10)
+    vector = await store.memories.search(bob, "", limit=10, vector=QueryVector.at_hand(qvecs[0]))
     print(f"bob completeness: keyword {len(keyword)}/5, vector {len(vector)}/5")
     return {"fts": fts, "vector": vec, "hybrid": hyb, "list": lst, "bob_hybrid": bob_hyb}
 
@@ -178,7 +180,7 @@ async def compare_people(store: Store, rng: np.random.Generator, maker: TextMake
             focus = PeopleFocus(mentioned=(rowids[i % len(rowids)],), rest=qtexts[i]) if kind == "mentions a person" else None
             people_retriever.annotate = no_annotation if kind == "before people" else annotate  # type: ignore[assignment]
             start = time.perf_counter()
-            await store.memories.search(alice, qtexts[i], limit=10, query_vector=qvecs[i], people_focus=focus)
+            await store.memories.search(alice, qtexts[i], limit=10, vector=QueryVector.at_hand(qvecs[i]), people_focus=focus)
             samples[kind].append(time.perf_counter() - start)
     people_retriever.annotate = annotate  # type: ignore[assignment]
     for kind, values in samples.items():

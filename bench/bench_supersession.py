@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memoryd.config import SupersessionConfig
 from memoryd.service.supersession import Supersession
-from memoryd.store import NewMemory, Scope, Store
+from memoryd.store import NewMemory, Scope
+from memoryd.store.sqlite import Store
 
 THINGS = ["color", "food", "movie", "band", "city", "book", "drink", "sport", "season", "animal"]
 VALUES = ["red", "blue", "sushi", "jazz", "paris", "tea", "tennis", "winter", "otters", "green"]

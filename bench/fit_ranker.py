@@ -34,8 +34,10 @@ import reference_retrievers  # noqa: E402
 from retrieval import default_data  # noqa: E402
 
 from memoryd.ids import now_ms  # noqa: E402
-from memoryd.store import fts_query, ranking, search, search_parts, vectors  # noqa: E402
-from memoryd.store.db import open_connection  # noqa: E402
+from memoryd.store import ranking  # noqa: E402
+from memoryd.store.sqlite.db.database import open_connection  # noqa: E402
+from memoryd.store.sqlite.search import fts_query, search, search_parts  # noqa: E402
+from memoryd.store.sqlite.vectors import vectors  # noqa: E402
 from memoryd.store.visibility import Scope  # noqa: E402
 
 #: L2 penalty: small; it only keeps the Newton steps well-posed.

@@ -3,7 +3,7 @@
 - BM25: memoryd's keyword retriever alone (FTS5, porter, stopwords dropped);
 - dense: exact cosine of the local model's query vector with every stored vector of the user;
 - RRF: reciprocal rank fusion (k=60) of the top 50 of each, memoryd's ranking before issue 12;
-- memoryd (in-process): ``memoryd.store.search.search`` on the same file with the same query
+- memoryd (in-process): ``memoryd.store.sqlite.search.search.search`` on the same file with the same query
   vectors, which should match the socket row (it is what lets ranking work iterate in seconds).
 """
 
@@ -18,8 +18,9 @@ import numpy as np
 from memoryd.embed.local import BUNDLED_SHA256, bundled_model_path
 from memoryd.embed.sentence_model import SentenceModel
 from memoryd.ids import now_ms
-from memoryd.store import fts_query, keyword, search, search_parts, vector_codec, vectors
-from memoryd.store.db import open_connection
+from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.search import fts_query, keyword, search, search_parts
+from memoryd.store.sqlite.vectors import vector_codec, vectors
 from memoryd.store.visibility import Scope, personal_key
 
 #: The old fusion's depth per retriever (its constant is search.RRF_K, Cormack et al.).

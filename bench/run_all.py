@@ -65,7 +65,7 @@ import bench_isolation  # noqa: E402
 import bench_store  # noqa: E402
 from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 
-from memoryd.store import Store  # noqa: E402
+from memoryd.store.sqlite import Store  # noqa: E402
 
 SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "isolation")
 
@@ -414,7 +414,7 @@ def bench_million(bench: Bench) -> None:
 
 
 def sql_one(path: Path, query: str) -> tuple[Any, ...]:
-    from memoryd.store.db import open_connection
+    from memoryd.store.sqlite.db.database import open_connection
 
     db = open_connection(path, busy_timeout_ms=5000, readonly=True)
     try:

@@ -96,7 +96,7 @@ def _reindex(config: Config, args: argparse.Namespace) -> int:
     import trio
 
     from memoryd.embed import make_embedder
-    from memoryd.store import Store
+    from memoryd.store import backends
 
     if config.embedder == "none":
         print("memoryd: reindex needs an embedder (--embedder local|ollama|openai)", file=sys.stderr)
@@ -115,7 +115,7 @@ def _reindex(config: Config, args: argparse.Namespace) -> int:
 
     model, dim = trio.run(describe_target)
     config.data_path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    store = Store(config.db_path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms)
+    store = backends.open_store(config, readers=1)
     try:
         store.request_reindex(model, dim)
     finally:
@@ -175,6 +175,9 @@ def _redacted(config: Config) -> dict[str, Any]:
             data[section]["api_key"] = "***"
     if data["auth"].get("token_secret"):
         data["auth"]["token_secret"] = "***"
+    # The paths actually used, not the empty "use the default" the file may hold.
+    data["socket"] = str(config.socket_path)
+    data["data_dir"] = str(config.data_path)
     data["effective"] = {"socket": str(config.socket_path), "database": str(config.db_path)}
     return data
 

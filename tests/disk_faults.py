@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.store import NewMemory, Store
+from memoryd.store import NewMemory
+from memoryd.store.sqlite import Store
 
 
 def _mount(*args: str) -> None:

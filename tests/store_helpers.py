@@ -13,8 +13,9 @@ import apsw
 import numpy as np
 
 from memoryd.ids import now_ms
-from memoryd.store import NewMemory, Scope, Store
-from memoryd.store.db import open_connection
+from memoryd.store import NewMemory, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.db.database import open_connection
 
 
 class Clock:
@@ -43,7 +44,7 @@ def note(
 
 async def keyword_found(store: Store, query: str, owner: str = "alice") -> list[str]:
     """The contents a keyword-only search (no query vector) of ``owner``'s memories finds, best first."""
-    hits = await store.memories.search(Scope(owner), query, limit=5, query_vector=None)
+    hits = await store.memories.search(Scope(owner), query, limit=5)
     return [hit.content for hit in hits]
 
 

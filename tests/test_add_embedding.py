@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from memoryd.server.daemon import Daemon
-from memoryd.store.jobs import OWN_LEASE_MS
+from memoryd.store.sqlite.jobs.jobs import OWN_LEASE_MS
 from tests.conftest import make_config
 from tests.fake_backends import FakeBackend, Reply
 from tests.store_helpers import sql

@@ -11,8 +11,9 @@ import pytest
 
 from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
-from memoryd.store import Provenance, Scope, Store
-from memoryd.store.db import open_connection
+from memoryd.store import Provenance, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.db.database import open_connection
 from tests.admin_cli import export_lines, memoryd, text
 from tests.store_helpers import embed_all, note, sql
 
@@ -59,7 +60,7 @@ async def seed(data_dir: Path, *, vectors: bool = True) -> dict[str, str]:
         assert await store.memories.delete(Scope("alice"), ids["deleted"]) == ids["deleted"]
         if vectors:
             await embed_randomly(store)
-        await store.memories.search(Scope("alice", "team"), "tea mondays", limit=5, query_vector=None)
+        await store.memories.search(Scope("alice", "team"), "tea mondays", limit=5)
         await store.lifecycle.flush_hits()
         store.lifecycle.mark_expired()
     return ids
@@ -182,7 +183,7 @@ async def test_an_import_is_searchable_and_queued_for_embedding(tmp_path: Path) 
     done = memoryd("import", str(dump), data_dir=target)
     assert "4 queued for embedding" in done.stdout.decode(), text(done)  # the live ones
     with open_store(target) as store:
-        hits = await store.memories.search(Scope("alice", "team"), "green tea", limit=5, query_vector=None)
+        hits = await store.memories.search(Scope("alice", "team"), "green tea", limit=5)
         assert [hit.id for hit in hits] == [ids["tea"]]
         assert await store.memories.list(Scope("alice"), limit=10, include_expired=True) != []
         assert (await store.jobs.backlog())["embed"] == 4
@@ -362,6 +363,6 @@ async def test_check_finds_index_damage_and_repair_fixes_it(tmp_path: Path) -> N
     assert "rebuilt the FTS index" in out and "to re-embed" in out and "queued 1 embed jobs" in out
     assert memoryd("check", data_dir=data).returncode == 0
     with open_store(data) as store:
-        hits = await store.memories.search(Scope("alice"), "green tea", limit=5, query_vector=None)
+        hits = await store.memories.search(Scope("alice"), "green tea", limit=5)
         assert [hit.id for hit in hits] == [ids["tea"]]
         assert (await store.jobs.backlog())["embed"] == 1  # the tea memory is re-embedded

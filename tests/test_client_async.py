@@ -140,7 +140,7 @@ async def test_async_client_without_user_id_fails_at_call_time(sock_path: str) -
 
     client = AsyncMemoryClient(sock_path)
     with pytest.raises(MissingIdentity):
-        await client.health()
+        await client.list()
 
 
 async def test_async_client_missing_socket_raises_daemon_unavailable(sock_path: str) -> None:

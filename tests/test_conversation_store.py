@@ -11,9 +11,10 @@ import trio
 
 from memoryd.errors import SupersedeRefused
 from memoryd.extract import normalized_text
-from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, Store, StoredMessage
-from memoryd.store import conversations
-from memoryd.store.supersession import Plan
+from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.conversations import conversations
+from memoryd.store.sqlite.supersession.supersession import Plan
 from tests.store_helpers import Clock
 
 ALICE = SessionRef("alice", "chat-1", "s1")

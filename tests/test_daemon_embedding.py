@@ -14,7 +14,7 @@ import trio
 from memoryd.embed import CoalescingEmbedder
 from memoryd.errors import StartupError
 from memoryd.server.daemon import Daemon
-from memoryd.store import Store
+from memoryd.store.sqlite import Store
 from tests.conftest import make_config
 from tests.fake_backends import FakeBackend, Reply
 from tests.wire import NdjsonPeer, call_ok, drained

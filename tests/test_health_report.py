@@ -22,7 +22,7 @@ from memoryd.rpc.dispatch import NOT_NOW, CallContext
 from memoryd.server.wiring import Services, build_services
 from memoryd.service.health import HealthReporter
 from memoryd.service.params import AddParams, DeleteParams, HealthParams, ObserveParams
-from memoryd.store import Store
+from memoryd.store.sqlite import Store
 from memoryd.store.visibility import Scope
 from tests.conftest import make_config
 from tests.disk_faults import build_store, corrupt_mid_file
@@ -167,7 +167,7 @@ async def test_a_store_found_damaged_turns_the_kept_reply_degraded(short_tmp: Pa
         for query in ("alpha", "beta gamma", "memory", "kappa sigma"):
             try:
                 await store.memories.list(Scope("alice"), limit=10_000)
-                await store.memories.search(Scope("alice"), query, limit=50, query_vector=None)
+                await store.memories.search(Scope("alice"), query, limit=50)
             except errors.StoreCorrupt:
                 pass
         assert store.memories.storage.state == "corrupt", "the overwritten pages were never read"

@@ -7,7 +7,8 @@ import pytest
 
 from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
 from memoryd.ids import CROCKFORD, ID_LENGTH, MIN_PREFIX_LENGTH, new_id, new_ulid
-from memoryd.store import Scope, Store
+from memoryd.store import QueryVector, Scope
+from memoryd.store.sqlite import Store
 from tests.store_helpers import Clock, note, sql
 
 BURST = 10_000
@@ -101,7 +102,7 @@ async def test_two_ulids_of_one_instant_are_still_told_apart_by_a_longer_prefix(
 
 
 def test_a_list_page_walks_the_time_index_without_sorting(store: Store) -> None:
-    from memoryd.store.visibility import predicate
+    from memoryd.store.sqlite.visibility_sql import predicate
 
     scope = Scope("alice", "team", "group")
     where, params = predicate(scope, now_ms=0, key="u:alice")
@@ -117,7 +118,8 @@ def test_a_list_page_walks_the_time_index_without_sorting(store: Store) -> None:
 
 
 async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store: Store, clock: Clock) -> None:
-    from memoryd.store import Provenance, schema
+    from memoryd.store import Provenance
+    from memoryd.store.sqlite.schema import ladder as schema
     from tests.store_helpers import embed_all, unit
 
     store.configure_vector_space("test:upgrade", 4)
@@ -143,9 +145,9 @@ async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store
         upgraded.configure_vector_space("test:upgrade", 4)  # the same space: no re-embedding
         assert sql(path, "SELECT count(*) FROM vec_g1") == [(2,)]
         assert (await upgraded.jobs.backlog())["embed"] == 0
-        in_group = await upgraded.memories.search(Scope("alice", "team", "group"), "", limit=5, query_vector=unit(4, 1))
+        in_group = await upgraded.memories.search(Scope("alice", "team", "group"), "", limit=5, vector=QueryVector.at_hand(unit(4, 1)))
         assert [h.id for h in in_group] == [team.id] and in_group[0].similarity > 0.99
-        in_dm = await upgraded.memories.search(Scope("alice", "dm", "private"), "", limit=5, query_vector=unit(4, 1))
+        in_dm = await upgraded.memories.search(Scope("alice", "dm", "private"), "", limit=5, vector=QueryVector.at_hand(unit(4, 1)))
         assert {h.id for h in in_dm} == {dm.id, team.id}
         assert upgraded.lifecycle.check() and all(f.ok for f in upgraded.lifecycle.check())
     finally:

@@ -12,8 +12,11 @@ import pytest
 
 from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
-from memoryd.store import Scope, Store, retention, schema
-from memoryd.store.db import open_connection
+from memoryd.store import Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.admin import retention
+from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.schema import ladder as schema
 from tests.store_helpers import Clock, embed_all, note
 from tests.store_helpers import sql as sql_on
 
@@ -216,8 +219,8 @@ async def test_eviction_of_a_large_excess_runs_in_batches(store: Store, clock: C
 async def test_search_and_list_record_access_when_flushed(store: Store) -> None:
     tea, _ = await store.memories.add(note("likes green tea"))
     other, _ = await store.memories.add(note("plays chess"))
-    await store.memories.search(Scope("alice"), "tea", limit=5, query_vector=None)
-    await store.memories.search(Scope("alice"), "green", limit=5, query_vector=None)
+    await store.memories.search(Scope("alice"), "tea", limit=5)
+    await store.memories.search(Scope("alice"), "green", limit=5)
     await store.memories.list(Scope("alice"), limit=10)
     # Nothing is written on the search path...
     assert sql(store, "SELECT sum(access_count) FROM memories") == [(0,)]
@@ -233,7 +236,7 @@ async def test_closing_the_store_writes_pending_access_counts(tmp_path: Path) ->
     path = tmp_path / "memory.db"
     with Store(path) as first:
         record, _ = await first.memories.add(note("remember the milk"))
-        await first.memories.search(Scope("alice"), "milk", limit=5, query_vector=None)
+        await first.memories.search(Scope("alice"), "milk", limit=5)
     assert sql_on(path, "SELECT access_count FROM memories WHERE id = ?", (record.id,)) == [(1,)]
 
 

@@ -13,7 +13,7 @@ from memoryd.config import Config
 from memoryd.ids import DAY_MS as DAY
 from memoryd.ids import now_ms
 from memoryd.server.daemon import Daemon
-from memoryd.store import Store
+from memoryd.store.sqlite import Store
 from tests.admin_cli import memoryd
 from tests.conftest import make_config
 from tests.store_helpers import Clock, note, sql

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import apsw
@@ -15,19 +15,13 @@ import numpy as np
 import pytest
 import trio
 
-from memoryd.store import (
-    Provenance,
-    Scope,
-    SearchHit,
-    Store,
-    neighbours,
-    search,
-    search_parts,
-    vectors,
-)
-from memoryd.store.db import Database
-from memoryd.store.overlap_gate import REMEASURE_SECONDS, OverlapGate
-from memoryd.store.overlapped_search import VectorUnderWay
+from memoryd.store import Provenance, QueryVector, Scope, SearchHit
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.search import neighbours, search, search_parts
+from memoryd.store.sqlite.search.overlap_gate import REMEASURE_SECONDS, OverlapGate
+from memoryd.store.sqlite.search.overlapped_search import VectorUnderWay
+from memoryd.store.sqlite.vectors import vectors
 from tests.store_helpers import Clock, embed_all, note, reading
 
 DIM = 16
@@ -104,7 +98,7 @@ async def test_a_known_vector_gives_the_sequential_hits(store: Store, scope: Sco
     await fill(store)
     checked = 0
     for text, vector in queries(30):
-        fast = await store.memories.search(scope, text, limit=limit, query_vector=vector)
+        fast = await store.memories.search(scope, text, limit=limit, vector=QueryVector.at_hand(vector))
         same(fast, sequential(store, scope, text, vector, limit))
         checked += bool(fast)
     assert checked > 20  # the queries find something: the comparison is not of empty lists
@@ -119,7 +113,7 @@ async def test_a_vector_embedded_during_the_search_gives_the_sequential_hits(sto
             await trio.sleep(0.002)  # the keyword part runs meanwhile
             return vector
 
-        fast = await store.memories.search(scope, text, limit=10, embed_query=embed)
+        fast = await store.memories.search(scope, text, limit=10, vector=QueryVector(embed))
         same(fast, sequential(store, scope, text, vector, 10))
 
 
@@ -129,7 +123,7 @@ async def test_an_embedder_giving_nothing_leaves_a_keyword_search(store: Store) 
     async def nothing() -> None:
         return None
 
-    fast = await store.memories.search(ALICE, "tea garden", limit=10, embed_query=nothing)
+    fast = await store.memories.search(ALICE, "tea garden", limit=10, vector=QueryVector(nothing))
     assert fast
     same(fast, sequential(store, ALICE, "tea garden", None, 10))
 
@@ -145,7 +139,7 @@ async def test_searches_never_wait_for_a_second_reader(tmp_path: Path, clock: Cl
 
         async def one(i: int) -> None:
             text, vector = wanted[i]
-            found[i] = await store.memories.search(ALICE, text, limit=10, query_vector=vector)
+            found[i] = await store.memories.search(ALICE, text, limit=10, vector=QueryVector.at_hand(vector))
 
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
@@ -168,9 +162,9 @@ async def test_a_memory_added_while_the_query_is_embedded_is_not_half_seen(store
         await embed_all(store, vector_of)
         return vector_of(text)
 
-    during = await store.memories.search(ALICE, text, limit=10, embed_query=embed_while_adding)
+    during = await store.memories.search(ALICE, text, limit=10, vector=QueryVector(embed_while_adding))
     same(during, before)
-    after = await store.memories.search(ALICE, text, limit=10, query_vector=vector_of(text))
+    after = await store.memories.search(ALICE, text, limit=10, vector=QueryVector.at_hand(vector_of(text)))
     assert after[0].content == text
 
 
@@ -280,7 +274,7 @@ async def test_searches_waiting_for_their_embedding_leave_a_reader_free(tmp_path
             return vector
 
         async def one() -> None:
-            found.append(await store.memories.search(ALICE, text, limit=10, embed_query=slow_embedding))
+            found.append(await store.memories.search(ALICE, text, limit=10, vector=QueryVector(slow_embedding)))
 
         async with trio.open_nursery() as nursery:
             for _ in range(3):
@@ -317,8 +311,8 @@ async def test_a_scope_below_the_overlap_line_gives_the_sequential_hits(tmp_path
             async def embed(vector: np.ndarray | None = vector) -> np.ndarray | None:
                 return vector
 
-            same(await store.memories.search(scope, text, limit=10, query_vector=vector), sequential(store, scope, text, vector, 10))
-            same(await store.memories.search(scope, text, limit=10, embed_query=embed), sequential(store, scope, text, vector, 10))
+            same(await store.memories.search(scope, text, limit=10, vector=QueryVector.at_hand(vector)), sequential(store, scope, text, vector, 10))
+            same(await store.memories.search(scope, text, limit=10, vector=QueryVector(embed)), sequential(store, scope, text, vector, 10))
 
 
 async def test_the_overlap_gate_overlaps_the_scopes_counted_big_lately(store: Store) -> None:
@@ -339,6 +333,17 @@ async def test_the_overlap_gate_overlaps_the_scopes_counted_big_lately(store: St
         now[0] += REMEASURE_SECONDS
         assert big.needs_count(ALICE) and not big.worth_overlapping(ALICE)  # stale: counted again
         assert OverlapGate(0).worth_overlapping(ALICE) and not OverlapGate(0).needs_count(ALICE)
+
+
+def at_once(start: Callable[[], VectorUnderWay | None]) -> Callable[[], Callable[[Callable[[], None]], np.ndarray | None] | None]:
+    """A start-at-once whose wait takes no argument, as ``QueryVector.start_now`` (whose wait is
+    handed the store's cancellation check)."""
+
+    def start_now() -> Callable[[Callable[[], None]], np.ndarray | None] | None:
+        wait = start()
+        return None if wait is None else (lambda check_cancelled: wait())  # type: ignore[return-value]
+
+    return start_now
 
 
 async def not_awaited() -> np.ndarray | None:
@@ -363,7 +368,7 @@ async def test_a_small_scope_searched_beside_its_embedding_gives_the_sequential_
 
                 return wait
 
-            fast = await store.memories.search(scope, text, limit=10, embed_query=not_awaited, start_embedding=start)
+            fast = await store.memories.search(scope, text, limit=10, vector=QueryVector(not_awaited, at_once(start)))
             same(fast, sequential(store, scope, text, vector, 10))
             assert waited_in and waited_in != [threading.get_ident()]  # in the reader's thread
 
@@ -378,7 +383,7 @@ async def test_an_embedding_that_cannot_start_at_once_is_awaited(tmp_path: Path,
                 awaited.append(text)
                 return vector
 
-            fast = await store.memories.search(ALICE, text, limit=10, embed_query=embed, start_embedding=lambda: None)
+            fast = await store.memories.search(ALICE, text, limit=10, vector=QueryVector(embed, at_once(lambda: None)))
             same(fast, sequential(store, ALICE, text, vector, 10))
             assert awaited == [text]
 
@@ -403,7 +408,7 @@ async def test_a_search_beside_its_embedding_leaves_a_reader_free(tmp_path: Path
         found: list[list[SearchHit]] = []
 
         async def one() -> None:
-            found.append(await store.memories.search(ALICE, text, limit=10, embed_query=embed, start_embedding=start))
+            found.append(await store.memories.search(ALICE, text, limit=10, vector=QueryVector(embed, at_once(start))))
 
         async with trio.open_nursery() as nursery:
             for _ in range(3):

@@ -11,7 +11,7 @@ import apsw
 import pytest
 import trio
 
-from memoryd.store import fts_query
+from memoryd.store.sqlite.search import fts_query
 from tests.wire import NdjsonPeer, call_ok
 
 DATA = json.loads((Path(__file__).parent / "data" / "paraphrase.json").read_text())

@@ -15,8 +15,8 @@ from memoryd.embed import LocalEmbedder
 from memoryd.errors import ConfigError, EmbedderError, StoreRefused
 from memoryd.server.daemon import Daemon
 from memoryd.server.head_start import HeadStart
-from memoryd.server.integrity import IntegrityCheck
-from memoryd.store.quick_check import is_wal_database, quick_check_file
+from memoryd.store.sqlite.db.integrity import IntegrityCheck
+from memoryd.store.sqlite.db.quick_check import is_wal_database, quick_check_file
 from tests.conftest import make_config
 from tests.disk_faults import build_store, corrupt_mid_file
 from tests.wire import NdjsonPeer
@@ -143,8 +143,8 @@ async def test_a_bad_embedder_setting_still_stops_start_up_with_its_config_error
 def test_the_early_check_imports_neither_the_store_nor_numpy() -> None:
     # What the head start is for: the check begins before the heavy imports, not after them.
     probe = (
-        "import sys, trio, memoryd.config; import memoryd.server.integrity; "
-        "print(sorted(m for m in ('memoryd.store.store', 'memoryd.knowledge', 'numpy', 'sqlite_vec') if m in sys.modules))"
+        "import sys, trio, memoryd.config; import memoryd.store.sqlite.db.integrity; "
+        "print(sorted(m for m in ('memoryd.store.sqlite.store', 'memoryd.knowledge', 'numpy', 'sqlite_vec') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

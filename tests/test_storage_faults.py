@@ -19,13 +19,13 @@ import trio
 from memoryd import errors
 from memoryd.server.daemon import Daemon
 from memoryd.service.backfill import PROBE_TEXT
-from memoryd.store import Store
-from memoryd.store.db import open_connection
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.db.database import open_connection
 from memoryd.store.visibility import Scope
 from tests.conftest import make_config
-from tests.store_helpers import note, sql
 from tests.disk_faults import build_store, corrupt_mid_file, fill, tmpfs
 from tests.fake_backends import FakeBackend, Reply
+from tests.store_helpers import note, sql
 from tests.wire import NdjsonPeer
 
 STORAGE_FULL = -32009
@@ -121,7 +121,7 @@ async def test_a_store_damaged_while_serving_turns_health_degraded_and_stops_wri
         for query in ("alpha", "beta gamma", "memory", "kappa sigma"):
             try:
                 await store.memories.list(scope, limit=10_000)
-                await store.memories.search(scope, query, limit=50, query_vector=None)
+                await store.memories.search(scope, query, limit=50)
             except errors.StoreCorrupt:
                 failures += 1
         assert failures, "the overwritten pages were never read"

@@ -10,7 +10,8 @@ import pytest
 import trio
 
 from memoryd.server.daemon import Daemon
-from memoryd.store import NewMemory, Store
+from memoryd.store import NewMemory
+from memoryd.store.sqlite import Store
 from tests.conftest import make_config
 
 MiB = 1 << 20

@@ -10,8 +10,11 @@ import msgspec
 import numpy as np
 import pytest
 
-from memoryd.store import Scope, Store, schema, vector_codec
-from memoryd.store.transfer import MemoryLine
+from memoryd.store import QueryVector, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.admin.transfer import MemoryLine
+from memoryd.store.sqlite.schema import ladder as schema
+from memoryd.store.sqlite.vectors import vector_codec
 from tests.store_helpers import Clock, embed_all, int8_copy, note, random_units, sql
 
 DIM = 384
@@ -75,7 +78,7 @@ async def test_a_store_of_schema_10_upgrades_with_the_same_trail_and_the_same_hi
         await embed_all(store, dict(zip(texts, stored, strict=True)))
         await store.memories.delete(Scope("alice"), (await store.memories.list(Scope("alice"), limit=1))[0].id)
         fresh_pages = page_count(path, "vec_g1_auxiliary")
-        before = await store.memories.search(Scope("alice"), "", limit=10, query_vector=query)
+        before = await store.memories.search(Scope("alice"), "", limit=10, vector=QueryVector.at_hand(query))
     rows = sql(path, "SELECT id, owner, created_at_ms FROM memories ORDER BY rowid")
     # One 'added' row that says something else than its memory's row (an earlier time): kept.
     odd_id, odd_owner, odd_at = rows[0]
@@ -93,7 +96,7 @@ async def test_a_store_of_schema_10_upgrades_with_the_same_trail_and_the_same_hi
         assert lengths == [(vector_codec.fine_length(DIM),)]
         # Rewritten, not updated in place: the table's pages are as packed as a fresh store's.
         assert page_count(path, "vec_g1_auxiliary") <= fresh_pages
-        after = await upgraded.memories.search(Scope("alice"), "", limit=10, query_vector=query)
+        after = await upgraded.memories.search(Scope("alice"), "", limit=10, vector=QueryVector.at_hand(query))
         assert all(finding.ok for finding in upgraded.lifecycle.check())
     assert len(before) == len(after) == 10
     assert after[0].id == before[0].id

@@ -1,8 +1,8 @@
-"""Reciprocal rank fusion (``search.fuse``): how the people retriever's list joins the ranking."""
+"""Reciprocal rank fusion (``store/fusion.py``): how the people retriever's list joins the ranking."""
 
 from __future__ import annotations
 
-from memoryd.store.search import RRF_K, fuse
+from memoryd.store.fusion import RRF_K, fuse
 
 
 def test_a_rowid_in_both_lists_rises_above_the_tops_of_either() -> None:

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import Scope, Store, jobs
+from memoryd.store import Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.jobs import jobs
 from tests.store_helpers import note, sql
 
 DIM = 8
@@ -41,42 +43,6 @@ async def test_without_a_vector_space_nothing_is_queued(tmp_path: Path) -> None:
         assert (await store.jobs.backlog())["embed"] == 0
         assert await store.jobs.claim_embed(10) == []
         assert store.jobs.enqueue_missing_embeddings() == 0
-
-
-async def test_claims_are_oldest_first_and_leased(store: Store) -> None:
-    first, _ = await store.memories.add(note("first"))
-    second, _ = await store.memories.add(note("second"))
-    claimed = await store.jobs.claim_embed(1)
-    assert [j.memory_id for j in claimed] == [first.id]
-    again = await store.jobs.claim_embed(10)
-    assert [j.memory_id for j in again] == [second.id]  # the first is leased
-    assert await store.jobs.claim_embed(10) == []
-
-
-async def test_completing_writes_the_vector_and_removes_the_job(store: Store) -> None:
-    await store.memories.add(note("sailing"))
-    [job] = await store.jobs.claim_embed(10)
-    await store.jobs.complete_embed([(job, vector())])
-    assert (await store.jobs.backlog())["embed"] == 0
-    assert await store.jobs.next_due_ms() is None
-    [hit] = await store.memories.search(ALICE, "", limit=5, query_vector=vector())
-    assert hit.similarity == pytest.approx(1.0, abs=1e-3)
-    await store.jobs.complete_embed([(job, vector())])  # a repeat is harmless
-
-
-async def test_jobs_of_deleted_memories_are_dropped(store: Store) -> None:
-    gone, _ = await store.memories.add(note("gone"))
-    kept, _ = await store.memories.add(note("kept"))
-    await store.memories.delete(ALICE, gone.id)
-    assert [j.memory_id for j in await store.jobs.claim_embed(10)] == [kept.id]
-
-
-async def test_a_memory_deleted_while_embedding_gets_no_vector(store: Store) -> None:
-    record, _ = await store.memories.add(note("racing"))
-    [job] = await store.jobs.claim_embed(10)
-    await store.memories.delete(ALICE, record.id)
-    await store.jobs.complete_embed([(job, vector())])
-    assert await store.memories.search(ALICE, "", limit=5, query_vector=vector()) == []
 
 
 async def test_failure_backs_off_and_keeps_the_error(store: Store) -> None:

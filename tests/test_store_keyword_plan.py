@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.store import Scope, Store, keyword
+from memoryd.store import Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.search import keyword
 from tests.store_helpers import note
 
 ALICE = Scope("alice")
@@ -30,7 +32,7 @@ def big_scope(store: Store) -> Store:
 
 
 async def ids(store: Store, scope: Scope, query: str, limit: int = 10) -> list[str]:
-    return [hit.content for hit in await store.memories.search(scope, query, limit=limit, query_vector=None)]
+    return [hit.content for hit in await store.memories.search(scope, query, limit=limit)]
 
 
 async def test_the_rare_terms_without_the_scope_token_rank_as_with_it(
@@ -54,10 +56,10 @@ async def test_the_recent_window_prefers_memories_holding_more_of_the_query(big_
 
 async def test_the_recent_window_keeps_hidden_memories_out(big_scope: Store) -> None:
     big_scope.memories.add_many(note(f"filler pile of bob {i}", "bob") for i in range(50))
-    newest = await big_scope.memories.search(ALICE, "filler pile", limit=3, query_vector=None)
+    newest = await big_scope.memories.search(ALICE, "filler pile", limit=3)
     for hit in newest:
         await big_scope.memories.delete(ALICE, hit.id)
-    after = await big_scope.memories.search(ALICE, "filler pile", limit=30, query_vector=None)
+    after = await big_scope.memories.search(ALICE, "filler pile", limit=30)
     assert len({hit.id for hit in after}) == 30
     assert not {hit.id for hit in newest} & {hit.id for hit in after}
     assert all(hit.owner == "alice" for hit in after)

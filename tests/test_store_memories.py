@@ -9,7 +9,10 @@ import pytest
 
 from memoryd.errors import BrokenInvariant, StoreError
 from memoryd.ids import now_ms
-from memoryd.store import MemoryRecord, NewMemory, Scope, Store, memories, schema
+from memoryd.store import MemoryRecord, NewMemory, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.schema import ladder as schema
 from tests.store_helpers import note, sql
 
 
@@ -115,7 +118,7 @@ async def test_expired_memories_are_hidden_unless_asked_for(store: Store) -> Non
     scope = Scope("alice")
     assert [r.id for r in await store.memories.list(scope, limit=10)] == [future.id]
     assert {r.id for r in await store.memories.list(scope, limit=10, include_expired=True)} == {expired.id, future.id}
-    assert [h.id for h in await store.memories.search(scope, "parking spot", limit=10, query_vector=None)] == [future.id]
+    assert [h.id for h in await store.memories.search(scope, "parking spot", limit=10)] == [future.id]
     assert future.expires_at is not None and future.expires_at.endswith("Z")
 
 
@@ -123,7 +126,7 @@ async def test_soft_delete_hides_the_memory_and_keeps_an_audit_trail(store: Stor
     record, _ = await store.memories.add(personal("secret plan"))
     assert await store.memories.delete(Scope("alice"), record.id) == record.id
     assert await store.memories.list(Scope("alice"), limit=10, include_expired=True) == []
-    assert await store.memories.search(Scope("alice"), "secret plan", limit=10, query_vector=None) == []
+    assert await store.memories.search(Scope("alice"), "secret plan", limit=10) == []
     assert await store.memories.delete(Scope("alice"), record.id) is None
     counts = await store.memories.health_counts()
     assert counts["memories_deleted"] == 1 and counts["memories_active"] == 0
@@ -147,7 +150,7 @@ async def test_memories_survive_reopening_the_store(tmp_path: Path) -> None:
         first.lifecycle.checkpoint()
     with Store(path) as second:
         assert [r.id for r in await second.memories.list(Scope("alice"), limit=10)] == [record.id]
-        assert [h.id for h in await second.memories.search(Scope("alice"), "milk", limit=5, query_vector=None)] == [record.id]
+        assert [h.id for h in await second.memories.search(Scope("alice"), "milk", limit=5)] == [record.id]
         again, duplicate = await second.memories.add(personal("remember the milk"))
         assert duplicate and again.id == record.id
 
@@ -200,7 +203,7 @@ async def test_concurrent_writes_and_reads_do_not_interfere(store: Store) -> Non
 
     async def reader() -> None:
         for _ in range(10):
-            found.append(len(await store.memories.search(Scope("alice"), "parallel", limit=100, query_vector=None)))
+            found.append(len(await store.memories.search(Scope("alice"), "parallel", limit=100)))
 
     async with trio.open_nursery() as nursery:
         for i in range(30):

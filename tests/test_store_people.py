@@ -6,7 +6,8 @@ from __future__ import annotations
 import apsw
 
 from memoryd.ids import DAY_MS, now_ms
-from memoryd.store import NewMemory, PeopleFocus, Scope, Store
+from memoryd.store import NewMemory, PeopleFocus, Scope
+from memoryd.store.sqlite import Store
 from tests.store_helpers import Clock
 
 ALICE = Scope("alice")
@@ -46,9 +47,9 @@ async def test_people_belong_to_their_owner(store: Store) -> None:
     assert [p.relationship for p in alices] == ["wife"] and [p.relationship for p in bobs] == ["sister"]
     assert await store.people.find("bob", alices[0].id) is None
     # bob sees the group memory, but it is about alice's Sarah: not named for him.
-    (hit,) = await store.memories.search(Scope("bob", "c1"), "wife", limit=5, query_vector=None)
+    (hit,) = await store.memories.search(Scope("bob", "c1"), "wife", limit=5)
     assert hit.id == group and hit.about == []
-    (hit,) = await store.memories.search(Scope("alice", "c1"), "wife", limit=5, query_vector=None)
+    (hit,) = await store.memories.search(Scope("alice", "c1"), "wife", limit=5)
     assert hit.about == ["Sarah"]
 
 
@@ -59,18 +60,18 @@ async def test_the_people_retriever_ranks_by_the_rest_of_the_query(store: Store)
         await remember(store, f"Sarah went to the dentist, visit {i}")
     (sarah,) = await store.people.people_of("alice")
     focus = PeopleFocus(mentioned=(sarah.rowid,), rest="what does  like?")
-    hits = await store.memories.search(ALICE, "what does Sarah like?", limit=3, query_vector=None, people_focus=focus)
+    hits = await store.memories.search(ALICE, "what does Sarah like?", limit=3, people_focus=focus)
     assert hits[0].id == likes
     # Found through the person alone, though the query shares no word with the memory.
     focus = PeopleFocus(mentioned=(sarah.rowid,), rest="italian")
-    hits = await store.memories.search(ALICE, "zzz italian", limit=1, query_vector=None, people_focus=focus)
+    hits = await store.memories.search(ALICE, "zzz italian", limit=1, people_focus=focus)
     assert [h.id for h in hits] == [likes]
 
 
 async def test_an_about_filter_that_names_nobody_answers_nothing(store: Store) -> None:
     await remember(store, "Sarah is my wife")
     focus = PeopleFocus(only=())
-    assert await store.memories.search(ALICE, "wife", limit=5, query_vector=None, people_focus=focus) == []
+    assert await store.memories.search(ALICE, "wife", limit=5, people_focus=focus) == []
     assert await store.memories.list(ALICE, limit=5, about=()) == []
 
 

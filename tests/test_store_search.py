@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.store import Scope, Store, fts_query, keyword, search
+from memoryd.store import QueryVector, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.search import fts_query, keyword, search
 from tests.store_helpers import embed_all as embed
-from tests.store_helpers import keyword_found
-from tests.store_helpers import note
+from tests.store_helpers import keyword_found, note
 from tests.store_helpers import unit as unit_of
 
 DIM = 8
@@ -104,7 +105,7 @@ async def test_subjects_are_searchable(store: Store) -> None:
 
 async def test_keyword_only_similarity_is_the_fraction_of_query_terms_present(store: Store) -> None:
     await store.memories.add(note("green tea every morning"))
-    [hit] = await store.memories.search(ALICE, "green tea evening walk", limit=5, query_vector=None)
+    [hit] = await store.memories.search(ALICE, "green tea evening walk", limit=5)
     assert hit.similarity == pytest.approx(0.5)
     assert 0.0 < hit.score < 1.0
 
@@ -113,7 +114,7 @@ async def test_with_vectors_similarity_is_the_cosine(store: Store) -> None:
     store.configure_vector_space("test:m", DIM)
     await store.memories.add(note("green tea every morning"))
     await embed(store, {"green tea every morning": unit(1, 1)})
-    [hit] = await store.memories.search(ALICE, "green tea", limit=5, query_vector=unit(1))
+    [hit] = await store.memories.search(ALICE, "green tea", limit=5, vector=QueryVector.at_hand(unit(1)))
     assert hit.similarity == pytest.approx(2**-0.5, abs=1e-3)
 
 
@@ -123,7 +124,7 @@ async def test_a_memory_found_by_both_retrievers_ranks_first(store: Store) -> No
     for content in contents:
         await store.memories.add(note(content))
     await embed(store, contents)
-    hits = await store.memories.search(ALICE, "cake", limit=5, query_vector=unit(1))
+    hits = await store.memories.search(ALICE, "cake", limit=5, vector=QueryVector.at_hand(unit(1)))
     # "cake only": keyword #1 or #2 and vector #1; "tea and cake": both lists too.
     assert {hits[0].content, hits[1].content} == {"cake only", "tea and cake"}
     assert hits[-1].content == "tea notes one"
@@ -132,13 +133,13 @@ async def test_a_memory_found_by_both_retrievers_ranks_first(store: Store) -> No
 
 async def test_no_terms_and_no_vector_finds_nothing(store: Store) -> None:
     await store.memories.add(note("anything"))
-    assert await store.memories.search(ALICE, "!!! ...", limit=5, query_vector=None) == []
+    assert await store.memories.search(ALICE, "!!! ...", limit=5) == []
 
 
 async def test_memories_without_a_vector_yet_are_still_found_by_keyword(store: Store) -> None:
     store.configure_vector_space("test:m", DIM)
     await store.memories.add(note("pending embedding about sailing"))
-    [hit] = await store.memories.search(ALICE, "sailing", limit=5, query_vector=unit(1))
+    [hit] = await store.memories.search(ALICE, "sailing", limit=5, vector=QueryVector.at_hand(unit(1)))
     assert hit.similarity == pytest.approx(1.0)  # term fraction: no vector to compare
 
 
@@ -146,9 +147,9 @@ async def test_a_query_vector_of_another_dimension_degrades_to_keywords(store: S
     store.configure_vector_space("test:m", DIM)
     await store.memories.add(note("vectors everywhere"))
     await embed(store, {"vectors everywhere": unit(1)})
-    hits = await store.memories.search(ALICE, "vectors", limit=5, query_vector=np.ones(DIM + 1, dtype=np.float32))
+    hits = await store.memories.search(ALICE, "vectors", limit=5, vector=QueryVector.at_hand(np.ones(DIM + 1, dtype=np.float32)))
     assert [h.similarity for h in hits] == [1.0]  # the term fraction, not a cosine
-    assert await store.memories.search(ALICE, "", limit=5, query_vector=np.ones(DIM + 1, dtype=np.float32)) == []
+    assert await store.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(np.ones(DIM + 1, dtype=np.float32))) == []
 
 
 async def test_before_this_process_configured_a_space_search_is_keyword_only(tmp_path: Path) -> None:
@@ -158,18 +159,18 @@ async def test_before_this_process_configured_a_space_search_is_keyword_only(tmp
         await first.memories.add(note("kept vectors"))
         await embed(first, {"kept vectors": unit(1)})
     with Store(path) as second:  # e.g. the configured model was refused as a mismatch
-        assert await second.memories.search(ALICE, "", limit=5, query_vector=unit(1)) == []
+        assert await second.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(unit(1))) == []
         with pytest.raises(EmbeddingModelMismatch):
             second.configure_vector_space("other", DIM)
-        assert await second.memories.search(ALICE, "", limit=5, query_vector=unit(1)) == []
+        assert await second.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(unit(1))) == []
         second.configure_vector_space("test:m", DIM)
-        assert len(await second.memories.search(ALICE, "", limit=5, query_vector=unit(1))) == 1
+        assert len(await second.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(unit(1)))) == 1
 
 
 async def test_limit_caps_the_hits(store: Store) -> None:
     for i in range(12):
         await store.memories.add(note(f"tea note {i}"))
-    assert len(await store.memories.search(ALICE, "tea", limit=5, query_vector=None)) == 5
+    assert len(await store.memories.search(ALICE, "tea", limit=5)) == 5
 
 
 async def test_rare_terms_win_in_a_scope_where_other_terms_are_everywhere(store: Store) -> None:
@@ -177,10 +178,10 @@ async def test_rare_terms_win_in_a_scope_where_other_terms_are_everywhere(store:
     # term, and still fills up from recent common-term matches when the rare ones run out.
     store.memories.add_many(note(f"common filler {i}") for i in range(keyword.COMMON_DOCS + 50))
     await store.memories.add(note("common and rare words"))
-    hits = await store.memories.search(ALICE, "common rare", limit=10, query_vector=None)
+    hits = await store.memories.search(ALICE, "common rare", limit=10)
     assert hits[0].content == "common and rare words"
     assert len(hits) == 10
-    only_common = await store.memories.search(ALICE, "common", limit=10, query_vector=None)
+    only_common = await store.memories.search(ALICE, "common", limit=10)
     assert len(only_common) == 10
 
 
@@ -191,6 +192,6 @@ async def test_own_old_memories_are_found_inside_a_huge_group_chat(store: Store)
     store.memories.add_many(
         note(f"common chat filler {i}", "bob", chat_id="big", shared=True) for i in range(keyword.RECENT_WINDOW + 200)
     )
-    hits = await store.memories.search(Scope("alice", "big"), "common", limit=50, query_vector=None)
+    hits = await store.memories.search(Scope("alice", "big"), "common", limit=50)
     assert len(hits) == 50
     assert mine.id in {h.id for h in hits}

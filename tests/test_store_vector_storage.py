@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.store import Scope, Store, schema, vector_codec
-from memoryd.store.db import open_connection
-from memoryd.store import hamming_scan
-from memoryd.store.hamming_scan import HammingHints, scan
+from memoryd.store import QueryVector, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.schema import ladder as schema
+from memoryd.store.sqlite.vectors import hamming_scan, vector_codec
+from memoryd.store.sqlite.vectors.hamming_scan import HammingHints, scan
 from tests.store_helpers import embed_all, int8_copy, note, random_units, reading, sql
 
 DIM = 384
@@ -183,7 +185,7 @@ async def test_a_store_with_float16_copies_is_migrated_to_six_bit_and_ranks_the_
         assert sql(path, "SELECT DISTINCT length(embedding) FROM vec_g1") == [(vector_codec.fine_length(DIM),)]
         assert sql(path, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
         assert (await upgraded.jobs.backlog())["embed"] == 0
-        hits = await upgraded.memories.search(Scope("alice"), "", limit=5, query_vector=query)
+        hits = await upgraded.memories.search(Scope("alice"), "", limit=5, vector=QueryVector.at_hand(query))
     exact = stored @ query
     expected = np.argsort(-exact)[:5]
     # The same five, the best first; the 2nd and 3rd are 0.0002 apart, below the 6-bit copy's

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.store import Scope, Store, vector_codec, vector_search, vectors
+from memoryd.store import QueryVector, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.vectors import vector_codec, vector_search, vectors
 from tests.store_helpers import embed_all, note, reading, sql, unit
 
 ALICE = Scope("alice")
@@ -62,14 +64,14 @@ async def test_reindex_starts_a_new_generation_and_requeues_every_memory(store: 
     assert (await store.jobs.backlog())["embed"] == 3
 
     # During the backfill: keyword search works, and vectors of the old space are gone.
-    assert len(await store.memories.search(ALICE, "tea", limit=10, query_vector=None)) == 3
-    assert await store.memories.search(ALICE, "", limit=10, query_vector=unit(16)) == []
+    assert len(await store.memories.search(ALICE, "tea", limit=10)) == 3
+    assert await store.memories.search(ALICE, "", limit=10, vector=QueryVector.at_hand(unit(16))) == []
     # An old-space query vector is never compared with the new space.
-    hits = await store.memories.search(ALICE, "tea", limit=10, query_vector=unit(8))
+    hits = await store.memories.search(ALICE, "tea", limit=10, vector=QueryVector.at_hand(unit(8)))
     assert len(hits) == 3 and all(h.similarity == 1.0 for h in hits)  # term fractions
 
     assert await embed_everything(store, 16) == 3
-    assert len(await store.memories.search(ALICE, "", limit=10, query_vector=unit(16))) == 3
+    assert len(await store.memories.search(ALICE, "", limit=10, vector=QueryVector.at_hand(unit(16)))) == 3
     # The request was consumed: the next configure with the same space is a no-op.
     store.configure_vector_space("new", 16)
     assert store.vector_space().generation == 2  # type: ignore[union-attr]
@@ -99,11 +101,11 @@ async def test_a_vector_computed_for_an_old_generation_is_dropped(store: Store) 
     store.request_reindex("new", 8)
     store.configure_vector_space("new", 8)
     await store.jobs.complete_embed([(stale, unit(8))])
-    assert await store.memories.search(ALICE, "", limit=5, query_vector=unit(8)) == []
+    assert await store.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(unit(8))) == []
     [fresh] = await store.jobs.claim_embed(10)  # re-queued for the new generation
     assert fresh.generation == 2
     await store.jobs.complete_embed([(fresh, unit(8))])
-    assert len(await store.memories.search(ALICE, "", limit=5, query_vector=unit(8))) == 1
+    assert len(await store.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(unit(8)))) == 1
 
 
 async def test_the_vector_space_survives_reopening(tmp_path: Path) -> None:
@@ -116,7 +118,7 @@ async def test_the_vector_space_survives_reopening(tmp_path: Path) -> None:
         with pytest.raises(EmbeddingModelMismatch):
             second.configure_vector_space("other", 8)
         second.configure_vector_space("m", 8)
-        assert len(await second.memories.search(ALICE, "", limit=5, query_vector=unit(8))) == 1
+        assert len(await second.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(unit(8)))) == 1
 
 
 async def test_memories_added_before_any_embedder_get_queued_when_one_appears(store: Store) -> None:

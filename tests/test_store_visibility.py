@@ -10,7 +10,8 @@ import pytest
 import trio
 
 from memoryd.errors import BrokenInvariant
-from memoryd.store import NewMemory, Scope, Store, visibility
+from memoryd.store import NewMemory, QueryVector, Scope, visibility
+from memoryd.store.sqlite import Store, visibility_sql
 from tests.store_helpers import embed_all, note
 from tests.store_helpers import unit as unit_of
 
@@ -51,22 +52,22 @@ EVERYTHING_OF_BOB = set(BOB_PERSONAL + BOB_GROUP)
 
 
 async def test_keyword_search_finds_all_five_among_fifty_thousand(crowded: Store) -> None:
-    hits = await crowded.memories.search(BOB, "oolong tea station team", limit=10, query_vector=None)
+    hits = await crowded.memories.search(BOB, "oolong tea station team", limit=10)
     assert {h.content for h in hits} == EVERYTHING_OF_BOB
 
 
 async def test_vector_search_finds_all_five_although_the_crowd_is_nearer(crowded: Store) -> None:
-    hits = await crowded.memories.search(BOB, "", limit=10, query_vector=CROWD_VECTOR)
+    hits = await crowded.memories.search(BOB, "", limit=10, vector=QueryVector.at_hand(CROWD_VECTOR))
     assert {h.content for h in hits} == EVERYTHING_OF_BOB
 
 
 async def test_hybrid_search_finds_all_five_and_nothing_else(crowded: Store) -> None:
-    hits = await crowded.memories.search(BOB, "tea", limit=50, query_vector=CROWD_VECTOR)
+    hits = await crowded.memories.search(BOB, "tea", limit=50, vector=QueryVector.at_hand(CROWD_VECTOR))
     assert {h.content for h in hits} == EVERYTHING_OF_BOB
 
 
 async def test_without_the_chat_only_personal_memories_are_visible(crowded: Store) -> None:
-    hits = await crowded.memories.search(Scope("bob"), "tea", limit=10, query_vector=CROWD_VECTOR)
+    hits = await crowded.memories.search(Scope("bob"), "tea", limit=10, vector=QueryVector.at_hand(CROWD_VECTOR))
     assert {h.content for h in hits} == set(BOB_PERSONAL)
     listed = await crowded.memories.list(Scope("bob"), limit=100)
     assert {r.content for r in listed} == set(BOB_PERSONAL)
@@ -79,7 +80,7 @@ async def test_list_shows_all_five(crowded: Store) -> None:
 
 async def test_a_stranger_sees_nothing(crowded: Store) -> None:
     stranger = Scope("mallory", "chat-mallory")
-    assert await crowded.memories.search(stranger, "tea oolong", limit=10, query_vector=CROWD_VECTOR) == []
+    assert await crowded.memories.search(stranger, "tea oolong", limit=10, vector=QueryVector.at_hand(CROWD_VECTOR)) == []
     assert await crowded.memories.list(stranger, limit=10) == []
 
 
@@ -131,8 +132,8 @@ async def seed(store: Store) -> dict[str, str]:
 async def test_every_retriever_applies_the_same_visibility(store: Store, scope: Scope, visible: set[str]) -> None:
     ids = await seed(store)
     names = {v: k for k, v in ids.items()}
-    keyword = {names[h.id] for h in await store.memories.search(scope, "tea", limit=10, query_vector=None)}
-    vector = {names[h.id] for h in await store.memories.search(scope, "", limit=10, query_vector=unit(1))}
+    keyword = {names[h.id] for h in await store.memories.search(scope, "tea", limit=10)}
+    vector = {names[h.id] for h in await store.memories.search(scope, "", limit=10, vector=QueryVector.at_hand(unit(1)))}
     listed = {names[r.id] for r in await store.memories.list(scope, limit=10)}
     assert keyword == vector == listed == visible
     for name, memory_id in ids.items():
@@ -152,7 +153,7 @@ async def test_group_memories_are_visible_to_every_member_of_the_chat(store: Sto
 
 
 def test_the_predicate_names_the_callers_keys_and_hides_deleted_superseded_and_expired() -> None:
-    sql, params = visibility.predicate(Scope("alice", "c1"), "m", now_ms=123)
+    sql, params = visibility_sql.predicate(Scope("alice", "c1"), "m", now_ms=123)
     assert sql.startswith(
         "m.scope_key IN (?, ?) AND m.deleted_at_ms IS NULL AND m.superseded_by IS NULL "
         "AND (m.expires_at_ms IS NULL OR m.expires_at_ms > ?) AND "
@@ -161,7 +162,7 @@ def test_the_predicate_names_the_callers_keys_and_hides_deleted_superseded_and_e
     # another conversation, unless learned in this chat.
     assert sql.endswith("AND (m.disclosure IN (0, 1, 2) OR (m.chat_id = ? AND m.disclosure IN (0, 1, 2, 6, 7, 8)))")
     assert params == ("u:alice", "c:c1", 123, "c1")
-    sql, params = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, key="u:alice")
+    sql, params = visibility_sql.predicate(Scope("alice"), now_ms=5, include_expired=True, key="u:alice")
     assert (sql, params) == (
         "memories.scope_key = ? AND memories.deleted_at_ms IS NULL AND memories.superseded_by IS NULL "
         "AND (memories.disclosure IN (0, 1, 2))",
@@ -171,15 +172,15 @@ def test_the_predicate_names_the_callers_keys_and_hides_deleted_superseded_and_e
 
 def test_superseded_memories_show_when_the_scope_or_the_query_asks() -> None:
     everything = "memories.scope_key = ? AND memories.deleted_at_ms IS NULL AND (memories.disclosure IN (0, 1, 2))"
-    by_scope = visibility.predicate(Scope("alice", include_superseded=True), now_ms=5, include_expired=True)
-    by_query = visibility.predicate(Scope("alice"), now_ms=5, include_expired=True, include_superseded=True)
+    by_scope = visibility_sql.predicate(Scope("alice", include_superseded=True), now_ms=5, include_expired=True)
+    by_query = visibility_sql.predicate(Scope("alice"), now_ms=5, include_expired=True, include_superseded=True)
     assert by_scope[0].replace(" IN (?)", " = ?") == everything
     assert by_query[0].replace(" IN (?)", " = ?") == everything
 
 
 def test_a_retriever_cannot_ask_for_a_key_its_caller_does_not_see() -> None:
     with pytest.raises(BrokenInvariant):
-        visibility.predicate(Scope("alice", "c1"), now_ms=0, key="c:c2")
+        visibility_sql.predicate(Scope("alice", "c1"), now_ms=0, key="c:c2")
 
 
 def test_scope_keys_and_kinds_have_one_spelling() -> None:

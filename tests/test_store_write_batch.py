@@ -4,7 +4,6 @@ each keeps its own result, its own failure and its own rollback."""
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +13,8 @@ import trio
 import trio.testing
 
 from memoryd.errors import StoreCorrupt
-from memoryd.store.db import Database
-from memoryd.store.write_batch import WriteBatcher
+from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.db.write_batch import WriteBatcher
 from tests.concurrency import gather_outcomes
 
 

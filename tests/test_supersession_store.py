@@ -13,9 +13,10 @@ import pytest
 from memoryd.config import SupersessionConfig
 from memoryd.knowledge.evaluate import DEFAULT_PAIRS, LabelledPair, load_pairs
 from memoryd.service.supersession import Supersession
-from memoryd.store import Provenance, Scope, Store
-from memoryd.store import vectors as store_vectors
-from memoryd.store.transfer import MemoryLine
+from memoryd.store import Provenance, Scope
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.admin.transfer import MemoryLine
+from memoryd.store.sqlite.vectors import vectors as store_vectors
 from tests.store_helpers import note, sql
 
 ALICE = Scope("alice")

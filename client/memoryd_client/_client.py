@@ -190,7 +190,7 @@ class MemoryClient(ClientBase):
                 raise
             if response.id != request_id:
                 self._drop()
-            return outcome(response, request_id)
+            return outcome(response, request_id, len(payload))
 
     def _exchange(self, payload: bytes, deadline: Optional[float]) -> Response:
         sock = self._connection(deadline)

@@ -178,7 +178,7 @@ class AsyncMemoryClient(ClientBase):
                 raise self._timed_out()
             if response.id != request_id:
                 await self._drop()
-            return outcome(response, request_id)
+            return outcome(response, request_id, len(payload))
 
     async def _exchange(self, payload: bytes) -> Response:
         stream = await self._connection()

@@ -143,7 +143,18 @@ class Unauthorized(MemorydRpcError, code=ErrorCode.UNAUTHORIZED): ...
 class Overloaded(MemorydRpcError, code=ErrorCode.OVERLOADED): ...
 
 
-class PayloadTooLarge(MemorydRpcError, code=ErrorCode.PAYLOAD_TOO_LARGE): ...
+class PayloadTooLarge(MemorydRpcError, code=ErrorCode.PAYLOAD_TOO_LARGE):
+    def sized(self, sent_bytes: int) -> PayloadTooLarge:
+        """This error with a message naming the size sent and the daemon's limit, when the
+        request (not the reply) was too large."""
+        limit = self.data.get("max_message_bytes") if isinstance(self.data, dict) else None
+        if not isinstance(limit, int):
+            return self
+        message = (
+            f"{self.message}: the request was {sent_bytes} bytes and the daemon accepts at most "
+            f"{limit} bytes per message (limits.max_message_bytes)"
+        )
+        return PayloadTooLarge(message, self.data)
 
 
 class DeadlineExceeded(MemorydRpcError, code=ErrorCode.DEADLINE_EXCEEDED): ...

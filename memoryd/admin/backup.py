@@ -9,15 +9,13 @@ from typing import TextIO
 from memoryd.admin.common import EXIT_OK, human_bytes
 from memoryd.config import Config
 from memoryd.errors import StoreError
-from memoryd.store import backup
+from memoryd.store import backends
 
 
 def run(config: Config, *, target: Path, force: bool, compact: bool = False, out: TextIO = sys.stdout) -> int:
     if not config.db_path.exists():
         raise StoreError(f"no database at {config.db_path} (check --data-dir / data_dir)")
-    report = backup.backup(
-        config.db_path, target, busy_timeout_ms=config.storage.busy_timeout_ms, overwrite=force, compact=compact
-    )
+    report = backends.backup(config, target, overwrite=force, compact=compact)
     out.write(
         f"backed up {config.db_path} to {report.path}: {human_bytes(report.bytes)} "
         f"({report.pages} pages) in {report.seconds:.2f} s, quick_check ok\n"

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from memoryd.admin.common import EXIT_OK, EXIT_PROBLEMS, open_store, print_json
 from memoryd.config import Config
-from memoryd.store.consistency import Finding
+from memoryd.store.admin_records import Finding
 
 
 def run(config: Config, *, repair: bool, as_json: bool, out: TextIO = sys.stdout) -> int:
@@ -33,14 +33,14 @@ def _check(config: Config, repair: bool) -> tuple[list[Finding], list[str]]:
     repaired: list[str] = []
     # Only --repair writes: a plain check also works on a read-only disk.
     with open_store(config, readonly=not repair) as store:
-        findings = store.lifecycle.check()
+        findings = store.maintenance.check()
         if repair and any(not f.ok and f.repairable for f in findings):
-            repaired = store.lifecycle.repair(findings)
+            repaired = store.maintenance.repair(findings)
     if repaired:
         # Checked again on fresh connections: FTS5's integrity check trusts the index
         # structure a connection cached before the rebuild, and would report false damage.
         with open_store(config, readonly=True) as store:
-            findings = store.lifecycle.check()
+            findings = store.maintenance.check()
     return findings, repaired
 
 

@@ -10,14 +10,15 @@ import msgspec
 
 from memoryd.config import Config
 from memoryd.errors import StoreError
-from memoryd.store import Store
+from memoryd.store import backends
+from memoryd.store.interfaces import Backend
 
 EXIT_OK = 0
 #: The command ran but found or hit a problem (check found damage, import rejected the file).
 EXIT_PROBLEMS = 1
 
 
-def open_store(config: Config, *, create: bool = False, readonly: bool = False) -> Store:
+def open_store(config: Config, *, create: bool = False, readonly: bool = False) -> Backend:
     """The daemon's database (migrated to this memoryd's schema), for one admin command.
 
     Without ``create`` a missing file is an error: a typo in --data-dir must not make an
@@ -29,9 +30,7 @@ def open_store(config: Config, *, create: bool = False, readonly: bool = False) 
         if not create:
             raise StoreError(f"no database at {path} (check --data-dir / data_dir)")
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # No mmap: these commands scan whole tables once; through the bounded page cache their
-    # RSS stays flat however large the file is.
-    return Store(path, readers=1, busy_timeout_ms=config.storage.busy_timeout_ms, mmap_bytes=0, readonly=readonly)
+    return backends.open_store(config, readers=1, whole_scans=True, readonly=readonly)
 
 
 def human_bytes(count: float) -> str:

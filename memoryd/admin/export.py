@@ -16,7 +16,7 @@ from memoryd.config import Config
 def run(config: Config, *, user: str | None, out: BinaryIO | None = None, err: TextIO = sys.stderr) -> int:
     sink = out if out is not None else sys.stdout.buffer
     with open_store(config) as store:
-        count = store.lifecycle.export(sink.write, user=user)
+        count = store.maintenance.export(sink.write, user=user)
     sink.flush()
     err.write(f"exported {count} memories{f' of {user}' if user else ''}\n")
     return EXIT_OK

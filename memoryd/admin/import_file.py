@@ -28,14 +28,14 @@ from memoryd.service.validation import (
     check_memory_fields,
     check_text,
 )
-from memoryd.store.transfer import (
+from memoryd.store.admin_records import (
     FORMAT,
     READABLE_VERSIONS,
     VERSION,
     ExportHeader,
     MemoryLine,
+    PersonLine,
 )
-from memoryd.store.transfer_people import PersonLine
 
 
 class _Record(msgspec.Struct):

@@ -20,8 +20,7 @@ from memoryd.admin.common import EXIT_OK, EXIT_PROBLEMS, open_store
 from memoryd.admin.import_file import ImportRules, LineError, parse_header, parse_line, read_lines
 from memoryd.config import Config
 from memoryd.errors import StoreError
-from memoryd.store.transfer import MemoryLine
-from memoryd.store.transfer_people import PersonLine
+from memoryd.store.admin_records import MemoryLine, PersonLine
 
 #: Problems listed before giving up on a bad file.
 MAX_REPORTED = 20
@@ -77,7 +76,7 @@ def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = s
         return EXIT_PROBLEMS
     with open_store(config, create=True) as store:
         try:
-            report = store.lifecycle.import_memories(_memories(path, rules))
+            report = store.maintenance.import_memories(_memories(path, rules))
         except LineError as exc:  # the file changed between the passes
             err.write(f"memoryd: {path}: {exc}\nmemoryd: nothing imported\n")
             return EXIT_PROBLEMS

@@ -7,7 +7,7 @@ from typing import Any, TextIO
 
 from memoryd.admin.common import EXIT_OK, human_bytes, open_store, print_json, table
 from memoryd.config import Config
-from memoryd.store import stats
+from memoryd.store.admin_records import MEMORY_STATES
 
 #: Users shown in the table (JSON has all of them).
 TOP_USERS = 20
@@ -15,7 +15,7 @@ TOP_USERS = 20
 
 def gather(config: Config) -> dict[str, Any]:
     with open_store(config, readonly=True) as store:
-        return store.lifecycle.stats()
+        return store.maintenance.stats()
 
 
 def run(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
@@ -37,11 +37,11 @@ def _entry(label: str, text: str, *more: str | None) -> list[str]:
 
 
 def _row(name: str, states: dict[str, int]) -> list[object]:
-    return [name, sum(states[s] for s in stats.STATES), *(states[s] for s in stats.STATES)]
+    return [name, sum(states[s] for s in MEMORY_STATES), *(states[s] for s in MEMORY_STATES)]
 
 
 def render(data: dict[str, Any]) -> list[str]:
-    header = ["", "total", *stats.STATES]
+    header = ["", "total", *MEMORY_STATES]
     memories = {k: v for k, v in data["memories"].items() if k != "total"}
     scopes = data["by_scope"]
     lines = table(

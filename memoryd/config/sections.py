@@ -15,6 +15,7 @@ from memoryd_client.paths import default_socket_path
 
 EmbedderKind = Literal["local", "ollama", "openai", "none"]
 LlmProvider = Literal["none", "openai", "ollama"]
+StorageBackend = Literal["sqlite"]
 PositiveFloat = Annotated[float, Meta(gt=0)]
 PositiveInt = Annotated[int, Meta(ge=1)]
 
@@ -108,6 +109,9 @@ class AuthConfig(Section, frozen=True):
 
 
 class StorageConfig(Section, frozen=True):
+    #: The engine that holds the memories: "sqlite", one file under data_dir (the only one
+    #: today; the service reaches it only through the interfaces in memoryd/store/interfaces).
+    backend: StorageBackend = "sqlite"
     readers: Annotated[int, Meta(ge=1, le=64)] = 4
     busy_timeout_ms: Annotated[int, Meta(ge=0)] = 5000
     #: Seconds start-up waits for the integrity check (quick_check) before serving; a larger

@@ -223,3 +223,21 @@ class PersonIndex:
             return None
         holders = self._holders.get(subject_class(relationship), {})
         return next(iter(holders.values())) if len(holders) == 1 else None
+
+
+#: Subjects that name the owner, never a person in their life.
+SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
+
+
+def new_subjects(index: PersonIndex, own: set[str], subjects: Sequence[str]) -> list[int]:
+    """Positions of the subjects that would each create a person (a name nobody known has)."""
+    positions: list[int] = []
+    seen: set[str] = set()
+    for position, subject in enumerate(subjects):
+        wanted = normalise_name(subject)
+        if not wanted or wanted in own or wanted in seen or is_relationship_phrase(subject):
+            continue
+        if index.resolve(subject) is None:
+            seen.add(wanted)
+            positions.append(position)
+    return positions

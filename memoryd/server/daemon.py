@@ -27,7 +27,6 @@ from memoryd.server import data_dir
 from memoryd.server.activation import bound_name
 from memoryd.server.head_start import HeadStart
 from memoryd.server.heap_trim import HeapTrimmer
-from memoryd.server.integrity import IntegrityCheck
 from memoryd.server.listener import RpcServer
 from memoryd.server.notify import Notifier
 from memoryd.server.pausing import despite_storage_faults
@@ -36,7 +35,8 @@ from memoryd.server.wiring import build_services
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.maintenance import Maintenance
 from memoryd.service.summary import SummaryService
-from memoryd.store import Store
+from memoryd.store import backends
+from memoryd.store.interfaces import Backend, StartupCheck
 
 if TYPE_CHECKING:
     from memoryd.llm import LlmClient
@@ -70,7 +70,7 @@ class Daemon:
         self.authenticator = Authenticator.from_config(config.auth)
         self.extraction: ExtractionWorker | None = None
         self.server: RpcServer | None = None
-        self.store: Store | None = None
+        self.store: Backend | None = None
         self.maintenance: Maintenance | None = None
         self.summaries: SummaryService | None = None
         self.embedder: Embedder | None = embedder
@@ -100,7 +100,7 @@ class Daemon:
         self.store = store
         # Begins the check now if the file could not be read before; damage found at any time
         # stops the store's writes.
-        integrity.store_opened(store.lifecycle.mark_damaged)
+        integrity.store_opened(store.maintenance.mark_damaged)
         try:
             embedder = await self._start_embedder(store, head)
             try:
@@ -120,20 +120,19 @@ class Daemon:
                 await trio.to_thread.run_sync(_close_store, store)
             log.info("daemon.stopped")
 
-    def _open_store(self) -> Store:
+    def _open_store(self) -> Backend:
         config = self.config
         data_dir.prepare(config.data_path, config.db_path, accept_empty_db=self._accept_empty_db)
-        storage = config.storage
-        Store.limit_cache_memory(storage.cache_mib << 20)
+        backends.limit_cache_memory(config)
         try:
-            return Store(config.db_path, readers=storage.readers, busy_timeout_ms=storage.busy_timeout_ms)
+            return backends.open_store(config)
         except StoreError as exc:
             failure = data_dir.opening_failure(config.db_path, exc)
             if failure is None:
                 raise StartupError(str(exc)) from None
             raise failure from None
 
-    async def _await_integrity(self, integrity: IntegrityCheck) -> None:
+    async def _await_integrity(self, integrity: StartupCheck) -> None:
         wait = self.config.storage.integrity_check_wait
         await integrity.wait(wait)
         if integrity.damage_found_within(wait):
@@ -143,7 +142,7 @@ class Daemon:
             # Damage found later turns health degraded and stops writes (the store's condition).
             log.info("store.integrity_check_continues", extra=fields(after_ready=True))
 
-    async def _start_embedder(self, store: Store, head: HeadStart) -> Embedder | None:
+    async def _start_embedder(self, store: Backend, head: HeadStart) -> Embedder | None:
         if self.embedder is not None:
             embedder = self.embedder
         elif head.embedder_error is not None:
@@ -167,7 +166,7 @@ class Daemon:
 
     async def _serve(
         self,
-        store: Store,
+        store: Backend,
         embedder: Embedder | None,
         started: float,
         task_status: trio.TaskStatus[Path],
@@ -200,7 +199,7 @@ class Daemon:
                 await nursery.start(despite_storage_faults, services.supersession_worker.run)
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
-                    store.lifecycle, config.lifecycle, conversations=store.conversations, extraction=config.extraction
+                    store.maintenance, config.lifecycle, conversations=store.conversations, extraction=config.extraction
                 )
                 await nursery.start(self.maintenance.run)
                 trimmer = HeapTrimmer(lambda: (server.guard.requests_total, store.memories.write_count))
@@ -245,7 +244,7 @@ class Daemon:
     def _server_stats_json(self) -> bytes:
         return self.server.stats_json() if self.server is not None else b"{}"
 
-    async def _describe(self, store: Store) -> str:
+    async def _describe(self, store: Backend) -> str:
         """The STATUS= line an operator sees in ``systemctl status memoryd``."""
         storage = store.memories.storage
         if storage.state != "ok":
@@ -259,9 +258,9 @@ class Daemon:
         )
 
 
-def _close_store(store: Store) -> None:
+def _close_store(store: Backend) -> None:
     try:
-        store.lifecycle.checkpoint()
+        store.maintenance.maintain(release_space=True)
     except StoreError as exc:
         # Every committed write is already in the WAL file, which outlives this process (the
         # same guarantee as any commit under synchronous=NORMAL); SQLite folds it into the

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memoryd.config import Config
-from memoryd.server.integrity import IntegrityCheck
+from memoryd.store import backends
 
 if TYPE_CHECKING:
     from memoryd.embed import Embedder
@@ -22,7 +22,7 @@ class HeadStart:
     def __init__(self, config: Config, *, embedder: Embedder | None = None) -> None:
         """Checks an existing store file at once, and starts loading the configured local
         model unless ``embedder`` (the caller's own) replaces it."""
-        self.integrity = IntegrityCheck(config.db_path, busy_timeout_ms=config.storage.busy_timeout_ms)
+        self.integrity = backends.startup_check(config)
         #: The configured embedder, already loading when it is the local one; None for
         #: ``embedder = "none"`` or when the caller brought its own.
         self.embedder: Embedder | None = None

@@ -20,9 +20,9 @@ from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.conversation import ConversationService
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
+from memoryd.service.health import HealthReporter
 from memoryd.service.learning import FactLearner
 from memoryd.service.memory import MemoryService
-from memoryd.service.health import HealthReporter
 from memoryd.service.methods import build_method_table
 from memoryd.service.people import PeopleService
 from memoryd.service.observe_quota import ObserveLimits, ObserveQuota
@@ -30,7 +30,7 @@ from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.summary import SummaryService
 from memoryd.service.supersession import Supersession
 from memoryd.service.supersession_worker import SupersessionWorker
-from memoryd.store import Store
+from memoryd.store.interfaces import Backend
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -53,7 +53,7 @@ class Services:
 
 def build_services(
     config: Config,
-    store: Store,
+    store: Backend,
     embedder: Embedder | None,
     llm: LlmClient | None,
     authenticator: Authenticator,
@@ -89,7 +89,7 @@ def build_services(
 
 def _conversations(
     config: Config,
-    store: Store,
+    store: Backend,
     service: MemoryService,
     people: PeopleService,
     guard: SecretsGuard,
@@ -126,7 +126,7 @@ def _conversations(
 
 
 def _supersession(
-    config: Config, store: Store, llm: LlmClient | None, people: PeopleService
+    config: Config, store: Backend, llm: LlmClient | None, people: PeopleService
 ) -> tuple[Supersession, SupersessionWorker]:
     """Who decides supersession: the offline rules inline, or the LLM in the background; the
     owner's people tell the rules that "my wife" and "Sarah" are one subject."""

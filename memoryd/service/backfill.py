@@ -23,8 +23,8 @@ from memoryd.embed.vectors import F32
 from memoryd.errors import DiskFull, EmbedderError, EmbeddingModelMismatch
 from memoryd.log import fields
 from memoryd.service.wakeup import Wakeup
-from memoryd.store import Store
-from memoryd.store.supersession import Stored
+from memoryd.store.interfaces import Backend
+from memoryd.store.supersession_records import Stored
 
 log = logging.getLogger("memoryd.backfill")
 
@@ -32,7 +32,7 @@ PROBE_TEXT = "dimension probe"
 
 
 class EmbeddingBackfill:
-    def __init__(self, store: Store, embedder: Embedder, *, batch_size: int) -> None:
+    def __init__(self, store: Backend, embedder: Embedder, *, batch_size: int) -> None:
         self.store = store
         self.embedder = embedder
         self.batch_size = batch_size

@@ -23,7 +23,6 @@ from memoryd.rpc.dispatch import CallContext
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
-from memoryd.service.provenance import caller_scope
 from memoryd.service.observe_quota import ObserveQuota
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.params import (
@@ -34,8 +33,9 @@ from memoryd.service.params import (
     MessageParam,
     ObserveParams,
 )
+from memoryd.service.provenance import caller_scope
 from memoryd.service.validation import check_group_chat, check_text, optional_text
-from memoryd.store import ConversationLog, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store import ConversationStore, Scope, SessionContext, SessionRef, StoredMessage
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -52,7 +52,7 @@ REFUSAL_PAUSE_SECONDS = 1.0
 class ConversationService:
     """memory.observe and the extract methods."""
 
-    conversations: ConversationLog
+    conversations: ConversationStore
     extractor: Extractor
     _: KW_ONLY
     #: None: extraction is off (observe still stores the messages).
@@ -145,7 +145,7 @@ class ConversationService:
         )
 
     def describe(self, queue: dict[str, Any]) -> dict[str, Any]:
-        """system.health's "extraction": the LLM, the queue's numbers (``ConversationLog.status``:
+        """system.health's "extraction": the LLM, the queue's numbers (``ConversationStore.status``:
         backlog in sessions, parked jobs, the last error), the worker's; never message contents."""
         state: dict[str, Any] = {"provider": "none", "state": "disabled"}
         if self.llm is not None:

@@ -22,7 +22,7 @@ from memoryd.log import fields
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
 from memoryd.service.wakeup import Wakeup
-from memoryd.store import ConversationLog, ExtractionJob, Scope
+from memoryd.store import ConversationStore, ExtractionJob, Scope
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -33,7 +33,7 @@ log = logging.getLogger("memoryd.extraction")
 class ExtractionWorker:
     def __init__(
         self,
-        conversations: ConversationLog,
+        conversations: ConversationStore,
         llm: LlmClient,
         extractor: Extractor,
         *,

@@ -18,7 +18,7 @@ from memoryd.service.conversation import ConversationService
 from memoryd.service.memory import MemoryService
 from memoryd.service.params import HealthParams
 from memoryd.store import JobQueue
-from memoryd.store.condition import Condition
+from memoryd.store.storage_state import Condition
 
 #: Health's store numbers are reused for this long unless this process wrote meanwhile.
 HEALTH_CACHE_SECONDS = 1.0

@@ -27,7 +27,7 @@ from memoryd.service.memory import AddedListener
 from memoryd.service.provenance import owner_names
 from memoryd.service.supersession import Supersession
 from memoryd.store import (
-    ConversationLog,
+    ConversationStore,
     ExtractionJob,
     Learned,
     MemoryRecord,
@@ -106,7 +106,7 @@ def _timestamp(value: str | float | None) -> datetime | float | None:
 class FactLearner:
     def __init__(
         self,
-        conversations: ConversationLog,
+        conversations: ConversationStore,
         embedder: Embedder | None,
         backfill: EmbeddingBackfill | None,
         *,

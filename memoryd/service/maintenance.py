@@ -22,7 +22,8 @@ from memoryd.config import ExtractionConfig, LifecycleConfig
 from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import DAY_MS, iso_from_ms, now_ms
 from memoryd.log import fields
-from memoryd.store import ConversationLog, Lifecycle
+from memoryd.store.interfaces import ConversationStore
+from memoryd.store.interfaces import Maintenance as StoreMaintenance
 
 log = logging.getLogger("memoryd.maintenance")
 
@@ -35,10 +36,10 @@ OPTIMIZE_AFTER_ROWS = 1000
 class Maintenance:
     def __init__(
         self,
-        lifecycle: Lifecycle,
+        lifecycle: StoreMaintenance,
         settings: LifecycleConfig,
         *,
-        conversations: ConversationLog | None = None,
+        conversations: ConversationStore | None = None,
         extraction: ExtractionConfig | None = None,
     ) -> None:
         """``conversations``: observed messages are pruned after ``extraction.retention_days``."""
@@ -106,12 +107,9 @@ class Maintenance:
         messages_pruned = 0
         if self.conversations is not None:
             messages_pruned = self.conversations.prune(retention_ms=int(self.extraction.retention_days * DAY_MS))
-        optimize_steps = 0
-        if gc.purged + eviction.evicted >= OPTIMIZE_AFTER_ROWS:
-            optimize_steps = lifecycle.optimize()
-        # PASSIVE: never waits for readers or blocks writers; SQLite's auto-checkpoint and the
-        # TRUNCATE at shutdown do the rest.
-        lifecycle.checkpoint("PASSIVE")
+        # Compacting (the engine's index merges and statistics) pays only after many removals;
+        # the rest of the housekeeping never waits for readers nor blocks writers.
+        housekeeping = lifecycle.maintain(compact=gc.purged + eviction.evicted >= OPTIMIZE_AFTER_ROWS)
         summary: dict[str, Any] = {
             "at": iso_from_ms(now_ms()),
             "expired_marked": expired,
@@ -120,7 +118,7 @@ class Maintenance:
             "evicted": eviction.evicted,
             "over_limit_scopes": len(eviction.scopes),
             "messages_pruned": messages_pruned,
-            "optimize_steps": optimize_steps,
+            "optimize_steps": housekeeping.compact_steps,
             "ms": round((time.perf_counter() - started) * 1000, 1),
         }
         lifecycle.record_maintenance(summary)

@@ -25,14 +25,14 @@ from memoryd.service.params import (
     ListParams,
     SearchParams,
 )
-from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.people import PeopleService
 from memoryd.service.provenance import caller_scope, identify, owner_names, provenance_of, scope_of
 from memoryd.service.query_vectors import QueryVectors
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_memory_fields, check_text
-from memoryd.store import MemoryRecord, MemoryRepository, NewMemory, Scope, SearchHit
-from memoryd.store.supersession import NOT_VISIBLE, Stored
+from memoryd.store import MemoryRecord, MemoryStore, NewMemory, Scope, SearchHit
+from memoryd.store.supersession_records import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
 
@@ -46,7 +46,7 @@ DeletedListener = Callable[[Scope], None]
 class MemoryService:
     def __init__(
         self,
-        memories: MemoryRepository,
+        memories: MemoryStore,
         embedder: Embedder | None,
         backfill: EmbeddingBackfill | None,
         *,
@@ -178,14 +178,7 @@ class MemoryService:
         if queries is None:
             return await self.memories.search(scope, query, limit=limit, people_focus=focus)
         # The store reads its keyword part while the query is being embedded.
-        return await self.memories.search(
-            scope,
-            query,
-            limit=limit,
-            embed_query=lambda: queries.embed(query),
-            people_focus=focus,
-            start_embedding=lambda: queries.start(query),
-        )
+        return await self.memories.search(scope, query, limit=limit, vector=queries.vector(query), people_focus=focus)
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
         scope = dataclasses.replace(

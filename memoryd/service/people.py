@@ -14,17 +14,21 @@ from memoryd.auth import Authenticator
 from memoryd.errors import InvalidParams, NotFound
 from memoryd.errors import PeopleLimitReached
 from memoryd.knowledge import Mention, MentionFinder, PersonIndex, Resolver, normalise_name
-from memoryd.store.people_learning import SELF_WORDS, new_subjects
+from memoryd.knowledge.people import SELF_WORDS, new_subjects
 from memoryd.log import fields
 from memoryd.secrets import scan
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.provenance import caller_scope
 from memoryd.service.params import MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
-    ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
+    ForgetPersonParams,
+    PersonAliasParams,
+    PersonGetParams,
+    PersonListParams,
+    PersonMergeParams,
 )
+from memoryd.service.provenance import caller_scope
 from memoryd.service.validation import check_text
-from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleRepository, Scope, StoredPerson
+from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleStore, Scope, StoredPerson
 
 log = logging.getLogger("memoryd.service")
 
@@ -65,7 +69,7 @@ class _Directory:
 
 class PeopleService:
     def __init__(
-        self, people: PeopleRepository, authenticator: Authenticator, *, max_people: int | None = None
+        self, people: PeopleStore, authenticator: Authenticator, *, max_people: int | None = None
     ) -> None:
         self.people = people
         #: limits.max_people_per_owner (None: unbounded).

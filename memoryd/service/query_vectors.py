@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 
 import numpy as np
@@ -17,6 +18,7 @@ import trio
 from memoryd.embed import Embedder, ImmediateEmbedder
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
+from memoryd.store.query_vector import QueryVector
 
 log = logging.getLogger("memoryd.service")
 
@@ -33,8 +35,12 @@ class QueryVectors:
         self._immediate = embedder if isinstance(embedder, ImmediateEmbedder) else None
         self._timeout = timeout
 
+    def vector(self, query: str) -> QueryVector:
+        """The vector of ``query`` for a search: awaited, or started at once when it can be."""
+        return QueryVector(functools.partial(self.embed, query), functools.partial(self.start, query))
+
     async def embed(self, query: str) -> np.ndarray | None:
-        """``overlapped_search.EmbedQuery``: the vector, or None (keyword only)."""
+        """The vector, or None (keyword only)."""
         try:
             with trio.fail_after(self._timeout):
                 vectors = await self._embedder.embed([query])
@@ -44,8 +50,8 @@ class QueryVectors:
         return vector
 
     def start(self, query: str) -> functools.partial[np.ndarray | None] | None:
-        """``overlapped_search.StartEmbedding``: the wait for the query started now on the
-        embedder's own thread, or None when it cannot start now (the search awaits ``embed``)."""
+        """``QueryVector.start_now``: the wait for the query started now on the embedder's own
+        thread, or None when it cannot start now (the search awaits ``embed``)."""
         under_way = None if self._immediate is None else self._immediate.embed_query_now(query)
         if under_way is None:
             return None
@@ -54,9 +60,10 @@ class QueryVectors:
         return functools.partial(_wait, under_way, time.monotonic() + self._timeout)
 
 
-def _wait(under_way: Future[np.ndarray], deadline: float) -> np.ndarray | None:
-    """In the search's reader thread (a trio worker thread): the vector, or None past
-    ``deadline`` or when the embedder failed.  A vector that is there is taken, however late."""
+def _wait(under_way: Future[np.ndarray], deadline: float, check_cancelled: Callable[[], None]) -> np.ndarray | None:
+    """In the search's own thread: the vector, or None past ``deadline`` or when the embedder
+    failed.  A vector that is there is taken, however late.  ``check_cancelled`` (the store's)
+    raises when the search was cancelled."""
     while True:
         remaining = deadline - time.monotonic()
         try:
@@ -64,7 +71,7 @@ def _wait(under_way: Future[np.ndarray], deadline: float) -> np.ndarray | None:
         except TimeoutError:
             if remaining <= CANCEL_POLL_SECONDS:
                 return _keyword_only("TooSlowError")  # the name embed()'s trio.fail_after gives it
-            trio.from_thread.check_cancelled()  # raises trio.Cancelled in a cancelled search
+            check_cancelled()  # raises in a cancelled search (trio.Cancelled in a trio worker thread)
         except EmbedderError as exc:
             return _keyword_only(type(exc).__name__)
 

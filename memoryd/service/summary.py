@@ -29,10 +29,10 @@ from memoryd.errors import LlmError
 from memoryd.ids import iso_from_ms, now_ms
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.provenance import caller_scope
 from memoryd.service.people_params import SummaryParams
+from memoryd.service.provenance import caller_scope
 from memoryd.service.summary_digest import digest, facts_for_llm
-from memoryd.store import MemoryRecord, PeopleRepository, Scope
+from memoryd.store import MemoryRecord, PeopleStore, Scope
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -67,7 +67,7 @@ class _Entry:
 class SummaryService:
     def __init__(
         self,
-        people: PeopleRepository,
+        people: PeopleStore,
         authenticator: Authenticator,
         llm: LlmClient | None,
         settings: SummaryConfig,

@@ -1,13 +1,13 @@
-"""The memory database: SQLite (apsw) with FTS5 and sqlite-vec, scoped per caller.
+"""The memory store, whatever engine holds it: interfaces, records, and the rules every engine shares.
 
-``Store`` opens the file and hands each caller its object: ``store.memories``
-(``MemoryRepository``), ``store.jobs`` (``JobQueue``), ``store.lifecycle`` (``Lifecycle``),
-``store.conversations`` (``ConversationLog``).
-What a caller may see is decided in ``visibility.py``; the ranking is ``search.py``'s.
+The service layer talks to a store only through the interfaces (``interfaces/``: ``Backend``,
+``MemoryStore``, ``PeopleStore``, ``SupersessionStore``, ``ConversationStore``, ``JobQueue``,
+``Maintenance``) and the value types beside them; ``backends.open_store`` opens the engine
+that ``[storage] backend`` names.  What a caller may see is decided in ``visibility.py``; the
+ranking model is ``ranking.py``'s.  Each engine lives in a package of its own (``sqlite/``).
 
-The names are imported on first use (PEP 562), so that ``memoryd.store.quick_check`` can be
-imported without the whole store: the daemon's integrity check starts before the rest of
-memoryd is imported (``server/head_start.py``).
+The names are imported on first use (PEP 562), so that importing a small part of the store
+(the start-up check, ``server/head_start.py``) does not import the whole of it.
 """
 
 from __future__ import annotations
@@ -17,33 +17,35 @@ from typing import TYPE_CHECKING
 from memoryd.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
-    from memoryd.store.conversation_log import ConversationLog
-    from memoryd.store.conversations import ExtractionJob, SessionContext, SessionRef, StoredMessage
-    from memoryd.store.job_queue import JobQueue
-    from memoryd.store.learned import Learned
-    from memoryd.store.lifecycle import Lifecycle
-    from memoryd.store.people import StoredPerson
-    from memoryd.store.people_repository import AliasTaken, Forgotten, PeopleRepository, SummaryMaterial
-    from memoryd.store.people_retriever import PeopleFocus
+    from memoryd.store.conversation_records import ExtractionJob, Learned, SessionContext, SessionRef, StoredMessage
+    from memoryd.store.interfaces import (
+        Backend,
+        ConversationStore,
+        JobQueue,
+        Maintenance,
+        MemoryStore,
+        PeopleStore,
+        SupersessionStore,
+    )
+    from memoryd.store.people_records import AliasTaken, Forgotten, PeopleFocus, StoredPerson, SummaryMaterial
+    from memoryd.store.query_vector import QueryVector
     from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, Provenance, SearchHit
-    from memoryd.store.repository import MemoryRepository
-    from memoryd.store.store import Store
-    from memoryd.store.vectors import VectorSpace
     from memoryd.store.visibility import Scope
 
 _EXPORTS = {
-    "memoryd.store.conversation_log": ("ConversationLog",),
-    "memoryd.store.conversations": ("ExtractionJob", "SessionContext", "SessionRef", "StoredMessage"),
-    "memoryd.store.job_queue": ("JobQueue",),
-    "memoryd.store.learned": ("Learned",),
-    "memoryd.store.lifecycle": ("Lifecycle",),
-    "memoryd.store.people": ("StoredPerson",),
-    "memoryd.store.people_repository": ("AliasTaken", "Forgotten", "PeopleRepository", "SummaryMaterial"),
-    "memoryd.store.people_retriever": ("PeopleFocus",),
+    "memoryd.store.conversation_records": ("ExtractionJob", "Learned", "SessionContext", "SessionRef", "StoredMessage"),
+    "memoryd.store.interfaces": (
+        "Backend",
+        "ConversationStore",
+        "JobQueue",
+        "Maintenance",
+        "MemoryStore",
+        "PeopleStore",
+        "SupersessionStore",
+    ),
+    "memoryd.store.people_records": ("AliasTaken", "Forgotten", "PeopleFocus", "StoredPerson", "SummaryMaterial"),
+    "memoryd.store.query_vector": ("QueryVector",),
     "memoryd.store.records": ("EmbedJob", "MemoryRecord", "NewMemory", "Provenance", "SearchHit"),
-    "memoryd.store.repository": ("MemoryRepository",),
-    "memoryd.store.store": ("Store",),
-    "memoryd.store.vectors": ("VectorSpace",),
     "memoryd.store.visibility": ("Scope",),
 }
 
@@ -51,26 +53,27 @@ __getattr__ = exports_on_first_use(__name__, _EXPORTS)
 
 __all__ = [
     "AliasTaken",
-    "ConversationLog",
+    "Backend",
+    "ConversationStore",
+    "EmbedJob",
     "ExtractionJob",
     "Forgotten",
+    "JobQueue",
     "Learned",
+    "Maintenance",
+    "MemoryRecord",
+    "MemoryStore",
+    "NewMemory",
     "PeopleFocus",
-    "PeopleRepository",
+    "PeopleStore",
+    "Provenance",
+    "QueryVector",
+    "Scope",
+    "SearchHit",
     "SessionContext",
     "SessionRef",
     "StoredMessage",
     "StoredPerson",
     "SummaryMaterial",
-    "EmbedJob",
-    "JobQueue",
-    "Lifecycle",
-    "MemoryRecord",
-    "MemoryRepository",
-    "NewMemory",
-    "Provenance",
-    "Scope",
-    "SearchHit",
-    "Store",
-    "VectorSpace",
+    "SupersessionStore",
 ]

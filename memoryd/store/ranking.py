@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store.neighbours import MAX_GAP_MS, Neighbourhood
+from memoryd.store.neighbourhood import MAX_GAP_MS, Neighbourhood
 
 #: Feature -> weight, in the order of feature_matrix's columns.
 WEIGHTS: Mapping[str, float] = {

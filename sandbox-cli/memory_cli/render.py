@@ -179,3 +179,31 @@ def _duration(seconds: Any) -> str:
         if whole >= size:
             return f"{whole // size}{unit}"
     return f"{whole}s"
+
+
+def replaced_line(memory_id: str, content: Optional[str]) -> str:
+    """``replaced: 1A2B3C4D "old content"``: what a new memory superseded."""
+    short = memory_id[:MIN_SHORT_ID]
+    if content is None:  # deleted since, or not visible to this caller
+        return f"replaced: {short}"
+    return f'replaced: {short} "{one_line(content)}"'
+
+
+def history_lines(versions: Sequence[Record]) -> List[str]:
+    """One line per version, oldest first: short id, date, content, and what became of it."""
+    if not versions:
+        return ["No history."]
+    ids = short_ids([str(v.get("id", "?")) for v in versions])
+    lines = []
+    for version in versions:
+        replaced_by = version.get("superseded_by")
+        if replaced_by:
+            state = f"replaced by {ids.get(str(replaced_by), str(replaced_by)[:MIN_SHORT_ID])}"
+            reason = version.get("supersede_reason")
+            if reason:
+                state += f": {one_line(str(reason))}"
+        else:
+            state = "current"
+        created = str(version.get("created_at") or "")[:10] or "?"
+        lines.append(f"{ids[str(version.get('id', '?'))]}  {created}  {one_line(version.get('content', ''))}  ({state})")
+    return lines

@@ -1,0 +1,85 @@
+"""The store backend the configuration names (``[storage] backend``), opened for its callers.
+
+The one module outside ``memoryd/store/sqlite/`` that imports it: the daemon, the admin
+commands and the CLI open a store here and get a :class:`~memoryd.store.interfaces.Backend`.
+Engines are imported on first use, so that the start-up check (``server/head_start.py``)
+begins before the rest of memoryd is imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memoryd.errors import StoreError
+
+if TYPE_CHECKING:
+    from memoryd.config import Config
+    from memoryd.store.admin_records import BackupReport
+    from memoryd.store.interfaces import Backend, StartupCheck
+
+#: The engines this memoryd can open (``[storage] backend``).
+BACKENDS = ("sqlite",)
+
+
+def _engine(config: Config) -> str:
+    name = config.storage.backend
+    if name not in BACKENDS:  # the config's type allows only known names: a guard, not validation
+        raise StoreError(f"unknown storage backend {name!r} (known: {', '.join(BACKENDS)})")
+    return name
+
+
+def open_store(
+    config: Config,
+    *,
+    readers: int | None = None,
+    whole_scans: bool = False,
+    readonly: bool = False,
+    path: Path | None = None,
+) -> Backend:
+    """The store, migrated to this memoryd's schema (``readonly``: never written nor migrated).
+
+    ``readers``: concurrent readers (default ``storage.readers``); ``whole_scans``: the caller
+    reads whole tables once (the admin commands), so the engine favours a small, flat memory
+    use over fast repeated reads.  ``path``: another SQLite file than the configured one."""
+    _engine(config)
+    from memoryd.store.sqlite.db.connection import MMAP_BYTES
+    from memoryd.store.sqlite.store import Store
+
+    storage = config.storage
+    return Store(
+        path or config.db_path,
+        readers=storage.readers if readers is None else readers,
+        busy_timeout_ms=storage.busy_timeout_ms,
+        # No mmap for whole scans: through the bounded page cache their RSS stays flat however
+        # large the file is.
+        mmap_bytes=0 if whole_scans else MMAP_BYTES,
+        readonly=readonly,
+    )
+
+
+def limit_cache_memory(config: Config) -> None:
+    """Cap the memory the engine caches in this process (``storage.cache_mib``); once, at start."""
+    _engine(config)
+    from memoryd.store.sqlite.store import Store
+
+    Store.limit_cache_memory(config.storage.cache_mib << 20)
+
+
+def startup_check(config: Config) -> StartupCheck:
+    """The check of the stored data that runs while the daemon starts (SQLite: quick_check)."""
+    _engine(config)
+    from memoryd.store.sqlite.db.integrity import IntegrityCheck
+
+    return IntegrityCheck(config.db_path, busy_timeout_ms=config.storage.busy_timeout_ms)
+
+
+def backup(config: Config, target: Path, *, overwrite: bool, compact: bool = False) -> BackupReport:
+    """A consistent copy of the live store at ``target`` (SQLite: the backup API, then a
+    quick_check of the copy)."""
+    _engine(config)
+    from memoryd.store.sqlite.admin import backup as sqlite_backup
+
+    return sqlite_backup.backup(
+        config.db_path, target, busy_timeout_ms=config.storage.busy_timeout_ms, overwrite=overwrite, compact=compact
+    )

@@ -1,0 +1,70 @@
+"""``ConversationStore``: observed messages, their extraction jobs, and the facts stored from them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy.typing as npt
+
+from memoryd.store.conversation_records import ExtractionJob, Learned, SessionContext, SessionRef, StoredMessage
+from memoryd.store.records import NewMemory
+from memoryd.store.supersession_records import Plan
+
+
+class ConversationStore(Protocol):
+    async def observe(
+        self,
+        session: SessionRef,
+        context: SessionContext,
+        messages: Sequence[StoredMessage],
+        *,
+        extract_after_ms: int | None,
+    ) -> int:
+        """Store ``messages`` (how many); with ``extract_after_ms`` the session's extraction comes
+        due that long after now (each call pushes it back: the debounce)."""
+        ...
+
+    async def queued_extractions(self, session: SessionRef) -> tuple[int, bool]:
+        """(how many of the session owner's sessions wait for extraction, whether ``session``
+        is one of them)."""
+        ...
+
+    async def session_messages(self, session: SessionRef, limit: int) -> list[StoredMessage]: ...
+
+    async def window(
+        self, session: SessionRef, message_id: str, radius: int
+    ) -> tuple[SessionRef, list[StoredMessage]] | None: ...
+
+    async def claim(self, limit: int, max_messages: int) -> list[ExtractionJob]:
+        """Lease due extraction jobs, each with the messages past its high-water mark."""
+        ...
+
+    async def store_facts(
+        self,
+        news: Sequence[NewMemory],
+        fact_vectors: Sequence[npt.ArrayLike | None],
+        *,
+        normalize: Callable[[str], str],
+        completes: ExtractionJob | None = None,
+        plans: Sequence[Plan] | None = None,
+    ) -> list[Learned]:
+        """Add or refresh facts; with ``completes``, advance that job's high-water mark in the
+        same transaction (both or neither)."""
+        ...
+
+    async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int: ...
+
+    def clear_leases(self) -> None:
+        """Start-up: release what a previous run of this daemon had claimed."""
+        ...
+
+    async def next_due_ms(self) -> int | None: ...
+
+    async def status(self) -> dict[str, Any]: ...
+
+    def retry_parked(self) -> dict[str, int]: ...
+
+    def prune(self, *, retention_ms: int) -> int:
+        """Remove observed messages older than ``retention_ms``; how many."""
+        ...

@@ -1,0 +1,66 @@
+"""``PeopleStore``: the person.* methods', the add path's and the context's view of people."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from memoryd.store.people_records import Forgotten, Merge, StoredPerson, SummaryMaterial
+from memoryd.store.records import MemoryRecord
+from memoryd.store.visibility import Scope
+
+
+class PeopleLearned(Protocol):
+    """What learning from one memory did."""
+
+    @property
+    def linked(self) -> list[str]:
+        """The names of the people the memory is about."""
+        ...
+
+    @property
+    def changed(self) -> bool:
+        """A person was created, renamed, or given an alias or relationship."""
+        ...
+
+
+class PeopleStore(Protocol):
+    """Each owner's people (names, aliases, relationship) and the memories about them."""
+
+    async def learn(
+        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
+        *, max_people: int | None = None,
+    ) -> PeopleLearned:
+        """Create or update the people ``content`` and ``subjects`` name (the owner going by
+        ``owner_names``) and link them to the memory; with ``max_people``, nobody is created
+        past that many people (the memory is still linked to those it names who exist)."""
+        ...
+
+    async def people_of(self, owner: str) -> list[StoredPerson]: ...
+
+    async def find(self, owner: str, phrase: str) -> StoredPerson | None:
+        """The person ``phrase`` names (id, unique id prefix, name or alias), or None."""
+        ...
+
+    async def memories_about(self, scope: Scope, person: StoredPerson, *, limit: int) -> list[MemoryRecord]:
+        """What ``scope`` may see about ``person``, newest first."""
+        ...
+
+    async def counts(self, scope: Scope, persons: Sequence[StoredPerson]) -> dict[str, int]:
+        """person id -> how many memories about them ``scope`` may see."""
+        ...
+
+    async def merge(self, owner: str, source: str, target: str) -> Merge:
+        """Fold ``source`` into ``target`` (aliases and memory links); nothing changes when
+        either names nobody or both name the same person."""
+        ...
+
+    async def add_alias(self, owner: str, phrase: str, alias: str) -> StoredPerson | None:
+        """AliasTaken when the alias names another of the owner's people."""
+        ...
+
+    async def forget(self, scope: Scope, phrase: str, *, delete_person: bool) -> Forgotten | None:
+        """Delete what ``scope`` sees about the person (and the person, if asked)."""
+        ...
+
+    async def summary_material(self, scope: Scope, limit: int) -> SummaryMaterial: ...

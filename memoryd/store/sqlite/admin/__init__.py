@@ -1,0 +1,1 @@
+"""Whole-store operations: maintenance, retention and gc, eviction, stats, check, export/import, backup."""

@@ -1,0 +1,170 @@
+"""``Lifecycle``: what the maintenance task and the admin commands do to the whole store.
+
+Expiry marking, gc past retention (``retention.py``), max_entries eviction (``eviction.py``),
+FTS merging, WAL checkpoints, hit-count flushes, stats, consistency checks, export and import.
+
+The long steps work in bounded batches, one short write transaction per batch, so the daemon's
+adds never wait long behind them (and `memoryd gc` from another process never trips their
+busy timeout).  The steps are idempotent: the daemon's maintenance task and `memoryd gc` may
+run them concurrently.  Everything but ``flush_hits`` is synchronous: the daemon runs it in a
+worker thread, the CLI directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import apsw
+
+from memoryd.errors import StoreCorrupt
+from memoryd.store.admin_records import EvictionReport, GcReport
+from memoryd.store.interfaces.maintenance import MaintenanceReport
+from memoryd.store.sqlite.admin import consistency, eviction, retention, stats, transfer
+from memoryd.store.sqlite.admin.consistency import Finding
+from memoryd.store.sqlite.admin.retention import BATCH
+from memoryd.store.sqlite.admin.transfer import ImportReport, MemoryLine
+from memoryd.store.sqlite.admin.transfer_people import PersonLine
+from memoryd.store.sqlite.db.database import Database, file_sizes, rows_changed
+from memoryd.store.sqlite.memories.hits import HitCounter, write_hits
+
+#: FTS5 pages merged per optimize step (one write transaction each).
+MERGE_PAGES = 1000
+CHECKPOINT_MODES = ("PASSIVE", "FULL", "RESTART", "TRUNCATE")
+
+
+class Lifecycle:
+    def __init__(self, db: Database, hits: HitCounter, clock: Callable[[], int]) -> None:
+        self._db = db
+        self._hits = hits
+        self._clock = clock
+
+    # -- the maintenance pass --------------------------------------------------------------------
+
+    def mark_expired(self) -> int:
+        """Audit 'expired' once for every memory whose expiry passed; returns how many."""
+        now_ms, total = self._clock(), 0
+        while (marked := self._db.write_sync(retention.mark_expired_batch, now_ms)) > 0:
+            total += marked
+            if marked < BATCH:
+                break
+        return total
+
+    def gc(self, *, retention_ms: int, dry_run: bool = False) -> GcReport:
+        """Purge memories deleted, expired or superseded more than ``retention_ms`` ago, then prune their old
+        events.  Optimizing and checkpointing are separate steps."""
+        started = time.perf_counter()
+        now_ms = self._clock()
+        report = GcReport(dry_run=dry_run, cutoff_ms=now_ms - retention_ms)
+        if dry_run:
+            report.purged_by_reason = self._db.read_sync(retention.purge_counts, report.cutoff_ms)
+            report.events_pruned = self._db.read_sync(retention.count_prunable_events, report.cutoff_ms)
+        else:
+            while True:
+                batch = self._db.write_sync(retention.purge_batch, report.cutoff_ms, now_ms)
+                report.purged_by_reason.update(batch)
+                if batch.total() < BATCH:
+                    break
+            report.events_pruned = self._db.write_sync(retention.prune_events, report.cutoff_ms)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
+        """Evict (soft-delete, audited) the lowest-value memories of over-full scopes."""
+        report = EvictionReport()
+        if not per_user and not per_chat:
+            return report
+        now_ms = self._clock()
+        protect_since_ms = now_ms - protect_recent_ms
+        for scope_key, count, limit in self._db.read_sync(eviction.over_limit, per_user, per_chat):
+            report.scopes[scope_key] = (count, limit)
+            while evicted := self._db.write_sync(eviction.evict_batch, scope_key, limit, now_ms, protect_since_ms):
+                report.evicted += evicted
+        return report
+
+    def optimize(self, *, max_steps: int = 10_000) -> int:
+        """Merge the FTS index fully (in small transactions) and refresh planner statistics."""
+        steps = 0
+        while steps < max_steps and self._db.write_sync(_fts_merge_step, MERGE_PAGES):
+            steps += 1
+        self._db.plain_sync(lambda db: db.execute("PRAGMA optimize"))
+        return steps
+
+    def checkpoint(self, mode: str = "TRUNCATE") -> tuple[int, int, int]:
+        """Fold the WAL back into the database file (TRUNCATE also empties it).
+
+        Returns SQLite's (busy, wal frames, frames checkpointed); busy = 1 means readers or a
+        writer of another process kept it from finishing (it completes on a later checkpoint).
+        """
+        if mode not in CHECKPOINT_MODES:
+            raise ValueError(f"unknown checkpoint mode {mode}")
+        row = self._db.plain_sync(lambda db: db.execute(f"PRAGMA wal_checkpoint({mode})").fetchone())
+        return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+
+    def maintain(self, *, compact: bool = False, release_space: bool = False) -> MaintenanceReport:
+        """SQLite's housekeeping: ``compact`` merges the FTS index and refreshes the planner's
+        statistics (``optimize``); then a checkpoint folds the WAL into the file, PASSIVE (never
+        waits for readers, never blocks writers; SQLite's auto-checkpoint does the rest) or,
+        with ``release_space``, TRUNCATE (also empties the WAL file)."""
+        steps = self.optimize() if compact else 0
+        busy, _, _ = self.checkpoint("TRUNCATE" if release_space else "PASSIVE")
+        return MaintenanceReport(compact_steps=steps, complete=busy == 0)
+
+    def record_maintenance(self, summary: dict[str, object]) -> None:
+        """Remember the last maintenance run (shown by `memoryd stats`)."""
+        self._db.write_sync(stats.record_maintenance, summary)
+
+    async def flush_hits(self) -> int:
+        """Write the hit counts gathered since the last flush in one transaction."""
+        entries = self._hits.drain()
+        if entries:
+            try:
+                await self._db.write(write_hits, entries)
+            except BaseException:
+                self._hits.restore(entries)
+                raise
+        return len(entries)
+
+    # -- the admin commands ----------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """What the store holds (one snapshot), plus the file sizes."""
+        data = self._db.read_sync(stats.collect, self._clock())
+        sizes = file_sizes(self._db.path)
+        data["database"] = {"path": str(self._db.path), **sizes, "bytes": sum(sizes.values())}
+        return data
+
+    def check(self, *, fts_sample: int = consistency.FTS_SAMPLE) -> list[Finding]:
+        """Integrity and index consistency, in one read snapshot."""
+        try:
+            return self._db.read_sync(consistency.check, self._clock(), fts_sample=fts_sample)
+        except StoreCorrupt as exc:
+            # Damaged where even the snapshot could not be read: that is the finding.
+            return [Finding("sqlite", False, f"{exc} ({consistency.RESTORE_HINT})", 1)]
+
+    def mark_damaged(self, detail: str) -> None:
+        """The start-up integrity check found damage: health turns degraded, writes stop."""
+        self._db.condition.corrupt(detail)
+
+    def repair(self, findings: list[Finding]) -> list[str]:
+        """Fix what ``check`` found, in one write transaction; returns what was done."""
+        return self._db.write_sync(consistency.repair, findings, self._clock())
+
+    def export(self, write: Callable[[bytes], object], *, user: str | None) -> int:
+        """Stream the export format through ``write`` from one read snapshot; memories written."""
+        return self._db.read_sync(transfer.export_memories, write, user=user, now_ms=self._clock())
+
+    def import_memories(self, lines: Iterable[MemoryLine | PersonLine]) -> ImportReport:
+        """Insert validated lines (memories, then people) whose ids are new, in ONE write
+        transaction (all or nothing)."""
+        return self._db.write_sync(transfer.import_memories, lines, self._clock())
+
+
+def _fts_merge_step(db: apsw.Connection, pages: int) -> bool:
+    """One incremental step of an FTS5 optimize; False once the index is a single segment.
+
+    (A negative 'merge' makes every segment eligible; FTS5 signals "no work" by changing
+    fewer than two rows.)  Small steps keep the write lock short, unlike 'optimize'.
+    """
+    return rows_changed(db, "INSERT INTO memories_fts (memories_fts, rank) VALUES ('merge', ?)", (-pages,)) >= 2

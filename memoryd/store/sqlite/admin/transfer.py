@@ -1,0 +1,199 @@
+"""The export format: versioned JSON Lines, every column of a memory, no vectors.
+
+Line 1 is a header::
+
+    {"format":"memoryd-export","version":2,"exported_at":"2025-01-02T03:04:05.678Z","user":null}
+
+Version 2 added the provenance fields (``chat_type`` ... ``conversation_private``); a version 1
+file imports with them unknown.  Version 3 added the people (``transfer_people``).
+
+The memories follow, one line each (``MemoryLine``), ordered by id, then the people.  Timestamps are ISO 8601 UTC
+with milliseconds, exactly the database's integer milliseconds, so export -> import -> export
+gives the same bytes except ``exported_at``.  Vectors are not exported (they belong to one
+model; the importing store re-embeds); audit events are not exported either (the importing
+store records an 'imported' event per memory); nor are the attribute keys supersession looks
+up (``memory_attributes``): they follow from the content, and the import derives them again.
+
+Import is idempotent by id: a memory whose id the store already has is skipped, whatever its
+content.  Lines are parsed and validated before they get here (``memoryd.admin.import_file``),
+so a file is checked completely before the write lock is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import apsw
+import msgspec
+
+from memoryd.ids import iso_from_ms, ms_from_iso
+from memoryd.knowledge import attribute_keys
+from memoryd.store.admin_records import FORMAT, VERSION, ExportHeader, ImportReport, MemoryLine
+from memoryd.store.records import PROVENANCE_COLUMNS
+from memoryd.store.sqlite.admin.transfer_people import PersonLine, import_people, person_lines
+from memoryd.store.sqlite.jobs import jobs
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.supersession import supersession
+from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.visibility import key_for, scope_kind
+
+#: The actor of 'imported' audit events.
+ACTOR = "admin"
+
+
+_encoder = msgspec.json.Encoder()
+_PROVENANCE = ", ".join(PROVENANCE_COLUMNS)
+_COLUMNS = (
+    "id, shared, owner, chat_id, source, content, subjects, metadata, confidence, created_at_ms, "
+    "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms, "
+    f"superseded_at_ms, supersede_reason, key, {_PROVENANCE}"
+)
+
+
+def _ms(value: str | None) -> int | None:
+    return None if value is None else ms_from_iso(value)
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+def header_line(exported_at_ms: int, user: str | None) -> bytes:
+    header = ExportHeader(FORMAT, VERSION, iso_from_ms(exported_at_ms) or "", user)
+    return _encoder.encode(header) + b"\n"
+
+
+def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
+    (id_, shared, owner, chat_id, source, content, subjects, metadata, confidence, created, updated, expires,
+     deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key) = row[:20]  # fmt: skip
+    provenance = dict(zip(PROVENANCE_COLUMNS, row[20:], strict=True))
+    provenance["conversation_private"] = bool(provenance["conversation_private"])
+    return MemoryLine(
+        id=id_,
+        scope=scope_kind(bool(shared)),
+        owner=owner,
+        chat_id=chat_id,
+        source=source,
+        content=content,
+        subjects=msgspec.json.decode(subjects),
+        metadata=msgspec.json.decode(metadata),
+        confidence=confidence,
+        created_at=iso_from_ms(created) or "",
+        updated_at=iso_from_ms(updated) or "",
+        expires_at=iso_from_ms(expires),
+        deleted_at=iso_from_ms(deleted),
+        expiry_recorded_at=iso_from_ms(expiry_recorded),
+        superseded_by=superseded_by,
+        access_count=access_count,
+        last_access_at=iso_from_ms(last_access),
+        superseded_at=iso_from_ms(superseded_at),
+        supersede_reason=reason,
+        key=key,
+        **provenance,
+    )
+
+
+def export_memories(
+    db: apsw.Connection, write: Callable[[bytes], object], *, user: str | None, now_ms: int, chunk: int = 1 << 20
+) -> int:
+    """Write the header, every memory and every person (``user``'s own, when given) through
+    ``write``; how many memories.
+
+    Run it in one read snapshot: the export is consistent while the daemon keeps writing.
+    Rows stream from the cursor into ~1 MB writes, so memory stays flat at any store size.
+    """
+    buffer = bytearray(header_line(now_ms, user))
+    count = 0
+    for line in _lines(db, user):
+        _encoder.encode_into(line, buffer, -1)
+        buffer += b"\n"
+        count += isinstance(line, MemoryLine)
+        if len(buffer) >= chunk:
+            write(bytes(buffer))
+            buffer.clear()
+    write(bytes(buffer))
+    return count
+
+
+def _lines(db: apsw.Connection, user: str | None) -> Iterator[MemoryLine | PersonLine]:
+    where, params = ("WHERE owner = ?", (user,)) if user is not None else ("", ())
+    for row in db.execute(f"SELECT {_COLUMNS} FROM memories {where} ORDER BY id", params):
+        yield _line_from_row(row)
+    yield from person_lines(db, user=user)
+
+
+# -- import -------------------------------------------------------------------------------------
+
+
+def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine], now_ms: int) -> ImportReport:
+    """Insert the memories and people whose ids are new; run it in ONE write transaction (all or
+    nothing).  People are linked after every memory is in, whatever the order of the lines.
+
+    Live memories get an embed job when the store has a vector space (the daemon's backfill
+    embeds them; otherwise the first daemon with an embedder queues them at start-up).
+    """
+    report = ImportReport()
+    space = vectors.read_space(db)
+    persons: list[PersonLine] = []
+    for line in lines:
+        if isinstance(line, PersonLine):
+            persons.append(line)
+            continue
+        shared = line.scope == "group"
+        scope_key = key_for(shared=shared, owner=line.owner, chat_id=line.chat_id)
+        expires_at_ms = _ms(line.expires_at)
+        deleted_at_ms = _ms(line.deleted_at)
+        db.execute(
+            f"""
+            INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects, created_at_ms,
+                updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, confidence,
+                metadata, content_hash, access_count, last_access_ms, superseded_at_ms, supersede_reason, key,
+                {_PROVENANCE})
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                {", ".join("?" * len(PROVENANCE_COLUMNS))})
+            ON CONFLICT (id) DO NOTHING
+            """,
+            (
+                line.id,
+                line.content,
+                line.owner,
+                line.chat_id,
+                int(shared),
+                scope_key,
+                line.source,
+                _encoder.encode(line.subjects).decode(),
+                ms_from_iso(line.created_at),
+                ms_from_iso(line.updated_at),
+                expires_at_ms,
+                deleted_at_ms,
+                _ms(line.expiry_recorded_at),
+                line.superseded_by,
+                float(line.confidence),
+                _encoder.encode(line.metadata).decode(),
+                memories.content_hash(line.content),
+                line.access_count,
+                _ms(line.last_access_at),
+                _ms(line.superseded_at),
+                line.supersede_reason,
+                line.key,
+                *(getattr(line, name) for name in PROVENANCE_COLUMNS),
+            ),
+        )
+        if db.changes() == 0:
+            report.already_present += 1
+            continue
+        report.imported += 1
+        rowid = db.last_insert_rowid()
+        memories.audit(db, line.id, "imported", ACTOR, now_ms, {})
+        # What an add records, so that a newer fact still supersedes an imported one.
+        supersession.record_attributes(db, scope_key, rowid, attribute_keys(line.content))
+        live = (
+            deleted_at_ms is None
+            and line.superseded_by is None
+            and (expires_at_ms is None or expires_at_ms > now_ms)
+        )
+        if space is not None and live:
+            jobs.enqueue_embed(db, rowid, now_ms)
+            report.embed_jobs += 1
+    report.people = import_people(db, persons, now_ms)
+    return report

@@ -1,0 +1,1 @@
+"""Observed conversations, their extraction jobs, and storing extracted facts."""

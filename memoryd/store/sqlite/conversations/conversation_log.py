@@ -1,0 +1,111 @@
+"""``ConversationLog``: observed messages and their extraction jobs, for the observe and extract
+methods and the extraction worker (SQL in ``conversations.py``, ``extraction_jobs.py`` and ``learned.py``)."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy.typing as npt
+
+from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef, StoredMessage
+from memoryd.store.records import NewMemory
+from memoryd.store.sqlite.conversations import conversations, extraction_jobs, learned
+from memoryd.store.sqlite.conversations.learned import Learned
+from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.db.write_batch import WriteBatcher
+from memoryd.store.sqlite.supersession.supersession import Plan
+
+
+class ConversationLog:
+    def __init__(self, db: Database, clock: Callable[[], int], small_writes: WriteBatcher) -> None:
+        """``small_writes``: observed messages that arrive together (and adds) commit together."""
+        self._db = db
+        self._clock = clock
+        self._small_writes = small_writes
+        self._rng = random.Random()
+
+    async def observe(
+        self,
+        session: SessionRef,
+        context: SessionContext,
+        messages: Sequence[StoredMessage],
+        *,
+        extract_after_ms: int | None,
+    ) -> int:
+        """Store ``messages``; with ``extract_after_ms``, the session's extraction comes due that
+        long after now (each call pushes it back: the debounce)."""
+        now = self._clock()
+        due = None if extract_after_ms is None else now + extract_after_ms
+        observe = functools.partial(
+            conversations.observe, session=session, context=context, messages=list(messages), now_ms=now, due_at_ms=due
+        )
+        return await self._small_writes.write(observe)
+
+    async def queued_extractions(self, session: SessionRef) -> tuple[int, bool]:
+        return await self._db.read(conversations.queued_extractions, session)
+
+    async def session_messages(self, session: SessionRef, limit: int) -> builtins.list[StoredMessage]:
+        return await self._db.read(conversations.session_messages, session, limit)
+
+    async def window(
+        self, session: SessionRef, message_id: str, radius: int
+    ) -> tuple[SessionRef, builtins.list[StoredMessage]] | None:
+        """``memory.extract``'s messages: the one named and ``radius`` either side (see
+        ``conversations.window`` for a session given without its key)."""
+        return await self._db.read(conversations.window, session, message_id, radius)
+
+    async def claim(self, limit: int, max_messages: int) -> builtins.list[ExtractionJob]:
+        return await self._db.write(extraction_jobs.claim, self._clock(), limit, max_messages)
+
+    async def store_facts(
+        self,
+        news: Sequence[NewMemory],
+        fact_vectors: Sequence[npt.ArrayLike | None],
+        *,
+        normalize: Callable[[str], str],
+        completes: ExtractionJob | None = None,
+        plans: Sequence[Plan] | None = None,
+    ) -> builtins.list[Learned]:
+        """Add or refresh the facts; with ``completes``, advance that job's high-water mark in
+        the same transaction (a crash either stores the facts and the mark, or neither)."""
+        now = self._clock()
+
+        def write(db: Any) -> builtins.list[Learned]:
+            result = learned.store_facts(db, news, fact_vectors, now, normalize=normalize, plans=plans)
+            if completes is not None:
+                extraction_jobs.advance(db, completes, now)
+            return result
+
+        return await self._db.write(write)
+
+    async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int:
+        return await self._db.write(
+            extraction_jobs.fail, job, error, self._clock(), park=park, retry_after_ms=retry_after_ms, rng=self._rng
+        )
+
+    def clear_leases(self) -> None:
+        """Start-up (synchronous): release what a previous run had claimed."""
+        self._db.write_sync(extraction_jobs.clear_leases)
+
+    async def next_due_ms(self) -> int | None:
+        return await self._db.read(extraction_jobs.next_due_ms)
+
+    async def status(self) -> dict[str, Any]:
+        return await self._db.read(extraction_jobs.status)
+
+    def retry_parked(self) -> dict[str, int]:
+        """`memoryd jobs retry` (synchronous)."""
+        return self._db.write_sync(extraction_jobs.retry_parked, self._clock())
+
+    def prune(self, *, retention_ms: int) -> int:
+        """Maintenance (synchronous): remove messages past retention, in short batches."""
+        cutoff, total = self._clock() - retention_ms, 0
+        while (removed := self._db.write_sync(conversations.prune, cutoff)) > 0:
+            total += removed
+            if removed < conversations.PRUNE_BATCH:
+                break
+        return total

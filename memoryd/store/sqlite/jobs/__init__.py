@@ -1,0 +1,1 @@
+"""Durable background jobs: the embed and supersede queue and how a job is leased."""

@@ -1,0 +1,171 @@
+"""``PeopleRepository``: what the person.* methods, the add path and context need of people.
+
+Each coroutine runs one small function of ``people`` / ``people_learning`` on the writer or a
+reader, off the event loop.  People are looked up by the caller's user id only; memories
+about them are read through ``visibility.predicate`` (``people.memories_about``).
+A lookup that finds nobody answers None; the service turns that into its error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import apsw
+import msgspec
+
+from memoryd.ids import is_id_prefix
+from memoryd.knowledge import normalise_name, resolve_person
+from memoryd.store.people_records import AliasTaken, Forgotten, Merge, SummaryMaterial
+from memoryd.store.records import MemoryRecord
+from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.people import people, people_learning
+from memoryd.store.sqlite.people.people import StoredPerson
+from memoryd.store.sqlite.people.people_learning import Learned
+from memoryd.store.sqlite.search import people_retriever
+from memoryd.store.visibility import Scope
+
+
+def find(db: apsw.Connection, owner: str, phrase: str) -> StoredPerson | None:
+    """The owner's person named by ``phrase``: a person id, a name, an alias, a relationship."""
+    known = people.people_of(db, owner)
+    wanted = phrase.strip()
+    if is_id_prefix(wanted.upper()):
+        for person in known:
+            if person.id == wanted.upper():
+                return person
+    found = resolve_person(wanted, [p.known() for p in known])
+    return None if found is None else next(p for p in known if p.id == found.key)
+
+
+class PeopleRepository:
+    def __init__(self, db: Database, clock: Callable[[], int]) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def learn(
+        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
+        *, max_people: int | None = None,
+    ) -> Learned:
+        """Create or update the people ``content`` and ``subjects`` name and link them to the
+        memory (see ``people_learning``)."""
+        now = self._clock()
+
+        def run(db: apsw.Connection) -> Learned:
+            row = db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            if row is None:  # deleted between the add and this call: nothing to link
+                return Learned([], False)
+            return people_learning.learn(db, owner=owner, memory_rowid=int(row[0]), content=content,
+                                         subjects=subjects, owner_names=owner_names, now_ms=now,
+                                         max_people=max_people)
+
+        return await self._db.write(run)
+
+    def learn_many(self, owner: str, memories_of: Sequence[tuple[str, str, Sequence[str]]],
+                   owner_names: Sequence[str]) -> int:
+        """``learn`` for many (memory id, content, subjects) in one transaction (benchmarks,
+        tests).  Synchronous: not for the event loop."""
+        now = self._clock()
+
+        def run(db: apsw.Connection) -> int:
+            rowids = dict(db.execute(
+                "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+                (msgspec.json.encode([m[0] for m in memories_of]).decode(),),
+            ).fetchall())
+            for memory_id, content, subjects in memories_of:
+                people_learning.learn(db, owner=owner, memory_rowid=int(rowids[memory_id]), content=content,
+                                      subjects=subjects, owner_names=owner_names, now_ms=now)
+            return len(memories_of)
+
+        return self._db.write_sync(run)
+
+    async def people_of(self, owner: str) -> list[StoredPerson]:
+        return await self._db.read(people.people_of, owner)
+
+    async def find(self, owner: str, phrase: str) -> StoredPerson | None:
+        return await self._db.read(find, owner, phrase)
+
+    async def memories_about(self, scope: Scope, person: StoredPerson, *, limit: int) -> list[MemoryRecord]:
+        """The memories about ``person`` that ``scope`` may see, newest first, with ``about``."""
+
+        def run(db: apsw.Connection) -> list[MemoryRecord]:
+            rows = people.memories_about(db, scope, [person.rowid], self._clock(), limit=limit)
+            records = [record for _, record in rows]
+            people_retriever.annotate(db, scope, records)
+            return records
+
+        return await self._db.read(run)
+
+    async def counts(self, scope: Scope, persons: Sequence[StoredPerson]) -> dict[str, int]:
+        """person id -> how many memories about them ``scope`` may see."""
+
+        def run(db: apsw.Connection) -> dict[str, int]:
+            found = people.counts_about(db, scope, [p.rowid for p in persons], self._clock())
+            return {p.id: found.get(p.rowid, 0) for p in persons}
+
+        return await self._db.read(run)
+
+    async def merge(self, owner: str, source: str, target: str) -> Merge:
+        """Fold the person ``source`` names into the one ``target`` names; when either names
+        nobody, or both the same person, nothing changes (``merged`` is None)."""
+        now = self._clock()
+
+        def run(db: apsw.Connection) -> Merge:
+            a, b = find(db, owner, source), find(db, owner, target)
+            if a is None or b is None or a.id == b.id:
+                return Merge(a, b, None)
+            merged = people.merge(db, a, b, now)
+            memories.audit(db, merged.id, "person_merged", owner, now, {"from": a.id, "into": b.id})
+            return Merge(a, b, merged)
+
+        return await self._db.write(run)
+
+    async def add_alias(self, owner: str, phrase: str, alias: str) -> StoredPerson | None:
+        """Give the person ``phrase`` names another alias; None if nobody; AliasTaken if the
+        alias already names someone else."""
+        now = self._clock()
+
+        def run(db: apsw.Connection) -> StoredPerson | None:
+            person = find(db, owner, phrase)
+            if person is None:
+                return None
+            holder = find(db, owner, alias)
+            if holder is not None and holder.id != person.id and normalise_name(alias) in {
+                normalise_name(n) for n in (holder.name, *holder.aliases)
+            }:
+                raise AliasTaken(holder.id)
+            if person.add_alias(alias):
+                people.save(db, person, now)
+            return person
+
+        return await self._db.write(run)
+
+    async def forget(self, scope: Scope, phrase: str, *, delete_person: bool) -> Forgotten | None:
+        """Delete the memories about the person ``phrase`` names that ``scope`` may see
+        (audited), and the person unless ``delete_person`` is false; None if nobody."""
+        now = self._clock()
+
+        def run(db: apsw.Connection) -> Forgotten | None:
+            person = find(db, scope.user_id, phrase)
+            if person is None:
+                return None
+            deleted = people.delete_memories_about(db, scope, person, now, "forget_person")
+            if delete_person:
+                people.delete(db, person)
+            memories.audit(db, person.id, "person_forgotten", scope.user_id, now,
+                           {"memories": len(deleted), "person_deleted": delete_person, "chat_id": scope.chat_id})
+            return Forgotten(person, deleted, delete_person)
+
+        return await self._db.write(run)
+
+    async def summary_material(self, scope: Scope, limit: int) -> SummaryMaterial:
+        """The newest ``limit`` memories ``scope`` may see (with ``about``), and the owner's
+        people: what a summary is built from.  Not counted as hits: nobody asked for them."""
+
+        def run(db: apsw.Connection) -> SummaryMaterial:
+            records = memories.list_visible(db, scope, limit=limit, offset=0, before_id=None,
+                                            include_expired=False, now_ms=self._clock())
+            people_retriever.annotate(db, scope, records)
+            return SummaryMaterial(records, people.people_of(db, scope.user_id))
+
+        return await self._db.read(run)

@@ -1,0 +1,25 @@
+"""Schema step 007: the disclosure code column and the time-ordered list index."""
+
+from __future__ import annotations
+
+import apsw
+
+from memoryd.store.sqlite.schema.migrations import vector_table_rebuild
+from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.sqlite.visibility_sql import DISCLOSURE_SQL
+
+
+def m007_disclosure_and_time_order(db: apsw.Connection) -> None:
+    """Ids no longer sort by time (they are random, see ``ids.py``), so lists walk a time index;
+    the disclosure rules read one generated code per memory (``visibility.Disclosure``), which
+    the vector table stores too, so its scan can filter by it (the table is rebuilt in place)."""
+    db.execute(
+        f"""
+        ALTER TABLE memories ADD COLUMN disclosure INTEGER GENERATED ALWAYS AS ({DISCLOSURE_SQL}) VIRTUAL;
+        -- list (newest first) and its cursor: one ordered walk per scope key.
+        CREATE INDEX memories_scope_time ON memories (scope_key, created_at_ms, rowid) WHERE deleted_at_ms IS NULL;
+        """
+    )
+    space = vectors.read_space(db)
+    if space is not None:
+        vector_table_rebuild.rebuild_table(db, space)

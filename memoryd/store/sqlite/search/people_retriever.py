@@ -1,0 +1,85 @@
+"""The people retriever: a search's third ranked list, beside BM25 and vectors.
+
+"what does my wife like?" mentions Sarah; her memories ("Sarah likes Italian food") never say
+"wife", so neither BM25 nor a vector may find them.  The service finds the mentioned people
+(``knowledge.MentionFinder``, cached per owner) and hands their rowids here as a
+:class:`PeopleFocus`; this module ranks their visible memories newest first for the fusion.
+A query that mentions nobody gets no focus and costs nothing here but :func:`annotate`.
+
+It also answers the ``about`` filter (only memories linked to given people) and fills each
+record's ``about`` with the names of the caller's own people it is linked to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import apsw
+import msgspec
+
+from memoryd.store.people_records import PeopleFocus
+from memoryd.store.records import MemoryRecord
+from memoryd.store.sqlite.people import people
+from memoryd.store.sqlite.search import fts_query
+from memoryd.store.visibility import Scope
+
+_encode = msgspec.json.encode
+
+#: The newest memories of the mentioned people that the retriever ranks.
+RANK_POOL = 200
+
+
+def ranking(db: apsw.Connection, scope: Scope, focus: PeopleFocus | None, depth: int, now_ms: int) -> list[int]:
+    """Rowids of the focused people's visible memories (at most ``depth``): those sharing more
+    of the rest of the query first ("like" finds "Sarah likes Italian food" before "Sarah's
+    birthday is in May"), newest first among equals; only the newest RANK_POOL are looked at."""
+    if focus is None or not focus.ranked_people:
+        return []
+    pool = people.texts_about(db, scope, focus.ranked_people, now_ms, limit=RANK_POOL)
+    stems = sorted({_stem(term) for term in fts_query.extract_terms(focus.rest)}, key=len, reverse=True)
+    if stems:
+        # One regex per query ("like" matches "likes", "liked"): C speed over the pool.
+        words = re.compile(r"\b(" + "|".join(map(re.escape, stems)) + r")[a-z]{0,4}\b")
+
+        def shared(text: str) -> int:
+            plain = text.lower() if text.isascii() else " ".join(fts_query.extract_all_words(text))
+            return len(set(words.findall(plain)))
+
+        pool = sorted(pool, key=lambda row: -shared(row[1]))  # stable: newest first among equals
+    return [rowid for rowid, _ in pool[:depth]]
+
+
+def _stem(word: str) -> str:
+    """A crude English stem ("likes", "liked" -> "like"); FTS5's porter is not reachable here."""
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def restrict(
+    db: apsw.Connection, focus: PeopleFocus | None, fused: list[tuple[int, float]]
+) -> list[tuple[int, float]]:
+    """With an ``about`` filter, keep only the fused rowids linked to those people."""
+    if focus is None or focus.only is None:
+        return fused
+    if not focus.only or not fused:
+        return []
+    linked = {
+        int(rowid)
+        for (rowid,) in db.execute(
+            "SELECT DISTINCT memory_rowid FROM memory_people WHERE person_rowid IN (SELECT value FROM json_each(?)) "
+            "AND memory_rowid IN (SELECT value FROM json_each(?))",
+            (_encode(list(focus.only)).decode(), _encode([rowid for rowid, _ in fused]).decode()),
+        )
+    }
+    return [(rowid, score) for rowid, score in fused if rowid in linked]
+
+
+def annotate(db: apsw.Connection, scope: Scope, records: Iterable[MemoryRecord]) -> None:
+    """Set ``about`` of each record to the caller's people it is linked to; a record linked to
+    none keeps its subjects there."""
+    by_id = {record.id: record for record in records}
+    for memory_id, names in people.names_for(db, scope.user_id, list(by_id)).items():
+        by_id[memory_id].about = names

@@ -1,0 +1,183 @@
+"""Hybrid retrieval: FTS5 BM25 + vec0 KNN gather candidates, a fitted model ranks them.
+
+Both retrievers are confined to the caller's scopes inside SQL (FTS: the scope token is ANDed
+into the MATCH; vec0: the scope is the partition key of the scan), so nobody's memories crowd
+out anybody else's.  Their candidates, and the memories added right before and after each
+(neighbours.py), are scored by ranking.py from the cosine, the scope-weighted share of query
+terms (term_match.py) and the neighbours' features.  A final fetch re-checks scope, deletion
+and expiry.
+
+The retrievers' parts (the keyword plan of ``keyword.py``, the scoped KNN of
+``vector_search.py``) are run by ``search_parts.py``; this module joins them into candidates
+and ranks those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from memoryd.store import ranking
+from memoryd.store.fusion import fuse
+from memoryd.store.records import SearchHit, hit_from_record
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.search import fts_query, neighbours, people_retriever
+from memoryd.store.sqlite.search.search_parts import (
+    REACH,
+    KeywordPart,
+    SearchQuery,
+    VectorPart,
+    candidate_depth,
+    keyword_part,
+    vector_part,
+)
+from memoryd.store.sqlite.vectors import vector_search, vectors
+from memoryd.store.visibility import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Everything ranked for one query: the candidates, their features, the known cosines."""
+
+    rowids: list[int]
+    features: npt.NDArray[np.float64]  # one row of ranking.FEATURES per candidate
+    cosines: dict[int, float]
+    terms: list[str]
+    created_at_ms: dict[int, int]  # of the candidates, for ranking.diversify
+
+
+def candidates(
+    db: apsw.Connection,
+    scope: Scope,
+    query: SearchQuery,
+    *,
+    words: KeywordPart | None = None,
+    semantic: VectorPart | None = None,
+) -> Candidates:
+    """Both retrievers' candidates (and the people retriever's, ``words.by_people``) and their
+    neighbours, with the ranking model's features.
+
+    ``words`` and ``semantic``: the retrievers' parts when they ran already (in this snapshot,
+    or ``semantic`` in another reader's: see ``_comparable``); what is missing runs here."""
+    if words is None:
+        words = keyword_part(db, scope, query)
+    limit, now_ms = query.limit, query.now_ms
+    depth = candidate_depth(limit)
+    if semantic is None or not _comparable(db, scope, semantic):
+        semantic = vector_part(db, scope, query)
+    cosines: dict[int, float] = {}
+    by_vector: list[int] = []
+    if semantic is not None:
+        space, unit = semantic.space, semantic.unit
+        by_vector = [rowid for rowid, _ in semantic.nearest[:depth]]
+        cosines = dict(semantic.nearest)
+
+    found = list(dict.fromkeys([*words.by_words, *by_vector, *words.by_people]))
+    hood = words.hood
+    if hood is None:
+        hood = neighbours.around(db, scope, found, REACH, now_ms)
+    elif rest := [rowid for rowid in found if rowid not in hood.centres]:
+        hood = hood.merged(neighbours.around(db, scope, rest, REACH, now_ms))
+    pool = [rowid for rowid in found if rowid in hood.rows]
+    known = set(pool)
+    adjacent = [
+        n for rowid in pool for n in (hood.walk(rowid, -1), hood.walk(rowid, 1)) if n is not None and n not in known
+    ]
+    adjacent = list(dict.fromkeys(adjacent))
+    if semantic is not None:
+        cosines.update(vector_search.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
+
+    table = ranking.FeatureTable(hood, words.weights.coverage)
+    features = table.matrix(pool, cosines)
+    if semantic is not None:
+        adjacent = _worth_a_cosine(adjacent, features, cosines, table, limit)
+        cosines.update(vector_search.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
+    # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
+    # on its neighbour's alone: keyword-only search returns only memories that match.
+    joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
+    features = np.vstack([features, table.matrix(joining, cosines)])
+    rowids = pool + joining
+    created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
+    return Candidates(rowids, features, cosines, words.terms, created)
+
+
+def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart) -> bool:
+    """Whether a KNN list scanned on another reader may join this snapshot's ranking.
+
+    The other reader's snapshot may be a commit or two apart from this one.  Its list is used
+    only when the scope's vectors are as this snapshot holds them (same space, same stamps):
+    then this snapshot's own scan would give the same list, and the ranking's candidates are
+    those of the sequential search.  A vector added or deleted in between (or a reindex) makes
+    the scan run again here: a list with a newer memory in it would hold one older candidate
+    fewer than this snapshot's scan."""
+    # A list exists only for a usable space, whose length the query's was checked against.
+    return vectors.read_space(db) == semantic.space and vector_search.scan_state(db, scope) == semantic.state
+
+
+def _worth_a_cosine(
+    adjacent: list[int],
+    pool_features: npt.NDArray[np.float64],
+    cosines: dict[int, float],
+    table: ranking.FeatureTable,
+    limit: int,
+) -> list[int]:
+    """The neighbours that could reach the top ``limit`` even with the best cosine seen so far.
+
+    A vec0 lookup costs ~10-20 us per row, and most neighbours of a big scope's candidates are
+    unrelated to the query: scoring them first with that optimistic cosine (the model rises
+    with the cosine) spares the lookups of those that cannot place.  The retrievers' best
+    cosine bounds a neighbour's only approximately (the KNN's coarse pass is not exact).
+    """
+    if not adjacent or len(pool_features) < limit:
+        return adjacent
+    best = max(cosines.values(), default=0.0)
+    optimistic = table.matrix(adjacent, dict.fromkeys(adjacent, best))
+    bar = np.sort(ranking.scores(pool_features))[-limit]
+    return [rowid for rowid, score in zip(adjacent, ranking.scores(optimistic), strict=True) if score >= bar]
+
+
+def search(
+    db: apsw.Connection,
+    scope: Scope,
+    query: SearchQuery,
+    people_focus: people_retriever.PeopleFocus | None = None,
+    *,
+    words: KeywordPart | None = None,
+    semantic: VectorPart | None = None,
+) -> list[SearchHit]:
+    """``people_focus``: the people the query mentions (a third ranked list) or is filtered to.
+    ``words``, ``semantic``: parts that ran already (``candidates``); ``words`` must have been
+    gathered with the same ``people_focus``."""
+    limit, now_ms = query.limit, query.now_ms
+    if limit < 1:
+        return []
+    if words is None:
+        words = keyword_part(db, scope, query, people_focus)
+    by_people = words.by_people
+    found = candidates(db, scope, query, words=words, semantic=semantic)
+    scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
+    ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
+    if by_people:
+        # The mentioned people's memories have no feature of their own in the model: their
+        # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
+        # and breaks its ties (the query is about those people).
+        ranked = [(rowid, scored.get(rowid, 0.0)) for rowid in fuse([by_people, [r for r, _ in ranked]])]
+    ranked = ranking.diversify(people_retriever.restrict(db, people_focus, ranked), found.created_at_ms)[:limit]
+    records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
+    people_retriever.annotate(db, scope, records.values())
+
+    hits: list[SearchHit] = []
+    for rowid, score in ranked:
+        record = records.get(rowid)
+        if record is None:
+            continue
+        if rowid in found.cosines:
+            similarity = min(1.0, max(0.0, found.cosines[rowid]))
+        else:
+            similarity = fts_query.term_fraction(found.terms, record.content, " ".join(record.subjects))
+        hits.append(hit_from_record(record, score, similarity))
+    return hits
+

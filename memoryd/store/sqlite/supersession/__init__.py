@@ -1,0 +1,1 @@
+"""Supersession: newer memories replacing older ones, its jobs, and history."""

@@ -1,0 +1,70 @@
+"""Supersession's value types: what an add asks (``Plan``), what a judge decides (``Ruling``),
+what was stored (``Stored``), and a queued ``supersede`` job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from memoryd.store.records import EmbedJob, MemoryRecord
+
+
+@dataclass(frozen=True)
+class SupersedeJob:
+    job_id: int
+    memory_rowid: int
+    attempts: int
+
+
+#: The reason of a refused ``supersedes`` that names nothing visible (the words memory.get uses).
+NOT_VISIBLE = "no visible memory has this id or prefix"
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """One decision: does the new memory replace the old one, why, and who decided."""
+
+    supersedes: bool
+    reason: str
+    decided_by: str  # rules, llm, explicit, key
+    attribute: str | None = None
+
+
+#: (older, newer) -> Ruling; runs inside the write transaction, so it must be quick and pure.
+Judge = Callable[[MemoryRecord, MemoryRecord], Ruling]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the service asks of an add, beyond storing it."""
+
+    attributes: tuple[str, ...] = ()  # the attribute keys the new memory sets
+    supersedes: str | None = None  # a normalised id or prefix the caller names
+    key: str | None = None  # the caller's upsert key
+    judge: Judge | None = None  # decide now (offline rules) ...
+    defer: bool = False  # ... or queue a 'supersede' job for the LLM
+    max_candidates: int = 5
+    #: Learn the stored memory's people in the same transaction (``people_learning``), the
+    #: owner going by these names; None: the caller learns them (or nobody does).
+    owner_names: tuple[str, ...] | None = None
+    #: limits.max_people_per_owner: a subject that would create a person past it is refused.
+    max_people: int | None = None
+    #: The adder embeds the text itself, at once: its job comes back leased (``Stored.embed_job``).
+    embeds_itself: bool = False
+
+
+@dataclass
+class Stored:
+    record: MemoryRecord
+    #: The stored row (the duplicate's, when ``deduplicated``), for callers in the same transaction.
+    rowid: int
+    deduplicated: bool
+    superseded: list[str] = field(default_factory=list)  # ids this add replaced
+    #: The shortest prefix naming the memory among what the adder sees (``lookup.short_ids``).
+    short_id: str = ""
+    #: Learning changed the owner's people (created, renamed, aliased): their caches are stale.
+    people_changed: bool = False
+    #: The owner's people afterwards (when learned here).
+    people_count: int | None = None
+    #: The new memory's embed job, leased to the adder (``Plan.embeds_itself``).
+    embed_job: EmbedJob | None = None

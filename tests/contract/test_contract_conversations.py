@@ -1,0 +1,85 @@
+"""Observed conversations through ``ConversationStore``: observe, the high-water mark that keeps a
+message from being extracted twice, the debounce, storing facts, retention."""
+
+from __future__ import annotations
+
+from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store.interfaces import Backend
+from tests.store_helpers import Clock
+
+T0 = 1_700_000_000_000
+SESSION = SessionRef("alice", "chat-1", "s1")
+CONTEXT = SessionContext(chat_type="private", timezone="Europe/Paris")
+
+
+def messages(*texts: str, first: int = 1) -> list[StoredMessage]:
+    return [StoredMessage(0, "user", text, f"m{first + i}", None, None, None, None) for i, text in enumerate(texts)]
+
+
+def fact(content: str) -> NewMemory:
+    return NewMemory(content=content, owner="alice", chat_id="chat-1", shared=False, source="extraction")
+
+
+async def test_observe_stores_messages_in_order_and_the_job_waits_for_quiet(backend: Backend, clock: Clock) -> None:
+    clock.at = T0
+    assert await backend.conversations.observe(SESSION, CONTEXT, messages("one"), extract_after_ms=5000) == 1
+    clock.at = T0 + 3000  # each observe pushes the extraction back
+    assert await backend.conversations.observe(SESSION, CONTEXT, messages("two", first=2), extract_after_ms=5000) == 1
+    assert [m.content for m in await backend.conversations.session_messages(SESSION, 10)] == ["one", "two"]
+    clock.at = T0 + 5000
+    assert await backend.conversations.claim(5, 50) == []  # not quiet yet
+    assert (
+        await backend.conversations.observe(
+            SessionRef("bob", "chat-1", "s1"), CONTEXT, messages("x"), extract_after_ms=None
+        )
+        == 1
+    )
+    clock.at = T0 + 8000
+    (job,) = await backend.conversations.claim(5, 50)
+    assert [m.content for m in job.messages] == ["one", "two"] and job.context.timezone == "Europe/Paris"
+
+
+async def test_the_high_water_mark_moves_with_the_facts_so_nothing_is_extracted_twice(
+    backend: Backend, clock: Clock
+) -> None:
+    clock.at = T0
+    await backend.conversations.observe(SESSION, CONTEXT, messages("I like tea"), extract_after_ms=0)
+    (job,) = await backend.conversations.claim(5, 50)
+    learned = await backend.conversations.store_facts(
+        [fact("alice likes tea")], [None], normalize=str.casefold, completes=job
+    )
+    assert [item.refreshed for item in learned] == [False]
+    assert await backend.conversations.claim(5, 50) == []
+    await backend.conversations.observe(SESSION, CONTEXT, messages("and coffee", first=2), extract_after_ms=0)
+    (job,) = await backend.conversations.claim(5, 50)
+    assert [m.content for m in job.messages] == ["and coffee"]
+    # The same fact again refreshes the memory instead of adding one.
+    again = await backend.conversations.store_facts(
+        [fact("Alice likes tea")], [None], normalize=str.casefold, completes=job
+    )
+    assert [item.refreshed for item in again] == [True]
+    assert [r.content for r in await backend.memories.list(Scope("alice"), limit=10)] == ["alice likes tea"]
+
+
+async def test_a_long_backlog_is_claimed_in_chunks(backend: Backend) -> None:
+    await backend.conversations.observe(SESSION, CONTEXT, messages(*[f"m{i}" for i in range(7)]), extract_after_ms=0)
+    (job,) = await backend.conversations.claim(5, 3)
+    assert len(job.messages) == 3
+
+
+async def test_the_window_around_a_message(backend: Backend) -> None:
+    await backend.conversations.observe(SESSION, CONTEXT, messages("a", "b", "c", "d", "e"), extract_after_ms=None)
+    found = await backend.conversations.window(SESSION, "m3", 1)
+    assert found is not None
+    session, window = found
+    assert session == SESSION and [m.content for m in window] == ["b", "c", "d"]
+    assert await backend.conversations.window(SESSION, "nope", 1) is None
+
+
+async def test_retention_prunes_old_messages(backend: Backend, clock: Clock) -> None:
+    clock.at = T0
+    await backend.conversations.observe(SESSION, CONTEXT, messages("old"), extract_after_ms=None)
+    clock.at = T0 + 10 * 86_400_000
+    await backend.conversations.observe(SESSION, CONTEXT, messages("new", first=2), extract_after_ms=None)
+    assert backend.conversations.prune(retention_ms=5 * 86_400_000) == 1
+    assert [m.content for m in await backend.conversations.session_messages(SESSION, 10)] == ["new"]

@@ -1,0 +1,113 @@
+"""The whole store through ``Maintenance``: expiry, gc, eviction, export/import, stats, housekeeping."""
+
+from __future__ import annotations
+
+import io
+
+from memoryd.admin.import_file import parse_header, parse_line, read_lines
+from memoryd.store import Scope
+from memoryd.store.interfaces import Backend
+from memoryd.store.supersession_records import Plan
+from tests.contract.helpers import embed_all, note, unit
+from tests.store_helpers import Clock
+
+T0 = 1_700_000_000_000
+DAY = 86_400_000
+ALICE = Scope("alice")
+
+
+async def test_an_expired_memory_is_hidden_marked_once_and_removed_by_gc_after_retention(
+    backend: Backend, clock: Clock
+) -> None:
+    clock.at = T0
+    short, _ = await backend.memories.add(note("short lived", expires_at_ms=T0 + DAY))
+    await backend.memories.add(note("long lived"))
+    clock.at = T0 + 2 * DAY
+    assert [r.content for r in await backend.memories.list(ALICE, limit=10)] == ["long lived"]
+    assert await backend.memories.get(ALICE, short.id) is None
+    assert [r.content for r in await backend.memories.list(ALICE, limit=10, include_expired=True)] == [
+        "long lived",
+        "short lived",
+    ]
+    assert backend.maintenance.mark_expired() == 1
+    assert backend.maintenance.mark_expired() == 0
+    assert backend.maintenance.gc(retention_ms=30 * DAY).purged == 0  # within retention
+    clock.at = T0 + 40 * DAY
+    dry = backend.maintenance.gc(retention_ms=30 * DAY, dry_run=True)
+    assert dry.purged == 1
+    report = backend.maintenance.gc(retention_ms=30 * DAY)
+    assert report.purged_by_reason["expired"] == 1
+    assert [r.content for r in await backend.memories.list(ALICE, limit=10, include_expired=True)] == ["long lived"]
+
+
+async def test_gc_removes_deleted_and_superseded_memories_past_retention(backend: Backend, clock: Clock) -> None:
+    clock.at = T0
+    gone, _ = await backend.memories.add(note("deleted one"))
+    await backend.memories.delete(ALICE, gone.id)
+    old = await backend.supersession.add(ALICE, note("I live in Paris"), Plan())
+    await backend.supersession.add(ALICE, note("I live in Berlin"), Plan(supersedes=old.record.id))
+    clock.at = T0 + 31 * DAY
+    report = backend.maintenance.gc(retention_ms=30 * DAY)
+    assert (report.purged_by_reason["deleted"], report.purged_by_reason["superseded"]) == (1, 1)
+    assert await backend.supersession.history(ALICE, old.record.id) is None
+
+
+async def test_eviction_keeps_each_scope_within_its_limit_sparing_recent_memories(
+    backend: Backend, clock: Clock
+) -> None:
+    for i in range(6):
+        clock.at = T0 + i * DAY
+        await backend.memories.add(note(f"alice {i}"))
+    await backend.memories.add(note("bob's only one", "bob"))
+    clock.at = T0 + 30 * DAY
+    report = backend.maintenance.enforce_max_entries(per_user=4, per_chat=0, protect_recent_ms=7 * DAY)
+    assert report.evicted == 2 and set(report.scopes) == {"u:alice"}
+    assert len(await backend.memories.list(ALICE, limit=10)) == 4
+    assert len(await backend.memories.list(Scope("bob"), limit=10)) == 1
+    assert backend.maintenance.enforce_max_entries(per_user=0, per_chat=0, protect_recent_ms=0).evicted == 0
+
+
+async def test_export_and_import_round_trip(backend: Backend, another: Backend, clock: Clock) -> None:
+    clock.at = T0
+    await backend.memories.add(note("I like green tea", subjects=["tea"]))
+    clock.at += 1000
+    await backend.memories.add(note("team lunch on fridays", "carol", chat_id="team", shared=True))
+    clock.at += 1000
+    record, _ = await backend.memories.add(note("My wife Sarah loves jazz"))
+    await backend.people.learn("alice", record.id, record.content, [], ("alice",))
+    out = io.BytesIO()
+    assert backend.maintenance.export(out.write, user=None) == 3
+    lines = read_lines(out.getvalue().splitlines(keepends=True))
+    parse_header(*next(lines))
+    parsed = [parse_line(number, raw) for number, raw in lines]
+    report = another.maintenance.import_memories(parsed)
+    assert (report.imported, report.people.imported) == (3, 1)
+    again = another.maintenance.import_memories(parsed)
+    assert (again.imported, again.already_present) == (0, 3)  # re-running adds nothing
+    for scope in (ALICE, Scope("alice", "team")):
+        before = [(r.id, r.content, r.subjects, r.created_at) for r in await backend.memories.list(scope, limit=10)]
+        after = [(r.id, r.content, r.subjects, r.created_at) for r in await another.memories.list(scope, limit=10)]
+        assert after == before
+    assert [p.name for p in await another.people.people_of("alice")] == ["Sarah"]
+    # Vectors are not exported: the importing store queues their embedding.
+    assert await embed_all(another, lambda content: unit(1)) == 3
+
+
+async def test_stats_count_memories_by_state_and_scope(backend: Backend) -> None:
+    gone, _ = await backend.memories.add(note("gone"))
+    await backend.memories.delete(ALICE, gone.id)
+    await backend.memories.add(note("kept"))
+    await backend.memories.add(note("team", "carol", chat_id="team", shared=True))
+    stats = backend.maintenance.stats()
+    assert stats["memories"]["active"] == 2 and stats["memories"]["deleted"] == 1
+    assert stats["by_scope"]["group"]["active"] == 1
+
+
+async def test_housekeeping_and_access_counts(backend: Backend) -> None:
+    record, _ = await backend.memories.add(note("tea"))
+    await backend.memories.get(ALICE, record.id)
+    assert await backend.maintenance.flush_hits() == 1
+    assert await backend.maintenance.flush_hits() == 0
+    assert backend.maintenance.maintain().complete
+    assert backend.maintenance.maintain(compact=True, release_space=True).complete
+    assert [f.ok for f in backend.maintenance.check()] == [True] * len(backend.maintenance.check())
