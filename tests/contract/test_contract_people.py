@@ -60,3 +60,13 @@ async def test_forget_deletes_what_the_caller_sees_about_a_person(backend: Backe
     assert await backend.people.find("alice", "Sarah") is None
     assert [r.content for r in await backend.memories.list(ALICE, limit=10)] == ["I like tea"]
     assert await backend.people.forget(ALICE, "Sarah", delete_person=True) is None
+
+
+async def test_learning_creates_nobody_past_max_people_but_still_links_who_exists(backend: Backend) -> None:
+    await remember(backend, "My wife Sarah loves jazz")
+    record, _ = await backend.memories.add(note("Dinner with Sarah and Tom", "alice"))
+    learned = await backend.people.learn("alice", record.id, record.content, ["Sarah", "Tom"], ("alice",), max_people=1)
+    assert learned.linked == ["Sarah"] and not learned.changed
+    assert [p.name for p in await backend.people.people_of("alice")] == ["Sarah"]
+    learned = await backend.people.learn("alice", record.id, record.content, ["Tom"], ("alice",), max_people=2)
+    assert sorted(learned.linked) == ["Sarah", "Tom"] and learned.changed  # Sarah: named in the content
