@@ -10,6 +10,7 @@ round.
     ├── RequestTimeout           no reply within the client's timeout (also a builtin TimeoutError)
     ├── ProtocolError            the daemon's reply was not a JSON-RPC 2.0 response to our call
     ├── MissingIdentity          no user id: neither passed, nor in the environment, nor in a token
+    ├── InvalidIdentity          a user or chat id breaks the identifier rule (also a ValueError)
     └── MemorydRpcError          the daemon answered with an error: .code .message .data
         ├── ParseError           one class per ErrorCode member, named after it
         ├── InvalidRequest
@@ -88,6 +89,15 @@ class ProtocolError(MemoryClientError):
 
 class MissingIdentity(MemoryClientError):
     """No user id to send: every memoryd method needs one."""
+
+
+class InvalidIdentity(MemoryClientError, ValueError):
+    """A user id or chat id (argument or environment) breaks the identifier rule
+    (``memoryd_client.identifiers``); ``field`` names it.  Nothing was sent."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class MemorydRpcError(MemoryClientError):

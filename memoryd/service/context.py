@@ -44,7 +44,7 @@ class ContextService:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
         hits = await self.memory.search_in(scope, params.message, params.limit)
-        mentioned = await self.people.mentioned(scope.user_id, params.message)
+        mentioned = await self.people.mentioned(scope, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {
             "memories": hits,

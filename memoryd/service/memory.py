@@ -85,6 +85,10 @@ class MemoryService:
             max_subjects=self.max_subjects,
         )
         check_group_chat(params.shared, scope.chat_id)
+        if params.conversation_private and scope.chat_id is None:
+            # Private to the conversation it was learned in: without a chat there is none, and
+            # no caller could ever read, list or delete it.
+            raise InvalidParams.for_field("conversation_private", "needs a chat_id (the conversation it is private to)")
         expires_at_ms = None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
@@ -109,9 +113,14 @@ class MemoryService:
         superseded: list[str] = []
         short_id: str | None = None
         embedded = False
-        names = owner_names(scope, params.source_username, params.source_display_name, params.username)
+        # The names the owner spoke under, from the resolved identity like the provenance (a
+        # token's claims; ash's loose ``username`` only where params are believed).
+        routing = caller.routing
+        names = owner_names(
+            scope, routing.source_username, routing.source_display_name, None if caller.verified else params.username
+        )
         if self.people is not None:
-            await self.people.check_room(scope.user_id, subjects, names)
+            await self.people.check_room(scope, subjects, names)
         supersession = self.supersession
         if supersession is None:
             record, deduplicated = await self.memories.add(new)

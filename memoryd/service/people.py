@@ -1,7 +1,11 @@
 """People: learned on every add, found in queries, and the person.* / forget_person methods.
 
 Every person is the caller's own (``Scope.user_id``); what a caller sees of the memories about
-them is what ``store/visibility.py`` lets it see, in the caller's current chat.
+them is what ``store/visibility.py`` lets it see, in the caller's current chat.  A person is
+known to a caller only through such a memory (``store.people.visible_people``): one learned
+only in a private chat, or from a sensitive memory, does not exist for a group chat — not in
+person.list or person.get, not as a mention in a query or in memory.context, not as a name
+the person.* methods accept.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from typing import Any
 from memoryd.auth import Authenticator
 from memoryd.errors import InvalidParams, NotFound
 from memoryd.errors import PeopleLimitReached
-from memoryd.knowledge import Mention, MentionFinder, PersonIndex, Resolver, normalise_name
-from memoryd.knowledge.people import SELF_WORDS, new_subjects
+from memoryd.knowledge import KnownPerson, Mention, MentionFinder, PersonIndex, Resolver, normalise_name
+from memoryd.knowledge.people import MAX_HIDDEN_PICKS, SELF_WORDS, new_subjects
 from memoryd.log import fields
 from memoryd.secrets import scan
 from memoryd.rpc.dispatch import CallContext
@@ -87,28 +91,61 @@ class PeopleService:
         """An added memory's people, in a write of their own (an ``AddedListener``: extraction's
         facts; ``memory.add`` learns them in its own transaction with ``owner_names``)."""
         learned = await self.people.learn(
-            scope.user_id, record.id, record.content, record.subjects, owner_names, max_people=self.max_people
+            scope.user_id, record.id, record.content, record.subjects, owner_names,
+            max_people=self.max_people, seen_by=scope,
         )
         self.learned(scope, changed=learned.changed)
 
-    async def check_room(self, owner: str, subjects: Sequence[str], owner_names: Sequence[str]) -> None:
+    async def check_room(self, scope: Scope, subjects: Sequence[str], owner_names: Sequence[str]) -> None:
         """Refuse, before any write, an add whose subjects would create people past
         ``max_people`` for an owner already at it (a flood of new names then costs a look-up,
-        not a write transaction).  The store checks again, exactly, inside the transaction."""
+        not a write transaction).  The store checks again, exactly, inside the transaction; a
+        subject counts as new here as it does there: when it names nobody ``scope`` may know of."""
         limit = self.max_people
         if limit is None or not subjects:
             return
-        count = self._counts.get(owner)
+        count = self._counts.get(scope.user_id)
         if count is not None and count + len(subjects) <= limit:
             return  # far from the bound: no need to look at the people themselves
-        directory = await self._directory(owner)
+        directory = await self._directory(scope.user_id)
         have = len(directory.by_id)
         if have + len(subjects) <= limit:
             return
         own = {normalise_name(name) for name in owner_names if name} | SELF_WORDS
-        new = new_subjects(directory.index, own, subjects)
+        resolved = await self._resolve_visible(scope, directory, subjects)
+        new = new_subjects(resolved.get, own, subjects)
         if have + len(new) > limit:
             raise PeopleLimitReached(f"subjects[{new[max(limit - have, 0)]}]", limit)
+
+    async def _resolve_visible(
+        self, scope: Scope, directory: _Directory, phrases: Sequence[str]
+    ) -> dict[str, KnownPerson]:
+        """phrase -> the person it names among those ``scope`` may know of: the store's rule
+        (``people_learning``: when the person a phrase picks is hidden, another may answer, up
+        to MAX_HIDDEN_PICKS of them), with one visibility query per round for all phrases."""
+        by_id, index = directory.by_id, directory.index
+        hidden: dict[str, set[str]] = {phrase: set() for phrase in phrases}
+        visible: dict[str, bool] = {}
+        resolved: dict[str, KnownPerson] = {}
+        pending = list(hidden)
+        for _ in range(MAX_HIDDEN_PICKS):
+            picks = {phrase: index.resolve(phrase, hidden[phrase]) for phrase in pending}
+            unknown = {p.key for p in picks.values() if p is not None and p.key not in visible}
+            if unknown:
+                seen = await self.people.visible_rowids(scope, [by_id[key].rowid for key in unknown])
+                visible.update({key: by_id[key].rowid in seen for key in unknown})
+            pending = []
+            for phrase, person in picks.items():
+                if person is None:
+                    continue
+                if visible[person.key]:
+                    resolved[phrase] = person
+                else:
+                    hidden[phrase].add(person.key)
+                    pending.append(phrase)
+            if not pending:
+                break
+        return resolved
 
     def learned(self, scope: Scope, *, changed: bool, count: int | None = None) -> None:
         """People were learned from a memory of ``scope``; ``changed``: some were created or
@@ -120,20 +157,34 @@ class PeopleService:
                 self._counts.pop(next(iter(self._counts)))
             self._counts[scope.user_id] = count
 
-    async def mentioned(self, owner: str, text: str) -> list[StoredPerson]:
-        """The owner's people ``text`` mentions, by name, alias or relationship."""
-        return (await self._directory(owner)).mentioned(text)
+    async def mentioned(self, scope: Scope, text: str) -> list[StoredPerson]:
+        """The caller's people ``text`` mentions, by name, alias or relationship, that ``scope``
+        may know of."""
+        return [person for person, _ in await self._visible_mentions(scope, text)]
+
+    async def _visible_mentions(self, scope: Scope, text: str) -> list[tuple[StoredPerson, Mention]]:
+        # The directory indexes all of the owner's people (cached per owner); the ones the
+        # scope may not know of are dropped by one query, before anything is said about them.
+        mentions = (await self._directory(scope.user_id)).mentions(text)
+        if not mentions:
+            return []
+        visible = await self.people.visible_rowids(scope, [person.rowid for person, _ in mentions])
+        if len(visible) == len({person.rowid for person, _ in mentions}):
+            return mentions
+        # A hidden person took a phrase ("my wife") that one the scope knows may also answer:
+        # find the mentions again among the people the scope knows.
+        return _Directory(await self.people.visible_people(scope)).mentions(text)
 
     async def focus(self, scope: Scope, query: str, about: str | None) -> tuple[PeopleFocus | None, str]:
         """What a search knows of people: who the query mentions, and the ``about`` filter
         (a phrase that names nobody filters everything out); and the query with each
         relationship phrase replaced by the name ("what does my wife like?" -> "what does Sarah
         like?"), which BM25 and the embedding find her memories by."""
-        mentions = (await self._directory(scope.user_id)).mentions(query)
+        mentions = await self._visible_mentions(scope, query)
         only: tuple[int, ...] | None = None
         if about is not None:
             check_text("about", about, max_bytes=MAX_SUBJECT_BYTES)
-            person = await self.people.find(scope.user_id, about)
+            person = await self.people.find(scope, about)
             only = () if person is None else (person.rowid,)
         if not mentions and only is None:
             return None, query
@@ -148,14 +199,18 @@ class PeopleService:
                 rewritten = rewritten[:at] + person.name + rewritten[end:]
         return PeopleFocus(mentioned=tuple(p.rowid for p, _ in mentions), only=only, rest=rest), rewritten
 
-    async def resolver_for(self, owner: str) -> Resolver:
-        """The owner's people for the supersession rules: "my wife" and "Sarah" are one subject."""
-        directory = await self._directory(owner)
+    async def resolver_for(self, scope: Scope) -> Resolver:
+        """The people ``scope`` may know of, for the supersession rules: "my wife" and "Sarah"
+        are one subject."""
+        directory = await self._directory(scope.user_id)
+        persons = list(directory.by_id.values())
+        visible = await self.people.visible_rowids(scope, [person.rowid for person in persons]) if persons else set()
+        hidden = frozenset(person.id for person in persons if person.rowid not in visible)
 
         def resolve(phrase: str) -> str | None:
-            # The index is built on the first phrase asked: most adds set no attribute and
-            # never ask (person_resolver's answers, without its owner names).
-            person = directory.index.resolve(phrase)
+            # The owner's cached index, answering as if the hidden people were not there
+            # (person_resolver's answers over the visible people, without its owner names).
+            person = directory.index.resolve(phrase, hidden)
             return person.key if person else None
 
         return resolve
@@ -181,7 +236,7 @@ class PeopleService:
 
     async def list(self, params: PersonListParams, ctx: CallContext) -> list[dict[str, Any]]:
         scope = caller_scope(params, ctx, self.authenticator)
-        persons = await self.people.people_of(scope.user_id)
+        persons = await self.people.visible_people(scope)
         counts = await self.people.counts(scope, persons)
         return [{**person.wire(), "memories": counts[person.id]} for person in persons]
 
@@ -193,7 +248,7 @@ class PeopleService:
 
     async def merge(self, params: PersonMergeParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
-        outcome = await self.people.merge(scope.user_id, params.from_, params.into)
+        outcome = await self.people.merge(scope, params.from_, params.into)
         if outcome.source is None:
             raise _no_person("from")
         if outcome.target is None:
@@ -210,7 +265,7 @@ class PeopleService:
         if not scan(params.alias).clean:
             raise InvalidParams.for_field("alias", "looks like it holds a secret; memoryd does not store credentials")
         try:
-            person = await self.people.add_alias(scope.user_id, params.name, params.alias)
+            person = await self.people.add_alias(scope, params.name, params.alias)
         except AliasTaken:
             raise InvalidParams.for_field("alias", "already names another person (use person.merge)") from None
         if person is None:
@@ -236,7 +291,7 @@ class PeopleService:
         }
 
     async def _find(self, scope: Scope, field: str, phrase: str) -> StoredPerson:
-        person = await self.people.find(scope.user_id, phrase)
+        person = await self.people.find(scope, phrase)
         if person is None:
             raise _no_person(field)
         return person

@@ -14,7 +14,6 @@ from memoryd.errors import InvalidParams
 from memoryd.ids import MIN_PREFIX_LENGTH, ULID_LENGTH, is_id_prefix, normalize_id_prefix
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
-    MAX_IDENTITY_CHARS,
     MAX_KEY_CHARS,
     MAX_METADATA_BYTES,
     MAX_SOURCE_BYTES,
@@ -22,6 +21,7 @@ from memoryd.service.params import (
     MAX_SUBJECT_BYTES,
     MAX_SUBJECT_CHARS,
 )
+from memoryd_client.identifiers import identifier_problem
 
 NOT_AN_ID = f"is not a memory id ({ULID_LENGTH} characters, 0-9 and A-Z)"
 
@@ -48,8 +48,12 @@ def check_chars(field: str, value: str, max_chars: int) -> str:
 
 
 def check_identity(field: str, value: str) -> str:
-    """A user or chat id as memory.add's params accept it."""
-    return check_chars(field, check_text(field, value), MAX_IDENTITY_CHARS)
+    """A user or chat id, by the one identifier rule the daemon, client, CLI and token minting
+    share (``memoryd_client.identifiers``)."""
+    problem = identifier_problem(value)
+    if problem is not None:
+        raise InvalidParams.for_field(field, problem)
+    return value
 
 
 def check_memory_fields(

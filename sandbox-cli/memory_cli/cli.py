@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from memoryd_client import (
     ConnectionLost,
     DaemonUnavailable,
+    InvalidIdentity,
     MemoryClient,
     MemoryClientError,
     MemorydRpcError,
@@ -351,6 +352,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with MemoryClient(socket_path=args.socket, timeout=args.timeout) as client:
             result, lines, code = _COMMANDS[args.command](client, args)
     except _Usage as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except InvalidIdentity as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MissingIdentity:

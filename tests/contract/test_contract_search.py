@@ -115,8 +115,8 @@ async def test_about_keeps_the_memories_about_a_person(backend: Backend) -> None
     owner_names = ("alice",)
     for content in ("My wife Sarah loves jazz", "Sarah's birthday is in May", "I like tea"):
         record, _ = await backend.memories.add(note(content))
-        await backend.people.learn("alice", record.id, content, [], owner_names)
-    sarah = await backend.people.find("alice", "Sarah")
+        await backend.people.learn("alice", record.id, content, [], owner_names, seen_by=Scope("alice"))
+    sarah = await backend.people.find(Scope("alice"), "Sarah")
     assert sarah is not None
     about = await backend.memories.list(Scope("alice"), limit=10, about=[sarah.rowid])
     assert {r.content for r in about} == {"My wife Sarah loves jazz", "Sarah's birthday is in May"}

@@ -14,17 +14,18 @@ Three sources, in this order, inside the add's own write transaction for the peo
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
 from memoryd.errors import PeopleLimitReached
-from memoryd.knowledge import MentionFinder, PersonIndex, normalise_name, parse_relationships
-from memoryd.knowledge.people import SELF_WORDS, is_relationship_phrase, new_subjects
+from memoryd.knowledge import KnownPerson, MentionFinder, PersonIndex, normalise_name, parse_relationships
+from memoryd.knowledge.people import MAX_HIDDEN_PICKS, SELF_WORDS, RelationshipFact, is_relationship_phrase, new_subjects
 from memoryd.store.sqlite.people import people
 from memoryd.store.sqlite.people.people import StoredPerson
+from memoryd.store.visibility import Scope, covers
 
 #: Owners whose indexed people the writer keeps between adds.
 _CACHED_OWNERS = 256
@@ -92,38 +93,73 @@ def _known(db: apsw.Connection, owner: str) -> _Known:
 def learn(
     db: apsw.Connection, *, owner: str, memory_rowid: int, content: str, subjects: Sequence[str],
     owner_names: Sequence[str], now_ms: int, max_people: int | None = None, strict: bool = False,
+    seen_by: Scope | None = None,
 ) -> Learned:
-    """``max_people``: the owner never has more people than this; a person the content names
+    """``seen_by``: the adder; the memory is matched only against the people it may know of
+    (``people.visible_rowids``, asked for the few people a match picks, not for all of them), so
+    "my wife" said in a group chat never links to, and so never reveals, a wife known only from
+    a private chat: it creates a person of its own there.
+
+    ``max_people``: the owner never has more people than this; a person the content names
     past it is not created, and with ``strict`` (memory.add: the caller chose the subjects) a
     subject that would create one raises PeopleLimitReached (the caller's transaction then
     stores nothing)."""
     known = _known(db, owner)
     index, by_id = known.index, known.by_id
     own = {normalise_name(name) for name in owner_names if name} | SELF_WORDS
+    seen: dict[int, bool] = {}
+
+    def knowable(key: str) -> bool:
+        person = by_id[key]
+        if seen_by is None:
+            return True
+        if person.rowid not in seen:
+            seen[person.rowid] = person.rowid in people.visible_rowids(db, seen_by, [person.rowid], now_ms)
+        return seen[person.rowid]
+
+    def first_knowable(pick: Callable[[set[str]], KnownPerson | None]) -> KnownPerson | None:
+        # Another person may answer the same phrase when the first one picked is hidden.
+        hidden: set[str] = set()
+        for _ in range(MAX_HIDDEN_PICKS):
+            found = pick(hidden)
+            if found is None or knowable(found.key):
+                return found
+            hidden.add(found.key)
+        return None
+
+    def resolve(subject: str) -> KnownPerson | None:
+        return first_knowable(lambda hidden: index.resolve(subject, hidden))
+
     about: dict[int, StoredPerson] = {}
     dirty: set[int] = set()
     created = False
     # Mentions are looked for among the people known before this memory: the ones it creates
     # or changes are linked already.
-    mentioned = [m.person.key for m in known.finder.find(content) if m.person is not None] if known.persons else []
+    mentioned = (
+        [m.person.key for m in known.finder.find(content) if m.person is not None and knowable(m.person.key)]
+        if known.persons else []
+    )
 
     def room() -> bool:
         return max_people is None or len(known.persons) < max_people
 
     if strict and max_people is not None:
         # Refused before anything changes: the cached people stay valid for the next add.
-        _check_subjects_fit(index, own, subjects, len(known.persons), max_people)
+        _check_subjects_fit(resolve, own, subjects, len(known.persons), max_people)
 
     def create(name: str, **extra: Any) -> StoredPerson:
         known.generation = None
         person = people.create(db, owner, name, now_ms, **extra)
         known.add(person)
+        seen[person.rowid] = True
         return person
 
     for fact in parse_relationships(content):
         if normalise_name(fact.name) in own:
             continue
-        target = index.merge_target(fact)
+        target = first_knowable(lambda hidden: index.merge_target(fact, hidden))
+        if target is not None and seen_by is not None and not _may_tell(db, by_id[target.key], fact, memory_rowid):
+            target = None  # a person of its own: what this memory says stays where it may be seen
         if target is None:
             if not room():
                 continue
@@ -146,7 +182,7 @@ def learn(
         wanted = normalise_name(subject)
         if not wanted or wanted in own:
             continue
-        found = index.resolve(subject)
+        found = resolve(subject)
         if found is not None:
             about.setdefault(by_id[found.key].rowid, by_id[found.key])
         elif not is_relationship_phrase(subject):
@@ -171,7 +207,28 @@ def learn(
     return Learned([p.name for p in about.values()], created or bool(dirty), len(known.persons))
 
 
-def _check_subjects_fit(index: PersonIndex, own: set[str], subjects: Sequence[str], have: int, limit: int) -> None:
-    new = new_subjects(index, own, subjects)
+def _check_subjects_fit(
+    resolve: Callable[[str], KnownPerson | None], own: set[str], subjects: Sequence[str], have: int, limit: int
+) -> None:
+    new = new_subjects(resolve, own, subjects)
     if have + len(new) > limit:
         raise PeopleLimitReached(f"subjects[{new[max(limit - have, 0)]}]", limit)
+
+
+def _may_tell(db: apsw.Connection, person: StoredPerson, fact: RelationshipFact, memory_rowid: int) -> bool:
+    """Whether the memory may add ``fact``'s name, aliases or relationship to ``person``: it
+    tells nothing new, or everyone who knows the person (through a memory linked to it) may
+    also see this memory.  Otherwise "Sarah Klein is my wife" said in a private chat would make
+    a group that knows Sarah Klein from its own memories see "wife"."""
+    names = {normalise_name(name) for name in (person.name, *person.aliases)}
+    news = normalise_name(fact.name) not in names or any(normalise_name(a) not in names for a in fact.aliases)
+    if not news and person.relationship is not None:
+        return True
+    here = db.execute("SELECT scope_key, chat_id, disclosure FROM memories WHERE rowid = ?", (memory_rowid,)).fetchone()
+    linked = db.execute(
+        "SELECT DISTINCT memories.scope_key, memories.chat_id, memories.disclosure FROM memory_people AS link "
+        "CROSS JOIN memories ON memories.rowid = link.memory_rowid "
+        "WHERE link.person_rowid = ? AND memories.deleted_at_ms IS NULL AND memories.rowid != ?",
+        (person.rowid, memory_rowid),
+    )
+    return here is not None and all(covers(tuple(here), tuple(other)) for other in linked)

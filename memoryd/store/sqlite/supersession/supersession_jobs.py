@@ -19,14 +19,13 @@ from memoryd.store.sqlite.jobs import jobs, lease
 from memoryd.store.sqlite.supersession.supersession import (
     Ruling,
     attribute_candidates,
-    learned_scope,
     mark_superseded,
     record_of,
     scope_key_of,
 )
 from memoryd.store.sqlite.vectors import vector_codec, vector_search, vectors
 from memoryd.store.sqlite.visibility_sql import live
-from memoryd.store.supersession_records import SupersedeJob
+from memoryd.store.supersession_records import SupersedeJob, learned_scope
 from memoryd.store.visibility import Scope
 
 
