@@ -96,3 +96,22 @@ def test_the_index_answers_as_the_linear_resolution_does(seed: int) -> None:
     for fact in [RelationshipFact("Sara", "wife", ("my wife",)), RelationshipFact("Zed", "son", ("my son",)),
                  RelationshipFact("Tom", "boss", ("my boss",))]:
         assert index.merge_target(fact) == merge_target(fact, people)
+
+
+async def test_at_the_bound_a_person_hidden_from_the_chat_counts_as_new_and_the_refusal_says_nothing_of_them(
+    short_tmp: Path, nursery: trio.Nursery
+) -> None:
+    peer = await start(short_tmp, nursery, max_people_per_owner=2)
+    private = {**ALICE, "chat_id": "p1", "chat_type": "private"}
+    group = {**ALICE, "chat_id": "g1", "chat_type": "group"}
+    await call_ok(peer, "memory.add", {**private, "content": "therapy notes", "subjects": ["Anna"]})
+    await call_ok(peer, "memory.add", {**group, "content": "team lunch", "subjects": ["Ben"]})
+    # The group cannot know Anna: "Anna" there would be a new person, past the bound, and the
+    # refusal names the first subject, exactly as for a name nobody has.
+    for subjects in (["Anna", "Zed"], ["Yan", "Zed"], ["Anna", "Ben"]):
+        error = await call_error(peer, "memory.add", {**group, "content": "dinner", "subjects": subjects})
+        assert error["code"] == -32602 and error["data"]["field"] == "subjects[0]", (subjects, error)
+    # The private chat knows Anna: her name fits, and links to her.
+    await call_ok(peer, "memory.add", {**private, "content": "session two", "subjects": ["Anna"]})
+    assert [p["name"] for p in await call_ok(peer, "person.list", group)] == ["Ben"]
+    assert sorted(p["name"] for p in await call_ok(peer, "person.list", private)) == ["Anna", "Ben"]
