@@ -96,6 +96,13 @@ def test_the_index_answers_as_the_linear_resolution_does(seed: int) -> None:
     for fact in [RelationshipFact("Sara", "wife", ("my wife",)), RelationshipFact("Zed", "son", ("my son",)),
                  RelationshipFact("Tom", "boss", ("my boss",))]:
         assert index.merge_target(fact) == merge_target(fact, people)
+    # Leaving people out (the ones a caller may not know of) answers as the list without them.
+    for hidden in ({p.key for p in people[:1]}, {p.key for p in people[::2]}, {p.key for p in people[1::3]}):
+        rest = [p for p in people if p.key not in hidden]
+        for phrase in phrases:
+            assert index.resolve(phrase, hidden) == resolve_person(phrase, rest), (phrase, hidden)
+        for fact in [RelationshipFact("Sara", "wife", ("my wife",)), RelationshipFact("Tom", "boss", ("my boss",))]:
+            assert index.merge_target(fact, hidden) == merge_target(fact, rest)
 
 
 async def test_at_the_bound_a_person_hidden_from_the_chat_counts_as_new_and_the_refusal_says_nothing_of_them(
