@@ -19,7 +19,7 @@ Sections:
   startup  process start to first answered call, median of several starts, local and none
   extract  memory.observe vs memory.add throughput; extraction pipeline overhead per fact beyond
            the LLM's own time (fake LLM on loopback answering at once), see bench_extraction.py
-  embed    the local model in-process: onnxruntime and numpy side by side, interleaved with
+  embed    the local model in-process (onnxruntime), interleaved call by call with
            sentence-transformers when /tmp/st-venv exists (see bench_embed.py): load, one query,
            batches, the backfill's rate
   isolation  a bystander's add and search p50, idle vs under one user's people flood, hang-up

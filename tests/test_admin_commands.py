@@ -343,8 +343,8 @@ async def test_check_finds_index_damage_and_repair_fixes_it(tmp_path: Path) -> N
         # And leave a vector behind for the deleted memory.
         deleted_rowid = db.execute("SELECT rowid FROM memories WHERE id = ?", (ids["deleted"],)).fetchone()[0]
         db.execute(
-            "INSERT INTO vec_g1 (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, embedding) "
-            "VALUES (?, 'u:alice', 1, 0, '', vec_bit(x'f0'), zeroblob(8))",
+            "INSERT INTO vec_g1 (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse) "
+            "VALUES (?, 'u:alice', 1, 0, '', vec_bit(x'f0'))",
             (deleted_rowid,),
         )
     db.close()

@@ -58,6 +58,16 @@ def open_store(
     )
 
 
+def check_engine(config: Config) -> None:
+    """Refuse to start on an engine this memoryd does not support (SQLite: a sqlite-vec outside
+    ``sqlite/vec_support.SUPPORTED`` raises UnsupportedSqliteVec, exit status 5); once, at start,
+    before the store is opened."""
+    _engine(config)
+    from memoryd.store.sqlite import vec_support
+
+    vec_support.check()
+
+
 def limit_cache_memory(config: Config) -> None:
     """Cap the memory the engine caches in this process (``storage.cache_mib``); once, at start."""
     _engine(config)

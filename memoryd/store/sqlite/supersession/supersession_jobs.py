@@ -35,7 +35,7 @@ def vector_neighbours(db: apsw.Connection, rowid: int, similarity: float, depth:
     space = vectors.read_space(db)
     if space is None:
         return []
-    row = db.execute(f"SELECT embedding FROM {space.table} WHERE memory_rowid = ?", (rowid,)).fetchone()
+    row = db.execute("SELECT fine FROM vector_copies WHERE memory_rowid = ?", (rowid,)).fetchone()
     if row is None:
         pending = db.execute("SELECT 1 FROM jobs WHERE memory_rowid = ? AND kind = ?", (rowid, jobs.EMBED)).fetchone()
         return None if pending is not None else []
