@@ -63,7 +63,7 @@ def memory_like_texts(count: int, seed: int, words: tuple[int, int] = (5, 40)) -
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(*words))) for _ in range(count)]
 
 
-#: The backfill's batch (embed.batch_size) of texts of ~30 tokens: issue 13's target 5.
+#: The backfill's batch (embed.batch_size) of texts of ~30 tokens: the backfill's throughput target.
 BACKFILL_BATCH = 64
 BACKFILL_WORDS = (26, 30)
 
@@ -249,8 +249,8 @@ def main() -> None:
 
 
 def run(bench: Any) -> None:
-    """``./dev bench``'s ``embed`` section (bench/run_all.py): the table, and issue 13's targets 1
-    and 5 (embedding half) as summary rows."""
+    """``./dev bench``'s ``embed`` section (bench/run_all.py): the table, and the targets for a
+    query's embedding and the backfill's batch as summary rows."""
     rounds = max(3, bench.sizes.queries // 15)
     result, st = measure_all(rounds, DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
     print_report(result, st, rounds)

@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import random
 import socket
-import statistics
 import string
 import sys
 import tempfile
@@ -41,7 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Server, ms, p50, p99, rpc_call, verdict  # noqa: E402
+from harness import Server, ms, p50, p99, verdict  # noqa: E402
 
 BYSTANDER = {"user_id": "bob"}
 ATTACKER = {"user_id": "mallory"}

@@ -219,7 +219,7 @@ def bench_add(bench: Bench) -> None:
                      verdict(rate >= 300) if embedder == "local" else "")  # fmt: skip
         if embedder == "local":
             # An add embeds its own text only when the embedder is idle; the rest are acknowledged
-            # with embedded: false and the backfill batches them (issue 13, target 5).
+            # with embedded: false and the backfill batches them.
             total = (per_client + 2) * CLIENTS
             embedded_rate = total / (float(report["wall"]) + drain)
             print(f"    {report['embedded']}/{len(report['latencies'])} replies embedded: true; backlog "
@@ -362,7 +362,7 @@ def bench_rss(bench: Bench) -> None:
                          f"{searched['VmRSS'] / 1024:.0f} MiB (anon {searched['RssAnon'] / 1024:.0f}, "
                          f"file {searched['RssFile'] / 1024:.0f} over {searched['db_maps']} maps; "
                          f"Pss {searched['Pss'] / 1024:.0f}); at ready {at_ready['VmRSS'] / 1024:.0f}",
-                         "<= 300 MB (issue 13)", verdict(rss * 1024 <= 300e6))  # fmt: skip
+                         "<= 300 MB", verdict(rss * 1024 <= 300e6))  # fmt: skip
 
 
 # -- a million memories ------------------------------------------------------------------------
@@ -441,7 +441,7 @@ def bench_startup(bench: Bench) -> None:
             median = statistics.median(seconds)
             print(f"  store {store_label:>5}, --embedder {embedder:5}: median {median:.2f} s "
                   f"(min {min(seconds):.2f}, max {max(seconds):.2f})")  # fmt: skip
-            limit = 1.0 if data != stores["empty"] else 2.0  # issue 13: <= 1 s with the big store
+            limit = 1.0 if data != stores["empty"] else 2.0  # target: <= 1 s with the big store
             bench.result(f"start to ready, {store_label} store, embedder {embedder}", f"{median:.2f} s (median)",
                          f"<= {limit:.0f} s", verdict(median <= limit))  # fmt: skip
 
@@ -466,7 +466,7 @@ def main() -> None:
                         help=f"run only these sections ({', '.join(SECTIONS)})")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (stores, daemon logs)")
     parser.add_argument("--1m", dest="million", action="store_true",
-                        help="only the million-memory section (issue 13, target 3)")  # fmt: skip
+                        help="only the million-memory section")  # fmt: skip
     parser.add_argument("--1m-store", dest="million_store", type=Path, metavar="DIR",
                         help="with --1m: a data dir whose memoryd.db holds the million (kept from an earlier "
                              "--keep run) instead of building one")  # fmt: skip

@@ -197,6 +197,7 @@ class _View:
 _LOOKALIKES = dict(zip(
     "АВЕКМНОРСТХІЅЈаеорсухіѕјΑΒΕΖΗΙΚΜΝΟΡΤΥΧον",
     "ABEKMHOPCTXISJaeopcyxisjABEZHIKMNOPTYXov",
+    strict=True,
 ))  # fmt: skip
 
 

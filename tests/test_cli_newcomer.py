@@ -9,7 +9,11 @@ import re
 from pathlib import Path
 
 from memoryd.server.daemon import Daemon
-from tests.test_cli_output import SHORT_ID, Cli, memory_pyz, out  # noqa: F401 (memory_pyz is a fixture)
+from tests import test_cli_output
+from tests.test_cli_output import SHORT_ID, Cli, out
+
+# The CLI's fixture, shared with test_cli_output.py.
+memory_pyz = test_cli_output.memory_pyz
 
 
 def cli_for(pyz: Path, daemon: Daemon, **env: str) -> Cli:

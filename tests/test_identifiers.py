@@ -129,10 +129,10 @@ async def test_the_client_and_the_cli_refuse_before_sending(daemon: Daemon) -> N
     socket = str(daemon.config.socket_path)
     for bad in ("   ", "\u200b", "alice\u00a0", "alice\x1b[31m"):
         with pytest.raises(InvalidIdentity) as caught:
-            await trio.to_thread.run_sync(lambda: MemoryClient(user_id=bad, socket_path=socket).add("x"))
+            await trio.to_thread.run_sync(lambda bad=bad: MemoryClient(user_id=bad, socket_path=socket).add("x"))
         assert caught.value.field == "user_id"
         with pytest.raises(InvalidIdentity):
-            await trio.to_thread.run_sync(lambda: MemoryClient(user_id="alice", chat_id=bad, socket_path=socket).add("x"))
+            await trio.to_thread.run_sync(lambda bad=bad: MemoryClient(user_id="alice", chat_id=bad, socket_path=socket).add("x"))
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "PYTHONPATH": f"{REPO / 'client'}:{REPO / 'sandbox-cli'}",

@@ -218,7 +218,7 @@ async def test_a_store_of_schema_8_gets_the_stamps_table_and_its_copies_stay_exa
     tmp_path: Path, copies: BitIndex
 ) -> None:
     path = tmp_path / "m.db"
-    with await make_store(path) as store:
+    with await make_store(path):
         pass
     back_to_schema_12(path)
     sql(path, "DROP TABLE vector_epochs")
@@ -237,7 +237,7 @@ async def test_a_store_of_schema_8_gets_the_stamps_table_and_its_copies_stay_exa
 async def test_sign_bits_of_the_wrong_length_turn_the_copies_off(tmp_path: Path, copies: BitIndex) -> None:
     """A damaged ``vector_copies`` row: the copy is refused, vec0 scans."""
     path = tmp_path / "m.db"
-    with await make_store(path) as store:
+    with await make_store(path):
         sql(path, "UPDATE vector_copies SET coarse = zeroblob(12) WHERE memory_rowid = (SELECT min(memory_rowid) FROM vector_copies)")
 
         def copy_of(db):  # type: ignore[no-untyped-def]

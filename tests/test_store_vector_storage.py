@@ -108,7 +108,7 @@ def big_partition(tmp_path: Path) -> Path:
 def test_the_hinted_scan_returns_the_plain_scans_rows(big_partition: Path) -> None:
     hints = HammingHints()
     with reading(big_partition) as db:
-        for i, query in enumerate(random_units(40, 6)):
+        for query in random_units(40, 6):
             bits = vector_codec.coarse(query)
             plain = scan(db, "vec_t", bits, 64, "big", "expires_at > ?", (1,), hints=HammingHints())
             hinted = scan(db, "vec_t", bits, 64, "big", "expires_at > ?", (1,), hints=hints)

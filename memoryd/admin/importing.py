@@ -26,7 +26,11 @@ from memoryd.store.admin_records import MemoryLine, PersonLine
 MAX_REPORTED = 20
 
 
-def validate(path: Path, rules: ImportRules = ImportRules()) -> tuple[int, list[LineError]]:
+#: memory.add's default bounds, for a caller that names none.
+_DEFAULT_RULES = ImportRules()
+
+
+def validate(path: Path, rules: ImportRules = _DEFAULT_RULES) -> tuple[int, list[LineError]]:
     """(memories in the file, problems found): a full pass that never touches the database."""
     errors: list[LineError] = []
     first_line_of: dict[str, int] = {}

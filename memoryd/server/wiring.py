@@ -24,8 +24,8 @@ from memoryd.service.health import HealthReporter
 from memoryd.service.learning import FactLearner
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import build_method_table
-from memoryd.service.people import PeopleService
 from memoryd.service.observe_quota import ObserveLimits, ObserveQuota
+from memoryd.service.people import PeopleService
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.summary import SummaryService
 from memoryd.service.supersession import Supersession

@@ -24,8 +24,6 @@ from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
 from memoryd.service.observe_quota import ObserveQuota
-from memoryd.service.provenance import identify, scope_of
-from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     CallerParams,
@@ -34,6 +32,8 @@ from memoryd.service.params import (
     MessageParam,
     ObserveParams,
 )
+from memoryd.service.provenance import identify, scope_of
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.validation import check_group_chat, check_text, optional_text
 from memoryd.store import ConversationStore, Scope, SessionContext, SessionRef, StoredMessage
 

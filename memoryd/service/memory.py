@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import logging
@@ -218,7 +219,7 @@ class MemoryService:
             raise _not_visible("memory_id")
         return record
 
-    async def history(self, params: HistoryParams, ctx: CallContext) -> list[MemoryRecord]:
+    async def history(self, params: HistoryParams, ctx: CallContext) -> builtins.list[MemoryRecord]:
         """The versions of a memory (what it replaced and what replaced it), oldest first."""
         scope = caller_scope(params, ctx, self.authenticator)
         chain = None

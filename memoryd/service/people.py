@@ -15,13 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memoryd.auth import Authenticator
-from memoryd.errors import InvalidParams, NotFound
-from memoryd.errors import PeopleLimitReached
+from memoryd.errors import InvalidParams, NotFound, PeopleLimitReached
 from memoryd.knowledge import KnownPerson, Mention, MentionFinder, PersonIndex, Resolver, normalise_name
 from memoryd.knowledge.people import MAX_HIDDEN_PICKS, SELF_WORDS, new_subjects
 from memoryd.log import fields
-from memoryd.secrets import scan
 from memoryd.rpc.dispatch import CallContext
+from memoryd.secrets import scan
 from memoryd.service.params import MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
     ForgetPersonParams,

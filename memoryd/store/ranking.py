@@ -78,7 +78,8 @@ class FeatureTable:
     def __init__(self, hood: Neighbourhood, coverage: Callable[[str], float]) -> None:
         """``coverage``: the share of the query's terms a text holds (term_match.py)."""
         rowids = list(hood.rows)
-        self._index = {rowid: i for i, rowid in enumerate(rowids)}
+        # Keyed by None too, for the look-up of a missing link (``before.get`` of a first row).
+        self._index: dict[int | None, int] = {rowid: i for i, rowid in enumerate(rowids)}
         # One extra row, "nobody": every edge of a chain links to it, and it links to itself.
         nobody = len(rowids)
         texts = [hood.rows[rowid].text for rowid in rowids]

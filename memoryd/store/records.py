@@ -25,8 +25,7 @@ class Provenance(msgspec.Struct, frozen=True, kw_only=True):
     """Where and how a memory was learned (schema m003).  ``None`` everywhere means unknown.
 
     The chat it was learned in is the memory's own ``chat_id``.  These are the inputs of the
-    disclosure rules (issue 9), extraction's records (issue 10), and supersession and people
-    (issue 11): ``source_username`` is who said it, which decides first-person vs hearsay.
+    disclosure rules, extraction's records, and supersession and people: ``source_username`` is who said it, which decides first-person vs hearsay.
     """
 
     chat_type: str | None = None  # ash's routing field: private, group, supergroup

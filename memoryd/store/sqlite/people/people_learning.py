@@ -13,6 +13,7 @@ Three sources, in this order, inside the add's own write transaction for the peo
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,13 @@ import apsw
 
 from memoryd.errors import PeopleLimitReached
 from memoryd.knowledge import KnownPerson, MentionFinder, PersonIndex, normalise_name, parse_relationships
-from memoryd.knowledge.people import MAX_HIDDEN_PICKS, SELF_WORDS, RelationshipFact, is_relationship_phrase, new_subjects
+from memoryd.knowledge.people import (
+    MAX_HIDDEN_PICKS,
+    SELF_WORDS,
+    RelationshipFact,
+    is_relationship_phrase,
+    new_subjects,
+)
 from memoryd.store.sqlite.people import people
 from memoryd.store.sqlite.people.people import StoredPerson
 from memoryd.store.visibility import Scope, covers
@@ -128,7 +135,7 @@ def learn(
         return None
 
     def resolve(subject: str) -> KnownPerson | None:
-        return first_knowable(lambda hidden: index.resolve(subject, hidden))
+        return first_knowable(functools.partial(index.resolve, subject))
 
     about: dict[int, StoredPerson] = {}
     dirty: set[int] = set()
@@ -157,7 +164,7 @@ def learn(
     for fact in parse_relationships(content):
         if normalise_name(fact.name) in own:
             continue
-        target = first_knowable(lambda hidden: index.merge_target(fact, hidden))
+        target = first_knowable(functools.partial(index.merge_target, fact))
         if target is not None and seen_by is not None and not _may_tell(db, by_id[target.key], fact, memory_rowid):
             target = None  # a person of its own: what this memory says stays where it may be seen
         if target is None:

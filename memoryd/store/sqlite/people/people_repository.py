@@ -26,7 +26,6 @@ from memoryd.store.sqlite.search import people_retriever
 from memoryd.store.visibility import Scope
 
 
-
 def find(db: apsw.Connection, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | None:
     """The caller's person named by ``phrase`` (a person id, a name, an alias, a relationship)
     among those ``scope`` may know of (``people.visible_people``)."""
