@@ -2,7 +2,7 @@
 
     ./dev bench                    # everything, full sizes (about 2-3 minutes on 2 cores)
     ./dev bench --quick            # smaller sizes, for a smoke run (about 30 s)
-    ./dev bench --only rtt,search  # some sections: rtt, add, search, rss, startup
+    ./dev bench --only rtt,search  # some sections: rtt, add, search, rss, startup, isolation, ...
     ./dev bench --1m               # only the million-memory section (builds for ~10 minutes)
     ./dev bench --1m --quick       # the same section on 50k memories, a smoke run
 
@@ -25,6 +25,8 @@ Sections:
   relevance  the fact-style set of bench/data/relevance through a daemon with the local model:
            search top-1, the right fact in memory.context, unanswerable questions with a memory
            injected, against their targets; then the LoCoMo dev figures (bench/relevance.py)
+  isolation  a bystander's add and search p50, idle vs under one user's people flood, hang-up
+           flood and observe flood (bench_isolation.py); target within 3x
   1m       (only with --1m) a million memories in alice's scope: bytes on disk per memory, the
            in-process FTS / vector / hybrid search (wall and CPU time), and the daemon's VmRSS
            with the local model after searches through the socket
@@ -62,13 +64,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench_embed  # noqa: E402
 import bench_extraction  # noqa: E402
+import bench_isolation  # noqa: E402
 import bench_store  # noqa: E402
 import relevance  # noqa: E402
 from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 
 from memoryd.store.sqlite import Store  # noqa: E402
 
-SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "relevance")
+SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "relevance", "isolation")
 
 
 @dataclass(frozen=True)
@@ -449,6 +452,7 @@ def bench_startup(bench: Bench) -> None:
 
 RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
            "extract": bench_extraction.run, "embed": bench_embed.run, "relevance": relevance.run,
+           "isolation": bench_isolation.run,
            "1m": bench_million}
 
 

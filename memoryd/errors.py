@@ -36,6 +36,7 @@ without one), anything else as -32603 with a log line.
     │   ├── AmbiguousIdPrefix    an id prefix matches several of the caller's memories
     │   ├── UnknownListCursor    memory.list's before_id names none of the caller's memories
     │   ├── SupersedeRefused     memory.add's ``supersedes`` names no visible memory, or one it may not replace
+    │   ├── PeopleLimitReached   a subject would create a person past limits.max_people_per_owner
     │   └── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
     ├── EmbedderError            an embedding backend is down, slow or returned garbage
     └── LlmError                 the LLM backend failed; ``retry_later`` says what a job does next
@@ -249,6 +250,19 @@ class SupersedeRefused(StoreError):
         self.reason = reason
         self.found = found
         self.field = field
+
+
+class PeopleLimitReached(StoreError):
+    """Storing the memory would give its owner more than ``limits.max_people_per_owner``
+    people (a subject naming nobody known creates a person); nothing was written."""
+
+    def __init__(self, field: str, limit: int) -> None:
+        super().__init__(
+            f"names a new person, and you already have {limit} people (limits.max_people_per_owner); "
+            "use a known person's name or alias, or merge or delete people"
+        )
+        self.field = field
+        self.limit = limit
 
 
 class BrokenInvariant(StoreError):

@@ -18,8 +18,11 @@ memory store that refuses "my password manager is 1Password" is one people stop 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +37,8 @@ SecretsMode = Literal["refuse", "redact"]
 REDACTED = "[redacted]"
 
 # Each pattern's group "secret" (else the whole match) is the span that is redacted.
+# ``(?<![A-Za-z0-9])`` instead of ``\b``: "_" is a word character, so ``\bkey`` never matches in
+# "aws_secret_access_key".
 _PATTERNS: list[tuple[SecretKind, LazyPattern]] = [
     (
         "private_key",
@@ -45,17 +50,29 @@ _PATTERNS: list[tuple[SecretKind, LazyPattern]] = [
     ),
     ("jwt", LazyPattern(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     ("bearer_token", LazyPattern(r"\bBearer\s+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", re.IGNORECASE)),
+    ("bearer_token", LazyPattern(r"\bBasic\s+(?P<secret>[A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])")),
     (
         "api_key",
         LazyPattern(
             r"(?<![A-Za-z0-9])(?:"
             r"sk-[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic (sk-ant-..., sk-proj-...)
             r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
-            r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
+            r"|xox[abposre]-[A-Za-z0-9-]{10,}"  # Slack
+            r"|hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]{16,}"  # Slack webhook
             r"|(?:AKIA|ASIA)[A-Z0-9]{16}"  # AWS access key ids
             r"|AIza[0-9A-Za-z_-]{35}"  # Google
-            r"|[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"  # Stripe
+            r"|(?:[rs]k|whsec)_(?:(?:live|test)_)?[0-9A-Za-z]{16,}"  # Stripe
             r"|glpat-[0-9A-Za-z_-]{20,}|hf_[A-Za-z0-9]{30,}|npm_[A-Za-z0-9]{36}"  # GitLab, HF, npm
+            r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
+            r"|SK[0-9a-f]{32}|AC[0-9a-f]{32}"  # Twilio
+            r"|key-[0-9a-f]{32}"  # Mailgun
+            r"|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"  # Shopify
+            r"|do[opr]_v1_[a-f0-9]{64}"  # DigitalOcean
+            r"|pypi-[A-Za-z0-9_-]{50,}"  # PyPI
+            r"|hvs\.[A-Za-z0-9_-]{24,}"  # HashiCorp Vault
+            r"|(?:glsa|sntrys|gsk|lin_api|ntn|PMAK)[_-][A-Za-z0-9_-]{20,}"  # Grafana, Sentry, Groq, Linear, Notion, Postman
+            r"|AGE-SECRET-KEY-1[0-9A-Z]{50,}"  # age
+            r"|\d{8,10}:AA[A-Za-z0-9_-]{33}"  # Telegram bot token
             r")(?![A-Za-z0-9])"
         ),
     ),
@@ -68,7 +85,7 @@ _PATTERNS: list[tuple[SecretKind, LazyPattern]] = [
 
 # "password is X", "pw: X", "passphrase = 'X'", "the password for the router is X", "PIN is 4821".
 _PASSWORD = LazyPattern(
-    r"\b(?P<word>pass(?:word|wd|phrase|code)|pwd|pw|pin(?:\s+code)?)\b[\"']?"
+    r"(?<![A-Za-z0-9])(?P<word>pass(?:word|wd|phrase|code)|pwd|pw|pin(?:\s+code)?)(?![A-Za-z0-9])[\"']?"
     r"(?:\s+(?:for|to|of|on)\s+(?:(?:the|my|our|your|his|her|their)\s+)?[\w.-]+)?"
     r"(?:\s+(?:is|was|=)|\s*[:=]|\s+(?:is|was)\s*:)\s*"
     r"(?:(?P<quote>[\"'`])(?P<quoted>[^\"'`\n]{1,200})(?P=quote)|(?P<secret>[^\s\"'`]+))",
@@ -83,16 +100,35 @@ _NOT_A_PASSWORD = frozenset(
     stored kept changed reset missing empty blank case sensitive fine ok okay good bad simple
     complex easy hard secret private shared unknown forgotten lost in on at for from with of to by
     via about managed sent protected locked correctly only just really very it they we you i he
-    she one something anything nothing none n/a null""".split()
+    she one something anything nothing none n/a null see check ask please use""".split()
 )
 # A long token after key/token/secret words: "API key: 3f9a...", "token=abc123..."
 _KEYWORD_TOKEN = LazyPattern(
-    r"\b(?:api[ _-]?key|access[ _-]?key|secret(?:[ _-]?key)?|client[ _-]?secret|auth[ _-]?token"
-    r"|access[ _-]?token|token|key)\b[\"']?(?:\s+(?:is|was|=)|\s*[:=])?\s*[\"'`]?"
+    r"(?<![A-Za-z0-9])(?:api[ _-]?key|access[ _-]?key|secret(?:[ _-]?key)?|client[ _-]?secret|auth[ _-]?token"
+    r"|access[ _-]?token|token|key)(?![A-Za-z0-9])[\"']?(?:\s+(?:is|was|=)|\s*[:=])?\s*[\"'`]?"
     r"(?P<secret>[A-Za-z0-9_\-./+=]{16,})",
     re.IGNORECASE,
 )
+# An assignment to a credential-named variable, as in an .env file, a config or a shell:
+# DATABASE_PASSWORD=..., SENTRY_AUTH_TOKEN: ..., aws_secret_access_key = ..., db.password="...".
+_ASSIGNMENT = LazyPattern(
+    r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z][A-Za-z0-9]*(?:[_.-][A-Za-z0-9]+)*)[\"']?\s*(?::=|=>|=|:)\s*"
+    r"(?:(?P<quote>[\"'`])(?P<quoted>[^\"'`\n]{4,300})(?P=quote)|(?P<secret>[^\s\"'`,;]{6,}))"
+)
+#: Parts of a variable name that say its value is a credential; "key" alone is weaker (sort_key,
+#: primary_key) and needs a value that looks random.
+_STRONG_NAME = LazyPattern(
+    r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api[_.-]?key|access[_.-]?key|private[_.-]?key"
+    r"|auth[_.-]?key|signing[_.-]?key|dsn|session[_.-]?key|encryption[_.-]?key",
+    re.IGNORECASE,
+)
+_WEAK_NAME = LazyPattern(r"(?:^|[_.-])key(?:$|[_.-])|(?<![a-z])key$|^key", re.IGNORECASE)
+#: Characters a secret's value may go on with after a pattern's own span ends ("Sup3rS3cret!2024").
+_SECRET_TAIL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./+=!@#$%^&*~?")
 _CARD = LazyPattern(r"(?<![\d.,-])[2-6]\d(?:[ -]?\d){11,17}(?![\d-])")
+#: A run long enough to be a base64-wrapped secret (a short one holds too little to matter).
+_LINE_BREAK_IN_TOKEN = LazyPattern(r"(?<=\S)[\r\n]+(?=\S)")
+_BASE64_RUN = LazyPattern(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
 
 
 @dataclass(frozen=True)
@@ -116,8 +152,21 @@ class SecretScan:
 
 
 def find_secrets(text: str) -> list[Finding]:
-    """Every secret in ``text``, in order, overlapping finds merged (the earlier kind wins)."""
-    findings = sorted(_candidates(text), key=lambda f: (f.start, -f.end))
+    """Every secret in ``text``, in order, overlapping finds merged (the earlier kind wins).
+
+    The patterns run on normalised views of the text, and each find is mapped back to the span
+    of ``text`` it came from: format characters (zero-width spaces and joiners, soft hyphens)
+    removed, compatibility forms folded (NFKC: fullwidth ``ＡＫＩＡ`` is ``AKIA``) and Cyrillic
+    and Greek look-alikes read as the Latin letters they imitate; the same
+    with line breaks inside a token joined ("AKIA...\n...EXAMPLE"); and each long base64 run
+    decoded, a run whose text holds a secret being a secret as a whole."""
+    view = _normalised(text)
+    findings = [view.original(f) for f in _candidates(view.text)]
+    joined = _joined(view)
+    if joined is not None:
+        findings.extend(view.original(joined.original(f)) for f in _candidates(joined.text))
+    findings.extend(view.original(f) for f in _base64_wrapped(view.text))
+    findings = sorted(findings, key=lambda f: (f.start, -f.end))
     merged: list[Finding] = []
     for finding in findings:
         if merged and finding.start < merged[-1].end:
@@ -126,6 +175,93 @@ def find_secrets(text: str) -> list[Finding]:
             continue
         merged.append(finding)
     return merged
+
+
+@dataclass(frozen=True)
+class _View:
+    """A rewritten text and, for each of its characters, the index in the text it came from."""
+
+    text: str
+    origin: list[int] | None  # None: the identity
+
+    def original(self, finding: Finding) -> Finding:
+        if self.origin is None:
+            return finding
+        start = self.origin[finding.start]
+        end = self.origin[finding.end - 1] + 1
+        return Finding(finding.kind, start, end)
+
+
+#: Cyrillic and Greek letters drawn like Latin ones ("АКІА" in Cyrillic reads as AKIA): NFKC
+#: keeps them apart, a reader (and a key's consumer after a copy-paste fix) does not.
+_LOOKALIKES = dict(zip(
+    "АВЕКМНОРСТХІЅЈаеорсухіѕјΑΒΕΖΗΙΚΜΝΟΡΤΥΧον",
+    "ABEKMHOPCTXISJaeopcyxisjABEZHIKMNOPTYXov",
+    strict=True,
+))  # fmt: skip
+
+
+def _normalised(text: str) -> _View:
+    if text.isascii():
+        return _View(text, None)
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        if unicodedata.category(char) == "Cf":
+            continue  # zero-width space, joiners, soft hyphen, BOM: invisible, and split a key
+        folded = char
+        if ord(char) > 127:
+            folded = unicodedata.normalize("NFKC", char)
+            folded = _LOOKALIKES.get(folded, folded)
+        chars.append(folded)
+        origin.extend([index] * len(folded))
+    return _View("".join(chars), origin)
+
+
+def _joined(view: _View) -> _View | None:
+    """``view`` with each line break between two non-space characters removed, or None when
+    there is none: a key split over lines is one key."""
+    text = view.text
+    if "\n" not in text and "\r" not in text:
+        return None
+    chars: list[str] = []
+    origin: list[int] = []
+    position = 0
+    for match in _LINE_BREAK_IN_TOKEN.finditer(text):
+        chars.append(text[position : match.start()])
+        origin.extend(range(position, match.start()))
+        position = match.end()
+    if not position:
+        return None
+    chars.append(text[position:])
+    origin.extend(range(position, len(text)))
+    return _View("".join(chars), origin)  # in view's coordinates: view.original maps on
+
+
+def _base64_wrapped(text: str) -> Iterator[Finding]:
+    """Long base64 runs whose decoded text holds a secret: the whole run is that secret."""
+    if len(text) < 24:
+        return
+    for match in _BASE64_RUN.finditer(text):
+        run = match.group()
+        decoded = _decode_base64(run)
+        if decoded is None:
+            continue
+        inner = find_secrets(decoded) if len(decoded) < 8192 else []
+        if inner:
+            yield Finding(inner[0].kind, match.start(), match.end())
+
+
+def _decode_base64(run: str) -> str | None:
+    """The printable text ``run`` encodes (standard or URL-safe alphabet), else None."""
+    padded = run + "=" * (-len(run) % 4)
+    try:
+        raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    printable = sum(1 for char in decoded if char.isprintable() or char in "\n\r\t")
+    return decoded if decoded and printable == len(decoded) else None
 
 
 def scan(text: str) -> SecretScan:
@@ -155,11 +291,14 @@ def screen(text: str, mode: SecretsMode) -> tuple[str | None, SecretScan]:
 _HINTS: dict[str, tuple[str, ...]] = {
     "private_key": ("private key",),
     "jwt": ("eyj",),
-    "bearer_token": ("bearer",),
-    "api_key": ("sk-", "gh", "github_pat_", "xox", "akia", "asia", "aiza", "k_live_", "k_test_", "glpat-", "hf_", "npm_"),
+    "bearer_token": ("bearer", "basic"),
+    "api_key": ("sk-", "gh", "github_pat_", "xox", "hooks.slack", "akia", "asia", "aiza", "k_", "whsec_", "glpat-",
+                "hf_", "npm_", "sg.", "sk", "ac", "key-", "shp", "do", "pypi-", "hvs.", "glsa", "sntrys", "gsk",
+                "lin_api", "ntn", "pmak", "age-secret", ":aa"),
     "connection_string": ("://",),
     "password": ("pass", "pw", "pin"),
     "keyword_token": ("key", "token", "secret"),
+    "assignment": ("=", ":"),
 }
 
 
@@ -185,26 +324,52 @@ def _candidates(text: str) -> Iterator[Finding]:
         for match in _KEYWORD_TOKEN.finditer(text):
             if _high_entropy(match.group("secret")):
                 yield _finding("api_key", match)
+    if _hinted(lowered, "assignment"):
+        for match in _ASSIGNMENT.finditer(text):
+            if _credential_assignment(match):
+                yield _finding("password" if "pass" in match.group("name").lower() or "pwd" in match.group("name").lower() else "api_key", match)
     for match in _CARD.finditer(text):
         digits = re.sub(r"[ -]", "", match.group())
         if 13 <= len(digits) <= 19 and _luhn_ok(digits):
             yield Finding("card_number", match.start(), match.end())
 
 
+def _credential_assignment(match: re.Match[str]) -> bool:
+    """An assignment whose name says credential and whose value is one, not a reference to one
+    (``$DB_PASSWORD``, ``${TOKEN}``, ``<your key>``) or a setting (``max_tokens=4096``)."""
+    name = match.group("name")
+    if not (any(sep in name for sep in "_.-") or name.isupper()):
+        return False  # "password: ..." in prose is the password rule's
+    value = (match.group("quoted") or match.group("secret") or "").strip().rstrip(".,;:")
+    if len(value) < 4 or value[0] in "$<{%[(" or _looks_like_prose(value):
+        return False
+    if _STRONG_NAME.search(name):
+        if value.isdigit():
+            return bool(re.search(r"pass|pwd|pin", name, re.IGNORECASE)) and len(value) >= 4
+        return len(value) >= 6 or match.group("quoted") is not None
+    return bool(_WEAK_NAME.search(name)) and _high_entropy(value)
+
+
 def _finding(kind: SecretKind, match: re.Match[str]) -> Finding:
     """The span of the pattern's ``quoted`` or ``secret`` group, else of the whole match,
-    without the sentence's trailing punctuation ("pw: hunter2, and ...")."""
+    without the sentence's trailing punctuation ("pw: hunter2, and ..."), and with the rest of
+    the token when the pattern stopped inside it (a redacted secret leaves no tail behind)."""
     group: str | int = next((g for g in ("quoted", "secret") if g in match.re.groupindex and match.group(g)), 0)
     start, end = match.start(group), match.end(group)
-    while end > start + 1 and match.string[end - 1] in ".,;:":
+    text = match.string
+    if kind in ("api_key", "password", "bearer_token") and group != "quoted":
+        while end < len(text) and text[end] in _SECRET_TAIL:
+            end += 1
+    while end > start + 1 and text[end - 1] in ".,;:!?":
         end -= 1
     return Finding(kind, start, end)
 
 
 def _looks_like_prose(value: str) -> bool:
-    """True when the word after "password is" is the sentence going on, not a password."""
+    """True when the word after "password is" is the sentence going on, or a reference to a
+    value kept elsewhere (``$DB_PASSWORD``, ``${TOKEN}``, ``<your password>``), not a password."""
     word = value.rstrip(".,;:!?)")
-    return not word or word.lower() in _NOT_A_PASSWORD
+    return not word or word.lower() in _NOT_A_PASSWORD or word[0] in "$<{%"
 
 
 def _high_entropy(token: str) -> bool:

@@ -73,7 +73,7 @@ def line(**changes: object) -> bytes:
     ("changes", "reason"),
     [
         ({"content": "\x00"}, "content must not contain NUL characters"),
-        ({"owner": " "}, "owner must not be empty"),
+        ({"owner": " "}, "owner must not be blank"),
         ({"subjects": ["ok", ""]}, "subjects[1] must not be empty"),
         ({"scope": "group"}, "chat_id is required for a shared (group) memory"),
         ({"id": "nope"}, "id is not a memory id"),

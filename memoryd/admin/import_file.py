@@ -1,20 +1,33 @@
 """Reading a `memoryd export` file: the header, and each line decoded and validated.
 
-A line is checked with the same validators as ``memory.add`` (``memoryd.service.validation``)
-plus what only the file format has (timestamps, counters); a problem becomes a ``LineError``
-naming the line.
+A line is checked with the same validators as ``memory.add`` (``memoryd.service.validation``:
+content size, owner and chat ids, subjects and their count, source, key, metadata size) and the
+same secrets filter, plus what only the file format has (timestamps, counters); a problem
+becomes a ``LineError`` naming the line and the field.  Nothing memory.add would refuse is
+imported: a store holding such a memory could fail its owner's every list and search.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import msgspec
 
 from memoryd.errors import InvalidParams
 from memoryd.ids import ms_from_iso
-from memoryd.service.validation import check_full_id, check_group_chat, check_text
+from memoryd.secrets import SecretsMode
+from memoryd.service.params import DEFAULT_MAX_SUBJECTS, MAX_SUBJECT_BYTES, MAX_SUBJECT_CHARS
+from memoryd.service.secret_guard import SecretsGuard
+from memoryd.service.validation import (
+    check_chars,
+    check_full_id,
+    check_group_chat,
+    check_identity,
+    check_memory_fields,
+    check_text,
+)
 from memoryd.store.admin_records import (
     FORMAT,
     READABLE_VERSIONS,
@@ -38,6 +51,15 @@ _line_decoders: dict[str, msgspec.json.Decoder[MemoryLine] | msgspec.json.Decode
     "person": msgspec.json.Decoder(PersonLine),
 }
 _TIMESTAMPS = ("created_at", "updated_at", "expires_at", "deleted_at", "expiry_recorded_at", "last_access_at")
+
+
+@dataclass(frozen=True)
+class ImportRules:
+    """The configured bounds memory.add applies that an import must apply too."""
+
+    max_subjects: int = DEFAULT_MAX_SUBJECTS
+    #: extraction.secrets: "refuse" reports the line; "redact" imports it redacted.
+    secrets: SecretsMode = "refuse"
 
 
 class LineError(ValueError):
@@ -68,9 +90,10 @@ def parse_header(line_no: int, raw: bytes) -> ExportHeader:
     return header
 
 
-def parse_line(line_no: int, raw: bytes) -> MemoryLine | PersonLine:
-    """Decode and validate one memory or person line; raises LineError naming the line and the
-    problem."""
+def parse_line(line_no: int, raw: bytes, rules: ImportRules = ImportRules()) -> MemoryLine | PersonLine:
+    """Decode and validate one memory or person line (a memory line comes back redacted when
+    ``rules.secrets`` is "redact" and it holds a secret); raises LineError naming the line and
+    the problem."""
     try:
         kind = _record_decoder.decode(raw).record
         decoder = _line_decoders.get(kind)
@@ -83,25 +106,27 @@ def parse_line(line_no: int, raw: bytes) -> MemoryLine | PersonLine:
         if isinstance(line, PersonLine):
             _validate_person(line)
         else:
-            _validate(line)
+            _validate(line, rules.max_subjects)
+            line = _screened(line, SecretsGuard(rules.secrets))
     except InvalidParams as exc:
         raise LineError(line_no, f"{exc.data['field']} {exc.data['reason']}") from None
     return line
 
 
+def _check_name(field: str, value: str) -> str:
+    """A person's name or alias as memory.add's subjects and person.alias accept it."""
+    return check_chars(field, check_text(field, value, max_bytes=MAX_SUBJECT_BYTES), MAX_SUBJECT_CHARS)
+
+
 def _validate_person(line: PersonLine) -> None:
     check_full_id("id", line.id)
-    _check_texts(line, ("owner", "name"))
-    _check_each(check_text, "aliases", line.aliases)
+    check_identity("owner", line.owner)
+    _check_name("name", line.name)
+    _check_each(_check_name, "aliases", line.aliases)
     if line.relationship is not None:
-        check_text("relationship", line.relationship)
+        _check_name("relationship", line.relationship)
     _check_each(check_full_id, "memories", line.memories)
     _check_timestamps(line, ("created_at", "updated_at"))
-
-
-def _check_texts(line: MemoryLine | PersonLine, names: tuple[str, ...]) -> None:
-    for name in names:
-        check_text(name, getattr(line, name))
 
 
 def _check_each(check: Callable[[str, str], object], field: str, values: list[str]) -> None:
@@ -119,12 +144,19 @@ def _check_timestamps(line: MemoryLine | PersonLine, names: tuple[str, ...]) -> 
                 raise InvalidParams.for_field(name, str(exc)) from None
 
 
-def _validate(line: MemoryLine) -> None:
+def _validate(line: MemoryLine, max_subjects: int) -> None:
     check_full_id("id", line.id)
-    _check_texts(line, ("content", "owner", "source"))
-    _check_each(check_text, "subjects", line.subjects)
+    check_identity("owner", line.owner)
     if line.chat_id is not None:
-        check_text("chat_id", line.chat_id)
+        check_identity("chat_id", line.chat_id)
+    check_memory_fields(
+        content=line.content,
+        source=line.source,
+        subjects=line.subjects,
+        metadata=line.metadata,
+        key=line.key,
+        max_subjects=max_subjects,
+    )
     check_group_chat(line.scope == "group", line.chat_id)
     if line.superseded_by is not None:
         check_full_id("superseded_by", line.superseded_by)
@@ -133,3 +165,17 @@ def _validate(line: MemoryLine) -> None:
     if line.access_count < 0:
         raise InvalidParams.for_field("access_count", "must be >= 0")
     _check_timestamps(line, _TIMESTAMPS)
+
+
+def _screened(line: MemoryLine, guard: SecretsGuard) -> MemoryLine:
+    """``line`` with the secrets filter applied to every text memory.add screens."""
+    changes = {
+        "content": guard.screen_add("content", line.content),
+        "source": guard.screen_add("source", line.source),
+        "subjects": [guard.screen_add(f"subjects[{i}]", s) for i, s in enumerate(line.subjects)],
+        "metadata": guard.screen_metadata("metadata", line.metadata),
+        "key": None if line.key is None else guard.screen_add("key", line.key),
+    }
+    if not guard.redacted:
+        return line
+    return msgspec.structs.replace(line, **changes)

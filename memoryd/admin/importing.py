@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from memoryd.admin.common import EXIT_OK, EXIT_PROBLEMS, open_store
-from memoryd.admin.import_file import LineError, parse_header, parse_line, read_lines
+from memoryd.admin.import_file import ImportRules, LineError, parse_header, parse_line, read_lines
 from memoryd.config import Config
 from memoryd.errors import StoreError
 from memoryd.store.admin_records import MemoryLine, PersonLine
@@ -26,7 +26,11 @@ from memoryd.store.admin_records import MemoryLine, PersonLine
 MAX_REPORTED = 20
 
 
-def validate(path: Path) -> tuple[int, list[LineError]]:
+#: memory.add's default bounds, for a caller that names none.
+_DEFAULT_RULES = ImportRules()
+
+
+def validate(path: Path, rules: ImportRules = _DEFAULT_RULES) -> tuple[int, list[LineError]]:
     """(memories in the file, problems found): a full pass that never touches the database."""
     errors: list[LineError] = []
     first_line_of: dict[str, int] = {}
@@ -42,7 +46,7 @@ def validate(path: Path) -> tuple[int, list[LineError]]:
             return 0, [exc]
         for number, raw in lines:
             try:
-                line = parse_line(number, raw)
+                line = parse_line(number, raw, rules)
             except LineError as exc:
                 errors.append(exc)
             else:
@@ -55,17 +59,18 @@ def validate(path: Path) -> tuple[int, list[LineError]]:
     return len(first_line_of), errors
 
 
-def _memories(path: Path) -> Iterator[MemoryLine | PersonLine]:
+def _memories(path: Path, rules: ImportRules) -> Iterator[MemoryLine | PersonLine]:
     with open(path, "rb") as file:
         lines = read_lines(file)
         next(lines)  # the header, validated already
         for number, raw in lines:
-            yield parse_line(number, raw)
+            yield parse_line(number, raw, rules)
 
 
 def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    rules = ImportRules(max_subjects=config.limits.max_subjects_per_memory, secrets=config.extraction.secrets)
     try:
-        count, errors = validate(path)
+        count, errors = validate(path, rules)
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
     if errors:
@@ -75,7 +80,7 @@ def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = s
         return EXIT_PROBLEMS
     with open_store(config, create=True) as store:
         try:
-            report = store.maintenance.import_memories(_memories(path))
+            report = store.maintenance.import_memories(_memories(path, rules))
         except LineError as exc:  # the file changed between the passes
             err.write(f"memoryd: {path}: {exc}\nmemoryd: nothing imported\n")
             return EXIT_PROBLEMS

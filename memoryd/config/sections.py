@@ -52,6 +52,9 @@ class LimitsConfig(Section, frozen=True):
     listen_backlog: PositiveInt = 1024
     #: Requests one connection may have in flight; past it the daemon stops reading (backpressure).
     max_inflight_per_connection: PositiveInt = 32
+    #: Requests one peer uid may have in flight over all its connections; past it a request is
+    #: answered -32003 with retry_after (auth.trusted_uids are exempt).
+    max_inflight_per_uid: PositiveInt = 256
     #: Calls in one batch.
     max_batch_calls: PositiveInt = 1000
     #: Reply bytes one connection may hold unsent (a batch's whole reply included).
@@ -63,6 +66,18 @@ class LimitsConfig(Section, frozen=True):
     #: Seconds a frame may take to arrive whole once its first byte is in.
     frame_timeout: PositiveFloat = 10.0
     shutdown_grace: PositiveFloat = 10.0
+    #: Names in one memory's subjects (memory.add and `memoryd import`).
+    max_subjects_per_memory: Annotated[int, Meta(ge=1, le=1000)] = 32
+    #: People one user may have; a subject that would create one more is refused (-32602), and
+    #: extraction and relationship statements stop creating people.  0 means unlimited.
+    max_people_per_owner: Annotated[int, Meta(ge=0)] = 2000
+    #: memory.observe, per user: messages and bytes of message text stored in any 60 seconds,
+    #: distinct sessions observed into within an hour, and sessions waiting for extraction
+    #: (with an LLM).  Past any of them a call is answered -32003 with retry_after.
+    observe_messages_per_minute: PositiveInt = 600
+    observe_bytes_per_minute: PositiveInt = 4 * 1024 * 1024
+    max_observed_sessions_per_user: PositiveInt = 100
+    max_queued_extractions_per_user: PositiveInt = 20
 
 
 class EmbedConfig(ModelServerConfig, frozen=True):

@@ -41,7 +41,7 @@ from memoryd.extract.facts import (
     MemoryType,
     Sensitivity,
 )
-from memoryd.secrets import SecretKind, SecretsMode, screen
+from memoryd.secrets import SecretKind, SecretsMode, scan, screen
 
 MAX_FACT_CHARS = 1000
 MAX_FACTS = 20
@@ -172,6 +172,8 @@ def _subjects(subjects: Sequence[str], owners: set[str]) -> list[str]:
     for subject in subjects:
         name = " ".join(subject.split()).lstrip("@")
         folded = name.casefold()
+        if not scan(name).clean:
+            continue  # a name is never stored redacted: one that holds a credential is dropped
         if name and folded not in _ASSISTANT_NAMES and folded not in (n.casefold() for n in names):
             names.append(name)
     # The owner is named only beside someone else (a joint fact); alone, the fact is the owner's.
@@ -184,7 +186,8 @@ def _aliases(aliases: dict[str, list[str]]) -> dict[str, list[str]]:
     cleaned: dict[str, list[str]] = {}
     for name, others in aliases.items():
         name = " ".join(name.split())
-        kept = [alias for alias in (" ".join(a.split()) for a in others) if alias and alias != name]
-        if name and kept:
+        kept = [alias for alias in (" ".join(a.split()) for a in others)
+                if alias and alias != name and scan(alias).clean]  # fmt: skip
+        if name and kept and scan(name).clean:
             cleaned[name] = kept[:MAX_SUBJECTS]
     return cleaned

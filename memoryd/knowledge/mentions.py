@@ -9,6 +9,7 @@ alone ("Sarah Connor movie") is never taken for a person.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -56,11 +57,38 @@ class MentionFinder:
         for person in people:  # full names last: they win over aliases and first names
             self._names[tuple(normalise_name(person.name).split())] = (person, "name", False)
         self._longest_name = max((len(k) for k in self._names), default=0)
-        self._first_name_words = frozenset(k[0] for k in self._names)
+        self._first_name_words = set(k[0] for k in self._names)
+        self._first_names = Counter(normalise_name(person.name).split(" ")[0] for person in people)
         self._holders: dict[str, list[KnownPerson]] = {}  # relationship class -> people
         for person in people:
             if person.relationship:
                 self._holders.setdefault(subject_class(person.relationship), []).append(person)
+
+    def add(self, person: KnownPerson) -> None:
+        """Index a person created (or given aliases or a relationship) since this finder was
+        built, without a pass over everyone: the writer keeps one finder per owner between adds."""
+        keys = [tuple(normalise_name(alias).split()) for alias in person.aliases if not is_relationship_phrase(alias)]
+        for key in keys:
+            self._names.setdefault(key, (person, "alias", False))
+        name = tuple(normalise_name(person.name).split())
+        first = name[0] if name else ""
+        held_name = self._names.get(name)
+        if name and (held_name is None or held_name[0].key != person.key):
+            self._first_names[first] += 1
+            held = self._names.get((first,))
+            if self._first_names[first] == 1:
+                self._names.setdefault((first,), (person, "name", True))
+            elif held is not None and held[2]:
+                del self._names[(first,)]  # two people share the first name: it names neither
+            self._names[name] = (person, "name", False)
+            keys.append(name)
+        for key in keys:
+            if key:
+                self._longest_name = max(self._longest_name, len(key))
+                self._first_name_words.add(key[0])
+        if person.relationship:
+            holders = self._holders.setdefault(subject_class(person.relationship), [])
+            holders[:] = [p for p in holders if p.key != person.key] + [person]
 
     def find(self, text: str) -> list[Mention]:
         """Known people and relationship phrases in ``text``, in order, one mention per person

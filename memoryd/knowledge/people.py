@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from memoryd.knowledge.attribute_rules import DEMONYMS, JOBS
@@ -17,7 +17,7 @@ from memoryd.knowledge.attributes import SELF
 from memoryd.knowledge.relationships import PATTERN, canonical, is_unique, normalise_name, subject_class
 from memoryd.lazy import LazyPattern
 
-__all__ = ["KnownPerson", "RelationshipFact", "is_relationship_phrase", "merge_target", "normalise_name",
+__all__ = ["KnownPerson", "PersonIndex", "RelationshipFact", "is_relationship_phrase", "merge_target", "normalise_name",
            "parse_relationships", "person_resolver", "resolve_person", "same_relationship",
            "unique_first_names"]
 
@@ -144,11 +144,12 @@ def person_resolver(people: Sequence[KnownPerson], owner_names: Sequence[str] = 
     owner's own names (username, display name) -> ``attributes.SELF``, so "I ..." said by the
     owner in a chat and "I ..." added by hand are one subject."""
     own = {normalise_name(name) for name in owner_names}
+    index = PersonIndex(people)  # one pass here, then each phrase is a look-up
 
     def resolve(phrase: str) -> str | None:
         if normalise_name(phrase) in own:
             return SELF
-        person = resolve_person(phrase, people)
+        person = index.resolve(phrase)
         return person.key if person else None
 
     return resolve
@@ -164,3 +165,91 @@ def merge_target(fact: RelationshipFact, people: Sequence[KnownPerson]) -> Known
         holders = [p for p in people if same_relationship(p.relationship, fact.relationship)]
         return holders[0] if len(holders) == 1 else None
     return None
+
+
+class PersonIndex:
+    """An owner's people indexed for :meth:`resolve` and :meth:`merge_target`: the answers of
+    :func:`resolve_person` and :func:`merge_target` in dictionary look-ups, so resolving a
+    memory's subjects costs the same with 5 or 5,000 known people.  Built once (a pass over
+    the people), then kept up to date with :meth:`add`.  ``exclude`` (person keys) answers as
+    if those people were not in the list: a caller that may not know of the person picked
+    asks again without it."""
+
+    def __init__(self, people: Sequence[KnownPerson] = ()) -> None:
+        #: normalised name or alias -> key -> (position, person): the earliest person not
+        #: excluded wins, as in the list :func:`resolve_person` walks.
+        self._names: dict[str, dict[str, tuple[int, KnownPerson]]] = {}
+        self._holders: dict[str, dict[str, KnownPerson]] = {}  # relationship class -> key -> person
+        self._first_names: dict[str, dict[str, KnownPerson]] = {}
+        self._position: dict[str, int] = {}
+        for person in people:
+            self.add(person)
+
+    def __len__(self) -> int:
+        return len(self._position)
+
+    def add(self, person: KnownPerson) -> None:
+        """Index a new person, or what an existing one (same key) gained: aliases, a relationship."""
+        position = self._position.setdefault(person.key, len(self._position))
+        for name in (person.name, *person.aliases):
+            self._names.setdefault(normalise_name(name), {})[person.key] = (position, person)
+        if person.relationship:
+            self._holders.setdefault(subject_class(person.relationship), {})[person.key] = person
+        first = normalise_name(person.name).split(" ")[0]
+        self._first_names.setdefault(first, {})[person.key] = person
+
+    def resolve(self, phrase: str, exclude: Collection[str] = ()) -> KnownPerson | None:
+        """:func:`resolve_person`'s answer."""
+        wanted = normalise_name(phrase)
+        held = [entry for key, entry in self._names.get(wanted, {}).items() if key not in exclude]
+        if held:
+            return min(held, key=lambda entry: entry[0])[1]
+        if m := _REL_PHRASE.match(wanted):
+            relationship = canonical(m["rel"])
+            return self._only_holder(relationship, exclude)
+        return _only(self._first_names.get(wanted, {}), exclude)
+
+    def merge_target(self, fact: RelationshipFact, exclude: Collection[str] = ()) -> KnownPerson | None:
+        """:func:`merge_target`'s answer."""
+        by_name = self.resolve(fact.name, exclude)
+        if by_name is not None:
+            return by_name
+        return self._only_holder(fact.relationship, exclude) if is_unique(fact.relationship) else None
+
+    def _only_holder(self, relationship: str | None, exclude: Collection[str]) -> KnownPerson | None:
+        if relationship is None:
+            return None
+        return _only(self._holders.get(subject_class(relationship), {}), exclude)
+
+
+def _only(people: dict[str, KnownPerson], exclude: Collection[str]) -> KnownPerson | None:
+    """The one person of ``people`` not excluded, or None (nobody, or several)."""
+    if not exclude:
+        return next(iter(people.values())) if len(people) == 1 else None
+    left = [person for key, person in people.items() if key not in exclude]
+    return left[0] if len(left) == 1 else None
+
+
+#: How many hidden people a match may pick before the phrase counts as naming nobody (a
+#: caller is matched only against the people it may know of).
+MAX_HIDDEN_PICKS = 4
+
+#: Subjects that name the owner, never a person in their life.
+SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
+
+
+def new_subjects(
+    resolve: Callable[[str], KnownPerson | None], own: set[str], subjects: Sequence[str]
+) -> list[int]:
+    """Positions of the subjects that would each create a person (a name ``resolve``, e.g.
+    :meth:`PersonIndex.resolve`, finds nobody for)."""
+    positions: list[int] = []
+    seen: set[str] = set()
+    for position, subject in enumerate(subjects):
+        wanted = normalise_name(subject)
+        if not wanted or wanted in own or wanted in seen or is_relationship_phrase(subject):
+            continue
+        if resolve(subject) is None:
+            seen.add(wanted)
+            positions.append(position)
+    return positions

@@ -31,6 +31,7 @@ from memoryd.errors import (
     LlmUnavailable,
     MemorydError,
     NotFound,
+    PeopleLimitReached,
     RpcError,
     StartupError,
     StorageFull,
@@ -93,6 +94,10 @@ def _supersede_refused(exc: SupersedeRefused) -> RpcError:
     return NotFound("No memory visible to you matches that id", data)
 
 
+def _people_limit(exc: PeopleLimitReached) -> RpcError:
+    return InvalidParams.for_field(exc.field, str(exc))
+
+
 def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
     # The exception's message may name a backend's URL: it stays in the daemon's log.
     def reply(exc: Exception) -> RpcError:
@@ -112,6 +117,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     AmbiguousIdPrefix: _ambiguous_id,
     UnknownListCursor: _unknown_cursor,
     SupersedeRefused: _supersede_refused,
+    PeopleLimitReached: _people_limit,
     BrokenInvariant: _internal,  # the service validates first: reaching the store with it is a bug
     # Searches fall back to keywords and adds never wait on a failing embedder: only a call that
     # cannot do without one gets this.

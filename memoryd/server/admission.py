@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Admission", "Slot", "Ticket"]
+__all__ = ["Admission", "CallShares", "Slot", "Ticket"]
 
 #: The uid counted for a peer whose credentials could not be read.
 UNKNOWN_UID = -1
@@ -85,3 +85,31 @@ class Admission:
             self.open_by_uid[ticket.uid] -= 1
             if not self.open_by_uid[ticket.uid]:
                 del self.open_by_uid[ticket.uid]
+
+
+class CallShares:
+    """Calls one peer uid may have running across all its connections (``max_inflight_per_uid``;
+    uids in ``auth.trusted_uids`` are exempt).  Without it a peer with many connections queues
+    hundreds of calls (30 connections of 32 each) ahead of everyone else's; past its share a
+    call is answered -32003 with ``retry_after`` without running."""
+
+    def __init__(self, max_per_uid: int, trusted_uids: Iterable[int] = ()) -> None:
+        self.max_per_uid = max_per_uid
+        self.trusted_uids = frozenset(trusted_uids)
+        self.running: Counter[int] = Counter()
+        #: Calls answered -32003 because their uid's share was taken.
+        self.refused = 0
+
+    def take(self, uid: int | None) -> bool:
+        peer = UNKNOWN_UID if uid is None else uid
+        if peer not in self.trusted_uids and self.running[peer] >= self.max_per_uid:
+            self.refused += 1
+            return False
+        self.running[peer] += 1
+        return True
+
+    def give_back(self, uid: int | None) -> None:
+        peer = UNKNOWN_UID if uid is None else uid
+        self.running[peer] -= 1
+        if not self.running[peer]:
+            del self.running[peer]

@@ -5,8 +5,16 @@ only receives, answers or starts a task per message, and sends.  A call that can
 without waiting (``rpc.dispatch.answer_now``: health with its numbers cached, any call refused
 before it runs) is answered right here in the read loop; every other message gets its own task,
 so messages on one connection run concurrently (pipelining) up to ``max_inflight``, past which
-the loop stops reading, pushing back on the client instead of queueing without bound.  Replies go
-out as they complete, carrying their request's id.
+the loop stops reading, pushing back on the client instead of queueing without bound; and up to
+the peer uid's share over all its connections (``CallShares``), past which a message is answered
+-32003 with ``retry_after`` without running.  Replies go out as they complete, carrying their
+request's id.
+
+A client that hangs up takes its calls with it: while any run, the socket is checked for the
+peer's close (POLLHUP: both directions shut, which a half-close that still waits for replies
+is not) every ``HANGUP_CHECK_SECONDS`` and at end of input, and then every queued and running
+call of the connection is cancelled.  Work a call already committed stays committed; work in a
+worker thread finishes (SQLite is never interrupted half way), and nothing is sent.
 
 The socket is driven with ``trio.lowlevel.wait_readable`` and plain ``read``/``write`` calls
 rather than ``SocketStream.receive_some``/``send_all``: trio's calls add a scheduler pass each
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import socket
 import struct
 
@@ -31,11 +40,14 @@ from memoryd.log import fields
 from memoryd.rpc.budget import SharedBudget
 from memoryd.rpc.connection import Close, CloseReason, ConnectionLimits, RpcConnection, Wait
 from memoryd.rpc.dispatch import NOT_NOW, CallContext, MethodTable, answer_now, serve_message
+from memoryd.server.admission import CallShares
 from memoryd.server.stats import ServerStats
 
 log = logging.getLogger("memoryd.server")
 
 RECEIVE_CHUNK = 64 * 1024
+#: How often a connection with calls running looks for its peer's hang-up.
+HANGUP_CHECK_SECONDS = 0.05
 _PEERCRED = struct.Struct("3i")
 
 
@@ -58,8 +70,17 @@ class Connection:
         limits: ConnectionLimits,
         stats: ServerStats,
         budget: SharedBudget | None = None,
+        *,
+        shares: CallShares | None = None,
+        busy_table: MethodTable | None = None,
     ) -> None:
         self.stream = stream
+        self.shares = shares
+        self.busy_table = busy_table
+        self._messages: trio.Nursery | None = None
+        #: Set when no message is running: the hang-up watcher's cue to stop.
+        self._calm = trio.Event()
+        self._watching = False
         self.table = table
         self.stats = stats
         self.protocol = RpcConnection(limits, budget)
@@ -83,6 +104,7 @@ class Connection:
         try:
             # Leaving the nursery waits for the messages still running: each gets its reply.
             async with trio.open_nursery() as messages:
+                self._messages = messages
                 await self._read_messages(messages)
         finally:
             self.protocol.discard_buffers()
@@ -132,8 +154,15 @@ class Connection:
         protocol = self.protocol
         reply = answer_now(payload, self.table, self.context, budget=protocol.replies)
         if reply is NOT_NOW:
-            messages.start_soon(self._serve, payload)
-            return
+            if self.shares is None or self.shares.take(self.context.peer_uid):
+                self._watch_for_hangup(messages)
+                messages.start_soon(self._serve, payload, self.shares)
+                return
+            assert self.busy_table is not None
+            reply = answer_now(payload, self.busy_table, self.context, budget=protocol.replies)
+            if reply is NOT_NOW:  # a batch: each of its calls is refused, in a task
+                messages.start_soon(self._serve, payload, None, self.busy_table)
+                return
         protocol.message_done()
         if reply is not None:
             self._send_now(protocol.frame(reply), len(reply), messages)
@@ -191,16 +220,62 @@ class Connection:
             self.stats.over_budget_connections += 1
         elif reason is CloseReason.IDLE:
             log.debug("connection.idle_timeout", extra=fields(conn=self.context.connection_id))
+        if reason is CloseReason.END_OF_INPUT and self.protocol.in_flight and self._messages is not None:
+            # A half-close still waits for its replies; a hang-up wants nothing more.
+            if self._peer_hung_up():
+                self._cancel_for_hangup(self._messages)
         if event.reply is not None:
             await self._send(event.reply)
 
-    async def _serve(self, payload: bytes) -> None:
+    def _watch_for_hangup(self, messages: trio.Nursery) -> None:
+        if not self._watching:
+            self._watching = True
+            self._calm = trio.Event()
+            messages.start_soon(self._watch_hangup, messages)
+
+    async def _watch_hangup(self, messages: trio.Nursery) -> None:
+        """While calls run: cancel them all once the peer has closed its end."""
+        try:
+            while self.protocol.in_flight:
+                with trio.move_on_after(HANGUP_CHECK_SECONDS):
+                    await self._calm.wait()
+                if self.protocol.in_flight and self._peer_hung_up():
+                    self._cancel_for_hangup(messages)
+                    return
+        finally:
+            self._watching = False
+
+    def _peer_hung_up(self) -> bool:
+        try:
+            poller = select.poll()
+            poller.register(self.stream.socket.fileno(), select.POLLHUP | select.POLLERR)
+            return bool(poller.poll(0))
+        except (OSError, ValueError):
+            return True  # closed here already
+
+    def _cancel_for_hangup(self, messages: trio.Nursery) -> None:
+        running = self.protocol.in_flight
+        self.stats.calls_cancelled_by_hangup += running
+        log.debug("connection.hung_up", extra=fields(conn=self.context.connection_id, cancelled=running))
+        messages.cancel_scope.cancel()
+
+    async def _serve(
+        self, payload: bytes, shares: CallShares | None = None, table: MethodTable | None = None
+    ) -> None:
         protocol = self.protocol
         reply = None
         try:
+            # One scheduler pass before the call starts, and a look at the socket (a poll costs
+            # a microsecond; these calls cost a worker thread's time): calls sent just before a
+            # hang-up are cancelled before any of them reaches a worker thread, where it could no
+            # longer be stopped.
+            await trio.lowlevel.checkpoint()
+            if self._messages is not None and self._peer_hung_up():
+                self._cancel_for_hangup(self._messages)
+                await trio.lowlevel.checkpoint()  # raises Cancelled
             reply = await serve_message(
                 payload,
-                self.table,
+                table or self.table,
                 self.context,
                 budget=protocol.replies,
                 max_batch_calls=protocol.limits.max_batch_calls,
@@ -210,10 +285,13 @@ class Connection:
         finally:
             if reply is not None:
                 protocol.replies.release(len(reply))
+            if shares is not None:
+                shares.give_back(self.context.peer_uid)
             protocol.message_done()
             if self._slot_freed:
                 self._slot_freed.unpark_all()
             if not protocol.in_flight:
+                self._calm.set()
                 self._lower_read_deadline()
 
     def _write_nowait(self, frame: bytes | memoryview) -> int:

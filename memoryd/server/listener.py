@@ -33,7 +33,7 @@ from memoryd.rpc.deadlines import RequestGuard
 from memoryd.rpc.dispatch import MethodTable
 from memoryd.rpc.envelope import encode_error
 from memoryd.rpc.framing import detect_framing, encode_frame
-from memoryd.server.admission import Admission, Slot, Ticket
+from memoryd.server.admission import Admission, CallShares, Slot, Ticket
 from memoryd.server.connection import Connection, peer_credentials
 from memoryd.server.stats import ServerStats
 
@@ -41,6 +41,8 @@ log = logging.getLogger("memoryd.server")
 
 #: After the grace period, how long cancelled calls get to send their ShuttingDown replies.
 CANCELLED_REPLY_SECONDS = 1.0
+#: Seconds a call refused past its uid's share is told to wait (error data ``retry_after``).
+BUSY_RETRY_AFTER = 0.5
 #: What a connection admitted into a health-probe slot may call.
 PROBE_METHODS = frozenset({"system.health"})
 #: The server's counts as system.health shows them, in this order, then "connections_by_uid".
@@ -56,6 +58,8 @@ _COUNT_NAMES = (
     "frame_timeouts",
     "over_budget_connections",
     "buffered_bytes",
+    "calls_refused_per_uid",
+    "calls_cancelled_by_hangup",
 )
 _STATS_JSON = ("{" + "".join(f'"{name}":%d,' for name in _COUNT_NAMES) + '"connections_by_uid":%b}').encode()
 
@@ -88,6 +92,15 @@ class RpcServer:
             reserved=limits.reserved_connections,
             probes=limits.health_probe_connections,
             trusted_uids=trusted_uids,
+        )
+        self.call_shares = CallShares(limits.max_inflight_per_uid, trusted_uids)
+        # A call past its uid's share is answered this without running (a batch: each call).
+        self.busy_table = self.table.restricted_to(
+            frozenset(),
+            Overloaded(data={
+                "reason": "too many calls running for this peer", "limit": "max_inflight_per_uid",
+                "retry_after": BUSY_RETRY_AFTER,
+            }),
         )
         self.budget = SharedBudget(limits.max_buffered_bytes)
         self.counters = ServerStats()
@@ -130,6 +143,8 @@ class RpcServer:
             counters.frame_timeouts,
             counters.over_budget_connections,
             self.budget.used,
+            self.call_shares.refused,
+            counters.calls_cancelled_by_hangup,
         )
 
     async def serve(
@@ -181,6 +196,8 @@ class RpcServer:
             self.probe_limits if probe else self.connection_limits,
             counters,
             self.budget,
+            shares=None if probe else self.call_shares,
+            busy_table=self.busy_table,
         )
         self.connections.add(connection)
         counters.connections_total += 1

@@ -23,5 +23,7 @@ class ServerStats:
     frame_timeouts: int = 0
     #: Connections closed because an unfinished frame found max_buffered_bytes spent (-32003).
     over_budget_connections: int = 0
+    #: Calls cancelled because their client hung up (queued or running; committed work stays).
+    calls_cancelled_by_hangup: int = 0
     #: Connections accepted per peer uid, since start.
     connections_by_uid: Counter[int] = field(default_factory=Counter)

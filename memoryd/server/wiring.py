@@ -24,6 +24,7 @@ from memoryd.service.health import HealthReporter
 from memoryd.service.learning import FactLearner
 from memoryd.service.memory import MemoryService
 from memoryd.service.methods import build_method_table
+from memoryd.service.observe_quota import ObserveLimits, ObserveQuota
 from memoryd.service.people import PeopleService
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.summary import SummaryService
@@ -62,7 +63,7 @@ def build_services(
     if embedder is not None:
         backfill = EmbeddingBackfill(store, embedder, batch_size=config.embed.batch_size)
     guard = SecretsGuard(config.extraction.secrets)
-    people = PeopleService(store.people, authenticator)
+    people = PeopleService(store.people, authenticator, max_people=config.limits.max_people_per_owner or None)
     summaries = SummaryService(store.people, authenticator, llm, config.summary)
     supersession, supersession_worker = _supersession(config, store, llm, people)
     service = MemoryService(
@@ -75,6 +76,7 @@ def build_services(
         people=people,
         supersession=supersession,
         secrets=guard,
+        max_subjects=config.limits.max_subjects_per_memory,
     )
     service.on_added.append(summaries.note_added)
     service.on_deleted.append(summaries.note_deleted)
@@ -111,10 +113,18 @@ def _conversations(
     worker = None
     if llm is not None:
         worker = ExtractionWorker(store.conversations, llm, extractor, concurrency=config.llm.concurrency)
+    limits = config.limits
+    quota = ObserveQuota(ObserveLimits(
+        messages_per_minute=limits.observe_messages_per_minute,
+        bytes_per_minute=limits.observe_bytes_per_minute,
+        sessions=limits.max_observed_sessions_per_user,
+        queued_extractions=limits.max_queued_extractions_per_user,
+    ))
     conversations = ConversationService(
-        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator,
-        episodes=config.episodes.enabled, on_episodes=None if service.backfill is None else service.backfill.notify,
-    )  # fmt: skip
+        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator, secrets=guard,
+        quota=quota, episodes=config.episodes.enabled,
+        on_episodes=None if service.backfill is None else service.backfill.notify,
+    )
     return conversations, worker
 
 

@@ -13,14 +13,17 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from memoryd.auth import Authenticator, Caller
-from memoryd.errors import LlmNotConfigured
+from memoryd.errors import LlmNotConfigured, Overloaded
 from memoryd.extract import ConversationMessage, Speaker
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
+from memoryd.service.observe_quota import ObserveQuota
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     CallerParams,
@@ -30,6 +33,7 @@ from memoryd.service.params import (
     ObserveParams,
 )
 from memoryd.service.provenance import identify, scope_of
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.validation import check_group_chat, check_text, optional_text
 from memoryd.store import ConversationStore, Scope, SessionContext, SessionRef, StoredMessage
 
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("memoryd.service")
 
 NOT_IN_SESSION = "Message not found in session"
+#: The longest an observe call refused by a quota waits before its answer.
+REFUSAL_PAUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -58,13 +64,27 @@ class ConversationService:
     episodes: bool = False
     #: Told when episodes were stored (they wait for their embeddings: the backfill).
     on_episodes: Callable[[], None] | None = None
+    #: Observed messages are stored with any credential in them redacted.
+    secrets: SecretsGuard | None = None
+    #: Per-user bounds on what observe stores and queues; None: unbounded.
+    quota: ObserveQuota | None = None
 
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
         caller = identify(params, ctx, self.authenticator)
         scope = scope_of(caller, params)
         _check_messages(params.messages)
-        stored = [_stored(message) for message in params.messages if message.content.strip()]
         session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
+        kept = [message for message in params.messages if message.content.strip()]
+        if kept and self.quota is not None:
+            try:
+                await self._admit(session, kept)  # before the secrets scan: a refusal costs little
+            except Overloaded as refused:
+                # Answered after a pause (at most a second): a client that ignores retry_after
+                # cannot spin on refusals, each of which still cost the daemon a decode.
+                await trio.sleep(min(float(refused.data["retry_after"]), REFUSAL_PAUSE_SECONDS))
+                raise
+        redact = self.secrets.redact_observed if self.secrets is not None else _unchanged
+        stored = [_stored(message, redact) for message in kept]
         # Without an LLM nothing would ever run the job: store the messages only.
         debounce_ms = None if self.worker is None else int(self.extractor.settings.debounce_seconds * 1000)
         accepted = 0
@@ -78,6 +98,17 @@ class ConversationService:
             self.worker.notify()
         log.debug("conversation.observed", extra=fields(messages=accepted))
         return {"accepted": accepted}
+
+    async def _admit(self, session: SessionRef, stored: Sequence[MessageParam]) -> None:
+        """Raise Overloaded when the call is past one of the user's bounds (nothing stored)."""
+        quota = self.quota
+        assert quota is not None
+        if self.worker is not None:
+            queued, this_one = await self.conversations.queued_extractions(session)
+            if not this_one and queued >= quota.limits.queued_extractions:
+                quota.refuse_queue(self.extractor.settings.debounce_seconds + 1.0)
+        size = sum(len(m.content.encode("utf-8", "surrogatepass")) for m in stored)
+        quota.admit(session.owner, session.key, len(stored), size)
 
     async def extract_from_messages(self, params: ExtractFromMessagesParams, ctx: CallContext) -> dict[str, Any]:
         llm = self._llm()
@@ -188,15 +219,19 @@ def _sent_at(message: MessageParam) -> str | float | None:
     return message.timestamp
 
 
-def _stored(message: MessageParam) -> StoredMessage:
+def _unchanged(text: str) -> str:
+    return text
+
+
+def _stored(message: MessageParam, redact: Callable[[str], str]) -> StoredMessage:
     return StoredMessage(
         seq=0,
         role=message.role,
-        content=message.content,
+        content=redact(message.content),
         message_id=None if message.id is None else str(message.id),
         sent_at=_sent_at(message),
-        username=message.username,
-        display_name=message.display_name,
+        username=None if message.username is None else redact(message.username),
+        display_name=None if message.display_name is None else redact(message.display_name),
         user_id=message.user_id,
     )
 

@@ -9,8 +9,6 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-import msgspec
-
 from memoryd.auth import Authenticator
 from memoryd.embed import Embedder
 from memoryd.errors import AmbiguousIdPrefix, InvalidParams, NotFound
@@ -20,11 +18,8 @@ from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.params import (
-    MAX_CONTENT_BYTES,
-    MAX_METADATA_BYTES,
+    DEFAULT_MAX_SUBJECTS,
     MAX_QUERY_BYTES,
-    MAX_SOURCE_BYTES,
-    MAX_SUBJECT_BYTES,
     AddParams,
     DeleteParams,
     ForgetAllParams,
@@ -38,7 +33,13 @@ from memoryd.service.provenance import caller_scope, identify, owner_names, prov
 from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.supersession import Supersession
-from memoryd.service.validation import check_group_chat, check_id_prefix, check_text, optional_text
+from memoryd.service.validation import (
+    check_group_chat,
+    check_id_prefix,
+    check_memory_fields,
+    check_text,
+    optional_text,
+)
 from memoryd.store import MemoryRecord, MemoryStore, NewMemory, Scope, SearchHit, relevance
 from memoryd.store.supersession_records import NOT_VISIBLE, Stored
 
@@ -68,7 +69,9 @@ class MemoryService:
         people: PeopleService | None = None,
         supersession: Supersession | None = None,
         secrets: SecretsGuard | None = None,
+        max_subjects: int = DEFAULT_MAX_SUBJECTS,
     ) -> None:
+        self.max_subjects = max_subjects
         self.authenticator = authenticator or Authenticator("trust")
         self.secrets = secrets or SecretsGuard("refuse")
         self.people = people
@@ -87,18 +90,20 @@ class MemoryService:
     async def add(self, params: AddParams, ctx: CallContext) -> dict[str, Any]:
         caller = identify(params, ctx, self.authenticator)
         scope = scope_of(caller, params)
-        check_text("content", params.content, max_bytes=MAX_CONTENT_BYTES)
-        check_text("source", params.source, max_bytes=MAX_SOURCE_BYTES)
-        for index, subject in enumerate(params.subjects):
-            check_text(f"subjects[{index}]", subject, max_bytes=MAX_SUBJECT_BYTES)
+        metadata = params.metadata or {}
+        check_memory_fields(
+            content=params.content,
+            source=params.source,
+            subjects=params.subjects,
+            metadata=metadata,
+            key=params.key,
+            max_subjects=self.max_subjects,
+        )
         check_group_chat(params.shared, scope.chat_id)
         if params.conversation_private and scope.chat_id is None:
             # Private to the conversation it was learned in: without a chat there is none, and
             # no caller could ever read, list or delete it.
             raise InvalidParams.for_field("conversation_private", "needs a chat_id (the conversation it is private to)")
-        metadata = params.metadata or {}
-        if len(msgspec.json.encode(metadata)) > MAX_METADATA_BYTES:
-            raise InvalidParams.for_field("metadata", f"must encode to at most {MAX_METADATA_BYTES} bytes")
         expires_at_ms: int | None
         if params.expires_days is not None:
             expires_at_ms = now_ms() + int(params.expires_days * DAY_MS)
@@ -106,14 +111,19 @@ class MemoryService:
             # "for 2 weeks", "until Friday": the words say when it stops being true.
             expires_at_ms = expiry_phrases.expires_at_ms(params.content, now_ms(), optional_text(params.timezone))
         # Last of the checks: a refused secret is reported only once the rest of the call is valid.
-        content = self.secrets.screen_add("content", params.content.strip())
+        secrets = self.secrets
+        content = secrets.screen_add("content", params.content.strip())
+        source = secrets.screen_add("source", params.source)
+        subjects = [secrets.screen_add(f"subjects[{i}]", subject) for i, subject in enumerate(_unique(params.subjects))]
+        key = None if params.key is None else secrets.screen_add("key", params.key)
+        metadata = secrets.screen_metadata("metadata", metadata)
         new = NewMemory(
             content=content,
             owner=scope.user_id,
             chat_id=scope.chat_id,
             shared=params.shared,
-            source=params.source,
-            subjects=_unique(params.subjects),
+            source=source,
+            subjects=subjects,
             expires_at_ms=expires_at_ms,
             metadata=metadata,
             provenance=provenance_of(caller, params),
@@ -127,6 +137,8 @@ class MemoryService:
         names = owner_names(
             scope, routing.source_username, routing.source_display_name, None if caller.verified else params.username
         )
+        if self.people is not None:
+            await self.people.check_room(scope, subjects, names)
         supersession = self.supersession
         if supersession is None:
             record, deduplicated = await self.memories.add(new)
@@ -136,7 +148,6 @@ class MemoryService:
                 self.backfill.notify()
         else:
             supersedes = None if params.supersedes is None else check_id_prefix("supersedes", params.supersedes)
-            key = None if params.key is None else check_text("key", params.key, max_bytes=MAX_SUBJECT_BYTES)
 
             # One write transaction: the insert, supersession, the people it names, the short id.
             async def store(embeds_itself: bool) -> Stored:
@@ -147,6 +158,7 @@ class MemoryService:
                         supersedes=supersedes,
                         key=key,
                         owner_names=names if self.people is not None else None,
+                        max_people=self.people.max_people if self.people is not None else None,
                         embeds_itself=embeds_itself,
                     )
 
@@ -159,7 +171,7 @@ class MemoryService:
             record, deduplicated, superseded = stored.record, stored.deduplicated, stored.superseded
             short_id = stored.short_id
             if self.people is not None:
-                self.people.learned(scope, changed=stored.people_changed)
+                self.people.learned(scope, changed=stored.people_changed, count=stored.people_count)
         for listener in self.on_added:
             await listener(scope, record, names)
         if short_id is None:

@@ -19,14 +19,20 @@ MAX_QUERY_BYTES = 16 * 1024
 MAX_METADATA_BYTES = 4 * 1024
 MAX_SOURCE_BYTES = 64
 MAX_SUBJECT_BYTES = 800
+MAX_SUBJECT_CHARS = 200
+MAX_SOURCE_CHARS = 64
+MAX_KEY_CHARS = 200
+MAX_IDENTITY_CHARS = 256
+#: limits.max_subjects_per_memory's default (the configured bound is checked in validation).
+DEFAULT_MAX_SUBJECTS = 32
 #: memory.list pages deeper than this go by ``before_id`` (an offset costs its length in rows,
 #: and limit + offset must stay a 64-bit integer for SQLite).
 MAX_LIST_OFFSET = 1_000_000
 
-Identity = Annotated[str, Meta(min_length=1, max_length=256)]
+Identity = Annotated[str, Meta(min_length=1, max_length=MAX_IDENTITY_CHARS)]
 #: A routing field as ash sends it: its env var's text, "" or null when unset.
 RoutingText = Annotated[str, Meta(max_length=256)]
-SubjectName = Annotated[str, Meta(min_length=1, max_length=200)]
+SubjectName = Annotated[str, Meta(min_length=1, max_length=MAX_SUBJECT_CHARS)]
 MemoryTypeName = Annotated[str, Meta(min_length=1, max_length=64)]
 
 
@@ -60,9 +66,10 @@ class CallerParams(Struct, kw_only=True, forbid_unknown_fields=True):
 
 class AddParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     content: str
-    source: Annotated[str, Meta(min_length=1, max_length=64)] = "agent"
+    source: Annotated[str, Meta(min_length=1, max_length=MAX_SOURCE_CHARS)] = "agent"
     expires_days: Annotated[float, Meta(gt=0, le=36500)] | None = None
-    subjects: Annotated[list[SubjectName], Meta(max_length=32)] = []
+    #: At most limits.max_subjects_per_memory (checked in validation: the bound is configured).
+    subjects: list[SubjectName] = []
     shared: bool = False
     metadata: dict[str, Any] | None = None
     sensitivity: Sensitivity | None = None
@@ -71,7 +78,7 @@ class AddParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     supersedes: Annotated[str, Meta(min_length=1, max_length=64)] | None = None
     #: An upsert key (navi's category/key): a live memory with the same key and subjects in the
     #: same scope is superseded.
-    key: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+    key: Annotated[str, Meta(min_length=1, max_length=MAX_KEY_CHARS)] | None = None
 
 
 #: A relevance threshold (store/relevance.py): the estimated probability that a memory helps.

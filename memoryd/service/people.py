@@ -15,10 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memoryd.auth import Authenticator
-from memoryd.errors import InvalidParams, NotFound
-from memoryd.knowledge import Mention, MentionFinder, Resolver, person_resolver
+from memoryd.errors import InvalidParams, NotFound, PeopleLimitReached
+from memoryd.knowledge import KnownPerson, Mention, MentionFinder, PersonIndex, Resolver, normalise_name
+from memoryd.knowledge.people import MAX_HIDDEN_PICKS, SELF_WORDS, new_subjects
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
+from memoryd.secrets import scan
 from memoryd.service.params import MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
     ForgetPersonParams,
@@ -38,11 +40,26 @@ FINDER_CACHE_OWNERS = 1024
 
 
 class _Directory:
-    """One owner's people, indexed for mentions; rebuilt after any change to them."""
+    """One owner's people, indexed for mentions and for resolution; rebuilt after any change to
+    them.  Each index is built when first needed: an owner whose people change with every add
+    (a flood of new names) would otherwise pay for both, on the event loop, per add."""
 
     def __init__(self, persons: Sequence[StoredPerson]) -> None:
         self.by_id = {person.id: person for person in persons}
-        self.finder = MentionFinder([person.known() for person in persons]) if persons else None
+        self._finder: MentionFinder | None = None
+        self._index: PersonIndex | None = None
+
+    @property
+    def finder(self) -> MentionFinder | None:
+        if self._finder is None and self.by_id:
+            self._finder = MentionFinder([person.known() for person in self.by_id.values()])
+        return self._finder
+
+    @property
+    def index(self) -> PersonIndex:
+        if self._index is None:
+            self._index = PersonIndex([person.known() for person in self.by_id.values()])
+        return self._index
 
     def mentioned(self, text: str) -> list[StoredPerson]:
         return [person for person, _ in self.mentions(text)]
@@ -54,10 +71,16 @@ class _Directory:
 
 
 class PeopleService:
-    def __init__(self, people: PeopleStore, authenticator: Authenticator) -> None:
+    def __init__(
+        self, people: PeopleStore, authenticator: Authenticator, *, max_people: int | None = None
+    ) -> None:
         self.people = people
+        #: limits.max_people_per_owner (None: unbounded).
+        self.max_people = max_people
         self.authenticator = authenticator
         self._directories: dict[str, _Directory] = {}
+        #: owner -> how many people they have, as the last add that learned them said.
+        self._counts: dict[str, int] = {}
         #: Told when a person's memories or names changed (summary freshness).
         self.on_changed: list[Callable[[Scope], None]] = []
 
@@ -67,14 +90,71 @@ class PeopleService:
         """An added memory's people, in a write of their own (an ``AddedListener``: extraction's
         facts; ``memory.add`` learns them in its own transaction with ``owner_names``)."""
         learned = await self.people.learn(
-            scope.user_id, record.id, record.content, record.subjects, owner_names, seen_by=scope
+            scope.user_id, record.id, record.content, record.subjects, owner_names,
+            max_people=self.max_people, seen_by=scope,
         )
         self.learned(scope, changed=learned.changed)
 
-    def learned(self, scope: Scope, *, changed: bool) -> None:
-        """People were learned from a memory of ``scope``; ``changed``: some were created or renamed."""
+    async def check_room(self, scope: Scope, subjects: Sequence[str], owner_names: Sequence[str]) -> None:
+        """Refuse, before any write, an add whose subjects would create people past
+        ``max_people`` for an owner already at it (a flood of new names then costs a look-up,
+        not a write transaction).  The store checks again, exactly, inside the transaction; a
+        subject counts as new here as it does there: when it names nobody ``scope`` may know of."""
+        limit = self.max_people
+        if limit is None or not subjects:
+            return
+        count = self._counts.get(scope.user_id)
+        if count is not None and count + len(subjects) <= limit:
+            return  # far from the bound: no need to look at the people themselves
+        directory = await self._directory(scope.user_id)
+        have = len(directory.by_id)
+        if have + len(subjects) <= limit:
+            return
+        own = {normalise_name(name) for name in owner_names if name} | SELF_WORDS
+        resolved = await self._resolve_visible(scope, directory, subjects)
+        new = new_subjects(resolved.get, own, subjects)
+        if have + len(new) > limit:
+            raise PeopleLimitReached(f"subjects[{new[max(limit - have, 0)]}]", limit)
+
+    async def _resolve_visible(
+        self, scope: Scope, directory: _Directory, phrases: Sequence[str]
+    ) -> dict[str, KnownPerson]:
+        """phrase -> the person it names among those ``scope`` may know of: the store's rule
+        (``people_learning``: when the person a phrase picks is hidden, another may answer, up
+        to MAX_HIDDEN_PICKS of them), with one visibility query per round for all phrases."""
+        by_id, index = directory.by_id, directory.index
+        hidden: dict[str, set[str]] = {phrase: set() for phrase in phrases}
+        visible: dict[str, bool] = {}
+        resolved: dict[str, KnownPerson] = {}
+        pending = list(hidden)
+        for _ in range(MAX_HIDDEN_PICKS):
+            picks = {phrase: index.resolve(phrase, hidden[phrase]) for phrase in pending}
+            unknown = {p.key for p in picks.values() if p is not None and p.key not in visible}
+            if unknown:
+                seen = await self.people.visible_rowids(scope, [by_id[key].rowid for key in unknown])
+                visible.update({key: by_id[key].rowid in seen for key in unknown})
+            pending = []
+            for phrase, person in picks.items():
+                if person is None:
+                    continue
+                if visible[person.key]:
+                    resolved[phrase] = person
+                else:
+                    hidden[phrase].add(person.key)
+                    pending.append(phrase)
+            if not pending:
+                break
+        return resolved
+
+    def learned(self, scope: Scope, *, changed: bool, count: int | None = None) -> None:
+        """People were learned from a memory of ``scope``; ``changed``: some were created or
+        renamed; ``count``: how many the owner has now, when the store said."""
         if changed:
             self.forget_directory(scope.user_id)
+        if count is not None:
+            if len(self._counts) >= FINDER_CACHE_OWNERS:
+                self._counts.pop(next(iter(self._counts)))
+            self._counts[scope.user_id] = count
 
     async def mentioned(self, scope: Scope, text: str) -> list[StoredPerson]:
         """The caller's people ``text`` mentions, by name, alias or relationship, that ``scope``
@@ -121,9 +201,18 @@ class PeopleService:
     async def resolver_for(self, scope: Scope) -> Resolver:
         """The people ``scope`` may know of, for the supersession rules: "my wife" and "Sarah"
         are one subject."""
-        persons = list((await self._directory(scope.user_id)).by_id.values())
+        directory = await self._directory(scope.user_id)
+        persons = list(directory.by_id.values())
         visible = await self.people.visible_rowids(scope, [person.rowid for person in persons]) if persons else set()
-        return person_resolver([person.known() for person in persons if person.rowid in visible])
+        hidden = frozenset(person.id for person in persons if person.rowid not in visible)
+
+        def resolve(phrase: str) -> str | None:
+            # The owner's cached index, answering as if the hidden people were not there
+            # (person_resolver's answers over the visible people, without its owner names).
+            person = directory.index.resolve(phrase, hidden)
+            return person.key if person else None
+
+        return resolve
 
     def forget_directory(self, owner: str) -> None:
         self._directories.pop(owner, None)
@@ -172,6 +261,8 @@ class PeopleService:
     async def alias(self, params: PersonAliasParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("alias", params.alias, max_bytes=MAX_SUBJECT_BYTES)
+        if not scan(params.alias).clean:
+            raise InvalidParams.for_field("alias", "looks like it holds a secret; memoryd does not store credentials")
         try:
             person = await self.people.add_alias(scope, params.name, params.alias)
         except AliasTaken:

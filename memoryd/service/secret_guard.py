@@ -1,5 +1,7 @@
-"""The secrets policy at the service's door: ``memory.add`` refuses or redacts credentials, and
-extraction's filter reports what it found; ``system.health`` shows the counts since start."""
+"""The secrets policy at the service's door: ``memory.add`` refuses or redacts credentials in
+every text it stores (content, source, subjects, key, metadata keys and values), observed
+messages are stored redacted, and extraction's filter reports what it found; ``system.health``
+shows the counts since start."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memoryd.errors import InvalidParams
-from memoryd.secrets import SecretKind, SecretsMode, screen
+from memoryd.secrets import SecretKind, SecretsMode, scan, screen
 
 
 class SecretsGuard:
@@ -33,6 +35,27 @@ class SecretsGuard:
             )
         self.redacted += 1
         return screened
+
+    def screen_metadata(self, field: str, value: Any) -> Any:
+        """``value`` (decoded JSON) with every string in it, keys included, screened as
+        :meth:`screen_add` screens text; refused as a whole under ``field``."""
+        if isinstance(value, str):
+            return self.screen_add(field, value)
+        if isinstance(value, list):
+            return [self.screen_metadata(field, item) for item in value]
+        if isinstance(value, dict):
+            return {self.screen_add(field, key): self.screen_metadata(field, item) for key, item in value.items()}
+        return value
+
+    def redact_observed(self, text: str) -> str:
+        """An observed message as it is stored: always redacted, whatever the mode, because
+        refusing it would drop the conversation around the secret too."""
+        result = scan(text)
+        if result.clean:
+            return text
+        self.found.update(result.found)
+        self.redacted += 1
+        return result.text
 
     def count_extracted(self, found: Mapping[SecretKind, int], *, refused: int, redacted: int) -> None:
         """What extraction's filter found in proposed facts (dropped or redacted)."""

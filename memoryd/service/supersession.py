@@ -40,6 +40,7 @@ class AddOptions(TypedDict, total=False):
     supersedes: str | None
     key: str | None
     owner_names: tuple[str, ...] | None
+    max_people: int | None
     embeds_itself: bool
 
 

@@ -48,6 +48,8 @@ class Plan:
     #: Learn the stored memory's people in the same transaction (``people_learning``), the
     #: owner going by these names; None: the caller learns them (or nobody does).
     owner_names: tuple[str, ...] | None = None
+    #: limits.max_people_per_owner: a subject that would create a person past it is refused.
+    max_people: int | None = None
     #: The adder embeds the text itself, at once: its job comes back leased (``Stored.embed_job``).
     embeds_itself: bool = False
 
@@ -63,6 +65,8 @@ class Stored:
     short_id: str = ""
     #: Learning changed the owner's people (created, renamed, aliased): their caches are stale.
     people_changed: bool = False
+    #: The owner's people afterwards (when learned here).
+    people_count: int | None = None
     #: The new memory's embed job, leased to the adder (``Plan.embeds_itself``).
     embed_job: EmbedJob | None = None
 

@@ -83,3 +83,16 @@ async def test_retention_prunes_old_messages(backend: Backend, clock: Clock) -> 
     await backend.conversations.observe(SESSION, CONTEXT, messages("new", first=2), extract_after_ms=None)
     assert backend.conversations.prune(retention_ms=5 * 86_400_000) == 1
     assert [m.content for m in await backend.conversations.session_messages(SESSION, 10)] == ["new"]
+
+
+async def test_queued_extractions_counts_the_owners_waiting_sessions(backend: Backend, clock: Clock) -> None:
+    clock.at = T0
+    conversations = backend.conversations
+    assert await conversations.queued_extractions(SESSION) == (0, False)
+    await conversations.observe(SESSION, CONTEXT, messages("one"), extract_after_ms=5000)
+    await conversations.observe(SessionRef("alice", "chat-2", "s2"), CONTEXT, messages("two"), extract_after_ms=5000)
+    await conversations.observe(SessionRef("alice", "chat-3", "s3"), CONTEXT, messages("kept"), extract_after_ms=None)
+    await conversations.observe(SessionRef("bob", "chat-1", "s1"), CONTEXT, messages("x"), extract_after_ms=5000)
+    assert await conversations.queued_extractions(SESSION) == (2, True)
+    assert await conversations.queued_extractions(SessionRef("alice", "chat-9", "new")) == (2, False)
+    assert await conversations.queued_extractions(SessionRef("bob", "chat-1", "s1")) == (1, True)

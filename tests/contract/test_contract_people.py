@@ -63,6 +63,16 @@ async def test_forget_deletes_what_the_caller_sees_about_a_person(backend: Backe
     assert await backend.people.forget(ALICE, "Sarah", delete_person=True) is None
 
 
+async def test_learning_creates_nobody_past_max_people_but_still_links_who_exists(backend: Backend) -> None:
+    await remember(backend, "My wife Sarah loves jazz")
+    record, _ = await backend.memories.add(note("Dinner with Sarah and Tom", "alice"))
+    learned = await backend.people.learn("alice", record.id, record.content, ["Sarah", "Tom"], ("alice",), max_people=1)
+    assert learned.linked == ["Sarah"] and not learned.changed
+    assert [p.name for p in await backend.people.people_of("alice")] == ["Sarah"]
+    learned = await backend.people.learn("alice", record.id, record.content, ["Tom"], ("alice",), max_people=2)
+    assert sorted(learned.linked) == ["Sarah", "Tom"] and learned.changed  # Sarah: named in the content
+
+
 async def test_a_person_learned_in_a_private_chat_is_unknown_in_a_group(backend: Backend) -> None:
     dm = Scope("alice", chat_id="dm", chat_type="private")
     group = Scope("alice", chat_id="g1", chat_type="group")
@@ -79,3 +89,21 @@ async def test_a_person_learned_in_a_private_chat_is_unknown_in_a_group(backend:
     assert await backend.people.visible_rowids(group, [mia.rowid]) == set()
     assert await backend.people.add_alias(group, "Mia", "Mimi") is None
     assert (await backend.people.merge(group, "Mia", "Mia")).merged is None
+
+
+async def test_a_hidden_person_is_never_picked_by_the_indexed_lookups(backend: Backend) -> None:
+    """Learning resolves through the owner's cached index; a person the adder may not know of
+    is left out (another may answer), and counts as nobody against max_people."""
+    dm = Scope("alice", chat_id="dm", chat_type="private")
+    group = Scope("alice", chat_id="g1", chat_type="group")
+    first, _ = await backend.memories.add(note("My sister Mia is pregnant", chat_id="dm", provenance=Provenance(chat_type="private")))
+    await backend.people.learn("alice", first.id, first.content, [], ("alice",), seen_by=dm)
+    record, _ = await backend.memories.add(note("Lunch with Mia", chat_id="g1", provenance=Provenance(chat_type="group")))
+    full = await backend.people.learn("alice", record.id, record.content, ["Mia"], ("alice",), seen_by=group, max_people=1)
+    assert full.linked == [] and not full.changed  # hidden Mia is not picked, and nobody fits
+    learned = await backend.people.learn("alice", record.id, record.content, ["Mia"], ("alice",), seen_by=group)
+    assert learned.linked == ["Mia"] and learned.changed
+    assert len(await backend.people.people_of("alice")) == 2  # the group's Mia is a person of its own
+    (group_mia,) = await backend.people.visible_people(group)
+    private_mia = await backend.people.find(dm, "Mia")
+    assert private_mia is not None and private_mia.id != group_mia.id and private_mia.relationship == "sister"

@@ -28,6 +28,11 @@ class ConversationStore(Protocol):
         message is also kept as a searchable memory of type ``episode``, in the same write."""
         ...
 
+    async def queued_extractions(self, session: SessionRef) -> tuple[int, bool]:
+        """(how many of the session owner's sessions wait for extraction, whether ``session``
+        is one of them)."""
+        ...
+
     async def session_messages(self, session: SessionRef, limit: int) -> list[StoredMessage]: ...
 
     async def window(

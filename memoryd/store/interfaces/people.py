@@ -29,12 +29,14 @@ class PeopleStore(Protocol):
 
     async def learn(
         self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
-        *, seen_by: Scope | None = None,
+        *, max_people: int | None = None, seen_by: Scope | None = None,
     ) -> PeopleLearned:
         """Create or update the people ``content`` and ``subjects`` name (the owner going by
         ``owner_names``) and link them to the memory.  ``seen_by`` is the adder: a phrase is
         matched only to people it may know of, and a memory adds a name, alias or relationship
-        to a person only when everyone who knows that person may see the memory."""
+        to a person only when everyone who knows that person may see the memory.  With
+        ``max_people``, nobody is created past that many people (the memory is still linked to
+        those it names who exist)."""
         ...
 
     async def people_of(self, owner: str) -> list[StoredPerson]: ...

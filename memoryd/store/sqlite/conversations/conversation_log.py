@@ -51,6 +51,9 @@ class ConversationLog:
         )  # fmt: skip
         return await self._small_writes.write(observe)
 
+    async def queued_extractions(self, session: SessionRef) -> tuple[int, bool]:
+        return await self._db.read(conversations.queued_extractions, session)
+
     async def session_messages(self, session: SessionRef, limit: int) -> builtins.list[StoredMessage]:
         return await self._db.read(conversations.session_messages, session, limit)
 

@@ -89,6 +89,22 @@ def observe(
     return len(messages)
 
 
+def queued_extractions(db: apsw.Connection, session: SessionRef) -> tuple[int, bool]:
+    """(how many of the session owner's sessions wait for extraction, whether ``session`` is
+    one of them).  Session keys are JSON [owner, chat, key], so one owner's are a key range."""
+    prefix = msgspec.json.encode([session.owner]).decode()[:-1] + ","
+    row = db.execute(
+        "SELECT count(*) FROM extraction_jobs WHERE session >= ? AND session < ? "
+        "AND due_at_ms IS NOT NULL AND parked_at_ms IS NULL",
+        (prefix, prefix[:-1] + "-"),
+    ).fetchone()
+    this = db.execute(
+        "SELECT 1 FROM extraction_jobs WHERE session = ? AND due_at_ms IS NOT NULL AND parked_at_ms IS NULL",
+        (session.key,),
+    ).fetchone()
+    return int(row[0]), this is not None
+
+
 def session_messages(db: apsw.Connection, session: SessionRef, limit: int) -> list[StoredMessage]:
     """The newest ``limit`` messages of a session, oldest first."""
     rows = db.execute(

@@ -14,40 +14,106 @@ Three sources, in this order, inside the add's own write transaction for the peo
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
-from memoryd.knowledge import KnownPerson, MentionFinder, merge_target, normalise_name, parse_relationships, resolve_person
-from memoryd.knowledge.people import RelationshipFact, is_relationship_phrase
+from memoryd.errors import PeopleLimitReached
+from memoryd.knowledge import KnownPerson, MentionFinder, PersonIndex, normalise_name, parse_relationships
+from memoryd.knowledge.people import (
+    MAX_HIDDEN_PICKS,
+    SELF_WORDS,
+    RelationshipFact,
+    is_relationship_phrase,
+    new_subjects,
+)
 from memoryd.store.sqlite.people import people
 from memoryd.store.sqlite.people.people import StoredPerson
 from memoryd.store.visibility import Scope, covers
 
-#: How many hidden people a match may pick before the phrase counts as naming nobody.
-_MAX_HIDDEN_PICKS = 4
-
-#: Subjects that name the owner, never a person in their life.
-_SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
+#: Owners whose indexed people the writer keeps between adds.
+_CACHED_OWNERS = 256
 
 
 @dataclass(frozen=True)
 class Learned:
     linked: list[str]  # names of the people the memory is about
     changed: bool  # a person was created, renamed or given an alias or relationship
+    people: int = 0  # the owner's people afterwards
+
+
+@dataclass
+class _Known:
+    """One owner's people as of ``generation`` (``people_generation``: a random number each
+    write to ``people`` replaces, by trigger), indexed for resolution and for mentions.
+    ``generation`` None: being changed by a transaction that has not finished learning."""
+
+    generation: int | None
+    persons: list[StoredPerson]
+    by_id: dict[str, StoredPerson]
+    index: PersonIndex
+    finder: MentionFinder
+
+    def add(self, person: StoredPerson) -> None:
+        """A person created, or given an alias or a relationship, by this transaction."""
+        if person.id not in self.by_id:
+            self.persons.append(person)
+            self.by_id[person.id] = person
+        known = person.known()
+        self.index.add(known)
+        self.finder.add(known)
+
+
+#: (database file, owner) -> their people, read and changed inside write transactions only.
+#: Learning keeps an entry up to date with what it writes and then stamps it with the
+#: generation its own writes left; a transaction that rolls back leaves the entry stamped with
+#: a generation the database never keeps (or with None, when it failed half way), so the next
+#: learn reads the people again.
+_cache: OrderedDict[tuple[str, str], _Known] = OrderedDict()
+
+
+def _generation(db: apsw.Connection, owner: str) -> int:
+    row = db.execute("SELECT generation FROM people_generation WHERE owner = ?", (owner,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _known(db: apsw.Connection, owner: str) -> _Known:
+    generation = _generation(db, owner)
+    key = (db.filename, owner)
+    found = _cache.get(key)
+    if found is not None and found.generation == generation:
+        _cache.move_to_end(key)
+        return found
+    persons = people.people_of(db, owner)
+    knowns = [p.known() for p in persons]
+    known = _Known(generation, persons, {p.id: p for p in persons}, PersonIndex(knowns), MentionFinder(knowns))
+    if db.filename:  # an in-memory database has no name to tell it from another
+        _cache[key] = known
+        if len(_cache) > _CACHED_OWNERS:
+            _cache.popitem(last=False)
+    return known
 
 
 def learn(
     db: apsw.Connection, *, owner: str, memory_rowid: int, content: str, subjects: Sequence[str],
-    owner_names: Sequence[str], now_ms: int, seen_by: Scope | None = None,
+    owner_names: Sequence[str], now_ms: int, max_people: int | None = None, strict: bool = False,
+    seen_by: Scope | None = None,
 ) -> Learned:
     """``seen_by``: the adder; the memory is matched only against the people it may know of
     (``people.visible_rowids``, asked for the few people a match picks, not for all of them), so
     "my wife" said in a group chat never links to, and so never reveals, a wife known only from
-    a private chat: it creates a person of its own there."""
-    known = people.people_of(db, owner)
-    by_id = {person.id: person for person in known}
+    a private chat: it creates a person of its own there.
+
+    ``max_people``: the owner never has more people than this; a person the content names
+    past it is not created, and with ``strict`` (memory.add: the caller chose the subjects) a
+    subject that would create one raises PeopleLimitReached (the caller's transaction then
+    stores nothing)."""
+    known = _known(db, owner)
+    index, by_id = known.index, known.by_id
+    own = {normalise_name(name) for name in owner_names if name} | SELF_WORDS
     seen: dict[int, bool] = {}
 
     def knowable(key: str) -> bool:
@@ -58,40 +124,57 @@ def learn(
             seen[person.rowid] = person.rowid in people.visible_rowids(db, seen_by, [person.rowid], now_ms)
         return seen[person.rowid]
 
-    def first_knowable(pick: Callable[[list[KnownPerson]], KnownPerson | None]) -> KnownPerson | None:
+    def first_knowable(pick: Callable[[set[str]], KnownPerson | None]) -> KnownPerson | None:
         # Another person may answer the same phrase when the first one picked is hidden.
-        candidates = [p.known() for p in known]
-        for _ in range(_MAX_HIDDEN_PICKS):
-            found = pick(candidates)
+        hidden: set[str] = set()
+        for _ in range(MAX_HIDDEN_PICKS):
+            found = pick(hidden)
             if found is None or knowable(found.key):
                 return found
-            candidates = [c for c in candidates if c.key != found.key]
+            hidden.add(found.key)
         return None
 
-    def created_here(person: StoredPerson) -> StoredPerson:
-        known.append(person)
-        by_id[person.id] = person
-        seen[person.rowid] = True
-        return person
+    def resolve(subject: str) -> KnownPerson | None:
+        return first_knowable(functools.partial(index.resolve, subject))
 
-    own = {normalise_name(name) for name in owner_names if name} | _SELF_WORDS
     about: dict[int, StoredPerson] = {}
     dirty: set[int] = set()
     created = False
+    # Mentions are looked for among the people known before this memory: the ones it creates
+    # or changes are linked already.
+    mentioned = (
+        [m.person.key for m in known.finder.find(content) if m.person is not None and knowable(m.person.key)]
+        if known.persons else []
+    )
+
+    def room() -> bool:
+        return max_people is None or len(known.persons) < max_people
+
+    if strict and max_people is not None:
+        # Refused before anything changes: the cached people stay valid for the next add.
+        _check_subjects_fit(resolve, own, subjects, len(known.persons), max_people)
+
+    def create(name: str, **extra: Any) -> StoredPerson:
+        known.generation = None
+        person = people.create(db, owner, name, now_ms, **extra)
+        known.add(person)
+        seen[person.rowid] = True
+        return person
 
     for fact in parse_relationships(content):
         if normalise_name(fact.name) in own:
             continue
-        target = first_knowable(functools.partial(merge_target, fact))
+        target = first_knowable(functools.partial(index.merge_target, fact))
         if target is not None and seen_by is not None and not _may_tell(db, by_id[target.key], fact, memory_rowid):
             target = None  # a person of its own: what this memory says stays where it may be seen
         if target is None:
-            person = created_here(people.create(
-                db, owner, fact.name, now_ms, relationship=fact.relationship, aliases=fact.aliases
-            ))
+            if not room():
+                continue
+            person = create(fact.name, relationship=fact.relationship, aliases=fact.aliases)
             created = True
         else:
             person = by_id[target.key]
+            known.generation = None  # add_alias changes the cached person in place
             changed = person.add_alias(fact.name)
             for alias in fact.aliases:
                 changed = person.add_alias(alias) or changed
@@ -99,31 +182,44 @@ def learn(
                 person.relationship, changed = fact.relationship, True
             if changed:
                 dirty.add(person.rowid)
+                known.add(person)
         about[person.rowid] = person
 
-    for subject in subjects:
+    for position, subject in enumerate(subjects):
         wanted = normalise_name(subject)
         if not wanted or wanted in own:
             continue
-        found = first_knowable(functools.partial(resolve_person, subject))
+        found = resolve(subject)
         if found is not None:
             about.setdefault(by_id[found.key].rowid, by_id[found.key])
         elif not is_relationship_phrase(subject):
-            person = created_here(people.create(db, owner, subject, now_ms))
+            if not room():
+                if strict:
+                    raise PeopleLimitReached(f"subjects[{position}]", max_people or 0)
+                continue
+            person = create(subject)
             about[person.rowid] = person
             created = True
 
-    if known:
-        for mention in MentionFinder([p.known() for p in known]).find(content):
-            if mention.person is not None and knowable(mention.person.key):
-                person = by_id[mention.person.key]
-                about.setdefault(person.rowid, person)
+    for key in mentioned:
+        person = by_id[key]
+        about.setdefault(person.rowid, person)
 
-    for person in known:
+    for person in about.values():
         if person.rowid in dirty:
             people.save(db, person, now_ms)
     people.link(db, about, memory_rowid)
-    return Learned([p.name for p in about.values()], created or bool(dirty))
+    if known.generation is None:
+        known.generation = _generation(db, owner)
+    return Learned([p.name for p in about.values()], created or bool(dirty), len(known.persons))
+
+
+def _check_subjects_fit(
+    resolve: Callable[[str], KnownPerson | None], own: set[str], subjects: Sequence[str], have: int, limit: int
+) -> None:
+    new = new_subjects(resolve, own, subjects)
+    if have + len(new) > limit:
+        raise PeopleLimitReached(f"subjects[{new[max(limit - have, 0)]}]", limit)
 
 
 def _may_tell(db: apsw.Connection, person: StoredPerson, fact: RelationshipFact, memory_rowid: int) -> bool:

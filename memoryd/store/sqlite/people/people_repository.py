@@ -26,7 +26,6 @@ from memoryd.store.sqlite.search import people_retriever
 from memoryd.store.visibility import Scope
 
 
-
 def find(db: apsw.Connection, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | None:
     """The caller's person named by ``phrase`` (a person id, a name, an alias, a relationship)
     among those ``scope`` may know of (``people.visible_people``)."""
@@ -47,7 +46,7 @@ class PeopleRepository:
 
     async def learn(
         self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
-        *, seen_by: Scope | None = None,
+        *, max_people: int | None = None, seen_by: Scope | None = None,
     ) -> Learned:
         """Create or update the people ``content`` and ``subjects`` name and link them to the
         memory (see ``people_learning``; ``seen_by``: the adder, whose people it matches)."""
@@ -58,7 +57,8 @@ class PeopleRepository:
             if row is None:  # deleted between the add and this call: nothing to link
                 return Learned([], False)
             return people_learning.learn(db, owner=owner, memory_rowid=int(row[0]), content=content,
-                                         subjects=subjects, owner_names=owner_names, now_ms=now, seen_by=seen_by)
+                                         subjects=subjects, owner_names=owner_names, now_ms=now,
+                                         max_people=max_people, seen_by=seen_by)
 
         return await self._db.write(run)
 

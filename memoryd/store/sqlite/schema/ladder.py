@@ -31,6 +31,7 @@ from memoryd.store.sqlite.schema.migrations.m009_vector_epochs import m009_vecto
 from memoryd.store.sqlite.schema.migrations.m010_binary_content_hash import m010_binary_content_hash
 from memoryd.store.sqlite.schema.migrations.m011_added_events_from_rows import m011_added_events_from_rows
 from memoryd.store.sqlite.schema.migrations.m012_six_bit_rescoring_copies import m012_six_bit_rescoring_copies
+from memoryd.store.sqlite.schema.migrations.m013_people_generation import m013_people_generation
 from memoryd.store.sqlite.schema.migrations.m014_owned_vector_copies import m014_owned_vector_copies
 from memoryd.store.sqlite.schema.migrations.m015_pins_and_erasure import m015_pins_and_erasure
 
@@ -50,6 +51,7 @@ MIGRATIONS: dict[int, Step] = {
     10: m010_binary_content_hash,
     11: m011_added_events_from_rows,
     12: m012_six_bit_rescoring_copies,
+    13: m013_people_generation,
     14: m014_owned_vector_copies,
     15: m015_pins_and_erasure,
 }

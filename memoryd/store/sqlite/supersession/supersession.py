@@ -117,10 +117,11 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     if plan.key is not None:  # the only change above to the stored row itself
         stored.record = record = record_of(db, rowid)
     if plan.owner_names is not None:
-        stored.people_changed = people_learning.learn(
+        learned = people_learning.learn(
             db, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
-            owner_names=plan.owner_names, now_ms=now_ms, seen_by=scope,
-        ).changed
+            owner_names=plan.owner_names, now_ms=now_ms, max_people=plan.max_people, strict=True, seen_by=scope,
+        )
+        stored.people_changed, stored.people_count = learned.changed, learned.people
     if not deduplicated:
         eviction.hold_cap(db, new.scope_key, now_ms)
     # A new id's first MIN_PREFIX_LENGTH characters are unique in the table (memories.insert).
