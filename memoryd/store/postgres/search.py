@@ -371,7 +371,7 @@ def annotate(conn: Conn, scope: Scope, records: Any) -> None:
     rows = conn.execute(
         "SELECT m.id, p.name FROM memories AS m JOIN memory_people AS mp ON mp.memory_rowid = m.rowid "
         "JOIN people AS p ON p.rowid = mp.person_rowid AND p.scope_key = mp.scope_key "
-        "WHERE m.id = ANY(%s) AND p.owner = %s ORDER BY m.id, p.name",
+        "WHERE m.id = ANY(%s) AND p.owner = %s ORDER BY p.rowid",
         (list(by_id), scope.user_id),
     )
     names: dict[str, list[str]] = {}
