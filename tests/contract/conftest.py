@@ -49,8 +49,9 @@ def fresh_databases(backend_name: str, request: pytest.FixtureRequest, tmp_path:
         yield
         return
     server: Server = request.getfixturevalue("postgres_server")
+    folders = [tmp_path, tmp_path / "another"] if "another" in request.fixturenames else [tmp_path]
     urls = []
-    for folder in (tmp_path, tmp_path / "another"):
+    for folder in folders:
         folder.mkdir(exist_ok=True)
         urls.append(server.fresh_database())
         (folder / "postgres.url").write_text(urls[-1])
