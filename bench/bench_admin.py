@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memoryd.ids import DAY_MS, now_ms
 from memoryd.store import NewMemory
 from memoryd.store.sqlite import Store
-from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.db.database import open_connection, write_transaction
+from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.memories.hits import HitCounter, write_hits
 
 DIM = 384

@@ -29,7 +29,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memoryd.knowledge import MentionFinder
-from memoryd.store import QueryVector, NewMemory, PeopleFocus, Scope
+from memoryd.store import NewMemory, PeopleFocus, QueryVector, Scope
 from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.search import people_retriever
 

@@ -35,11 +35,9 @@ from retrieval import default_data  # noqa: E402
 
 from memoryd.ids import now_ms  # noqa: E402
 from memoryd.store import ranking  # noqa: E402
-from memoryd.store.sqlite.search import fts_query  # noqa: E402
-from memoryd.store.sqlite.search import search  # noqa: E402
-from memoryd.store.sqlite.search import search_parts  # noqa: E402
-from memoryd.store.sqlite.vectors import vectors  # noqa: E402
 from memoryd.store.sqlite.db.database import open_connection  # noqa: E402
+from memoryd.store.sqlite.search import fts_query, search, search_parts  # noqa: E402
+from memoryd.store.sqlite.vectors import vectors  # noqa: E402
 from memoryd.store.visibility import Scope  # noqa: E402
 
 #: L2 penalty: small; it only keeps the Newton steps well-posed.

@@ -18,13 +18,9 @@ import numpy as np
 from memoryd.embed.local import BUNDLED_SHA256, bundled_model_path
 from memoryd.embed.sentence_model import SentenceModel
 from memoryd.ids import now_ms
-from memoryd.store.sqlite.search import fts_query
-from memoryd.store.sqlite.search import keyword
-from memoryd.store.sqlite.search import search
-from memoryd.store.sqlite.search import search_parts
-from memoryd.store.sqlite.vectors import vector_codec
-from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.search import fts_query, keyword, search, search_parts
+from memoryd.store.sqlite.vectors import vector_codec, vectors
 from memoryd.store.visibility import Scope, personal_key
 
 #: The old fusion's depth per retriever (its constant is search.RRF_K, Cormack et al.).

@@ -18,12 +18,12 @@ import pytest
 import trio
 
 from memoryd.config import Config, load_config
-from memoryd.server.daemon import Daemon
-from tests.wire import NdjsonPeer
-from memoryd.store.sqlite import Store
 from memoryd.llm import LlmClient, OllamaChat, OpenAIChat
+from memoryd.server.daemon import Daemon
+from memoryd.store.sqlite import Store
 from tests.fake_llm import FakeLlm
 from tests.store_helpers import Clock
+from tests.wire import NdjsonPeer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -99,8 +99,8 @@ async def local_peer(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
 @pytest.fixture(scope="session")
 def local_embedder() -> Any:
     """One loaded all-MiniLM-L6-v2 for the whole session (loading it is the slow part)."""
-    from memoryd.embed import make_embedder
     from memoryd.config import EmbedConfig
+    from memoryd.embed import make_embedder
 
     return make_embedder("local", EmbedConfig())
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from memoryd.store import NewMemory
-
 from memoryd.store.sqlite import Store
 
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from memoryd.store import SessionContext, SessionRef, StoredMessage
-
 from memoryd.store.sqlite import Store
 from tests.admin_cli import memoryd, text
 from tests.store_helpers import note, sql

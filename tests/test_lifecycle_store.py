@@ -15,8 +15,8 @@ from memoryd.ids import now_ms
 from memoryd.store import Scope
 from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.admin import retention
-from memoryd.store.sqlite.schema import ladder as schema
 from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.schema import ladder as schema
 from tests.store_helpers import Clock, embed_all, note
 from tests.store_helpers import sql as sql_on
 

@@ -15,17 +15,13 @@ import numpy as np
 import pytest
 import trio
 
-from memoryd.store import QueryVector, Provenance, Scope, SearchHit
-
+from memoryd.store import Provenance, QueryVector, Scope, SearchHit
 from memoryd.store.sqlite import Store
-
-from memoryd.store.sqlite.search import neighbours
-from memoryd.store.sqlite.search import search
-from memoryd.store.sqlite.search import search_parts
-from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.search import neighbours, search, search_parts
 from memoryd.store.sqlite.search.overlap_gate import REMEASURE_SECONDS, OverlapGate
 from memoryd.store.sqlite.search.overlapped_search import VectorUnderWay
+from memoryd.store.sqlite.vectors import vectors
 from tests.store_helpers import Clock, embed_all, note, reading
 
 DIM = 16

@@ -13,12 +13,10 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import Provenance, Scope, ranking
+from memoryd.store import Provenance, Scope, neighbourhood, ranking
 from memoryd.store.sqlite import Store
-from memoryd.store.sqlite.search import keyword
-from memoryd.store.sqlite.search import neighbours
-from memoryd.store.sqlite.search import scope_stats
 from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.search import keyword, neighbours, scope_stats
 from memoryd.store.sqlite.search.term_match import TermWeights
 from tests.store_helpers import note, reading
 
@@ -148,8 +146,8 @@ def test_feature_table_matches_the_plain_loop(seed: int) -> None:
     chain: list[neighbours.Row] = []
     for rowid in rng.sample(range(1, 10_000), 60):
         # Some gaps are too long to link: chains break, as between conversations.
-        at += rng.choice([1000, 5000, neighbours.MAX_GAP_MS + 1])
-        chain.append(neighbours.Row(rowid, f"text {rowid}" + rng.choice(["?", ".", "? (a photo)"]), at))
+        at += rng.choice([1000, 5000, neighbourhood.MAX_GAP_MS + 1])
+        chain.append(neighbourhood.Row(rowid, f"text {rowid}" + rng.choice(["?", ".", "? (a photo)"]), at))
     for row in chain:
         hood.rows[row.rowid] = row
     for first, second in zip(chain, chain[1:]):

@@ -23,9 +23,9 @@ from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.db.database import open_connection
 from memoryd.store.visibility import Scope
 from tests.conftest import make_config
-from tests.store_helpers import note, sql
 from tests.disk_faults import build_store, corrupt_mid_file, fill, tmpfs
 from tests.fake_backends import FakeBackend, Reply
+from tests.store_helpers import note, sql
 from tests.wire import NdjsonPeer
 
 STORAGE_FULL = -32009

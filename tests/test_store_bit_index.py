@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 import numpy as np
 import pytest
 
 from memoryd.store import Scope
-
-from memoryd.store.sqlite import Store
-
-from memoryd.store.sqlite.vectors import bit_index
-from memoryd.store.sqlite.vectors import hamming_scan
-from memoryd.store.sqlite.schema import ladder as schema
-from memoryd.store.sqlite.vectors import vector_codec
-from memoryd.store.sqlite.vectors import vector_search
-from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.vectors.bit_index import BitIndex
 from memoryd.store.records import Provenance
-from memoryd.store.visibility import vector_branches
+from memoryd.store.sqlite import Store
+from memoryd.store.sqlite.schema import ladder as schema
+from memoryd.store.sqlite.vectors import bit_index, hamming_scan, vector_codec, vector_search, vectors
+from memoryd.store.sqlite.vectors.bit_index import BitIndex
 from memoryd.store.sqlite.visibility_sql import vector_filters
+from memoryd.store.visibility import vector_branches
 from tests.store_helpers import embed_all, note, random_units, reading, sql
 
 T = TypeVar("T")

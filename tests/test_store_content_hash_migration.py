@@ -7,9 +7,7 @@ import hashlib
 from pathlib import Path
 
 from memoryd.store import Scope
-
 from memoryd.store.sqlite import Store
-
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.schema import ladder as schema
 from tests.store_helpers import note, sql

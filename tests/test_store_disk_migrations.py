@@ -11,12 +11,10 @@ import numpy as np
 import pytest
 
 from memoryd.store import QueryVector, Scope
-
 from memoryd.store.sqlite import Store
-
+from memoryd.store.sqlite.admin.transfer import MemoryLine
 from memoryd.store.sqlite.schema import ladder as schema
 from memoryd.store.sqlite.vectors import vector_codec
-from memoryd.store.sqlite.admin.transfer import MemoryLine
 from tests.store_helpers import Clock, embed_all, int8_copy, note, random_units, sql
 
 DIM = 384

@@ -6,9 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memoryd.store import Scope
-
 from memoryd.store.sqlite import Store
-
 from memoryd.store.sqlite.search import keyword
 from tests.store_helpers import note
 

@@ -60,7 +60,10 @@ def sql_strings(path: Path) -> list[str]:
     return [
         node.value
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip and SQL.search(node.value)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skip
+        and SQL.search(node.value)
     ]
 
 
@@ -75,7 +78,11 @@ def imported_modules(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.append(node.module)
             names.extend(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"memoryd(\.\w+)+", node.value):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.fullmatch(r"memoryd(\.\w+)+", node.value)
+        ):
             names.append(node.value)
     return names
 
@@ -108,7 +115,6 @@ def test_only_the_backend_factory_reaches_into_the_sqlite_package(path: Path) ->
         assert set(reached) <= POSTGRES_REACHES.get(path, set())
 
 
-
 async def test_the_configured_backend_is_opened_by_the_factory(tmp_path: Path) -> None:
     from memoryd.config import load_config
     from memoryd.errors import ConfigError
@@ -119,7 +125,9 @@ async def test_the_configured_backend_is_opened_by_the_factory(tmp_path: Path) -
     assert config.storage.backend == "sqlite"
     config.data_path.mkdir(parents=True)
     with backends.open_store(config) as store:
-        record, _ = await store.memories.add(NewMemory(content="tea", owner="alice", chat_id=None, shared=False, source="t"))
+        record, _ = await store.memories.add(
+            NewMemory(content="tea", owner="alice", chat_id=None, shared=False, source="t")
+        )
         assert await store.memories.get(Scope("alice"), record.id) is not None
     assert config.db_path.exists()
     with pytest.raises(ConfigError, match="storage.backend"):

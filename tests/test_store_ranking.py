@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 from memoryd.ids import now_ms
-from memoryd.store import QueryVector, NewMemory, Provenance, Scope, ranking
+from memoryd.store import NewMemory, Provenance, QueryVector, Scope, neighbourhood, ranking
 from memoryd.store.sqlite import Store
-from memoryd.store.sqlite.search import keyword
-from memoryd.store.sqlite.search import neighbours
+from memoryd.store.sqlite.search import keyword, neighbours
 from memoryd.store.sqlite.search.term_match import TermWeights, idf
 from tests.store_helpers import Clock, keyword_found, note, reading
 
@@ -114,7 +113,7 @@ def test_places_after_the_first_go_to_episodes_not_shown_yet() -> None:
 
 def test_memories_added_far_apart_in_time_are_other_episodes_even_with_close_rowids() -> None:
     rowids = list(range(1, 13))
-    created = {rowid: 0 if rowid <= 8 else neighbours.MAX_GAP_MS + 1 for rowid in rowids}
+    created = {rowid: 0 if rowid <= 8 else neighbourhood.MAX_GAP_MS + 1 for rowid in rowids}
     diverse = ranking.diversify(ranked_by_rowid(rowids), created)
     assert FIRST < 8 < ranking.DIVERSE_UNTIL
     # The rest of 1-8 is the first places' episode; 9 opens the later one, whose rest waits below.
@@ -215,8 +214,8 @@ def test_non_ascii_texts_are_always_tokenized() -> None:
 
 
 def test_memories_added_far_apart_are_not_linked() -> None:
-    hood = neighbours.Neighbourhood()
-    a, b, c = (neighbours.Row(i, f"m{i}", at) for i, at in ((1, 0), (2, 1000), (3, neighbours.MAX_GAP_MS + 5000)))
+    hood = neighbourhood.Neighbourhood()
+    a, b, c = (neighbourhood.Row(i, f"m{i}", at) for i, at in ((1, 0), (2, 1000), (3, neighbourhood.MAX_GAP_MS + 5000)))
     hood.link(a, b)
     hood.link(b, c)
     assert hood.walk(1, 1) == 2 and hood.walk(2, -1) == 1

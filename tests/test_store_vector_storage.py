@@ -9,13 +9,10 @@ import numpy as np
 import pytest
 
 from memoryd.store import QueryVector, Scope
-
 from memoryd.store.sqlite import Store
-
-from memoryd.store.sqlite.schema import ladder as schema
-from memoryd.store.sqlite.vectors import vector_codec
 from memoryd.store.sqlite.db.database import open_connection
-from memoryd.store.sqlite.vectors import hamming_scan
+from memoryd.store.sqlite.schema import ladder as schema
+from memoryd.store.sqlite.vectors import hamming_scan, vector_codec
 from memoryd.store.sqlite.vectors.hamming_scan import HammingHints, scan
 from tests.store_helpers import embed_all, int8_copy, note, random_units, reading, sql
 

@@ -9,9 +9,7 @@ import pytest
 from memoryd.errors import EmbeddingModelMismatch
 from memoryd.store import QueryVector, Scope
 from memoryd.store.sqlite import Store
-from memoryd.store.sqlite.vectors import vector_codec
-from memoryd.store.sqlite.vectors import vector_search
-from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.sqlite.vectors import vector_codec, vector_search, vectors
 from tests.store_helpers import embed_all, note, reading, sql, unit
 
 ALICE = Scope("alice")

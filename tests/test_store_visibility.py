@@ -10,9 +10,8 @@ import pytest
 import trio
 
 from memoryd.errors import BrokenInvariant
-from memoryd.store import QueryVector, NewMemory, Scope, visibility
-from memoryd.store.sqlite import visibility_sql
-from memoryd.store.sqlite import Store
+from memoryd.store import NewMemory, QueryVector, Scope, visibility
+from memoryd.store.sqlite import Store, visibility_sql
 from tests.store_helpers import embed_all, note
 from tests.store_helpers import unit as unit_of
 

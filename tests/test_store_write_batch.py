@@ -4,7 +4,6 @@ each keeps its own result, its own failure and its own rollback."""
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -15,8 +15,8 @@ from memoryd.knowledge.evaluate import DEFAULT_PAIRS, LabelledPair, load_pairs
 from memoryd.service.supersession import Supersession
 from memoryd.store import Provenance, Scope
 from memoryd.store.sqlite import Store
-from memoryd.store.sqlite.vectors import vectors as store_vectors
 from memoryd.store.sqlite.admin.transfer import MemoryLine
+from memoryd.store.sqlite.vectors import vectors as store_vectors
 from tests.store_helpers import note, sql
 
 ALICE = Scope("alice")

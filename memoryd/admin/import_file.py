@@ -21,8 +21,8 @@ from memoryd.store.admin_records import (
     VERSION,
     ExportHeader,
     MemoryLine,
+    PersonLine,
 )
-from memoryd.store.admin_records import PersonLine
 
 
 class _Record(msgspec.Struct):

@@ -20,8 +20,7 @@ from memoryd.admin.common import EXIT_OK, EXIT_PROBLEMS, open_store
 from memoryd.admin.import_file import LineError, parse_header, parse_line, read_lines
 from memoryd.config import Config
 from memoryd.errors import StoreError
-from memoryd.store.admin_records import MemoryLine
-from memoryd.store.admin_records import PersonLine
+from memoryd.store.admin_records import MemoryLine, PersonLine
 
 #: Problems listed before giving up on a bad file.
 MAX_REPORTED = 20

@@ -20,9 +20,9 @@ from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.conversation import ConversationService
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
+from memoryd.service.health import HealthReporter
 from memoryd.service.learning import FactLearner
 from memoryd.service.memory import MemoryService
-from memoryd.service.health import HealthReporter
 from memoryd.service.methods import build_method_table
 from memoryd.service.people import PeopleService
 from memoryd.service.secret_guard import SecretsGuard

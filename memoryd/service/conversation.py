@@ -21,7 +21,6 @@ from memoryd.rpc.dispatch import CallContext
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
-from memoryd.service.provenance import caller_scope
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     CallerParams,
@@ -30,6 +29,7 @@ from memoryd.service.params import (
     MessageParam,
     ObserveParams,
 )
+from memoryd.service.provenance import caller_scope
 from memoryd.service.validation import check_group_chat, check_text, optional_text
 from memoryd.store import ConversationStore, Scope, SessionContext, SessionRef, StoredMessage
 

@@ -30,10 +30,10 @@ from memoryd.service.params import (
     ListParams,
     SearchParams,
 )
-from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.people import PeopleService
 from memoryd.service.provenance import caller_scope, identify, owner_names, provenance_of, scope_of
 from memoryd.service.query_vectors import QueryVectors
+from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
 from memoryd.store import MemoryRecord, MemoryStore, NewMemory, Scope, SearchHit

@@ -15,11 +15,15 @@ from memoryd.errors import InvalidParams, NotFound
 from memoryd.knowledge import Mention, MentionFinder, Resolver, person_resolver
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.provenance import caller_scope
 from memoryd.service.params import MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
-    ForgetPersonParams, PersonAliasParams, PersonGetParams, PersonListParams, PersonMergeParams,
+    ForgetPersonParams,
+    PersonAliasParams,
+    PersonGetParams,
+    PersonListParams,
+    PersonMergeParams,
 )
+from memoryd.service.provenance import caller_scope
 from memoryd.service.validation import check_text
 from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleStore, Scope, StoredPerson
 

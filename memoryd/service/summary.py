@@ -29,8 +29,8 @@ from memoryd.errors import LlmError
 from memoryd.ids import iso_from_ms, now_ms
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
-from memoryd.service.provenance import caller_scope
 from memoryd.service.people_params import SummaryParams
+from memoryd.service.provenance import caller_scope
 from memoryd.service.summary_digest import digest, facts_for_llm
 from memoryd.store import MemoryRecord, PeopleStore, Scope
 

@@ -23,8 +23,8 @@ from memoryd.knowledge import Resolver, Statement, attribute_keys, decide
 from memoryd.knowledge.attributes import SELF
 from memoryd.knowledge.conflict import Decision
 from memoryd.store import MemoryRecord, NewMemory, Scope
-from memoryd.store.supersession_records import Judge, Plan, Ruling, Stored
 from memoryd.store.interfaces import SupersessionStore
+from memoryd.store.supersession_records import Judge, Plan, Ruling, Stored
 
 #: The owner's people, for "my wife" = "Sarah": the people feature plugs in here (awaited once
 #: per add, before the write transaction, so it may read the store); None: only the owner's own

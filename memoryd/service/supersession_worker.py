@@ -19,8 +19,7 @@ from memoryd.knowledge.conflict import CompleteJson, LlmConflictAnswer
 from memoryd.log import fields
 from memoryd.service.supersession import Supersession, ruling_of, statement_of
 from memoryd.service.wakeup import Wakeup
-from memoryd.store.supersession_records import Ruling
-from memoryd.store.supersession_records import SupersedeJob
+from memoryd.store.supersession_records import Ruling, SupersedeJob
 
 log = logging.getLogger("memoryd.supersession")
 

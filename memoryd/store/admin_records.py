@@ -14,7 +14,6 @@ from memoryd.ids import iso_from_ms
 from memoryd.store.records import Provenance
 from memoryd.store.visibility import ScopeKind
 
-
 #: The states a memory is counted in (`memoryd stats`), in the order it shows them.
 MEMORY_STATES = ("active", "expired", "superseded", "deleted")
 

@@ -59,6 +59,7 @@ def fresh_databases(backend_name: str, request: pytest.FixtureRequest, tmp_path:
     for url in urls:
         server.drop(url)
 
+
 @pytest.fixture(params=sorted(BACKENDS))
 def backend_name(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -14,7 +14,9 @@ from memoryd.store.interfaces import Backend
 DIM = 8
 
 
-def note(content: str, owner: str = "alice", *, chat_id: str | None = None, shared: bool = False, **fields: object) -> NewMemory:
+def note(
+    content: str, owner: str = "alice", *, chat_id: str | None = None, shared: bool = False, **fields: object
+) -> NewMemory:
     return NewMemory(content=content, owner=owner, chat_id=chat_id, shared=shared, source="t", **fields)  # type: ignore[arg-type]
 
 

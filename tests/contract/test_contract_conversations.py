@@ -28,24 +28,35 @@ async def test_observe_stores_messages_in_order_and_the_job_waits_for_quiet(back
     assert [m.content for m in await backend.conversations.session_messages(SESSION, 10)] == ["one", "two"]
     clock.at = T0 + 5000
     assert await backend.conversations.claim(5, 50) == []  # not quiet yet
-    assert await backend.conversations.observe(SessionRef("bob", "chat-1", "s1"), CONTEXT, messages("x"), extract_after_ms=None) == 1
+    assert (
+        await backend.conversations.observe(
+            SessionRef("bob", "chat-1", "s1"), CONTEXT, messages("x"), extract_after_ms=None
+        )
+        == 1
+    )
     clock.at = T0 + 8000
     (job,) = await backend.conversations.claim(5, 50)
     assert [m.content for m in job.messages] == ["one", "two"] and job.context.timezone == "Europe/Paris"
 
 
-async def test_the_high_water_mark_moves_with_the_facts_so_nothing_is_extracted_twice(backend: Backend, clock: Clock) -> None:
+async def test_the_high_water_mark_moves_with_the_facts_so_nothing_is_extracted_twice(
+    backend: Backend, clock: Clock
+) -> None:
     clock.at = T0
     await backend.conversations.observe(SESSION, CONTEXT, messages("I like tea"), extract_after_ms=0)
     (job,) = await backend.conversations.claim(5, 50)
-    learned = await backend.conversations.store_facts([fact("alice likes tea")], [None], normalize=str.casefold, completes=job)
+    learned = await backend.conversations.store_facts(
+        [fact("alice likes tea")], [None], normalize=str.casefold, completes=job
+    )
     assert [item.refreshed for item in learned] == [False]
     assert await backend.conversations.claim(5, 50) == []
     await backend.conversations.observe(SESSION, CONTEXT, messages("and coffee", first=2), extract_after_ms=0)
     (job,) = await backend.conversations.claim(5, 50)
     assert [m.content for m in job.messages] == ["and coffee"]
     # The same fact again refreshes the memory instead of adding one.
-    again = await backend.conversations.store_facts([fact("Alice likes tea")], [None], normalize=str.casefold, completes=job)
+    again = await backend.conversations.store_facts(
+        [fact("Alice likes tea")], [None], normalize=str.casefold, completes=job
+    )
     assert [item.refreshed for item in again] == [True]
     assert [r.content for r in await backend.memories.list(Scope("alice"), limit=10)] == ["alice likes tea"]
 

@@ -31,7 +31,9 @@ async def test_a_claim_leases_and_an_expired_lease_is_claimed_again(backend: Bac
     assert (await backend.jobs.backlog())["embed"] == 0
 
 
-async def test_a_released_job_is_due_at_once_and_a_failed_one_after_a_growing_backoff(backend: Backend, clock: Clock) -> None:
+async def test_a_released_job_is_due_at_once_and_a_failed_one_after_a_growing_backoff(
+    backend: Backend, clock: Clock
+) -> None:
     clock.at = T0
     await backend.memories.add(note("one"))
     (job,) = await backend.jobs.claim_embed(10)
@@ -81,7 +83,9 @@ def messages(*texts: str, first: int = 1) -> list[StoredMessage]:
 
 async def test_extraction_jobs_lease_back_off_park_and_retry(backend: Backend, clock: Clock) -> None:
     clock.at = T0
-    await backend.conversations.observe(SESSION, SessionContext(chat_type="private"), messages("hello"), extract_after_ms=0)
+    await backend.conversations.observe(
+        SESSION, SessionContext(chat_type="private"), messages("hello"), extract_after_ms=0
+    )
     (job,) = await backend.conversations.claim(5, 50)
     assert await backend.conversations.claim(5, 50) == []  # leased
     await backend.conversations.fail(job, "LlmUnavailable: down", park=False, retry_after_ms=60_000)
@@ -98,7 +102,9 @@ async def test_extraction_jobs_lease_back_off_park_and_retry(backend: Backend, c
     assert job.attempts == 0
 
 
-async def test_an_extraction_lease_that_ran_out_is_claimed_again_and_start_up_clears_leases(backend: Backend, clock: Clock) -> None:
+async def test_an_extraction_lease_that_ran_out_is_claimed_again_and_start_up_clears_leases(
+    backend: Backend, clock: Clock
+) -> None:
     clock.at = T0
     await backend.conversations.observe(SESSION, SessionContext(), messages("hello"), extract_after_ms=0)
     (job,) = await backend.conversations.claim(5, 50)

@@ -16,14 +16,19 @@ DAY = 86_400_000
 ALICE = Scope("alice")
 
 
-async def test_an_expired_memory_is_hidden_marked_once_and_removed_by_gc_after_retention(backend: Backend, clock: Clock) -> None:
+async def test_an_expired_memory_is_hidden_marked_once_and_removed_by_gc_after_retention(
+    backend: Backend, clock: Clock
+) -> None:
     clock.at = T0
     short, _ = await backend.memories.add(note("short lived", expires_at_ms=T0 + DAY))
     await backend.memories.add(note("long lived"))
     clock.at = T0 + 2 * DAY
     assert [r.content for r in await backend.memories.list(ALICE, limit=10)] == ["long lived"]
     assert await backend.memories.get(ALICE, short.id) is None
-    assert [r.content for r in await backend.memories.list(ALICE, limit=10, include_expired=True)] == ["long lived", "short lived"]
+    assert [r.content for r in await backend.memories.list(ALICE, limit=10, include_expired=True)] == [
+        "long lived",
+        "short lived",
+    ]
     assert backend.maintenance.mark_expired() == 1
     assert backend.maintenance.mark_expired() == 0
     assert backend.maintenance.gc(retention_ms=30 * DAY).purged == 0  # within retention
@@ -47,7 +52,9 @@ async def test_gc_removes_deleted_and_superseded_memories_past_retention(backend
     assert await backend.supersession.history(ALICE, old.record.id) is None
 
 
-async def test_eviction_keeps_each_scope_within_its_limit_sparing_recent_memories(backend: Backend, clock: Clock) -> None:
+async def test_eviction_keeps_each_scope_within_its_limit_sparing_recent_memories(
+    backend: Backend, clock: Clock
+) -> None:
     for i in range(6):
         clock.at = T0 + i * DAY
         await backend.memories.add(note(f"alice {i}"))

@@ -19,7 +19,13 @@ async def test_an_added_memory_is_what_get_gives_back(backend: Backend) -> None:
     assert not duplicate
     got = await backend.memories.get(ALICE, record.id)
     assert got is not None
-    assert (got.id, got.content, got.owner, got.scope, got.subjects) == (record.id, "I like green tea", "alice", "personal", ["tea"])
+    assert (got.id, got.content, got.owner, got.scope, got.subjects) == (
+        record.id,
+        "I like green tea",
+        "alice",
+        "personal",
+        ["tea"],
+    )
 
 
 async def test_an_exact_duplicate_refreshes_the_live_memory_instead_of_adding(backend: Backend) -> None:

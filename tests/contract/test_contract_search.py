@@ -18,7 +18,9 @@ def learned_in(chat_id: str, chat_type: str, **fields: object) -> Provenance:
 
 
 async def contents(backend: Backend, scope: Scope, query: str, vector: np.ndarray | None = None) -> set[str]:
-    hits = await backend.memories.search(scope, query, limit=50, vector=None if vector is None else QueryVector.at_hand(vector))
+    hits = await backend.memories.search(
+        scope, query, limit=50, vector=None if vector is None else QueryVector.at_hand(vector)
+    )
     return {hit.content for hit in hits}
 
 
@@ -41,13 +43,19 @@ async def test_a_private_chats_memories_never_reach_a_group_chat(backend: Backen
     group = Provenance(chat_type="group")
     await backend.memories.add(note("secret tea plan", chat_id="dm", provenance=dm))
     await backend.memories.add(note("public tea plan", chat_id="team", provenance=group))
-    await backend.memories.add(note("sensitive tea plan", chat_id="dm", provenance=Provenance(chat_type="private", sensitivity="sensitive")))
+    await backend.memories.add(
+        note("sensitive tea plan", chat_id="dm", provenance=Provenance(chat_type="private", sensitivity="sensitive"))
+    )
     await embed_all(backend, lambda content: TEA)
     in_group = Scope("alice", "team", "group")
     in_dm = Scope("alice", "dm", "private")
     for vector in (None, TEA):
         assert await contents(backend, in_group, "tea plan", vector) == {"public tea plan"}
-        assert await contents(backend, in_dm, "tea plan", vector) == {"secret tea plan", "public tea plan", "sensitive tea plan"}
+        assert await contents(backend, in_dm, "tea plan", vector) == {
+            "secret tea plan",
+            "public tea plan",
+            "sensitive tea plan",
+        }
     listed = {r.content for r in await backend.memories.list(in_group, limit=50)}
     assert listed == {"public tea plan"}
 
@@ -59,7 +67,10 @@ async def test_this_chat_keeps_what_was_learned_in_the_current_chat(backend: Bac
     here = Scope("alice", "c1", "private", this_chat=True)
     assert await contents(backend, here, "tea") == {"tea learned here"}
     assert await contents(backend, here, "", TEA) == {"tea learned here"}
-    assert await contents(backend, Scope("alice", "c1", "private"), "tea") == {"tea learned here", "tea learned elsewhere"}
+    assert await contents(backend, Scope("alice", "c1", "private"), "tea") == {
+        "tea learned here",
+        "tea learned elsewhere",
+    }
 
 
 async def test_hidden_vectors_never_crowd_out_visible_ones(backend: Backend) -> None:
@@ -72,7 +83,9 @@ async def test_hidden_vectors_never_crowd_out_visible_ones(backend: Backend) -> 
         note(f"private tea {i}", "alice", chat_id="dm", provenance=Provenance(chat_type="private")) for i in range(300)
     )
     await backend.memories.add(note("alices group tea", chat_id="team", provenance=Provenance(chat_type="group")))
-    await backend.memories.add(note("team tea", "carol", chat_id="team", shared=True, provenance=Provenance(chat_type="group")))
+    await backend.memories.add(
+        note("team tea", "carol", chat_id="team", shared=True, provenance=Provenance(chat_type="group"))
+    )
     await embed_all(backend, lambda content: far if content in ("alices group tea", "team tea") else near)
     hits = await backend.memories.search(Scope("alice", "team", "group"), "", limit=5, vector=QueryVector.at_hand(near))
     assert {hit.content for hit in hits} == {"alices group tea", "team tea"}

@@ -64,7 +64,9 @@ async def test_a_deferred_decision_is_a_leased_job_completed_once(backend: Backe
     newer, candidates = found
     assert newer.id == new.record.id
     ruling = Ruling(True, "new employer", "llm")
-    replaced = await backend.supersession.complete_job(job, [(key, ruling) for key, older in candidates if older.id == old.record.id])
+    replaced = await backend.supersession.complete_job(
+        job, [(key, ruling) for key, older in candidates if older.id == old.record.id]
+    )
     if candidates:
         assert replaced == [old.record.id]
     assert await backend.supersession.claim_jobs(10) == []

@@ -23,21 +23,21 @@ import apsw
 
 from memoryd.errors import DiskFull, StoreCorrupt, StoreError
 from memoryd.ids import now_ms
-from memoryd.store.sqlite.jobs import jobs
-from memoryd.store.sqlite.schema import ladder as schema
-from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.db.database import MMAP_BYTES, Database
-from memoryd.store.storage_state import Condition
-from memoryd.store.sqlite.conversations.conversation_log import ConversationLog
-from memoryd.store.sqlite.memories.hits import HitCounter, write_hits
-from memoryd.store.sqlite.jobs.job_queue import JobQueue
 from memoryd.store.sqlite.admin.lifecycle import Lifecycle
-from memoryd.store.sqlite.search.overlap_gate import OVERLAP_FROM, OverlapGate
-from memoryd.store.sqlite.people.people_repository import PeopleRepository
-from memoryd.store.sqlite.memories.repository import MemoryRepository
-from memoryd.store.sqlite.supersession.supersession_repository import Supersessions
-from memoryd.store.sqlite.vectors.vectors import VectorSpace
+from memoryd.store.sqlite.conversations.conversation_log import ConversationLog
+from memoryd.store.sqlite.db.database import MMAP_BYTES, Database
 from memoryd.store.sqlite.db.write_batch import WriteBatcher
+from memoryd.store.sqlite.jobs import jobs
+from memoryd.store.sqlite.jobs.job_queue import JobQueue
+from memoryd.store.sqlite.memories.hits import HitCounter, write_hits
+from memoryd.store.sqlite.memories.repository import MemoryRepository
+from memoryd.store.sqlite.people.people_repository import PeopleRepository
+from memoryd.store.sqlite.schema import ladder as schema
+from memoryd.store.sqlite.search.overlap_gate import OVERLAP_FROM, OverlapGate
+from memoryd.store.sqlite.supersession.supersession_repository import Supersessions
+from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.sqlite.vectors.vectors import VectorSpace
+from memoryd.store.storage_state import Condition
 
 log = logging.getLogger("memoryd.store")
 

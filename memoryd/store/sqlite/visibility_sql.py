@@ -11,7 +11,6 @@ from __future__ import annotations
 from memoryd.errors import BrokenInvariant
 from memoryd.store.visibility import ALL_DISCLOSURES, Scope, vector_branches, visible_codes
 
-
 #: A WHERE fragment and its bindings, in order.
 Clause = tuple[str, tuple[object, ...]]
 
@@ -107,5 +106,7 @@ def vector_filters(scope: Scope, now_ms: int) -> list[Clause]:
         if learned_chat is None:
             filters.append((f"expires_at > ? AND {_in('disclosure', codes)}", (now_ms,)))
         else:
-            filters.append((f"expires_at > ? AND learned_chat = ? AND {_in('disclosure', codes)}", (now_ms, learned_chat)))
+            filters.append(
+                (f"expires_at > ? AND learned_chat = ? AND {_in('disclosure', codes)}", (now_ms, learned_chat))
+            )
     return filters

@@ -21,9 +21,9 @@ from pathlib import Path
 import apsw
 
 from memoryd.errors import StoreError
+from memoryd.store.admin_records import BackupReport
 from memoryd.store.sqlite.db.connection import create_private_file
 from memoryd.store.sqlite.db.database import open_connection
-from memoryd.store.admin_records import BackupReport
 
 
 def _fsync(path: Path, *, directory: bool = False) -> None:

@@ -19,17 +19,15 @@ rows, bad vector rows are dropped and their memories re-queued for embedding.  A
 
 from __future__ import annotations
 
-
 import apsw
 
-from memoryd.store.sqlite.search import fts_query
-from memoryd.store.sqlite.jobs import jobs
-from memoryd.store.sqlite.vectors import vector_codec
-from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.admin_records import Finding
 from memoryd.store.sqlite.db.database import one
+from memoryd.store.sqlite.jobs import jobs
+from memoryd.store.sqlite.search import fts_query
+from memoryd.store.sqlite.vectors import vector_codec, vectors
 from memoryd.store.sqlite.vectors.vectors import NEVER, VectorSpace
 from memoryd.store.sqlite.visibility_sql import live
-from memoryd.store.admin_records import Finding
 
 RESTORE_HINT = "restore a backup: `memoryd backup` copies"
 

@@ -21,11 +21,10 @@ from typing import Any
 import apsw
 
 from memoryd.ids import DAY_MS
-from memoryd.store.sqlite.memories import memories
-from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.admin.retention import ACTOR, BATCH
+from memoryd.store.sqlite.db.database import one
+from memoryd.store.sqlite.memories import memories
 from memoryd.store.visibility import PERSONAL_PREFIX, kind_of_key
-from memoryd.store.admin_records import EvictionReport
 
 #: What max_entries = 0 ("unlimited") means in SQL.
 _UNLIMITED = 1 << 62

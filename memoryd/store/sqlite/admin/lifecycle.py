@@ -19,19 +19,15 @@ from typing import Any
 import apsw
 
 from memoryd.errors import StoreCorrupt
-from memoryd.store.sqlite.admin import consistency
-from memoryd.store.sqlite.admin import eviction
-from memoryd.store.sqlite.admin import retention
-from memoryd.store.sqlite.admin import stats
-from memoryd.store.sqlite.admin import transfer
+from memoryd.store.admin_records import EvictionReport, GcReport
 from memoryd.store.interfaces.maintenance import MaintenanceReport
+from memoryd.store.sqlite.admin import consistency, eviction, retention, stats, transfer
 from memoryd.store.sqlite.admin.consistency import Finding
-from memoryd.store.sqlite.db.database import Database, file_sizes, rows_changed
-from memoryd.store.sqlite.admin.eviction import EvictionReport
-from memoryd.store.sqlite.memories.hits import HitCounter, write_hits
-from memoryd.store.sqlite.admin.retention import BATCH, GcReport
+from memoryd.store.sqlite.admin.retention import BATCH
 from memoryd.store.sqlite.admin.transfer import ImportReport, MemoryLine
 from memoryd.store.sqlite.admin.transfer_people import PersonLine
+from memoryd.store.sqlite.db.database import Database, file_sizes, rows_changed
+from memoryd.store.sqlite.memories.hits import HitCounter, write_hits
 
 #: FTS5 pages merged per optimize step (one write transaction each).
 MERGE_PAGES = 1000

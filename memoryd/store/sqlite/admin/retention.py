@@ -13,10 +13,9 @@ from typing import Any
 import apsw
 
 from memoryd.ids import iso_from_ms
+from memoryd.store.sqlite.db.database import one, rows_changed
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
-from memoryd.store.sqlite.db.database import one, rows_changed
-from memoryd.store.admin_records import GcReport, PURGE_REASONS
 
 #: Rows per write transaction.
 BATCH = 500

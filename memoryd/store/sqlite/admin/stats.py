@@ -11,13 +11,13 @@ from typing import Any
 import apsw
 import msgspec
 
+from memoryd.store.admin_records import MEMORY_STATES
 from memoryd.store.sqlite.conversations import extraction_jobs
-from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.db import meta
+from memoryd.store.sqlite.db.database import one
+from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.schema import ladder as schema
 from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.db.database import one
-from memoryd.store.admin_records import MEMORY_STATES
 from memoryd.store.visibility import scope_kind
 
 STATES = MEMORY_STATES

@@ -29,14 +29,14 @@ import msgspec
 
 from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.knowledge import attribute_keys
+from memoryd.store.admin_records import FORMAT, VERSION, ExportHeader, ImportReport, MemoryLine
+from memoryd.store.records import PROVENANCE_COLUMNS
+from memoryd.store.sqlite.admin.transfer_people import PersonLine, import_people, person_lines
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.supersession import supersession
 from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.records import PROVENANCE_COLUMNS
-from memoryd.store.sqlite.admin.transfer_people import PeopleReport, PersonLine, import_people, person_lines
 from memoryd.store.visibility import key_for, scope_kind
-from memoryd.store.admin_records import ExportHeader, FORMAT, ImportReport, MemoryLine, READABLE_VERSIONS, VERSION
 
 #: The actor of 'imported' audit events.
 ACTOR = "admin"

@@ -21,8 +21,8 @@ import msgspec
 
 from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.knowledge import normalise_name
-from memoryd.store.sqlite.people import people
 from memoryd.store.admin_records import PeopleReport, PersonLine
+from memoryd.store.sqlite.people import people
 
 
 def person_lines(db: apsw.Connection, *, user: str | None) -> Iterator[PersonLine]:

@@ -11,15 +11,13 @@ from typing import Any
 
 import numpy.typing as npt
 
-from memoryd.store.sqlite.conversations import conversations
-from memoryd.store.sqlite.conversations import extraction_jobs
-from memoryd.store.sqlite.conversations import learned
-from memoryd.store.sqlite.conversations.conversations import ExtractionJob, SessionContext, SessionRef, StoredMessage
-from memoryd.store.sqlite.db.database import Database
-from memoryd.store.sqlite.conversations.learned import Learned
+from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef, StoredMessage
 from memoryd.store.records import NewMemory
-from memoryd.store.sqlite.supersession.supersession import Plan
+from memoryd.store.sqlite.conversations import conversations, extraction_jobs, learned
+from memoryd.store.sqlite.conversations.learned import Learned
+from memoryd.store.sqlite.db.database import Database
 from memoryd.store.sqlite.db.write_batch import WriteBatcher
+from memoryd.store.sqlite.supersession.supersession import Plan
 
 
 class ConversationLog:

@@ -15,8 +15,8 @@ from typing import Any
 import apsw
 import msgspec
 
+from memoryd.store.conversation_records import SessionContext, SessionRef, StoredMessage
 from memoryd.store.sqlite.db.database import rows_changed
-from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef, StoredMessage
 
 #: Messages kept per session; older ones are dropped as new ones arrive.
 MAX_SESSION_MESSAGES = 2000

@@ -13,16 +13,14 @@ from typing import Any
 
 import apsw
 
+from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef
 from memoryd.store.sqlite.conversations.conversations import (
     MESSAGE_COLUMNS,
-    ExtractionJob,
-    SessionContext,
-    SessionRef,
     message_from_row,
 )
 from memoryd.store.sqlite.db.database import one, rows_changed
-from memoryd.store.sqlite.jobs.jobs import MAX_ERROR_CHARS, backoff_ms
 from memoryd.store.sqlite.jobs import lease
+from memoryd.store.sqlite.jobs.jobs import MAX_ERROR_CHARS, backoff_ms
 
 #: A claimed extraction stays invisible to other claims this long (an LLM call with its
 #: retries fits well inside; a crash is healed by start-up clearing leases anyway).

@@ -15,17 +15,16 @@ from collections.abc import Callable, Sequence
 import apsw
 import numpy.typing as npt
 
+from memoryd.store.conversation_records import Learned
+from memoryd.store.records import NewMemory
+from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.supersession import supersession
-from memoryd.store.sqlite.vectors import vector_search
-from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.db.database import one
-from memoryd.store.records import NewMemory
 from memoryd.store.sqlite.supersession.supersession import Plan
-from memoryd.store.visibility import Scope
+from memoryd.store.sqlite.vectors import vector_search, vectors
 from memoryd.store.sqlite.visibility_sql import live
-from memoryd.store.conversation_records import Learned
+from memoryd.store.visibility import Scope
 
 #: Cosine at or above which a fact counts as a memory the scope already has (all-MiniLM-L6-v2:
 #: paraphrases such as "Likes tea" / "likes tea." score above 0.95; different facts about the

@@ -25,7 +25,7 @@ import msgspec
 from memoryd.errors import DiskFull, StoreCorrupt
 from memoryd.ids import now_ms
 from memoryd.log import fields
-from memoryd.store.storage_state import Condition, OK, State
+from memoryd.store.storage_state import OK, Condition, State
 
 log = logging.getLogger("memoryd.store")
 

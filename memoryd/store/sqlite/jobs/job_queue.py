@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 import apsw
 import numpy.typing as npt
 
+from memoryd.store.records import EmbedJob
+from memoryd.store.sqlite.db.database import Database
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.db.database import Database
-from memoryd.store.records import EmbedJob
 
 
 class JobQueue:

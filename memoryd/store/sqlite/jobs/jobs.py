@@ -15,9 +15,9 @@ from typing import Any, Protocol
 import apsw
 import numpy.typing as npt
 
-from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.jobs import lease
 from memoryd.store.records import EmbedJob
+from memoryd.store.sqlite.jobs import lease
+from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.visibility_sql import live
 
 EMBED = "embed"

@@ -14,11 +14,11 @@ import apsw
 
 from memoryd.errors import AmbiguousIdPrefix
 from memoryd.ids import MIN_PREFIX_LENGTH
-from memoryd.store.sqlite.memories import memories
-from memoryd.store.sqlite.db.database import one
 from memoryd.store.records import MemoryRecord
-from memoryd.store.visibility import Scope
+from memoryd.store.sqlite.db.database import one
+from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.visibility_sql import predicate
+from memoryd.store.visibility import Scope
 
 #: Upper bound for an id range: sorts after every Crockford character.
 _AFTER_ALL_ID_CHARS = "~"

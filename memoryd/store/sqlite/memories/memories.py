@@ -17,21 +17,21 @@ import msgspec
 
 from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
 from memoryd.ids import MIN_PREFIX_LENGTH, new_id
-from memoryd.store.sqlite.jobs import jobs
-from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.db.database import one
 from memoryd.store.records import (
     NO_PROVENANCE,
-    EmbedJob,
     PROVENANCE_COLUMNS,
     RECORD_COLUMNS,
+    EmbedJob,
     MemoryRecord,
     NewMemory,
     Provenance,
     record_from_row,
 )
-from memoryd.store.visibility import Disclosure, Scope
+from memoryd.store.sqlite.db.database import one
+from memoryd.store.sqlite.jobs import jobs
+from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.visibility_sql import live, predicate
+from memoryd.store.visibility import Disclosure, Scope
 
 _encode = msgspec.json.encode
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)

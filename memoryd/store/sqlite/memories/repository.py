@@ -15,21 +15,18 @@ from typing import Any
 import apsw
 import trio
 
-from memoryd.store.sqlite.memories import lookup
-from memoryd.store.sqlite.memories import memories
-from memoryd.store.sqlite.search import overlapped_search
-from memoryd.store.sqlite.people import people
-from memoryd.store.sqlite.search import people_retriever
-from memoryd.store.sqlite.search import search_parts
+from memoryd.store.query_vector import QueryVector
+from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
 from memoryd.store.sqlite.admin import stats
 from memoryd.store.sqlite.db.condition import Condition
 from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.memories import lookup, memories
 from memoryd.store.sqlite.memories.hits import HitCounter
+from memoryd.store.sqlite.people import people
+from memoryd.store.sqlite.search import overlapped_search, people_retriever, search_parts
 from memoryd.store.sqlite.search.overlap_gate import OverlapGate
 from memoryd.store.sqlite.search.overlapped_search import StartEmbedding, VectorUnderWay
 from memoryd.store.sqlite.search.people_retriever import PeopleFocus
-from memoryd.store.query_vector import QueryVector
-from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
 from memoryd.store.sqlite.vectors.vectors import VectorSpace
 from memoryd.store.visibility import Scope
 

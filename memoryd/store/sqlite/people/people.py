@@ -15,11 +15,11 @@ import apsw
 import msgspec
 
 from memoryd.ids import new_ulid
-from memoryd.store.sqlite.memories import memories
-from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, record_from_row
-from memoryd.store.visibility import Scope
-from memoryd.store.sqlite.visibility_sql import predicate
 from memoryd.store.people_records import StoredPerson
+from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, record_from_row
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.visibility_sql import predicate
+from memoryd.store.visibility import Scope
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode

@@ -15,16 +15,16 @@ import msgspec
 
 from memoryd.ids import is_id_prefix
 from memoryd.knowledge import normalise_name, resolve_person
-from memoryd.store.sqlite.memories import memories
-from memoryd.store.sqlite.people import people
-from memoryd.store.sqlite.people import people_learning
-from memoryd.store.sqlite.search import people_retriever
+from memoryd.store.people_records import AliasTaken, Forgotten, Merge, SummaryMaterial
+from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.people import people, people_learning
 from memoryd.store.sqlite.people.people import StoredPerson
 from memoryd.store.sqlite.people.people_learning import Learned
-from memoryd.store.records import MemoryRecord
+from memoryd.store.sqlite.search import people_retriever
 from memoryd.store.visibility import Scope
-from memoryd.store.people_records import AliasTaken, Forgotten, Merge, SummaryMaterial
+
 
 def find(db: apsw.Connection, owner: str, phrase: str) -> StoredPerson | None:
     """The owner's person named by ``phrase``: a person id, a name, an alias, a relationship."""

@@ -36,10 +36,9 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store.sqlite.search import fts_query
-from memoryd.store.sqlite.search import scope_stats
-from memoryd.store.visibility import Scope
+from memoryd.store.sqlite.search import fts_query, scope_stats
 from memoryd.store.sqlite.visibility_sql import predicate
+from memoryd.store.visibility import Scope
 
 #: A term matching at least this many of the scope's documents counts as common.
 COMMON_DOCS = scope_stats.COMMON_DOCS

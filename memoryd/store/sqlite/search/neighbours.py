@@ -20,10 +20,9 @@ from collections.abc import Iterable
 
 import apsw
 
-from memoryd.store.neighbourhood import MAX_GAP_MS, Neighbourhood, Row
-from memoryd.store.visibility import Scope
-
+from memoryd.store.neighbourhood import Neighbourhood, Row
 from memoryd.store.sqlite.visibility_sql import predicate
+from memoryd.store.visibility import Scope
 
 
 def _row(rowid: int, content: str, subjects: str, created_at_ms: int) -> Row:

@@ -34,13 +34,12 @@ import numpy as np
 import numpy.typing as npt
 import trio
 
-from memoryd.store.sqlite.search import search
-from memoryd.store.sqlite.search import search_parts
+from memoryd.store.records import SearchHit
 from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.db.read_snapshot import ReadSnapshot
+from memoryd.store.sqlite.search import search, search_parts
 from memoryd.store.sqlite.search.overlap_gate import OverlapGate
 from memoryd.store.sqlite.search.people_retriever import PeopleFocus
-from memoryd.store.sqlite.db.read_snapshot import ReadSnapshot
-from memoryd.store.records import SearchHit
 from memoryd.store.visibility import Scope
 
 #: Gives the query's vector, or None for a keyword-only search (the embedder is down or slow).

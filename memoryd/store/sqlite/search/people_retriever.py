@@ -18,11 +18,11 @@ from collections.abc import Iterable
 import apsw
 import msgspec
 
-from memoryd.store.sqlite.search import fts_query
-from memoryd.store.sqlite.people import people
-from memoryd.store.records import MemoryRecord
-from memoryd.store.visibility import Scope
 from memoryd.store.people_records import PeopleFocus
+from memoryd.store.records import MemoryRecord
+from memoryd.store.sqlite.people import people
+from memoryd.store.sqlite.search import fts_query
+from memoryd.store.visibility import Scope
 
 _encode = msgspec.json.encode
 

@@ -21,14 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.store import ranking
-
-from memoryd.store.sqlite.search import fts_query
-from memoryd.store.sqlite.memories import memories
-from memoryd.store.sqlite.search import neighbours
-from memoryd.store.sqlite.search import people_retriever
-from memoryd.store.sqlite.vectors import vector_search
-from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.fusion import fuse
 from memoryd.store.records import SearchHit, hit_from_record
+from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.search import fts_query, neighbours, people_retriever
 from memoryd.store.sqlite.search.search_parts import (
     REACH,
     KeywordPart,
@@ -38,7 +34,7 @@ from memoryd.store.sqlite.search.search_parts import (
     keyword_part,
     vector_part,
 )
-from memoryd.store.fusion import fuse
+from memoryd.store.sqlite.vectors import vector_search, vectors
 from memoryd.store.visibility import Scope
 
 

@@ -17,15 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryd.store import ranking
-
-from memoryd.store.sqlite.search import fts_query
-from memoryd.store.sqlite.search import keyword
-from memoryd.store.sqlite.search import neighbours
-from memoryd.store.sqlite.search import people_retriever
-from memoryd.store.sqlite.search import scope_stats
-from memoryd.store.sqlite.vectors import vector_search
-from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.sqlite.search import fts_query, keyword, neighbours, people_retriever, scope_stats
 from memoryd.store.sqlite.search.term_match import TermWeights
+from memoryd.store.sqlite.vectors import vector_search, vectors
 from memoryd.store.visibility import Scope
 
 log = logging.getLogger("memoryd.store")

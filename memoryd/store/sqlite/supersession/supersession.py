@@ -23,16 +23,14 @@ import apsw
 
 from memoryd.errors import SupersedeRefused
 from memoryd.ids import MIN_PREFIX_LENGTH
-from memoryd.store.sqlite.jobs import jobs
-from memoryd.store.sqlite.memories import lookup
-from memoryd.store.sqlite.memories import memories
-from memoryd.store.sqlite.people import people_learning
-from memoryd.store.sqlite.db.database import one
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
-from memoryd.store.visibility import Scope, kind_of_key
+from memoryd.store.sqlite.db.database import one
+from memoryd.store.sqlite.jobs import jobs
+from memoryd.store.sqlite.memories import lookup, memories
+from memoryd.store.sqlite.people import people_learning
 from memoryd.store.sqlite.visibility_sql import predicate
-from memoryd.store.supersession_records import Judge, NOT_VISIBLE, Plan, Ruling, Stored
-
+from memoryd.store.supersession_records import NOT_VISIBLE, Plan, Ruling, Stored
+from memoryd.store.visibility import Scope, kind_of_key
 
 #: Links history follows at most (a chain is a handful of versions; this bounds a cycle bug).
 MAX_CHAIN = 200

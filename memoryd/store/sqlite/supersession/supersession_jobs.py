@@ -13,13 +13,9 @@ from typing import Any
 
 import apsw
 
-from memoryd.store.sqlite.jobs import jobs
-from memoryd.store.sqlite.jobs import lease
-from memoryd.store.sqlite.vectors import vector_codec
-from memoryd.store.sqlite.vectors import vector_search
-from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.db.database import one
 from memoryd.store.records import MemoryRecord
+from memoryd.store.sqlite.db.database import one
+from memoryd.store.sqlite.jobs import jobs, lease
 from memoryd.store.sqlite.supersession.supersession import (
     Ruling,
     attribute_candidates,
@@ -28,9 +24,10 @@ from memoryd.store.sqlite.supersession.supersession import (
     record_of,
     scope_key_of,
 )
-from memoryd.store.visibility import Scope
+from memoryd.store.sqlite.vectors import vector_codec, vector_search, vectors
 from memoryd.store.sqlite.visibility_sql import live
 from memoryd.store.supersession_records import SupersedeJob
+from memoryd.store.visibility import Scope
 
 
 def vector_neighbours(db: apsw.Connection, rowid: int, similarity: float, depth: int, now_ms: int) -> list[int] | None:

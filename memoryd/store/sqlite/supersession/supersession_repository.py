@@ -8,16 +8,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from memoryd.store.sqlite.jobs import jobs
-from memoryd.store.sqlite.supersession import supersession
-from memoryd.store.sqlite.supersession import supersession_jobs
-from memoryd.store.sqlite.db.database import Database
-from memoryd.store.sqlite.memories.hits import HitCounter
 from memoryd.store.records import MemoryRecord, NewMemory
+from memoryd.store.sqlite.db.database import Database
+from memoryd.store.sqlite.db.write_batch import WriteBatcher
+from memoryd.store.sqlite.jobs import jobs
+from memoryd.store.sqlite.memories.hits import HitCounter
+from memoryd.store.sqlite.supersession import supersession, supersession_jobs
 from memoryd.store.sqlite.supersession.supersession import Plan, Ruling, Stored
 from memoryd.store.sqlite.supersession.supersession_jobs import SupersedeJob
 from memoryd.store.visibility import Scope
-from memoryd.store.sqlite.db.write_batch import WriteBatcher
 
 
 class Supersessions:

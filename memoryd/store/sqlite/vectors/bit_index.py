@@ -34,8 +34,8 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store.sqlite.vectors import vector_codec
 from memoryd.store.sqlite.search.scope_stats import live_count
+from memoryd.store.sqlite.vectors import vector_codec
 from memoryd.store.sqlite.vectors.vector_stamps import Stamp, read_stamp
 from memoryd.store.sqlite.vectors.vectors import VectorSpace
 

@@ -22,13 +22,11 @@ from collections.abc import Iterable
 import apsw
 import numpy as np
 
-from memoryd.store.sqlite.vectors import bit_index
-from memoryd.store.sqlite.vectors import hamming_scan
-from memoryd.store.sqlite.vectors import vector_codec
+from memoryd.store.sqlite.vectors import bit_index, hamming_scan, vector_codec
 from memoryd.store.sqlite.vectors.vector_stamps import Stamp, read_stamp
 from memoryd.store.sqlite.vectors.vectors import FloatArray, VectorSpace
-from memoryd.store.visibility import Scope, vector_branches
 from memoryd.store.sqlite.visibility_sql import vector_filters
+from memoryd.store.visibility import Scope, vector_branches
 
 #: Upper bound of sqlite-vec's ``k``.
 MAX_K = 4096

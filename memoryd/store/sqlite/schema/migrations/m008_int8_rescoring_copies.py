@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import apsw
 
-from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.schema.migrations import vector_table_rebuild
+from memoryd.store.sqlite.vectors import vectors
 
 
 def m008_int8_rescoring_copies(db: apsw.Connection) -> None:

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from itertools import islice
 
 import apsw
-from memoryd.store.sqlite.vectors import vector_codec
 
 #: Copies converted per numpy call.
-from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.sqlite.vectors import vector_codec, vectors
 
 #: Copies converted per numpy call.
 _BATCH = 20_000

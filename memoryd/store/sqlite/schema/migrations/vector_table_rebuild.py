@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import apsw
 
-from memoryd.store.sqlite.vectors import vector_codec
-from memoryd.store.sqlite.vectors import vectors
+from memoryd.store.sqlite.vectors import vector_codec, vectors
 
 
 def rebuild_table(db: apsw.Connection, space: vectors.VectorSpace) -> int:

@@ -1,4 +1,4 @@
-"""Store: ash's disclosure rules, the same in every retriever (list, get, delete, keyword, vector).
+"""ash's disclosure rules, the same in every retriever (list, get, delete, keyword, vector), on every backend.
 
 The rules, as the README's table states them (written here on their own, not imported):
 a sensitive memory only in a private chat; a conversation-private memory, or any memory under
@@ -16,14 +16,12 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from memoryd.store import QueryVector, NewMemory, Provenance, Scope
+from memoryd.store import NewMemory, Provenance, QueryVector, Scope
+from memoryd.store.interfaces import Backend
+from tests.contract.conftest import BACKENDS
+from tests.contract.helpers import DIM, embed_all, note, unit
+from tests.store_helpers import Clock
 
-from memoryd.store.sqlite import Store
-from memoryd.store.visibility import Disclosure
-from tests.store_helpers import embed_all, note, sql
-from tests.store_helpers import unit as unit_of
-
-DIM = 8
 HERE, ELSEWHERE = "chat-here", "chat-elsewhere"
 LEARNED_TYPES = (None, "private", "group", "supergroup", "channel")
 SENSITIVITIES = (None, "public", "personal", "sensitive")
@@ -74,10 +72,12 @@ CALLERS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def learned_everywhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, dict[str, Learned]]]:
-    store = Store(tmp_path_factory.mktemp("disclosure") / "memory.db", readers=2)
-    store.configure_vector_space("test:disclosure", DIM)
+@pytest.fixture(scope="module", params=sorted(BACKENDS))
+def learned_everywhere(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Backend, dict[str, Learned]]]:
+    store = BACKENDS[request.param](tmp_path_factory.mktemp("disclosure"), Clock())
+    store.configure_vector_space("contract:test", DIM)
 
     def new(memory: Learned) -> NewMemory:
         owner = "bob" if memory.shared else "alice"
@@ -89,7 +89,7 @@ def learned_everywhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
         return note(memory.content, owner, chat_id=memory.chat_id, shared=memory.shared, provenance=provenance)
 
     store.memories.add_many(new(memory) for memory in PERSONAL + GROUP)
-    trio.run(embed_all, store, {}, unit_of(DIM, 1))
+    trio.run(embed_all, store, lambda content: unit(1))
     by_content = {memory.content: memory for memory in PERSONAL + GROUP}
     yield store, by_content
     store.close()
@@ -97,68 +97,55 @@ def learned_everywhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
 
 @pytest.mark.parametrize("caller", CALLERS, ids=repr)
 async def test_every_retriever_applies_the_disclosure_rules(
-    learned_everywhere: tuple[Store, dict[str, Learned]], caller: Scope
+    learned_everywhere: tuple[Backend, dict[str, Learned]], caller: Scope
 ) -> None:
     store, by_content = learned_everywhere
     want = {content for content, memory in by_content.items() if expected(memory, caller)}
     everything = len(by_content)
     listed = {r.content for r in await store.memories.list(caller, limit=1000)}
     keyword = {h.content for h in await store.memories.search(caller, "tea", limit=everything)}
-    vector = {h.content for h in await store.memories.search(caller, "", limit=everything, vector=QueryVector.at_hand(unit_of(DIM, 1)))}
+    vector = {h.content for h in await store.memories.search(caller, "", limit=everything, vector=QueryVector.at_hand(unit(1)))}
     assert listed == keyword == vector == want
     for record in await store.memories.list(Scope("alice", HERE, "private"), limit=1000):
         got = await store.memories.get(caller, record.id)
         assert (got is not None) == (record.content in want), record.content
 
 
-async def test_a_hidden_memory_cannot_be_deleted_from_where_it_is_hidden(store: Store) -> None:
-    dm, _ = await store.memories.add(note("my diagnosis", chat_id="dm", provenance=Provenance(chat_type="private")))
+async def test_a_hidden_memory_cannot_be_deleted_from_where_it_is_hidden(backend: Backend) -> None:
+    dm, _ = await backend.memories.add(note("my diagnosis", chat_id="dm", provenance=Provenance(chat_type="private")))
     in_group = Scope("alice", "team", "group")
-    assert await store.memories.get(in_group, dm.id) is None
-    assert await store.memories.delete(in_group, dm.id[:8]) is None
-    assert await store.memories.delete(Scope("alice", "dm", "private"), dm.id[:8]) == dm.id
+    assert await backend.memories.get(in_group, dm.id) is None
+    assert await backend.memories.delete(in_group, dm.id[:8]) is None
+    assert await backend.memories.delete(Scope("alice", "dm", "private"), dm.id[:8]) == dm.id
 
 
 CROWD = 3000
 
 
-async def test_the_vector_scan_filters_inside_the_knn_so_hidden_vectors_cannot_starve_results(store: Store) -> None:
+async def test_the_vector_scan_filters_inside_the_knn_so_hidden_vectors_cannot_starve_results(backend: Backend) -> None:
     """Thousands of private-chat memories nearer to the query than the three the group may
     see: a global top-k filtered afterwards would return none of the three."""
-    store.configure_vector_space("test:starve", DIM)
-    near, far = unit_of(DIM, 1), unit_of(DIM, 0, 0, 1)
+    near, far = unit(1), unit(0, 0, 1)
     private = Provenance(chat_type="private")
-    store.memories.add_many(note(f"dm note {i}", chat_id="dm", provenance=private) for i in range(CROWD))
+    backend.memories.add_many(note(f"dm note {i}", chat_id="dm", provenance=private) for i in range(CROWD))
     visible = [f"group-learned note {i}" for i in range(3)]
-    store.memories.add_many(note(c, chat_id="other-team", provenance=Provenance(chat_type="group")) for c in visible)
-    await embed_all(store, dict.fromkeys(visible, far), near)
-    hits = await store.memories.search(Scope("alice", "team", "group"), "", limit=10, vector=QueryVector.at_hand(near))
+    backend.memories.add_many(note(c, chat_id="other-team", provenance=Provenance(chat_type="group")) for c in visible)
+    await embed_all(backend, lambda content: far if content in visible else near)
+    hits = await backend.memories.search(Scope("alice", "team", "group"), "", limit=10, vector=QueryVector.at_hand(near))
     assert {h.content for h in hits} == set(visible)
     # The same store in private: the crowd is back, nearest first.
-    hits = await store.memories.search(Scope("alice", "dm", "private"), "", limit=10, vector=QueryVector.at_hand(near))
+    hits = await backend.memories.search(Scope("alice", "dm", "private"), "", limit=10, vector=QueryVector.at_hand(near))
     assert len(hits) == 10 and all(h.content.startswith("dm note") for h in hits)
 
 
-def test_disclosure_codes_agree_with_the_generated_column(store: Store) -> None:
-    combos = list(itertools.product(LEARNED_TYPES, SENSITIVITIES, (False, True)))
-    store.memories.add_many(
-        note(f"c{i}", provenance=Provenance(chat_type=t, sensitivity=s, conversation_private=p))
-        for i, (t, s, p) in enumerate(combos)
-    )
-    rows = dict(sql(store.path, "SELECT content, disclosure FROM memories"))
-    for i, (kind, sensitivity, private) in enumerate(combos):
-        assert rows[f"c{i}"] == Disclosure.of(kind, sensitivity, private).code
-
-
-
-async def test_a_duplicate_hidden_from_the_adders_chat_is_neither_returned_nor_reused(store: Store) -> None:
-    said_in_dm, _ = await store.memories.add(note("I am moving to Berlin", chat_id="dm", provenance=Provenance(chat_type="private")))
+async def test_a_duplicate_hidden_from_the_adders_chat_is_neither_returned_nor_reused(backend: Backend) -> None:
+    said_in_dm, _ = await backend.memories.add(note("I am moving to Berlin", chat_id="dm", provenance=Provenance(chat_type="private")))
     in_group = note("I am moving to Berlin", chat_id="team", provenance=Provenance(chat_type="group"))
-    said_in_group, deduplicated = await store.memories.add(in_group)
+    said_in_group, deduplicated = await backend.memories.add(in_group)
     assert not deduplicated and said_in_group.id != said_in_dm.id
-    assert [r.id for r in await store.memories.list(Scope("alice", "team", "group"), limit=10)] == [said_in_group.id]
-    again, deduplicated = await store.memories.add(in_group)
+    assert [r.id for r in await backend.memories.list(Scope("alice", "team", "group"), limit=10)] == [said_in_group.id]
+    again, deduplicated = await backend.memories.add(in_group)
     assert deduplicated and again.id == said_in_group.id
     # A sensitive restatement does not vanish into the public one either.
     sensitive = note("I am moving to Berlin", chat_id="team", provenance=Provenance(chat_type="group", sensitivity="sensitive"))
-    assert (await store.memories.add(sensitive))[1] is False
+    assert (await backend.memories.add(sensitive))[1] is False
