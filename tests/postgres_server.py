@@ -86,23 +86,37 @@ def start(directory: Path) -> Server:
     return server
 
 
-def session_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """The session's server.  Its folder is a fresh one directly in the system temp directory,
-    not under pytest's ``pytest-of-<user>``: every pytest run that starts takes the group and
-    other permissions off that root again, which would lock the server's own user out of its
-    data mid-session whenever another test run starts on the machine."""
-    import shutil
-    import tempfile
+_shared: Server | None = None
 
-    folder = Path(tempfile.mkdtemp(prefix="memoryd-pg-"))
-    try:
-        server = start(folder)
+
+def shared() -> Server:
+    """The test session's server, started on first use and stopped when the session's process
+    exits.  Its folder is a fresh one directly in the system temp directory, not under pytest's
+    ``pytest-of-<user>``: every pytest run that starts takes the group and other permissions off
+    that root again, which would lock the server's own user out of its data mid-session
+    whenever another test run starts on the machine."""
+    global _shared
+    if _shared is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="memoryd-pg-"))
         try:
-            yield server
-        finally:
-            stop(server)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+            server = start(folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+        def finish() -> None:
+            try:
+                stop(server)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        atexit.register(finish)
+        _shared = server
+    return _shared
 
 
 def stop(server: Server) -> None:

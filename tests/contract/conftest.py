@@ -14,7 +14,6 @@ import pytest
 
 from memoryd.store.interfaces import Backend
 from tests.contract.helpers import DIM
-from tests.postgres_server import Server, session_server
 from tests.store_helpers import Clock
 
 
@@ -25,39 +24,17 @@ def open_sqlite(tmp_path: Path, clock: Clock) -> Backend:
 
 
 def open_postgres(tmp_path: Path, clock: Clock) -> Backend:
+    """A fresh schema in the session's PostgreSQL (skipped without the test extra)."""
+    from tests.postgres_server import shared
+
+    server = shared()
     from memoryd.store.postgres import PostgresStore
 
-    url = (tmp_path / "postgres.url").read_text()
-    return PostgresStore(url, pool_size=4, clock=clock, node=f"test-{tmp_path.name}")
+    return PostgresStore(server.fresh_database(), pool_size=4, clock=clock, node=f"test-{tmp_path.name}")
 
 
 #: name -> opens a fresh store of that backend on ``clock``.
 BACKENDS: dict[str, Callable[[Path, Clock], Backend]] = {"sqlite": open_sqlite, "postgres": open_postgres}
-
-
-@pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One PostgreSQL for the whole session (skipped without the test extra)."""
-    yield from session_server(tmp_path_factory)
-
-
-@pytest.fixture
-def fresh_databases(backend_name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[None]:
-    """postgres: a fresh database for each store the test opens (its URL left in the store's
-    folder for ``open_postgres``)."""
-    if backend_name != "postgres":
-        yield
-        return
-    server: Server = request.getfixturevalue("postgres_server")
-    folders = [tmp_path, tmp_path / "another"] if "another" in request.fixturenames else [tmp_path]
-    urls = []
-    for folder in folders:
-        folder.mkdir(exist_ok=True)
-        urls.append(server.fresh_database())
-        (folder / "postgres.url").write_text(urls[-1])
-    yield
-    for url in urls:
-        server.drop(url)
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -66,7 +43,7 @@ def backend_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def backend(backend_name: str, tmp_path: Path, clock: Clock, fresh_databases: None) -> Iterator[Backend]:
+def backend(backend_name: str, tmp_path: Path, clock: Clock) -> Iterator[Backend]:
     """A fresh store of each backend, with a vector space configured."""
     store = BACKENDS[backend_name](tmp_path, clock)
     store.configure_vector_space("contract:test", DIM)
@@ -75,9 +52,9 @@ def backend(backend_name: str, tmp_path: Path, clock: Clock, fresh_databases: No
 
 
 @pytest.fixture
-def another(backend_name: str, tmp_path: Path, clock: Clock, fresh_databases: None) -> Iterator[Backend]:
+def another(backend_name: str, tmp_path: Path, clock: Clock) -> Iterator[Backend]:
     """A second, empty store of the same backend (an import's target)."""
-    (tmp_path / "another").mkdir(exist_ok=True)
+    (tmp_path / "another").mkdir()
     store = BACKENDS[backend_name](tmp_path / "another", clock)
     store.configure_vector_space("contract:test", DIM)
     with store:
