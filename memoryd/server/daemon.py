@@ -8,6 +8,8 @@ A bad data directory or a damaged store stops start-up with one ``StartupError``
 
 from __future__ import annotations
 
+import functools
+
 import logging
 import socket
 from pathlib import Path
@@ -197,6 +199,11 @@ class Daemon:
                 await nursery.start(services.summaries.run)
                 # A full disk or a damaged file pauses it like the backfill.
                 await nursery.start(despite_storage_faults, services.supersession_worker.run)
+                # A store shared with other daemons (PostgreSQL) tells when one of them queued
+                # work, so these workers need not wait for their next poll.
+                listen_for_work = getattr(store, "listen_for_work", None)
+                if listen_for_work is not None:
+                    await nursery.start(listen_for_work, functools.partial(_wake, services, self.extraction))
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.maintenance, config.lifecycle, conversations=store.conversations, extraction=config.extraction
@@ -270,3 +277,12 @@ def _close_store(store: Backend) -> None:
             extra=fields(error=str(exc)),
         )
     store.close()
+
+
+def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
+    """Another daemon queued work: the workers look for it now."""
+    if services.backfill is not None:
+        services.backfill.notify()
+    if extraction is not None:
+        extraction.notify()
+    services.supersession_worker.notify()

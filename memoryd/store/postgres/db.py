@@ -85,7 +85,8 @@ class Database:
             max_size=pool_size,
             kwargs=kwargs,
             open=False,
-            timeout=connect_timeout_s,
+            # A call waits this long for a connection (the server down: then it fails, retryable).
+            timeout=min(connect_timeout_s, 5.0),
             # A connection the server dropped (restart, failover) is found and replaced before use.
             check=ConnectionPool.check_connection,
             reconnect_timeout=3600.0,
@@ -115,6 +116,9 @@ class Database:
 
     @property
     def condition(self) -> Condition:
+        since = self.unreachable_since_ms
+        if since is not None:
+            return Condition("unavailable", "the PostgreSQL server cannot be reached; memoryd reconnects by itself", since)
         return self._condition
 
     @property

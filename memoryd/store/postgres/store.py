@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import psycopg
+import trio
 
 from memoryd.errors import EmbeddingModelMismatch, StoreError
 from memoryd.ids import now_ms
@@ -336,6 +337,16 @@ class PostgresStore:
 
     def vector_space(self) -> VectorSpace | None:
         return self.db.run_sync(read_space)
+
+    # -- other daemons ---------------------------------------------------------------------
+
+    async def listen_for_work(
+        self, wake: Callable[[], None], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Call ``wake`` whenever any daemon on this database queues background work."""
+        from memoryd.store.postgres.listen import listen_for_work
+
+        await listen_for_work(self.db, wake, task_status=task_status)
 
     # -- closing ----------------------------------------------------------------------------
 
