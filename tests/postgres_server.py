@@ -68,6 +68,8 @@ def start(directory: Path) -> Server:
     directory.mkdir(parents=True, exist_ok=True)
     pgdata = directory / "pgdata"
     handle = embedded.get_server(pgdata, cleanup_mode="delete")
+    from psycopg.conninfo import conninfo_to_dict
+
     server = Server(handle, pgdata)
     # A throwaway server: no flush to disk (a fresh database per test is then a quick copy).
     # The restart tests stop the server cleanly, which writes everything out either way.
@@ -75,6 +77,10 @@ def start(directory: Path) -> Server:
         "ALTER SYSTEM SET fsync = off",
         "ALTER SYSTEM SET synchronous_commit = off",
         "ALTER SYSTEM SET full_page_writes = off",
+        # What the package passes on pg_ctl's command line, kept for a plain `pg_ctl start`
+        # after a stop (the restart tests): the same socket, no TCP.
+        "ALTER SYSTEM SET listen_addresses = ''",
+        f"ALTER SYSTEM SET unix_socket_directories = '{conninfo_to_dict(server.url())['host']}'",
         "SELECT pg_reload_conf()",
         f"DROP DATABASE IF EXISTS {TEMPLATE}",
         f"CREATE DATABASE {TEMPLATE}",

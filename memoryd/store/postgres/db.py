@@ -89,7 +89,11 @@ class Database:
             timeout=min(connect_timeout_s, 5.0),
             # A connection the server dropped (restart, failover) is found and replaced before use.
             check=ConnectionPool.check_connection,
-            reconnect_timeout=3600.0,
+            # The pool's own retries back off exponentially without a cap: after a long outage
+            # they would wait minutes.  So each attempt gives up after a few seconds, and the
+            # next call that needs a connection starts a fresh one (the daemon reconnects as
+            # soon as the server is back).
+            reconnect_timeout=5.0,
             name="memoryd",
             configure=_configure,
         )
@@ -134,7 +138,10 @@ class Database:
         from memoryd.ids import now_ms
 
         try:
-            with self._pool.connection() as conn:
+            # While the server is known to be down, a call fails fast instead of waiting the
+            # pool's full timeout: the caller gets its retryable error at once.
+            wait = 1.0 if self.unreachable_since_ms is not None else None
+            with self._pool.connection(timeout=wait) as conn:
                 with conn.transaction():
                     result = fn(conn, *args)
         except (psycopg.OperationalError, PoolTimeout) as exc:
