@@ -59,9 +59,9 @@ import trio
 # Run as a script: bench/ is on sys.path (its siblings import as top-level modules); so is the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import bench_postgres  # noqa: E402
 import bench_embed  # noqa: E402
 import bench_extraction  # noqa: E402
+import bench_postgres  # noqa: E402
 import bench_store  # noqa: E402
 from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 

@@ -198,6 +198,7 @@ _ADMIN_COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], dict[str, A
     "backup": ("backup", lambda args: {"target": args.path, "force": args.force, "compact": args.compact}),
     "check": ("check", lambda args: {"repair": args.repair, "as_json": args.json}),
     "jobs": ("jobs", lambda args: {"action": args.action, "as_json": args.json}),
+    "migrate": ("migrate", lambda args: {"to": args.to, "url": args.url}),
 }
 
 

@@ -220,7 +220,9 @@ def collect(conn: Conn, now_ms: int) -> dict[str, Any]:
         },
         "backlog": {**job_rows.backlog(conn), "failing": int(failing), "last_error": last_error},
         "extraction": status(conn),
-        "database": {"engine": "postgres", "bytes": int(size)},
+        # The shape of the SQLite backend's (the server's WAL is its own business: 0 here).
+        "database": {"engine": "postgres", "path": "PostgreSQL " + str(conn.info.dbname), "bytes": int(size), "file": int(size), "wal": 0},
+        "pages": {"page_size": 8192, "pages": int(size) // 8192, "free_pages": 0},
         "last_maintenance": None if last is None else msgspec.json.decode(last),
     }
 
