@@ -57,6 +57,18 @@ def build_postgres(url: str, memories: int) -> None:
         store.maintenance.maintain(compact=True)
 
 
+def database_bytes(url: str) -> int:
+    """The memoryd tables' size with their indexes and TOAST (the database's catalog left out)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind = 'r'"
+        ).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
 def search(work: Path, name: str, data: Path, env: dict[str, str] | None, queries: Path, count: int) -> tuple[float, float]:
     with Server.memoryd_daemon(work, name, data, "local", env=env) as daemon:
         report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
@@ -126,6 +138,9 @@ def run(quick: bool = False, results: list[tuple[str, str, str, str]] | None = N
             build_postgres(postgres.url(database), memories)
             pg_build = time.perf_counter() - started
             print(f"  built {label}: sqlite {sqlite_build:.1f} s, postgres {pg_build:.1f} s")
+            total = memories + 1000 + 5  # bench_store.build: alice's, 1000 others', bob's five
+            sqlite_bytes = sum(f.stat().st_size for f in sqlite_data.iterdir() if f.name.startswith("memoryd.db"))
+            row(f"disk per memory at {label} (vectors included)", f"{sqlite_bytes / total:.0f} B", f"{database_bytes(postgres.url(database)) / total:.0f} B")
             s = search(work, f"s{label}", sqlite_data, None, queries_path, queries_count)
             p = search(work, f"p{label}", work / f"pgdata-{label}", postgres.env(database), queries_path, queries_count)
             row(f"search p50 / p99 at {label}", f"{ms(s[0])} / {ms(s[1])}", f"{ms(p[0])} / {ms(p[1])}")
