@@ -482,7 +482,11 @@ class Maintenance:
     async def flush_hits(self) -> int:
         entries = self._store.hits.drain()
         if entries:
-            await self._db.run(rows.write_hits, entries)
+            try:
+                await self._db.run(rows.write_hits, entries)
+            except BaseException:
+                self._store.hits.restore(entries)
+                raise
         return len(entries)
 
     def stats(self) -> dict[str, Any]:

@@ -331,13 +331,13 @@ def health_counts(conn: Conn, now_ms: int) -> dict[str, Any]:
     }
 
 
-def write_hits(conn: Conn, entries: Sequence[tuple[int, int, int]]) -> int:
-    """(rowid, count, last_ms) per memory read by search, list or get."""
+def write_hits(conn: Conn, entries: Sequence[tuple[str, int, int]]) -> int:
+    """(memory id, count, last_ms) per memory read by search, list or get."""
     if not entries:
         return 0
     conn.execute(
         "UPDATE memories AS m SET access_count = m.access_count + h.n, last_access_ms = greatest(coalesce(m.last_access_ms, 0), h.at) "
-        "FROM unnest(%s::bigint[], %s::int[], %s::bigint[]) AS h(rowid, n, at) WHERE m.rowid = h.rowid",
+        "FROM unnest(%s::text[], %s::int[], %s::bigint[]) AS h(id, n, at) WHERE m.id = h.id",
         ([e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]),
     )
     return len(entries)

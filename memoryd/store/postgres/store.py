@@ -67,15 +67,22 @@ class Hits:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: dict[int, tuple[int, int]] = {}
+        self._pending: dict[str, tuple[int, int]] = {}
 
-    def note(self, rowids: Iterable[int], at_ms: int) -> None:
+    def note(self, memory_ids: Iterable[str], at_ms: int) -> None:
         with self._lock:
-            for rowid in rowids:
-                count, _ = self._pending.get(rowid, (0, 0))
-                self._pending[rowid] = (count + 1, at_ms)
+            for memory_id in memory_ids:
+                count, _ = self._pending.get(memory_id, (0, 0))
+                self._pending[memory_id] = (count + 1, at_ms)
 
-    def drain(self) -> list[tuple[int, int, int]]:
+    def restore(self, entries: list[tuple[str, int, int]]) -> None:
+        """Counts whose write failed: kept for the next flush."""
+        with self._lock:
+            for rowid, count, at in entries:
+                pending, last = self._pending.get(rowid, (0, 0))
+                self._pending[rowid] = (pending + count, max(last, at))
+
+    def drain(self) -> list[tuple[str, int, int]]:
         with self._lock:
             pending, self._pending = self._pending, {}
         return [(rowid, count, at) for rowid, (count, at) in pending.items()]
@@ -118,7 +125,9 @@ class Memories:
             searching.annotate(conn, scope, found)
             return found
 
-        return await self._db.run(page)
+        records = await self._db.run(page)
+        self._store.hits.note((record.id for record in records), now)
+        return records
 
     async def search(
         self,
@@ -151,7 +160,9 @@ class Memories:
                     return searching.search(conn, scope, query, limit, None, None, people_focus, now)
             return searching.search(conn, scope, query, limit, unit, generation, people_focus, now)
 
-        return await self._db.run(run)
+        hits = await self._db.run(run)
+        self._store.hits.note((hit.id for hit in hits), now)
+        return hits
 
     async def get(self, scope: Scope, prefix: str) -> MemoryRecord | None:
         now = self._clock()
@@ -161,7 +172,7 @@ class Memories:
             if found is None:
                 return None
             searching.annotate(conn, scope, [found[1]])
-            self._store.hits.note([found[0]], now)
+            self._store.hits.note([found[1].id], now)
             return found[1]
 
         return await self._db.run(one)

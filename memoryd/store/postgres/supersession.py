@@ -271,7 +271,11 @@ class Supersessions:
         return stored
 
     async def history(self, scope: Scope, prefix: str) -> list[MemoryRecord] | None:
-        return await self._db.run(history, scope, prefix, self._clock())
+        now = self._clock()
+        records = await self._db.run(history, scope, prefix, now)
+        if records:
+            self._store.hits.note((record.id for record in records), now)
+        return records
 
     async def claim_jobs(self, limit: int) -> list[SupersedeJob]:
         return await self._db.run(claim_jobs, limit, self._clock(), self._store.owner)
