@@ -154,6 +154,29 @@ async def test_a_notification_wakes_the_other_daemons_workers(two_stores: tuple[
         nursery.cancel_scope.cancel()
 
 
+async def test_changes_elsewhere_name_the_scope_keys_and_people_whose_caches_are_stale(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two_stores
+    seen: set[str] = set()
+    arrived = trio.Event()
+
+    def changed(keys: set[str]) -> None:
+        seen.update(keys)
+        if {"u:alice", "c:team", "people:alice"} <= seen:
+            arrived.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.listen_for_work, lambda: None, changed)
+        record, _ = await first.memories.add(note("My wife Sarah loves jazz"))
+        await first.people.learn("alice", record.id, record.content, [], ("alice",))
+        await first.memories.add(NewMemory(content="team lunch", owner="bob", chat_id="team", shared=True, source="t"))
+        with trio.fail_after(10):
+            await arrived.wait()
+        nursery.cancel_scope.cancel()
+    assert "u:bob" not in seen  # only what changed
+
+
 # -- daemons ---------------------------------------------------------------------------------
 
 

@@ -203,7 +203,11 @@ class Daemon:
                 # work, so these workers need not wait for their next poll.
                 listen_for_work = getattr(store, "listen_for_work", None)
                 if listen_for_work is not None:
-                    await nursery.start(listen_for_work, functools.partial(_wake, services, self.extraction))
+                    await nursery.start(
+                        listen_for_work,
+                        functools.partial(_wake, services, self.extraction),
+                        functools.partial(_changed_elsewhere, services),
+                    )
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.maintenance, config.lifecycle, conversations=store.conversations, extraction=config.extraction
@@ -286,3 +290,14 @@ def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
     if extraction is not None:
         extraction.notify()
     services.supersession_worker.notify()
+
+
+def _changed_elsewhere(services: Any, keys: set[str]) -> None:
+    """Another daemon changed memories under these scope keys, or an owner's people
+    (``people:<owner>``): the caches built from them are out of date."""
+    for key in keys:
+        if key.startswith("people:"):
+            if services.people is not None:
+                services.people.forget_directory(key.removeprefix("people:"))
+        else:
+            services.summaries.note_changed_key(key)

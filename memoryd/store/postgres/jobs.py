@@ -188,6 +188,16 @@ def enqueue_missing(conn: Conn, now_ms: int, *, reset: bool = False) -> int:
     return int(added) + int(reset_count)
 
 
+#: The channel that tells every daemon which scope keys (``u:``/``c:``) or owners' people
+#: (``people:<owner>``) changed, so that their caches of them are rebuilt.
+CHANGES = "memoryd_changes"
+
+
+def changed(conn: Conn, key: str) -> None:
+    """Tell the other daemons ``key`` changed (delivered when this transaction commits)."""
+    conn.execute("SELECT pg_notify(%s, %s)", (CHANGES, key))
+
+
 def notify(conn: Conn) -> None:
     """Wake idle workers of every daemon (delivered when this transaction commits)."""
     conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))

@@ -18,7 +18,7 @@ import psycopg
 import trio
 
 from memoryd.store.postgres.db import Database
-from memoryd.store.postgres.jobs import CHANNEL
+from memoryd.store.postgres.jobs import CHANGES, CHANNEL
 
 log = logging.getLogger("memoryd.store")
 
@@ -26,14 +26,22 @@ RECONNECT_SECONDS = 1.0
 
 
 async def listen_for_work(
-    db: Database, wake: Callable[[], None], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    db: Database,
+    wake: Callable[[], None],
+    changed: Callable[[set[str]], None] | None = None,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """``wake()`` when work was queued; ``changed(keys)`` with the scope keys (and
+    ``people:<owner>``) another daemon changed."""
     started = False
     while True:
         conn: psycopg.Connection[object] | None = None
         try:
             conn = await trio.to_thread.run_sync(lambda: db.connect(autocommit=True))
-            conn.execute(f"LISTEN {CHANNEL}")  # type: ignore[arg-type]  # our own channel name
+            conn.execute(f"LISTEN {CHANNEL}")  # type: ignore[arg-type]  # our own channel names
+            if changed is not None:
+                conn.execute(f"LISTEN {CHANGES}")  # type: ignore[arg-type]
             if not started:
                 task_status.started()
                 started = True
@@ -44,10 +52,16 @@ async def listen_for_work(
                 await trio.lowlevel.wait_readable(pgconn.socket)
                 pgconn.consume_input()
                 woken = False
-                while pgconn.notifies() is not None:
-                    woken = True
+                keys: set[str] = set()
+                while (notification := pgconn.notifies()) is not None:
+                    if notification.relname.decode() == CHANGES:
+                        keys.add(notification.extra.decode())
+                    else:
+                        woken = True
                 if woken:
                     wake()
+                if keys and changed is not None:
+                    changed(keys)
         except (psycopg.OperationalError, psycopg.errors.AdminShutdown, OSError) as exc:
             log.info("store: work notifications interrupted (%s); listening again", type(exc).__name__)
             if not started:

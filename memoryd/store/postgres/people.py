@@ -38,7 +38,13 @@ def _person(row: Sequence[Any]) -> StoredPerson:
 
 
 def lock_owner(conn: Conn, owner: str) -> None:
+    """Serialize changes to one owner's people across daemons (until the transaction ends);
+    the other daemons learn of the change when it commits (their people caches)."""
     conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (personal_key(owner),))
+
+
+def announce(conn: Conn, owner: str) -> None:
+    conn.execute("SELECT pg_notify('memoryd_changes', %s)", (f"people:{owner}",))
 
 
 def people_of(conn: Conn, owner: str) -> list[StoredPerson]:
@@ -142,6 +148,8 @@ def learn(conn: Conn, *, owner: str, memory_rowid: int, content: str, subjects: 
         if person.rowid in dirty:
             save(conn, person, now_ms)
     link(conn, owner, about, memory_rowid)
+    if created or dirty:
+        announce(conn, owner)
     return Learned([p.name for p in about.values()], created or bool(dirty))
 
 
@@ -252,6 +260,7 @@ class People:
             delete(conn, a)
             save(conn, b, now)
             rows.audit(conn, key, b.id, "person_merged", owner, now, {"from": a.id, "into": b.id})
+            announce(conn, owner)
             return Merge(a, b, b)
 
         return await self._db.run(run)
@@ -271,6 +280,7 @@ class People:
                 raise AliasTaken(holder.id)
             if person.add_alias(alias):
                 save(conn, person, now)
+                announce(conn, owner)
             return person
 
         return await self._db.run(run)
@@ -291,6 +301,9 @@ class People:
                            {"chat_id": scope.chat_id, "reason": "forget_person", "person_id": person.id})  # fmt: skip
             if delete_person:
                 delete(conn, person)
+            announce(conn, scope.user_id)
+            for key in scope.visible_keys():
+                conn.execute("SELECT pg_notify('memoryd_changes', %s)", (key,))
             rows.audit(conn, personal_key(scope.user_id), person.id, "person_forgotten", scope.user_id, now,
                        {"memories": len(found), "person_deleted": delete_person, "chat_id": scope.chat_id})  # fmt: skip
             return Forgotten(person, [record.id for _, record in found], delete_person)

@@ -295,6 +295,7 @@ class PostgresStore:
         added = rows.add(conn, new, now)
         if not added.duplicate:
             job_rows.notify(conn)
+            job_rows.changed(conn, new.scope_key)
         self.write_count += 1
         return added
 
@@ -352,12 +353,17 @@ class PostgresStore:
     # -- other daemons ---------------------------------------------------------------------
 
     async def listen_for_work(
-        self, wake: Callable[[], None], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        wake: Callable[[], None],
+        changed: Callable[[set[str]], None] | None = None,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Call ``wake`` whenever any daemon on this database queues background work."""
+        """Call ``wake`` whenever any daemon on this database queues background work, and
+        ``changed`` with the scope keys (and ``people:<owner>``) any daemon changed."""
         from memoryd.store.postgres.listen import listen_for_work
 
-        await listen_for_work(self.db, wake, task_status=task_status)
+        await listen_for_work(self.db, wake, changed, task_status=task_status)
 
     # -- closing ----------------------------------------------------------------------------
 

@@ -96,6 +96,8 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
             conn, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
             owner_names=plan.owner_names, now_ms=now_ms,
         ).changed  # fmt: skip
+    if not deduplicated or stored.superseded:
+        job_rows.changed(conn, new.scope_key)
     stored.short_id = (
         rows.short_ids(conn, scope, [record.id], now_ms)[record.id] if deduplicated else record.id[:MIN_PREFIX_LENGTH]
     )
