@@ -98,8 +98,8 @@ def unused_id(conn: Conn) -> str:
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
 _INSERT = (
     "INSERT INTO memories (scope_key, id, content, owner, chat_id, shared, source, subjects, created_at_ms, "
-    f"updated_at_ms, expires_at_ms, confidence, metadata, content_hash, disclosure, terms, {_PROVENANCE_NAMES}) "
-    f"VALUES ({', '.join(['%s'] * (16 + len(PROVENANCE_COLUMNS)))}) RETURNING rowid"
+    f"updated_at_ms, expires_at_ms, confidence, metadata, content_hash, disclosure, terms, term_freqs, doc_len, "
+    f"{_PROVENANCE_NAMES}) VALUES ({', '.join(['%s'] * (18 + len(PROVENANCE_COLUMNS)))}) RETURNING rowid"
 )
 
 
@@ -129,7 +129,7 @@ def insert(
             _encode(new.metadata).decode(),
             content_hash(new.content),
             code,
-            tokens.document_terms(new.content, new.subjects),
+            *tokens.document_terms(new.content, new.subjects),
             *[getattr(provenance, name) for name in PROVENANCE_COLUMNS],
         ),
     ).fetchone()

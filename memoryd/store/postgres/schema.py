@@ -68,8 +68,11 @@ CREATE TABLE memories (
     access_count integer NOT NULL DEFAULT 0,
     last_access_ms bigint,
     expiry_recorded_ms bigint,
-    -- The keyword index: the distinct porter tokens of content and subjects (tokens.py).
+    -- The keyword index: the distinct porter tokens of content and subjects (tokens.py), each
+    -- one's weighted frequency and the weighted length, BM25's inputs.
     terms text[] NOT NULL,
+    term_freqs real[] NOT NULL,
+    doc_len real NOT NULL,
     PRIMARY KEY (scope_key, rowid),
     UNIQUE (scope_key, id),
     CHECK (NOT shared OR chat_id IS NOT NULL)

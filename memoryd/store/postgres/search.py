@@ -16,10 +16,11 @@ The candidate rules, features and model are the SQLite backend's (``store/rankin
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -48,7 +49,6 @@ COMMON_DOCS = 1000
 RECENT_WINDOW = 5000
 REACH = ranking.WINDOW + 1
 K1, B = 1.2, 0.75
-SUBJECT_WEIGHT = 0.5
 #: The newest memories of the mentioned people that the people retriever ranks.
 RANK_POOL = 200
 
@@ -91,57 +91,61 @@ def measure(conn: Conn, key: str, term_tokens: dict[str, list[str]]) -> tuple[di
     return dict(zip(term_tokens, values[:-1], strict=True)), values[-1]
 
 
-def _bm25(
-    rows: list[tuple[int, str, str]], term_tokens: dict[str, list[str]], present: list[str], docs: int, counts: dict[str, int]
+def _ranked(
+    conn: Conn, scope: Scope, key: str, term_tokens: dict[str, list[str]], depth: int, now_ms: int,
+    counts: dict[str, int], size: int, present: list[str],
 ) -> list[tuple[int, float]]:
-    """FTS5's bm25() over ``rows`` (lower is better, as FTS5's), the scope standing for the table."""
-    if not rows:
-        return []
-    parsed = []
-    total_len = 0.0
-    for rowid, content, subjects in rows:
-        content_tokens = tokens.tokens(content)
-        subject_tokens = [t for s in (_decode(subjects) if subjects and subjects != "[]" else []) for t in tokens.tokens(s)]
-        length = len(content_tokens) + SUBJECT_WEIGHT * len(subject_tokens)
-        total_len += length
-        parsed.append((rowid, content_tokens, subject_tokens, length))
-    avg = max(total_len / len(parsed), 1e-6)
-    idfs = {term: max(1e-6, math.log((max(docs, counts[term]) - counts[term] + 0.5) / (counts[term] + 0.5))) for term in present}
-    scored = []
-    for rowid, content_tokens, subject_tokens, length in parsed:
-        score = 0.0
-        for term in present:
-            first = term_tokens[term][0]
-            tf = content_tokens.count(first) + SUBJECT_WEIGHT * subject_tokens.count(first)
-            if tf:
-                score += idfs[term] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avg))
-        if score > 0:
-            scored.append((rowid, -score))
-    scored.sort(key=lambda hit: (hit[1], -hit[0]))
-    return scored
-
-
-def _matches(conn: Conn, scope: Scope, key: str, wanted: list[list[str]], now_ms: int, limit: int) -> list[tuple[int, str, str]]:
+    """The ``depth`` best visible matches of ``present`` in scope key ``key`` by FTS5's BM25
+    formula, computed by the server from the stored term frequencies (lower is better, as
+    FTS5's), over the scope's newest RECENT_WINDOW matches."""
     where, params = predicate(scope, now_ms=now_ms, key=key)
-    alternatives = " OR ".join("m.terms @> %s" for _ in wanted)
+    # IDF with the scope standing for the table (the counts are capped at COMMON_DOCS: a common
+    # term's IDF is ~0 either way).
+    docs = max(size, *(counts[t] for t in present))
+    idfs = [max(1e-6, math.log((docs - counts[t] + 0.5) / (counts[t] + 0.5))) for t in present]
+    parts = " + ".join(
+        "coalesce(%s * w.term_freqs[array_position(w.terms, %s)] * "
+        f"{K1 + 1} / (w.term_freqs[array_position(w.terms, %s)] + {K1} * ({1 - B} + {B} * w.doc_len / a.avg_len)), 0)"
+        for _ in present
+    )
+    part_params: list[object] = []
+    for idf, term in zip(idfs, present, strict=True):
+        first = term_tokens[term][0]
+        part_params += [idf, first, first]
+    alternatives = " OR ".join("m.terms @> %s" for _ in present)
     rows = conn.execute(
-        f"SELECT m.rowid, m.content, m.subjects FROM memories AS m WHERE {where} AND ({alternatives}) "
-        "ORDER BY m.rowid DESC LIMIT %s",
-        (*params, *wanted, limit),
+        "WITH w AS (SELECT m.rowid, m.terms, m.term_freqs, m.doc_len FROM memories AS m "
+        f"WHERE {where} AND ({alternatives}) ORDER BY m.rowid DESC LIMIT %s), "
+        "a AS (SELECT greatest(avg(doc_len), 1e-6) AS avg_len FROM w) "
+        f"SELECT rowid, score FROM (SELECT w.rowid, ({parts}) AS score FROM w CROSS JOIN a) AS s "
+        "WHERE score > 0 ORDER BY score DESC, rowid DESC LIMIT %s",
+        (*params, *[term_tokens[t] for t in present], RECENT_WINDOW, *part_params, depth),
     ).fetchall()
-    return [(int(r), c, s) for r, c, s in rows]
+    return [(int(rowid), -float(score)) for rowid, score in rows]
 
 
 def _scope_candidates(
     conn: Conn, scope: Scope, key: str, term_tokens: dict[str, list[str]], depth: int, now_ms: int,
     counts: dict[str, int], size: int,
 ) -> list[tuple[int, float]]:
+    """The SQLite backend's plan: with only rare terms (fewer than COMMON_DOCS matches each in
+    the scope), every match is ranked; otherwise the rare terms rank alone (common terms have an
+    IDF near zero, they barely move BM25), and only when they find fewer than ``depth`` do the
+    newest matches of every term follow, after them."""
     present = [t for t in term_tokens if counts.get(t, 0) > 0]
     if not present:
         return []
-    rows = _matches(conn, scope, key, [term_tokens[t] for t in present], now_ms, RECENT_WINDOW)
-    docs = size if size < COMMON_DOCS else max(size, len(rows))
-    return _bm25(rows, term_tokens, present, docs, counts)[:depth]
+    rare = [t for t in present if counts[t] < COMMON_DOCS]
+    if len(rare) == len(present):
+        return _ranked(conn, scope, key, term_tokens, depth, now_ms, counts, size, present)
+    hits = _ranked(conn, scope, key, term_tokens, depth, now_ms, counts, size, rare) if rare else []
+    if len(hits) >= depth:
+        return hits
+    recent = _ranked(conn, scope, key, term_tokens, depth + len(hits), now_ms, counts, size, present)
+    seen = {rowid for rowid, _ in hits}
+    floor = hits[-1][1] if hits else float("-inf")
+    extra = [(rowid, max(score, floor)) for rowid, score in recent if rowid not in seen]
+    return hits + extra[: depth - len(hits)]
 
 
 def keyword_candidates(
@@ -210,23 +214,81 @@ def restrict(conn: Conn, focus: PeopleFocus | None, fused: list[tuple[int, float
 # -- vectors ---------------------------------------------------------------------------------
 
 
+#: A scope key with at least this many vectors is searched through the HNSW index of its
+#: generation (iterative scans, so the scope filter never starves the result); smaller ones
+#: exactly, through the primary key's range of the scope (recall 1.00, and faster there).
+HNSW_FROM = 5000
+#: The HNSW candidates a scan keeps (pgvector's ef_search; iterative scans go past it as needed).
+EF_SEARCH = 100
+
+
+def hnsw_index(generation: int) -> str:
+    return f"memory_vectors_hnsw_{int(generation)}"
+
+
+def _big(conn: Conn, key: str, generation: int) -> bool:
+    (count,) = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memory_vectors WHERE scope_key = %s AND generation = %s LIMIT %s) AS v",
+        (key, generation, HNSW_FROM),
+    ).fetchone() or (0,)
+    return int(count) >= HNSW_FROM
+
+
 def knn(conn: Conn, scope: Scope, unit: npt.NDArray[np.float32], generation: int, k: int, now_ms: int) -> list[tuple[int, float]]:
-    """(rowid, cosine) of the ``k`` nearest visible memories, best first: exact, one branch per key."""
+    """(rowid, cosine) of the ``k`` nearest visible memories, best first: one branch per visible
+    scope key, each with its own ORDER BY ... LIMIT (exact for small keys, HNSW for big ones)."""
+    sql, bindings, approximate = _knn_statement(conn, scope, unit, generation, k, now_ms)
+    with _index_scans(conn, approximate, k):
+        rows = conn.execute(sql, bindings).fetchall()
+    return [(int(rowid), 1.0 - float(distance)) for rowid, distance in rows]
+
+
+def explain_knn(conn: Conn, scope: Scope, unit: npt.NDArray[np.float32], generation: int, k: int, now_ms: int) -> str:
+    """The plan ``knn`` runs (tests check the big scopes' branch uses the HNSW index)."""
+    sql, bindings, approximate = _knn_statement(conn, scope, unit, generation, k, now_ms)
+    with _index_scans(conn, approximate, k):
+        return "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, bindings))  # type: ignore[operator]
+
+
+def _knn_statement(
+    conn: Conn, scope: Scope, unit: npt.NDArray[np.float32], generation: int, k: int, now_ms: int
+) -> tuple[str, tuple[object, ...], bool]:
     selects: list[str] = []
     bindings: list[object] = []
+    approximate = False
     for key in scope.visible_keys():
         where, params = predicate(scope, now_ms=now_ms, key=key)
+        distance = "v.embedding <=> %s"
+        if _big(conn, key, generation):
+            # The index's own expression (the vector cast to its length), so the planner can use it.
+            distance = f"v.embedding::vector({unit.size}) <=> %s::vector({unit.size})"
+            approximate = True
         selects.append(
-            "(SELECT v.rowid, v.embedding <=> %s AS distance FROM memory_vectors AS v JOIN memories AS m "
+            f"(SELECT v.rowid, {distance} AS distance FROM memory_vectors AS v JOIN memories AS m "
             "ON m.scope_key = v.scope_key AND m.rowid = v.rowid "
-            f"WHERE v.scope_key = %s AND v.generation = %s AND {where} ORDER BY distance LIMIT %s)"
+            f"WHERE v.scope_key = %s AND v.generation = {int(generation)} AND {where} ORDER BY distance LIMIT %s)"
         )
-        bindings += [unit, key, generation, *params, k]
-    rows = conn.execute(
-        f"SELECT rowid, distance FROM ({' UNION ALL '.join(selects)}) AS near ORDER BY distance, rowid DESC LIMIT %s",
-        (*bindings, k),
-    )
-    return [(int(rowid), 1.0 - float(distance)) for rowid, distance in rows]
+        bindings += [unit, key, *params, k]
+    sql = f"SELECT rowid, distance FROM ({' UNION ALL '.join(selects)}) AS near ORDER BY distance, rowid DESC LIMIT %s"
+    return sql, (*bindings, k), approximate
+
+
+@contextlib.contextmanager
+def _index_scans(conn: Conn, approximate: bool, k: int) -> Iterator[None]:
+    """For a big scope's branch: iterative HNSW scans (the scope filter never starves the
+    result; pgvector 0.8), and no sort of the scope's rows instead of the index (the planner
+    underestimates the index's selectivity on a filtered scan); as before for the rest of the
+    transaction."""
+    if not approximate:
+        yield
+        return
+    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, min(k, 1000))}")  # type: ignore[arg-type]
+    conn.execute("SET LOCAL enable_sort = off")
+    try:
+        yield
+    finally:
+        conn.execute("SET LOCAL enable_sort = on")
 
 
 def cosines_for(conn: Conn, rowids: Sequence[int], unit: npt.NDArray[np.float32], generation: int) -> dict[int, float]:

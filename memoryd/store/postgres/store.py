@@ -332,6 +332,17 @@ class PostgresStore:
             _put(conn, "reindex_model", None)
             _put(conn, "reindex_dim", None)
             conn.execute("DELETE FROM memory_vectors WHERE generation <> %s", (space.generation,))
+            for (old,) in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors' AND indexname LIKE 'memory_vectors_hnsw_%%' "
+                "AND schemaname = current_schema()"
+            ).fetchall():
+                conn.execute(f"DROP INDEX IF EXISTS {old}")  # type: ignore[arg-type]  # our own index names
+            # The big scopes' ANN index (searching.HNSW_FROM): partial on this generation, over
+            # the vectors cast to their length (the column itself has none).
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {searching.hnsw_index(space.generation)} ON memory_vectors "  # type: ignore[arg-type]
+                f"USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) WHERE generation = {int(space.generation)}"
+            )
             queued = job_rows.enqueue_missing(conn, now, reset=True)
             return space, True, queued
 

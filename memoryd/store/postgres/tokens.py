@@ -38,9 +38,24 @@ def tokens(text: str) -> list[str]:
     return found
 
 
-def document_terms(content: str, subjects: Iterable[str]) -> list[str]:
-    """The distinct tokens of a memory's content and subjects (the ``terms`` column)."""
-    return sorted({*tokens(content), *(token for subject in subjects for token in tokens(subject))})
+#: BM25's weight of a subject's tokens next to the content's (FTS5's column weights 1.0, 0.5).
+SUBJECT_WEIGHT = 0.5
+
+
+def document_terms(content: str, subjects: Iterable[str]) -> tuple[list[str], list[float], float]:
+    """A memory's keyword index entry: its distinct tokens (the ``terms`` column), each one's
+    weighted frequency (``term_freqs``, subjects counting half), and the weighted length."""
+    weights: dict[str, float] = {}
+    length = 0.0
+    for token in tokens(content):
+        weights[token] = weights.get(token, 0.0) + 1.0
+        length += 1.0
+    for subject in subjects:
+        for token in tokens(subject):
+            weights[token] = weights.get(token, 0.0) + SUBJECT_WEIGHT
+            length += SUBJECT_WEIGHT
+    terms = sorted(weights)
+    return terms, [weights[term] for term in terms], length
 
 
 def query_tokens(term: str) -> list[str]:
