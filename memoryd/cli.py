@@ -175,6 +175,10 @@ def _redacted(config: Config) -> dict[str, Any]:
             data[section]["api_key"] = "***"
     if data["auth"].get("token_secret"):
         data["auth"]["token_secret"] = "***"
+    if data["storage"].get("url"):
+        from memoryd.store.connection_urls import redacted
+
+        data["storage"]["url"] = redacted(data["storage"]["url"])
     data["effective"] = {"socket": str(config.socket_path), "database": str(config.db_path)}
     return data
 

@@ -59,3 +59,22 @@ def test_the_password_comes_from_a_file(tmp_path: Path) -> None:
     assert password_from("") is None
     with pytest.raises(StoreRefused, match="password_file"):
         password_from(str(tmp_path / "missing"))
+
+
+def test_memoryd_config_never_prints_the_database_password(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import json
+    import os
+
+    from memoryd.cli import main
+
+    for name in [name for name in os.environ if name.startswith("MEMORYD_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMORYD_STORAGE_BACKEND", "postgres")
+    monkeypatch.setenv("MEMORYD_STORAGE_URL", "postgresql://memoryd:pg-secret-42@db.internal/memoryd?sslmode=verify-full")
+    monkeypatch.setenv("MEMORYD_DATA_DIR", str(tmp_path))
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    assert "pg-secret-42" not in out
+    assert json.loads(out)["storage"]["url"] == "postgresql://memoryd:***@db.internal/memoryd?sslmode=verify-full"

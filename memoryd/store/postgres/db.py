@@ -26,6 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memoryd.errors import StoreError, StoreRefused, StoreUnreachable
+from memoryd.store.connection_urls import redacted
 from memoryd.store.storage_state import OK, Condition
 
 log = logging.getLogger("memoryd.store")
@@ -36,12 +37,6 @@ T = TypeVar("T")
 #: Oldest server and pgvector this backend runs on.
 MIN_SERVER = 15
 MIN_VECTOR = (0, 8)
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, for logs and messages."""
-    url = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-    return re.sub(r"(password=)[^&\s]*", r"\1***", url)
 
 
 def password_from(password_file: str) -> str | None:
