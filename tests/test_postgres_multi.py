@@ -10,6 +10,7 @@ and was closed without finishing, and "the lease ran out" is the clock moved pas
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -290,3 +291,50 @@ async def test_calls_on_a_store_whose_server_is_down_raise_the_retryable_error(u
         assert store.condition.state == "ok"
     finally:
         store.close()
+
+
+async def test_a_daemon_killed_mid_embedding_loses_nothing_and_another_finishes_its_jobs(
+    url: str, short_tmp: Path, daemon_process: Any, nursery: trio.Nursery
+) -> None:
+    import signal
+
+    import psycopg
+
+    from tests.fake_backends import FakeBackend, Reply
+
+    with FakeBackend("openai") as fake:
+        # Memories waiting for their vectors (in the model's space the daemons will use).
+        with PostgresStore(url, pool_size=1) as store:
+            store.configure_vector_space("openai:fake-embed", 8)
+            store.memories.add_many(note(f"harbour note {i}") for i in range(3))
+        # The first daemon's dimension probe is answered; every embedding after it hangs.
+        fake.script.extend([Reply(), *[Reply(delay=120.0)] * 20])
+        embed_env = {
+            "MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url,
+            "MEMORYD_EMBED_URL": fake.url, "MEMORYD_EMBED_MODEL": "fake-embed",
+            "MEMORYD_EMBED_RETRIES": "0", "MEMORYD_EMBED_TIMEOUT": "120",
+        }  # fmt: skip
+        first = daemon_process("--embedder", "openai", env=embed_env).start()
+        with psycopg.connect(url, autocommit=True) as conn:
+            with trio.fail_after(20):  # the first daemon's backfill holds the jobs, mid-embedding
+                while (conn.execute("SELECT count(*) FROM jobs WHERE lease_owner IS NOT NULL").fetchone() or (0,))[0] < 3:
+                    await trio.sleep(0.05)
+            first.stop(signal.SIGKILL)
+            # Nothing is lost: the jobs are still there, leased to the dead daemon.
+            assert (conn.execute("SELECT count(*) FROM jobs WHERE kind = 'embed'").fetchone() or (0,))[0] == 3
+            # The lease runs out (ten minutes pass: the test moves the leases, not the clock).
+            conn.execute("UPDATE jobs SET leased_until_ms = 0 WHERE lease_owner IS NOT NULL")
+        fake.script.clear()
+        second = Daemon(make_config(
+            short_tmp / "second", embedder="openai", storage={"backend": "postgres", "url": url},
+            embed={"url": fake.url, "model": "fake-embed", "retries": 0, "timeout": 5.0},
+        ))  # fmt: skip
+        (short_tmp / "second").mkdir()
+        await nursery.start(second.run)
+        peer = await NdjsonPeer.connect(second.config.socket_path)
+        with trio.fail_after(30):
+            while (await peer.call("system.health", {}))["result"]["backlog"].get("embed", 0):
+                await trio.sleep(0.1)
+        with psycopg.connect(url) as conn:
+            assert (conn.execute("SELECT count(*) FROM memory_vectors").fetchone() or (0,))[0] == 3
+        second.request_stop()
