@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -10,8 +10,8 @@ and was closed without finishing, and "the lease ran out" is the clock moved pas
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio

@@ -13,7 +13,13 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from memoryd.store.conversation_records import ExtractionJob, Learned, SessionContext, SessionRef, StoredMessage
+from memoryd.store.conversation_records import (
+    ExtractionJob,
+    Learned,
+    SessionContext,
+    SessionRef,
+    StoredMessage,
+)
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import supersession

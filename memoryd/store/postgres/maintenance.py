@@ -19,27 +19,30 @@ import psycopg
 from memoryd.ids import DAY_MS, iso_from_ms, ms_from_iso
 from memoryd.knowledge import attribute_keys, normalise_name
 from memoryd.store.admin_records import (
+    FORMAT,
     MEMORY_STATES,
+    VERSION,
     EvictionReport,
     ExportHeader,
-    FORMAT,
     Finding,
     GcReport,
     ImportReport,
     MemoryLine,
     PeopleReport,
     PersonLine,
-    VERSION,
 )
 from memoryd.store.interfaces.maintenance import MaintenanceReport
 from memoryd.store.people_records import StoredPerson
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
-from memoryd.store.postgres import people
-from memoryd.store.postgres import schema
-from memoryd.store.postgres import tokens
+from memoryd.store.postgres import people, schema
 from memoryd.store.records import PROVENANCE_COLUMNS, NewMemory, Provenance
-from memoryd.store.visibility import PERSONAL_PREFIX, Disclosure, key_for, kind_of_key, scope_kind
+from memoryd.store.visibility import (
+    PERSONAL_PREFIX,
+    key_for,
+    kind_of_key,
+    scope_kind,
+)
 
 Conn = psycopg.Connection[Any]
 BATCH = 500

@@ -18,7 +18,13 @@ from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
 from memoryd.ids import MIN_PREFIX_LENGTH, new_id
 from memoryd.store.postgres import tokens
 from memoryd.store.postgres.visibility import live, predicate
-from memoryd.store.records import NO_PROVENANCE, PROVENANCE_COLUMNS, MemoryRecord, NewMemory, record_from_row
+from memoryd.store.records import (
+    NO_PROVENANCE,
+    PROVENANCE_COLUMNS,
+    MemoryRecord,
+    NewMemory,
+    record_from_row,
+)
 from memoryd.store.visibility import Disclosure, Scope
 
 Conn = psycopg.Connection[Any]

@@ -16,9 +16,21 @@ import msgspec
 import psycopg
 
 from memoryd.ids import is_id_prefix, new_ulid
-from memoryd.knowledge import MentionFinder, merge_target, normalise_name, parse_relationships, resolve_person
+from memoryd.knowledge import (
+    MentionFinder,
+    merge_target,
+    normalise_name,
+    parse_relationships,
+    resolve_person,
+)
 from memoryd.knowledge.people import is_relationship_phrase
-from memoryd.store.people_records import AliasTaken, Forgotten, Merge, StoredPerson, SummaryMaterial
+from memoryd.store.people_records import (
+    AliasTaken,
+    Forgotten,
+    Merge,
+    StoredPerson,
+    SummaryMaterial,
+)
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres.search import annotate
 from memoryd.store.postgres.visibility import predicate

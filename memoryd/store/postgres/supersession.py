@@ -21,7 +21,13 @@ from memoryd.store.postgres import people
 from memoryd.store.postgres.search import knn
 from memoryd.store.postgres.visibility import live, predicate
 from memoryd.store.records import MemoryRecord, NewMemory
-from memoryd.store.supersession_records import NOT_VISIBLE, Plan, Ruling, Stored, SupersedeJob
+from memoryd.store.supersession_records import (
+    NOT_VISIBLE,
+    Plan,
+    Ruling,
+    Stored,
+    SupersedeJob,
+)
 from memoryd.store.visibility import Scope, kind_of_key
 
 Conn = psycopg.Connection[Any]
