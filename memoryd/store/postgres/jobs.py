@@ -198,6 +198,10 @@ def changed(conn: Conn, key: str) -> None:
     conn.execute("SELECT pg_notify(%s, %s)", (CHANGES, key))
 
 
-def notify(conn: Conn) -> None:
-    """Wake idle workers of every daemon (delivered when this transaction commits)."""
-    conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+def notify(conn: Conn, *, changed: str | None = None) -> None:
+    """Wake idle workers of every daemon (delivered when this transaction commits); with
+    ``changed``, also tell them that scope key changed (one statement for both)."""
+    if changed is None:
+        conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+    else:
+        conn.execute("SELECT pg_notify(%s, ''), pg_notify(%s, %s)", (CHANNEL, CHANGES, changed))

@@ -103,9 +103,9 @@ def unused_id(conn: Conn) -> str:
 
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
 _INSERT = (
-    "INSERT INTO memories (scope_key, id, content, owner, chat_id, shared, source, subjects, created_at_ms, "
+    "INSERT INTO memories AS m (scope_key, id, content, owner, chat_id, shared, source, subjects, created_at_ms, "
     f"updated_at_ms, expires_at_ms, confidence, metadata, content_hash, disclosure, terms, term_freqs, doc_len, "
-    f"{_PROVENANCE_NAMES}) VALUES ({', '.join(['%s'] * (18 + len(PROVENANCE_COLUMNS)))}) RETURNING rowid"
+    f"{_PROVENANCE_NAMES}) VALUES ({', '.join(['%s'] * (18 + len(PROVENANCE_COLUMNS)))}) RETURNING {RECORD_COLUMNS}"
 )
 
 
@@ -114,6 +114,15 @@ def insert(
     queue_embed: bool = True,
 ) -> tuple[int, str]:
     """Insert one memory (no dedupe) and queue its embedding; (rowid, id)."""
+    record = insert_record(conn, new, now_ms, memory_id=memory_id, created_at_ms=created_at_ms, queue_embed=queue_embed)
+    return record[0], record[1].id
+
+
+def insert_record(
+    conn: Conn, new: NewMemory, now_ms: int, *, memory_id: str | None = None, created_at_ms: int | None = None,
+    queue_embed: bool = True,
+) -> tuple[int, MemoryRecord]:
+    """``insert``, with the stored record (read back by the INSERT itself)."""
     memory_id = memory_id or unused_id(conn)
     provenance = new.provenance or NO_PROVENANCE
     code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
@@ -141,9 +150,15 @@ def insert(
     ).fetchone()
     assert row is not None
     rowid = int(row[0])
-    if queue_embed and vector_generation(conn) is not None:
-        enqueue(conn, new.scope_key, EMBED, rowid, now_ms)
-    return rowid, memory_id
+    if queue_embed:
+        # Only once a vector space exists (until then there is nothing to embed into).
+        conn.execute(
+            "INSERT INTO jobs (scope_key, kind, memory_rowid, due_at_ms, created_at_ms) "
+            "SELECT %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM meta WHERE key = 'vector_generation') "
+            "ON CONFLICT (scope_key, kind, memory_rowid) DO NOTHING",
+            (new.scope_key, EMBED, rowid, now_ms, now_ms),
+        )
+    return rowid, record(row)
 
 
 def enqueue(conn: Conn, scope_key: str, kind: str, rowid: int, now_ms: int) -> None:
@@ -174,8 +189,8 @@ def add(conn: Conn, new: NewMemory, now_ms: int) -> Added:
             (now_ms, new.scope_key, existing.id),
         ).fetchone() or (0,)
         return Added(int(rowid), existing, True)
-    rowid, _ = insert(conn, new, now_ms)
-    return Added(rowid, fetch(conn, rowid), False)
+    rowid, stored = insert_record(conn, new, now_ms)
+    return Added(rowid, stored, False)
 
 
 def insert_many(conn: Conn, news: Iterable[NewMemory], now_ms: int) -> int:

@@ -294,8 +294,7 @@ class PostgresStore:
         lock_scope(conn, new.scope_key)
         added = rows.add(conn, new, now)
         if not added.duplicate:
-            job_rows.notify(conn)
-            job_rows.changed(conn, new.scope_key)
+            job_rows.notify(conn, changed=new.scope_key)
         self.write_count += 1
         return added
 
