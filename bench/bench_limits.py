@@ -1,11 +1,11 @@
-"""The daemon's memory under the attacks of issue 8, item 2: RSS idle, then during each attack.
+"""The daemon's memory under attack: RSS idle, then during each attack.
 
     python bench/bench_limits.py                    # this checkout
     python bench/bench_limits.py --repo /tmp/main   # another checkout (e.g. `git archive main`)
 
 Attacks, each on a fresh daemon (embedder none) holding 300 memories of ~3 KB, one user:
   batch2000  4 batches of 2,000 memory.search (~30 KB reply each) pipelined on one connection
-             that never reads its replies (the issue's 61 MB-per-reply case)
+             that never reads its replies (61 MB per reply before replies were bounded)
   batch1000  the same with 1,000 calls per batch (under max_batch_calls: bounded by max_reply_bytes)
   frames     400 connections, each holding an unterminated frame of ~1 MiB
 

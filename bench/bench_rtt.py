@@ -15,7 +15,7 @@ load, so it is printed next to it, and so are the times per call the server went
 ``--placements``: ``free`` leaves the processes where the kernel puts them (as in use); ``same``
 pins the server (every thread) and the client to CPU 0, ``cross`` the server to CPU 1 and the
 client to CPU 0.  With one client, which of the two the kernel happens to choose moves the round
-trip more than anything a server does (README "Wave 5 (`rtt`)"): a server that sleeps between
+trip more than anything a server does (bench_rtt --placement shows it): a server that sleeps between
 calls pays a wake-up across cores on every call in ``cross``.
 """
 
@@ -104,7 +104,7 @@ def main() -> None:
             servers = {label: stack.enter_context(fresh(label, round_)) for label in labels}
             for placement in placements:
                 cpus = PLACEMENTS[placement]
-                for label, server in servers.items():
+                for server in servers.values():
                     pin_server(server.pid, cpus[0] if cpus else everywhere)
                 # The load generator inherits this process's CPUs.
                 os.sched_setaffinity(0, cpus[1] if cpus else everywhere)

@@ -2,7 +2,7 @@
 
 - BM25: memoryd's keyword retriever alone (FTS5, porter, stopwords dropped);
 - dense: exact cosine of the local model's query vector with every stored vector of the user;
-- RRF: reciprocal rank fusion (k=60) of the top 50 of each, memoryd's ranking before issue 12;
+- RRF: reciprocal rank fusion (k=60) of the top 50 of each, memoryd's ranking before its ranking model (store/ranking.py);
 - memoryd (in-process): ``memoryd.store.sqlite.search.search.search`` on the same file with the same query
   vectors, which should match the socket row (it is what lets ranking work iterate in seconds).
 """

@@ -10,7 +10,7 @@ session_any@10 and MRR, overall and per category, and the search latency p50/p95
 
 ``--compare`` adds reference rows computed in-process over the same database file after the
 daemon stopped: memoryd's own keyword retriever alone (BM25), its vector retriever alone (dense,
-exact cosine) and plain RRF (k=60) of their top 50, the fusion memoryd shipped before issue 12.
+exact cosine) and plain RRF (k=60) of their top 50, the fusion memoryd used before its ranking model.
 ``--keep DIR`` keeps the database (and the query vectors) there for later in-process runs.
 
 The data (CC BY-NC 4.0) stays outside the repository; ``--data`` defaults to

@@ -2,8 +2,8 @@
 
     python bench/rtt_instructions.py [--base OTHER_CHECKOUT] [--calls 1000] [--framings lines,prefix]
 
-Wall clock on a shared 2-core machine moves 2x between runs of the same code (README, "Issue 13,
-target 4": a process's placement and its neighbours), and so does CPU time; the count of
+Wall clock on a shared 2-core machine moves 2x between runs of the same code (a process's placement
+and its neighbours), and so does CPU time; the count of
 instructions the server runs per call does not (within ~1 %).  Each server runs under
 ``valgrind --tool=callgrind --instr-atstart=no``; after a warm-up, counting is switched on for
 ``--calls`` sequential calls of one lean client (bench/loadgen.py) and off again.

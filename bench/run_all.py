@@ -19,11 +19,14 @@ Sections:
   startup  process start to first answered call, median of several starts, local and none
   extract  memory.observe vs memory.add throughput; extraction pipeline overhead per fact beyond
            the LLM's own time (fake LLM on loopback answering at once), see bench_extraction.py
-  embed    the local model in-process: onnxruntime and numpy side by side, interleaved with
+  embed    the local model in-process (onnxruntime), interleaved call by call with
            sentence-transformers when /tmp/st-venv exists (see bench_embed.py): load, one query,
            batches, the backfill's rate
   postgres the PostgreSQL backend next to SQLite: search p50 at 10k/100k, memory.add/s with one and
            two daemons on one database, start to ready (bench_postgres.py; needs the test extra)
+  relevance  the fact-style set of bench/data/relevance through a daemon with the local model:
+           search top-1, the right fact in memory.context, unanswerable questions with a memory
+           injected, against their targets; then the LoCoMo dev figures (bench/relevance.py)
   1m       (only with --1m) a million memories in alice's scope: bytes on disk per memory, the
            in-process FTS / vector / hybrid search (wall and CPU time), and the daemon's VmRSS
            with the local model after searches through the socket
@@ -63,11 +66,12 @@ import bench_embed  # noqa: E402
 import bench_extraction  # noqa: E402
 import bench_postgres  # noqa: E402
 import bench_store  # noqa: E402
+import relevance  # noqa: E402
 from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 
 from memoryd.store.sqlite import Store  # noqa: E402
 
-SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "postgres")
+SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "relevance", "postgres")
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,7 @@ def bench_add(bench: Bench) -> None:
                      verdict(rate >= 300) if embedder == "local" else "")  # fmt: skip
         if embedder == "local":
             # An add embeds its own text only when the embedder is idle; the rest are acknowledged
-            # with embedded: false and the backfill batches them (issue 13, target 5).
+            # with embedded: false and the backfill batches them.
             total = (per_client + 2) * CLIENTS
             embedded_rate = total / (float(report["wall"]) + drain)
             print(f"    {report['embedded']}/{len(report['latencies'])} replies embedded: true; backlog "
@@ -362,7 +366,7 @@ def bench_rss(bench: Bench) -> None:
                          f"{searched['VmRSS'] / 1024:.0f} MiB (anon {searched['RssAnon'] / 1024:.0f}, "
                          f"file {searched['RssFile'] / 1024:.0f} over {searched['db_maps']} maps; "
                          f"Pss {searched['Pss'] / 1024:.0f}); at ready {at_ready['VmRSS'] / 1024:.0f}",
-                         "<= 300 MB (issue 13)", verdict(rss * 1024 <= 300e6))  # fmt: skip
+                         "<= 300 MB", verdict(rss * 1024 <= 300e6))  # fmt: skip
 
 
 # -- a million memories ------------------------------------------------------------------------
@@ -441,14 +445,14 @@ def bench_startup(bench: Bench) -> None:
             median = statistics.median(seconds)
             print(f"  store {store_label:>5}, --embedder {embedder:5}: median {median:.2f} s "
                   f"(min {min(seconds):.2f}, max {max(seconds):.2f})")  # fmt: skip
-            limit = 1.0 if data != stores["empty"] else 2.0  # issue 13: <= 1 s with the big store
+            limit = 1.0 if data != stores["empty"] else 2.0  # target: <= 1 s with the big store
             bench.result(f"start to ready, {store_label} store, embedder {embedder}", f"{median:.2f} s (median)",
                          f"<= {limit:.0f} s", verdict(median <= limit))  # fmt: skip
 
 
 RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
-           "extract": bench_extraction.run, "embed": bench_embed.run, "1m": bench_million,
-           "postgres": lambda bench: bench_postgres.run(bench.sizes is QUICK, bench.results)}
+           "extract": bench_extraction.run, "embed": bench_embed.run, "relevance": relevance.run,
+           "1m": bench_million, "postgres": lambda bench: bench_postgres.run(bench.sizes is QUICK, bench.results)}
 
 
 def parse_only(value: str) -> list[str]:
@@ -466,7 +470,7 @@ def main() -> None:
                         help=f"run only these sections ({', '.join(SECTIONS)})")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (stores, daemon logs)")
     parser.add_argument("--1m", dest="million", action="store_true",
-                        help="only the million-memory section (issue 13, target 3)")  # fmt: skip
+                        help="only the million-memory section")  # fmt: skip
     parser.add_argument("--1m-store", dest="million_store", type=Path, metavar="DIR",
                         help="with --1m: a data dir whose memoryd.db holds the million (kept from an earlier "
                              "--keep run) instead of building one")  # fmt: skip

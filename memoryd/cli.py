@@ -131,6 +131,7 @@ def _reindex(config: Config, args: argparse.Namespace) -> int:
 
 def _token(config: Config, args: argparse.Namespace) -> int:
     from memoryd.auth.tokens import load_token_secret, mint_token, parse_ttl
+    from memoryd_client.identifiers import identifier_problem
 
     try:
         ttl = parse_ttl(args.ttl)
@@ -145,9 +146,11 @@ def _token(config: Config, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if not args.user.strip() or (args.chat is not None and not args.chat.strip()):
-        print("memoryd: --user and --chat must not be empty", file=sys.stderr)
-        return EXIT_USAGE
+    for flag, value in (("--user", args.user), ("--chat", args.chat)):
+        problem = None if value is None else identifier_problem(value)
+        if problem is not None:
+            print(f"memoryd: {flag} {problem} (see the identifier rule in docs/security.md)", file=sys.stderr)
+            return EXIT_USAGE
     if config.auth.mode != "token":
         print('memoryd: note: auth.mode is "trust", so the daemon does not check tokens', file=sys.stderr)
     routing = {
@@ -179,6 +182,9 @@ def _redacted(config: Config) -> dict[str, Any]:
         from memoryd.store.connection_urls import redacted
 
         data["storage"]["url"] = redacted(data["storage"]["url"])
+    # The paths actually used, not the empty "use the default" the file may hold.
+    data["socket"] = str(config.socket_path)
+    data["data_dir"] = str(config.data_path)
     data["effective"] = {"socket": str(config.socket_path), "database": str(config.db_path)}
     return data
 

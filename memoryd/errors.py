@@ -26,7 +26,8 @@ without one), anything else as -32603 with a log line.
     ├── ConfigError              bad configuration: start-up stops, naming the key
     ├── StartupError             e.g. a live daemon already holds the socket (exit status 1)
     │   ├── StorageUnusable      the data dir or database cannot be created, opened or written (3)
-    │   └── StoreRefused         the database is damaged or suspiciously empty: not served (4)
+    │   ├── StoreRefused         the database is damaged or suspiciously empty: not served (4)
+    │   └── UnsupportedSqliteVec the installed sqlite-vec is outside the supported versions (5)
     ├── StoreError               the database refused something
     │   ├── StoreBusy            the database stayed locked past busy_timeout (callers: Unavailable)
     │   ├── StoreUnreachable     the database server is down or unreachable (callers: Unavailable)
@@ -186,6 +187,13 @@ class StoreRefused(StartupError):
     where a store was expected: serving it could lose or hide memories."""
 
     exit_status = 4
+
+
+class UnsupportedSqliteVec(StartupError):
+    """The installed sqlite-vec is outside the versions this memoryd supports
+    (``store/sqlite/vec_support.py``): a restart cannot mend it, installing a supported version can."""
+
+    exit_status = 5
 
 
 class StoreError(MemorydError):

@@ -12,7 +12,7 @@ def release_free_heap() -> None:
 
     glibc keeps what a thread freed inside its arena for the next allocation, and only the
     top of the main heap is returned by itself: after a burst of searches from 4 reader
-    threads, or after the model load (the numpy copy of the weights, dropped once onnxruntime
+    threads, or after the model load (the prepared copy of the weights, dropped once onnxruntime
     holds its own: +148 MB RSS after load, +103 MB after this), the pages stay resident.
     Costs ~7 ms when there is much to return, ~0.5 ms when there is not.
     """

@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ID_LENGTH = 26
@@ -82,7 +82,7 @@ def is_id_prefix(text: str) -> bool:
 def iso_from_ms(ms: int | None) -> str | None:
     if ms is None:
         return None
-    stamp = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 

@@ -11,7 +11,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import msgspec
 import pytest
@@ -117,7 +118,10 @@ class DaemonProcess:
         ]
         if "--embedder" not in extra_args:
             self.args += ["--embedder", "none"]
-        self.env = {**os.environ, **(env or {})}
+        # The caller's MEMORYD_* variables are not inherited: an unknown one stops the daemon,
+        # and a developer's own settings must not change what a test sees.
+        clean = {key: value for key, value in os.environ.items() if not key.startswith("MEMORYD_")}
+        self.env = {**clean, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> DaemonProcess:

@@ -106,3 +106,24 @@ def reading(path: Path, busy_timeout_ms: int = 30_000) -> Iterator[apsw.Connecti
         yield db
     finally:
         db.close()
+
+
+def back_to_schema_12(path: Path, rescoring_copy: Callable[[int, bytes], bytes] = lambda rowid, fine: fine) -> None:
+    """The store's vectors as schemas m007-m012 kept them, written out here rather than taken
+    from the migrations: no ``vector_copies``, the rescoring copy (``rescoring_copy(rowid,
+    6-bit copy)``) an auxiliary column of the vec0 table.  user_version is left to the caller."""
+    rows = sql(
+        path,
+        "SELECT v.memory_rowid, v.scope_key, v.expires_at, v.disclosure, v.learned_chat, c.coarse, c.fine "
+        "FROM vec_g1 AS v JOIN vector_copies AS c ON c.memory_rowid = v.memory_rowid",
+    )
+    bits = 8 * len(rows[0][5]) if rows else 8
+    sql(path, "DROP TABLE vec_g1")
+    sql(path, "DROP TABLE vector_copies")
+    sql(path, "CREATE VIRTUAL TABLE vec_g1 USING vec0 (memory_rowid INTEGER PRIMARY KEY, scope_key TEXT PARTITION KEY, "
+              f"expires_at INTEGER, disclosure INTEGER, learned_chat TEXT, coarse BIT[{bits}], +embedding BLOB, "
+              "chunk_size = 512)")  # fmt: skip
+    for rowid, scope_key, expires_at, disclosure, chat, coarse, fine in rows:
+        sql(path, "INSERT INTO vec_g1 (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, embedding) "
+                  "VALUES (?, ?, ?, ?, ?, vec_bit(?), ?)",
+            (rowid, scope_key, expires_at, disclosure, chat, coarse, rescoring_copy(rowid, fine)))  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +99,11 @@ async def test_stats_prints_a_readable_table(tmp_path: Path) -> None:
 
 
 def test_admin_commands_on_a_missing_database_fail_without_creating_one(tmp_path: Path) -> None:
-    for command in (["stats"], ["gc"], ["export"], ["check"], ["backup", str(tmp_path / "copy.db")]):
-        done = memoryd(*command, data_dir=tmp_path / "nowhere")
+    commands = (["stats"], ["gc"], ["export"], ["check"], ["backup", str(tmp_path / "copy.db")])
+    # The processes run side by side: each only looks for the file and gives up.
+    with ThreadPoolExecutor(len(commands)) as pool:
+        results = list(pool.map(lambda command: memoryd(*command, data_dir=tmp_path / "nowhere"), commands))
+    for command, done in zip(commands, results, strict=True):
         assert done.returncode == 1, command
         assert "no database at" in done.stderr.decode()
     assert not (tmp_path / "nowhere").exists()
@@ -343,8 +347,8 @@ async def test_check_finds_index_damage_and_repair_fixes_it(tmp_path: Path) -> N
         # And leave a vector behind for the deleted memory.
         deleted_rowid = db.execute("SELECT rowid FROM memories WHERE id = ?", (ids["deleted"],)).fetchone()[0]
         db.execute(
-            "INSERT INTO vec_g1 (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, embedding) "
-            "VALUES (?, 'u:alice', 1, 0, '', vec_bit(x'f0'), zeroblob(8))",
+            "INSERT INTO vec_g1 (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse) "
+            "VALUES (?, 'u:alice', 1, 0, '', vec_bit(x'f0'))",
             (deleted_rowid,),
         )
     db.close()

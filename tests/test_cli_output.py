@@ -167,8 +167,8 @@ async def test_rpc_errors_exit_1_with_the_message(cli: Cli) -> None:
     done = await cli("search", " ")
     assert done.returncode == 1 and done.stdout == b""
     assert done.stderr.decode() == "Error: Invalid params: query: must not be empty\n"
-    done = await cli("list", "-n", "5000")
-    assert done.returncode == 1 and done.stderr.decode().startswith("Error: Invalid params: limit:")
+    done = await cli("add", "")
+    assert done.returncode == 1 and done.stderr.decode().startswith("Error: Invalid params: content:")
     done = await cli("delete", "0123")
     assert done.returncode == 1 and "memory_id" in done.stderr.decode()
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 
-from tests.test_cli_output import Cli, cli, memory_pyz, out  # noqa: F401  (fixtures)
+from tests import test_cli_output
+from tests.test_cli_output import Cli, out
+
+# The CLI's fixtures, shared with test_cli_output.py.
+cli = test_cli_output.cli
+memory_pyz = test_cli_output.memory_pyz
 
 
 async def test_context_prints_the_block_and_json_the_whole_answer(cli: Cli) -> None:

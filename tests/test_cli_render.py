@@ -70,10 +70,19 @@ def test_short_ids_grow_only_where_ids_collide() -> None:
 
 def test_search_lines_tolerate_missing_fields() -> None:
     hits = [
-        {"similarity": 0.874, "content": "Sarah likes\n  pasta", "subjects": ["Sarah", "Food"], "source": "user"},
+        {"score": 0.874, "similarity": 0.2, "content": "Sarah likes\n  pasta", "subjects": ["Sarah", "Food"],
+         "source": "user"},
         {"content": "bare"},
     ]
     assert render.search_lines(hits) == ["[0.87] Sarah likes pasta (about Sarah, Food) [user]", "[0.00] bare"]
+
+
+def test_search_lines_print_the_score_they_are_sorted_by_and_who_from_about() -> None:
+    hits = [
+        {"score": 0.9, "similarity": 0.1, "relevance": 0.4, "content": "likes pasta", "about": ["Sarah"]},
+        {"score": 0.5, "similarity": 0.8, "relevance": 0.6, "content": "a dog", "about": [], "subjects": ["Rex"]},
+    ]
+    assert render.search_lines(hits) == ["[0.90] likes pasta (about Sarah)", "[0.50] a dog (about Rex)"]
 
 
 def test_list_lines_fit_the_width_with_wide_content() -> None:

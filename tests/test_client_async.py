@@ -7,7 +7,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -140,7 +141,7 @@ async def test_async_client_without_user_id_fails_at_call_time(sock_path: str) -
 
     client = AsyncMemoryClient(sock_path)
     with pytest.raises(MissingIdentity):
-        await client.health()
+        await client.list()
 
 
 async def test_async_client_missing_socket_raises_daemon_unavailable(sock_path: str) -> None:

@@ -7,7 +7,8 @@ import os
 import socket
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -25,7 +26,7 @@ from memoryd_client import (
     Unavailable,
 )
 
-Reply = Optional[dict[str, Any]]
+Reply = dict[str, Any] | None
 
 
 def fake_rpc(request: dict[str, Any]) -> Reply | str:

@@ -32,7 +32,11 @@ async def seed(peer: NdjsonPeer) -> None:
 
 async def test_context_answers_memories_people_summary_and_a_block(peer: NdjsonPeer) -> None:
     await seed(peer)
-    context = await call_ok(peer, "memory.context", {**ALICE, "message": "what should I cook for my wife tonight?"})
+    # Keyword-only, "Sarah likes Italian food" shares no word with the message: its relevance is
+    # low, so the block's composition is checked with no threshold.
+    context = await call_ok(
+        peer, "memory.context", {**ALICE, "message": "what should I cook for my wife tonight?", "min_relevance": 0}
+    )
     assert [p["name"] for p in context["people"]] == ["Sarah"]
     assert context["people"][0]["relationship"] == "wife"
     assert context["memories"][0]["content"] == "Sarah likes Italian food"

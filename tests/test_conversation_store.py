@@ -18,6 +18,7 @@ from memoryd.store.sqlite.supersession.supersession import Plan
 from tests.store_helpers import Clock
 
 ALICE = SessionRef("alice", "chat-1", "s1")
+CALLER = Scope("alice", "chat-1")
 CONTEXT = SessionContext(chat_type="group", timezone="Europe/Paris", speaker_username="alice")
 
 
@@ -54,11 +55,11 @@ async def test_completing_moves_the_mark_so_messages_are_never_extracted_twice(s
     (job,) = await store.conversations.claim(1, 50)
     # A message arriving during the extraction waits for the next run.
     await store.conversations.observe(ALICE, CONTEXT, messages("three", first_id=3), extract_after_ms=0)
-    learned = await store.conversations.store_facts([fact("Alice likes tea")], [None], normalize=normalized_text, completes=job)
+    learned = await store.conversations.store_facts([fact("Alice likes tea")], [None], scope=CALLER, normalize=normalized_text, completes=job)
     assert [item.refreshed for item in learned] == [False]
     (again,) = await store.conversations.claim(1, 50)
     assert [m.content for m in again.messages] == ["three"]
-    await store.conversations.store_facts([], [], normalize=normalized_text, completes=again)
+    await store.conversations.store_facts([], [], scope=CALLER, normalize=normalized_text, completes=again)
     assert await store.conversations.claim(1, 50) == []
     assert (await store.conversations.status())["pending_sessions"] == 0
 
@@ -67,7 +68,7 @@ async def test_a_long_backlog_is_extracted_in_chunks_of_max_messages(store: Stor
     await store.conversations.observe(ALICE, CONTEXT, messages(*[f"m{i}" for i in range(5)]), extract_after_ms=0)
     (job,) = await store.conversations.claim(1, 3)
     assert len(job.messages) == 3
-    await store.conversations.store_facts([], [], normalize=normalized_text, completes=job)
+    await store.conversations.store_facts([], [], scope=CALLER, normalize=normalized_text, completes=job)
     (rest,) = await store.conversations.claim(1, 3)
     assert [m.content for m in rest.messages] == ["m3", "m4"]
 
@@ -147,18 +148,18 @@ async def test_the_window_around_a_message_is_found_with_or_without_the_session_
 
 
 async def test_exact_and_normalized_duplicates_refresh_instead_of_adding(store: Store) -> None:
-    (first,) = await store.conversations.store_facts([fact("Alice likes green tea.")], [None], normalize=normalized_text)
+    (first,) = await store.conversations.store_facts([fact("Alice likes green tea.")], [None], scope=CALLER, normalize=normalized_text)
     learned = await store.conversations.store_facts(
         [fact("Alice likes green tea."), fact("alice likes  GREEN tea"), fact("Alice likes coffee")],
         [None, None, None],
-        normalize=normalized_text,
+        scope=CALLER, normalize=normalized_text,
     )
     assert [(item.memory_id == first.memory_id, item.refreshed) for item in learned] == [
         (True, True), (True, True), (False, False)
     ]
     # Another scope (a group memory of the chat) is not the same memory.
     (group,) = await store.conversations.store_facts(
-        [fact("Alice likes green tea.", shared=True)], [None], normalize=normalized_text
+        [fact("Alice likes green tea.", shared=True)], [None], scope=CALLER, normalize=normalized_text
     )
     assert not group.refreshed
 
@@ -166,13 +167,13 @@ async def test_exact_and_normalized_duplicates_refresh_instead_of_adding(store: 
 async def test_near_duplicates_by_vector_refresh(tmp_path: Path, clock: Clock) -> None:
     with Store(tmp_path / "v.db", readers=1, clock=clock) as vstore:
         vstore.configure_vector_space("test-model", 4)
-        (first,) = await vstore.conversations.store_facts([fact("Alice likes tea")], [None], normalize=normalized_text)
+        (first,) = await vstore.conversations.store_facts([fact("Alice likes tea")], [None], scope=CALLER, normalize=normalized_text)
         (job,) = await vstore.jobs.claim_embed(1)
         await vstore.jobs.complete_embed([(job, np.array([1.0, 0.0, 0.0, 0.0]))])
         near, far = await vstore.conversations.store_facts(
             [fact("Alice is fond of tea"), fact("Alice plays chess")],
             [np.array([0.99, 0.05, 0.0, 0.0]), np.array([0.0, 1.0, 0.0, 0.0])],
-            normalize=normalized_text,
+            scope=CALLER, normalize=normalized_text,
         )
         assert near.refreshed and near.memory_id == first.memory_id
         assert not far.refreshed
@@ -186,10 +187,10 @@ async def test_facts_stored_with_plans_supersede_and_return_the_stored_record(tm
         vstore.configure_vector_space("test-model", 4)
         keyed = Plan(key="drink")
         (tea,) = await vstore.conversations.store_facts(
-            [fact("Alice drinks tea")], [np.array([1.0, 0.0, 0.0, 0.0])], normalize=normalized_text, plans=[keyed]
+            [fact("Alice drinks tea")], [np.array([1.0, 0.0, 0.0, 0.0])], scope=CALLER, normalize=normalized_text, plans=[keyed]
         )
         (coffee,) = await vstore.conversations.store_facts(
-            [fact("Alice drinks coffee")], [np.array([0.0, 1.0, 0.0, 0.0])], normalize=normalized_text, plans=[keyed]
+            [fact("Alice drinks coffee")], [np.array([0.0, 1.0, 0.0, 0.0])], scope=CALLER, normalize=normalized_text, plans=[keyed]
         )
         assert not coffee.refreshed and coffee.record is not None
         # The record handed to the add listeners is the stored row as a get shows it (its key included).

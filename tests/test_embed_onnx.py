@@ -1,4 +1,5 @@
-"""The onnxruntime encoder: same vectors as the numpy one, and numpy whenever onnxruntime is missing."""
+"""The onnxruntime encoder: padding never leaks into real tokens, the session owns its weights,
+telemetry stays off, and without onnxruntime the local embedder fails start with a clear error."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import safetensors.numpy
 import trio
 
 from memoryd.embed import LocalEmbedder
-from memoryd.embed.bert import BertConfig, BertEncoder
+from memoryd.embed.bert import BertConfig, BertWeights
 from memoryd.embed.local import bundled_model_path
 from memoryd.embed.onnx_bert import OrtBertEncoder, import_onnxruntime
 from memoryd.errors import EmbedderError
@@ -35,75 +36,56 @@ def texts_of_every_length() -> list[str]:
     return [" ".join(WORDS[i % len(WORDS)] for i in range(count)) for count in counts]
 
 
-def numpy_encoder() -> BertEncoder:
+def bundled_weights() -> BertWeights:
     folder = bundled_model_path()
     config = BertConfig.from_json(json.loads((folder / "config.json").read_text(encoding="utf-8")))
-    return BertEncoder(config, safetensors.numpy.load_file(str(folder / "model.safetensors")))
+    return BertWeights(config, safetensors.numpy.load_file(str(folder / "model.safetensors")))
 
 
-async def test_onnxruntime_and_numpy_give_the_same_vectors_from_the_shortest_text_to_past_the_cap() -> None:
-    fast = await started(LocalEmbedder(runtime="onnxruntime"))
-    slow = await started(LocalEmbedder(runtime="numpy"))
+async def test_a_padded_batch_gives_each_text_its_vector_alone_from_the_shortest_text_to_past_the_cap() -> None:
+    embedder = await started(LocalEmbedder())
     texts = texts_of_every_length()
-    alone = np.concatenate([await fast.embed([text]) for text in texts])  # unpadded: the query path
-    for batch in (await fast.embed(texts), await slow.embed(texts)):  # padded, in length chunks
-        cosines = (alone * batch).sum(axis=1)
-        assert cosines.min() >= MIN_COSINE, texts[int(cosines.argmin())][:40]
-    assert fast.describe()["runtime"].startswith("onnxruntime ")
-    assert slow.describe()["runtime"] == "numpy"
+    alone = np.concatenate([await embedder.embed([text]) for text in texts])  # unpadded: the query path
+    cosines = (alone * await embedder.embed(texts)).sum(axis=1)  # padded, in length chunks
+    assert cosines.min() >= MIN_COSINE, texts[int(cosines.argmin())][:40]
+    assert embedder.describe()["runtime"].startswith("onnxruntime ")
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-async def test_onnxruntime_hidden_states_match_numpy_on_a_padded_batch(threads: int) -> None:
-    # The layer below pooling: padding rows must not leak into the real tokens' states.  With 2
-    # threads onnxruntime splits each op (the layer norms' rows too) over both.
-    encoder = numpy_encoder()
-    ort = import_onnxruntime()
-    assert ort is not None
-    fast = OrtBertEncoder(ort, encoder, threads=threads)
+def test_padding_rows_do_not_reach_the_real_tokens_hidden_states(threads: int) -> None:
+    # The layer below pooling: each row of a padded batch has the hidden states it has alone.
+    # With 2 threads onnxruntime splits each op (the layer norms' rows too) over both.
+    encoder = OrtBertEncoder(import_onnxruntime(), bundled_weights(), threads=threads)
     rng = np.random.default_rng(7)
     ids = rng.integers(1000, 30000, size=(3, 19))
-    mask = np.arange(19)[None, :] < np.array([[19], [1], [11]])  # one row of a single token
+    lengths = [19, 1, 11]  # one row of a single token
+    mask = np.arange(19)[None, :] < np.array(lengths)[:, None]
     ids[~mask] = 0
-    expected = encoder.forward(ids, mask)
-    got = fast.forward(ids, mask)
-    assert got.shape == expected.shape == (3, 19, 384)
-    assert np.abs(got - expected)[mask].max() < 1e-4
-    lone = ids[1:2, :1]  # the same single token, unpadded
-    np.testing.assert_allclose(fast.forward(lone, None)[0, 0], expected[1, 0], atol=1e-4)
+    batch = encoder.forward(ids, mask)
+    assert batch.shape == (3, 19, 384)
+    for row, length in enumerate(lengths):
+        alone = encoder.forward(ids[row : row + 1, :length], None)[0]
+        np.testing.assert_allclose(batch[row, :length], alone, atol=1e-4)
 
 
 def test_the_session_keeps_its_own_copy_of_the_weights() -> None:
-    # SentenceModel drops the numpy encoder once the session exists; that is only safe while
+    # SentenceModel drops the prepared weights once the session exists; that is only safe while
     # onnxruntime copies external initializers rather than pointing at our arrays.
-    encoder = numpy_encoder()
-    ort = import_onnxruntime()
-    assert ort is not None
-    fast = OrtBertEncoder(ort, encoder, threads=1)
+    weights = bundled_weights()
+    encoder = OrtBertEncoder(import_onnxruntime(), weights, threads=1)
     ids = np.array([[101, 7592, 2088, 102]])
-    before = fast.forward(ids, None)
-    encoder.word[...] = 0
-    for layer in encoder.layers:
+    before = encoder.forward(ids, None)
+    weights.word[...] = 0
+    for layer in weights.layers:
         layer.qkv_w[...] = 0
         layer.inter_w[...] = 0
-    np.testing.assert_array_equal(fast.forward(ids, None), before)
+    np.testing.assert_array_equal(encoder.forward(ids, None), before)
 
 
-async def test_numpy_is_used_when_onnxruntime_cannot_be_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_without_onnxruntime_the_local_embedder_fails_start_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # makes `import onnxruntime` raise ImportError
-    assert import_onnxruntime() is None
-    embedder = await started(LocalEmbedder())
-    assert embedder.describe()["runtime"] == "numpy"
-    reference = await started(LocalEmbedder(runtime="numpy"))
-    texts = ["Where does Emma live now?", " ".join(WORDS * 3)]
-    cosines = ((await embedder.embed(texts)) * (await reference.embed(texts))).sum(axis=1)
-    assert cosines.min() >= MIN_COSINE
-
-
-async def test_insisting_on_onnxruntime_without_it_fails_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    embedder = LocalEmbedder(runtime="onnxruntime")
-    with pytest.raises(EmbedderError, match="onnxruntime is not installed"):
+    embedder = LocalEmbedder()
+    with pytest.raises(EmbedderError, match="the local model needs onnxruntime"):
         await embedder.start()
     assert embedder.describe()["state"] == "failed"
 
@@ -118,7 +100,7 @@ def test_onnxruntime_telemetry_stays_off(tmp_path: Path) -> None:
         "import trio\n"
         "from memoryd.embed import LocalEmbedder\n"
         "async def main():\n"
-        "    embedder = LocalEmbedder(runtime='onnxruntime')\n"
+        "    embedder = LocalEmbedder()\n"
         "    await embedder.start()\n"
         "    await embedder.embed(['hello'])\n"
         "    print(embedder.describe()['runtime'])\n"

@@ -132,13 +132,15 @@ async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store
     # disclosure metadata (vectors and all).
     sql(path, "DROP INDEX memories_scope_time")
     sql(path, "ALTER TABLE memories DROP COLUMN disclosure")
-    sql(path, "CREATE TABLE old_vectors AS SELECT memory_rowid, scope_key, expires_at, coarse, embedding FROM vec_g1")
+    sql(path, "CREATE TABLE old_vectors AS SELECT v.memory_rowid, v.scope_key, v.expires_at, v.coarse, c.fine AS embedding "
+              "FROM vec_g1 AS v JOIN vector_copies AS c ON c.memory_rowid = v.memory_rowid")
     sql(path, "DROP TABLE vec_g1")
+    sql(path, "DROP TABLE vector_copies")
     sql(path, "CREATE VIRTUAL TABLE vec_g1 USING vec0 (memory_rowid INTEGER PRIMARY KEY, scope_key TEXT PARTITION KEY, "
               "expires_at INTEGER, coarse BIT[8], +embedding BLOB, chunk_size = 512)")
     sql(path, "INSERT INTO vec_g1 SELECT memory_rowid, scope_key, expires_at, vec_bit(coarse), embedding FROM old_vectors")
     sql(path, "DROP TABLE old_vectors")
-    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m007_disclosure_and_time_order)}")
+    sql(path, f"PRAGMA user_version = {schema.version_before(schema.m007_disclosure_and_time_order)}")
 
     upgraded = Store(path, clock=clock)
     try:

@@ -62,7 +62,7 @@ def test_a_lazy_pattern_answers_as_the_compiled_one(source: str, flags: int, tex
 
 def test_compile_waiting_compiles_what_was_not_used_yet() -> None:
     LazyPattern.compile_waiting()
-    used, unused = LazyPattern("used"), LazyPattern("unused")
+    used, _unused = LazyPattern("used"), LazyPattern("unused")
     assert used.search("it is used")
     assert LazyPattern.compile_waiting() == 1  # unused's (used was compiled by its search)
     assert LazyPattern.compile_waiting() == 0

@@ -256,4 +256,4 @@ def test_a_version_1_database_is_migrated_and_keeps_its_memories(tmp_path: Path)
         assert sql(store, "SELECT id, access_count, last_access_ms FROM memories") == [
             ("01JAAAAAAAAAAAAAAAAAAAAAAA", 0, None)
         ]
-        assert sql(store, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
+        assert sql(store, "PRAGMA user_version") == [(schema.LATEST,)]

@@ -361,7 +361,7 @@ async def test_a_small_scope_searched_beside_its_embedding_gives_the_sequential_
         for text, vector in queries(30):
             waited_in: list[int] = []
 
-            def start(vector: np.ndarray | None = vector) -> VectorUnderWay:
+            def start(vector: np.ndarray | None = vector, waited_in: list[int] = waited_in) -> VectorUnderWay:
                 def wait() -> np.ndarray | None:
                     waited_in.append(threading.get_ident())
                     return vector
@@ -379,7 +379,9 @@ async def test_an_embedding_that_cannot_start_at_once_is_awaited(tmp_path: Path,
         for text, vector in queries(10):
             awaited = []
 
-            async def embed(vector: np.ndarray | None = vector) -> np.ndarray | None:
+            async def embed(
+                vector: np.ndarray | None = vector, awaited: list[str] = awaited, text: str = text
+            ) -> np.ndarray | None:
                 awaited.append(text)
                 return vector
 

@@ -229,7 +229,7 @@ def test_framing_hands_out_the_same_payloads_however_the_bytes_are_cut(
             return  # line mode is chosen by the first byte
         stream = b"".join(p + b"\n" for p in wanted)
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(stream) - 1)), max_size=12)))
-    pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+    pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
     budget = SharedBudget(10**9)
     connection = RpcConnection(
         ConnectionLimits(max_message_bytes=1 << 20, max_inflight=1000, idle_timeout=1.0), budget

@@ -183,6 +183,23 @@ def test_during_shutdown_it_keeps_reading_until_quiet_for_the_linger_time() -> N
     assert events(connection) == [Close(CloseReason.SHUTDOWN)]
 
 
+def test_the_shutdown_linger_counts_from_when_the_connection_went_quiet() -> None:
+    # The driver asks again every time its wait ends; a deadline measured from each ask would
+    # never pass, and an idle client would hold the server until shutdown_grace ran out.
+    connection = RpcConnection(LIMITS)
+    connection.begin_shutdown()
+    assert connection.read_deadline(50.0) == 50.25
+    assert connection.read_deadline(50.25) == 50.25
+    assert connection.read_deadline(60.0) == 50.25
+    # A message read during shutdown starts the quiet period again once it is done.
+    connection.receive_data(b"[1]\n")
+    assert connection.next_event() == b"[1]"
+    assert connection.read_deadline(61.0) == math.inf
+    connection.message_done()
+    assert connection.read_deadline(62.0) == 62.25
+    assert connection.read_deadline(63.0) == 62.25
+
+
 @pytest.mark.parametrize(
     "values",
     [
@@ -197,7 +214,7 @@ def test_limits_must_be_positive(values: dict[str, float]) -> None:
         ConnectionLimits(**values)  # type: ignore[arg-type]
 
 
-# -- time and memory bounds (issue 8) -----------------------------------------------------------
+# -- time and memory bounds --------------------------------------------------------------------
 
 BOUNDED = ConnectionLimits(max_message_bytes=1000, max_inflight=4, idle_timeout=300.0, frame_timeout=5.0)
 

@@ -3,6 +3,7 @@ retriever's probe before its joined query, and the ranking features read from ar
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,7 +151,7 @@ def test_feature_table_matches_the_plain_loop(seed: int) -> None:
         chain.append(neighbourhood.Row(rowid, f"text {rowid}" + rng.choice(["?", ".", "? (a photo)"]), at))
     for row in chain:
         hood.rows[row.rowid] = row
-    for first, second in zip(chain, chain[1:]):
+    for first, second in itertools.pairwise(chain):
         hood.link(first, second)
     facts = {row.rowid: Facts(rng.choice([0.0, 0.0, 0.3, 1.0]), ranking.is_question(row.text)) for row in chain}
     coverage_of = {row.text: facts[row.rowid].coverage for row in chain}

@@ -29,6 +29,15 @@ ROOT = 0
 needs_root = pytest.mark.skipif(not can_switch_uid(), reason="needs root to connect as other uids")
 
 
+async def until_all_seen(instance: Daemon, connections: int) -> None:
+    """Until the daemon has admitted or refused ``connections`` connections."""
+    server = instance.server
+    assert server is not None
+    with trio.fail_after(30):
+        while server.counters.connections_total + server.counters.connections_rejected < connections:
+            await trio.sleep(0.01)
+
+
 async def start_open_daemon(base: Path, nursery: trio.Nursery, *, trusted: list[int] | None = None, **limits: Any) -> Daemon:
     """A daemon whose socket other uids may open (mode 0666 in a 0755 directory)."""
     base.chmod(0o755)
@@ -62,7 +71,7 @@ async def test_an_idle_flood_from_one_uid_leaves_other_uids_their_calls_and_heal
     path = instance.config.socket_path
     # 30 connections that never send a byte: more than max_connections.
     flood = await trio.to_thread.run_sync(connect_as_uid, path, FLOOD_UID, 30)
-    await trio.sleep(0.2)  # let the daemon accept (and refuse) them all
+    await until_all_seen(instance, 30)
     try:
         peer = await NdjsonPeer.connect(path)  # uid 0: another uid
         added = await call_ok(peer, "memory.add", {"user_id": "u", "content": "still served"})
@@ -92,7 +101,7 @@ async def test_past_the_regular_slots_trusted_uids_are_served_and_others_may_onl
     instance = await start_open_daemon(short_tmp, nursery, trusted=[ROOT], **limits)
     path = instance.config.socket_path
     flood = await trio.to_thread.run_sync(connect_as_uid, path, FLOOD_UID, 6)  # every regular slot
-    await trio.sleep(0.2)
+    await until_all_seen(instance, 6)
     try:
         host = await NdjsonPeer.connect(path)  # root is trusted: a reserved slot, full service
         await call_ok(host, "memory.add", {"user_id": "u", "content": "the host still writes"})

@@ -115,7 +115,8 @@ async def test_pipelined_slow_and_inline_calls_all_get_their_own_whole_replies(s
     assert server.budget.used == 0  # every reply's charge was given back
 
 
-async def test_an_idle_connection_is_still_closed_after_idle_timeout(path: Path) -> None:
+async def test_an_idle_connection_is_still_closed_after_idle_timeout(path: Path, autojump_clock: Any) -> None:
+    # On trio's virtual clock: the seconds below pass at once, and exactly as counted.
     peer = await NdjsonPeer.connect(path)  # the server's idle_timeout is 2 s
     with trio.fail_after(20):
         # Idle counts from the last answer, not from when the connection opened: calls 1.2 s

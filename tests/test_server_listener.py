@@ -12,11 +12,16 @@ from pathlib import Path
 import msgspec
 import pytest
 import trio
+from trio.testing import MockClock
 
 from memoryd.config import LimitsConfig
 from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.server.listener import RpcServer
 from tests.wire import NdjsonPeer
+
+
+# The tests run on trio's virtual clock (autojump_clock): grace periods and lingers pass at once,
+# exactly as counted; the server and its clients share the test's trio loop, no threads.
 
 
 class Seconds(msgspec.Struct):
@@ -71,7 +76,7 @@ async def served(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[Served
     listen_socket.close()
 
 
-async def test_pipelined_calls_past_max_inflight_wait_their_turn_and_all_get_answers(served: Served) -> None:
+async def test_pipelined_calls_past_max_inflight_wait_their_turn_and_all_get_answers(served: Served, autojump_clock: MockClock) -> None:
     with trio.fail_after(20):
         peer = await served.connect()
         for id in range(12):
@@ -82,7 +87,7 @@ async def test_pipelined_calls_past_max_inflight_wait_their_turn_and_all_get_ans
     assert served.running.most == 3
 
 
-async def test_a_request_sent_as_shutdown_begins_is_answered_shutting_down(served: Served) -> None:
+async def test_a_request_sent_as_shutdown_begins_is_answered_shutting_down(served: Served, autojump_clock: MockClock) -> None:
     with trio.fail_after(20):
         peer = await served.connect()
         assert (await peer.call("sleep", {}))["result"] == "slept"
@@ -93,7 +98,7 @@ async def test_a_request_sent_as_shutdown_begins_is_answered_shutting_down(serve
         await served.server.stopped.wait()
 
 
-async def test_a_call_running_at_shutdown_finishes_within_the_grace_period(served: Served) -> None:
+async def test_a_call_running_at_shutdown_finishes_within_the_grace_period(served: Served, autojump_clock: MockClock) -> None:
     with trio.fail_after(20):
         peer = await served.connect()
         await peer.send({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 0.1}, "id": 1})
@@ -104,7 +109,7 @@ async def test_a_call_running_at_shutdown_finishes_within_the_grace_period(serve
         await served.server.stopped.wait()
 
 
-async def test_a_call_still_running_when_the_grace_period_ends_is_answered_shutting_down(served: Served) -> None:
+async def test_a_call_still_running_when_the_grace_period_ends_is_answered_shutting_down(served: Served, autojump_clock: MockClock) -> None:
     with trio.fail_after(20):
         peer = await served.connect()
         await peer.send({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 60}, "id": "long"})
@@ -117,17 +122,20 @@ async def test_a_call_still_running_when_the_grace_period_ends_is_answered_shutt
         assert await peer.receive_raw() is None  # and the connection is closed
 
 
-async def test_an_idle_connection_is_closed_once_quiet_and_the_server_stops(served: Served) -> None:
-    with trio.fail_after(20):
-        peer = await served.connect()
-        assert "result" in await peer.call("sleep", {})
-        served.server.shutdown()
+async def test_an_idle_connection_is_closed_once_quiet_and_the_server_stops(served: Served, autojump_clock: MockClock) -> None:
+    server = served.server
+    server.connection_limits = replace(server.connection_limits, shutdown_linger=0.1)
+    peer = await served.connect()
+    assert "result" in await peer.call("sleep", {})
+    server.shutdown()
+    # Quiet for the linger, then closed: long before the grace period (0.5 s) runs out.
+    with trio.fail_after(0.3):
         assert await peer.receive_raw() is None
-        await served.server.stopped.wait()
-        assert served.server.stats()["connections_open"] == 0
+        await server.stopped.wait()
+    assert server.stats()["connections_open"] == 0
 
 
-async def test_stats_json_is_stats_encoded_as_connections_come_go_and_calls_run(served: Served) -> None:
+async def test_stats_json_is_stats_encoded_as_connections_come_go_and_calls_run(served: Served, autojump_clock: MockClock) -> None:
     server = served.server
 
     def same() -> dict[str, object]:

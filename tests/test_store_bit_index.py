@@ -1,5 +1,6 @@
-"""Store: the in-memory copies of big vector partitions (``bit_index.py``) must scan exactly what
-vec0 scans, and must never be used once a vector of their partition was written or deleted."""
+"""Store: the in-memory copies of big vector partitions (``bit_index.py``) must scan exactly the
+rows vec0 scans, with the same distances, and must never be used once a vector of their
+partition was written or deleted."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from memoryd.store.sqlite.vectors import bit_index, hamming_scan, vector_codec, 
 from memoryd.store.sqlite.vectors.bit_index import BitIndex
 from memoryd.store.sqlite.visibility_sql import vector_filters
 from memoryd.store.visibility import vector_branches
-from tests.store_helpers import embed_all, note, random_units, reading, sql
+from tests.store_helpers import back_to_schema_12, embed_all, note, random_units, reading, sql
 
 T = TypeVar("T")
 
 DIM = 384
 ALICE = 600
-#: Longer than the 12 bytes vec0 keeps in its chunks, and the same in those 12.
+#: Chats whose ids differ only after their first 12 characters.
 GROUPS = ("-1001234567890", "-1001234567891")
 
 
@@ -42,8 +43,9 @@ def provenance_of(i: int) -> Provenance:
 
 @pytest.fixture
 def copies(monkeypatch: pytest.MonkeyPatch) -> Iterator[BitIndex]:
-    """The process's index, copying partitions from 100 vectors (the store reads it)."""
-    index = BitIndex(min_vectors=100)
+    """The process's index, copying partitions from 100 vectors (the store reads it), each
+    copy read by the search that finds it due, and again as soon as it is due again."""
+    index = BitIndex(min_vectors=100, background=False, reread_pause=0)
     monkeypatch.setattr(bit_index, "BIT_INDEX", index)
     yield index
 
@@ -99,6 +101,18 @@ def warm(store: Store, scope: Scope) -> None:
         knn(store, scope, random_units(1, 99)[0], 8)
 
 
+def tied_at(db: apsw.Connection, space: vectors.VectorSpace, bits: bytes, distance: float, sql_filter: str,
+            params: tuple[object, ...]) -> set[int]:  # fmt: skip
+    """Every row of alice's partition passing the filter at ``distance`` from ``bits`` (vec0 asked
+    for all its rows)."""
+    rows = db.execute(
+        f"SELECT memory_rowid, distance FROM {space.table} WHERE coarse MATCH vec_bit(?) AND k = 4096 "
+        f"AND scope_key = 'u:alice' AND {sql_filter}",
+        (bits, *params),
+    ).fetchall()
+    return {r for r, d in rows if d == distance}
+
+
 async def test_the_copy_scans_the_rows_vec0_scans_with_every_filter(tmp_path: Path, copies: BitIndex) -> None:
     with await make_store(tmp_path / "m.db") as store:
         warm(store, Scope("alice"))
@@ -122,10 +136,16 @@ async def test_the_copy_scans_the_rows_vec0_scans_with_every_filter(tmp_path: Pa
                             db, space.table, bits, 64, "u:alice", sql_filter, params, hints=hamming_scan.HammingHints()
                         )
                         mine = copy.nearest(bits, 64, now, codes, chat)
-                        # The same rows in the same order: of those tied at a distance (at the
-                        # k-th too), the ones vec0 keeps, across its two chunks of 512 as well.
-                        assert mine == [(r, d) for r, _, d in plain]
-                        ties += len(plain) == 64 and sum(d == plain[-1][2] for _, _, d in plain) > 1
+                        # The same distances; the same rows nearer than the k-th distance; at
+                        # the k-th, rows vec0 may have cut otherwise.  Within a distance the
+                        # copy keeps rowid order.
+                        assert [d for _, d in mine] == [d for _, d in plain]
+                        kth = plain[-1][1] if len(plain) == 64 else float("inf")
+                        assert {r for r, d in mine if d < kth} == {r for r, d in plain if d < kth}
+                        assert {r for r, d in plain if d == kth} <= tied_at(db, space, bits, kth, sql_filter, params)
+                        assert {r for r, d in mine if d == kth} <= tied_at(db, space, bits, kth, sql_filter, params)
+                        assert mine == sorted(mine, key=lambda row: (row[1], row[0]))
+                        ties += len(plain) == 64 and sum(d == kth for _, d in plain) > 1
 
             assert ties > 10  # lists cut among rows at one distance: the order was tested
 
@@ -198,13 +218,14 @@ async def test_a_store_of_schema_8_gets_the_stamps_table_and_its_copies_stay_exa
     tmp_path: Path, copies: BitIndex
 ) -> None:
     path = tmp_path / "m.db"
-    with await make_store(path) as store:
+    with await make_store(path):
         pass
+    back_to_schema_12(path)
     sql(path, "DROP TABLE vector_epochs")
-    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m009_vector_epochs)}")
+    sql(path, f"PRAGMA user_version = {schema.version_before(schema.m009_vector_epochs)}")
     with Store(path) as upgraded:
         upgraded.configure_vector_space("test:bits", DIM)
-        assert sql(path, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
+        assert sql(path, "PRAGMA user_version") == [(schema.LATEST,)]
         assert sql(path, "SELECT count(*) FROM vector_epochs WHERE scope_key = ''") == [(1,)]
         query = random_units(1, 6)[0]
         without = knn(upgraded, Scope("alice"), query, 4096)
@@ -213,12 +234,11 @@ async def test_a_store_of_schema_8_gets_the_stamps_table_and_its_copies_stay_exa
         assert same(knn(upgraded, Scope("alice"), query, 4096), without)
 
 
-async def test_chunks_laid_out_otherwise_turn_the_copies_off(tmp_path: Path, copies: BitIndex) -> None:
-    """Another sqlite-vec could lay its chunks out differently: the copy is refused, vec0 scans."""
+async def test_sign_bits_of_the_wrong_length_turn_the_copies_off(tmp_path: Path, copies: BitIndex) -> None:
+    """A damaged ``vector_copies`` row: the copy is refused, vec0 scans."""
     path = tmp_path / "m.db"
-    with await make_store(path) as store:
-        first_chunk = "(SELECT min(rowid) FROM vec_g1_metadatachunks01)"
-        sql(path, f"UPDATE vec_g1_metadatachunks01 SET data = zeroblob(12) WHERE rowid = {first_chunk}")
+    with await make_store(path):
+        sql(path, "UPDATE vector_copies SET coarse = zeroblob(12) WHERE memory_rowid = (SELECT min(memory_rowid) FROM vector_copies)")
 
         def copy_of(db):  # type: ignore[no-untyped-def]
             return copies.copy_for(db, vectors.read_space(db), "u:alice")
@@ -226,3 +246,58 @@ async def test_chunks_laid_out_otherwise_turn_the_copies_off(tmp_path: Path, cop
         assert read(path, copy_of) is None
         assert read(path, copy_of) is None  # the second sight tried, and refused
         assert copies.layout_mismatch and len(copies) == 0
+
+
+async def test_a_copy_read_in_the_background_leaves_the_searches_to_vec0_until_it_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = BitIndex(min_vectors=100, reread_pause=0)
+    monkeypatch.setattr(bit_index, "BIT_INDEX", index)
+    with await make_store(tmp_path / "m.db") as store:
+        query = random_units(1, 6)[0]
+        without = knn(store, Scope("alice"), query, 4096)  # the stamp's first sight: vec0
+        # Due: read in the background, and vec0 scans for this search.
+        assert read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice")) is None
+        index.settle(30)
+        copy = read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))
+        assert copy is not None and len(index) == 1
+        assert same(knn(store, Scope("alice"), query, 4096), without)
+
+        # After a write: vec0 until the new copy is read, in the background again.
+        await store.memories.add(note("one more"))
+        await embed_all(store, {}, random_units(1, 5)[0])
+        for _ in range(2):
+            assert read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice")) is None
+        index.settle(30)
+        fresh = read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))
+        assert fresh is not None and fresh.stamp != copy.stamp and len(fresh.rowids) == len(copy.rowids) + 1
+
+        # A read due at a stamp its own snapshot no longer shows (a write came between) leaves
+        # no copy: the partition's next stamp makes it due again.
+        def due_at_another_stamp(db):  # type: ignore[no-untyped-def]
+            return index.copy_for(db, vectors.read_space(db), "u:alice", stamp=(1, 2))
+
+        assert read(store.path, due_at_another_stamp) is None
+        assert read(store.path, due_at_another_stamp) is None
+        index.settle(30)
+        assert read(store.path, due_at_another_stamp) is None
+        index.settle(30)
+        current = read(store.path, lambda db: index.copy_for(db, vectors.read_space(db), "u:alice"))
+        assert current is fresh and len(index) == 1
+
+
+async def test_a_copy_just_read_is_not_read_again_before_its_pause_is_over(tmp_path: Path) -> None:
+    index = BitIndex(min_vectors=100, background=False, reread_pause=1e6)
+    with await make_store(tmp_path / "m.db") as store:
+
+        def copy_of(db):  # type: ignore[no-untyped-def]
+            return index.copy_for(db, vectors.read_space(db), "u:alice")
+
+        read(store.path, copy_of)
+        first = read(store.path, copy_of)
+        assert first is not None
+        await store.memories.add(note("one more"))
+        await embed_all(store, {}, random_units(1, 5)[0])
+        for _ in range(3):  # due, but read a moment ago: vec0 scans (with no pause, the
+            assert read(store.path, copy_of) is None  # second of these reads it: the tests above)
+        assert len(index) == 1

@@ -1,5 +1,5 @@
-"""Store: schemas m011 (a memory's row is the record of its add; ``events`` a view) and m012
-(6-bit rescoring copies).  A store of schema 10 upgrades, its audit trail reads the same and its
+"""Store: schemas m011 (a memory's row is the record of its add; ``events`` a view), m012 and
+m014 (6-bit rescoring copies in ``vector_copies``).  A store of schema 10 upgrades, its audit trail reads the same and its
 searches find the same memories."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.admin.transfer import MemoryLine
 from memoryd.store.sqlite.schema import ladder as schema
 from memoryd.store.sqlite.vectors import vector_codec
-from tests.store_helpers import Clock, embed_all, int8_copy, note, random_units, sql
+from tests.store_helpers import Clock, back_to_schema_12, embed_all, int8_copy, note, random_units, sql
 
 DIM = 384
 TRAIL = "SELECT memory_id, event, actor, at_ms, detail FROM events ORDER BY memory_id, event, at_ms"
@@ -57,12 +57,8 @@ def back_to_schema_10(path: Path, added: list[tuple[str, str, int]]) -> None:
     sql(path, "ALTER TABLE audit_events RENAME TO events")
     for memory_id, owner, at_ms in added:
         sql(path, "INSERT INTO events (memory_id, event, actor, at_ms) VALUES (?, 'added', ?, ?)", (memory_id, owner, at_ms))
-    copies = sql(path, "SELECT rowid, value00 FROM vec_g1_auxiliary ORDER BY rowid")
-    sql(path, "DELETE FROM vec_g1_auxiliary")
-    for rowid, blob in copies:
-        int8 = int8_copy(vector_codec.unit_from_fine(blob, DIM))
-        sql(path, "INSERT INTO vec_g1_auxiliary (rowid, value00) VALUES (?, ?)", (rowid, int8))
-    sql(path, f"PRAGMA user_version = {schema.MIGRATIONS.index(schema.m011_added_events_from_rows)}")
+    back_to_schema_12(path, lambda _, fine: int8_copy(vector_codec.unit_from_fine(fine, DIM)))
+    sql(path, f"PRAGMA user_version = {schema.version_before(schema.m011_added_events_from_rows)}")
 
 
 async def test_a_store_of_schema_10_upgrades_with_the_same_trail_and_the_same_hits(tmp_path: Path) -> None:
@@ -77,25 +73,25 @@ async def test_a_store_of_schema_10_upgrades_with_the_same_trail_and_the_same_hi
             await store.memories.add(note(text))
         await embed_all(store, dict(zip(texts, stored, strict=True)))
         await store.memories.delete(Scope("alice"), (await store.memories.list(Scope("alice"), limit=1))[0].id)
-        fresh_pages = page_count(path, "vec_g1_auxiliary")
+        fresh_pages = page_count(path, "vector_copies")
         before = await store.memories.search(Scope("alice"), "", limit=10, vector=QueryVector.at_hand(query))
     rows = sql(path, "SELECT id, owner, created_at_ms FROM memories ORDER BY rowid")
     # One 'added' row that says something else than its memory's row (an earlier time): kept.
     odd_id, odd_owner, odd_at = rows[0]
     back_to_schema_10(path, [(odd_id, odd_owner, odd_at - 1000), *rows[1:]])
-    assert {length for (length,) in sql(path, "SELECT length(value00) FROM vec_g1_auxiliary")} == {DIM}
+    assert {length for (length,) in sql(path, "SELECT length(embedding) FROM vec_g1")} == {DIM}
     trail = [row for row in sql(path, TRAIL)]
     assert sum(1 for row in trail if row[1] == "added") == 300
 
     with Store(path) as upgraded:
         upgraded.configure_vector_space("test:m012", DIM)  # the same space: nothing to re-embed
-        assert sql(path, "PRAGMA user_version") == [(len(schema.MIGRATIONS),)]
+        assert sql(path, "PRAGMA user_version") == [(schema.LATEST,)]
         assert sql(path, TRAIL) == trail
         assert sql(path, "SELECT memory_id, at_ms FROM audit_events WHERE event = 'added'") == [(odd_id, odd_at - 1000)]
-        lengths = sql(path, "SELECT DISTINCT length(embedding) FROM vec_g1")
+        lengths = sql(path, "SELECT DISTINCT length(fine) FROM vector_copies")
         assert lengths == [(vector_codec.fine_length(DIM),)]
-        # Rewritten, not updated in place: the table's pages are as packed as a fresh store's.
-        assert page_count(path, "vec_g1_auxiliary") <= fresh_pages
+        # Written in rowid order, not updated in place: the table's pages are as packed as a fresh store's.
+        assert page_count(path, "vector_copies") <= fresh_pages
         after = await upgraded.memories.search(Scope("alice"), "", limit=10, vector=QueryVector.at_hand(query))
         assert all(finding.ok for finding in upgraded.lifecycle.check())
     assert len(before) == len(after) == 10

@@ -1,4 +1,4 @@
-"""Store: the keyword plan of a big scope (issue 13) gives what the exact plan gives, at the cost
+"""Store: the keyword plan of a big scope gives what the exact plan gives, at the cost
 of the matches instead of the scope."""
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def test_migrations_bring_a_new_file_to_the_newest_version(tmp_path: Path) -> No
         pass
     db = apsw.Connection(str(tmp_path / "memory.db"))
     try:
-        assert schema.schema_version(db) == len(schema.MIGRATIONS)
+        assert schema.schema_version(db) == schema.LATEST
         assert db.pragma("journal_mode") == "wal"
     finally:
         db.close()
@@ -168,7 +168,7 @@ def test_migrations_bring_a_new_file_to_the_newest_version(tmp_path: Path) -> No
 
 def test_a_database_from_a_newer_memoryd_is_refused(tmp_path: Path) -> None:
     db = apsw.Connection(str(tmp_path / "memory.db"))
-    db.pragma("user_version", len(schema.MIGRATIONS) + 1)
+    db.pragma("user_version", schema.LATEST + 1)
     db.close()
     with pytest.raises(StoreError, match="newer"):
         Store(tmp_path / "memory.db")

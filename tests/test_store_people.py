@@ -45,7 +45,7 @@ async def test_people_belong_to_their_owner(store: Store) -> None:
     await remember(store, "Sarah is my sister", owner="bob")
     alices, bobs = await store.people.people_of("alice"), await store.people.people_of("bob")
     assert [p.relationship for p in alices] == ["wife"] and [p.relationship for p in bobs] == ["sister"]
-    assert await store.people.find("bob", alices[0].id) is None
+    assert await store.people.find(Scope("bob"), alices[0].id) is None
     # bob sees the group memory, but it is about alice's Sarah: not named for him.
     (hit,) = await store.memories.search(Scope("bob", "c1"), "wife", limit=5)
     assert hit.id == group and hit.about == []
@@ -81,7 +81,7 @@ async def test_links_follow_merge_delete_and_gc(tmp_path: object, clock: Clock) 
     with Store(Path(str(tmp_path)) / "m.db", readers=1, clock=clock) as store:
         chess = await remember(store, "Bobby likes chess", subjects=["Bobby"])
         await remember(store, "Robert is my brother")
-        merge = await store.people.merge("alice", "Bobby", "my brother")
+        merge = await store.people.merge(Scope("alice"), "Bobby", "my brother")
         assert merge.merged is not None and merge.merged.aliases == ["my brother", "Bobby"]
         (robert,) = await store.people.people_of("alice")
         assert len(await store.people.memories_about(ALICE, robert, limit=10)) == 2

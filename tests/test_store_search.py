@@ -10,7 +10,7 @@ import pytest
 from memoryd.errors import EmbeddingModelMismatch
 from memoryd.store import QueryVector, Scope
 from memoryd.store.sqlite import Store
-from memoryd.store.sqlite.search import fts_query, keyword, search
+from memoryd.store.sqlite.search import fts_query, keyword
 from tests.store_helpers import embed_all as embed
 from tests.store_helpers import keyword_found, note
 from tests.store_helpers import unit as unit_of

@@ -128,9 +128,9 @@ async def test_memories_added_before_any_embedder_get_queued_when_one_appears(st
     assert (await store.jobs.backlog())["embed"] == 1
 
 
-async def test_rescoring_copies_are_read_as_vec0_gives_them_after_writes_and_deletes(store: Store) -> None:
-    # cosines_for reads vec0's shadow tables directly: the vectors vec0's own lookup gives, and
-    # none for a deleted memory's (its vector went with it) or a rowid without a memory.
+async def test_rescoring_copies_are_read_for_exactly_the_rows_vec0_holds_after_writes_and_deletes(store: Store) -> None:
+    # cosines_for reads vector_copies: a copy for each row vec0 holds, and none for a deleted
+    # memory's (its vector went with it) or a rowid without a memory.
     store.configure_vector_space("test:m", 4)
     records = [(await store.memories.add(note(f"memory number {i}" + "!" * i)))[0] for i in range(12)]
     await embed_all(store, lambda text: unit(4, 1.0, float(len(text)), 0.5, -1.0))
@@ -142,9 +142,12 @@ async def test_rescoring_copies_are_read_as_vec0_gives_them_after_writes_and_del
         assert space is not None
         rowids = [rowid for (rowid,) in db.execute("SELECT rowid FROM memories")] + [10_000]
         marks = ",".join("?" * len(rowids))
-        through_vec0 = dict(
-            db.execute(f"SELECT memory_rowid, embedding FROM {space.table} WHERE memory_rowid IN ({marks})", rowids)
-        )
+        in_vec0 = [r for (r,) in db.execute(f"SELECT memory_rowid FROM {space.table} WHERE memory_rowid IN ({marks})", rowids)]
+        through_vec0 = {
+            rowid: db.execute("SELECT fine FROM vector_copies WHERE memory_rowid = ?", (rowid,)).fetchone()[0]
+            for rowid in sorted(in_vec0)
+        }
+        assert db.execute("SELECT count(*) FROM vector_copies").fetchone()[0] == len(in_vec0)
         found = vector_search.cosines_for(db, space, rowids, query)
     assert len(through_vec0) == 9  # the 3 deleted memories have no vector
     cosines = vector_codec.cosines(list(through_vec0.values()), query, space.dim)

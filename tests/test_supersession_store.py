@@ -160,8 +160,8 @@ async def test_eviction_takes_superseded_memories_first(store: Store, rules: Sup
 
 
 async def test_the_people_hook_lets_the_rules_see_that_my_wife_is_sarah(store: Store) -> None:
-    async def alices_people(owner: str) -> Callable[[str], str | None] | None:
-        assert owner == "alice"
+    async def alices_people(scope: Scope) -> Callable[[str], str | None] | None:
+        assert scope.user_id == "alice"
         known = {"my wife": "person:1", "wife": "person:1", "sarah": "person:1"}
         return lambda phrase: known.get(phrase.casefold().removesuffix("'s"))
 

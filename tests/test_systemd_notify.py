@@ -8,7 +8,8 @@ import socket
 import struct
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import pytest
 import trio

@@ -12,10 +12,12 @@ from typing import Any, Dict, Optional, Tuple
 from ._connect import check_timeout
 from ._identity import Identity, resolve_identity
 from ._protocol import LineReader, encode_request
-from .errors import ConnectionLost, DaemonUnavailable, RequestTimeout
+from .errors import ConnectionLost, DaemonUnavailable, MissingIdentity, RequestTimeout
 from .paths import resolve_socket_path_with_origin
 
 RECV_BYTES = 65536
+#: Methods a caller without an identity may still call.
+IDENTITY_FREE_METHODS = frozenset({"system.health"})
 
 
 class Broken(Exception):
@@ -58,9 +60,16 @@ class ClientBase:
     def _request(self, method: str, params: Dict[str, Any]) -> Tuple[int, bytes]:
         """The next request id and the encoded request; identity parameters are added unless
         ``params`` names them.  Call it holding the client's lock (ids must not repeat)."""
+        try:
+            identity = self._identity.params()
+        except MissingIdentity:
+            # Liveness needs no user: the daemon answers system.health without resolving one.
+            if method not in IDENTITY_FREE_METHODS:
+                raise
+            identity = {}
         request_id = self._next_id
         self._next_id += 1
-        return request_id, encode_request(request_id, method, {**self._identity.params(), **params})
+        return request_id, encode_request(request_id, method, {**identity, **params})
 
     def _broke_twice(self, method: str) -> ConnectionLost:
         return ConnectionLost(f"connection to memoryd at {self._socket_path} broke twice during {method}")

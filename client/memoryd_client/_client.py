@@ -58,12 +58,15 @@ class MemoryClient(ClientBase):
         *,
         include_superseded: bool = False,
         this_chat: bool = False,
+        min_relevance: Optional[float] = None,
     ) -> Records:
-        """Best hits first, each with ``score``, ``similarity`` and ``about``; ``about`` (a name,
-        alias or "my wife") keeps only the memories about that person; ``include_superseded``
-        also returns memories a newer one replaced; ``this_chat`` keeps only the memories learned
-        in the client's chat."""
-        params = _methods.search_params(query, limit, about, include_superseded, this_chat)
+        """Best hits first, each with ``score``, ``relevance``, ``similarity`` and ``about``;
+        ``about`` (a name, alias or "my wife") keeps only the memories about that person;
+        ``include_superseded`` also returns memories a newer one replaced; ``this_chat`` keeps
+        only the memories learned in the client's chat; ``min_relevance`` (0..1, the estimated
+        probability that a memory helps) leaves out the hits below it (the daemon's default
+        floor drops only clearly unrelated ones)."""
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance)
         result: Records = self.call("memory.search", **params)
         return result
 
@@ -132,9 +135,18 @@ class MemoryClient(ClientBase):
 
     # -- people, context, summary ----------------------------------------------------------
 
-    def context(self, message: str, limit: Optional[int] = None, max_chars: Optional[int] = None) -> Record:
-        """Before a reply: ``{"memories", "people", "summary", "text"}``; ``text`` fits ``max_chars``."""
-        result: Record = self.call("memory.context", **_methods.context_params(message, limit, max_chars))
+    def context(
+        self,
+        message: str,
+        limit: Optional[int] = None,
+        max_chars: Optional[int] = None,
+        min_relevance: Optional[float] = None,
+    ) -> Record:
+        """Before a reply: ``{"memories", "people", "summary", "text"}``; ``text`` fits ``max_chars``;
+        only memories at or above ``min_relevance`` (default: the daemon's ``[context]
+        min_relevance``) are injected."""
+        params = _methods.context_params(message, limit, max_chars, min_relevance)
+        result: Record = self.call("memory.context", **params)
         return result
 
     def summary(self) -> Record:
@@ -190,7 +202,7 @@ class MemoryClient(ClientBase):
                 raise
             if response.id != request_id:
                 self._drop()
-            return outcome(response, request_id)
+            return outcome(response, request_id, len(payload))
 
     def _exchange(self, payload: bytes, deadline: Optional[float]) -> Response:
         sock = self._connection(deadline)

@@ -10,7 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .errors import MissingIdentity
+from .errors import InvalidIdentity, MissingIdentity
+from .identifiers import identifier_problem
 
 USER_ENV_VARS = ("MEMORY_USER_ID", "ASH_USER_ID")
 CHAT_ENV_VARS = ("MEMORY_CHAT_ID", "ASH_CHAT_ID")
@@ -38,6 +39,11 @@ class Identity:
                 "memoryd needs a user id: pass MemoryClient(user_id=...), "
                 "or set MEMORY_USER_ID (or ASH_USER_ID), or MEMORY_CONTEXT_TOKEN"
             )
+        for field, value in (("user_id", self.user_id), ("chat_id", self.chat_id)):
+            problem = None if value is None else identifier_problem(value)
+            if problem is not None:
+                # Refused here, as the daemon would refuse it: never trimmed into another id.
+                raise InvalidIdentity(field, f"{field} {problem} (see the identifier rule in docs/security.md)")
         params: Dict[str, Any] = {}
         if self.user_id:
             params["user_id"] = self.user_id
@@ -102,7 +108,8 @@ def identity_from_token(token: str) -> Tuple[Optional[str], Optional[str]]:
         return None, None
     sub = claims.get("sub")
     chat = claims.get("chat_id")
+    # An id the daemon would refuse is not filled in: the token alone goes, for the daemon to judge.
     return (
-        sub if isinstance(sub, str) and sub else None,
-        chat if isinstance(chat, str) and chat else None,
+        sub if identifier_problem(sub) is None else None,
+        chat if identifier_problem(chat) is None else None,
     )

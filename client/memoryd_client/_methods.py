@@ -41,7 +41,12 @@ def add_params(
 
 
 def search_params(
-    query: str, limit: int, about: Optional[str] = None, include_superseded: bool = False, this_chat: bool = False
+    query: str,
+    limit: int,
+    about: Optional[str] = None,
+    include_superseded: bool = False,
+    this_chat: bool = False,
+    min_relevance: Optional[float] = None,
 ) -> Dict[str, Any]:
     # The flags are sent only when set, so a client works with daemons that predate them.
     return _drop_none(
@@ -51,6 +56,7 @@ def search_params(
             "about": about,
             "include_superseded": include_superseded or None,
             "this_chat": this_chat or None,
+            "min_relevance": min_relevance,
         }
     )
 
@@ -77,8 +83,10 @@ def list_params(
     )
 
 
-def context_params(message: str, limit: Optional[int], max_chars: Optional[int]) -> Dict[str, Any]:
-    return _drop_none({"message": message, "limit": limit, "max_chars": max_chars})
+def context_params(
+    message: str, limit: Optional[int], max_chars: Optional[int], min_relevance: Optional[float] = None
+) -> Dict[str, Any]:
+    return _drop_none({"message": message, "limit": limit, "max_chars": max_chars, "min_relevance": min_relevance})
 
 
 def forget_person_params(person: str, delete_person_record: bool) -> Dict[str, Any]:

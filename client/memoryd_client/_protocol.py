@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from .errors import MemorydRpcError, ProtocolError, error_from_object
+from .errors import MemorydRpcError, PayloadTooLarge, ProtocolError, error_from_object
 
 #: Replies larger than this are refused rather than buffered without bound (a list of 1000
 #: long memories is a few MiB).
@@ -74,14 +74,17 @@ def parse_response(line: bytes) -> Response:
     return Response(message["id"], message["result"], None)
 
 
-def outcome(response: Response, request_id: int) -> Any:
+def outcome(response: Response, request_id: int, sent_bytes: Optional[int] = None) -> Any:
     """The result of our call, or raise its error.
 
     A null-id error answers the connection rather than a call (the daemon could not read our
     line, or it was too large) and is raised as is; any other id is a protocol error.  The
-    drivers drop the connection whenever ``response.id != request_id``.
+    drivers drop the connection whenever ``response.id != request_id``.  ``sent_bytes`` (the
+    request's size) goes into a PayloadTooLarge's message.
     """
     if response.error is not None and response.id is None:
+        if isinstance(response.error, PayloadTooLarge) and sent_bytes is not None:
+            raise response.error.sized(sent_bytes)
         raise response.error
     if response.id != request_id or isinstance(response.id, bool):
         raise ProtocolError(f"reply id {response.id!r} does not match request id {request_id}")

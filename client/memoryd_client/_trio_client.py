@@ -54,8 +54,9 @@ class AsyncMemoryClient(ClientBase):
         *,
         include_superseded: bool = False,
         this_chat: bool = False,
+        min_relevance: Optional[float] = None,
     ) -> Records:
-        params = _methods.search_params(query, limit, about, include_superseded, this_chat)
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance)
         result: Records = await self.call("memory.search", **params)
         return result
 
@@ -122,8 +123,15 @@ class AsyncMemoryClient(ClientBase):
 
     # -- people, context, summary (see MemoryClient) ----------------------------------------
 
-    async def context(self, message: str, limit: Optional[int] = None, max_chars: Optional[int] = None) -> Record:
-        result: Record = await self.call("memory.context", **_methods.context_params(message, limit, max_chars))
+    async def context(
+        self,
+        message: str,
+        limit: Optional[int] = None,
+        max_chars: Optional[int] = None,
+        min_relevance: Optional[float] = None,
+    ) -> Record:
+        params = _methods.context_params(message, limit, max_chars, min_relevance)
+        result: Record = await self.call("memory.context", **params)
         return result
 
     async def summary(self) -> Record:
@@ -178,7 +186,7 @@ class AsyncMemoryClient(ClientBase):
                 raise self._timed_out()
             if response.id != request_id:
                 await self._drop()
-            return outcome(response, request_id)
+            return outcome(response, request_id, len(payload))
 
     async def _exchange(self, payload: bytes) -> Response:
         stream = await self._connection()

@@ -10,6 +10,7 @@ round.
     ├── RequestTimeout           no reply within the client's timeout (also a builtin TimeoutError)
     ├── ProtocolError            the daemon's reply was not a JSON-RPC 2.0 response to our call
     ├── MissingIdentity          no user id: neither passed, nor in the environment, nor in a token
+    ├── InvalidIdentity          a user or chat id breaks the identifier rule (also a ValueError)
     └── MemorydRpcError          the daemon answered with an error: .code .message .data
         ├── ParseError           one class per ErrorCode member, named after it
         ├── InvalidRequest
@@ -90,6 +91,15 @@ class MissingIdentity(MemoryClientError):
     """No user id to send: every memoryd method needs one."""
 
 
+class InvalidIdentity(MemoryClientError, ValueError):
+    """A user id or chat id (argument or environment) breaks the identifier rule
+    (``memoryd_client.identifiers``); ``field`` names it.  Nothing was sent."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class MemorydRpcError(MemoryClientError):
     """The daemon answered with a JSON-RPC error object."""
 
@@ -143,7 +153,18 @@ class Unauthorized(MemorydRpcError, code=ErrorCode.UNAUTHORIZED): ...
 class Overloaded(MemorydRpcError, code=ErrorCode.OVERLOADED): ...
 
 
-class PayloadTooLarge(MemorydRpcError, code=ErrorCode.PAYLOAD_TOO_LARGE): ...
+class PayloadTooLarge(MemorydRpcError, code=ErrorCode.PAYLOAD_TOO_LARGE):
+    def sized(self, sent_bytes: int) -> PayloadTooLarge:
+        """This error with a message naming the size sent and the daemon's limit, when the
+        request (not the reply) was too large."""
+        limit = self.data.get("max_message_bytes") if isinstance(self.data, dict) else None
+        if not isinstance(limit, int):
+            return self
+        message = (
+            f"{self.message}: the request was {sent_bytes} bytes and the daemon accepts at most "
+            f"{limit} bytes per message (limits.max_message_bytes)"
+        )
+        return PayloadTooLarge(message, self.data)
 
 
 class DeadlineExceeded(MemorydRpcError, code=ErrorCode.DEADLINE_EXCEEDED): ...

@@ -27,6 +27,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Union
 
+from .identifiers import check_identifier, identifier_problem
+
 TOKEN_TYPE = "ASH_CONTEXT"
 TOKEN_ALG = "HS256"
 TOKEN_VERSION = 1
@@ -158,12 +160,16 @@ def mint_token(
     bytes; ``ttl`` is seconds or a string like ``"15m"``; ``now`` overrides the clock (Unix
     seconds), e.g. to mint an already expired token in a test.  ``chat_type`` (private, group,
     supergroup) decides what the disclosure rules let the session see; the speaker and message
-    are recorded with what it adds.  Blank values are left out, as ash leaves them out.
+    are recorded with what it adds.  Blank routing values are left out, as ash leaves them out;
+    ``user_id`` and ``chat_id`` must follow the identifier rule (``identifiers.py``): ValueError
+    otherwise, never a silently changed id.
     """
     key = _secret_bytes(secret)
-    subject = user_id.strip() if isinstance(user_id, str) else ""
-    if not subject:
+    if user_id is None or user_id == "":
         raise ValueError("user_id is required")
+    subject = check_identifier("user_id", user_id)
+    if chat_id is not None and chat_id != "":
+        check_identifier("chat_id", chat_id)
     issued_at = int(time.time() if now is None else now)
     claims: Dict[str, Any] = {
         "ver": TOKEN_VERSION,
@@ -180,7 +186,7 @@ def mint_token(
         "message_id": message_id,
     }
     for name, value in routing.items():
-        text = value.strip() if isinstance(value, str) else None
+        text = value if name == "chat_id" else value.strip() if isinstance(value, str) else None
         if text:
             claims[name] = text
     header = {"alg": TOKEN_ALG, "typ": TOKEN_TYPE, "ver": TOKEN_VERSION}
@@ -234,7 +240,7 @@ def verify_token(
         raise TokenError("not_yet_valid", "context token is not valid yet (iat is in the future)")
     if expires_at + leeway < current:
         raise TokenError("expired", "context token expired")
-    subject = _str_claim(claims, "sub")
+    subject = _identifier_claim(claims, "sub")
     if subject is None:
         raise TokenError("claims", "context token has no sub (user id) claim")
     return Claims(
@@ -242,7 +248,8 @@ def verify_token(
         issued_at=issued_at,
         expires_at=expires_at,
         token_id=_str_claim(claims, "jti"),
-        **{name: _str_claim(claims, name) for name in ROUTING_CLAIMS},
+        chat_id=_identifier_claim(claims, "chat_id"),
+        **{name: _str_claim(claims, name) for name in ROUTING_CLAIMS if name != "chat_id"},
     )
 
 
@@ -293,4 +300,17 @@ def _str_claim(claims: Dict[str, Any], name: str) -> Optional[str]:
         return None
     if not isinstance(value, str):
         raise TokenError("claims", f"context token claim {name} must be a string")
+    if "\x00" in value or any("\ud800" <= char <= "\udfff" for char in value):
+        raise TokenError("claims", f"context token claim {name} has a NUL character or a lone surrogate")
     return value.strip() or None
+
+
+def _identifier_claim(claims: Dict[str, Any], name: str) -> Optional[str]:
+    """``sub`` or ``chat_id`` exactly as signed (never stripped), under the identifier rule."""
+    value = claims.get(name)
+    if value is None or value == "":
+        return None
+    problem = identifier_problem(value)
+    if problem is not None:
+        raise TokenError("claims", f"context token claim {name} {problem}")
+    return str(value)

@@ -45,9 +45,21 @@ def print_json(data: Any, out: TextIO = sys.stdout) -> None:
     out.write(msgspec.json.format(msgspec.json.encode(data), indent=2).decode() + "\n")
 
 
+def printable(text: object) -> str:
+    """``text`` safe for a terminal: every character that is not printable (control characters
+    such as ESC, invisible and format characters, lone surrogates, spaces other than " ") is
+    shown as its escape, the way Python's repr writes it (``\\x1b``, ``\\u200b``), and a
+    backslash as two, so what is shown cannot be mistaken for an escape.  User ids, chat ids,
+    sources and errors come from callers: they never reach the terminal raw."""
+    value = str(text)
+    if value.isprintable() and "\\" not in value:
+        return value
+    return "".join(char if char.isprintable() and char != "\\" else repr(char)[1:-1] for char in value)
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    """Left-aligned first column, right-aligned numbers."""
-    cells = [[str(cell) for cell in row] for row in [header, *rows]]
+    """Left-aligned first column, right-aligned numbers; every cell through :func:`printable`."""
+    cells = [[printable(cell) for cell in row] for row in [header, *rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     lines = []
     for row in cells:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO, TextIO
 
-from memoryd.admin.common import EXIT_OK, open_store
+from memoryd.admin.common import EXIT_OK, open_store, printable
 from memoryd.config import Config
 
 
@@ -18,5 +18,5 @@ def run(config: Config, *, user: str | None, out: BinaryIO | None = None, err: T
     with open_store(config) as store:
         count = store.maintenance.export(sink.write, user=user)
     sink.flush()
-    err.write(f"exported {count} memories{f' of {user}' if user else ''}\n")
+    err.write(f"exported {count} memories{f' of {printable(user)}' if user else ''}\n")
     return EXIT_OK

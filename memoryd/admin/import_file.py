@@ -33,7 +33,10 @@ class _Record(msgspec.Struct):
 
 _header_decoder = msgspec.json.Decoder(ExportHeader)
 _record_decoder = msgspec.json.Decoder(_Record)
-_line_decoders = {"memory": msgspec.json.Decoder(MemoryLine), "person": msgspec.json.Decoder(PersonLine)}
+_line_decoders: dict[str, msgspec.json.Decoder[MemoryLine] | msgspec.json.Decoder[PersonLine]] = {
+    "memory": msgspec.json.Decoder(MemoryLine),
+    "person": msgspec.json.Decoder(PersonLine),
+}
 _TIMESTAMPS = ("created_at", "updated_at", "expires_at", "deleted_at", "expiry_recorded_at", "last_access_at")
 
 

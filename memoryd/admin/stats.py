@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from memoryd.admin.common import EXIT_OK, human_bytes, open_store, print_json, table
+from memoryd.admin.common import EXIT_OK, human_bytes, open_store, print_json, printable, table
 from memoryd.config import Config
 from memoryd.store.admin_records import MEMORY_STATES
 
@@ -33,7 +33,7 @@ _LABEL_WIDTH = 13
 
 def _entry(label: str, text: str, *more: str | None) -> list[str]:
     """A labelled line, and lines continuing it under its text (empty ones left out)."""
-    return [f"{label:<{_LABEL_WIDTH}}{text}", *(" " * _LABEL_WIDTH + line for line in more if line)]
+    return [f"{label:<{_LABEL_WIDTH}}{printable(text)}", *(" " * _LABEL_WIDTH + printable(line) for line in more if line)]
 
 
 def _row(name: str, states: dict[str, int]) -> list[object]:

@@ -9,6 +9,10 @@ the message) follow the identity: sent params in trust mode, the token's claims 
 There a param that contradicts a claim is refused like a foreign ``user_id``, and a param
 without a claim is ignored (as ash ignores it): a sandbox in a group chat cannot call itself
 private.
+
+User and chat ids follow one identifier rule (``memoryd_client.identifiers``) in both modes: a
+sent id that breaks it is refused with -32602 naming the field, a token whose ``sub`` or
+``chat_id`` breaks it with -32002 (the token is the bad field).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from memoryd.config import AuthConfig
 from memoryd.errors import InvalidParams, Unauthorized
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
+from memoryd_client.identifiers import identifier_problem
 
 log = logging.getLogger("memoryd.auth")
 
@@ -100,6 +105,10 @@ class Authenticator:
         if self.mode == "trust" or (context_token is None and self.is_trusted_peer(ctx)):
             if user_id is None:
                 raise InvalidParams.for_field("user_id", "is required")
+            for field, value in (("user_id", user_id), ("chat_id", chat_id)):
+                problem = None if value is None else identifier_problem(value)
+                if problem is not None:
+                    raise InvalidParams.for_field(field, problem)
             return Caller(user_id, chat_id, routing=routing)
         if context_token is None:
             self._refuse(ctx, "missing", "context_token", "a context token is required (auth mode is token)")

@@ -5,6 +5,7 @@ from memoryd.config.loading import ENV_PREFIX, config_reference, load_config
 from memoryd.config.sections import (
     AuthConfig,
     Config,
+    ContextConfig,
     EmbedConfig,
     EmbedderKind,
     ExtractionConfig,
@@ -23,6 +24,7 @@ __all__ = [
     "ENV_PREFIX",
     "AuthConfig",
     "Config",
+    "ContextConfig",
     "EmbedConfig",
     "EmbedderKind",
     "ExtractionConfig",

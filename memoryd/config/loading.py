@@ -2,11 +2,15 @@
 
 Every key of the file can also come from the environment: top-level keys as ``MEMORYD_<KEY>``,
 keys of a table as ``MEMORYD_<TABLE>_<KEY>`` (``MEMORYD_LIMITS_IDLE_TIMEOUT=60``).  An unknown
-key or a wrong type in the file or the environment stops start-up with a message naming it.
+key or a wrong type in the file or the environment stops start-up with a message naming it and,
+for a misspelt key, the nearest valid one: a setting that is silently ignored is worse than a
+daemon that refuses to start.  The few ``MEMORYD_*`` variables that are not config keys are
+listed in :data:`NOT_CONFIG_KEYS`.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
@@ -18,8 +22,15 @@ from memoryd.config.sections import AuthConfig, Config, Section
 from memoryd.errors import ConfigError
 
 ENV_PREFIX = "MEMORYD_"
-#: MEMORYD_* variables that are not config keys: the config path itself, and the client's own.
-_ENV_NOT_KEYS = {"MEMORYD_CONFIG"}
+#: The MEMORYD_* variables that are not config keys, and so are allowed in the daemon's
+#: environment beside them.  Every MEMORYD_* name the client library (client/) or the sandbox
+#: CLI (sandbox-cli/) reads is either here or a config key (MEMORYD_SOCKET is both the client's
+#: and the daemon's socket), because a sandbox's environment often reaches a daemon started from
+#: it; tests/test_config_env_keys.py checks that.
+NOT_CONFIG_KEYS: dict[str, str] = {
+    "MEMORYD_CONFIG": "the config file to read (the daemon's own, like --config)",
+    "MEMORYD_FUZZ_LONG": "the test suite's switch for a long protocol fuzz run",
+}
 
 
 def _sections() -> dict[str, type[Section]]:
@@ -30,13 +41,33 @@ def _sections() -> dict[str, type[Section]]:
     }
 
 
+def env_names() -> list[str]:
+    """Every MEMORYD_* variable that sets a config key."""
+    sections = _sections()
+    names = [ENV_PREFIX + f.name.upper() for f in msgspec.structs.fields(Config) if f.name not in sections]
+    for section, section_type in sections.items():
+        names += [f"{ENV_PREFIX}{section.upper()}_{f.name.upper()}" for f in msgspec.structs.fields(section_type)]
+    return names
+
+
+def _did_you_mean(name: str, candidates: list[str], prefix: str = "") -> str:
+    """`` (did you mean X?)`` for the closest of ``candidates``, or "" when none is close."""
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
+
+def _unknown_env_name(name: str) -> ConfigError:
+    nearest = _did_you_mean(name, env_names() + list(NOT_CONFIG_KEYS))
+    return ConfigError(f"invalid configuration (environment MEMORYD_*): unknown variable {name}{nearest}")
+
+
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     """MEMORYD_* variables as a nested dict of raw strings, keyed like the TOML file."""
     sections = _sections()
     top_keys = {f.name for f in msgspec.structs.fields(Config)} - set(sections)
     overrides: dict[str, Any] = {}
     for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in _ENV_NOT_KEYS:
+        if not name.startswith(ENV_PREFIX) or name in NOT_CONFIG_KEYS:
             continue
         key = name[len(ENV_PREFIX) :].lower()
         if key in top_keys:
@@ -50,7 +81,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
                 is_list = get_origin(field_types[sub_key]) is list
                 overrides.setdefault(section, {})[sub_key] = _split_list(value) if is_list else value
                 break
-        # Other MEMORYD_* names are ignored: sandboxes set the client's variables too.
+        else:
+            raise _unknown_env_name(name)
     return overrides
 
 
@@ -98,8 +130,17 @@ def _describe(exc: msgspec.ValidationError) -> str:
     where = where.rstrip("`").lstrip(".")
     if reason.startswith("Object contains unknown field `"):
         key = reason.split("`")[1]
-        return f"unknown key '{where + '.' if where else ''}{key}'"
+        return f"unknown key '{where + '.' if where else ''}{key}'{_nearest_key(where, key)}"
     return f"key '{where}': {reason}" if where else message
+
+
+def _nearest_key(table: str, key: str) -> str:
+    """`` (did you mean X?)`` for an unknown ``key`` of ``table`` ("" for the top level)."""
+    struct_type = _sections().get(table) if table else Config
+    if struct_type is None:
+        return ""
+    valid = [field.name for field in msgspec.structs.fields(struct_type)]
+    return _did_you_mean(key, valid, prefix=f"{table}." if table else "")
 
 
 def load_config(

@@ -193,6 +193,15 @@ class SummaryConfig(Section, frozen=True):
     max_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1500
 
 
+class ContextConfig(Section, frozen=True):
+    """memory.context (see docs/relevance.md)."""
+
+    #: Memories below this relevance (the estimated probability that a memory helps answer the
+    #: message, memoryd/store/relevance.py) are not injected; a call's own ``min_relevance``
+    #: overrides it.  The default was chosen held out by bench/fit_relevance.py.
+    min_relevance: Annotated[float, Meta(ge=0, le=1)] = 0.2
+
+
 class Config(Section, frozen=True):
     socket: str = ""
     #: Octal string: who may connect is decided by the socket file's mode and group.
@@ -211,6 +220,7 @@ class Config(Section, frozen=True):
     extraction: ExtractionConfig = ExtractionConfig()
     supersession: SupersessionConfig = SupersessionConfig()
     summary: SummaryConfig = SummaryConfig()
+    context: ContextConfig = ContextConfig()
 
     @property
     def socket_path(self) -> Path:

@@ -1,4 +1,4 @@
-"""Embedding backends: the in-process MiniLM (onnxruntime, or numpy without it), Ollama,
+"""Embedding backends: the in-process MiniLM (on onnxruntime), Ollama,
 OpenAI-compatible servers, or none.
 
 embedder = make_embedder(config.embedder, config.embed)

@@ -1,7 +1,10 @@
-"""A BERT encoder forward pass in numpy (float32), for sentence-transformers models without torch.
+"""A BERT checkpoint's weights read from ``model.safetensors`` and laid out for the encoder graph.
 
-It reproduces Hugging Face ``BertModel`` in eval mode: embeddings + LayerNorm, then post-LN encoder
-layers with exact (erf) GELU.  Weights come from a ``model.safetensors`` already read into memory.
+``onnx_bert.py`` runs the encoder on onnxruntime (Hugging Face ``BertModel`` in eval mode:
+embeddings + LayerNorm, then post-LN encoder layers with exact (erf) GELU).  This module checks
+the tensors' names and shapes, so a wrong file fails clearly, and prepares them once: projections
+transposed to (in, out), Q, K and V fused into one matrix with the 1/sqrt(head_dim) attention
+scale folded into Q, the segment-0 embedding folded into the position table.
 """
 
 from __future__ import annotations
@@ -16,16 +19,6 @@ import numpy.typing as npt
 
 from memoryd.embed.vectors import F32
 from memoryd.errors import EmbedderError
-
-I64 = npt.NDArray[np.int64]
-
-# Abramowitz & Stegun 7.1.26: erf with |error| <= 1.5e-7, below float32 resolution near 1.
-# numpy has no erf, and the tanh GELU differs from the erf one by up to ~1e-3.  Folded in:
-# the 1/sqrt(2) of Phi into p, and the 1/2 of Phi into the coefficients.
-_P = np.float32(0.3275911 / math.sqrt(2.0))
-_A = [np.float32(0.5 * a) for a in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)]
-#: GELU runs on row blocks this tall so its ~20 elementwise passes stay in the CPU cache.
-_GELU_BLOCK_ROWS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,51 +71,8 @@ class _Layer:
     ln2_b: F32
 
 
-def gelu_(x: F32) -> F32:
-    """Exact-erf GELU of a 2-D array, in place; returns ``x``."""
-    for start in range(0, x.shape[0], _GELU_BLOCK_ROWS):
-        _gelu_block(x[start : start + _GELU_BLOCK_ROWS])
-    return x
-
-
-def _gelu_block(x: F32) -> None:
-    # GELU(x) = x * Phi(x).  With e = 1 - erf(|x|/sqrt(2)) = poly(t) * exp(-x^2/2), Phi(x) is
-    # 1 - e/2 for x >= 0 and e/2 for x < 0, so GELU(x) = max(x, 0) - |x| * e/2 without a branch.
-    a = np.abs(x)
-    t = a * _P
-    t += 1.0
-    np.reciprocal(t, out=t)
-    half_e = t * _A[4]
-    for coefficient in (_A[3], _A[2], _A[1], _A[0]):
-        half_e += coefficient
-        half_e *= t
-    gauss = np.square(x)
-    gauss *= np.float32(-0.5)
-    np.exp(gauss, out=gauss)
-    half_e *= gauss
-    half_e *= a
-    np.maximum(x, 0.0, out=x)
-    x -= half_e
-
-
-def layer_norm_(x: F32, gamma: F32, beta: F32, eps: float) -> F32:
-    """LayerNorm over the last axis, in place; returns ``x``."""
-    mean = x.mean(axis=-1, keepdims=True)
-    x -= mean
-    var = np.einsum("ij,ij->i", x, x)[:, None]
-    var /= x.shape[-1]
-    var += eps
-    np.sqrt(var, out=var)
-    x /= var
-    x *= gamma
-    x += beta
-    return x
-
-
-class BertEncoder:
-    """Encoder weights plus :meth:`forward`.  Thread-safe: forward only reads the weights."""
-
-    runtime = "numpy"
+class BertWeights:
+    """The encoder's weights, checked against ``config`` and laid out for the graph."""
 
     def __init__(self, config: BertConfig, tensors: Mapping[str, npt.NDArray[Any]]) -> None:
         self.config = config
@@ -172,47 +122,6 @@ class BertEncoder:
                     ln2_b=get(p + "output.LayerNorm.bias", (hidden,)),
                 )
             )
-
-    def forward(self, ids: I64, mask: npt.NDArray[np.bool_] | None) -> F32:
-        """Last hidden states (batch, seq, hidden) for token ids (batch, seq).
-
-        ``mask`` is False at padding positions; None means no padding at all.
-        """
-        cfg = self.config
-        batch, seq = ids.shape
-        hidden, heads = cfg.hidden_size, cfg.num_heads
-        head_dim = hidden // heads
-        x = self.word[ids.reshape(-1)]  # fancy indexing makes a fresh array we may modify
-        x.reshape(batch, seq, hidden)[...] += self.position[:seq]
-        layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
-        bias = None
-        if mask is not None:
-            # Large negative (not -inf) so a fully padded row cannot produce NaN.
-            bias = np.where(mask, np.float32(0.0), np.float32(-1e9)).astype(np.float32)[:, None, None, :]
-        for layer in self.layers:
-            qkv: F32 = x @ layer.qkv_w
-            qkv += layer.qkv_b
-            # (batch, seq, 3, heads, head_dim) -> three (batch, heads, seq, head_dim) views.
-            qkv5 = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-            scores = qkv5[0] @ qkv5[1].transpose(0, 1, 3, 2)
-            if bias is not None:
-                scores += bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ qkv5[2]).transpose(0, 2, 1, 3).reshape(batch * seq, hidden)
-            attn: F32 = context @ layer.out_w
-            attn += layer.out_b
-            attn += x
-            x = layer_norm_(attn, layer.ln1_g, layer.ln1_b, cfg.layer_norm_eps)
-            inter: F32 = x @ layer.inter_w
-            inter += layer.inter_b
-            gelu_(inter)
-            out: F32 = inter @ layer.down_w
-            out += layer.down_b
-            out += x
-            x = layer_norm_(out, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
-        return x.reshape(batch, seq, hidden)
 
 
 def _transposed(weight: F32) -> F32:

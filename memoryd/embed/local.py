@@ -1,5 +1,5 @@
 """The in-process embedder: all-MiniLM-L6-v2 (or another local BERT sentence model) on
-onnxruntime when it is installed, else on numpy (same vectors, see memoryd.embed.onnx_bert).
+onnxruntime (see memoryd.embed.onnx_bert).
 
 Loading and every embed() run in a worker thread, one call at a time (a call already spreads
 its chunks over every core), never on the event loop.  A search's query may instead start at
@@ -19,7 +19,6 @@ from typing import Any
 import trio
 
 from memoryd.embed.base import backend_failure
-from memoryd.embed.onnx_bert import Runtime
 from memoryd.embed.sentence_model import SentenceModel
 from memoryd.embed.vectors import F32, empty, text_batch
 from memoryd.errors import EmbedderError
@@ -61,8 +60,7 @@ class LocalEmbedder:
     differs from :data:`BUNDLED_SHA256` (also when ``model_path`` names the bundled folder).
     Another ``model_path`` folder is trusted as is, unless ``expected_sha256`` (file name -> hex
     digest) pins its files too.  ``model_id`` defaults to ``local:<folder name>`` for such a
-    folder, and to :data:`BUNDLED_MODEL_ID` for the bundled bytes.  ``runtime`` "auto" runs the
-    encoder on onnxruntime when it loads, else numpy; "onnxruntime" or "numpy" insists on one.
+    folder, and to :data:`BUNDLED_MODEL_ID` for the bundled bytes.
     """
 
     def __init__(
@@ -73,7 +71,6 @@ class LocalEmbedder:
         model_id: str | None = None,
         max_seq_length: int | None = None,
         workers: int | None = None,
-        runtime: Runtime = "auto",
         limiter: trio.CapacityLimiter | None = None,
     ) -> None:
         self._folder = Path(model_path) if model_path is not None else None
@@ -88,7 +85,6 @@ class LocalEmbedder:
         self.dim: int | None = None
         self._max_seq_length = max_seq_length
         self._workers = workers
-        self._runtime: Runtime = runtime
         self._limiter = limiter or trio.CapacityLimiter(1)
         #: Held by every pass over the model: the limiter orders embed()'s passes, this lock
         #: also keeps embed_query_now's out of them (and theirs out of it).
@@ -148,7 +144,6 @@ class LocalEmbedder:
             expected_sha256=self._pins,
             max_seq_length=self._max_seq_length,
             workers=self._workers,
-            runtime=self._runtime,
         )
 
     async def embed(self, texts: Sequence[str]) -> F32:
@@ -182,7 +177,7 @@ class LocalEmbedder:
                 return vector
             except EmbedderError:
                 raise
-            except Exception as exc:  # onnxruntime's or numpy's own
+            except Exception as exc:  # onnxruntime's own
                 raise backend_failure(exc) from exc
             finally:
                 self._passing.release()
@@ -218,8 +213,5 @@ class LocalEmbedder:
         if self._model is not None:
             info["load_seconds"] = round(self._model.load_report.seconds, 3)
             info["workers"] = self._model.workers
-            # "onnxruntime 1.x.y", or "numpy" when onnxruntime is missing or failed to load.
-            info["runtime"] = self._model.load_report.runtime
-            # OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU costs the numpy path ~1.3x per query, 1.5x per batch.
-            info["blas_kernel"] = self._model.load_report.blas_kernel
+            info["runtime"] = self._model.load_report.runtime  # "onnxruntime 1.x.y"
         return info

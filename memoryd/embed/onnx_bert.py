@@ -1,33 +1,29 @@
 """The BERT encoder on onnxruntime: a graph of ORT's fused transformer ops, built from the weights
-:class:`~memoryd.embed.bert.BertEncoder` already prepared (pinned safetensors, no .onnx file).
+:class:`~memoryd.embed.bert.BertWeights` prepared (pinned safetensors, no .onnx file).
 
-Why: one short query is ~0.25 GFLOP of 13-row GEMMs against 42 MB of weights.  numpy (OpenBLAS)
-spends ~7 ms there; onnxruntime's MLAS kernels run on weights prepacked once at load, and its
-fused com.microsoft ops (EmbedLayerNormalization, Attention, BiasGelu) and the standard
-LayerNormalization replace the ~20 small numpy passes per layer.  Same arithmetic in float32:
-the hidden states differ from numpy's by ~2e-6.
+One short query is ~0.25 GFLOP of 13-row GEMMs against 42 MB of weights: onnxruntime's MLAS
+kernels run on weights prepacked once at load, and its fused com.microsoft ops
+(EmbedLayerNormalization, Attention, BiasGelu) and the standard LayerNormalization replace ~20
+small passes per layer (a numpy forward pass took ~7 ms per query, ORT ~3 ms).  onnxruntime is
+a hard dependency, and this is the one encoder: its vectors are checked against
+sentence-transformers' own (``tests/fixtures/minilm_reference.json``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from types import ModuleType
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from memoryd.embed import onnx_proto as proto
-from memoryd.embed.bert import BertConfig, BertEncoder
+from memoryd.embed.bert import BertWeights
 from memoryd.embed.vectors import F32
 from memoryd.errors import EmbedderError
-from memoryd.log import fields
 
-log = logging.getLogger("memoryd.embed")
-
-Runtime = Literal["auto", "onnxruntime", "numpy"]
 _MS = "com.microsoft"
 #: A forward pass over at least this many padded tokens hands its scratch memory back when it
 #: ends.  ORT's arena otherwise keeps its peak for good: measured +150 MB of RSS after one
@@ -35,19 +31,8 @@ _MS = "com.microsoft"
 SHRINK_ARENA_TOKENS = 512
 
 
-class Encoder(Protocol):
-    """What SentenceModel runs: last hidden states (batch, seq, hidden) for right-padded token ids."""
-
-    config: BertConfig
-    #: ``numpy``, or ``onnxruntime <version>``
-    runtime: str
-
-    def forward(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_] | None) -> F32: ...
-
-
-def import_onnxruntime() -> ModuleType | None:
-    """onnxruntime with its telemetry off, or None when it is not installed or does not load (the
-    numpy path is used then).
+def import_onnxruntime() -> ModuleType:
+    """onnxruntime with its telemetry off; EmbedderError when it is not installed or does not load.
 
     Official onnxruntime wheels since 1.29 send usage events to Microsoft from Linux too, and keep
     a device id and an event queue under ~/.cache/Microsoft.  A memory daemon sends nothing
@@ -58,8 +43,7 @@ def import_onnxruntime() -> ModuleType | None:
     try:
         import onnxruntime
     except ImportError as exc:
-        log.info("onnxruntime unavailable, the local model runs on numpy", extra=fields(reason=str(exc)))
-        return None
+        raise EmbedderError(f"the local model needs onnxruntime, which does not load: {exc}") from None
     onnxruntime.disable_telemetry_events()
     # Errors only: its warnings (e.g. "cpuinfo_initialize failed" under systemd's ProcSubset=pid,
     # where MLAS still picks its kernels by CPUID) are not the operator's to act on.
@@ -68,26 +52,7 @@ def import_onnxruntime() -> ModuleType | None:
     return module
 
 
-def choose_encoder(encoder: BertEncoder, runtime: Runtime, *, threads: int) -> Encoder:
-    """onnxruntime over ``encoder``'s weights when it is installed and builds the graph, else
-    ``encoder`` itself (numpy).  ``runtime="onnxruntime"`` makes either failure an EmbedderError."""
-    if runtime == "numpy":
-        return encoder
-    ort = import_onnxruntime()
-    if ort is None:
-        if runtime == "onnxruntime":
-            raise EmbedderError("embedding runtime onnxruntime requested, but onnxruntime is not installed")
-        return encoder
-    try:
-        return OrtBertEncoder(ort, encoder, threads=threads)
-    except EmbedderError as exc:
-        if runtime == "onnxruntime":
-            raise
-        log.warning("onnxruntime failed, the local model runs on numpy", extra=fields(error=str(exc)))
-        return encoder
-
-
-def bert_graph(encoder: BertEncoder) -> tuple[dict[str, F32], bytes]:
+def bert_graph(encoder: BertWeights) -> tuple[dict[str, F32], bytes]:
     """The weights by name, and a serialized ONNX model naming them as external initializers:
     (input_ids, attention_mask) int32 (batch, seq) -> ``hidden`` float32 (batch, seq, hidden).
 
@@ -117,7 +82,7 @@ def bert_graph(encoder: BertEncoder) -> tuple[dict[str, F32], bytes]:
         weights.update({w[name]: getattr(layer, name) for name in w})
         att, proj, mid, up, act, down, out = (f"l{i}.{s}" for s in ("att", "proj", "mid", "up", "act", "down", "out"))
         nodes += [
-            # scale=1: BertEncoder already folded 1/sqrt(head_dim) into the Q weights.
+            # scale=1: BertWeights already folded 1/sqrt(head_dim) into the Q weights.
             proto.node("Attention", [x, w["qkv_w"], w["qkv_b"], "lengths"], [att], domain=_MS,
                        num_heads=cfg.num_heads, scale=1.0),
             proto.node("MatMul", [att, w["out_w"]], [proj]),
@@ -163,13 +128,13 @@ def residual_layer_norm(x: str, bias: str, skip: str, gamma: str, beta: str, out
 
 
 class OrtBertEncoder:
-    """``BertEncoder.forward`` on an onnxruntime session.  Thread-safe (a session's run is).
+    """The encoder on an onnxruntime session.  Thread-safe (a session's run is).
 
-    The session copies the weights at load (prepacking the GEMM ones), so the BertEncoder it was
+    The session copies the weights at load (prepacking the GEMM ones), so the BertWeights it was
     built from can be dropped: the process then holds the weights once, in ORT.
     """
 
-    def __init__(self, ort: ModuleType, encoder: BertEncoder, *, threads: int) -> None:
+    def __init__(self, ort: ModuleType, encoder: BertWeights, *, threads: int) -> None:
         self.config = encoder.config
         self.runtime = f"onnxruntime {ort.__version__}"
         weights, graph = bert_graph(encoder)

@@ -21,9 +21,8 @@ import numpy.typing as npt
 import safetensors.numpy
 import tokenizers
 
-from memoryd.embed.bert import BertConfig, BertEncoder
-from memoryd.embed.blas import limit_blas_threads, openblas_kernel
-from memoryd.embed.onnx_bert import Runtime, choose_encoder
+from memoryd.embed.bert import BertConfig, BertWeights
+from memoryd.embed.onnx_bert import OrtBertEncoder, import_onnxruntime
 from memoryd.embed.vectors import F32, normalize_rows
 from memoryd.errors import EmbedderError
 from memoryd.heap import release_free_heap
@@ -50,9 +49,7 @@ _POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_token
 class LoadReport:
     seconds: float
     verified: bool
-    #: The kernel family OpenBLAS runs the GEMMs with (``Haswell``, ``SkylakeX``...), None if unknown.
-    blas_kernel: str | None
-    #: What runs the encoder: ``onnxruntime <version>`` or ``numpy``.
+    #: What runs the encoder: ``onnxruntime <version>``.
     runtime: str
 
 
@@ -66,16 +63,14 @@ class SentenceModel:
         expected_sha256: Mapping[str, str] | None = None,
         max_seq_length: int | None = None,
         workers: int | None = None,
-        runtime: Runtime = "auto",
     ) -> None:
         started = time.perf_counter()
-        # Parallelism comes from running chunks on `workers` threads, each with a
-        # single-threaded BLAS (see memoryd.embed.blas for why).  onnxruntime also splits one
-        # chunk over `workers` threads (a lone query: 3.1 vs 4.3 ms on 2 cores); measured on a
-        # batch of 32: chunks on 2 workers with 2 ORT threads each 233 texts/s, 1 worker x 2
+        ort = import_onnxruntime()
+        # Parallelism comes from running chunks on `workers` threads.  onnxruntime also splits
+        # one chunk over `workers` threads (a lone query: 3.1 vs 4.3 ms on 2 cores); measured on
+        # a batch of 32: chunks on 2 workers with 2 ORT threads each 233 texts/s, 1 worker x 2
         # threads 184, 2 workers x 1 thread 226.
         self.workers = max(1, workers or min(4, _usable_cpus()))
-        limit_blas_threads(1)
         self._pool = ThreadPoolExecutor(self.workers, "memoryd-embed") if self.workers > 1 else None
         self.folder = folder
         pins = dict(expected_sha256 or {})
@@ -104,17 +99,15 @@ class SentenceModel:
         except Exception as exc:  # safetensors raises its own SafetensorError
             raise EmbedderError(f"{folder / 'model.safetensors'} is not a valid safetensors file: {exc}") from None
         del weights
-        on_numpy = BertEncoder(config, tensors)
-        del tensors  # BertEncoder keeps what it needs (transposed, fused)
-        self.encoder = choose_encoder(on_numpy, runtime, threads=self.workers)
-        if self.encoder is not on_numpy:
-            del on_numpy  # the session holds its own copy of the weights
-            release_free_heap()
+        prepared = BertWeights(config, tensors)
+        del tensors  # BertWeights keeps what it needs (transposed, fused)
+        self.encoder = OrtBertEncoder(ort, prepared, threads=self.workers)
+        del prepared  # the session holds its own copy of the weights
+        release_free_heap()
         self.dim = config.hidden_size
         self.load_report = LoadReport(
             seconds=time.perf_counter() - started,
             verified=bool(pins),
-            blas_kernel=openblas_kernel(),
             runtime=self.encoder.runtime,
         )
         log.info(
@@ -123,7 +116,6 @@ class SentenceModel:
                 folder=str(folder),
                 seconds=round(self.load_report.seconds, 3),
                 verified=bool(pins),
-                blas_kernel=self.load_report.blas_kernel,
                 runtime=self.load_report.runtime,
             ),
         )
@@ -142,7 +134,7 @@ class SentenceModel:
             for rows in chunks:
                 out[rows] = self._embed_chunk([ids[r] for r in rows])
         else:
-            # numpy releases the GIL inside GEMMs and large ufunc loops, so chunks really overlap.
+            # onnxruntime releases the GIL while a session runs, so chunks really overlap.
             pooled = self._pool.map(lambda rows: self._embed_chunk([ids[r] for r in rows]), chunks)
             for rows, vectors in zip(chunks, pooled, strict=True):
                 out[rows] = vectors

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, get_args
 import msgspec
 from msgspec import Meta
 
-from memoryd.store.records import Sensitivity
+from memoryd.store.records import Sensitivity as Sensitivity  # re-exported: extract's callers name it from here
 
 MemoryType = Literal["preference", "identity", "relationship", "knowledge", "context", "event", "task", "observation"]
 MEMORY_TYPES: tuple[MemoryType, ...] = get_args(MemoryType)

@@ -108,6 +108,10 @@ class RpcConnection:
         # read_deadline anchors them at its ``now`` (this object never reads a clock itself).
         self._frame_started: float | None = None
         self._idle_since: float | None = None
+        # When the connection last went quiet during shutdown (anchored like _idle_since): the
+        # linger counts from there, not from each wait, or a quiet peer would keep it open
+        # until the server's shutdown_grace ran out.
+        self._quiet_since: float | None = None
 
     @property
     def framing(self) -> Framing | None:
@@ -159,7 +163,7 @@ class RpcConnection:
                 return self._close(CloseReason.OVER_BUDGET, self.frame(encode_error(None, refusal)))
             return Wait.NEED_DATA
         self.in_flight += 1
-        self._frame_started = self._idle_since = None
+        self._frame_started = self._idle_since = self._quiet_since = None
         return payload
 
     def frame(self, reply: bytes) -> bytes:
@@ -179,6 +183,7 @@ class RpcConnection:
         """Messages keep being read and run (the method table answers them ShuttingDown) until
         nothing is running and the peer has been quiet for ``shutdown_linger``."""
         self.shutting_down = True
+        self._quiet_since = None
 
     def read_deadline(self, now: float) -> float:
         """When to stop waiting for bytes (then call :meth:`read_timed_out`); ``inf``: never.
@@ -195,17 +200,24 @@ class RpcConnection:
                 self._frame_started = now
             frame_deadline = self._frame_started + limits.frame_timeout
             if self.shutting_down:
-                return min(now + limits.shutdown_linger, frame_deadline)
+                return min(self._linger_deadline(now), frame_deadline)
             return frame_deadline
         self._frame_started = None
         if self.in_flight:
-            self._idle_since = None
+            self._idle_since = self._quiet_since = None
             return math.inf
         if self.shutting_down:
-            return now + limits.shutdown_linger
+            return self._linger_deadline(now)
         if self._idle_since is None:
             self._idle_since = now
         return self._idle_since + limits.idle_timeout
+
+    def _linger_deadline(self, now: float) -> float:
+        """``shutdown_linger`` after the connection went quiet (shutdown began, or its last
+        message finished); asking again later does not move it."""
+        if self._quiet_since is None:
+            self._quiet_since = now
+        return self._quiet_since + self.limits.shutdown_linger
 
     def read_timed_out(self) -> None:
         """No bytes came before ``read_deadline``: the next event is :class:`Close`."""

@@ -81,7 +81,7 @@ class _LooseEnvelope(msgspec.Struct):
 _message_decoder = msgspec.json.Decoder(_Envelope | list[msgspec.Raw])
 _entry_decoder = msgspec.json.Decoder(_Envelope)
 _loose_decoder = msgspec.json.Decoder(_LooseEnvelope)
-_id_decoder = msgspec.json.Decoder(str | int | float)
+_id_decoder: msgspec.json.Decoder[str | int | float] = msgspec.json.Decoder(str | int | float)
 # Decoding into Raw only skips over the value: a full syntax check that converts nothing.
 _syntax_decoder = msgspec.json.Decoder(msgspec.Raw)
 _encoder = msgspec.json.Encoder()

@@ -43,6 +43,7 @@ from memoryd.errors import (
     SupersedeRefused,
     Unavailable,
     UnknownListCursor,
+    UnsupportedSqliteVec,
     lone_leaf,
 )
 
@@ -125,6 +126,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StartupError: _internal,  # raised only while starting up
     StorageUnusable: _internal,  # raised only while starting up
     StoreRefused: _internal,  # raised only while starting up
+    UnsupportedSqliteVec: _internal,  # raised only while starting up
 }
 
 

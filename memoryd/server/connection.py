@@ -11,7 +11,7 @@ out as they complete, carrying their request's id.
 The socket is driven with ``trio.lowlevel.wait_readable`` and plain ``read``/``write`` calls
 rather than ``SocketStream.receive_some``/``send_all``: trio's calls add a scheduler pass each
 even when the system call succeeds at once, and a cancel scope per wait costs as much again
-(bench/bench_rtt.py; README "Issue 13, target 4").  A read is tried after one scheduler pass and
+(bench/bench_rtt.py measures both).  A read is tried after one scheduler pass and
 waits for readability only when nothing came (``_receive``).  A reply that fits the socket buffer is
 written at once; only the rest of one that does not waits, in a task, under the send semaphore
 and the stall timeout.  The read deadline (idle, frame, shutdown) lives in one cancel scope that is replaced
@@ -168,7 +168,7 @@ class Connection:
             # usually has it here by then, and the loop goes on without sleeping in epoll.  A
             # sleep costs a wake-up from the other core (an interrupt, and on a virtual machine
             # an exit to the host), tens of microseconds when the client runs on the other core
-            # (bench/bench_rtt.py --placement; README "Wave 5 (`rtt`)").
+            # (bench/bench_rtt.py --placement measures it).
             await trio.lowlevel.checkpoint()
             try:
                 data = os.read(sock.fileno(), RECEIVE_CHUNK)

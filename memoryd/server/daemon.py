@@ -11,10 +11,12 @@ from __future__ import annotations
 import functools
 
 import logging
+import os
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import threadpoolctl
 import trio
 
 from memoryd import __version__
@@ -44,6 +46,17 @@ if TYPE_CHECKING:
     from memoryd.llm import LlmClient
 
 log = logging.getLogger("memoryd.daemon")
+
+
+def single_threaded_blas() -> None:
+    """numpy's BLAS on one thread, unless ``OPENBLAS_NUM_THREADS`` says otherwise (the operator
+    decided).  A search's rescoring (64 rows x 384 at least) crosses OpenBLAS's size for
+    splitting a matrix-vector product over threads, and OpenBLAS threads meet at a barrier
+    after each product and spin while they wait: when any other process wants a core, the one
+    descheduled stalls the rest (measured on 2 cores with one busy loop beside it: 7 ms of
+    matrix products took 500 ms).  Searches already run on several reader threads."""
+    if not os.environ.get("OPENBLAS_NUM_THREADS"):
+        threadpoolctl.threadpool_limits(1, user_api="blas")
 
 
 class Daemon:
@@ -124,6 +137,8 @@ class Daemon:
 
     def _open_store(self) -> Backend:
         config = self.config
+        backends.check_engine(config)
+        single_threaded_blas()
         data_dir.prepare(config.data_path, config.db_path, accept_empty_db=self._accept_empty_db)
         backends.limit_cache_memory(config)
         try:

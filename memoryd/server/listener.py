@@ -7,7 +7,9 @@ up into it.
 
 Shutdown: stop accepting; calls already running get ``shutdown_grace`` seconds to finish;
 calls that arrive meanwhile are answered ShuttingDown; calls still running when the grace
-period ends are cancelled and answered ShuttingDown.  No request goes unanswered.
+period ends are cancelled and answered ShuttingDown.  No request goes unanswered.  A connection
+with nothing running closes once its client has been quiet for ``shutdown_linger`` (a quarter
+second), so idle clients never hold a stop for the grace period.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class RpcServer:
         self._by_uid_json: tuple[int, bytes] = (-1, b"{}")
 
     def stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = dict(zip(_COUNT_NAMES, self._counts()))
+        stats: dict[str, Any] = dict(zip(_COUNT_NAMES, self._counts(), strict=True))
         stats["connections_by_uid"] = {str(uid): count for uid, count in self.counters.connections_by_uid.items()}
         return stats
 

@@ -83,7 +83,7 @@ def build_services(
     people.on_changed.append(summaries.note_deleted)
     conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)
-    table = build_method_table(service, health, people, summaries, conversations)
+    table = build_method_table(service, health, people, summaries, conversations, config.context)
     return Services(table, health, summaries, supersession_worker, backfill, extraction, people)
 
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd.auth import Authenticator
+from memoryd.config import ContextConfig
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.memory import MemoryService
-from memoryd.service.provenance import caller_scope
 from memoryd.service.params import MAX_QUERY_BYTES
 from memoryd.service.people import PeopleService
 from memoryd.service.people_params import ContextParams
+from memoryd.service.provenance import caller_scope
 from memoryd.service.summary import SummaryService
 from memoryd.service.summary_digest import person_label
 from memoryd.service.validation import check_text
@@ -39,12 +40,15 @@ class ContextService:
     people: PeopleService
     summaries: SummaryService
     authenticator: Authenticator
+    #: ``[context] min_relevance``: memories below it are not injected (a call may say otherwise).
+    config: ContextConfig = ContextConfig()
 
     async def context(self, params: ContextParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("message", params.message, max_bytes=MAX_QUERY_BYTES)
-        hits = await self.memory.search_in(scope, params.message, params.limit)
-        mentioned = await self.people.mentioned(scope.user_id, params.message)
+        floor = self.config.min_relevance if params.min_relevance is None else params.min_relevance
+        hits = await self.memory.search_in(scope, params.message, params.limit, min_relevance=floor)
+        mentioned = await self.people.mentioned(scope, params.message)
         summary = (await self.summaries.summary_for(scope))["summary"]
         return {
             "memories": hits,

@@ -13,7 +13,7 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memoryd.auth import Authenticator
+from memoryd.auth import Authenticator, Caller
 from memoryd.errors import LlmNotConfigured
 from memoryd.extract import ConversationMessage, Speaker
 from memoryd.log import fields
@@ -21,6 +21,7 @@ from memoryd.rpc.dispatch import CallContext
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.learning import conversation_of, origin_of
+from memoryd.service.provenance import identify, scope_of
 from memoryd.service.params import (
     MAX_CONTENT_BYTES,
     CallerParams,
@@ -29,7 +30,6 @@ from memoryd.service.params import (
     MessageParam,
     ObserveParams,
 )
-from memoryd.service.provenance import caller_scope
 from memoryd.service.validation import check_group_chat, check_text, optional_text
 from memoryd.store import ConversationStore, Scope, SessionContext, SessionRef, StoredMessage
 
@@ -56,7 +56,8 @@ class ConversationService:
     authenticator: Authenticator
 
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
-        scope = caller_scope(params, ctx, self.authenticator)
+        caller = identify(params, ctx, self.authenticator)
+        scope = scope_of(caller, params)
         _check_messages(params.messages)
         stored = [_stored(message) for message in params.messages if message.content.strip()]
         session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
@@ -65,7 +66,7 @@ class ConversationService:
         accepted = 0
         if stored:
             accepted = await self.conversations.observe(
-                session, _context(params), stored, extract_after_ms=debounce_ms
+                session, _context(caller, params), stored, extract_after_ms=debounce_ms
             )
         if self.worker is not None:
             self.worker.notify()
@@ -74,13 +75,15 @@ class ConversationService:
 
     async def extract_from_messages(self, params: ExtractFromMessagesParams, ctx: CallContext) -> dict[str, Any]:
         llm = self._llm()
-        scope = caller_scope(params, ctx, self.authenticator)
+        caller = identify(params, ctx, self.authenticator)
+        scope = scope_of(caller, params)
         _check_messages(params.messages)
         check_group_chat(params.shared, scope.chat_id)
         messages = [_conversation_message(message) for message in params.messages]
         return await self._extract_now(
             llm,
             messages,
+            caller,
             scope,
             params,
             session_key=optional_text(params.session_key),
@@ -90,7 +93,8 @@ class ConversationService:
 
     async def extract(self, params: ExtractParams, ctx: CallContext) -> dict[str, Any]:
         llm = self._llm()
-        scope = caller_scope(params, ctx, self.authenticator)
+        caller = identify(params, ctx, self.authenticator)
+        scope = scope_of(caller, params)
         check_group_chat(params.shared, scope.chat_id)
         found = None
         if params.message_id is not None:
@@ -106,6 +110,7 @@ class ConversationService:
         return await self._extract_now(
             llm,
             conversation_of(stored),
+            caller,
             scope,
             params,
             session_key=session.session_key,
@@ -134,6 +139,7 @@ class ConversationService:
         self,
         llm: LlmClient,
         messages: Sequence[ConversationMessage],
+        caller: Caller,
         scope: Scope,
         params: CallerParams,
         *,
@@ -141,14 +147,11 @@ class ConversationService:
         message_id: str | None,
         all_shared: bool = False,
     ) -> dict[str, Any]:
-        speaker = Speaker(
-            username=optional_text(params.source_username) or optional_text(params.username),
-            display_name=optional_text(params.source_display_name),
-        )
+        speaker = _speaker(caller, params)
         origin = origin_of(
             messages,
             speaker,
-            chat_type=optional_text(params.chat_type),
+            chat_type=caller.routing.chat_type,
             session_key=session_key,
             message_id=message_id,
             all_shared=all_shared,
@@ -204,10 +207,20 @@ def _conversation_message(message: MessageParam) -> ConversationMessage:
     )
 
 
-def _context(params: ObserveParams) -> SessionContext:
+def _speaker(caller: Caller, params: CallerParams) -> Speaker:
+    """Who spoke, from the resolved identity as memory.add records it (``provenance_of``): in
+    token mode the claims, never a param the token has no claim for.  ash's loose ``username``
+    stands in for the speaker only when the caller's params are believed (trust mode)."""
+    routing = caller.routing
+    fallback = None if caller.verified else optional_text(params.username)
+    return Speaker(username=routing.source_username or fallback, display_name=routing.source_display_name)
+
+
+def _context(caller: Caller, params: ObserveParams) -> SessionContext:
+    speaker = _speaker(caller, params)
     return SessionContext(
-        chat_type=optional_text(params.chat_type),
+        chat_type=caller.routing.chat_type,
         timezone=optional_text(params.timezone),
-        speaker_username=optional_text(params.source_username) or optional_text(params.username),
-        speaker_display_name=optional_text(params.source_display_name),
+        speaker_username=speaker.username,
+        speaker_display_name=speaker.display_name,
     )

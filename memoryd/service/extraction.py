@@ -116,7 +116,14 @@ class ExtractionWorker:
         messages = conversation_of(job.messages)
         speaker = Speaker(username=context.speaker_username, display_name=context.speaker_display_name)
         origin = origin_of(messages, speaker, chat_type=context.chat_type, session_key=session.session_key)
-        scope = Scope(user_id=session.owner, chat_id=session.chat_id)
+        # The caller that observed the session, as far as the session tells: a chat whose type
+        # is unknown counts as a group (fail closed), so nothing hidden there is matched.
+        scope = Scope(
+            user_id=session.owner,
+            chat_id=session.chat_id,
+            chat_type=context.chat_type,
+            verified=session.chat_id is not None,
+        )
         learned = await self.extractor.extract(
             self.llm, messages, speaker, origin, scope, timezone=context.timezone, completes=job
         )

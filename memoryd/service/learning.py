@@ -137,9 +137,9 @@ class FactLearner:
         fact_vectors = await self._vectors([new.content for new in news])
         plans = None
         if self.supersession is not None:
-            plans = [await self.supersession.plan(new) for new in news]
+            plans = [await self.supersession.plan(new, scope) for new in news]
         learned = await self.conversations.store_facts(
-            news, fact_vectors, normalize=normalized_text, completes=completes, plans=plans
+            news, fact_vectors, scope=scope, normalize=normalized_text, completes=completes, plans=plans
         )
         deferred = plans is not None and any(plan.defer for plan in plans)
         if self.supersession is not None and deferred and any(not item.refreshed for item in learned):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import logging
@@ -36,7 +37,7 @@ from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.supersession import Supersession
 from memoryd.service.validation import check_group_chat, check_id_prefix, check_text
-from memoryd.store import MemoryRecord, MemoryStore, NewMemory, Scope, SearchHit
+from memoryd.store import MemoryRecord, MemoryStore, NewMemory, Scope, SearchHit, relevance
 from memoryd.store.supersession_records import NOT_VISIBLE, Stored
 
 log = logging.getLogger("memoryd.service")
@@ -83,6 +84,10 @@ class MemoryService:
         for index, subject in enumerate(params.subjects):
             check_text(f"subjects[{index}]", subject, max_bytes=MAX_SUBJECT_BYTES)
         check_group_chat(params.shared, scope.chat_id)
+        if params.conversation_private and scope.chat_id is None:
+            # Private to the conversation it was learned in: without a chat there is none, and
+            # no caller could ever read, list or delete it.
+            raise InvalidParams.for_field("conversation_private", "needs a chat_id (the conversation it is private to)")
         metadata = params.metadata or {}
         if len(msgspec.json.encode(metadata)) > MAX_METADATA_BYTES:
             raise InvalidParams.for_field("metadata", f"must encode to at most {MAX_METADATA_BYTES} bytes")
@@ -105,7 +110,12 @@ class MemoryService:
         superseded: list[str] = []
         short_id: str | None = None
         embedded = False
-        names = owner_names(scope, params.source_username, params.source_display_name, params.username)
+        # The names the owner spoke under, from the resolved identity like the provenance (a
+        # token's claims; ash's loose ``username`` only where params are believed).
+        routing = caller.routing
+        names = owner_names(
+            scope, routing.source_username, routing.source_display_name, None if caller.verified else params.username
+        )
         supersession = self.supersession
         if supersession is None:
             record, deduplicated = await self.memories.add(new)
@@ -160,19 +170,27 @@ class MemoryService:
         scope = dataclasses.replace(
             caller_scope(params, ctx, self.authenticator), include_superseded=params.include_superseded
         )
-        return await self.search_in(scope, params.query, params.limit, about=params.about)
+        floor = relevance.SEARCH_FLOOR if params.min_relevance is None else params.min_relevance
+        return await self.search_in(scope, params.query, params.limit, about=params.about, min_relevance=floor)
 
-    async def search_in(self, scope: Scope, query: str, limit: int, *, about: str | None = None) -> list[SearchHit]:
-        """memory.search for a caller already identified (memory.context searches too)."""
+    async def search_in(
+        self, scope: Scope, query: str, limit: int, *, about: str | None = None, min_relevance: float = 0.0
+    ) -> list[SearchHit]:
+        """memory.search for a caller already identified (memory.context searches too); hits
+        below ``min_relevance`` are left out."""
         check_text("query", query, max_bytes=MAX_QUERY_BYTES)
         focus = None
         if self.people is not None:
             focus, query = await self.people.focus(scope, query, about)
         queries = self._query_vectors if self._vector_space_ready else None
         if queries is None:
-            return await self.memories.search(scope, query, limit=limit, people_focus=focus)
+            return await self.memories.search(
+                scope, query, limit=limit, people_focus=focus, min_relevance=min_relevance
+            )
         # The store reads its keyword part while the query is being embedded.
-        return await self.memories.search(scope, query, limit=limit, vector=queries.vector(query), people_focus=focus)
+        return await self.memories.search(
+            scope, query, limit=limit, vector=queries.vector(query), people_focus=focus, min_relevance=min_relevance
+        )
 
     async def list(self, params: ListParams, ctx: CallContext) -> list[MemoryRecord]:
         scope = dataclasses.replace(
@@ -203,7 +221,7 @@ class MemoryService:
             raise _not_visible("memory_id")
         return record
 
-    async def history(self, params: HistoryParams, ctx: CallContext) -> list[MemoryRecord]:
+    async def history(self, params: HistoryParams, ctx: CallContext) -> builtins.list[MemoryRecord]:
         """The versions of a memory (what it replaced and what replaced it), oldest first."""
         scope = caller_scope(params, ctx, self.authenticator)
         chain = None

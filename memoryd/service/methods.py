@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from memoryd.config import ContextConfig
 from memoryd.rpc.dispatch import Handler, MethodTable
 from memoryd.service.context import ContextService
 from memoryd.service.conversation import ConversationService
@@ -33,6 +34,9 @@ from memoryd.service.people_params import (
 )
 from memoryd.service.summary import SummaryService
 
+#: memory.context's settings when the caller passes none (the config's defaults).
+_CONTEXT_DEFAULTS = ContextConfig()
+
 
 def build_method_table(
     service: MemoryService,
@@ -40,8 +44,9 @@ def build_method_table(
     people: PeopleService,
     summaries: SummaryService,
     conversations: ConversationService,
+    context_config: ContextConfig = _CONTEXT_DEFAULTS,
 ) -> MethodTable:
-    context = ContextService(service, people, summaries, service.authenticator)
+    context = ContextService(service, people, summaries, service.authenticator, context_config)
     table = MethodTable()
     methods: list[tuple[str, type[msgspec.Struct], Handler]] = [
         ("memory.add", AddParams, service.add),

@@ -73,9 +73,15 @@ class AddParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     key: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
 
 
+#: A relevance threshold (store/relevance.py): the estimated probability that a memory helps.
+Relevance = Annotated[float, Meta(ge=0, le=1)]
+
+
 class SearchParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     query: str
     limit: Annotated[int, Meta(ge=1, le=100)] = 10
+    #: Hits below this relevance are left out; None: store/relevance.py's SEARCH_FLOOR.
+    min_relevance: Relevance | None = None
     #: Only memories about this person: a name, an alias or a relationship ("my wife").
     about: SubjectName | None = None
     include_superseded: bool = False

@@ -1,7 +1,11 @@
 """People: learned on every add, found in queries, and the person.* / forget_person methods.
 
 Every person is the caller's own (``Scope.user_id``); what a caller sees of the memories about
-them is what ``store/visibility.py`` lets it see, in the caller's current chat.
+them is what ``store/visibility.py`` lets it see, in the caller's current chat.  A person is
+known to a caller only through such a memory (``store.people.visible_people``): one learned
+only in a private chat, or from a sensitive memory, does not exist for a group chat — not in
+person.list or person.get, not as a mention in a query or in memory.context, not as a name
+the person.* methods accept.
 """
 
 from __future__ import annotations
@@ -62,7 +66,9 @@ class PeopleService:
     async def learn(self, scope: Scope, record: MemoryRecord, owner_names: tuple[str, ...]) -> None:
         """An added memory's people, in a write of their own (an ``AddedListener``: extraction's
         facts; ``memory.add`` learns them in its own transaction with ``owner_names``)."""
-        learned = await self.people.learn(scope.user_id, record.id, record.content, record.subjects, owner_names)
+        learned = await self.people.learn(
+            scope.user_id, record.id, record.content, record.subjects, owner_names, seen_by=scope
+        )
         self.learned(scope, changed=learned.changed)
 
     def learned(self, scope: Scope, *, changed: bool) -> None:
@@ -70,20 +76,34 @@ class PeopleService:
         if changed:
             self.forget_directory(scope.user_id)
 
-    async def mentioned(self, owner: str, text: str) -> list[StoredPerson]:
-        """The owner's people ``text`` mentions, by name, alias or relationship."""
-        return (await self._directory(owner)).mentioned(text)
+    async def mentioned(self, scope: Scope, text: str) -> list[StoredPerson]:
+        """The caller's people ``text`` mentions, by name, alias or relationship, that ``scope``
+        may know of."""
+        return [person for person, _ in await self._visible_mentions(scope, text)]
+
+    async def _visible_mentions(self, scope: Scope, text: str) -> list[tuple[StoredPerson, Mention]]:
+        # The directory indexes all of the owner's people (cached per owner); the ones the
+        # scope may not know of are dropped by one query, before anything is said about them.
+        mentions = (await self._directory(scope.user_id)).mentions(text)
+        if not mentions:
+            return []
+        visible = await self.people.visible_rowids(scope, [person.rowid for person, _ in mentions])
+        if len(visible) == len({person.rowid for person, _ in mentions}):
+            return mentions
+        # A hidden person took a phrase ("my wife") that one the scope knows may also answer:
+        # find the mentions again among the people the scope knows.
+        return _Directory(await self.people.visible_people(scope)).mentions(text)
 
     async def focus(self, scope: Scope, query: str, about: str | None) -> tuple[PeopleFocus | None, str]:
         """What a search knows of people: who the query mentions, and the ``about`` filter
         (a phrase that names nobody filters everything out); and the query with each
         relationship phrase replaced by the name ("what does my wife like?" -> "what does Sarah
         like?"), which BM25 and the embedding find her memories by."""
-        mentions = (await self._directory(scope.user_id)).mentions(query)
+        mentions = await self._visible_mentions(scope, query)
         only: tuple[int, ...] | None = None
         if about is not None:
             check_text("about", about, max_bytes=MAX_SUBJECT_BYTES)
-            person = await self.people.find(scope.user_id, about)
+            person = await self.people.find(scope, about)
             only = () if person is None else (person.rowid,)
         if not mentions and only is None:
             return None, query
@@ -98,10 +118,12 @@ class PeopleService:
                 rewritten = rewritten[:at] + person.name + rewritten[end:]
         return PeopleFocus(mentioned=tuple(p.rowid for p, _ in mentions), only=only, rest=rest), rewritten
 
-    async def resolver_for(self, owner: str) -> Resolver:
-        """The owner's people for the supersession rules: "my wife" and "Sarah" are one subject."""
-        directory = await self._directory(owner)
-        return person_resolver([person.known() for person in directory.by_id.values()])
+    async def resolver_for(self, scope: Scope) -> Resolver:
+        """The people ``scope`` may know of, for the supersession rules: "my wife" and "Sarah"
+        are one subject."""
+        persons = list((await self._directory(scope.user_id)).by_id.values())
+        visible = await self.people.visible_rowids(scope, [person.rowid for person in persons]) if persons else set()
+        return person_resolver([person.known() for person in persons if person.rowid in visible])
 
     def forget_directory(self, owner: str) -> None:
         self._directories.pop(owner, None)
@@ -124,7 +146,7 @@ class PeopleService:
 
     async def list(self, params: PersonListParams, ctx: CallContext) -> list[dict[str, Any]]:
         scope = caller_scope(params, ctx, self.authenticator)
-        persons = await self.people.people_of(scope.user_id)
+        persons = await self.people.visible_people(scope)
         counts = await self.people.counts(scope, persons)
         return [{**person.wire(), "memories": counts[person.id]} for person in persons]
 
@@ -136,7 +158,7 @@ class PeopleService:
 
     async def merge(self, params: PersonMergeParams, ctx: CallContext) -> dict[str, Any]:
         scope = caller_scope(params, ctx, self.authenticator)
-        outcome = await self.people.merge(scope.user_id, params.from_, params.into)
+        outcome = await self.people.merge(scope, params.from_, params.into)
         if outcome.source is None:
             raise _no_person("from")
         if outcome.target is None:
@@ -151,7 +173,7 @@ class PeopleService:
         scope = caller_scope(params, ctx, self.authenticator)
         check_text("alias", params.alias, max_bytes=MAX_SUBJECT_BYTES)
         try:
-            person = await self.people.add_alias(scope.user_id, params.name, params.alias)
+            person = await self.people.add_alias(scope, params.name, params.alias)
         except AliasTaken:
             raise InvalidParams.for_field("alias", "already names another person (use person.merge)") from None
         if person is None:
@@ -177,7 +199,7 @@ class PeopleService:
         }
 
     async def _find(self, scope: Scope, field: str, phrase: str) -> StoredPerson:
-        person = await self.people.find(scope.user_id, phrase)
+        person = await self.people.find(scope, phrase)
         if person is None:
             raise _no_person(field)
         return person

@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from memoryd.service.params import CallerParams, SubjectName
+from memoryd.service.params import CallerParams, Relevance, SubjectName
 
 #: What memory.context answers by default: a system prompt's worth.
 DEFAULT_CONTEXT_CHARS = 2000
@@ -46,6 +46,8 @@ class ContextParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     message: str
     limit: Annotated[int, Meta(ge=1, le=50)] = 5
     max_chars: Annotated[int, Meta(ge=100, le=100_000)] = DEFAULT_CONTEXT_CHARS
+    #: Memories below this relevance are not injected; None: the config's [context] min_relevance.
+    min_relevance: Relevance | None = None
 
 
 class SummaryParams(CallerParams, kw_only=True, forbid_unknown_fields=True):

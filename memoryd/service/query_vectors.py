@@ -45,7 +45,8 @@ class QueryVectors:
             with trio.fail_after(self._timeout):
                 vectors = await self._embedder.embed([query])
         except (EmbedderError, trio.TooSlowError) as exc:
-            return _keyword_only(type(exc).__name__)
+            _keyword_only(type(exc).__name__)
+            return None
         vector: np.ndarray = vectors[0]
         return vector
 
@@ -70,12 +71,13 @@ def _wait(under_way: Future[np.ndarray], deadline: float, check_cancelled: Calla
             return under_way.result(timeout=max(0.0, min(remaining, CANCEL_POLL_SECONDS)))
         except TimeoutError:
             if remaining <= CANCEL_POLL_SECONDS:
-                return _keyword_only("TooSlowError")  # the name embed()'s trio.fail_after gives it
+                _keyword_only("TooSlowError")  # the name embed()'s trio.fail_after gives it
+                return None
             check_cancelled()  # raises in a cancelled search (trio.Cancelled in a trio worker thread)
         except EmbedderError as exc:
-            return _keyword_only(type(exc).__name__)
+            _keyword_only(type(exc).__name__)
+            return None
 
 
 def _keyword_only(reason: str) -> None:
     log.warning("search.keyword_only", extra=fields(reason=reason))
-    return None

@@ -26,10 +26,12 @@ from memoryd.store import MemoryRecord, NewMemory, Scope
 from memoryd.store.interfaces import SupersessionStore
 from memoryd.store.supersession_records import Judge, Plan, Ruling, Stored
 
-#: The owner's people, for "my wife" = "Sarah": the people feature plugs in here (awaited once
-#: per add, before the write transaction, so it may read the store); None: only the owner's own
-#: id is known (it maps to ``SELF``).
-ResolverFor = Callable[[str], Awaitable[Resolver | None]]
+#: The people the adder may know of, for "my wife" = "Sarah": the people feature plugs in here
+#: (awaited once per add that sets an attribute, before the write transaction, so it may read
+#: the store); None: only the owner's own id is known (it maps to ``SELF``).  Given the adder's
+#: scope, not just the owner: a wife known only from a private chat must not make a group
+#: chat's "my wife" and "Sarah" one subject (the ruling and its reason would tell).
+ResolverFor = Callable[[Scope], Awaitable[Resolver | None]]
 
 
 class AddOptions(TypedDict, total=False):
@@ -80,9 +82,10 @@ class Supersession:
         self.resolver_for = resolver_for
         self.on_queued = on_queued
 
-    async def resolver(self, owner: str) -> Resolver:
-        people = await self.resolver_for(owner) if self.resolver_for is not None else None
-        return owner_resolver(owner, people)
+    async def resolver(self, scope: Scope) -> Resolver:
+        """Names to subjects for what ``scope`` (the adder) may know."""
+        people = await self.resolver_for(scope) if self.resolver_for is not None else None
+        return owner_resolver(scope.user_id, people)
 
     @staticmethod
     def judge(resolve: Resolver) -> Judge:
@@ -95,18 +98,21 @@ class Supersession:
 
     async def store(self, scope: Scope, new: NewMemory, **asked: Unpack[AddOptions]) -> Stored:
         """Store ``new`` for ``scope`` and replace what it supersedes (see the module doc)."""
-        plan = await self.plan(new, **asked)
+        plan = await self.plan(new, scope, **asked)
         stored = await self.supersessions.add(scope, new, plan)
         if plan.defer and not stored.deduplicated:
             self.queued()
         return stored
 
-    async def plan(self, new: NewMemory, **asked: Unpack[AddOptions]) -> Plan:
-        """What storing ``new`` asks beyond the insert; extraction stores its facts with these
-        plans inside its own transaction (``store.learned``)."""
+    async def plan(self, new: NewMemory, scope: Scope, **asked: Unpack[AddOptions]) -> Plan:
+        """What storing ``new`` for the adder ``scope`` asks beyond the insert; extraction stores
+        its facts with these plans inside its own transaction (``store.learned``)."""
+        attributes = attribute_keys(new.content)
+        # Without an attribute the rules have no candidates: no resolver to build.
+        judge = None if self.use_llm or not attributes else self.judge(await self.resolver(scope))
         return Plan(
-            attributes=attribute_keys(new.content),
-            judge=None if self.use_llm else self.judge(await self.resolver(new.owner)),
+            attributes=attributes,
+            judge=judge,
             defer=self.use_llm,
             max_candidates=self.settings.max_candidates,
             **asked,

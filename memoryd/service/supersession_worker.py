@@ -19,7 +19,7 @@ from memoryd.knowledge.conflict import CompleteJson, LlmConflictAnswer
 from memoryd.log import fields
 from memoryd.service.supersession import Supersession, ruling_of, statement_of
 from memoryd.service.wakeup import Wakeup
-from memoryd.store.supersession_records import Ruling, SupersedeJob
+from memoryd.store.supersession_records import Ruling, SupersedeJob, learned_scope
 
 log = logging.getLogger("memoryd.supersession")
 
@@ -64,7 +64,7 @@ class SupersessionWorker:
             return
         new, candidates = found
         rulings: list[tuple[int, Ruling]] = []
-        resolve = await self.supersession.resolver(new.owner)
+        resolve = await self.supersession.resolver(learned_scope(new))
         rules = self.supersession.judge(resolve)
         for old_rowid, old in candidates:
             if self.complete_json is None:

@@ -63,7 +63,7 @@ class ExportHeader(msgspec.Struct, forbid_unknown_fields=True):
     user: str | None = None
 
 
-class MemoryLine(Provenance, forbid_unknown_fields=True):
+class MemoryLine(Provenance, frozen=True, forbid_unknown_fields=True):
     """One memory, every column but the derived ones (rowid, scope key, content hash, vector).
 
     The provenance fields (version 2) are records.Provenance's own, after these (msgspec puts

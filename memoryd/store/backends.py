@@ -85,6 +85,17 @@ def open_postgres(config: Config, *, readonly: bool = False, url: str | None = N
     )
 
 
+def check_engine(config: Config) -> None:
+    """Refuse to start on an engine this memoryd does not support (SQLite: a sqlite-vec outside
+    ``sqlite/vec_support.SUPPORTED`` raises UnsupportedSqliteVec, exit status 5); once, at start,
+    before the store is opened; PostgreSQL's pgvector is checked when the store opens)."""
+    if _engine(config) == "postgres":
+        return
+    from memoryd.store.sqlite import vec_support
+
+    vec_support.check()
+
+
 def limit_cache_memory(config: Config) -> None:
     """Cap the memory the engine caches in this process (``storage.cache_mib``); once, at start."""
     if _engine(config) == "postgres":

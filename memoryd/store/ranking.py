@@ -78,7 +78,8 @@ class FeatureTable:
     def __init__(self, hood: Neighbourhood, coverage: Callable[[str], float]) -> None:
         """``coverage``: the share of the query's terms a text holds (term_match.py)."""
         rowids = list(hood.rows)
-        self._index = {rowid: i for i, rowid in enumerate(rowids)}
+        # Keyed by None too, for the look-up of a missing link (``before.get`` of a first row).
+        self._index: dict[int | None, int] = {rowid: i for i, rowid in enumerate(rowids)}
         # One extra row, "nobody": every edge of a chain links to it, and it links to itself.
         nobody = len(rowids)
         texts = [hood.rows[rowid].text for rowid in rowids]
@@ -140,11 +141,17 @@ def saturated(coverage: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 _WEIGHT_VECTOR = np.array([WEIGHTS[name] for name in FEATURES])
 
 
+def linear(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The weighted sum per row (relevance.py reads it as one of its features)."""
+    weighted: npt.NDArray[np.float64] = matrix @ _WEIGHT_VECTOR
+    return weighted
+
+
 def scores(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Relevance in 0..1 per row: the logistic of the weighted sum (the fitted intercept is
-    left out: it cannot change an order)."""
-    linear: npt.NDArray[np.float64] = matrix @ _WEIGHT_VECTOR
-    return 1.0 / (1.0 + np.exp(-linear))
+    """The order's score in 0..1 per row: the logistic of the weighted sum (the fitted intercept
+    is left out: it cannot change an order, so this is no probability; relevance.py estimates
+    that)."""
+    return 1.0 / (1.0 + np.exp(-linear(matrix)))
 
 
 def guards(terms: Sequence[str]) -> bool:

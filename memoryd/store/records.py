@@ -25,8 +25,7 @@ class Provenance(msgspec.Struct, frozen=True, kw_only=True):
     """Where and how a memory was learned (schema m003).  ``None`` everywhere means unknown.
 
     The chat it was learned in is the memory's own ``chat_id``.  These are the inputs of the
-    disclosure rules (issue 9), extraction's records (issue 10), and supersession and people
-    (issue 11): ``source_username`` is who said it, which decides first-person vs hearsay.
+    disclosure rules, extraction's records, and supersession and people: ``source_username`` is who said it, which decides first-person vs hearsay.
     """
 
     chat_type: str | None = None  # ash's routing field: private, group, supergroup
@@ -109,10 +108,14 @@ class MemoryRecord(msgspec.Struct, kw_only=True):
 
 
 class SearchHit(MemoryRecord, kw_only=True):
-    """A search result: ``score`` is the RRF score (higher is better); ``similarity`` is in 0..1."""
+    """A search result, best first by ``score`` (the ranking model's, for ordering only).
+    ``relevance`` is the estimated probability, 0..1, that the memory helps answer the query
+    (store/relevance.py: one threshold means the same for every query); ``similarity`` is the
+    query's cosine with the memory (or the share of its terms, keyword-only), 0..1."""
 
     score: float
     similarity: float
+    relevance: float
 
 
 class EmbedJob(msgspec.Struct, frozen=True):
@@ -189,6 +192,6 @@ def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:
     )
 
 
-def hit_from_record(record: MemoryRecord, score: float, similarity: float) -> SearchHit:
+def hit_from_record(record: MemoryRecord, score: float, similarity: float, relevance: float) -> SearchHit:
     fields = {name: getattr(record, name) for name in record.__struct_fields__}
-    return SearchHit(**fields, score=score, similarity=similarity)
+    return SearchHit(**fields, score=score, similarity=similarity, relevance=relevance)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memoryd.store.records import EmbedJob, MemoryRecord
+from memoryd.store.visibility import Scope
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,10 @@ class Stored:
     people_changed: bool = False
     #: The new memory's embed job, leased to the adder (``Plan.embeds_itself``).
     embed_job: EmbedJob | None = None
+
+
+def learned_scope(record: MemoryRecord) -> Scope:
+    """The caller a memory was added by, as far as its provenance tells: the background
+    (LLM) decision judges only what that caller could see."""
+    # A chat whose type the memory does not record counts as a group (fail closed).
+    return Scope(record.owner, chat_id=record.chat_id, chat_type=record.chat_type, verified=record.chat_id is not None)

@@ -160,6 +160,51 @@ def shown(audience: Audience, this_chat: bool, memory: Disclosure, *, learned_he
     return audience != "group" or memory.learned == LEARNED_GROUP
 
 
+def disclosure_of_code(code: int) -> Disclosure:
+    """The inverse of :attr:`Disclosure.code`."""
+    return Disclosure(code % 3, bool((code // 3) % 2), bool(code // 6))
+
+
+#: Where a memory lives and how it may be shown: (scope key, chat learned in, disclosure code).
+Placement = tuple[str, "str | None", int]
+
+
+def covers(wide: Placement, narrow: Placement) -> bool:
+    """Whether every caller (of the same owner) that may see a memory placed ``narrow`` may also
+    see one placed ``wide``: what ``wide`` tells is then no news to anyone who sees ``narrow``.
+    People learning asks it before a memory adds a relationship or an alias to a person known
+    from other memories (``people_learning``)."""
+    wide_key, wide_chat, wide_code = wide
+    narrow_key, narrow_chat, narrow_code = narrow
+    if not wide_key.startswith(PERSONAL_PREFIX) and wide_key != narrow_key:
+        return False  # a group memory is seen in its chat only
+    if narrow_key.startswith(PERSONAL_PREFIX):
+        chats: tuple[str | None, ...] = (None, narrow_chat, wide_chat, "\x00elsewhere")
+    else:
+        chats = (narrow_key[len(GROUP_PREFIX):],)
+    w, n = disclosure_of_code(wide_code), disclosure_of_code(narrow_code)
+    for chat in chats:
+        for audience in _audiences_in(chat, (narrow_chat, n), (wide_chat, w)):
+            # ``this_chat`` is a filter the caller chooses, not a boundary: not asked.
+            seen_narrow = shown(audience, False, n, learned_here=chat is not None and chat == narrow_chat)
+            if seen_narrow and not shown(audience, False, w, learned_here=chat is not None and chat == wide_chat):
+                return False
+    return True
+
+
+_AUDIENCE_OF_LEARNED: dict[int, Audience] = {LEARNED_PRIVATE: "private", LEARNED_GROUP: "group"}
+
+
+def _audiences_in(chat: str | None, *learned_in: tuple[str | None, Disclosure]) -> tuple[Audience, ...]:
+    """The audiences a caller in ``chat`` can have: a chat a memory was learned in has the type
+    it was learned with (or an unknown one); any other chat, any."""
+    possible: set[Audience] = {"private", "group", "unknown"}
+    for learned_chat, memory in learned_in:
+        if chat is not None and chat == learned_chat and memory.learned in _AUDIENCE_OF_LEARNED:
+            possible &= {_AUDIENCE_OF_LEARNED[memory.learned], "unknown"}
+    return tuple(sorted(possible))
+
+
 @cache
 def _codes(audience: Audience, this_chat: bool, learned_here: bool) -> tuple[int, ...]:
     return tuple(d.code for d in ALL_DISCLOSURES if shown(audience, this_chat, d, learned_here=learned_here))

@@ -13,23 +13,28 @@ import shutil
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from memory_cli import __version__, render
 from memoryd_client import (
     ConnectionLost,
     DaemonUnavailable,
+    InvalidIdentity,
     MemoryClient,
     MemoryClientError,
     MemorydRpcError,
     MissingIdentity,
+    NotFound,
     RequestTimeout,
 )
 from memoryd_client import __version__ as client_version
-
-from memory_cli import __version__, render
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+#: The daemon's bound on memory.add's expires_days (100 years).
+MAX_EXPIRES_DAYS = 36500
+#: The daemon's bound on messages per memory.observe call.
+OBSERVE_BATCH = 100
 
 ENVIRONMENT_HELP = """\
 environment:
@@ -79,15 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = commands.add_parser("search", help="search memories, best match first")
     search.add_argument("query", metavar="QUERY")
-    search.add_argument("-n", "--limit", type=int, default=10, metavar="N", help="at most N hits (default 10)")
+    search.add_argument("-n", "--limit", type=_int_in(1, 100), default=10, metavar="N", help="at most N hits (1-100, default 10)")
     search.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     search.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
+    search.add_argument("--min-relevance", type=_fraction, metavar="P",
+                        help="only hits at least this relevant, 0..1 (default: the daemon's floor)")  # fmt: skip
     search.add_argument("--json", **json_flag)
 
     add = commands.add_parser("add", help="store a memory (CONTENT '-' reads stdin)")
     add.add_argument("content", metavar="CONTENT")
     add.add_argument("-s", "--source", metavar="S", help='where it came from (default "agent")')
-    add.add_argument("-e", "--expires", type=_positive_float, metavar="DAYS", help="forget it after DAYS days")
+    add.add_argument("-e", "--expires", type=_days, metavar="DAYS", help="forget it after DAYS days (at most 36500)")
     add.add_argument(
         "-S", "--subject", action="append", dest="subjects", metavar="NAME", help="who it is about (repeatable)"
     )
@@ -100,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--json", **json_flag)
 
     listing = commands.add_parser("list", help="list memories, newest first")
-    listing.add_argument("-n", "--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
+    listing.add_argument("-n", "--limit", type=_int_in(1, 1000), default=20, metavar="N", help="at most N (1-1000, default 20)")
     listing.add_argument("--include-expired", action="store_true", help="include expired memories")
     listing.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     listing.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
@@ -112,8 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     context = commands.add_parser("context", help="what to know before replying to MESSAGE (a prompt block)")
     context.add_argument("message", metavar="MESSAGE")
-    context.add_argument("-n", "--limit", type=int, metavar="N", help="at most N memories (default 5)")
-    context.add_argument("--max-chars", type=int, metavar="C", help="the block's length limit (default 2000)")
+    context.add_argument("-n", "--limit", type=_int_in(1, 50), metavar="N", help="at most N memories (1-50, default 5)")
+    context.add_argument(
+        "--max-chars", type=_int_in(100, 100_000), metavar="C", help="the block's length limit (100-100000, default 2000)"
+    )
+    context.add_argument("--min-relevance", type=_fraction, metavar="P",
+                         help="only memories at least this relevant, 0..1 (default: the daemon's)")  # fmt: skip
     context.add_argument("--json", **json_flag)
 
     forget = commands.add_parser("forget-person", help="delete a person and the memories about them")
@@ -121,9 +132,62 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--keep-person", action="store_true", help="delete the memories only, keep the person")
     forget.add_argument("--json", **json_flag)
 
-    health = commands.add_parser("health", help="is the daemon up?")
+    history = commands.add_parser("history", help="the versions of a memory: what it replaced, what replaced it")
+    history.add_argument("memory_id", metavar="ID", help="a memory id or unique id prefix (>= 8 chars)")
+    history.add_argument("--json", **json_flag)
+
+    observe = commands.add_parser(
+        "observe", help="post conversation messages (JSON lines on stdin) for background extraction"
+    )
+    observe.add_argument("--session-key", metavar="KEY", help="the conversation they belong to (default: the chat)")
+    observe.add_argument("--json", **json_flag)
+
+    health = commands.add_parser("health", help="is the daemon up? (needs no identity)")
     health.add_argument("--json", **json_flag)
+
+    mcp = commands.add_parser("mcp", help="serve the memory tools to an MCP client (Claude Code, Cursor, Codex) over stdio")
+    mcp.add_argument(
+        "--print-config", choices=("claude", "cursor", "codex"), metavar="CLIENT",
+        help="print the settings snippet for CLIENT (claude, cursor or codex) and exit",
+    )
+    mcp.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
+                     help="what the bridge logs on stderr (default warning)")
+    # Kept so that a misplaced flag gets its subcommand's usage (see main).
+    parser.set_defaults(_subcommands=dict(commands.choices))
     return parser
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high], the range the daemon accepts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}: {text!r}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    """An argparse type: a number from 0 to 1 (a relevance threshold)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1: {text!r}")
+    return value
+
+
+def _days(text: str) -> float:
+    value = _positive_float(text)
+    if value > MAX_EXPIRES_DAYS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_EXPIRES_DAYS} days: {text!r}")
+    return value
 
 
 def _positive_float(text: str) -> float:
@@ -143,7 +207,9 @@ Outcome = Tuple[Any, List[str], int]
 
 
 def _search(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    hits = client.search(args.query, limit=args.limit, about=args.about, this_chat=args.this_chat)
+    hits = client.search(
+        args.query, limit=args.limit, about=args.about, this_chat=args.this_chat, min_relevance=args.min_relevance
+    )
     return hits, render.search_lines(hits), EXIT_OK
 
 
@@ -159,7 +225,19 @@ def _add(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     )
     short_id = result.get("short_id") or str(result.get("id", "?"))[: render.MIN_SHORT_ID]
     scope = render.scope_label(result.get("scope") or ("group" if args.shared else "personal"))
-    return result, [f"Memory added ({scope}): {short_id}"], EXIT_OK
+    if result.get("deduplicated"):
+        return result, [f"Memory refreshed ({scope}): {short_id} (already known, not added again)"], EXIT_OK
+    lines = [f"Memory added ({scope}): {short_id}"]
+    for old_id in result.get("superseded") or []:
+        lines.append(render.replaced_line(old_id, _content_of(client, old_id)))
+    return result, lines, EXIT_OK
+
+
+def _content_of(client: MemoryClient, memory_id: str) -> Optional[str]:
+    try:
+        return str(client.get(memory_id).get("content", ""))
+    except NotFound:
+        return None
 
 
 def _list(client: MemoryClient, args: argparse.Namespace) -> Outcome:
@@ -184,7 +262,9 @@ def _delete(client: MemoryClient, args: argparse.Namespace) -> Outcome:
 
 
 def _context(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    result = client.context(args.message, limit=args.limit, max_chars=args.max_chars)
+    result = client.context(
+        args.message, limit=args.limit, max_chars=args.max_chars, min_relevance=args.min_relevance
+    )
     return result, (result.get("text") or "Nothing known yet.").splitlines(), EXIT_OK
 
 
@@ -193,6 +273,38 @@ def _forget_person(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     name = result.get("person", {}).get("name", args.person)
     count = len(result.get("deleted") or [])
     return result, [f"Forgot {name}: {count} memor{'y' if count == 1 else 'ies'} deleted"], EXIT_OK
+
+
+def _history(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    versions = client.history(args.memory_id)
+    return versions, render.history_lines(versions), EXIT_OK
+
+
+def _observe(client: MemoryClient, args: argparse.Namespace) -> Outcome:
+    messages = _read_messages()
+    accepted = 0
+    for start in range(0, len(messages), OBSERVE_BATCH):
+        result = client.observe(messages[start : start + OBSERVE_BATCH], session_key=args.session_key)
+        accepted += int(result.get("accepted", 0))
+    noun = "message" if accepted == 1 else "messages"
+    return {"accepted": accepted}, [f"Accepted {accepted} {noun} for extraction"], EXIT_OK
+
+
+def _read_messages() -> List[Dict[str, Any]]:
+    messages: List[Dict[str, Any]] = []
+    for number, line in enumerate(_read_stdin().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError as exc:
+            raise _Usage(f"stdin line {number}: not JSON ({exc})") from None
+        if not isinstance(message, dict):
+            raise _Usage(f'stdin line {number}: expected an object like {{"role": "user", "content": "..."}}')
+        messages.append(message)
+    if not messages:
+        raise _Usage('no messages on stdin: one JSON object per line, e.g. {"role": "user", "content": "..."}')
+    return messages
 
 
 def _health(client: MemoryClient, args: argparse.Namespace) -> Outcome:
@@ -207,8 +319,21 @@ _COMMANDS: Dict[str, Callable[[MemoryClient, argparse.Namespace], Outcome]] = {
     "delete": _delete,
     "context": _context,
     "forget-person": _forget_person,
+    "history": _history,
+    "observe": _observe,
     "health": _health,
 }
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    # Imported here: the other commands never load the bridge.
+    if args.print_config:
+        from memory_cli.mcp.client_config import print_config
+
+        return print_config(args.print_config, args.socket)
+    from memory_cli.mcp.stdio import run
+
+    return run(args.socket, args.timeout, args.log_level)
 
 
 class _Usage(Exception):
@@ -231,14 +356,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # A flag the subcommand does not take: show that subcommand's usage, not the top level's.
+        target = args._subcommands.get(args.command) if args.command else None
+        (target or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if args.command == "mcp":
+        return _mcp(args)
     try:
         with MemoryClient(socket_path=args.socket, timeout=args.timeout) as client:
             result, lines, code = _COMMANDS[args.command](client, args)
     except _Usage as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except InvalidIdentity as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MissingIdentity:

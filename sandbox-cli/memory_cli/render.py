@@ -96,8 +96,10 @@ def is_expired(record: Record, now: datetime) -> bool:
 
 
 def about(record: Record) -> str:
-    subjects = [one_line(name) for name in record.get("subjects") or [] if isinstance(name, str)]
-    return ", ".join(subjects)
+    """Who a memory is about: the daemon's ``about`` (the caller's people it is linked to),
+    else its subjects."""
+    names = record.get("about") or record.get("subjects") or []
+    return ", ".join(one_line(name) for name in names if isinstance(name, str))
 
 
 def scope_label(scope: Optional[str]) -> str:
@@ -106,13 +108,14 @@ def scope_label(scope: Optional[str]) -> str:
 
 
 def search_lines(hits: Sequence[Record]) -> List[str]:
-    """``[0.87] content (about Sarah) [source]`` per hit, best first."""
+    """``[0.87] content (about Sarah) [source]`` per hit, best first: the number is the hit's
+    score, the one the list is sorted by (0..1, higher first)."""
     if not hits:
         return ["No memories found."]
     lines = []
     for hit in hits:
-        similarity = hit.get("similarity")
-        parts = [f"[{float(similarity) if isinstance(similarity, (int, float)) else 0.0:.2f}]"]
+        number = hit.get("score")
+        parts = [f"[{float(number) if isinstance(number, (int, float)) else 0.0:.2f}]"]
         parts.append(one_line(hit.get("content", "")))
         subjects = about(hit)
         if subjects:
@@ -179,3 +182,31 @@ def _duration(seconds: Any) -> str:
         if whole >= size:
             return f"{whole // size}{unit}"
     return f"{whole}s"
+
+
+def replaced_line(memory_id: str, content: Optional[str]) -> str:
+    """``replaced: 1A2B3C4D "old content"``: what a new memory superseded."""
+    short = memory_id[:MIN_SHORT_ID]
+    if content is None:  # deleted since, or not visible to this caller
+        return f"replaced: {short}"
+    return f'replaced: {short} "{one_line(content)}"'
+
+
+def history_lines(versions: Sequence[Record]) -> List[str]:
+    """One line per version, oldest first: short id, date, content, and what became of it."""
+    if not versions:
+        return ["No history."]
+    ids = short_ids([str(v.get("id", "?")) for v in versions])
+    lines = []
+    for version in versions:
+        replaced_by = version.get("superseded_by")
+        if replaced_by:
+            state = f"replaced by {ids.get(str(replaced_by), str(replaced_by)[:MIN_SHORT_ID])}"
+            reason = version.get("supersede_reason")
+            if reason:
+                state += f": {one_line(str(reason))}"
+        else:
+            state = "current"
+        created = str(version.get("created_at") or "")[:10] or "?"
+        lines.append(f"{ids[str(version.get('id', '?'))]}  {created}  {one_line(version.get('content', ''))}  ({state})")
+    return lines

@@ -46,7 +46,7 @@ async def test_the_high_water_mark_moves_with_the_facts_so_nothing_is_extracted_
     await backend.conversations.observe(SESSION, CONTEXT, messages("I like tea"), extract_after_ms=0)
     (job,) = await backend.conversations.claim(5, 50)
     learned = await backend.conversations.store_facts(
-        [fact("alice likes tea")], [None], normalize=str.casefold, completes=job
+        [fact("alice likes tea")], [None], scope=Scope("alice"), normalize=str.casefold, completes=job
     )
     assert [item.refreshed for item in learned] == [False]
     assert await backend.conversations.claim(5, 50) == []
@@ -55,7 +55,7 @@ async def test_the_high_water_mark_moves_with_the_facts_so_nothing_is_extracted_
     assert [m.content for m in job.messages] == ["and coffee"]
     # The same fact again refreshes the memory instead of adding one.
     again = await backend.conversations.store_facts(
-        [fact("Alice likes tea")], [None], normalize=str.casefold, completes=job
+        [fact("Alice likes tea")], [None], scope=Scope("alice"), normalize=str.casefold, completes=job
     )
     assert [item.refreshed for item in again] == [True]
     assert [r.content for r in await backend.memories.list(Scope("alice"), limit=10)] == ["alice likes tea"]

@@ -115,8 +115,8 @@ async def test_about_keeps_the_memories_about_a_person(backend: Backend) -> None
     owner_names = ("alice",)
     for content in ("My wife Sarah loves jazz", "Sarah's birthday is in May", "I like tea"):
         record, _ = await backend.memories.add(note(content))
-        await backend.people.learn("alice", record.id, content, [], owner_names)
-    sarah = await backend.people.find("alice", "Sarah")
+        await backend.people.learn("alice", record.id, content, [], owner_names, seen_by=Scope("alice"))
+    sarah = await backend.people.find(Scope("alice"), "Sarah")
     assert sarah is not None
     about = await backend.memories.list(Scope("alice"), limit=10, about=[sarah.rowid])
     assert {r.content for r in about} == {"My wife Sarah loves jazz", "Sarah's birthday is in May"}
@@ -128,3 +128,24 @@ async def test_about_keeps_the_memories_about_a_person(backend: Backend) -> None
         "My wife Sarah loves jazz",
         "Sarah's birthday is in May",
     }
+
+
+async def test_every_hit_carries_a_relevance_and_min_relevance_drops_the_hits_below_it(backend: Backend) -> None:
+    await backend.memories.add(note("alice drinks green tea every morning"))
+    await backend.memories.add(note("alice owns a red bicycle"))
+    await backend.memories.add(note("alice parks on level three"))
+    await embed_all(backend, lambda content: TEA if "tea" in content else unit(0, 0, 1, 0.3))
+    scope, vector = Scope("alice"), QueryVector.at_hand(TEA)
+    every = await backend.memories.search(scope, "green tea", limit=50, vector=vector)
+    # The vector retriever reaches every memory of a scope this small, related or not.
+    assert len(every) == 3
+    assert all(0.0 <= hit.relevance <= 1.0 for hit in every)
+    by_content = {hit.content: hit.relevance for hit in every}
+    tea = by_content["alice drinks green tea every morning"]
+    assert all(tea > relevance for content, relevance in by_content.items() if "tea" not in content)
+
+    floor = (tea + max(r for c, r in by_content.items() if "tea" not in c)) / 2
+    kept = await backend.memories.search(scope, "green tea", limit=50, vector=vector, min_relevance=floor)
+    assert [hit.content for hit in kept] == [hit.content for hit in every if hit.relevance >= floor]
+    assert [hit.content for hit in kept] == ["alice drinks green tea every morning"]
+    assert await backend.memories.search(scope, "green tea", limit=50, vector=vector, min_relevance=1.0) == []

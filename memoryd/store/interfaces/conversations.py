@@ -10,6 +10,7 @@ import numpy.typing as npt
 from memoryd.store.conversation_records import ExtractionJob, Learned, SessionContext, SessionRef, StoredMessage
 from memoryd.store.records import NewMemory
 from memoryd.store.supersession_records import Plan
+from memoryd.store.visibility import Scope
 
 
 class ConversationStore(Protocol):
@@ -40,11 +41,13 @@ class ConversationStore(Protocol):
         news: Sequence[NewMemory],
         fact_vectors: Sequence[npt.ArrayLike | None],
         *,
+        scope: Scope,
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
     ) -> list[Learned]:
-        """Add or refresh facts; with ``completes``, advance that job's high-water mark in the
+        """Add or refresh the facts the caller ``scope`` learned (a fact refreshes only a memory
+        ``scope`` may see); with ``completes``, advance that job's high-water mark in the
         same transaction (both or neither)."""
         ...
 

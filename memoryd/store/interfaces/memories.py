@@ -49,9 +49,12 @@ class MemoryStore(Protocol):
         limit: int,
         vector: QueryVector | None = None,
         people_focus: PeopleFocus | None = None,
+        min_relevance: float = 0.0,
     ) -> builtins.list[SearchHit]:
         """Hybrid keyword + vector search within ``scope``, best first.  ``vector`` is awaited
-        when the search needs it; None, or a vector of the wrong space, ranks by keywords."""
+        when the search needs it; None, or a vector of the wrong space, ranks by keywords.
+        Each hit carries ``relevance`` (store/relevance.py, computed from the ranking features
+        the same way by every backend); hits below ``min_relevance`` are left out."""
         ...
 
     async def get(self, scope: Scope, prefix: str) -> MemoryRecord | None:

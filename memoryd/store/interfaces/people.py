@@ -28,16 +28,28 @@ class PeopleStore(Protocol):
     """Each owner's people (names, aliases, relationship) and the memories about them."""
 
     async def learn(
-        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str]
+        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
+        *, seen_by: Scope | None = None,
     ) -> PeopleLearned:
         """Create or update the people ``content`` and ``subjects`` name (the owner going by
-        ``owner_names``) and link them to the memory."""
+        ``owner_names``) and link them to the memory.  ``seen_by`` is the adder: a phrase is
+        matched only to people it may know of, and a memory adds a name, alias or relationship
+        to a person only when everyone who knows that person may see the memory."""
         ...
 
     async def people_of(self, owner: str) -> list[StoredPerson]: ...
 
-    async def find(self, owner: str, phrase: str) -> StoredPerson | None:
-        """The person ``phrase`` names (id, unique id prefix, name or alias), or None."""
+    async def visible_people(self, scope: Scope) -> list[StoredPerson]:
+        """The owner's people ``scope`` may know of: learned from a memory it may see."""
+        ...
+
+    async def visible_rowids(self, scope: Scope, person_rowids: Sequence[int]) -> set[int]:
+        """Which of ``person_rowids`` ``scope`` may know of."""
+        ...
+
+    async def find(self, scope: Scope, phrase: str) -> StoredPerson | None:
+        """The person ``phrase`` names (id, unique id prefix, name, alias or relationship)
+        among those ``scope`` may know of, or None."""
         ...
 
     async def memories_about(self, scope: Scope, person: StoredPerson, *, limit: int) -> list[MemoryRecord]:
@@ -48,13 +60,15 @@ class PeopleStore(Protocol):
         """person id -> how many memories about them ``scope`` may see."""
         ...
 
-    async def merge(self, owner: str, source: str, target: str) -> Merge:
-        """Fold ``source`` into ``target`` (aliases and memory links); nothing changes when
-        either names nobody or both name the same person."""
+    async def merge(self, scope: Scope, source: str, target: str) -> Merge:
+        """Fold ``source`` into ``target`` (aliases and memory links), both among the people
+        ``scope`` may know of; nothing changes when either names nobody or both name the same
+        person."""
         ...
 
-    async def add_alias(self, owner: str, phrase: str, alias: str) -> StoredPerson | None:
-        """AliasTaken when the alias names another of the owner's people."""
+    async def add_alias(self, scope: Scope, phrase: str, alias: str) -> StoredPerson | None:
+        """Give the person ``phrase`` names (among those ``scope`` may know of) another alias;
+        AliasTaken when the alias names another person the caller knows."""
         ...
 
     async def forget(self, scope: Scope, phrase: str, *, delete_person: bool) -> Forgotten | None:

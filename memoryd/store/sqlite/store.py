@@ -168,9 +168,9 @@ class Store:
 def _require_current(db: apsw.Connection) -> int:
     """A read-only store cannot be migrated: it must already have this memoryd's schema."""
     version = schema.schema_version(db)
-    if version != len(schema.MIGRATIONS):
+    if version != schema.LATEST:
         raise StoreError(
-            f"the database has schema v{version} and this memoryd reads v{len(schema.MIGRATIONS)}: "
+            f"the database has schema v{version} and this memoryd reads v{schema.LATEST}: "
             "open it once with write access (`memoryd serve`) to migrate it"
         )
     return version

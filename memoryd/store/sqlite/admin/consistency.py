@@ -106,14 +106,22 @@ def _vec_tables(db: apsw.Connection) -> list[str]:
 
 
 def _bad_vector_rows_sql(space: VectorSpace) -> str:
+    """Vector rows of memories that should have none, or whose vec0 row and ``vector_copies`` row
+    disagree with the memory or with each other (both are read by searches: the vec0 row by
+    sqlite-vec's scan, the copies by the in-memory scan and the rescoring)."""
     return (
         f"SELECT v.memory_rowid FROM {space.table} AS v LEFT JOIN memories AS m ON m.rowid = v.memory_rowid "
+        "LEFT JOIN vector_copies AS c ON c.memory_rowid = v.memory_rowid "
         "WHERE m.rowid IS NULL OR m.deleted_at_ms IS NOT NULL OR m.superseded_by IS NOT NULL "
         "OR m.scope_key IS NOT v.scope_key "
         f"OR coalesce(m.expires_at_ms, {NEVER}) != v.expires_at OR m.vector_gen IS NOT ? "
         "OR m.disclosure != v.disclosure OR coalesce(m.chat_id, '') != v.learned_chat "
-        # A rescoring copy is 6-bit, or int8 before m012 (vector_codec.py); nothing else can be read.
-        f"OR length(v.embedding) NOT IN {vector_codec.readable_lengths(space.dim)}"
+        "OR c.memory_rowid IS NULL OR c.coarse IS NOT v.coarse "
+        # A rescoring copy is 6-bit, or int8 before m014 (vector_codec.py); nothing else can be read.
+        f"OR length(c.fine) NOT IN {vector_codec.readable_lengths(space.dim)} "
+        # Copies without a vec0 row (a search would never find them by the scan of a small scope).
+        "UNION SELECT c.memory_rowid FROM vector_copies AS c "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {space.table} AS v WHERE v.memory_rowid = c.memory_rowid)"
     )
 
 

@@ -18,6 +18,7 @@ from memoryd.store.sqlite.conversations.learned import Learned
 from memoryd.store.sqlite.db.database import Database
 from memoryd.store.sqlite.db.write_batch import WriteBatcher
 from memoryd.store.sqlite.supersession.supersession import Plan
+from memoryd.store.visibility import Scope
 
 
 class ConversationLog:
@@ -63,16 +64,18 @@ class ConversationLog:
         news: Sequence[NewMemory],
         fact_vectors: Sequence[npt.ArrayLike | None],
         *,
+        scope: Scope,
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
     ) -> builtins.list[Learned]:
-        """Add or refresh the facts; with ``completes``, advance that job's high-water mark in
-        the same transaction (a crash either stores the facts and the mark, or neither)."""
+        """Add or refresh the facts the caller ``scope`` learned (matching only what it may
+        see); with ``completes``, advance that job's high-water mark in the same transaction
+        (a crash either stores the facts and the mark, or neither)."""
         now = self._clock()
 
         def write(db: Any) -> builtins.list[Learned]:
-            result = learned.store_facts(db, news, fact_vectors, now, normalize=normalize, plans=plans)
+            result = learned.store_facts(db, news, fact_vectors, now, scope=scope, normalize=normalize, plans=plans)
             if completes is not None:
                 extraction_jobs.advance(db, completes, now)
             return result

@@ -1,7 +1,8 @@
 """Storing extracted facts: new memories, or a refresh of the live memory that already says it.
 
-A fact is the same as a live memory of its scope when the content is identical (the dedupe
-of ``memories.add``), when its vector is within :data:`NEAR_DUPLICATE_COSINE` of one of the
+A fact is the same as a live memory of its scope that the extracting caller may see (the
+disclosure rules of ``visibility.predicate``: a memory hidden from the caller's chat is never
+refreshed, named or superseded from there) when the content is identical, when its vector is within :data:`NEAR_DUPLICATE_COSINE` of one of the
 scope's vectors, or, without vectors, when both read the same once normalized (the caller's
 ``normalize``: case, spacing, final punctuation).  A refresh bumps ``updated_at_ms`` and the
 confidence and is audited; the memory keeps its id, text and expiry.  A new memory keeps the
@@ -23,7 +24,7 @@ from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.supersession import supersession
 from memoryd.store.sqlite.supersession.supersession import Plan
 from memoryd.store.sqlite.vectors import vector_search, vectors
-from memoryd.store.sqlite.visibility_sql import live
+from memoryd.store.sqlite.visibility_sql import predicate
 from memoryd.store.visibility import Scope
 
 #: Cosine at or above which a fact counts as a memory the scope already has (all-MiniLM-L6-v2:
@@ -38,10 +39,12 @@ def store_facts(
     fact_vectors: Sequence[npt.ArrayLike | None],
     now_ms: int,
     *,
+    scope: Scope,
     normalize: Callable[[str], str],
     plans: Sequence[Plan] | None = None,
 ) -> list[Learned]:
-    """Add or refresh each of ``news`` (``fact_vectors`` aligned with it, None where unknown).
+    """Add or refresh each of ``news`` (``fact_vectors`` aligned with it, None where unknown),
+    for the caller ``scope`` (its chat type included): only what it may see is matched.
 
     ``plans`` (aligned too): a new memory is stored through supersession's add, so it replaces
     the older memories it contradicts as a ``memory.add`` would."""
@@ -50,11 +53,12 @@ def store_facts(
     learned = []
     for index, (new, vector) in enumerate(zip(news, fact_vectors, strict=True)):
         unit = None if vector is None or space is None else vectors.normalized(vector, space.dim)
-        rowid = _exact_or_near(db, new, unit, space, now_ms)
+        rowid = _exact_or_near(db, scope, new, unit, space, now_ms)
         if rowid is None and unit is None:
             texts = normalized_scopes.get(new.scope_key)
             if texts is None:
-                texts = normalized_scopes[new.scope_key] = _normalized_texts(db, new.scope_key, now_ms, normalize)
+                texts = _normalized_texts(db, scope, new.scope_key, now_ms, normalize)
+                normalized_scopes[new.scope_key] = texts
             rowid = texts.get(normalize(new.content))
         if rowid is not None:
             learned.append(Learned(_refresh(db, rowid, new, now_ms), refreshed=True))
@@ -63,7 +67,6 @@ def store_facts(
             rowid = memories.insert(db, new, now_ms)
             record = supersession.record_of(db, rowid)
         else:
-            scope = Scope(user_id=new.owner, chat_id=new.chat_id)
             stored = supersession.add(db, scope, new, plans[index], now_ms)
             rowid, record = stored.rowid, stored.record
         if unit is not None and space is not None:
@@ -75,27 +78,33 @@ def store_facts(
 
 def _exact_or_near(
     db: apsw.Connection,
+    scope: Scope,
     new: NewMemory,
     unit: vectors.FloatArray | None,
     space: vectors.VectorSpace | None,
     now_ms: int,
 ) -> int | None:
-    live_sql, live_params = live(now_ms=now_ms)
+    visible_sql, visible_params = predicate(scope, now_ms=now_ms)
     row = db.execute(
-        f"SELECT rowid FROM memories WHERE scope_key = ? AND content_hash = ? AND {live_sql} LIMIT 1",
-        (new.scope_key, memories.content_hash(new.content), *live_params),
+        f"SELECT rowid FROM memories WHERE memories.scope_key = ? AND memories.content_hash = ? AND {visible_sql} "
+        "LIMIT 1",
+        (new.scope_key, memories.content_hash(new.content), *visible_params),
     ).fetchone()
     if row is not None:
         return int(row[0])
     if unit is None or space is None:
         return None
-    scope = Scope(user_id=new.owner, chat_id=new.chat_id if new.shared else None)
-    for rowid, cosine in vector_search.knn(db, space, scope, unit, depth=4, coarse_k=64, now_ms=now_ms):
+    # The scan filters by the caller's disclosure rules inside the KNN (``vector_filters``);
+    # the row is checked again with the full predicate.
+    # Both of the caller's scope keys are scanned; the depth leaves room for the other key's.
+    for rowid, cosine in vector_search.knn(db, space, scope, unit, depth=8, coarse_k=64, now_ms=now_ms):
         if cosine < NEAR_DUPLICATE_COSINE:
             break
-        key = db.execute(f"SELECT scope_key FROM memories WHERE rowid = ? AND {live_sql}", (rowid, *live_params))
-        found = key.fetchone()
-        if found is not None and found[0] == new.scope_key:
+        found = db.execute(
+            f"SELECT 1 FROM memories WHERE memories.rowid = ? AND memories.scope_key = ? AND {visible_sql}",
+            (rowid, new.scope_key, *visible_params),
+        ).fetchone()
+        if found is not None:
             return rowid
     return None
 
@@ -113,13 +122,11 @@ def _keep_vector(
 
 
 def _normalized_texts(
-    db: apsw.Connection, scope_key: str, now_ms: int, normalize: Callable[[str], str]
+    db: apsw.Connection, scope: Scope, scope_key: str, now_ms: int, normalize: Callable[[str], str]
 ) -> dict[str, int]:
     # One walk of the scope per batch (through the scope index), only when there are no vectors.
-    live_sql, live_params = live(now_ms=now_ms)
-    rows = db.execute(
-        f"SELECT rowid, content FROM memories WHERE scope_key = ? AND {live_sql}", (scope_key, *live_params)
-    )
+    visible_sql, visible_params = predicate(scope, now_ms=now_ms, key=scope_key)
+    rows = db.execute(f"SELECT rowid, content FROM memories WHERE {visible_sql}", visible_params)
     return {normalize(content): rowid for rowid, content in rows}
 
 

@@ -50,10 +50,11 @@ def install_connection_hooks() -> None:
         if _hooks_installed:
             return
         apsw.bestpractice.apply(apsw.bestpractice.recommended)
-        # SQLite's own log goes to memoryd's loggers at INFO at most: the errors that matter
-        # (a full disk, a damaged file) are raised and reported once by the store itself, and
-        # a damaged file would otherwise print dozens of lines per query.
-        apsw.ext.log_sqlite(level=logging.INFO, logger=logging.getLogger("memoryd.sqlite"))
+        # SQLite's own log goes to memoryd's loggers at DEBUG: its lines quote SQL text, the
+        # errors that matter (a full disk, a damaged file) are raised and reported once by the
+        # store itself, and a statement re-prepared after a schema change (SQLITE_SCHEMA) is
+        # routine, not news.
+        apsw.ext.log_sqlite(level=logging.DEBUG, logger=logging.getLogger("memoryd.sqlite"))
         apsw.connection_hooks.append(_load_sqlite_vec)
         _hooks_installed = True
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import apsw
+import msgspec
 
 from memoryd.errors import AmbiguousIdPrefix
 from memoryd.ids import MIN_PREFIX_LENGTH
@@ -19,6 +20,8 @@ from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.visibility_sql import predicate
 from memoryd.store.visibility import Scope
+
+_encode = msgspec.json.encode
 
 #: Upper bound for an id range: sorts after every Crockford character.
 _AFTER_ALL_ID_CHARS = "~"
@@ -62,6 +65,29 @@ def delete(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> str |
     memories.mark_deleted(db, rowid, now_ms)
     memories.audit(db, full_id, "deleted", scope.user_id, now_ms, {"chat_id": scope.chat_id})
     return full_id
+
+
+def hide_unseen_successors(db: apsw.Connection, scope: Scope, records: Iterable[MemoryRecord]) -> None:
+    """Clear ``superseded_by`` and ``supersede_reason`` of each record replaced by a memory that
+    ``scope`` may not see (hidden by the disclosure rules, another chat's, deleted): the id would
+    name it and the reason quotes its content ("'berlin' -> 'zurich'").  ``superseded_at``
+    stays: the record was replaced, by nothing the caller can look at."""
+    replaced = [record for record in records if record.superseded_by is not None]
+    if not replaced:
+        return
+    where, params = predicate(scope, now_ms=0, include_expired=True, include_superseded=True)
+    seen = {
+        str(memory_id)
+        for (memory_id,) in db.execute(
+            f"SELECT memories.id FROM json_each(?) AS wanted CROSS JOIN memories ON memories.id = wanted.value "
+            f"WHERE {where}",
+            (_encode(sorted({record.superseded_by for record in replaced})).decode(), *params),
+        )
+    }
+    for record in replaced:
+        if record.superseded_by not in seen:
+            record.superseded_by = None
+            record.supersede_reason = None
 
 
 def _common_prefix(a: str, b: str) -> int:

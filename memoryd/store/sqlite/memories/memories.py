@@ -61,11 +61,18 @@ def audit(
     )
 
 
-def _duplicate_row(db: apsw.Connection, new: NewMemory, digest: bytes, now_ms: int) -> tuple[Any, ...] | None:
+def _duplicate_row(
+    db: apsw.Connection, new: NewMemory, digest: bytes, now_ms: int, seen_by: Scope | None = None
+) -> tuple[Any, ...] | None:
     """The record row of an identical live memory learned in the same chat with the same
     disclosure code: so it is shown exactly where the new one would be (a duplicate hidden from
-    the adder's chat is neither revealed nor allowed to swallow the new provenance)."""
+    the adder's chat is neither revealed nor allowed to swallow the new provenance).  With
+    ``seen_by`` (the adder), only one that the adder may see: a group member's sensitive memory,
+    hidden from the group, is never answered as another member's duplicate."""
     live_sql, live_params = live(now_ms=now_ms)
+    if seen_by is not None:
+        visible_sql, visible_params = predicate(seen_by, now_ms=now_ms)
+        live_sql, live_params = f"{live_sql} AND {visible_sql}", (*live_params, *visible_params)
     provenance = new.provenance or NO_PROVENANCE
     code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
     row = db.execute(
@@ -153,10 +160,13 @@ class AddedRow(NamedTuple):
     own_job: EmbedJob | None = None  # the embed job leased to the adder (``embeds_itself``)
 
 
-def add_row(db: apsw.Connection, new: NewMemory, now_ms: int, *, embeds_itself: bool = False) -> AddedRow:
-    """``add`` with the row's rowid (what the rest of an add transaction keys on)."""
+def add_row(
+    db: apsw.Connection, new: NewMemory, now_ms: int, *, embeds_itself: bool = False, seen_by: Scope | None = None
+) -> AddedRow:
+    """``add`` with the row's rowid (what the rest of an add transaction keys on); ``seen_by``:
+    the adder, whose visibility bounds the duplicate it may be answered with."""
     digest = content_hash(new.content)
-    existing = _duplicate_row(db, new, digest, now_ms)
+    existing = _duplicate_row(db, new, digest, now_ms, seen_by)
     if existing is None:
         rowid, job = insert_leasing(db, new, now_ms, digest=digest, embeds_itself=embeds_itself)
         record = record_from_row(one(db, f"SELECT {RECORD_COLUMNS} FROM memories WHERE rowid = ?", (rowid,)))

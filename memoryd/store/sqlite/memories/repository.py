@@ -94,6 +94,7 @@ class MemoryRepository:
         limit: int,
         vector: QueryVector | None = None,
         people_focus: PeopleFocus | None = None,
+        min_relevance: float = 0.0,
     ) -> builtins.list[SearchHit]:
         """Hybrid keyword + vector search within the caller's scope, best first.
 
@@ -102,6 +103,7 @@ class MemoryRepository:
         still under way is awaited while the keyword part runs (``overlapped_search.py``); one
         started at once on the embedder's own thread is waited for in the reader's thread.
         ``people_focus``: the people the query mentions or an ``about`` filter names.
+        ``min_relevance``: hits below this relevance (store/relevance.py) are left out.
         """
         known = embed_query = start_embedding = None
         if vector is not None:
@@ -111,7 +113,7 @@ class MemoryRepository:
         hits = await overlapped_search.run(
             self._db,
             scope,
-            search_parts.SearchQuery(query, limit, known, self._space(), self._clock()),
+            search_parts.SearchQuery(query, limit, known, self._space(), self._clock(), min_relevance),
             people_focus,
             embed_query,
             self._overlap,

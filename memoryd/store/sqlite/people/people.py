@@ -45,6 +45,47 @@ def people_of(db: apsw.Connection, owner: str) -> list[StoredPerson]:
     return [_person(row) for row in rows]
 
 
+def _seen_through(scope: Scope, now_ms: int) -> tuple[str, tuple[object, ...]]:
+    """SQL true for a row of ``people`` that ``scope`` may know of: one of the memories it was
+    learned from or linked to is one ``scope`` may see (expired and superseded ones count: they
+    can still be read by id; deleted ones do not).  A person known only from memories the
+    caller's chat may not see (a private chat's, a sensitive one in a group) is as unknown to it
+    as another user's: its name, aliases and relationship came from those memories.
+
+    A person none of whose memories is left (forget_person keeping the person, an imported
+    person) is known only outside group chats and ``this_chat``: nothing says where it was
+    learned, so no group sees it."""
+    where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
+    linked = "SELECT 1 FROM memory_people AS link CROSS JOIN memories ON memories.rowid = link.memory_rowid"
+    seen = f"EXISTS ({linked} WHERE link.person_rowid = people.rowid AND {where})"
+    if scope.audience == "group" or scope.this_chat:
+        return seen, params
+    orphan = f"NOT EXISTS ({linked} WHERE link.person_rowid = people.rowid AND memories.deleted_at_ms IS NULL)"
+    return f"({seen} OR {orphan})", params
+
+
+def visible_people(db: apsw.Connection, scope: Scope, now_ms: int) -> list[StoredPerson]:
+    """The caller's people that ``scope`` may know of (:func:`_seen_through`), oldest first."""
+    seen_sql, seen_params = _seen_through(scope, now_ms)
+    rows = db.execute(
+        f"SELECT {_COLUMNS} FROM people WHERE owner = ? AND {seen_sql} ORDER BY rowid", (scope.user_id, *seen_params)
+    )
+    return [_person(row) for row in rows]
+
+
+def visible_rowids(db: apsw.Connection, scope: Scope, person_rowids: Sequence[int], now_ms: int) -> set[int]:
+    """Which of ``person_rowids`` (the caller's people) ``scope`` may know of."""
+    if not person_rowids:
+        return set()
+    seen_sql, seen_params = _seen_through(scope, now_ms)
+    rows = db.execute(
+        f"SELECT people.rowid FROM json_each(?) AS wanted CROSS JOIN people ON people.rowid = wanted.value "
+        f"WHERE people.owner = ? AND {seen_sql}",
+        (_encode(list(person_rowids)).decode(), scope.user_id, *seen_params),
+    )
+    return {int(rowid) for (rowid,) in rows}
+
+
 def by_id(db: apsw.Connection, owner: str, person_id: str) -> StoredPerson | None:
     row = db.execute(f"SELECT {_COLUMNS} FROM people WHERE owner = ? AND id = ?", (owner, person_id)).fetchone()
     return None if row is None else _person(row)

@@ -26,9 +26,11 @@ from memoryd.store.sqlite.search import people_retriever
 from memoryd.store.visibility import Scope
 
 
-def find(db: apsw.Connection, owner: str, phrase: str) -> StoredPerson | None:
-    """The owner's person named by ``phrase``: a person id, a name, an alias, a relationship."""
-    known = people.people_of(db, owner)
+
+def find(db: apsw.Connection, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | None:
+    """The caller's person named by ``phrase`` (a person id, a name, an alias, a relationship)
+    among those ``scope`` may know of (``people.visible_people``)."""
+    known = people.visible_people(db, scope, now_ms)
     wanted = phrase.strip()
     if is_id_prefix(wanted.upper()):
         for person in known:
@@ -44,10 +46,11 @@ class PeopleRepository:
         self._clock = clock
 
     async def learn(
-        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str]
+        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
+        *, seen_by: Scope | None = None,
     ) -> Learned:
         """Create or update the people ``content`` and ``subjects`` name and link them to the
-        memory (see ``people_learning``)."""
+        memory (see ``people_learning``; ``seen_by``: the adder, whose people it matches)."""
         now = self._clock()
 
         def run(db: apsw.Connection) -> Learned:
@@ -55,7 +58,7 @@ class PeopleRepository:
             if row is None:  # deleted between the add and this call: nothing to link
                 return Learned([], False)
             return people_learning.learn(db, owner=owner, memory_rowid=int(row[0]), content=content,
-                                         subjects=subjects, owner_names=owner_names, now_ms=now)
+                                         subjects=subjects, owner_names=owner_names, now_ms=now, seen_by=seen_by)
 
         return await self._db.write(run)
 
@@ -80,8 +83,15 @@ class PeopleRepository:
     async def people_of(self, owner: str) -> list[StoredPerson]:
         return await self._db.read(people.people_of, owner)
 
-    async def find(self, owner: str, phrase: str) -> StoredPerson | None:
-        return await self._db.read(find, owner, phrase)
+    async def visible_people(self, scope: Scope) -> list[StoredPerson]:
+        """The caller's people ``scope`` may know of: learned from a memory it may see."""
+        return await self._db.read(people.visible_people, scope, self._clock())
+
+    async def visible_rowids(self, scope: Scope, person_rowids: Sequence[int]) -> set[int]:
+        return await self._db.read(people.visible_rowids, scope, list(person_rowids), self._clock())
+
+    async def find(self, scope: Scope, phrase: str) -> StoredPerson | None:
+        return await self._db.read(find, scope, phrase, self._clock())
 
     async def memories_about(self, scope: Scope, person: StoredPerson, *, limit: int) -> list[MemoryRecord]:
         """The memories about ``person`` that ``scope`` may see, newest first, with ``about``."""
@@ -103,13 +113,15 @@ class PeopleRepository:
 
         return await self._db.read(run)
 
-    async def merge(self, owner: str, source: str, target: str) -> Merge:
-        """Fold the person ``source`` names into the one ``target`` names; when either names
-        nobody, or both the same person, nothing changes (``merged`` is None)."""
+    async def merge(self, scope: Scope, source: str, target: str) -> Merge:
+        """Fold the person ``source`` names into the one ``target`` names (both among the people
+        ``scope`` may know of); when either names nobody, or both the same person, nothing
+        changes (``merged`` is None)."""
         now = self._clock()
+        owner = scope.user_id
 
         def run(db: apsw.Connection) -> Merge:
-            a, b = find(db, owner, source), find(db, owner, target)
+            a, b = find(db, scope, source, now), find(db, scope, target, now)
             if a is None or b is None or a.id == b.id:
                 return Merge(a, b, None)
             merged = people.merge(db, a, b, now)
@@ -118,16 +130,16 @@ class PeopleRepository:
 
         return await self._db.write(run)
 
-    async def add_alias(self, owner: str, phrase: str, alias: str) -> StoredPerson | None:
-        """Give the person ``phrase`` names another alias; None if nobody; AliasTaken if the
-        alias already names someone else."""
+    async def add_alias(self, scope: Scope, phrase: str, alias: str) -> StoredPerson | None:
+        """Give the person ``phrase`` names (among those ``scope`` may know of) another alias;
+        None if nobody; AliasTaken if the alias already names someone else the caller knows."""
         now = self._clock()
 
         def run(db: apsw.Connection) -> StoredPerson | None:
-            person = find(db, owner, phrase)
+            person = find(db, scope, phrase, now)
             if person is None:
                 return None
-            holder = find(db, owner, alias)
+            holder = find(db, scope, alias, now)
             if holder is not None and holder.id != person.id and normalise_name(alias) in {
                 normalise_name(n) for n in (holder.name, *holder.aliases)
             }:
@@ -144,7 +156,7 @@ class PeopleRepository:
         now = self._clock()
 
         def run(db: apsw.Connection) -> Forgotten | None:
-            person = find(db, scope.user_id, phrase)
+            person = find(db, scope, phrase, now)
             if person is None:
                 return None
             deleted = people.delete_memories_about(db, scope, person, now, "forget_person")
@@ -164,6 +176,6 @@ class PeopleRepository:
             records = memories.list_visible(db, scope, limit=limit, offset=0, before_id=None,
                                             include_expired=False, now_ms=self._clock())
             people_retriever.annotate(db, scope, records)
-            return SummaryMaterial(records, people.people_of(db, scope.user_id))
+            return SummaryMaterial(records, people.visible_people(db, scope, self._clock()))
 
         return await self._db.read(run)

@@ -13,7 +13,7 @@ memories a word such as "the" matches nearly all of them.  So, per scope key:
    of the full query are ranked by the IDF-weighted share of the query terms they hold
    (``_recent_matches``), after the rare-term hits.
 
-What grows with the scope, and how it is kept from growing (issue 13, a million memories):
+What grows with the scope, and how it is kept from growing (stores of a million memories):
 ``bm25()`` learns each phrase's IDF by walking the phrase's whole doclist, once per statement.
 The scope token's doclist is the scope (see ``bm25_ranked`` for the wide scopes that leave it
 out), and a common term's is most of it (a word in 90 % of a million memories).  So the window

@@ -15,6 +15,7 @@ predicate), so nothing the caller cannot see shapes the ranking.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 
@@ -79,6 +80,6 @@ def around(db: apsw.Connection, scope: Scope, rowids: Iterable[int], reach: int,
         chains.setdefault(centre, []).append((created, rowid))
     for chain in chains.values():
         chain.sort()
-        for (_, first), (_, second) in zip(chain, chain[1:]):
+        for (_, first), (_, second) in itertools.pairwise(chain):
             hood.link(hood.rows[first], hood.rows[second])
     return hood

@@ -147,8 +147,7 @@ def _plain(
     """The sequential search in one worker-thread call; with ``vector_under_way``, its keyword
     part and that part's neighbourhood are read while the query is being embedded on the
     embedder's thread, then it waits for the vector.  (Unlike the overlapped path's, the
-    neighbourhood pays here: it costs no thread call of its own.  README: "Search at 10k: the
-    query started at once (wave 6)".)"""
+    neighbourhood pays here: it costs no thread call of its own.)"""
     if gate.needs_count(scope):
         gate.count(db, scope)
     words = None

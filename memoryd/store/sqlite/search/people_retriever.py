@@ -20,6 +20,7 @@ import msgspec
 
 from memoryd.store.people_records import PeopleFocus
 from memoryd.store.records import MemoryRecord
+from memoryd.store.sqlite.memories import lookup
 from memoryd.store.sqlite.people import people
 from memoryd.store.sqlite.search import fts_query
 from memoryd.store.visibility import Scope
@@ -79,7 +80,10 @@ def restrict(
 
 def annotate(db: apsw.Connection, scope: Scope, records: Iterable[MemoryRecord]) -> None:
     """Set ``about`` of each record to the caller's people it is linked to; a record linked to
-    none keeps its subjects there."""
+    none keeps its subjects there.  What a record says of a newer memory that replaced it is
+    kept only when ``scope`` may see that memory (``lookup.hide_unseen_successors``): every
+    path that answers records (list, get, search, person.get, summaries) comes through here."""
     by_id = {record.id: record for record in records}
+    lookup.hide_unseen_successors(db, scope, by_id.values())
     for memory_id, names in people.names_for(db, scope.user_id, list(by_id)).items():
         by_id[memory_id].about = names

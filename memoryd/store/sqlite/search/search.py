@@ -20,7 +20,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import ranking
+from memoryd.store import ranking, relevance
 from memoryd.store.fusion import fuse
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.sqlite.memories import memories
@@ -159,12 +159,20 @@ def search(
     by_people = words.by_people
     found = candidates(db, scope, query, words=words, semantic=semantic)
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
+    relevant = relevance.by_rowid(found.rowids, found.features, found.cosines)
     ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms))
     if by_people:
         # The mentioned people's memories have no feature of their own in the model: their
         # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
         # and breaks its ties (the query is about those people).
-        ranked = [(rowid, scored.get(rowid, 0.0)) for rowid in fuse([by_people, [r for r, _ in ranked]])]
+        # Each place keeps the score of the model's same place, so scores still fall down the list.
+        places = sorted((score for _, score in ranked), reverse=True)
+        fused = fuse([by_people, [r for r, _ in ranked]])
+        places += [0.0] * (len(fused) - len(places))
+        ranked = list(zip(fused, places, strict=True))
+    # Below the floor a memory is left out, whoever retrieved it: a person the query names is
+    # no reason to return their unrelated memories.
+    ranked = relevance.at_least(ranked, relevant, query.min_relevance)
     ranked = ranking.diversify(people_retriever.restrict(db, people_focus, ranked), found.created_at_ms)[:limit]
     records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
     people_retriever.annotate(db, scope, records.values())
@@ -178,6 +186,6 @@ def search(
             similarity = min(1.0, max(0.0, found.cosines[rowid]))
         else:
             similarity = fts_query.term_fraction(found.terms, record.content, " ".join(record.subjects))
-        hits.append(hit_from_record(record, score, similarity))
+        hits.append(hit_from_record(record, score, similarity, relevant.get(rowid, 0.0)))
     return hits
 

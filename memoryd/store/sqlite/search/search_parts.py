@@ -74,6 +74,8 @@ class SearchQuery:
     vector: np.ndarray | None
     vector_space: vectors.VectorSpace | None
     now_ms: int
+    #: Hits whose relevance (relevance.py) is below this are left out.
+    min_relevance: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,14 @@ def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
     return {s.casefold() for s in a} == {s.casefold() for s in b}
 
 
+def same_author(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether ``new`` may replace ``old`` on its own judgement (rules, LLM, upsert key): both
+    were added by the same user.  In a group chat Bob's "I live in Paris" is about Bob: it never
+    replaces Alice's "I live in Berlin" (who said what under one user id, the rules judge from
+    the speakers: ``knowledge.conflict``)."""
+    return old.owner == new.owner
+
+
 def _rowid_of(db: apsw.Connection, memory_id: str) -> int:
     (rowid,) = one(db, "SELECT rowid FROM memories WHERE id = ?", (memory_id,))
     return int(rowid)
@@ -62,7 +70,9 @@ def _target(db: apsw.Connection, scope: Scope, prefix: str, new: NewMemory, now_
             found=True,
         )
     if superseded_by is not None:
-        raise SupersedeRefused(f"was already superseded by {superseded_by}", found=True)
+        # The successor is named only when the caller may see it (it may be a private chat's).
+        seen = lookup.resolve_visible(db, scope, superseded_by, now_ms) is not None
+        raise SupersedeRefused(f"was already superseded{f' by {superseded_by}' if seen else ''}", found=True)
     return match
 
 
@@ -78,7 +88,9 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     """Insert ``new`` (or find its duplicate) and apply ``plan``, all in one transaction: a
     refused ``supersedes`` leaves nothing behind."""
     target = _target(db, scope, plan.supersedes, new, now_ms) if plan.supersedes else None
-    rowid, record, deduplicated, own_job = memories.add_row(db, new, now_ms, embeds_itself=plan.embeds_itself)
+    rowid, record, deduplicated, own_job = memories.add_row(
+        db, new, now_ms, embeds_itself=plan.embeds_itself, seen_by=scope
+    )
     stored = Stored(record, rowid, deduplicated, embed_job=own_job)
     if plan.key is not None:
         db.execute("UPDATE memories SET key = ? WHERE rowid = ? AND key IS NULL", (plan.key, rowid))
@@ -89,7 +101,7 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
         _apply(db, stored, target[0], ruling, scope.user_id, now_ms)
     if plan.key is not None:
         for old in _key_holders(db, scope, new.scope_key, plan.key, rowid, now_ms):
-            if same_subjects(old.subjects, record.subjects):
+            if same_subjects(old.subjects, record.subjects) and same_author(old, record):
                 ruling = Ruling(True, f"same key {plan.key!r}: the newer wins", "key")
                 _apply(db, stored, _rowid_of(db, old.id), ruling, scope.user_id, now_ms)
     if not deduplicated:
@@ -106,7 +118,7 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
     if plan.owner_names is not None:
         stored.people_changed = people_learning.learn(
             db, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
-            owner_names=plan.owner_names, now_ms=now_ms,
+            owner_names=plan.owner_names, now_ms=now_ms, seen_by=scope,
         ).changed
     # A new id's first MIN_PREFIX_LENGTH characters are unique in the table (memories.insert).
     stored.short_id = (
@@ -199,15 +211,11 @@ def attribute_candidates(
     matching = [
         (r, old)
         for r, old in sorted(records.items(), reverse=True)
-        if scope_key_of(db, r) == scope_key and same_subjects(old.subjects, record.subjects)
+        if scope_key_of(db, r) == scope_key
+        and same_subjects(old.subjects, record.subjects)
+        and same_author(old, record)
     ]
     return matching[:limit]
-
-
-def learned_scope(record: MemoryRecord) -> Scope:
-    """The caller a memory was added by, as far as its provenance tells: the background
-    (LLM) decision judges only what that caller could see."""
-    return Scope(record.owner, chat_id=record.chat_id, chat_type=record.chat_type)
 
 
 def scope_key_of(db: apsw.Connection, rowid: int) -> str:
@@ -249,4 +257,6 @@ def history(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> list
             frontier.append(record.superseded_by)
         frontier += [str(i) for (i,) in db.execute(
             "SELECT id FROM memories INDEXED BY memories_superseded_by WHERE superseded_by = ?", (memory_id,))]
-    return sorted(seen.values(), key=lambda record: (record.created_at, order[record.id]))
+    chain = sorted(seen.values(), key=lambda record: (record.created_at, order[record.id]))
+    lookup.hide_unseen_successors(db, scope, chain)
+    return chain

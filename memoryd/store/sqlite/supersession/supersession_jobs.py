@@ -19,14 +19,13 @@ from memoryd.store.sqlite.jobs import jobs, lease
 from memoryd.store.sqlite.supersession.supersession import (
     Ruling,
     attribute_candidates,
-    learned_scope,
     mark_superseded,
     record_of,
     scope_key_of,
 )
 from memoryd.store.sqlite.vectors import vector_codec, vector_search, vectors
 from memoryd.store.sqlite.visibility_sql import live
-from memoryd.store.supersession_records import SupersedeJob
+from memoryd.store.supersession_records import SupersedeJob, learned_scope
 from memoryd.store.visibility import Scope
 
 
@@ -36,7 +35,7 @@ def vector_neighbours(db: apsw.Connection, rowid: int, similarity: float, depth:
     space = vectors.read_space(db)
     if space is None:
         return []
-    row = db.execute(f"SELECT embedding FROM {space.table} WHERE memory_rowid = ?", (rowid,)).fetchone()
+    row = db.execute("SELECT fine FROM vector_copies WHERE memory_rowid = ?", (rowid,)).fetchone()
     if row is None:
         pending = db.execute("SELECT 1 FROM jobs WHERE memory_rowid = ? AND kind = ?", (rowid, jobs.EMBED)).fetchone()
         return None if pending is not None else []

@@ -1,43 +1,49 @@
-"""A big partition's sign bits kept in memory and scanned with numpy (issue 13, a million memories).
+"""A big partition's sign bits kept in memory and scanned with numpy.
 
 vec0's scan reads every chunk of the partition through SQLite on each query: at 1M memories
 48 MB of sign bits plus rowids and the filtered metadata, ~45 ms of CPU even with the distance
 bound (``hamming_scan.py``).  The same hamming distances over a column-major ``uint64`` copy in
 memory take ~5 ms (``np.bitwise_count`` per 64-bit word), and the k nearest are a histogram
 away.  So a partition of at least MIN_VECTORS vectors is copied once (rowids, sign bits,
-expiry, disclosure code, vec0's tie order: ~74 bytes per vector; a few hundred ms at 1M) and scanned here.
+expiry, disclosure code, chat: ~70 bytes per vector) and scanned here.
 
-Exactness: the copy is read from vec0's own chunks (sqlite-vec 0.1.9's shadow tables: the
-validity bitmap, the rowids, the bit vectors and the integer metadata of each chunk), and it is
-used only while the partition's stamp and the table's stamp (``vector_stamps.py``) are the ones
-it was read under (``vectors.py`` renews them on every vector write and delete), so a scan of
-the copy sees exactly the rows vec0 would scan in the same snapshot.  The filters are the
-scan's own (``expires_at > now``, the disclosure codes, the chat a memory was learned in).  Rows
-tied at the k-th distance are kept in vec0's order (``read_copy``), so a scan of the copy gives
-vec0's list exactly: the copy changes a search's time, never its hits.
+The copy is read from tables memoryd owns, never from sqlite-vec's internal ones: the sign bits
+from ``vector_copies`` (written beside each vec0 row by ``vectors.write_vectors``), the filter
+columns from the memories' own rows, which the vec0 row repeats.  It is used only while the
+partition's stamp and the table's stamp (``vector_stamps.py``) are the ones it was read under
+(``vectors.py`` renews them on every vector write and delete), so a scan of the copy sees
+exactly the rows vec0 would scan in the same snapshot.  The filters are the scan's own
+(``expires_at > now``, the disclosure codes, the chat a memory was learned in), so the copy
+finds the same hamming distances as vec0; among rows tied at the k-th distance it keeps the
+lowest rowids, where vec0 keeps the ones its chunk layout puts first.  The exact cosine
+rescoring that follows decides the hits, so a tie at the end of a 64-row shortlist seldom
+matters.
 
 A stale copy is not re-read at once: only when the same new stamp is seen twice in a row, so a
 partition being written to (a bulk import) keeps using vec0 instead of re-reading per search.
+The read then happens in a thread of its own (``BitIndex``), the searches using vec0 until the
+copy is in place.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
+from memoryd.store.sqlite.db.connection import open_connection
 from memoryd.store.sqlite.search.scope_stats import live_count
 from memoryd.store.sqlite.vectors import vector_codec
 from memoryd.store.sqlite.vectors.vector_stamps import Stamp, read_stamp
-from memoryd.store.sqlite.vectors.vectors import VectorSpace
+from memoryd.store.sqlite.vectors.vectors import NEVER, VectorSpace
 
 #: Smaller partitions are scanned by vec0.  At 10k vectors the copy's KNN (scan, then the 64
 #: rescoring copies read by rowid) takes ~0.5-0.65 ms of CPU against vec0's ~0.95-1.1 ms; below a
@@ -47,13 +53,17 @@ MIN_VECTORS = 5_000
 #: at 1M is 600 MB, the daemon without copies ~250 MiB.
 MAX_BYTES = 192 * 1024 * 1024
 
+#: A copy is read again only after this many times its last read's duration.
+REREAD_PAUSE = 4.0
+
 log = logging.getLogger("memoryd.store")
 
-#: A text metadata value in a chunk: its length (int32) and its first 12 bytes.
-_TEXT_ENTRY = 16
-_TEXT_PREFIX = 12
-
 Key = tuple[str, str, str]  # database file, vec0 table, partition
+
+
+class LayoutMismatch(ValueError):
+    """The stored sign bits are not of the space's length (a damaged store).  It never leaves
+    this module (``copy_for`` turns the copies off), so it is no MemorydError."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,143 +113,115 @@ class PartitionCopy:
         reach = int(np.searchsorted(np.cumsum(counts), k))
         reach = min(reach, int(far) - 1)
         chosen = np.flatnonzero(distances <= reach)
-        # Nearest first, ties in row order, which is vec0's (``read_copy``); rows tied at
-        # ``reach`` beyond k places are dropped, the same ones vec0 drops.
+        # Nearest first, ties in rowid order (``read_copy``); rows tied at ``reach`` beyond k
+        # places are dropped.
         chosen = chosen[np.argsort(distances[chosen], kind="stable")][:k]
         return [(int(self.rowids[i]), float(distances[i])) for i in chosen]
 
 
+#: The rows of one partition that have a vector: vec0 holds a vector for exactly the live
+#: memories with ``vector_copies`` rows (``vectors.write_vectors``), with the memory's own
+#: scope, expiry, disclosure code and chat (``consistency.py`` checks that they agree).
+_PARTITION_SQL = (
+    f"SELECT m.rowid, coalesce(m.expires_at_ms, {NEVER}), m.disclosure, coalesce(m.chat_id, ''), c.coarse "
+    "FROM memories AS m CROSS JOIN vector_copies AS c ON c.memory_rowid = m.rowid "
+    "WHERE m.scope_key = ? AND m.deleted_at_ms IS NULL"
+)
+
+
 def read_copy(db: apsw.Connection, space: VectorSpace, partition: str, stamp: Stamp) -> PartitionCopy:
-    """The partition's live vectors from vec0's chunks (sqlite-vec 0.1.9 layout: one row per
-    chunk in ``<table>_chunks`` with its validity bitmap and int64 rowids; the bit vectors and
-    each metadata column in a blob per chunk, keyed by the chunk id: integers as int64, a text as
-    16 bytes, its length (int32) and its first 12 bytes, the whole of a longer one in
-    ``<table>_metadatatext<NN>`` by rowid)."""
-    table = space.table
-    chunks = db.execute(
-        f"SELECT chunk_id, validity, rowids FROM {table}_chunks WHERE partition00 = ? ORDER BY chunk_id",
-        (partition,),
-    ).fetchall()
-    if not chunks:
+    """The partition's vectors and their filter columns, from ``vector_copies`` and the
+    memories' rows, in rowid order (the order of rows tied at one distance).  ~1.3 us of CPU
+    per vector, nearly all of it SQLite's and apsw's per row (a few hundred ms at 100k)."""
+    rows = db.execute(_PARTITION_SQL, (partition,)).fetchall()
+    count = len(rows)
+    if not count:
         empty = np.zeros(0, np.int64)
         return PartitionCopy(
             stamp, empty, np.zeros((0, 0), np.uint64), empty, np.zeros(0, np.int8), np.zeros(0, np.int32), {}
         )
-    ids = json.dumps([chunk_id for chunk_id, _, _ in chunks])
-    lives = [
-        np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[: len(rowids) // 8].astype(bool)
-        for _, validity, rowids in chunks
-    ]
-    # Each chunk's live rows last slot first: then the rows' order is the one vec0 keeps among
-    # rows at one distance.  sqlite-vec 0.1.9 takes each chunk's k nearest by repeated
-    # selection, and each pass keeps the last slot of those at the least distance (``<=``); it
-    # merges a chunk's list into the best so far preferring the rows it had (``<=`` again).  So
-    # among equals an earlier chunk comes first, and within a chunk a later slot.  (In this
-    # order a 10k partition's copy gives exactly vec0's lists, and can stand in for vec0
-    # without changing a hit.)
-    rowids = np.concatenate(
-        [np.frombuffer(r, np.int64)[live][::-1] for (_, _, r), live in zip(chunks, lives, strict=True)]
-    )
-    count = len(rowids)
-
-    def fill(shadow: str, name: str, out: npt.NDArray[np.uint8]) -> None:
-        """Copy the live slots of each chunk's blob in one shadow table into ``out``'s rows,
-        blob by blob into arrays allocated once: no chunk-sized pieces left behind in the
-        heap.  (One statement by chunk id: joined to the chunks table instead, SQLite scanned
-        the blob tables, ~1 s at 1M.)"""
-        cursor = db.execute(
-            f"SELECT w.value, x.{name} FROM json_each(?) AS w CROSS JOIN {table}_{shadow} AS x ON x.rowid = w.value",
-            (ids,),
-        )
-        start = 0
-        for (chunk_id, _, _), live, found in itertools.zip_longest(chunks, lives, cursor):
-            if found is None or chunk_id != found[0] or len(found[1]) != len(live) * out.shape[1]:
-                raise LayoutMismatch(f"{table}_{shadow} has no blob of {len(live)} slots for chunk {chunk_id}")
-            live_rows = np.frombuffer(found[1], np.uint8).reshape(len(live), -1)[live][::-1]  # as rowids
-            out[start : start + len(live_rows)] = live_rows
-            start += len(live_rows)
-
+    rowid_list, expiry_list, disclosure_list, chat_list, coarse_list = zip(*rows, strict=True)
+    del rows
+    rowids = np.array(rowid_list, np.int64)
+    order = np.argsort(rowids, kind="stable")
+    vector_bytes = vector_codec.coarse_bits(space.dim) // 8
+    joined = b"".join(coarse_list)
+    if len(joined) != count * vector_bytes:
+        raise LayoutMismatch(f"vector_copies holds sign bits of another length than {vector_bytes} bytes")
     # The sign bits in whole 64-bit words (zero bytes add nothing to a distance), then one row
     # per word: each word's column is contiguous for the scan.
-    vector_bytes = vector_codec.coarse_bits(space.dim) // 8
     bits = np.zeros((count, -(-vector_bytes // 8) * 8), np.uint8)
-    fill("vector_chunks00", "vectors", bits[:, :vector_bytes])
-    words = bits.view(np.uint64).T.copy()
+    bits[:, :vector_bytes] = np.frombuffer(joined, np.uint8).reshape(count, vector_bytes)
+    del joined
+    words = bits[order].view(np.uint64).T.copy()
     del bits
-    integers = np.empty((count, 8), np.uint8)
-    fill("metadatachunks00", "data", integers)
-    expires_at = integers.view(np.int64).reshape(-1).copy()
-    fill("metadatachunks01", "data", integers)
-    disclosure = integers.view(np.int64).reshape(-1).astype(np.int8)
-    del integers
-    entries = np.empty((count, _TEXT_ENTRY), np.uint8)
-    fill("metadatachunks02", "data", entries)
-    learned_in, chats = _chat_indexes(db, table, rowids, entries)
-    return PartitionCopy(stamp, rowids, words, expires_at, disclosure, learned_in, chats)
-
-
-def _chat_indexes(
-    db: apsw.Connection, table: str, rowids: npt.NDArray[np.int64], entries: npt.NDArray[np.uint8]
-) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
-    """Each row's chat as an index into the distinct chats of the partition (few: a memory is
-    learned in one of its owner's chats)."""
-    # Group equal entries by sorting their two 64-bit halves (np.unique over rows of bytes
-    # took seconds at 1M); most partitions hold one or a few chats.
-    halves = np.ascontiguousarray(entries).view(np.uint64)
-    order = np.lexsort((halves[:, 1], halves[:, 0]))
-    ordered = halves[order]
-    starts = np.flatnonzero(np.any(ordered[1:] != ordered[:-1], axis=1)) + 1
-    bounds = np.concatenate(([0], starts, [len(order)]))
-    chats: dict[str, int] = {}
-    learned_in = np.empty(len(rowids), np.int32)
-    for first, end in zip(bounds[:-1], bounds[1:], strict=True):
-        rows = order[first:end]
-        entry = entries[rows[0]]
-        length = int(entry[:4].view(np.int32)[0])
-        if length <= _TEXT_PREFIX:
-            learned_in[rows] = chats.setdefault(bytes(entry[4 : 4 + length]).decode(), len(chats))
-            continue
-        # Longer than the prefix: the whole text is kept by rowid.
-        texts = dict(
-            db.execute(
-                f"SELECT w.value, t.data FROM json_each(?) AS w CROSS JOIN {table}_metadatatext02 AS t "
-                "ON t.rowid = w.value",
-                (json.dumps(rowids[rows].tolist()),),
-            )
-        )
-        for row in rows:
-            learned_in[row] = chats.setdefault(str(texts[int(rowids[row])]), len(chats))
-    return learned_in, chats
-
-
-class LayoutMismatch(ValueError):
-    """vec0's shadow tables are not what this module reads (another sqlite-vec version).  It
-    never leaves this module (``copy_for`` turns the copies off), so it is no MemorydError."""
+    # Few distinct chats per partition (a memory is learned in one of its owner's chats).
+    chats = {chat: i for i, chat in enumerate(dict.fromkeys(chat_list))}
+    learned_in = np.fromiter(map(chats.__getitem__, chat_list), np.int32, count)
+    return PartitionCopy(
+        stamp,
+        rowids[order],
+        words,
+        np.array(expiry_list, np.int64)[order],
+        np.array(disclosure_list, np.int8)[order],
+        learned_in[order],
+        chats,
+    )
 
 
 class BitIndex:
-    """The copies of one process, shared by its reader connections."""
+    """The copies of one process, shared by its reader connections.
 
-    def __init__(self, min_vectors: int = MIN_VECTORS, max_bytes: int = MAX_BYTES) -> None:
+    ``background``: a due copy is read by a thread of its own, on a connection of its own,
+    while the searches go on with vec0 (at 1M vectors the read takes 1-2 s of CPU, ~1.3 us a
+    row through SQLite and apsw: no search waits for it).  Without it (tests of exactness),
+    the search that finds the copy due reads it itself.
+
+    A partition written to all the time would have its copy read again and again: a copy is
+    not read again before ``reread_pause`` times its last read's duration has passed since
+    that read ended, so the reads take at most ~1/(1 + reread_pause) of a core (vec0 scans
+    meanwhile).
+    """
+
+    def __init__(
+        self,
+        min_vectors: int = MIN_VECTORS,
+        max_bytes: int = MAX_BYTES,
+        *,
+        background: bool = True,
+        reread_pause: float = REREAD_PAUSE,
+    ) -> None:
         self.min_vectors = min_vectors
-        #: vec0's chunks did not look as expected once: no more copies in this process.
+        self.reread_pause = reread_pause
+        #: Sign bits of the wrong length were found once: no more copies in this process.
         self.layout_mismatch = False
         self.max_bytes = max_bytes
+        self.background = background
         self._lock = threading.Lock()
         self._copies: OrderedDict[Key, PartitionCopy] = OrderedDict()
         #: The stamp each partition showed last without a current copy (or too small then).
         self._seen: dict[Key, tuple[Stamp, bool]] = {}
         self._loading: set[Key] = set()
+        self._threads: list[threading.Thread] = []
+        #: When each partition's copy may be read again (time.monotonic()).
+        self._not_before: dict[Key, float] = {}
 
     def __len__(self) -> int:
         """How many partitions have a copy now."""
         with self._lock:
             return len(self._copies)
 
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait until the copies being read in the background are in place."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join(timeout)
+
     def copy_for(
         self, db: apsw.Connection, space: VectorSpace, partition: str, stamp: Stamp | None = None
     ) -> PartitionCopy | None:
-        """The current copy of ``partition`` in ``db``'s snapshot, read now if it is due; None:
+        """The current copy of ``partition`` in ``db``'s snapshot, read if it is due; None:
         scan it with vec0.  ``stamp``: the partition's, when the caller read it in this snapshot."""
         if self.layout_mismatch:
             return None
@@ -262,20 +244,56 @@ class BitIndex:
                     self._seen.pop(next(iter(self._seen)))
             return None
         with self._lock:
-            if key in self._loading:  # another reader is reading it: one read at a time (RSS)
+            if key in self._loading:  # being read already: one read at a time (RSS)
                 return None
+            if time.monotonic() < self._not_before.get(key, 0.0):
+                return None  # read a moment ago: vec0 scans until the pause is over
             self._loading.add(key)
+            if self.background:
+                thread = threading.Thread(
+                    target=self._read_apart, args=(db.filename, key, space, stamp), name="memoryd-bit-copy", daemon=True
+                )
+                self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+                thread.start()
+                return None
+        return self._read(db, key, space, stamp)
+
+    def _read_apart(self, filename: str, key: Key, space: VectorSpace, stamp: Stamp) -> None:
+        """Read the copy on a connection of this thread's own, if its snapshot still shows
+        ``stamp`` (a later write makes the copy due again, at its own stamp)."""
         try:
-            copy = read_copy(db, space, partition, stamp)
+            db = open_connection(Path(filename), busy_timeout_ms=5000, readonly=True)
+            try:
+                with db:
+                    if read_stamp(db, key[2]) == stamp:
+                        self._read(db, key, space, stamp)
+            finally:
+                db.close()
+        except Exception:  # a thread of its own: nobody else would hear of it
+            log.warning("vector scan copy of a partition could not be read", exc_info=True)
+            with self._lock:  # not tried again before the partition's next write
+                self._seen[key] = (stamp, False)
+        finally:
+            with self._lock:
+                self._loading.discard(key)
+
+    def _read(self, db: apsw.Connection, key: Key, space: VectorSpace, stamp: Stamp) -> PartitionCopy | None:
+        started = time.monotonic()
+        try:
+            copy = read_copy(db, space, key[2], stamp)
         except LayoutMismatch as exc:
-            # Another sqlite-vec than the one this was written against: vec0 scans, as before.
+            # A damaged store: vec0 scans, as before (``memoryd check`` finds the bad rows).
             if not self.layout_mismatch:
                 log.warning("vector scan copies are off: %s", exc)
             self.layout_mismatch = True
             return None
         finally:
+            ended = time.monotonic()
             with self._lock:
                 self._loading.discard(key)
+                self._not_before[key] = ended + self.reread_pause * (ended - started)
+                while len(self._not_before) > 4 * 4096:
+                    self._not_before.pop(next(iter(self._not_before)))
         with self._lock:
             self._seen.pop(key, None)
             self._copies[key] = copy

@@ -30,7 +30,7 @@ RECENT = 16
 _MAX_HINTS = 4096
 
 Key = tuple[str, str, str, str]
-Row = tuple[int, bytes, float]  # memory_rowid, rescoring copy, hamming distance
+Row = tuple[int, float]  # memory_rowid, hamming distance
 
 
 class HammingHints:
@@ -75,7 +75,7 @@ def scan(
 ) -> list[Row]:
     """The ``k`` rows of ``partition`` (passing ``filter_sql``) nearest to ``bits``, nearest first."""
     sql = (
-        f"SELECT memory_rowid, embedding, distance FROM {table} "
+        f"SELECT memory_rowid, distance FROM {table} "
         f"WHERE coarse MATCH vec_bit(?) AND k = ? AND scope_key = ? AND {filter_sql}"
     )
     key: Key = (db.filename, table, partition, filter_sql)
@@ -83,11 +83,11 @@ def scan(
     if bound is not None:
         rows = db.execute(sql + " AND distance <= ?", (bits, k, partition, *filter_params, bound)).fetchall()
         if len(rows) == k:
-            hints.learn(key, rows[-1][2])
+            hints.learn(key, rows[-1][1])
             return rows
     rows = db.execute(sql, (bits, k, partition, *filter_params)).fetchall()
     if len(rows) == k:
-        hints.learn(key, rows[-1][2])
+        hints.learn(key, rows[-1][1])
     else:
         hints.forget(key)  # the partition holds fewer than k: nothing to bound
     return rows

@@ -4,14 +4,17 @@ for the rescoring.
 At a million memories the vector table is most of the file, so each copy is as small as the
 ranking allows:
 
-* the *coarse* copy (``dim / 8`` bytes) is what vec0 scans: hamming distance over sign bits;
+* the *coarse* copy (``dim / 8`` bytes) is what the scans read: hamming distance over sign bits;
 * the *fine* copy rescores the scan's shortlist: each component scaled by 31 / (its largest
-  magnitude), rounded, and packed four to three bytes (288 bytes at 384-d; schema m012).  The
+  magnitude), rounded, and packed four to three bytes (288 bytes at 384-d).  The
   cosine is ``q . u / |q|``, so no scale is stored.  On MiniLM vectors its error is ~0.001 on
   average (int8's: 0.0003) and below 0.01; the ten best of a 64-row shortlist stay the same
   ones 98.9 % of the time (int8: 99.8 %).  float16 copies (768 bytes, before m008) and int8
-  copies (``dim`` bytes, m008-m011) are the older formats: an int8 copy is still read (a
-  store is upgraded by m012, and the length tells the two apart).
+  copies (``dim`` bytes, m008-m012) are the older formats, re-encoded by the schema steps
+  (``migrations/vector_formats.py``); an int8 copy is still read (the length tells the two
+  apart), and a space of dimension 3 keeps int8 (``fine_many``).
+
+Both copies are kept in ``vector_copies`` (``vectors.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def fine_length(dim: int) -> int:
 
 
 def readable_lengths(dim: int) -> tuple[int, ...]:
-    """The lengths a stored fine copy may have: 6-bit, or int8 (written before m012)."""
+    """The lengths a stored fine copy may have: 6-bit, or int8 (dimension 3)."""
     return (fine_length(dim), dim)
 
 
@@ -66,19 +69,6 @@ def fine_many(matrix: FloatArray) -> list[bytes]:
     word = (quads[..., 0] << 18) | (quads[..., 1] << 12) | (quads[..., 2] << 6) | quads[..., 3]
     packed = np.stack([word >> 16, word >> 8, word], axis=-1).astype(np.uint8)
     return [row.tobytes() for row in packed.reshape(count, 3 * groups)]
-
-
-def fine_from_float16(blobs: list[bytes], dim: int) -> list[bytes]:
-    """Stored float16 copies (before m008) re-encoded as int8 copies (the format m008 wrote;
-    m012 turns them into 6-bit copies)."""
-    matrix = np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(len(blobs), dim).astype(np.float32)
-    return [row.tobytes() for row in _quantize(matrix, _INT8_MAX)]
-
-
-def fine_from_int8(blobs: list[bytes], dim: int) -> list[bytes]:
-    """Stored int8 copies (m008-m011) re-encoded as 6-bit copies (schema m012)."""
-    matrix = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), dim).astype(np.float32)
-    return fine_many(matrix)
 
 
 def unit_from_fine(blob: bytes, dim: int) -> FloatArray:

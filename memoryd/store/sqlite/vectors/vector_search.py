@@ -9,20 +9,21 @@ k-th distance of its last 16 scans (``hamming_scan.py``): at 100k, 64 rows come 
 instead of 9-13; at 1M in 47-49 instead of 101-109.  When fewer than k rows pass, the scan
 runs again without T, so the result is always the exact top k of the hamming scan (up to
 which of the rows tied at the k-th distance it keeps).  A partition of ``bit_index.MIN_VECTORS``
-(5k) vectors or more is scanned from a copy in memory instead (``bit_index.py``: ~5 ms at 1M), with the same result.
+(5k) vectors or more is scanned from a copy in memory instead (``bit_index.py``: ~5 ms at 1M):
+the same hamming distances, only rows tied at the k-th distance may be others.  Either way the
+shortlist is rescored from the rescoring copies in ``vector_copies``.
 
 The tables and their rows are ``vectors.py``'s, their stamps ``vector_stamps.py``'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 import apsw
 import numpy as np
 
-from memoryd.store.sqlite.vectors import bit_index, hamming_scan, vector_codec
+from memoryd.store.sqlite.vectors import bit_index, hamming_scan, vector_codec, vectors
 from memoryd.store.sqlite.vectors.vector_stamps import Stamp, read_stamp
 from memoryd.store.sqlite.vectors.vectors import FloatArray, VectorSpace
 from memoryd.store.sqlite.visibility_sql import vector_filters
@@ -57,8 +58,7 @@ def knn(
     """
     k = max(1, min(max(coarse_k, depth), MAX_K))
     bits = vector_codec.coarse(query)
-    found: dict[int, bytes] = {}
-    from_copies: list[int] = []
+    shortlist: list[int] = []
     branches = list(zip(vector_filters(scope, now_ms), vector_branches(scope), strict=True))
     keys = scope.visible_keys()
     # ``state``: the caller's scan_state of this snapshot (read once, not again per copy).
@@ -67,11 +67,10 @@ def knn(
         copy = bit_index.BIT_INDEX.copy_for(db, space, key, stamp)
         for (filter_sql, filter_params), (codes, learned_chat) in branches:
             if copy is not None:
-                from_copies.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes, learned_chat))
+                shortlist.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes, learned_chat))
                 continue
-            for rowid, blob, _ in hamming_scan.scan(db, space.table, bits, k, key, filter_sql, filter_params):
-                found[rowid] = blob
-    found.update(_rescoring_copies(db, space, [rowid for rowid in from_copies if rowid not in found]))
+            shortlist.extend(rowid for rowid, _ in hamming_scan.scan(db, space.table, bits, k, key, filter_sql, filter_params))
+    found = vectors.fine_copies(db, shortlist)
     rowids = list(found)
     blobs = list(found.values())
     if not rowids:
@@ -83,32 +82,8 @@ def knn(
 
 def cosines_for(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int], query: FloatArray) -> dict[int, float]:
     """Exact cosine of the query with the stored vectors of ``rowids`` (those that have one)."""
-    found = _rescoring_copies(db, space, rowids)
+    found = vectors.fine_copies(db, rowids)
     if not found:
         return {}
     cosines = vector_codec.cosines(list(found.values()), query, space.dim)
     return dict(zip(found, (float(c) for c in cosines), strict=True))
-
-
-def _rescoring_copies(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> dict[int, bytes]:
-    """The rescoring copies of those of ``rowids`` that have a vector."""
-    wanted = list(dict.fromkeys(rowids))
-    if not wanted:
-        return {}
-    # One statement: a round trip per rowid costs twice as much.  Read from vec0's own shadow
-    # tables (sqlite-vec 0.1.9: the rowid map, which holds exactly the rows the table holds, and
-    # the auxiliary column): 0.5 us a row, where a lookup through vec0 itself takes ~3 us.
-    # Another sqlite-vec without those tables gets the lookup through vec0.
-    table = space.table
-    try:
-        found = db.execute(
-            f"SELECT w.value, a.value00 FROM json_each(?) AS w CROSS JOIN {table}_rowids AS r ON r.rowid = w.value "
-            f"CROSS JOIN {table}_auxiliary AS a ON a.rowid = w.value",
-            (json.dumps(wanted),),
-        ).fetchall()
-    except apsw.SQLError:
-        found = db.execute(
-            f"SELECT w.value, v.embedding FROM json_each(?) AS w CROSS JOIN {table} AS v ON v.memory_rowid = w.value",
-            (json.dumps(wanted),),
-        ).fetchall()
-    return dict(found)

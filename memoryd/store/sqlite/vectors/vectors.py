@@ -5,8 +5,13 @@ One embedding model + dimension is one *vector space*; each space the store has 
 reindex was requested; then a new generation starts and the old table is dropped, so vectors
 of two spaces are never compared.
 
-Each vec0 row holds a 1-bit-per-dimension copy of the vector for the coarse scan and a 6-bit
-copy (an auxiliary column) for rescoring (``vector_codec.py``):
+Each vector is kept twice, in the same transaction (``vector_codec.py`` for the formats):
+
+* ``vector_copies`` (schema m014), a plain table memoryd owns: per memory rowid the sign bits
+  (``coarse``) that the in-memory scan copies are read from (``bit_index.py``) and the 6-bit
+  rescoring copy (``fine``).  Nothing reads sqlite-vec's internal tables.
+* the vec0 table, which holds the sign bits again for sqlite-vec's own filtered KNN, used for
+  scopes too small to be worth an in-memory copy:
 
 * ``scope_key`` is a PARTITION KEY: a KNN only walks the chunks of the caller's scope, so a
   user with five memories among millions gets their five, and a big scope costs nothing to
@@ -18,13 +23,14 @@ copy (an auxiliary column) for rescoring (``vector_codec.py``):
 
 The scoped KNN over these tables is ``vector_search.py``.
 
-Every write to a vec0 table goes through this module (``write_vectors``, ``delete_vectors``,
-``create_table``), which renews the partition's or the table's stamp (``vector_stamps.py``):
-that is how the copies know they are current.
+Every write to a vec0 table or to ``vector_copies`` goes through this module
+(``write_vectors``, ``delete_vectors``, ``create_table``), which renews the partition's or the
+table's stamp (``vector_stamps.py``): that is how the in-memory copies know they are current.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -133,6 +139,7 @@ def _start_generation(db: apsw.Connection, old: VectorSpace | None, model: str, 
     create_table(db, space)
     if old is not None:
         db.execute(f"DROP TABLE IF EXISTS {old.table}")
+    db.execute("DELETE FROM vector_copies")  # the old space's copies
     db.execute("UPDATE memories SET vector_gen = NULL WHERE vector_gen IS NOT NULL")
     meta.put(db, META_MODEL, model)
     meta.put(db, META_DIM, str(dim))
@@ -141,11 +148,10 @@ def _start_generation(db: apsw.Connection, old: VectorSpace | None, model: str, 
     return space
 
 
-def create_table(db: apsw.Connection, space: VectorSpace, *, renew_stamp: bool = True) -> None:
-    """Create ``space``'s vec0 table unless it exists; ``renew_stamp``: give the table a new
-    stamp (``vector_epochs``, schema m009: the steps before it call this with False)."""
-    if renew_stamp:
-        renew_stamps(db, [WHOLE_TABLE])
+def create_table(db: apsw.Connection, space: VectorSpace) -> None:
+    """Create ``space``'s vec0 table unless it exists, and give the table a new stamp.  The
+    rescoring copies are not in it: they are ``vector_copies``'s (schema m014)."""
+    renew_stamps(db, [WHOLE_TABLE])
     db.execute(
         f"""
         CREATE VIRTUAL TABLE IF NOT EXISTS {space.table} USING vec0 (
@@ -155,7 +161,6 @@ def create_table(db: apsw.Connection, space: VectorSpace, *, renew_stamp: bool =
             disclosure INTEGER,
             learned_chat TEXT,
             coarse BIT[{vector_codec.coarse_bits(space.dim)}],
-            +embedding BLOB,
             chunk_size = {CHUNK_SIZE}
         )
         """
@@ -191,18 +196,22 @@ def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[
         # vec0 has no UPSERT; delete-then-insert keeps a retried job idempotent.
         partitions |= _delete_rows(db, space, [row.rowid])
         partitions.add(row.scope_key)
+        coarse = vector_codec.coarse(vector)
         db.execute(
-            f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse, "
-            "embedding) VALUES (?, ?, ?, ?, ?, vec_bit(?), ?)",
+            f"INSERT INTO {space.table} (memory_rowid, scope_key, expires_at, disclosure, learned_chat, coarse) "
+            "VALUES (?, ?, ?, ?, ?, vec_bit(?))",
             (
                 row.rowid,
                 row.scope_key,
                 NEVER if row.expires_at_ms is None else row.expires_at_ms,
                 row.disclosure,
                 row.chat_id or "",
-                vector_codec.coarse(vector),
-                vector_codec.fine(vector),
+                coarse,
             ),
+        )
+        db.execute(
+            "INSERT OR REPLACE INTO vector_copies (memory_rowid, coarse, fine) VALUES (?, ?, ?)",
+            (row.rowid, coarse, vector_codec.fine(vector)),
         )
         count += 1
     renew_stamps(db, partitions)
@@ -222,4 +231,19 @@ def _delete_rows(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int])
         if found is not None:
             partitions.add(found[0])
             db.execute(f"DELETE FROM {space.table} WHERE memory_rowid = ?", (rowid,))
+        db.execute("DELETE FROM vector_copies WHERE memory_rowid = ?", (rowid,))
     return partitions
+
+
+def fine_copies(db: apsw.Connection, rowids: Iterable[int]) -> dict[int, bytes]:
+    """The rescoring copies of those of ``rowids`` that have a vector, in the order asked."""
+    wanted = list(dict.fromkeys(rowids))
+    if not wanted:
+        return {}
+    # One statement: a round trip per rowid costs twice as much (0.5 us a row by primary key).
+    return dict(
+        db.execute(
+            "SELECT w.value, c.fine FROM json_each(?) AS w CROSS JOIN vector_copies AS c ON c.memory_rowid = w.value",
+            (json.dumps(wanted),),
+        ).fetchall()
+    )

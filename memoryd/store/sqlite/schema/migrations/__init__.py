@@ -1,1 +1,1 @@
-"""The steps of the schema ladder, one module each; ``store/schema.py`` runs them in order."""
+"""The steps of the schema ladder, one module each; ``ladder.py`` runs them in order of their numbers."""

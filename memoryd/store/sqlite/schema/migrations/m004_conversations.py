@@ -1,4 +1,4 @@
-"""Schema step 004: observed conversation messages and one extraction job per session (issue 10)."""
+"""Schema step 004: observed conversation messages and one extraction job per session."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import apsw
 
 
 def m004_conversations(db: apsw.Connection) -> None:
-    """Observed conversation messages and one extraction job per session (issue 10).
+    """Observed conversation messages and one extraction job per session.
 
     Extraction jobs are not rows of ``jobs`` (whose ``memory_rowid`` is NOT NULL): a job belongs
     to a conversation, is rescheduled by every new message (the debounce) and carries the

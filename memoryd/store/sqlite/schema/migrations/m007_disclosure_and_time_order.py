@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import apsw
 
-from memoryd.store.sqlite.schema.migrations import vector_table_rebuild
-from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.sqlite.visibility_sql import DISCLOSURE_SQL
+from memoryd.store.sqlite.schema.migrations import vector_formats, vector_table_rebuild
+
+#: The disclosure code of a memory's row, as this step defined the column (``visibility.Disclosure``).
+DISCLOSURE_SQL = (
+    "(CASE WHEN chat_type IN ('group', 'supergroup') THEN 2 WHEN chat_type = 'private' THEN 1 ELSE 0 END)"
+    " + 3 * (sensitivity IS 'sensitive') + 6 * conversation_private"
+)
 
 
 def m007_disclosure_and_time_order(db: apsw.Connection) -> None:
@@ -20,6 +24,6 @@ def m007_disclosure_and_time_order(db: apsw.Connection) -> None:
         CREATE INDEX memories_scope_time ON memories (scope_key, created_at_ms, rowid) WHERE deleted_at_ms IS NULL;
         """
     )
-    space = vectors.read_space(db)
+    space = vector_formats.read_space(db)
     if space is not None:
         vector_table_rebuild.rebuild_table(db, space)

@@ -1,0 +1,58 @@
+"""The fact-style relevance set of bench/data/relevance/: personas, their facts, and questions.
+
+Each ``*.txt`` file is one persona (one user): ``[facts]`` lines ``key: first-person fact``,
+``[questions]`` lines ``key: question`` (a paraphrase answered by that one fact, sharing few of
+its words), ``[unanswerable]`` lines holding a personal question nothing the persona stored
+answers, ``[unrelated]`` lines holding a message that is not about the persona at all (general
+knowledge, a task), which no memory should answer.  A
+``#`` line is a comment (each file says the writing style it keeps, so that scoring on a held-out
+persona also scores an unseen style).  Pure data handling: no daemon, no store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data" / "relevance"
+
+
+@dataclass(frozen=True)
+class Persona:
+    name: str  # the file's stem, also the persona's user id
+    facts: dict[str, str]  # key -> text
+    questions: list[tuple[str, str]]  # (key of the answering fact, question)
+    unanswerable: list[str]
+    unrelated: list[str]
+
+
+def load(folder: Path = DATA) -> list[Persona]:
+    return [parse(path.stem, path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.txt"))]
+
+
+def parse(name: str, text: str) -> Persona:
+    sections: dict[str, list[str]] = {"facts": [], "questions": [], "unanswerable": [], "unrelated": []}
+    current: list[str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections[line[1:-1]]
+            continue
+        if current is None:
+            raise ValueError(f"{name}: a line before any section: {line!r}")
+        current.append(line)
+    facts = dict(_keyed(name, line) for line in sections["facts"])
+    questions = [_keyed(name, line) for line in sections["questions"]]
+    for key, _ in questions:
+        if key not in facts:
+            raise ValueError(f"{name}: question for an unknown fact {key!r}")
+    return Persona(name, facts, questions, sections["unanswerable"], sections["unrelated"])
+
+
+def _keyed(name: str, line: str) -> tuple[str, str]:
+    key, sep, text = line.partition(":")
+    if not sep or not text.strip():
+        raise ValueError(f"{name}: expected 'key: text', got {line!r}")
+    return key.strip(), text.strip()

@@ -1,0 +1,164 @@
+"""Relevance: the estimated probability that a memory helps answer the query.
+
+The ranking model (ranking.py) orders candidates; its scores are fitted to order a
+conversation's turns, and how high they run depends on the query and on the store, so a
+threshold on them means nothing fixed.  Relevance is estimated apart, as a probability, in two
+factors:
+
+    relevance = P(something stored answers the query) * P(this memory is the answer | something does)
+
+Both are logistic models (Platt-style: fitted to labels, so their outputs are probabilities).
+The first reads the query's best match over all candidates: the best cosine, the best
+``standout``, the best ranker sum and the best coverage.  A message that nothing stored is
+about ("write a poem about the sea" to a store of personal facts) meets only weak matches,
+however many, and every one of its candidates gets a low relevance.  The second reads each
+candidate with a vector:
+
+- ``cosine``, and ``cosine_above``, how far it passes COSINE_KNEE: the cosine's term bends
+  there, so what one more point of cosine is worth is fitted apart below and above it (the
+  relation is not a straight line: above it, how far a memory stands out says more);
+- ``standout``: its cosine minus the mean of the PEERS best cosines among the *other*
+  candidates (fewer than PEERS others are made up with BACKGROUND, the cosine of an unrelated
+  text): a question something answers has one memory well above the rest;
+- ``ranker``: the ranking model's weighted sum, neighbours included (in a conversation the
+  answer to a question is often a turn that shares nothing with it, found by its neighbour);
+- ``coverage``: the memory's own share of the query's terms, as the ranker reads it.
+
+A candidate without a vector (keyword-only search, a memory not embedded yet) gets a third,
+one-step model over ``ranker`` (computed with a cosine of 0) and its plain ``coverage``.
+
+The weights come from bench/fit_relevance.py, fitted on short first-person facts
+(bench/data/relevance/) and LoCoMo dialogue turns, held out one persona and one conversation at a
+time; docs/relevance.md gives the figures.  Nothing in them names a user, word or question: the
+features are the same for any store.  Thresholds on relevance: memory.search drops hits below
+SEARCH_FLOOR unless told otherwise, memory.context those below its config's
+``[context] min_relevance``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from memoryd.store import ranking
+
+#: How many of the best other candidates a candidate's ``standout`` is measured against.
+PEERS = 5
+#: The cosine an unrelated text has with a query (the local model's typical value): it stands
+#: for the missing others in a scope with fewer than PEERS other candidates.
+BACKGROUND = 0.1
+#: Where the cosine's term bends (``cosine_above``).
+COSINE_KNEE = 0.3
+#: memory.search's default floor: low, so that it drops only clearly unrelated memories (a
+#: message nothing stored is about returns nothing) and keeps the weaker matches a long
+#: conversation's answers are often found among.
+SEARCH_FLOOR = 0.004
+
+Array = npt.NDArray[np.float64]
+_PADDING = np.full(PEERS + 1, BACKGROUND)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Each model's weights, feature name -> weight, the intercept last."""
+
+    query: Mapping[str, float]
+    memory: Mapping[str, float]
+    words: Mapping[str, float]
+
+    @functools.cached_property
+    def arrays(self) -> tuple[Array, Array, Array]:
+        query, memory, words = (np.array(list(m.values())) for m in (self.query, self.memory, self.words))
+        return query, memory, words
+
+
+#: Fitted by bench/fit_relevance.py on everything (its held-out figures are in docs/relevance.md).
+SHIPPED = Weights(
+    query={"best_cosine": 23.54, "best_standout": -1.83, "best_ranker": 0.4, "best_coverage": -2.8, "intercept": -7.23},
+    memory={
+        "cosine": 8.13, "standout": 18.86, "ranker": 0.93, "coverage": -1.02, "cosine_above": -15.84,
+        "intercept": -6.11,
+    },
+    words={"ranker": 0.35, "coverage": 2.24, "intercept": -4.3},
+)  # fmt: skip
+
+
+def standout(cosines: Array) -> Array:
+    """Each cosine minus the mean of the PEERS best among the others (BACKGROUND fills in)."""
+    best = np.sort(np.concatenate((cosines, _PADDING)))[-(PEERS + 1) :]  # the PEERS + 1 best, worst first
+    top = float(best[1:].sum())
+    # A candidate among the PEERS best is measured against the other PEERS of the best PEERS + 1.
+    others = np.where(cosines >= best[1], (top + best[0] - cosines) / PEERS, top / PEERS)
+    difference: Array = cosines - others
+    return difference
+
+
+def memory_features(matrix: Array) -> Array:
+    """The columns of Weights.memory (intercept excluded), for ranking.FEATURES rows that all
+    have a vector."""
+    cosine = matrix[:, 0]
+    out = np.empty((len(matrix), 5))
+    out[:, 0] = cosine
+    out[:, 1] = standout(cosine)
+    out[:, 2] = ranking.linear(matrix)
+    out[:, 3] = matrix[:, 1]
+    out[:, 4] = np.maximum(cosine - COSINE_KNEE, 0.0)
+    return out
+
+
+def query_features(memory: Array) -> Array:
+    """The columns of Weights.query (intercept excluded), from the candidates' memory_features."""
+    best: Array = memory[:, :4].max(axis=0)
+    return best
+
+
+def words_features(matrix: Array) -> Array:
+    """The columns of Weights.words (intercept excluded) for rows without a vector (cosine 0,
+    plain coverage)."""
+    return np.column_stack((ranking.linear(matrix), matrix[:, 1]))
+
+
+def estimate(matrix: Array, has_vector: npt.NDArray[np.bool_], weights: Weights = SHIPPED) -> Array:
+    """Relevance in 0..1 per row of ranking.FEATURES (``has_vector``: whether the row's
+    cosine is known)."""
+    query, memory, words = weights.arrays
+    vectors = int(has_vector.sum())
+    if not len(matrix):
+        return np.empty(0)
+    if vectors == len(matrix):  # the usual case: every candidate has a vector
+        x = memory_features(matrix)
+        return _with_vector(x, query, memory)
+    out = np.empty(len(matrix))
+    if vectors:
+        out[has_vector] = _with_vector(memory_features(matrix[has_vector]), query, memory)
+    out[~has_vector] = _logistic(words_features(matrix[~has_vector]) @ words[:-1] + words[-1])
+    return out
+
+
+def _with_vector(x: Array, query: Array, memory: Array) -> Array:
+    answered = _logistic(query_features(x) @ query[:-1] + query[-1])
+    return answered * _logistic(x @ memory[:-1] + memory[-1])
+
+
+def by_rowid(rowids: list[int], matrix: Array, cosines: Mapping[int, float]) -> dict[int, float]:
+    """Each candidate's relevance from its row of ranking.FEATURES; a candidate is read as
+    having a vector when ``cosines`` holds it (every backend calls this the same way)."""
+    has_vector = np.fromiter((rowid in cosines for rowid in rowids), dtype=bool, count=len(rowids))
+    return dict(zip(rowids, estimate(matrix, has_vector).tolist(), strict=True))
+
+
+def at_least(
+    ranked: list[tuple[int, float]], relevant: Mapping[int, float], floor: float
+) -> list[tuple[int, float]]:
+    """``ranked`` without the candidates whose relevance is below ``floor`` (order kept); a
+    candidate with no estimate counts as 0."""
+    return [(rowid, score) for rowid, score in ranked if relevant.get(rowid, 0.0) >= floor]
+
+
+def _logistic(linear: Array) -> Array:
+    out: Array = 1.0 / (1.0 + np.exp(-linear))
+    return out

@@ -1,0 +1,191 @@
+"""Relevance through the socket: the estimated chance that a memory helps, and its thresholds.
+
+A daemon with the local model holds a handful of a person's facts.  A question one of them
+answers, worded unlike it, finds it (search and context); a message none is about gets nothing
+from memory.search and no memory from memory.context; the thresholds are checked the way a
+caller meets them (bad values are -32602 naming the field, a zero threshold returns everything),
+and the sandbox CLI says "No memories found." when nothing is relevant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+import trio
+
+from memoryd.config import Config, load_config
+from memoryd.errors import ConfigError
+from memoryd.server.daemon import Daemon
+from memoryd.store import relevance
+from memoryd_client import AsyncMemoryClient
+from tests.conftest import make_config
+from tests.test_cli_output import Cli, memory_pyz, out  # noqa: F401 (memory_pyz: a fixture)
+from tests.wire import NdjsonPeer, call_error, call_ok
+
+USER = {"user_id": "rel"}
+FACTS = [
+    "I'm allergic to shellfish.",
+    "My wife is called Sarah and we married in 2016.",
+    "I work as a structural engineer at a bridge design firm.",
+    "I drive a grey 2014 Honda Civic.",
+    "I have Spanish lessons every Tuesday evening.",
+    "My parking spot at the office is number 42 on level B.",
+    "Sarah has been vegetarian since university.",
+    "I take my coffee black with no sugar.",
+]
+UNRELATED = ["What is the capital of Mongolia?", "How do I reverse a linked list in Python?"]
+
+
+async def seed(peer: NdjsonPeer) -> None:
+    with trio.fail_after(120):
+        for content in FACTS:
+            assert (await call_ok(peer, "memory.add", {**USER, "content": content}))["embedded"] is True
+
+
+@pytest.mark.parametrize("message", UNRELATED)
+async def test_a_message_nothing_stored_is_about_gets_no_memories(local_peer: NdjsonPeer, message: str) -> None:
+    await seed(local_peer)
+    assert await call_ok(local_peer, "memory.search", {**USER, "query": message}) == []
+    context = await call_ok(local_peer, "memory.context", {**USER, "message": message})
+    assert context["memories"] == []
+    assert "Relevant memories:" not in context["text"]
+    # The floor is what leaves them out: with none, the same search returns the store.
+    everything = await call_ok(local_peer, "memory.search", {**USER, "query": message, "min_relevance": 0})
+    assert len(everything) == len(FACTS)
+    assert all(0.0 <= hit["relevance"] < relevance.SEARCH_FLOOR for hit in everything)
+
+
+async def test_a_paraphrased_question_finds_its_fact_in_search_and_context(local_peer: NdjsonPeer) -> None:
+    await seed(local_peer)
+    question = "Is there anything I can't eat at a seafood restaurant?"
+    hits = await call_ok(local_peer, "memory.search", {**USER, "query": question})
+    assert hits[0]["content"] == "I'm allergic to shellfish."
+    scores = [hit["score"] for hit in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0.0 <= hit["relevance"] <= 1.0 for hit in hits)
+    context = await call_ok(local_peer, "memory.context", {**USER, "message": question})
+    assert "I'm allergic to shellfish." in [m["content"] for m in context["memories"]]
+    assert "Relevant memories:\n- I'm allergic to shellfish." in context["text"]
+    # Only what clears the threshold is injected, and a caller can ask for a stricter one.
+    assert all(m["relevance"] >= 0.2 for m in context["memories"])
+    stricter = await call_ok(
+        local_peer, "memory.context", {**USER, "message": question, "min_relevance": hits[0]["relevance"]}
+    )
+    assert [m["content"] for m in stricter["memories"]] == ["I'm allergic to shellfish."]
+
+
+async def test_min_relevance_is_a_threshold_on_the_hits_relevance(local_peer: NdjsonPeer) -> None:
+    await seed(local_peer)
+    query = "What's my spouse's name?"
+    everything = await call_ok(local_peer, "memory.search", {**USER, "query": query, "min_relevance": 0})
+    middle = sorted(hit["relevance"] for hit in everything)[len(everything) // 2]
+    kept = await call_ok(local_peer, "memory.search", {**USER, "query": query, "min_relevance": middle})
+    assert {hit["id"] for hit in kept} == {hit["id"] for hit in everything if hit["relevance"] >= middle}
+    assert await call_ok(local_peer, "memory.search", {**USER, "query": query, "min_relevance": 1}) == []
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5, "high"])
+@pytest.mark.parametrize(("method", "text"), [("memory.search", "query"), ("memory.context", "message")])
+async def test_min_relevance_outside_0_to_1_is_invalid_params_naming_it(
+    peer: NdjsonPeer, method: str, text: str, value: Any
+) -> None:
+    error = await call_error(peer, method, {**USER, text: "coffee", "min_relevance": value})
+    assert error["code"] == -32602
+    assert error["data"]["field"] == "min_relevance"
+    assert "min_relevance" in error["message"]
+
+
+async def seeded_daemon(config: Config, nursery: trio.Nursery, embedder: Any) -> tuple[Daemon, NdjsonPeer]:
+    """A daemon of ``config`` embedding with the local model, holding FACTS once ready."""
+    daemon = Daemon(config, embedder=embedder)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    with trio.fail_after(30):
+        while not (await peer.call("system.health", {}))["result"]["embedder"]["vector_space_ready"]:
+            await trio.sleep(0.02)
+    await seed(peer)
+    return daemon, peer
+
+
+async def test_context_threshold_comes_from_the_config(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
+    config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
+    config = msgspec.structs.replace(config, context=msgspec.structs.replace(config.context, min_relevance=1.0))
+    daemon, peer = await seeded_daemon(config, nursery, local_embedder)
+    question = "Is there anything I can't eat at a seafood restaurant?"
+    assert (await call_ok(peer, "memory.context", {**USER, "message": question}))["memories"] == []
+    lower = await call_ok(peer, "memory.context", {**USER, "message": question, "min_relevance": 0.2})
+    assert "I'm allergic to shellfish." in [m["content"] for m in lower["memories"]]
+    daemon.request_stop()
+
+
+@pytest.fixture
+async def local_cli(memory_pyz: Path, short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> AsyncIterator[Cli]:  # noqa: F811
+    config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
+    daemon, _ = await seeded_daemon(config, nursery, local_embedder)
+    yield Cli(memory_pyz, {"MEMORYD_SOCKET": str(config.socket_path), "MEMORY_USER_ID": USER["user_id"]})
+    daemon.request_stop()
+
+
+async def test_cli_says_no_memories_found_when_nothing_is_relevant(local_cli: Cli) -> None:
+    assert out(await local_cli("search", UNRELATED[0])) == "No memories found.\n"
+    # With no threshold the same query lists the store, sorted by the number it prints.
+    lines = out(await local_cli("search", UNRELATED[0], "--min-relevance", "0")).splitlines()
+    assert len(lines) == len(FACTS)
+    numbers = [float(line[1:5]) for line in lines]
+    assert numbers == sorted(numbers, reverse=True)
+
+
+async def test_cli_shows_who_a_memory_is_about_without_subjects(local_cli: Cli) -> None:
+    lines = out(await local_cli("search", "Does my wife eat meat?")).splitlines()
+    assert any(line.endswith("Sarah has been vegetarian since university. (about Sarah) [agent]") for line in lines), lines
+
+
+def test_standout_measures_each_cosine_against_the_best_others() -> None:
+    cosines = np.array([0.6, 0.3, 0.3, 0.3, 0.3, 0.3, 0.0])
+    stand = relevance.standout(cosines)
+    assert stand[0] == pytest.approx(0.3)  # against the five 0.3s
+    assert stand[1] == pytest.approx(0.3 - (0.6 + 4 * 0.3) / 5)  # against 0.6 and four 0.3s
+    assert stand[6] == pytest.approx(0.0 - (0.6 + 4 * 0.3) / 5)
+    # Fewer than PEERS others: the unrelated BACKGROUND stands in for the missing ones.
+    assert relevance.standout(np.array([0.5]))[0] == pytest.approx(0.5 - relevance.BACKGROUND)
+
+
+def test_relevance_is_a_probability_rising_with_the_evidence() -> None:
+    rows = np.zeros((3, 8))
+    rows[:, 0] = [0.1, 0.3, 0.6]  # cosine
+    estimate = relevance.estimate(rows, np.ones(3, dtype=bool))
+    assert np.all((estimate >= 0) & (estimate <= 1))
+    assert estimate[2] > estimate[1] > estimate[0]
+    words = np.zeros((2, 8))
+    words[:, 1] = [0.2, 1.0]  # coverage, keyword-only
+    words[:, 7] = [0.2, 1.0]  # window coverage
+    keyword_only = relevance.estimate(words, np.zeros(2, dtype=bool))
+    assert keyword_only[1] > keyword_only[0] > relevance.SEARCH_FLOOR
+
+
+def test_the_context_threshold_is_a_config_key_with_an_env_var() -> None:
+    assert load_config(flags={}, environ={}).context.min_relevance == 0.2
+    assert load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "0.5"}).context.min_relevance == 0.5
+    with pytest.raises(ConfigError, match="context.min_relevance"):
+        load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "1.5"})
+
+
+def test_no_candidates_no_relevance() -> None:
+    assert relevance.estimate(np.zeros((0, 8)), np.zeros(0, dtype=bool)).shape == (0,)
+    assert relevance.by_rowid([], np.zeros((0, 8)), {}) == {}
+
+
+async def test_the_client_library_passes_min_relevance(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
+    config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
+    daemon, _ = await seeded_daemon(config, nursery, local_embedder)
+    async with AsyncMemoryClient(config.socket_path, user_id=USER["user_id"]) as client:
+        assert await client.search(UNRELATED[0]) == []
+        assert len(await client.search(UNRELATED[0], min_relevance=0)) == len(FACTS)
+        assert (await client.context(UNRELATED[0]))["memories"] == []
+        assert len((await client.context(UNRELATED[0], limit=3, min_relevance=0))["memories"]) == 3
+    daemon.request_stop()
