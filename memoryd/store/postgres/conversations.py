@@ -24,7 +24,7 @@ from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import supersession
 from memoryd.store.postgres.search import knn
-from memoryd.store.postgres.visibility import live
+from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import NewMemory
 from memoryd.store.supersession_records import Plan
 from memoryd.store.visibility import Scope
@@ -160,6 +160,7 @@ def store_facts(
     news: Sequence[NewMemory],
     fact_vectors: Sequence[npt.ArrayLike | None],
     now_ms: int,
+    scope: Scope,
     normalize: Callable[[str], str],
     plans: Sequence[Plan] | None,
     completes: ExtractionJob | None,
@@ -169,7 +170,9 @@ def store_facts(
     if completes is not None and not advance(conn, completes, now_ms, owner):
         raise LeaseLost(completes.session.key)
     generation = rows.vector_generation(conn)
-    live_sql, live_params = live(now_ms=now_ms)
+    # Only what the extracting caller may see is matched: a memory hidden from its chat is never
+    # refreshed, named or superseded from there.
+    visible_sql, visible_params = predicate(scope, now_ms=now_ms)
     normalized_scopes: dict[str, dict[str, int]] = {}
     learned: list[Learned] = []
     for index, (new, vector) in enumerate(zip(news, fact_vectors, strict=True)):
@@ -180,26 +183,29 @@ def store_facts(
         if vector is not None and dim is not None and generation is not None:
             unit = job_rows.normalized(vector, dim)
         row = conn.execute(
-            f"SELECT m.rowid FROM memories AS m WHERE m.scope_key = %s AND m.content_hash = %s AND {live_sql} LIMIT 1",
-            (new.scope_key, rows.content_hash(new.content), *live_params),
+            f"SELECT m.rowid FROM memories AS m WHERE m.scope_key = %s AND m.content_hash = %s AND {visible_sql} LIMIT 1",
+            (new.scope_key, rows.content_hash(new.content), *visible_params),
         ).fetchone()
         rowid = None if row is None else int(row[0])
         if rowid is None and unit is not None and generation is not None:
-            scope = Scope(user_id=new.owner, chat_id=new.chat_id if new.shared else None)
-            for near, cosine in knn(conn, scope, unit, generation, 4, now_ms):
+            # Both of the caller's scope keys are scanned; the depth leaves room for the other key's.
+            for near, cosine in knn(conn, scope, unit, generation, 8, now_ms):
                 if cosine < NEAR_DUPLICATE_COSINE:
                     break
-                if supersession._key_of(conn, near) == new.scope_key:
+                found = conn.execute(
+                    f"SELECT 1 FROM memories AS m WHERE m.rowid = %s AND m.scope_key = %s AND {visible_sql}",
+                    (near, new.scope_key, *visible_params),
+                ).fetchone()
+                if found is not None:
                     rowid = near
                     break
         if rowid is None and unit is None:
             texts = normalized_scopes.get(new.scope_key)
             if texts is None:
+                key_sql, key_params = predicate(scope, now_ms=now_ms, key=new.scope_key)
                 texts = normalized_scopes[new.scope_key] = {
                     normalize(content): int(r)
-                    for r, content in conn.execute(
-                        f"SELECT m.rowid, m.content FROM memories AS m WHERE m.scope_key = %s AND {live_sql}", (new.scope_key, *live_params)
-                    )
+                    for r, content in conn.execute(f"SELECT m.rowid, m.content FROM memories AS m WHERE {key_sql}", key_params)
                 }
             rowid = texts.get(normalize(new.content))
         if rowid is not None:
@@ -216,7 +222,7 @@ def store_facts(
             rowid, _ = rows.insert(conn, new, now_ms)
             record = rows.fetch(conn, rowid)
         else:
-            stored = supersession.add(conn, Scope(user_id=new.owner, chat_id=new.chat_id), new, plans[index], now_ms)
+            stored = supersession.add(conn, scope, new, plans[index], now_ms)
             rowid, record = stored.rowid, stored.record
         if unit is not None and generation is not None:
             conn.execute(
@@ -319,13 +325,14 @@ class Conversations:
         news: Sequence[NewMemory],
         fact_vectors: Sequence[npt.ArrayLike | None],
         *,
+        scope: Scope,
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
     ) -> builtins.list[Learned]:
         space = self._store.space
         return await self._db.run(
-            store_facts, list(news), list(fact_vectors), self._clock(), normalize, None if plans is None else list(plans),
+            store_facts, list(news), list(fact_vectors), self._clock(), scope, normalize, None if plans is None else list(plans),
             completes, self._store.owner, None if space is None else space.dim,
         )  # fmt: skip
 

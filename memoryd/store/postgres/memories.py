@@ -80,8 +80,14 @@ def vector_generation(conn: Conn) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _duplicate(conn: Conn, new: NewMemory, digest: bytes, now_ms: int) -> MemoryRecord | None:
+def _duplicate(conn: Conn, new: NewMemory, digest: bytes, now_ms: int, seen_by: Scope | None = None) -> MemoryRecord | None:
+    """An identical live memory learned in the same chat with the same disclosure code; with
+    ``seen_by`` (the adder), only one the adder may see: a memory hidden from the adder's chat
+    is never answered as its duplicate."""
     live_sql, live_params = live(now_ms=now_ms)
+    if seen_by is not None:
+        visible_sql, visible_params = predicate(seen_by, now_ms=now_ms)
+        live_sql, live_params = f"{live_sql} AND {visible_sql}", (*live_params, *visible_params)
     provenance = new.provenance or NO_PROVENANCE
     code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
     row = conn.execute(
@@ -181,8 +187,8 @@ class Added(NamedTuple):
     duplicate: bool
 
 
-def add(conn: Conn, new: NewMemory, now_ms: int) -> Added:
-    existing = _duplicate(conn, new, content_hash(new.content), now_ms)
+def add(conn: Conn, new: NewMemory, now_ms: int, seen_by: Scope | None = None) -> Added:
+    existing = _duplicate(conn, new, content_hash(new.content), now_ms, seen_by)
     if existing is not None:
         (rowid,) = conn.execute(
             "UPDATE memories SET updated_at_ms = %s WHERE scope_key = %s AND id = %s RETURNING rowid",
@@ -310,6 +316,27 @@ def list_visible(
         (*bindings, limit, offset),
     )
     return [record(row) for row in rows]
+
+
+def hide_unseen_successors(conn: Conn, scope: Scope, records: Iterable[MemoryRecord]) -> None:
+    """Clear ``superseded_by`` and ``supersede_reason`` of each record replaced by a memory that
+    ``scope`` may not see: the id would name it and the reason quotes its content.
+    ``superseded_at`` stays: the record was replaced, by nothing the caller can look at."""
+    replaced = [r for r in records if r.superseded_by is not None]
+    if not replaced:
+        return
+    where, params = predicate(scope, now_ms=0, include_expired=True, include_superseded=True)
+    seen = {
+        str(memory_id)
+        for (memory_id,) in conn.execute(
+            f"SELECT m.id FROM memories AS m WHERE m.id = ANY(%s) AND {where}",
+            (sorted({r.superseded_by for r in replaced if r.superseded_by is not None}), *params),
+        )
+    }
+    for r in replaced:
+        if r.superseded_by not in seen:
+            r.superseded_by = None
+            r.supersede_reason = None
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -8,7 +8,8 @@ advisory lock, so two daemons learning from two memories at once never create on
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,13 +18,14 @@ import psycopg
 
 from memoryd.ids import is_id_prefix, new_ulid
 from memoryd.knowledge import (
+    KnownPerson,
     MentionFinder,
     merge_target,
     normalise_name,
     parse_relationships,
     resolve_person,
 )
-from memoryd.knowledge.people import is_relationship_phrase
+from memoryd.knowledge.people import RelationshipFact, is_relationship_phrase
 from memoryd.store.people_records import (
     AliasTaken,
     Forgotten,
@@ -35,12 +37,14 @@ from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres.search import annotate
 from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import MemoryRecord
-from memoryd.store.visibility import Scope, personal_key
+from memoryd.store.visibility import Scope, covers, personal_key
 
 Conn = psycopg.Connection[Any]
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
 _COLUMNS = "rowid, id, owner, name, aliases, relationship, created_at_ms, updated_at_ms"
+#: How many hidden people a match may pick before the phrase counts as naming nobody.
+_MAX_HIDDEN_PICKS = 4
 _SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
 
 
@@ -61,6 +65,47 @@ def announce(conn: Conn, owner: str) -> None:
 
 def people_of(conn: Conn, owner: str) -> list[StoredPerson]:
     return [_person(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM people WHERE scope_key = %s ORDER BY rowid", (personal_key(owner),))]
+
+
+def _seen_through(scope: Scope, now_ms: int) -> tuple[str, tuple[object, ...]]:
+    """SQL true for a row ``p`` of ``people`` that ``scope`` may know of: one of the memories it
+    was learned from or linked to is one ``scope`` may see (expired and superseded ones count:
+    they can still be read by id; deleted ones do not).  A person known only from memories the
+    caller's chat may not see is as unknown to it as another user's.  A person none of whose
+    memories is left is known only outside group chats and ``this_chat``: nothing says where
+    it was learned, so no group sees it."""
+    where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
+    linked = "SELECT 1 FROM memory_people AS link JOIN memories AS m ON m.rowid = link.memory_rowid"
+    seen = f"EXISTS ({linked} WHERE link.scope_key = p.scope_key AND link.person_rowid = p.rowid AND {where})"
+    if scope.audience == "group" or scope.this_chat:
+        return seen, params
+    orphan = (
+        f"NOT EXISTS ({linked} WHERE link.scope_key = p.scope_key AND link.person_rowid = p.rowid "
+        "AND m.deleted_at_ms IS NULL)"
+    )
+    return f"({seen} OR {orphan})", params
+
+
+def visible_people(conn: Conn, scope: Scope, now_ms: int) -> list[StoredPerson]:
+    """The caller's people that ``scope`` may know of (:func:`_seen_through`), oldest first."""
+    seen_sql, seen_params = _seen_through(scope, now_ms)
+    found = conn.execute(
+        f"SELECT {_COLUMNS} FROM people AS p WHERE p.scope_key = %s AND {seen_sql} ORDER BY p.rowid",
+        (personal_key(scope.user_id), *seen_params),
+    )
+    return [_person(r) for r in found]
+
+
+def visible_rowids(conn: Conn, scope: Scope, person_rowids: Sequence[int], now_ms: int) -> set[int]:
+    """Which of ``person_rowids`` (the caller's people) ``scope`` may know of."""
+    if not person_rowids:
+        return set()
+    seen_sql, seen_params = _seen_through(scope, now_ms)
+    found = conn.execute(
+        f"SELECT p.rowid FROM people AS p WHERE p.scope_key = %s AND p.rowid = ANY(%s) AND {seen_sql}",
+        (personal_key(scope.user_id), list(person_rowids), *seen_params),
+    )
+    return {int(rowid) for (rowid,) in found}
 
 
 def insert(conn: Conn, person: StoredPerson) -> None:
@@ -109,12 +154,43 @@ class Learned:
     changed: bool
 
 
-def learn(conn: Conn, *, owner: str, memory_rowid: int, content: str, subjects: Sequence[str], owner_names: Sequence[str], now_ms: int) -> Learned:
+def learn(
+    conn: Conn, *, owner: str, memory_rowid: int, content: str, subjects: Sequence[str], owner_names: Sequence[str],
+    now_ms: int, seen_by: Scope | None = None,
+) -> Learned:
     """What a memory teaches about the owner's people (the SQLite backend's rules, in order:
-    relationship statements, subjects, mentions of known people)."""
+    relationship statements, subjects, mentions of known people).  ``seen_by``: the adder; the
+    memory is matched only against the people it may know of, so "my wife" said in a group chat
+    never links to, and so never reveals, a wife known only from a private chat."""
     lock_owner(conn, owner)
     known = people_of(conn, owner)
     by_id = {person.id: person for person in known}
+    seen: dict[int, bool] = {}
+
+    def knowable(key: str) -> bool:
+        person = by_id[key]
+        if seen_by is None:
+            return True
+        if person.rowid not in seen:
+            seen[person.rowid] = person.rowid in visible_rowids(conn, seen_by, [person.rowid], now_ms)
+        return seen[person.rowid]
+
+    def first_knowable(pick: Callable[[list[KnownPerson]], KnownPerson | None]) -> KnownPerson | None:
+        # Another person may answer the same phrase when the first one picked is hidden.
+        candidates = [p.known() for p in known]
+        for _ in range(_MAX_HIDDEN_PICKS):
+            found = pick(candidates)
+            if found is None or knowable(found.key):
+                return found
+            candidates = [c for c in candidates if c.key != found.key]
+        return None
+
+    def created_here(person: StoredPerson) -> StoredPerson:
+        known.append(person)
+        by_id[person.id] = person
+        seen[person.rowid] = True
+        return person
+
     own = {normalise_name(name) for name in owner_names if name} | _SELF_WORDS
     about: dict[int, StoredPerson] = {}
     dirty: set[int] = set()
@@ -122,11 +198,13 @@ def learn(conn: Conn, *, owner: str, memory_rowid: int, content: str, subjects: 
     for fact in parse_relationships(content):
         if normalise_name(fact.name) in own:
             continue
-        target = merge_target(fact, [p.known() for p in known])
+        target = first_knowable(functools.partial(merge_target, fact))
+        if target is not None and seen_by is not None and not _may_tell(conn, by_id[target.key], fact, memory_rowid):
+            target = None  # a person of its own: what this memory says stays where it may be seen
         if target is None:
-            person = create(conn, owner, fact.name, now_ms, relationship=fact.relationship, aliases=fact.aliases)
-            known.append(person)
-            by_id[person.id] = person
+            person = created_here(
+                create(conn, owner, fact.name, now_ms, relationship=fact.relationship, aliases=fact.aliases)
+            )
             created = True
         else:
             person = by_id[target.key]
@@ -142,18 +220,16 @@ def learn(conn: Conn, *, owner: str, memory_rowid: int, content: str, subjects: 
         wanted = normalise_name(subject)
         if not wanted or wanted in own:
             continue
-        found = resolve_person(subject, [p.known() for p in known])
+        found = first_knowable(functools.partial(resolve_person, subject))
         if found is not None:
             about.setdefault(by_id[found.key].rowid, by_id[found.key])
         elif not is_relationship_phrase(subject):
-            person = create(conn, owner, subject, now_ms)
-            known.append(person)
-            by_id[person.id] = person
+            person = created_here(create(conn, owner, subject, now_ms))
             about[person.rowid] = person
             created = True
     if known:
         for mention in MentionFinder([p.known() for p in known]).find(content):
-            if mention.person is not None:
+            if mention.person is not None and knowable(mention.person.key):
                 person = by_id[mention.person.key]
                 about.setdefault(person.rowid, person)
     for person in known:
@@ -165,8 +241,27 @@ def learn(conn: Conn, *, owner: str, memory_rowid: int, content: str, subjects: 
     return Learned([p.name for p in about.values()], created or bool(dirty))
 
 
-def find(conn: Conn, owner: str, phrase: str) -> StoredPerson | None:
-    known = people_of(conn, owner)
+def _may_tell(conn: Conn, person: StoredPerson, fact: RelationshipFact, memory_rowid: int) -> bool:
+    """Whether the memory may add ``fact``'s name, aliases or relationship to ``person``: it
+    tells nothing new, or everyone who knows the person (through a memory linked to it) may
+    also see this memory."""
+    names = {normalise_name(name) for name in (person.name, *person.aliases)}
+    news = normalise_name(fact.name) not in names or any(normalise_name(a) not in names for a in fact.aliases)
+    if not news and person.relationship is not None:
+        return True
+    here = conn.execute("SELECT scope_key, chat_id, disclosure FROM memories WHERE rowid = %s", (memory_rowid,)).fetchone()
+    linked = conn.execute(
+        "SELECT DISTINCT m.scope_key, m.chat_id, m.disclosure FROM memory_people AS link "
+        "JOIN memories AS m ON m.rowid = link.memory_rowid "
+        "WHERE link.scope_key = %s AND link.person_rowid = %s AND m.deleted_at_ms IS NULL AND m.rowid != %s",
+        (personal_key(person.owner), person.rowid, memory_rowid),
+    ).fetchall()
+    return here is not None and all(covers(tuple(here), tuple(other)) for other in linked)
+
+
+def find(conn: Conn, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | None:
+    """The caller's person ``phrase`` names among those ``scope`` may know of."""
+    known = visible_people(conn, scope, now_ms)
     wanted = phrase.strip()
     if is_id_prefix(wanted.upper()):
         for person in known:
@@ -209,14 +304,18 @@ class People:
         self._db = store.db
         self._clock = store.clock
 
-    async def learn(self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str]) -> Learned:
+    async def learn(
+        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
+        *, seen_by: Scope | None = None,
+    ) -> Learned:
         now = self._clock()
 
         def run(conn: Conn) -> Learned:
             row = conn.execute("SELECT rowid FROM memories WHERE id = %s", (memory_id,)).fetchone()
             if row is None:
                 return Learned([], False)
-            return learn(conn, owner=owner, memory_rowid=int(row[0]), content=content, subjects=subjects, owner_names=owner_names, now_ms=now)
+            return learn(conn, owner=owner, memory_rowid=int(row[0]), content=content, subjects=subjects,
+                         owner_names=owner_names, now_ms=now, seen_by=seen_by)
 
         return await self._db.run(run)
 
@@ -234,8 +333,14 @@ class People:
     async def people_of(self, owner: str) -> list[StoredPerson]:
         return await self._db.run(people_of, owner)
 
-    async def find(self, owner: str, phrase: str) -> StoredPerson | None:
-        return await self._db.run(find, owner, phrase)
+    async def visible_people(self, scope: Scope) -> list[StoredPerson]:
+        return await self._db.run(visible_people, scope, self._clock())
+
+    async def visible_rowids(self, scope: Scope, person_rowids: Sequence[int]) -> set[int]:
+        return await self._db.run(visible_rowids, scope, list(person_rowids), self._clock())
+
+    async def find(self, scope: Scope, phrase: str) -> StoredPerson | None:
+        return await self._db.run(find, scope, phrase, self._clock())
 
     async def memories_about(self, scope: Scope, person: StoredPerson, *, limit: int) -> list[MemoryRecord]:
         def run(conn: Conn) -> list[MemoryRecord]:
@@ -252,12 +357,13 @@ class People:
 
         return await self._db.run(run)
 
-    async def merge(self, owner: str, source: str, target: str) -> Merge:
+    async def merge(self, scope: Scope, source: str, target: str) -> Merge:
         now = self._clock()
+        owner = scope.user_id
 
         def run(conn: Conn) -> Merge:
             lock_owner(conn, owner)
-            a, b = find(conn, owner, source), find(conn, owner, target)
+            a, b = find(conn, scope, source, now), find(conn, scope, target, now)
             if a is None or b is None or a.id == b.id:
                 return Merge(a, b, None)
             key = personal_key(owner)
@@ -277,15 +383,16 @@ class People:
 
         return await self._db.run(run)
 
-    async def add_alias(self, owner: str, phrase: str, alias: str) -> StoredPerson | None:
+    async def add_alias(self, scope: Scope, phrase: str, alias: str) -> StoredPerson | None:
         now = self._clock()
+        owner = scope.user_id
 
         def run(conn: Conn) -> StoredPerson | None:
             lock_owner(conn, owner)
-            person = find(conn, owner, phrase)
+            person = find(conn, scope, phrase, now)
             if person is None:
                 return None
-            holder = find(conn, owner, alias)
+            holder = find(conn, scope, alias, now)
             if holder is not None and holder.id != person.id and normalise_name(alias) in {
                 normalise_name(n) for n in (holder.name, *holder.aliases)
             }:
@@ -302,7 +409,7 @@ class People:
 
         def run(conn: Conn) -> Forgotten | None:
             lock_owner(conn, scope.user_id)
-            person = find(conn, scope.user_id, phrase)
+            person = find(conn, scope, phrase, now)
             if person is None:
                 return None
             found = memories_about(conn, scope, [person.rowid], now, include_expired=True)
@@ -326,6 +433,6 @@ class People:
         def run(conn: Conn) -> SummaryMaterial:
             found = rows.list_visible(conn, scope, limit=limit, offset=0, before_id=None, include_expired=False, about=None, now_ms=self._clock())
             annotate(conn, scope, found)
-            return SummaryMaterial(found, people_of(conn, scope.user_id))
+            return SummaryMaterial(found, visible_people(conn, scope, self._clock()))
 
         return await self._db.run(run)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import math
 import re
 from collections.abc import Iterator, Sequence
@@ -28,12 +29,12 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from memoryd.store import ranking
+from memoryd.store import ranking, relevance
 from memoryd.store.fusion import fuse
 from memoryd.store.neighbourhood import Neighbourhood, Row
 from memoryd.store.people_records import PeopleFocus
 from memoryd.store.postgres import tokens
-from memoryd.store.postgres.memories import fetch_visible
+from memoryd.store.postgres.memories import fetch_visible, hide_unseen_successors
 from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.sqlite.search import fts_query
@@ -332,7 +333,7 @@ def around(conn: Conn, scope: Scope, rowids: Sequence[int], reach: int, now_ms: 
         chains.setdefault(int(centre), []).append((int(created), rowid))
     for chain in chains.values():
         chain.sort()
-        for (_, first), (_, second) in zip(chain, chain[1:]):
+        for (_, first), (_, second) in itertools.pairwise(chain):
             hood.link(hood.rows[first], hood.rows[second])
     return hood
 
@@ -360,7 +361,10 @@ def search(
     generation: int | None,
     focus: PeopleFocus | None,
     now_ms: int,
+    min_relevance: float = 0.0,
 ) -> list[SearchHit]:
+    """Hybrid search as the SQLite engine ranks it; each hit carries ``relevance``
+    (store/relevance.py, from the same ranking features), hits below ``min_relevance`` left out."""
     if limit < 1:
         return []
     terms = fts_query.extract_terms(text)
@@ -406,9 +410,16 @@ def search(
     created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
 
     scored = dict(zip(rowids, ranking.scores(features).tolist(), strict=True))
+    relevant = relevance.by_rowid(rowids, features, cosines)
     ranked = ranking.order(scored, cosines, guard=ranking.guards(terms))
     if by_people:
-        ranked = [(rowid, scored.get(rowid, 0.0)) for rowid in fuse([by_people, [r for r, _ in ranked]])]
+        # Each place keeps the score of the model's same place, so scores still fall down the list.
+        places = sorted((score for _, score in ranked), reverse=True)
+        fused = fuse([by_people, [r for r, _ in ranked]])
+        places += [0.0] * (len(fused) - len(places))
+        ranked = list(zip(fused, places, strict=True))
+    # Below the floor a memory is left out, whoever retrieved it.
+    ranked = relevance.at_least(ranked, relevant, min_relevance)
     ranked = ranking.diversify(restrict(conn, focus, ranked), created)[:limit]
     records = fetch_visible(conn, scope, [rowid for rowid, _ in ranked], now_ms)
     annotate(conn, scope, records.values())
@@ -421,15 +432,18 @@ def search(
             similarity = min(1.0, max(0.0, cosines[rowid]))
         else:
             similarity = fts_query.term_fraction(terms, found_record.content, " ".join(found_record.subjects))
-        hits.append(hit_from_record(found_record, score, similarity))
+        hits.append(hit_from_record(found_record, score, similarity, relevant.get(rowid, 0.0)))
     return hits
 
 
 def annotate(conn: Conn, scope: Scope, records: Any) -> None:
-    """``about`` of each record: the caller's own people it is linked to (else its subjects)."""
+    """``about`` of each record: the caller's own people it is linked to (else its subjects).
+    What a record says of a newer memory that replaced it is kept only when ``scope`` may see
+    that memory: every path that answers records comes through here."""
     by_id = {record.id: record for record in records}
     if not by_id:
         return
+    hide_unseen_successors(conn, scope, by_id.values())
     rows = conn.execute(
         "SELECT m.id, p.name FROM memories AS m JOIN memory_people AS mp ON mp.memory_rowid = m.rowid "
         "JOIN people AS p ON p.rowid = mp.person_rowid AND p.scope_key = mp.scope_key "

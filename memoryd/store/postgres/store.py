@@ -137,6 +137,7 @@ class Memories:
         limit: int,
         vector: QueryVector | None = None,
         people_focus: PeopleFocus | None = None,
+        min_relevance: float = 0.0,
     ) -> builtins.list[SearchHit]:
         space = self._store.space
         unit: npt.NDArray[np.float32] | None = None
@@ -157,8 +158,8 @@ class Memories:
                 current = read_space(conn)
                 if current is None or current.generation != generation:
                     log.warning("search: vector space changed under this process; keyword results only")
-                    return searching.search(conn, scope, query, limit, None, None, people_focus, now)
-            return searching.search(conn, scope, query, limit, unit, generation, people_focus, now)
+                    return searching.search(conn, scope, query, limit, None, None, people_focus, now, min_relevance)
+            return searching.search(conn, scope, query, limit, unit, generation, people_focus, now, min_relevance)
 
         hits = await self._db.run(run)
         self._store.hits.note((hit.id for hit in hits), now)

@@ -27,6 +27,7 @@ from memoryd.store.supersession_records import (
     Ruling,
     Stored,
     SupersedeJob,
+    learned_scope,
 )
 from memoryd.store.visibility import Scope, kind_of_key
 
@@ -36,6 +37,13 @@ MAX_CHAIN = 200
 
 def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
     return {s.casefold() for s in a} == {s.casefold() for s in b}
+
+
+def same_author(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether ``new`` may replace ``old`` on its own judgement (rules, LLM, upsert key): both
+    were added by the same user (in a group chat Bob's "I live in Paris" never replaces
+    Alice's "I live in Berlin")."""
+    return old.owner == new.owner
 
 
 def _key_of(conn: Conn, rowid: int) -> str:
@@ -62,8 +70,10 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
                 found=True,
             )
         if superseded_by is not None:
-            raise SupersedeRefused(f"was already superseded by {superseded_by}", found=True)
-    added = rows.add(conn, new, now_ms)
+            # The successor is named only when the caller may see it (it may be a private chat's).
+            seen = rows.resolve(conn, scope, superseded_by, now_ms) is not None
+            raise SupersedeRefused(f"was already superseded{f' by {superseded_by}' if seen else ''}", found=True)
+    added = rows.add(conn, new, now_ms, seen_by=scope)
     rowid, record, deduplicated = added
     stored = Stored(record, rowid, deduplicated)
     if plan.key is not None:
@@ -84,7 +94,7 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         ).fetchall()
         for row in holders:
             old = rows.record(row)
-            if same_subjects(old.subjects, record.subjects):
+            if same_subjects(old.subjects, record.subjects) and same_author(old, record):
                 _apply(conn, stored, int(row[0]), Ruling(True, f"same key {plan.key!r}: the newer wins", "key"), scope.user_id, now_ms)
     if not deduplicated:
         if plan.defer:
@@ -100,7 +110,7 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
     if plan.owner_names is not None:
         stored.people_changed = people.learn(
             conn, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
-            owner_names=plan.owner_names, now_ms=now_ms,
+            owner_names=plan.owner_names, now_ms=now_ms, seen_by=scope,
         ).changed  # fmt: skip
     if not deduplicated or stored.superseded:
         job_rows.changed(conn, new.scope_key)
@@ -161,7 +171,7 @@ def attribute_candidates(
     matching = [
         (r, old)
         for r, (old, row) in sorted(older.items(), reverse=True)
-        if row[-1] == scope_key and same_subjects(old.subjects, record.subjects)
+        if row[-1] == scope_key and same_subjects(old.subjects, record.subjects) and same_author(old, record)
     ]
     return matching[:limit]
 
@@ -186,11 +196,9 @@ def history(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> list[MemoryRe
         if record.superseded_by is not None:
             frontier.append(record.superseded_by)
         frontier += [str(i) for (i,) in conn.execute("SELECT id FROM memories WHERE superseded_by = %s", (memory_id,))]
-    return sorted(seen.values(), key=lambda r: (r.created_at, order[r.id]))
-
-
-def learned_scope(record: MemoryRecord) -> Scope:
-    return Scope(record.owner, chat_id=record.chat_id, chat_type=record.chat_type)
+    chain = sorted(seen.values(), key=lambda r: (r.created_at, order[r.id]))
+    rows.hide_unseen_successors(conn, scope, chain)
+    return chain
 
 
 def claim_jobs(conn: Conn, limit: int, now_ms: int, owner: str) -> list[SupersedeJob]:
