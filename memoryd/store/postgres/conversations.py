@@ -20,6 +20,7 @@ from memoryd.store.conversation_records import (
     SessionRef,
     StoredMessage,
 )
+from memoryd.store.postgres.db import Database
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import supersession
@@ -88,6 +89,7 @@ def session_messages(conn: Conn, session: SessionRef, limit: int) -> list[Stored
 
 
 def window(conn: Conn, session: SessionRef, message_id: str, radius: int) -> tuple[SessionRef, list[StoredMessage]] | None:
+    bounds: tuple[str, ...]
     if session.session_key is not None:
         where, bounds = "session = %s", (session.key,)
     else:
@@ -303,7 +305,7 @@ class Conversations:
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self._db = store.db
+        self._db: Database = store.db
         self._clock = store.clock
 
     async def observe(self, session: SessionRef, context: SessionContext, messages: Sequence[StoredMessage], *, extract_after_ms: int | None) -> int:

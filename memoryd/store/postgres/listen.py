@@ -38,16 +38,16 @@ async def listen_for_work(
     while True:
         conn: psycopg.Connection[object] | None = None
         try:
-            conn = await trio.to_thread.run_sync(lambda: db.connect(autocommit=True))
-            conn.execute(f"LISTEN {CHANNEL}")  # type: ignore[arg-type]  # our own channel names
+            conn = listening = await trio.to_thread.run_sync(lambda: db.connect(autocommit=True))
+            listening.execute(f"LISTEN {CHANNEL}")  # our own channel names
             if changed is not None:
-                conn.execute(f"LISTEN {CHANGES}")  # type: ignore[arg-type]
+                listening.execute(f"LISTEN {CHANGES}")
             if not started:
                 task_status.started()
                 started = True
             else:
                 wake()  # notifications sent while this daemon was not listening were missed
-            pgconn = conn.pgconn
+            pgconn = listening.pgconn
             while True:
                 await trio.lowlevel.wait_readable(pgconn.socket)
                 pgconn.consume_input()

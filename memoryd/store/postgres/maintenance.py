@@ -33,6 +33,7 @@ from memoryd.store.admin_records import (
 )
 from memoryd.store.interfaces.maintenance import MaintenanceReport
 from memoryd.store.people_records import StoredPerson
+from memoryd.store.postgres.db import Database
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import people, schema
@@ -421,7 +422,7 @@ class Maintenance:
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self._db = store.db
+        self._db: Database = store.db
         self._clock = store.clock
 
     def mark_expired(self) -> int:
@@ -470,7 +471,7 @@ class Maintenance:
         tables = ("memories", "memory_vectors", "jobs", "people", "memory_people", "observed_messages", "extraction_jobs")
         with self._db.connect(autocommit=True) as conn:
             for table in tables:
-                conn.execute(f"{statement} {table}")  # type: ignore[arg-type]  # our own names
+                conn.execute(f"{statement} {table}")  # our own names
         return MaintenanceReport(compact_steps=len(tables) if compact else 0)
 
     def record_maintenance(self, summary: dict[str, object]) -> None:

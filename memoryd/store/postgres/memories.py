@@ -311,11 +311,11 @@ def list_visible(
             "ORDER BY m.created_at_ms DESC, m.rowid DESC LIMIT %s)"
         )
         bindings += [*params, wanted]
-    rows = conn.execute(
+    page = conn.execute(
         f"SELECT * FROM ({' UNION ALL '.join(selects)}) AS page ORDER BY created_at_ms DESC, rowid DESC LIMIT %s OFFSET %s",
         (*bindings, limit, offset),
     )
-    return [record(row) for row in rows]
+    return [record(row) for row in page]
 
 
 def hide_unseen_successors(conn: Conn, scope: Scope, records: Iterable[MemoryRecord]) -> None:

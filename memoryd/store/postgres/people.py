@@ -33,6 +33,7 @@ from memoryd.store.people_records import (
     StoredPerson,
     SummaryMaterial,
 )
+from memoryd.store.postgres.db import Database
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres.search import annotate
 from memoryd.store.postgres.visibility import predicate
@@ -301,7 +302,7 @@ class People:
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self._db = store.db
+        self._db: Database = store.db
         self._clock = store.clock
 
     async def learn(

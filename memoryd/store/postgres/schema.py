@@ -224,7 +224,7 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
                 f"the database has schema v{version} and this memoryd knows v{len(MIGRATIONS)}: upgrade memoryd"
             )
         for number in range(version + 1, len(MIGRATIONS) + 1):
-            conn.execute(MIGRATIONS[number - 1])  # type: ignore[arg-type]
+            conn.execute(MIGRATIONS[number - 1])
             conn.execute("INSERT INTO memoryd_schema (version) VALUES (%s)", (number,))
             log.info("store: PostgreSQL schema migrated to v%d", number)
     return len(MIGRATIONS)

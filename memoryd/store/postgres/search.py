@@ -248,7 +248,7 @@ def explain_knn(conn: Conn, scope: Scope, unit: npt.NDArray[np.float32], generat
     """The plan ``knn`` runs (tests check the big scopes' branch uses the HNSW index)."""
     sql, bindings, approximate = _knn_statement(conn, scope, unit, generation, k, now_ms)
     with _index_scans(conn, approximate, k):
-        return "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, bindings))  # type: ignore[operator]
+        return "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, bindings))
 
 
 def _knn_statement(
@@ -284,7 +284,7 @@ def _index_scans(conn: Conn, approximate: bool, k: int) -> Iterator[None]:
         yield
         return
     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, min(k, 1000))}")  # type: ignore[arg-type]
+    conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, min(k, 1000))}")
     conn.execute("SET LOCAL enable_sort = off")
     try:
         yield

@@ -27,7 +27,8 @@ from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import schema
 from memoryd.store.postgres import search as searching
-from memoryd.store.postgres.db import Database, check_versions, redacted
+from memoryd.store.connection_urls import redacted
+from memoryd.store.postgres.db import Database, check_versions
 from memoryd.store.query_vector import QueryVector
 from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, SearchHit
 from memoryd.store.storage_state import Condition
@@ -93,7 +94,7 @@ class Memories:
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
-        self._db = store.db
+        self._db: Database = store.db
         self._clock = store.clock
 
     async def add(self, new: NewMemory) -> tuple[MemoryRecord, bool]:
@@ -201,7 +202,7 @@ class Jobs:
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
-        self._db = store.db
+        self._db: Database = store.db
         self._clock = store.clock
 
     async def claim_embed(self, limit: int) -> builtins.list[EmbedJob]:
@@ -336,11 +337,11 @@ class PostgresStore:
                 "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors' AND indexname LIKE 'memory_vectors_hnsw_%%' "
                 "AND schemaname = current_schema()"
             ).fetchall():
-                conn.execute(f"DROP INDEX IF EXISTS {old}")  # type: ignore[arg-type]  # our own index names
+                conn.execute(f"DROP INDEX IF EXISTS {old}")  # our own index names
             # The big scopes' ANN index (searching.HNSW_FROM): partial on this generation, over
             # the vectors cast to their length (the column itself has none).
             conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {searching.hnsw_index(space.generation)} ON memory_vectors "  # type: ignore[arg-type]
+                f"CREATE INDEX IF NOT EXISTS {searching.hnsw_index(space.generation)} ON memory_vectors "
                 f"USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) WHERE generation = {int(space.generation)}"
             )
             queued = job_rows.enqueue_missing(conn, now, reset=True)

@@ -15,6 +15,7 @@ import psycopg
 
 from memoryd.errors import SupersedeRefused
 from memoryd.ids import MIN_PREFIX_LENGTH
+from memoryd.store.postgres.db import Database
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import people
@@ -278,7 +279,7 @@ class Supersessions:
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self._db = store.db
+        self._db: Database = store.db
         self._clock = store.clock
 
     async def add(self, scope: Scope, new: NewMemory, plan: Plan) -> Stored:

@@ -53,6 +53,7 @@ def predicate(
     key: str | None = None,
 ) -> Clause:
     """What ``scope`` may see of table ``alias`` (one scope key of it with ``key``)."""
+    params: tuple[object, ...]
     if key is None:
         keys: list[str] = scope.visible_keys()
         sql, params = f"{alias}.scope_key = ANY(%s)", (keys,)
