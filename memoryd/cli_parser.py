@@ -110,6 +110,13 @@ def _add_admin_commands(commands: Any) -> None:
     check.add_argument("--repair", action="store_true", help="rebuild FTS and re-queue embeddings where needed")
     check.add_argument("--json", action="store_true")
 
+    migrate = commands.add_parser(
+        "migrate", help="copy the store between SQLite (data_dir) and PostgreSQL (--url); re-runnable, checked"
+    )
+    _add_config_flags(migrate)
+    migrate.add_argument("--to", choices=["postgres", "sqlite"], required=True, help="the engine to copy into")
+    migrate.add_argument("--url", required=True, help="the PostgreSQL database (libpq URL)")
+
     jobs = commands.add_parser("jobs", help="background jobs: `memoryd jobs retry` re-queues parked and failing jobs")
     _add_config_flags(jobs)
     jobs.add_argument("action", choices=["retry"], help="retry: parked extraction jobs and failing embeddings, now")

@@ -30,6 +30,7 @@ without one), anything else as -32603 with a log line.
     │   └── UnsupportedSqliteVec the installed sqlite-vec is outside the supported versions (5)
     ├── StoreError               the database refused something
     │   ├── StoreBusy            the database stayed locked past busy_timeout (callers: Unavailable)
+    │   ├── StoreUnreachable     the database server is down or unreachable (callers: Unavailable)
     │   ├── DiskFull             SQLITE_FULL: nothing was written (callers: StorageFull)
     │   ├── StoreCorrupt         SQLite found the file damaged; writes stop (callers: Unavailable)
     │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
@@ -217,6 +218,16 @@ class StoreCorrupt(StoreError):
     """SQLite found the database file damaged (SQLITE_CORRUPT / SQLITE_NOTADB).  The store
     stops writing (so it is not made worse) until an operator runs `memoryd check` and
     restores a backup."""
+
+
+class StoreUnreachable(StoreError):
+    """A database server (PostgreSQL) could not be reached or dropped the connection mid-call;
+    the transaction was rolled back, nothing was written, and the call can be retried once the
+    store reconnects by itself."""
+
+    def __init__(self, backend: str, detail: str = "") -> None:
+        super().__init__(f"the {backend} database is unreachable" + (f": {detail}" if detail else ""))
+        self.backend = backend
 
 
 class EmbeddingModelMismatch(StoreError):

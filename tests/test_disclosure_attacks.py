@@ -75,11 +75,21 @@ class World:
         return json.dumps(replies).casefold()
 
 
-@pytest.fixture(params=["trust", "token"])
+@pytest.fixture(params=["trust", "token", "token-postgres"])
 async def world(request: pytest.FixtureRequest, short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm) -> AsyncIterator[World]:
-    auth = {"mode": "token", "token_secret": SECRET} if request.param == "token" else {"mode": "trust"}
+    """A daemon per auth mode; ``token-postgres``: token mode on the PostgreSQL backend (the
+    same attacks, the other engine)."""
+    mode = "token" if request.param.startswith("token") else "trust"
+    auth = {"mode": "token", "token_secret": SECRET} if mode == "token" else {"mode": "trust"}
+    storage: dict[str, Any] = {}
+    if request.param.endswith("postgres"):
+        pytest.importorskip("psycopg")
+        from tests.postgres_server import shared
+
+        storage = {"storage": {"backend": "postgres", "url": shared().fresh_database()}}
     config = make_config(
         short_tmp,
+        **storage,
         auth=auth,
         llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 5.0},
         # The background worker never runs here: every LLM reply goes to the call that asks.
@@ -88,7 +98,7 @@ async def world(request: pytest.FixtureRequest, short_tmp: Path, nursery: trio.N
     )
     daemon = Daemon(config)
     await nursery.start(daemon.run)
-    yield World(request.param, await NdjsonPeer.connect(config.socket_path), fake)
+    yield World(mode, await NdjsonPeer.connect(config.socket_path), fake)
     daemon.request_stop()
 
 

@@ -13,7 +13,7 @@ from memoryd.store import backends
 
 
 def run(config: Config, *, target: Path, force: bool, compact: bool = False, out: TextIO = sys.stdout) -> int:
-    if not config.db_path.exists():
+    if config.storage.backend == "sqlite" and not config.db_path.exists():
         raise StoreError(f"no database at {config.db_path} (check --data-dir / data_dir)")
     report = backends.backup(config, target, overwrite=force, compact=compact)
     out.write(

@@ -26,7 +26,7 @@ def open_store(config: Config, *, create: bool = False, readonly: bool = False) 
     and it works on a read-only disk or in a directory this user may not write.
     """
     path = config.db_path
-    if not path.exists():
+    if config.storage.backend == "sqlite" and not path.exists():
         if not create:
             raise StoreError(f"no database at {path} (check --data-dir / data_dir)")
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from memoryd_client.paths import default_socket_path
 
 EmbedderKind = Literal["local", "ollama", "openai", "none"]
 LlmProvider = Literal["none", "openai", "ollama"]
-StorageBackend = Literal["sqlite"]
+StorageBackend = Literal["sqlite", "postgres"]
 PositiveFloat = Annotated[float, Meta(gt=0)]
 PositiveInt = Annotated[int, Meta(ge=1)]
 
@@ -109,9 +109,21 @@ class AuthConfig(Section, frozen=True):
 
 
 class StorageConfig(Section, frozen=True):
-    #: The engine that holds the memories: "sqlite", one file under data_dir (the only one
-    #: today; the service reaches it only through the interfaces in memoryd/store/interfaces).
+    #: The engine that holds the memories: "sqlite", one file under data_dir; or "postgres",
+    #: one PostgreSQL database that several daemons (hosts) share (docs/postgres.md; needs
+    #: `pip install 'memoryd[postgres]'`).  The service reaches it only through the interfaces
+    #: in memoryd/store/interfaces.
     backend: StorageBackend = "sqlite"
+    #: postgres: a libpq connection URL, e.g. postgresql://memoryd@db.internal/memoryd?sslmode=verify-full
+    #: (every libpq option passes through).  Never logged with its password.
+    url: str = ""
+    #: postgres: a file holding the password (keeps it out of the config and the environment;
+    #: PGPASSWORD and ~/.pgpass work too, as for any libpq client).
+    password_file: str = ""
+    #: postgres: connections this daemon keeps open (the calls it runs on the database at once).
+    pool_size: Annotated[int, Meta(ge=1, le=256)] = 8
+    #: postgres: milliseconds one statement may run before the server cancels it (0: no limit).
+    statement_timeout_ms: Annotated[int, Meta(ge=0)] = 30000
     readers: Annotated[int, Meta(ge=1, le=64)] = 4
     busy_timeout_ms: Annotated[int, Meta(ge=0)] = 5000
     #: Seconds start-up waits for the integrity check (quick_check) before serving; a larger

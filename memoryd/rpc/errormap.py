@@ -40,6 +40,7 @@ from memoryd.errors import (
     StoreCorrupt,
     StoreError,
     StoreRefused,
+    StoreUnreachable,
     SupersedeRefused,
     Unavailable,
     UnknownListCursor,
@@ -111,6 +112,7 @@ def _backend_down(what: str, backend: str) -> Callable[[Exception], RpcError]:
 ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreError: _internal,
     StoreBusy: _store_busy,
+    StoreUnreachable: lambda exc: Unavailable("Database unavailable, retry later", {"backend": exc.backend}),
     DiskFull: _disk_full,
     StoreCorrupt: _store_corrupt,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug

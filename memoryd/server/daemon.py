@@ -8,6 +8,8 @@ A bad data directory or a damaged store stops start-up with one ``StartupError``
 
 from __future__ import annotations
 
+import functools
+
 import logging
 import os
 import socket
@@ -227,6 +229,15 @@ class Daemon:
                 await nursery.start(services.summaries.run)
                 # A full disk or a damaged file pauses it like the backfill.
                 await nursery.start(despite_storage_faults, services.supersession_worker.run)
+                # A store shared with other daemons (PostgreSQL) tells when one of them queued
+                # work, so these workers need not wait for their next poll.
+                listen_for_work = getattr(store, "listen_for_work", None)
+                if listen_for_work is not None:
+                    await nursery.start(
+                        listen_for_work,
+                        functools.partial(_wake, services, self.extraction),
+                        functools.partial(_changed_elsewhere, services),
+                    )
                 # Expiry, gc, max_entries (a pass now, then on a timer) and access-count flushes.
                 self.maintenance = Maintenance(
                     store.maintenance, config.lifecycle, conversations=store.conversations, extraction=config.extraction,
@@ -301,3 +312,23 @@ def _close_store(store: Backend) -> None:
             extra=fields(error=str(exc)),
         )
     store.close()
+
+
+def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
+    """Another daemon queued work: the workers look for it now."""
+    if services.backfill is not None:
+        services.backfill.notify()
+    if extraction is not None:
+        extraction.notify()
+    services.supersession_worker.notify()
+
+
+def _changed_elsewhere(services: Any, keys: set[str]) -> None:
+    """Another daemon changed memories under these scope keys, or an owner's people
+    (``people:<owner>``): the caches built from them are out of date."""
+    for key in keys:
+        if key.startswith("people:"):
+            if services.people is not None:
+                services.people.forget_directory(key.removeprefix("people:"))
+        else:
+            services.summaries.note_changed_key(key)

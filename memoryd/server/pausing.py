@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from memoryd.errors import DiskFull, StoreCorrupt
+from memoryd.errors import DiskFull, StoreCorrupt, StoreUnreachable
 from memoryd.log import fields
 
 log = logging.getLogger("memoryd.daemon")
@@ -26,6 +26,6 @@ async def despite_storage_faults(
     while True:
         try:
             await run()
-        except (DiskFull, StoreCorrupt) as exc:
+        except (DiskFull, StoreCorrupt, StoreUnreachable) as exc:
             log.debug("worker.paused", extra=fields(reason=str(exc), retry_in=STORAGE_RETRY_SECONDS))
             await trio.sleep(STORAGE_RETRY_SECONDS)

@@ -49,6 +49,8 @@ class Services:
     backfill: EmbeddingBackfill | None
     #: None without an LLM (extraction off).
     extraction: ExtractionWorker | None
+    #: The people service (its per-owner caches are dropped when another daemon changes people).
+    people: PeopleService | None = None
 
 
 def build_services(
@@ -86,7 +88,7 @@ def build_services(
     conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)
     table = build_method_table(service, health, people, summaries, conversations, config.context)
-    return Services(table, health, summaries, supersession_worker, backfill, extraction)
+    return Services(table, health, summaries, supersession_worker, backfill, extraction, people)
 
 
 def _conversations(

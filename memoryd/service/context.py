@@ -62,17 +62,18 @@ class ContextService:
         }
 
     async def _memories(self, scope: Scope, message: str, limit: int, threshold: float) -> list[SearchHit]:
-        """The memories to inject (relevance.for_context), facts first (prefer_facts).  The
-        search reaches twice as far as ``limit``, at search's own floor, so that the candidates
-        kept are the best above the share of the best, as if searched with that floor, and
-        episodes only fill the room the facts leave."""
+        """The memories to inject, facts first (prefer_facts).  The search reaches twice as far
+        as ``limit``, at search's own floor; the facts kept are those relevance.for_context
+        chooses (nothing unless the best clears the threshold, then those within a share of the
+        best), and episodes only fill the room the facts leave, each clearing the threshold."""
         depth = min(MAX_DEPTH, 2 * limit)
         if threshold <= 0:
             return prefer_facts(await self.memory.search_in(scope, message, depth), limit, threshold)
         floor = min(threshold, relevance.SEARCH_FLOOR)
         found = await self.memory.search_in(scope, message, depth, min_relevance=floor)
-        chosen = [found[i] for i in relevance.for_context([hit.relevance for hit in found], threshold, depth)]
-        return prefer_facts(chosen, limit, threshold)
+        chosen = set(relevance.for_context([hit.relevance for hit in found], threshold, depth))
+        kept = [hit for i, hit in enumerate(found) if i in chosen or hit.memory_type == EPISODE]
+        return prefer_facts(kept, limit, threshold)
 
 
 def prefer_facts(hits: Sequence[SearchHit], limit: int, min_relevance: float) -> list[SearchHit]:

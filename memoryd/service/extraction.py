@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from memoryd.errors import DiskFull, LlmError, LlmUnavailable, StoreCorrupt
+from memoryd.errors import DiskFull, LlmError, LlmUnavailable, StoreCorrupt, StoreUnreachable
 from memoryd.extract import Speaker
 from memoryd.ids import DAY_MS
 from memoryd.log import fields
@@ -108,7 +108,7 @@ class ExtractionWorker:
             self.sessions_extracted += 1
         except LlmError as exc:
             await self._failed(job, exc, park=not exc.retry_later, retry_after=_retry_after(exc))
-        except (DiskFull, StoreCorrupt) as exc:
+        except (DiskFull, StoreCorrupt, StoreUnreachable) as exc:
             # Not the job's fault and not an attempt: it is claimed again once its lease runs out.
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("extraction.store_unavailable", extra=fields(error=self.last_error))

@@ -97,6 +97,11 @@ class SummaryService:
         for scope in [scope for scope in self._cache if scope.user_id == user_id]:
             del self._cache[scope]
 
+    def note_changed_key(self, scope_key: str) -> None:
+        """Another process (a daemon sharing the store) changed memories under ``scope_key``:
+        summaries that see that key are out of date."""
+        self._mark(lambda s: scope_key in s.visible_keys())
+
     def _mark(self, affected: Any) -> None:
         now = trio.current_time()
         for scope, entry in self._cache.items():

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from memoryd.store.interfaces import Backend, StartupCheck
 
 #: The engines this memoryd can open (``[storage] backend``).
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "postgres")
 
 
 def _engine(config: Config) -> str:
@@ -42,7 +42,8 @@ def open_store(
     ``readers``: concurrent readers (default ``storage.readers``); ``whole_scans``: the caller
     reads whole tables once (the admin commands), so the engine favours a small, flat memory
     use over fast repeated reads.  ``path``: another SQLite file than the configured one."""
-    _engine(config)
+    if _engine(config) == "postgres":
+        return open_postgres(config, readonly=readonly)
     from memoryd.store.sqlite.db.connection import MMAP_BYTES
     from memoryd.store.sqlite.store import Store
 
@@ -58,11 +59,38 @@ def open_store(
     )
 
 
+def open_postgres(config: Config, *, readonly: bool = False, url: str | None = None) -> Backend:
+    """The PostgreSQL store ``[storage] url`` names (``url``: another one, for `memoryd migrate`)."""
+    import socket
+
+    try:
+        from memoryd.store.postgres import PostgresStore
+        from memoryd.store.postgres.db import password_from
+    except ImportError as exc:
+        raise StoreError(
+            f"[storage] backend = \"postgres\" needs memoryd's postgres extra: pip install 'memoryd[postgres]' ({exc})"
+        ) from None
+    storage = config.storage
+    url = url or storage.url
+    if not url:
+        raise StoreError('[storage] backend = "postgres" needs [storage] url (MEMORYD_STORAGE_URL), a libpq URL')
+    return PostgresStore(
+        url,
+        pool_size=storage.pool_size,
+        statement_timeout_ms=storage.statement_timeout_ms,
+        password=password_from(storage.password_file),
+        # Stable across restarts of this daemon, distinct from the other daemons on the database.
+        node=f"{socket.gethostname()}:{config.data_path}",
+        readonly=readonly,
+    )
+
+
 def check_engine(config: Config) -> None:
     """Refuse to start on an engine this memoryd does not support (SQLite: a sqlite-vec outside
     ``sqlite/vec_support.SUPPORTED`` raises UnsupportedSqliteVec, exit status 5); once, at start,
-    before the store is opened."""
-    _engine(config)
+    before the store is opened; PostgreSQL's pgvector is checked when the store opens)."""
+    if _engine(config) == "postgres":
+        return
     from memoryd.store.sqlite import vec_support
 
     vec_support.check()
@@ -70,15 +98,20 @@ def check_engine(config: Config) -> None:
 
 def limit_cache_memory(config: Config) -> None:
     """Cap the memory the engine caches in this process (``storage.cache_mib``); once, at start."""
-    _engine(config)
+    if _engine(config) == "postgres":
+        return  # the server caches; this process holds no pages
     from memoryd.store.sqlite.store import Store
 
     Store.limit_cache_memory(config.storage.cache_mib << 20)
 
 
 def startup_check(config: Config) -> StartupCheck:
-    """The check of the stored data that runs while the daemon starts (SQLite: quick_check)."""
-    _engine(config)
+    """The check of the stored data that runs while the daemon starts (SQLite: quick_check;
+    PostgreSQL guards its own data: nothing to check here)."""
+    if _engine(config) == "postgres":
+        from memoryd.store.startup_checks import NoCheck
+
+        return NoCheck()
     from memoryd.store.sqlite.db.integrity import IntegrityCheck
 
     return IntegrityCheck(config.db_path, busy_timeout_ms=config.storage.busy_timeout_ms)
@@ -87,7 +120,11 @@ def startup_check(config: Config) -> StartupCheck:
 def backup(config: Config, target: Path, *, overwrite: bool, compact: bool = False) -> BackupReport:
     """A consistent copy of the live store at ``target`` (SQLite: the backup API, then a
     quick_check of the copy)."""
-    _engine(config)
+    if _engine(config) == "postgres":
+        raise StoreError(
+            "memoryd backup copies SQLite files; a PostgreSQL store is backed up by the database's own tools: "
+            "pg_dump for a copy, continuous archiving (PITR) for point-in-time recovery (see docs/postgres.md)"
+        )
     from memoryd.store.sqlite.admin import backup as sqlite_backup
 
     return sqlite_backup.backup(

@@ -1,11 +1,12 @@
-"""Whether the store can take writes: ``ok``, ``full`` (the disk) or ``corrupt`` (the data), and why."""
+"""Whether the store can take writes: ``ok``, ``full`` (the disk), ``corrupt`` (the data) or
+``unavailable`` (a database server that cannot be reached), and why."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-State = Literal["ok", "full", "corrupt"]
+State = Literal["ok", "full", "corrupt", "unavailable"]
 
 
 @dataclass(frozen=True)

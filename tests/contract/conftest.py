@@ -23,8 +23,18 @@ def open_sqlite(tmp_path: Path, clock: Clock) -> Backend:
     return Store(tmp_path / "memory.db", readers=2, clock=clock)
 
 
+def open_postgres(tmp_path: Path, clock: Clock) -> Backend:
+    """A fresh schema in the session's PostgreSQL (skipped without the test extra)."""
+    from tests.postgres_server import shared
+
+    server = shared()
+    from memoryd.store.postgres import PostgresStore
+
+    return PostgresStore(server.fresh_database(), pool_size=4, clock=clock, node=f"test-{tmp_path.name}")
+
+
 #: name -> opens a fresh store of that backend on ``clock``.
-BACKENDS: dict[str, Callable[[Path, Clock], Backend]] = {"sqlite": open_sqlite}
+BACKENDS: dict[str, Callable[[Path, Clock], Backend]] = {"sqlite": open_sqlite, "postgres": open_postgres}
 
 
 @pytest.fixture(params=sorted(BACKENDS))

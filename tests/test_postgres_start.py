@@ -1,0 +1,80 @@
+"""Opening a PostgreSQL store: several daemons migrating an empty database at once migrate it
+once; a server that cannot be reached is refused with a message that never shows the password;
+the password comes from a file."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from memoryd.errors import StoreRefused
+from tests.postgres_server import shared
+
+pytest.importorskip("psycopg")
+
+from memoryd.store.postgres import PostgresStore, schema  # noqa: E402
+from memoryd.store.postgres.db import password_from, redacted  # noqa: E402
+
+
+def test_daemons_starting_at_once_on_an_empty_database_migrate_it_once() -> None:
+    url = shared().fresh_database()
+    opened: list[PostgresStore] = []
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            opened.append(PostgresStore(url, pool_size=1))
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert failures == [] and len(opened) == 6
+        versions = opened[0].db.run_sync(lambda conn: conn.execute("SELECT version FROM memoryd_schema ORDER BY version").fetchall())
+        assert [v for (v,) in versions] == list(range(1, len(schema.MIGRATIONS) + 1))
+    finally:
+        for store in opened:
+            store.close()
+
+
+def test_an_unreachable_server_is_refused_without_showing_the_password(tmp_path: Path) -> None:
+    url = f"postgresql://memoryd:s3cret-pw@/memoryd?host={tmp_path}&connect_timeout=2"
+    with pytest.raises(StoreRefused) as refused:
+        PostgresStore(url, pool_size=1)
+    assert "s3cret-pw" not in str(refused.value) and "could not be reached" in str(refused.value)
+    assert "s3cret-pw" not in redacted(url) and "***" in redacted(url)
+    assert "s3cret-pw" not in redacted("host=db password=s3cret-pw dbname=memoryd")
+
+
+def test_the_password_comes_from_a_file(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("from-the-file\n")
+    assert password_from(str(secret)) == "from-the-file"
+    assert password_from("") is None
+    with pytest.raises(StoreRefused, match="password_file"):
+        password_from(str(tmp_path / "missing"))
+
+
+def test_memoryd_config_never_prints_the_database_password(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import json
+    import os
+
+    from memoryd.cli import main
+
+    for name in [name for name in os.environ if name.startswith("MEMORYD_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMORYD_STORAGE_BACKEND", "postgres")
+    monkeypatch.setenv("MEMORYD_STORAGE_URL", "postgresql://memoryd:pg-secret-42@db.internal/memoryd?sslmode=verify-full")
+    monkeypatch.setenv("MEMORYD_DATA_DIR", str(tmp_path))
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    assert "pg-secret-42" not in out
+    assert json.loads(out)["storage"]["url"] == "postgresql://memoryd:***@db.internal/memoryd?sslmode=verify-full"
