@@ -153,8 +153,10 @@ def main() -> None:
         started = time.perf_counter()
         build(data, args.memories, np.random.default_rng(1))
         size = (data / "memoryd.db").stat().st_size
-        print(f"build: {args.memories} memories with {DIM}-d vectors in {time.perf_counter() - started:.1f} s, "
-              f"{size / 1e6:.0f} MB")
+        print(
+            f"build: {args.memories} memories with {DIM}-d vectors in {time.perf_counter() - started:.1f} s, "
+            f"{size / 1e6:.0f} MB"
+        )
         _, bare, _, _ = measure([sys.executable, "-c", "import memoryd.admin.stats"])
         print(f"python -m memoryd ... (each its own process; importing the admin code alone is {bare:.0f} MB)")
         run("stats", ["stats"], data)

@@ -22,11 +22,22 @@ from memoryd.secrets import scan  # noqa: E402
 
 
 def reply_text(facts: int) -> str:
-    return json.dumps({"facts": [{
-        "content": f"David Cramer's colleague number {i} prefers meetings before 10:00 on weekdays.",
-        "memory_type": "preference", "confidence": 0.9, "subjects": [f"Colleague {i}"],
-        "sensitivity": "public", "shared": False, "speaker": "david",
-    } for i in range(facts)]})
+    return json.dumps(
+        {
+            "facts": [
+                {
+                    "content": f"David Cramer's colleague number {i} prefers meetings before 10:00 on weekdays.",
+                    "memory_type": "preference",
+                    "confidence": 0.9,
+                    "subjects": [f"Colleague {i}"],
+                    "sensitivity": "public",
+                    "shared": False,
+                    "speaker": "david",
+                }
+                for i in range(facts)
+            ]
+        }
+    )
 
 
 def main() -> None:
@@ -47,8 +58,10 @@ def main() -> None:
         samples.append(time.perf_counter() - started)
         assert len(kept.facts) == args.facts
     per_call = statistics.median(samples)
-    print(f"prompt (50 messages) + decode + filters, {args.facts} facts: "
-          f"{per_call * 1000:.3f} ms per call, {per_call / args.facts * 1000:.3f} ms per fact (median of {args.rounds})")
+    print(
+        f"prompt (50 messages) + decode + filters, {args.facts} facts: "
+        f"{per_call * 1000:.3f} ms per call, {per_call / args.facts * 1000:.3f} ms per fact (median of {args.rounds})"
+    )
     sentence = "David mentioned that the quarterly review moved to 3 December 2026 at the Lyon office. " * 12
     started = time.perf_counter()
     for _ in range(args.rounds):

@@ -141,8 +141,12 @@ def pipeline_overhead(bench: Any, fake: FakeLlm, embedder: str) -> None:
         rest = mean_per_fact - embedding
         print(f"  means: {ms(mean_per_fact)} per fact, of which the local model embedding it (timed in the daemon) "
               f"{ms(embedding)}; the rest {ms(rest)}")  # fmt: skip
-        bench.result("extraction overhead per fact beyond the LLM and the embedding, embedder local (means)",
-                     ms(rest), "< 5 ms", "met" if rest < 0.005 else "MISSED")
+        bench.result(
+            "extraction overhead per fact beyond the LLM and the embedding, embedder local (means)",
+            ms(rest),
+            "< 5 ms",
+            "met" if rest < 0.005 else "MISSED",
+        )
 
 
 def bare_llm_round_trip(fake: FakeLlm, calls: int) -> float:

@@ -37,7 +37,18 @@ WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lim
 def start_daemon(repo: Path, work: Path) -> subprocess.Popen[bytes]:
     sock = work / "d.sock"
     env = {**clean_env(), "PYTHONPATH": f"{repo}:{repo / 'client'}"}
-    argv = [sys.executable, "-m", "memoryd", "serve", "--socket", str(sock), "--data-dir", str(work / "data"), "--embedder", "none"]
+    argv = [
+        sys.executable,
+        "-m",
+        "memoryd",
+        "serve",
+        "--socket",
+        str(sock),
+        "--data-dir",
+        str(work / "data"),
+        "--embedder",
+        "none",
+    ]
     process = subprocess.Popen(argv, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=open(work / "d.log", "ab"))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -72,7 +83,10 @@ def attack_batches(sock: str, calls: int) -> list[socket.socket]:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(sock)
     conn.settimeout(30)
-    batch = [{"jsonrpc": "2.0", "method": "memory.search", "params": {**USER, "query": WORDS[i % 5]}, "id": i} for i in range(calls)]
+    batch = [
+        {"jsonrpc": "2.0", "method": "memory.search", "params": {**USER, "query": WORDS[i % 5]}, "id": i}
+        for i in range(calls)
+    ]
     line = json.dumps(batch).encode() + b"\n"
     for _ in range(4):
         try:

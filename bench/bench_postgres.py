@@ -69,7 +69,9 @@ def database_bytes(url: str) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def search(work: Path, name: str, data: Path, env: dict[str, str] | None, queries: Path, count: int) -> tuple[float, float]:
+def search(
+    work: Path, name: str, data: Path, env: dict[str, str] | None, queries: Path, count: int
+) -> tuple[float, float]:
     with Server.memoryd_daemon(work, name, data, "local", env=env) as daemon:
         report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
                          queries_file=queries, user="alice")  # fmt: skip
@@ -78,7 +80,9 @@ def search(work: Path, name: str, data: Path, env: dict[str, str] | None, querie
 
 def add_rate(work: Path, names: list[str], data_dirs: list[Path], env: dict[str, str] | None, per_client: int) -> float:
     """Adds per second acknowledged by ``len(names)`` daemons loaded at the same time."""
-    daemons = [Server.memoryd_daemon(work, name, data, "none", env=env) for name, data in zip(names, data_dirs, strict=True)]
+    daemons = [
+        Server.memoryd_daemon(work, name, data, "none", env=env) for name, data in zip(names, data_dirs, strict=True)
+    ]
     reports: list[dict[str, Any]] = []
     try:
         for daemon in daemons:
@@ -140,7 +144,11 @@ def run(quick: bool = False, results: list[tuple[str, str, str, str]] | None = N
             print(f"  built {label}: sqlite {sqlite_build:.1f} s, postgres {pg_build:.1f} s")
             total = memories + 1000 + 5  # bench_store.build: alice's, 1000 others', bob's five
             sqlite_bytes = sum(f.stat().st_size for f in sqlite_data.iterdir() if f.name.startswith("memoryd.db"))
-            row(f"disk per memory at {label} (vectors included)", f"{sqlite_bytes / total:.0f} B", f"{database_bytes(postgres.url(database)) / total:.0f} B")
+            row(
+                f"disk per memory at {label} (vectors included)",
+                f"{sqlite_bytes / total:.0f} B",
+                f"{database_bytes(postgres.url(database)) / total:.0f} B",
+            )
             s = search(work, f"s{label}", sqlite_data, None, queries_path, queries_count)
             p = search(work, f"p{label}", work / f"pgdata-{label}", postgres.env(database), queries_path, queries_count)
             row(f"search p50 / p99 at {label}", f"{ms(s[0])} / {ms(s[1])}", f"{ms(p[0])} / {ms(p[1])}")
@@ -153,9 +161,15 @@ def run(quick: bool = False, results: list[tuple[str, str, str, str]] | None = N
         print(f"memory.add, --embedder none, {CLIENTS} connections x {per_client} adds, fresh stores")
         one_sqlite = add_rate(work, ["as"], [work / "add-sqlite"], None, per_client)
         one_pg = add_rate(work, ["ap"], [work / "add-pg1"], postgres.env("adds_one"), per_client)
-        two_pg = add_rate(work, ["ap1", "ap2"], [work / "add-pg2a", work / "add-pg2b"], postgres.env("adds_two"), per_client)
+        two_pg = add_rate(
+            work, ["ap1", "ap2"], [work / "add-pg2a", work / "add-pg2b"], postgres.env("adds_two"), per_client
+        )
         row("memory.add/s, one daemon", f"{one_sqlite:.0f}/s", f"{one_pg:.0f}/s")
-        row("memory.add/s, two daemons on one database", "(one file: n/a)", f"{two_pg:.0f}/s ({two_pg / one_pg:.2f}x one)")
+        row(
+            "memory.add/s, two daemons on one database",
+            "(one file: n/a)",
+            f"{two_pg:.0f}/s ({two_pg / one_pg:.2f}x one)",
+        )
     finally:
         postgres.stop()
         import shutil

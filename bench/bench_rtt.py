@@ -144,11 +144,14 @@ def measure(
                                  warmup=warmup, framing=framing)  # fmt: skip
                 cpu_after, sleeps_after = cpu_and_sleeps(server.pid)
                 count = len(report["latencies"]) + clients * warmup
-                runs.setdefault((label, placement, framing, clients), []).append((
-                    p50(report["latencies"]),
-                    (cpu_after - cpu_before) / count,
-                    (sleeps_after - sleeps_before) / count,
-                ))
+                runs.setdefault((label, placement, framing, clients), []).append(
+                    (
+                        p50(report["latencies"]),
+                        (cpu_after - cpu_before) / count,
+                        (sleeps_after - sleeps_before) / count,
+                    )
+                )
+
 
 if __name__ == "__main__":
     main()

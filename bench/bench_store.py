@@ -139,14 +139,21 @@ async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, quer
 
     fts = await timed(queries, lambda i: store.memories.search(alice, qtexts[i], limit=10))
     print(f"FTS-only     {percentiles(fts)}")
-    vec = await timed(queries, lambda i: store.memories.search(alice, "", limit=10, vector=QueryVector.at_hand(qvecs[i])))
+    vec = await timed(
+        queries, lambda i: store.memories.search(alice, "", limit=10, vector=QueryVector.at_hand(qvecs[i]))
+    )
     print(f"vector-only  {percentiles(vec)}")
-    hyb = await timed(queries, lambda i: store.memories.search(alice, qtexts[i], limit=10, vector=QueryVector.at_hand(qvecs[i])))
+    hyb = await timed(
+        queries, lambda i: store.memories.search(alice, qtexts[i], limit=10, vector=QueryVector.at_hand(qvecs[i]))
+    )
     print(f"hybrid       {percentiles(hyb)}")
     lst = await timed(queries, lambda i: store.memories.list(alice, limit=20))
     print(f"list page    {percentiles(lst)}")
 
-    bob_hyb = await timed(queries, lambda i: store.memories.search(bob, qtexts[i] + " tea", limit=10, vector=QueryVector.at_hand(qvecs[i])))
+    bob_hyb = await timed(
+        queries,
+        lambda i: store.memories.search(bob, qtexts[i] + " tea", limit=10, vector=QueryVector.at_hand(qvecs[i])),
+    )
     print(f"bob hybrid   {percentiles(bob_hyb)}")
     keyword = await store.memories.search(bob, "bob", limit=10)
     vector = await store.memories.search(bob, "", limit=10, vector=QueryVector.at_hand(qvecs[0]))
@@ -157,15 +164,20 @@ async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, quer
 def add_people(store: Store, maker: TextMaker, count: int, links: int) -> list[int]:
     """``count`` people of alice, each named as the subject of ``links`` new memories (bulk:
     one transaction to add, one to learn)."""
-    news = [NewMemory(t, "alice", None, False, "bench", subjects=[f"Person{i}"])
-            for i in range(count) for t in maker.texts(links)]
+    news = [
+        NewMemory(t, "alice", None, False, "bench", subjects=[f"Person{i}"])
+        for i in range(count)
+        for t in maker.texts(links)
+    ]
     store.memories.add_many(news)
     added = trio.run(lambda: store.memories.list(Scope("alice"), limit=len(news)))
     store.people.learn_many("alice", [(r.id, r.content, r.subjects) for r in added], ["alice"])
     return [person.rowid for person in trio.run(store.people.people_of, "alice")]
 
 
-async def compare_people(store: Store, rng: np.random.Generator, maker: TextMaker, queries: int, rowids: list[int]) -> None:
+async def compare_people(
+    store: Store, rng: np.random.Generator, maker: TextMaker, queries: int, rowids: list[int]
+) -> None:
     """Hybrid search before people / mentioning nobody / mentioning one person, interleaved."""
     alice = Scope("alice", None)
     qtexts = query_texts(rng, maker, queries)
@@ -178,11 +190,17 @@ async def compare_people(store: Store, rng: np.random.Generator, maker: TextMake
 
     kinds = list(samples)
     for i in range(queries):
-        for kind in kinds[i % 3:] + kinds[: i % 3]:  # rotated: no kind always runs first
-            focus = PeopleFocus(mentioned=(rowids[i % len(rowids)],), rest=qtexts[i]) if kind == "mentions a person" else None
+        for kind in kinds[i % 3 :] + kinds[: i % 3]:  # rotated: no kind always runs first
+            focus = (
+                PeopleFocus(mentioned=(rowids[i % len(rowids)],), rest=qtexts[i])
+                if kind == "mentions a person"
+                else None
+            )
             people_retriever.annotate = no_annotation if kind == "before people" else annotate  # type: ignore[assignment]
             start = time.perf_counter()
-            await store.memories.search(alice, qtexts[i], limit=10, vector=QueryVector.at_hand(qvecs[i]), people_focus=focus)
+            await store.memories.search(
+                alice, qtexts[i], limit=10, vector=QueryVector.at_hand(qvecs[i]), people_focus=focus
+            )
             samples[kind].append(time.perf_counter() - start)
     people_retriever.annotate = annotate  # type: ignore[assignment]
     for kind, values in samples.items():

@@ -49,9 +49,11 @@ def percentile(samples: list[float], q: float) -> float:
 async def main(adds: int, prefill: int) -> None:
     rng = random.Random(7)
     scope = Scope("alice")
-    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "plain.db") as plain, Store(
-        Path(tmp) / "rules.db"
-    ) as ruled:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Store(Path(tmp) / "plain.db") as plain,
+        Store(Path(tmp) / "rules.db") as ruled,
+    ):
         rules = Supersession(ruled.supersession, SupersessionConfig(), use_llm=False)
         for i in range(prefill):
             content = text(rng, i)
@@ -69,8 +71,10 @@ async def main(adds: int, prefill: int) -> None:
             timings["rules"].append(time.perf_counter() - started)
             superseding += bool(stored.superseded)
     for name, samples in timings.items():
-        print(f"{name:>6}: p50 {percentile(samples, 0.5):.2f} ms  p99 {percentile(samples, 0.99):.2f} ms  "
-              f"mean {statistics.fmean(samples) * 1000:.2f} ms")
+        print(
+            f"{name:>6}: p50 {percentile(samples, 0.5):.2f} ms  p99 {percentile(samples, 0.99):.2f} ms  "
+            f"mean {statistics.fmean(samples) * 1000:.2f} ms"
+        )
     print(f"adds that superseded something: {superseding} of {adds}")
 
 

@@ -107,7 +107,9 @@ def fit(questions: list[Question]) -> np.ndarray:
     return w
 
 
-def score(questions: list[Question], weights: np.ndarray, scores: locomo.Scores, labels_of: dict[int, list[str]]) -> None:
+def score(
+    questions: list[Question], weights: np.ndarray, scores: locomo.Scores, labels_of: dict[int, list[str]]
+) -> None:
     for q in questions:
         linear = q.matrix @ weights[: len(ranking.FEATURES)]
         scored = {rowid: float(value) for rowid, value in zip(q.rowids, linear, strict=True)}

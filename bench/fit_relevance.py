@@ -169,6 +169,7 @@ def fit(sets: list[Candidates]) -> relevance.Weights:
     memory model: over the candidates with a vector of answerable questions only (it estimates
     the chance given that something answers).  The words-only model: every candidate, read
     as a keyword-only search would (LoCoMo's weighted LOCOMO_WEIGHT in both)."""
+
     def is_talk(c: Candidates) -> bool:
         return c.question is not None
 
@@ -238,7 +239,9 @@ def fact_figures(sets: list[Candidates], ps: list[np.ndarray], context: float, f
             "unrelated with search hits": float(np.mean(unrelated_found))}  # fmt: skip
 
 
-def locomo_figures(sets: list[Candidates], ps: list[np.ndarray], floor: float, labels_of: dict[int, list[str]]) -> dict[str, float]:
+def locomo_figures(
+    sets: list[Candidates], ps: list[np.ndarray], floor: float, labels_of: dict[int, list[str]]
+) -> dict[str, float]:
     scores = locomo.Scores()
     for c, p in zip(sets, ps, strict=True):
         assert c.question is not None
@@ -285,8 +288,10 @@ def main() -> None:
     held_facts: dict[int, np.ndarray] = {}
     held_talks: dict[int, np.ndarray] = {}
     contexts, floors = [], []
-    print("| fold (held out) | context threshold | search floor | top-1 | fact in context | unanswerable injected "
-          "| unrelated injected | unrelated with search hits |")
+    print(
+        "| fold (held out) | context threshold | search floor | top-1 | fact in context | unanswerable injected "
+        "| unrelated injected | unrelated with search hits |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for fold, persona in enumerate(personas):
         user = users[fold % len(users)]
@@ -323,7 +328,9 @@ def main() -> None:
     print("\ncontext threshold trade-off, held out (fact in context / unanswerable injected):")
     for t in CONTEXT_GRID:
         f = fact_figures(facts, fp, t, 0.0)
-        print(f"  {t:.2f}: {f['fact in context']:.3f} / {f['unanswerable injected']:.3f} (unrelated {f['unrelated injected']:.3f})")
+        print(
+            f"  {t:.2f}: {f['fact in context']:.3f} / {f['unanswerable injected']:.3f} (unrelated {f['unrelated injected']:.3f})"
+        )
     probabilities = np.concatenate(fp)
     observed = np.concatenate([c.label for c in facts])
     print("\ncalibration on the facts, held out (predicted -> observed share of answers):")

@@ -95,7 +95,9 @@ def encode(message: dict[str, Any], request_id: int, framing: str) -> bytes:
     return _HEADER.pack(len(payload)) + payload
 
 
-def call_loop(out: socket.socket, back: socket.socket, requests: list[bytes], framing: str) -> tuple[list[float], list[bytes]]:
+def call_loop(
+    out: socket.socket, back: socket.socket, requests: list[bytes], framing: str
+) -> tuple[list[float], list[bytes]]:
     """Sends each request on ``out`` and reads one whole reply frame from ``back`` before the next.
 
     The reply frames come back raw (a line without its newline, or a prefixed payload): decoding
@@ -234,7 +236,13 @@ def main() -> None:
         phase = client_cost(requests(0, 0, args.requests), args.framing)
     else:
         jobs = [
-            _Job(args.socket, conn, requests(conn, 0, args.warmup), requests(conn, args.warmup, args.requests), args.framing)
+            _Job(
+                args.socket,
+                conn,
+                requests(conn, 0, args.warmup),
+                requests(conn, args.warmup, args.requests),
+                args.framing,
+            )
             for conn in range(args.clients)
         ]
         phase = run(jobs)

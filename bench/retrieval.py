@@ -216,7 +216,9 @@ def main() -> None:
         if args.observe:
             observed, observed_latencies, _, observed_timings = run_daemon(args.data, work, observe=True, env=env)
             results["memoryd via memory.observe (episodes)"] = observed
-            print(f"observe: {sum(len(c.turns) for c in locomo.load(args.data))} turns in {observed_timings['add']:.1f} s")
+            print(
+                f"observe: {sum(len(c.turns) for c in locomo.load(args.data))} turns in {observed_timings['add']:.1f} s"
+            )
         print(
             f"adds: {sum(map(len, labels.values()))} turns in {timings['add']:.1f} s, "
             f"embedded after {timings['add+embed']:.1f} s"

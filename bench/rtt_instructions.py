@@ -65,7 +65,13 @@ def main() -> None:
     results: dict[tuple[str, str], float] = {}
     for name, server in servers:
         out = work / f"callgrind.{name}"
-        server.argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *server.argv]
+        server.argv = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={out}",
+            *server.argv,
+        ]
         server.start(timeout=600)  # a daemon starts in ~1 min under valgrind on a busy machine
         try:
             for framing in args.framings.split(","):

@@ -453,10 +453,19 @@ def bench_startup(bench: Bench) -> None:
                          f"<= {limit:.0f} s", verdict(median <= limit))  # fmt: skip
 
 
-RUNNERS = {"rtt": bench_rtt, "add": bench_add, "search": bench_search, "rss": bench_rss, "startup": bench_startup,
-           "extract": bench_extraction.run, "embed": bench_embed.run, "relevance": relevance.run,
-           "isolation": bench_isolation.run,
-           "1m": bench_million, "postgres": lambda bench: bench_postgres.run(bench.sizes is QUICK, bench.results)}
+RUNNERS = {
+    "rtt": bench_rtt,
+    "add": bench_add,
+    "search": bench_search,
+    "rss": bench_rss,
+    "startup": bench_startup,
+    "extract": bench_extraction.run,
+    "embed": bench_embed.run,
+    "relevance": relevance.run,
+    "isolation": bench_isolation.run,
+    "1m": bench_million,
+    "postgres": lambda bench: bench_postgres.run(bench.sizes is QUICK, bench.results),
+}
 
 
 def parse_only(value: str) -> list[str]:

@@ -207,8 +207,11 @@ _ADMIN_COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], dict[str, A
     "forget-user": (
         "forget_user",
         lambda args: {
-            "user_id": args.user_id, "dry_run": args.dry_run, "include_group": args.include_group,
-            "usernames": args.username, "as_json": args.json,
+            "user_id": args.user_id,
+            "dry_run": args.dry_run,
+            "include_group": args.include_group,
+            "usernames": args.username,
+            "as_json": args.json,
         },
     ),  # fmt: skip
     "import": ("importing", lambda args: {"path": args.file}),

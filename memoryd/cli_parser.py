@@ -90,7 +90,9 @@ def _add_admin_commands(commands: Any) -> None:
                         help="a chat username of the user, to clear from group memories (repeatable)")  # fmt: skip
     forget.add_argument("--json", action="store_true")
 
-    export = commands.add_parser("export", help="write every memory and person as versioned JSON Lines to stdout (no vectors)")
+    export = commands.add_parser(
+        "export", help="write every memory and person as versioned JSON Lines to stdout (no vectors)"
+    )
     _add_config_flags(export)
     export.add_argument("--user", metavar="USER_ID", help="only the memories this user added, and their people")
 

@@ -108,7 +108,7 @@ def backoff_delay(attempt: int, *, base: float, cap: float, hint: float | None =
 
 
 def status_reason(response: httpx.Response) -> str:
-    """"HTTP 503: overloaded" (the server's own message when it sent one)."""
+    """ "HTTP 503: overloaded" (the server's own message when it sent one)."""
     reason = f"HTTP {response.status_code}"
     detail = error_detail(response.content)
     return f"{reason}: {detail}" if detail else reason

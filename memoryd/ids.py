@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import time
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ID_LENGTH = 26

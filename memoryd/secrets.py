@@ -30,9 +30,7 @@ from typing import Literal
 
 from memoryd.lazy import LazyPattern
 
-SecretKind = Literal[
-    "api_key", "password", "bearer_token", "jwt", "private_key", "card_number", "connection_string"
-]
+SecretKind = Literal["api_key", "password", "bearer_token", "jwt", "private_key", "card_number", "connection_string"]
 SecretsMode = Literal["refuse", "redact"]
 REDACTED = "[redacted]"
 
@@ -79,7 +77,9 @@ _PATTERNS: list[tuple[SecretKind, LazyPattern]] = [
     (
         "connection_string",
         # Bounded repeats: an unbounded scheme would make a long "a-a-a-..." quadratic.
-        LazyPattern(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s:/@]{1,256}:(?P<secret>[^\s@/]{1,256})@[^\s/@]"),
+        LazyPattern(
+            r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s:/@]{1,256}:(?P<secret>[^\s@/]{1,256})@[^\s/@]"
+        ),
     ),
 ]
 
@@ -292,9 +292,37 @@ _HINTS: dict[str, tuple[str, ...]] = {
     "private_key": ("private key",),
     "jwt": ("eyj",),
     "bearer_token": ("bearer", "basic"),
-    "api_key": ("sk-", "gh", "github_pat_", "xox", "hooks.slack", "akia", "asia", "aiza", "k_", "whsec_", "glpat-",
-                "hf_", "npm_", "sg.", "sk", "ac", "key-", "shp", "do", "pypi-", "hvs.", "glsa", "sntrys", "gsk",
-                "lin_api", "ntn", "pmak", "age-secret", ":aa"),
+    "api_key": (
+        "sk-",
+        "gh",
+        "github_pat_",
+        "xox",
+        "hooks.slack",
+        "akia",
+        "asia",
+        "aiza",
+        "k_",
+        "whsec_",
+        "glpat-",
+        "hf_",
+        "npm_",
+        "sg.",
+        "sk",
+        "ac",
+        "key-",
+        "shp",
+        "do",
+        "pypi-",
+        "hvs.",
+        "glsa",
+        "sntrys",
+        "gsk",
+        "lin_api",
+        "ntn",
+        "pmak",
+        "age-secret",
+        ":aa",
+    ),
     "connection_string": ("://",),
     "password": ("pass", "pw", "pin"),
     "keyword_token": ("key", "token", "secret"),
@@ -327,7 +355,12 @@ def _candidates(text: str) -> Iterator[Finding]:
     if _hinted(lowered, "assignment"):
         for match in _ASSIGNMENT.finditer(text):
             if _credential_assignment(match):
-                yield _finding("password" if "pass" in match.group("name").lower() or "pwd" in match.group("name").lower() else "api_key", match)
+                yield _finding(
+                    "password"
+                    if "pass" in match.group("name").lower() or "pwd" in match.group("name").lower()
+                    else "api_key",
+                    match,
+                )
     for match in _CARD.finditer(text):
         digits = re.sub(r"[ -]", "", match.group())
         if 13 <= len(digits) <= 19 and _luhn_ok(digits):

@@ -10,9 +10,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from collections.abc import AsyncIterator, Iterator
 
 import msgspec
 import pytest
@@ -56,7 +56,11 @@ def make_config(base: Path, **overrides: Any) -> Config:
         "data_dir": str(base / "data"),
         "embedder": "none",
     }
-    sections = {key: overrides.pop(key) for key in ("limits", "embed", "storage", "llm", "extraction", "lifecycle") if key in overrides}
+    sections = {
+        key: overrides.pop(key)
+        for key in ("limits", "embed", "storage", "llm", "extraction", "lifecycle")
+        if key in overrides
+    }
     flags.update(overrides)
     config = load_config(flags=flags, environ={})
     for name, values in sections.items():
@@ -113,8 +117,15 @@ class DaemonProcess:
         self.base = base
         self.socket = base / "memoryd.sock"
         self.args = [
-            sys.executable, "-m", "memoryd", "serve",
-            "--socket", str(self.socket), "--data-dir", str(base / "data"), *extra_args,
+            sys.executable,
+            "-m",
+            "memoryd",
+            "serve",
+            "--socket",
+            str(self.socket),
+            "--data-dir",
+            str(base / "data"),
+            *extra_args,
         ]
         if "--embedder" not in extra_args:
             self.args += ["--embedder", "none"]

@@ -27,8 +27,9 @@ CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 
 def build_pyz(directory: Path) -> Path:
     target = directory / "memory.pyz"
-    subprocess.run([sys.executable, "sandbox-cli/build_zipapp.py", "-o", str(target)], cwd=REPO, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "sandbox-cli/build_zipapp.py", "-o", str(target)], cwd=REPO, check=True, capture_output=True
+    )
     return target
 
 
@@ -108,7 +109,8 @@ class RawBridge:
 
     async def initialize(self, version: str) -> dict[str, Any]:
         reply = await self.request(
-            "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+            "initialize",
+            {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
         )
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return reply

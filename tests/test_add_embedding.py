@@ -49,8 +49,11 @@ def vector_written(db: Path, memory_id: str) -> bool:
 
 def embed_jobs(db: Path) -> dict[str, Any]:
     """memory id -> leased_until_ms of its embed job."""
-    rows = sql(db, "SELECT m.id, j.leased_until_ms FROM jobs AS j JOIN memories AS m ON m.rowid = j.memory_rowid "
-                   "WHERE j.kind = 'embed'")
+    rows = sql(
+        db,
+        "SELECT m.id, j.leased_until_ms FROM jobs AS j JOIN memories AS m ON m.rowid = j.memory_rowid "
+        "WHERE j.kind = 'embed'",
+    )
     return dict(rows)
 
 
@@ -150,8 +153,13 @@ async def test_adds_acknowledged_before_their_vectors_are_embedded_after_a_kill(
 ) -> None:
     """Acknowledged with embedded: false, then SIGKILL before any vector: nothing is lost, the
     restarted daemon embeds them all (the first add's lease on its own job is cleared too)."""
-    env = {"MEMORYD_EMBED_URL": backend.url, "MEMORYD_EMBED_MODEL": "fake-embed", "MEMORYD_EMBED_RETRIES": "0",
-           "MEMORYD_EMBED_TIMEOUT": str(PATIENCE), "MEMORYD_EMBED_ADD_WAIT": str(PATIENCE)}
+    env = {
+        "MEMORYD_EMBED_URL": backend.url,
+        "MEMORYD_EMBED_MODEL": "fake-embed",
+        "MEMORYD_EMBED_RETRIES": "0",
+        "MEMORYD_EMBED_TIMEOUT": str(PATIENCE),
+        "MEMORYD_EMBED_ADD_WAIT": str(PATIENCE),
+    }
     process = daemon_process("--embedder", "openai", env=env).start(timeout=PATIENCE)
     db = short_tmp / "data" / "memoryd.db"
     gate = Gate(backend)
@@ -163,6 +171,7 @@ async def test_adds_acknowledged_before_their_vectors_are_embedded_after_a_kill(
         gate.hold_next()  # every embedding call of this run hangs until the kill
     calls = len(backend.seen)
     async with trio.open_nursery() as nursery:
+
         async def first_add() -> None:
             client = await NdjsonPeer.connect(process.socket)
             try:

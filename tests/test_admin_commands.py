@@ -52,8 +52,14 @@ async def seed(data_dir: Path, *, vectors: bool = True) -> dict[str, str]:
         await add("quote", 'line one\nline "two" \\ tab\t and ünïcödé 漢字', source="import", confidence=0.1 + 0.2)
         await add("group", "the team meets on mondays", chat_id="team", shared=True)
         learned = Provenance(
-            chat_type="group", source_username="al", source_display_name="Alice", source_message_id="m-9",
-            source_session="s-1", sensitivity="personal", memory_type="preference", conversation_private=True,
+            chat_type="group",
+            source_username="al",
+            source_display_name="Alice",
+            source_message_id="m-9",
+            source_session="s-1",
+            sensitivity="personal",
+            memory_type="preference",
+            conversation_private=True,
         )
         await add("bob", "bob likes chess", owner="bob", chat_id="team", provenance=learned)
         await add("expired", "a fleeting thought", expires_at_ms=now_ms() - 1000)
@@ -127,8 +133,18 @@ async def test_gc_dry_run_counts_and_gc_removes_what_is_past_retention(tmp_path:
     assert report["purged"] == 2
     assert (report["purged_deleted"], report["purged_expired"], report["purged_superseded"]) == (1, 1, 0)
     assert list(report) == [  # the report's keys, in the order scripts have seen them
-        "dry_run", "cutoff_ms", "purged_deleted", "purged_expired", "purged_superseded", "events_pruned",
-        "optimize_steps", "seconds", "cutoff", "purged", "retention_days", "evicted",
+        "dry_run",
+        "cutoff_ms",
+        "purged_deleted",
+        "purged_expired",
+        "purged_superseded",
+        "events_pruned",
+        "optimize_steps",
+        "seconds",
+        "cutoff",
+        "purged",
+        "retention_days",
+        "evicted",
     ]
     assert len(query(data, "SELECT id FROM memories")) == 6
 
@@ -167,13 +183,20 @@ async def test_export_then_import_round_trips_byte_identically(tmp_path: Path) -
     assert again[1:] == exported[1:]
     chess = next(json.loads(line) for line in exported[1:] if b"chess" in line)
     assert (chess["chat_type"], chess["source_display_name"], chess["sensitivity"], chess["conversation_private"]) == (
-        "group", "Alice", "personal", True
+        "group",
+        "Alice",
+        "personal",
+        True,
     )
     # A pinned memory stays pinned in the importing store (and nothing else becomes pinned).
     assert {json.loads(line)["content"][:17]: json.loads(line)["pinned"] for line in again[1:]} == {
-        json.loads(line)["content"][:17]: json.loads(line)["content"].startswith("Alice drinks") for line in exported[1:]
+        json.loads(line)["content"][:17]: json.loads(line)["content"].startswith("Alice drinks")
+        for line in exported[1:]
     }
-    assert query(target, "SELECT pinned FROM memories WHERE id = ?", (json.loads(exported[1])["id"],)) in ([(0,)], [(1,)])
+    assert query(target, "SELECT pinned FROM memories WHERE id = ?", (json.loads(exported[1])["id"],)) in (
+        [(0,)],
+        [(1,)],
+    )
     assert query(target, "SELECT count(*) FROM memories WHERE pinned = 1") == [(1,)]
     assert {**json.loads(again[0]), "exported_at": None} == {**header, "exported_at": None}
     assert memoryd("check", data_dir=target).returncode == 0

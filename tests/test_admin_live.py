@@ -23,7 +23,6 @@ from tests.store_helpers import reading
 from tests.wire import NdjsonPeer, listed_ids, sync_call, sync_listed_ids
 
 
-
 async def run_cli(*args: str, data_dir: Path, env: dict[str, str] | None = None) -> Any:
     """The CLI as a process, without blocking the in-process daemon's event loop."""
     return await trio.to_thread.run_sync(partial(memoryd, *args, data_dir=data_dir, env=env))

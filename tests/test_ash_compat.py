@@ -130,7 +130,9 @@ class AshSandboxClient:
         ]
         return memories
 
-    def add(self, content: str, *, shared: bool = False, expires: int | None = None, subject: list[str] | None = None) -> str:
+    def add(
+        self, content: str, *, shared: bool = False, expires: int | None = None, subject: list[str] | None = None
+    ) -> str:
         params: dict[str, Any] = {"content": content, "source": "agent", "shared": shared, **self.context_params()}
         if expires is not None:
             params["expires_days"] = expires
@@ -243,7 +245,10 @@ async def test_ash_memory_extract_reads_the_session_the_host_observed(short_tmp:
         observed = await in_thread(
             ash.rpc_call,
             "memory.observe",
-            {**ash.context_params(), "messages": [{"role": "user", "content": "remember that I like tea", "id": "m-1"}]},
+            {
+                **ash.context_params(),
+                "messages": [{"role": "user", "content": "remember that I like tea", "id": "m-1"}],
+            },
         )
         assert observed == {"accepted": 1}
         # What ash's `memory extract` sends: only its routing fields and shared.
@@ -271,7 +276,10 @@ async def test_a_private_chat_memory_never_reaches_a_group_chat(short_tmp: Path,
     dm = ash_session(daemon, "dm-alice", "private")
     group = ash_session(daemon, "team", "group")
     secret_id = await in_thread(dm.add, "Alice's blood test results are due Friday")
-    assert [line.endswith("[Alice] Alice's blood test results are due Friday") for line in await in_thread(dm.search, "blood test")] == [True]
+    assert [
+        line.endswith("[Alice] Alice's blood test results are due Friday")
+        for line in await in_thread(dm.search, "blood test")
+    ] == [True]
 
     # From the group: search, list, get and delete all act as if it did not exist.
     assert await in_thread(group.search, "blood test results") == []
@@ -283,9 +291,13 @@ async def test_a_private_chat_memory_never_reaches_a_group_chat(short_tmp: Path,
 
     # A sandbox in the group cannot talk its way into the private chat.
     with pytest.raises(AshRpcError) as lied:
-        await in_thread(group.rpc_call, "memory.search", {**group.context_params(), "chat_type": "private", "query": "blood"})
+        await in_thread(
+            group.rpc_call, "memory.search", {**group.context_params(), "chat_type": "private", "query": "blood"}
+        )
     assert lied.value.code == -32002 and lied.value.data == {
-        "field": "chat_type", "reason": "chat_type does not match the context token", "code": "mismatch"
+        "field": "chat_type",
+        "reason": "chat_type does not match the context token",
+        "code": "mismatch",
     }
     # A token naming the chat but not its type counts as a group; the param cannot change that.
     vague = AshSandboxClient(
@@ -304,7 +316,8 @@ async def test_what_alice_said_in_a_group_is_shown_in_her_private_chat(short_tmp
     said_in_group = await in_thread(group.add, "Alice runs a marathon in April")
     about_bob = await in_thread(group.add, "Bob is allergic to peanuts", subject=["Bob"])
     sensitive = await in_thread(
-        group.rpc_call, "memory.add",
+        group.rpc_call,
+        "memory.add",
         {"content": "Alice's salary is 90k", "sensitivity": "sensitive", **group.context_params()},
     )
     assert sensitive["sensitivity"] == "sensitive"
@@ -318,10 +331,17 @@ async def test_what_alice_said_in_a_group_is_shown_in_her_private_chat(short_tmp
     # ash's list columns: type, source (the speaker), about; and its trust.
     marathon, bob = in_dm[said_in_group], in_dm[about_bob]
     assert (marathon["memory_type"], marathon["source"], marathon["about"], marathon["trust"]) == (
-        "knowledge", "Alice", [], "fact"
+        "knowledge",
+        "Alice",
+        [],
+        "fact",
     )
     assert (bob["about"], bob["trust"], bob["source_label"]) == (["Bob"], "hearsay", "agent")
-    assert (marathon["chat_id"], marathon["chat_type"], marathon["source_message_id"]) == ("team", "supergroup", "team-m1")
+    assert (marathon["chat_id"], marathon["chat_type"], marathon["source_message_id"]) == (
+        "team",
+        "supergroup",
+        "team-m1",
+    )
     hits = await in_thread(dm.rpc_call, "memory.search", {"query": "peanuts", **dm.context_params()})
     assert (hits[0]["trust"], hits[0]["about"], hits[0]["memory_type"]) == ("hearsay", ["Bob"], "knowledge")
 
@@ -332,8 +352,12 @@ async def test_what_alice_said_in_a_group_is_shown_in_her_private_chat(short_tmp
 
 @pytest.mark.parametrize(
     ("method", "params", "field"),
-    [("memory.list", {"limit": 0}, "limit"), ("memory.search", {"query": "tea", "limit": 101}, "limit"),
-     ("memory.search", {"query": "tea", "limit": 0}, "limit"), ("memory.list", {"limit": -1}, "limit")],
+    [
+        ("memory.list", {"limit": 0}, "limit"),
+        ("memory.search", {"query": "tea", "limit": 101}, "limit"),
+        ("memory.search", {"query": "tea", "limit": 0}, "limit"),
+        ("memory.list", {"limit": -1}, "limit"),
+    ],
 )
 async def test_limits_ash_does_not_check_get_a_clear_invalid_params(
     short_tmp: Path, nursery: trio.Nursery, method: str, params: dict[str, Any], field: str
@@ -346,7 +370,9 @@ async def test_limits_ash_does_not_check_get_a_clear_invalid_params(
     assert field in str(caught.value)  # ash prints only the message
 
 
-async def test_context_and_people_keep_a_private_chat_memory_out_of_the_group(short_tmp: Path, nursery: trio.Nursery) -> None:
+async def test_context_and_people_keep_a_private_chat_memory_out_of_the_group(
+    short_tmp: Path, nursery: trio.Nursery
+) -> None:
     daemon = await start(short_tmp, nursery, mode="token", token_secret=SECRET)
     dm = ash_session(daemon, "dm-alice", "private")
     group = ash_session(daemon, "team", "group")

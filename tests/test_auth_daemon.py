@@ -60,7 +60,10 @@ async def test_the_token_decides_who_the_caller_is(peer: NdjsonPeer) -> None:
     await call_ok(peer, "memory.add", {**alice, "content": "alice private note"})
     # Sending the same ids as the claims is fine; ash's CLI does exactly that.
     same = {**alice, "user_id": "alice", "chat_id": "team"}
-    assert {m["content"] for m in await call_ok(peer, "memory.list", same)} == {"alice likes green tea", "alice private note"}
+    assert {m["content"] for m in await call_ok(peer, "memory.list", same)} == {
+        "alice likes green tea",
+        "alice private note",
+    }
     listed = await call_ok(peer, "memory.list", alice)
     assert all(m["owner"] == "alice" for m in listed) and len(listed) == 2
     # Bob in the same chat sees the group memory, not Alice's personal one.
@@ -80,8 +83,16 @@ async def test_the_token_decides_who_the_caller_is(peer: NdjsonPeer) -> None:
         ({"context_token": mint_token(OTHER_SECRET, "alice")}, "context_token", "signature"),
         ({"context_token": "garbage"}, "context_token", "format"),
         ({"context_token": ""}, "context_token", "missing"),
-        ({"context_token": token_for("alice", "team", chat_type="group"), "chat_type": "private"}, "chat_type", "mismatch"),
-        ({"context_token": token_for("alice", source_username="al"), "source_username": "bo"}, "source_username", "mismatch"),
+        (
+            {"context_token": token_for("alice", "team", chat_type="group"), "chat_type": "private"},
+            "chat_type",
+            "mismatch",
+        ),
+        (
+            {"context_token": token_for("alice", source_username="al"), "source_username": "bo"},
+            "source_username",
+            "mismatch",
+        ),
         (
             {"context_token": token_for("alice", source_display_name="Al"), "source_display_name": "Bo"},
             "source_display_name",
@@ -107,9 +118,14 @@ async def test_the_claims_are_the_provenance_and_unclaimed_params_are_ignored(pe
     # A token without routing claims: the sandbox's routing params are not believed (as in ash).
     bare = {"context_token": token_for("alice", "team")}
     params = {"chat_type": "private", "source_username": "the-ceo", "message_id": "m9", "content": "who said it?"}
-    record = await call_ok(peer, "memory.get", {**bare, "memory_id": (await call_ok(peer, "memory.add", {**bare, **params}))["id"]})
+    record = await call_ok(
+        peer, "memory.get", {**bare, "memory_id": (await call_ok(peer, "memory.add", {**bare, **params}))["id"]}
+    )
     assert (record["chat_type"], record["source_username"], record["source_message_id"], record["trust"]) == (
-        None, None, None, "unknown"
+        None,
+        None,
+        None,
+        "unknown",
     )
 
 
@@ -201,13 +217,19 @@ async def test_peer_credentials_are_logged_at_debug_per_connection(
     opened = [r for r in caplog.records if r.getMessage() == "connection.open"]
     assert opened and opened[-1].levelno == logging.DEBUG
     assert {key: opened[-1].fields[key] for key in ("pid", "uid", "gid")} == {  # type: ignore[attr-defined]
-        "pid": os.getpid(), "uid": os.getuid(), "gid": os.getgid(),
+        "pid": os.getpid(),
+        "uid": os.getuid(),
+        "gid": os.getgid(),
     }
 
 
 def test_auth_config_comes_from_the_environment_with_a_uid_list() -> None:
     config = load_config(
-        environ={"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": SECRET, "MEMORYD_AUTH_TRUSTED_UIDS": "0, 1000"}
+        environ={
+            "MEMORYD_AUTH_MODE": "token",
+            "MEMORYD_AUTH_TOKEN_SECRET": SECRET,
+            "MEMORYD_AUTH_TRUSTED_UIDS": "0, 1000",
+        }
     )
     assert (config.auth.mode, config.auth.trusted_uids) == ("token", [0, 1000])
 
@@ -254,26 +276,54 @@ def run_memoryd(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[
 
 
 def test_memoryd_token_prints_a_token_for_the_configured_secret() -> None:
-    done = run_memoryd("token", "--user", "alice", "--chat", "team", "--ttl", "2h", env={
-        "MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": SECRET,
-    })
+    done = run_memoryd(
+        "token",
+        "--user",
+        "alice",
+        "--chat",
+        "team",
+        "--ttl",
+        "2h",
+        env={
+            "MEMORYD_AUTH_MODE": "token",
+            "MEMORYD_AUTH_TOKEN_SECRET": SECRET,
+        },
+    )
     assert done.returncode == 0, done.stderr
     claims = verify_token(done.stdout.strip(), SECRET)
     assert (claims.user_id, claims.chat_id, claims.expires_at - claims.issued_at) == ("alice", "team", 7200)
     assert SECRET not in done.stderr
     assert claims.chat_type is None
     routed = run_memoryd(
-        "token", "--user", "alice", "--chat", "team", "--chat-type", "group", "--source-username", "al",
-        "--source-display-name", "Alice", "--message-id", "m-7", env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET},
+        "token",
+        "--user",
+        "alice",
+        "--chat",
+        "team",
+        "--chat-type",
+        "group",
+        "--source-username",
+        "al",
+        "--source-display-name",
+        "Alice",
+        "--message-id",
+        "m-7",
+        env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET},
     )
     claims = verify_token(routed.stdout.strip(), SECRET)
     assert (claims.chat_type, claims.source_username, claims.source_display_name, claims.message_id) == (
-        "group", "al", "Alice", "m-7"
+        "group",
+        "al",
+        "Alice",
+        "m-7",
     )
 
 
 def test_memoryd_token_refuses_bad_input_with_usage_errors(short_tmp: Path) -> None:
-    assert run_memoryd("token", "--user", "alice", "--ttl", "soon", env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET}).returncode == 2
+    assert (
+        run_memoryd("token", "--user", "alice", "--ttl", "soon", env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET}).returncode
+        == 2
+    )
     no_secret = run_memoryd("token", "--user", "alice", env={})
     assert no_secret.returncode == 2 and "token_secret" in no_secret.stderr
     assert run_memoryd("token", env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET}).returncode == 2

@@ -43,7 +43,14 @@ ASH_HEADER = {"alg": "HS256", "typ": "ASH_CONTEXT", "ver": 1}
 
 
 def ash_claims(**overrides: Any) -> dict[str, Any]:
-    claims: dict[str, Any] = {"ver": 1, "sub": "alice", "iat": NOW, "exp": NOW + 900, "jti": "0" * 32, "chat_id": "team"}
+    claims: dict[str, Any] = {
+        "ver": 1,
+        "sub": "alice",
+        "iat": NOW,
+        "exp": NOW + 900,
+        "jti": "0" * 32,
+        "chat_id": "team",
+    }
     claims.update(overrides)
     return {key: value for key, value in claims.items() if value is not None}
 

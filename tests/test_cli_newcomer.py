@@ -39,8 +39,13 @@ async def test_add_says_what_it_replaced_and_when_it_only_refreshed(memory_pyz: 
     assert re.fullmatch(rf"Memory added \(personal\): {SHORT_ID}", second[0]), second
     assert second[1:] == [f'replaced: {old_id.group(1)[:8]} "Bob lives in Lyon"'], second
     again = out(await cli("add", "Bob moved to Berlin; Bob lives in Berlin now", "-S", "Bob"))
-    assert re.fullmatch(rf"Memory refreshed \(personal\): {SHORT_ID} \(already known, not added again\)\n", again), again
-    assert json.loads(out(await cli("add", "Bob moved to Berlin; Bob lives in Berlin now", "--json")))["deduplicated"] is True
+    assert re.fullmatch(rf"Memory refreshed \(personal\): {SHORT_ID} \(already known, not added again\)\n", again), (
+        again
+    )
+    assert (
+        json.loads(out(await cli("add", "Bob moved to Berlin; Bob lives in Berlin now", "--json")))["deduplicated"]
+        is True
+    )
 
 
 async def test_history_shows_the_versions_oldest_first(memory_pyz: Path, daemon: Daemon) -> None:

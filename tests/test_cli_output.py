@@ -28,8 +28,9 @@ SECRET = "c3" * 32
 def memory_pyz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Built by the documented command."""
     target = tmp_path_factory.mktemp("dist") / "memory.pyz"
-    subprocess.run([sys.executable, "sandbox-cli/build_zipapp.py", "-o", str(target)], cwd=REPO, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "sandbox-cli/build_zipapp.py", "-o", str(target)], cwd=REPO, check=True, capture_output=True
+    )
     yield target
 
 
@@ -59,8 +60,10 @@ def out(done: subprocess.CompletedProcess[bytes]) -> str:
 
 @pytest.fixture
 async def cli(memory_pyz: Path, daemon: Daemon) -> Cli:
-    return Cli(memory_pyz, {"MEMORYD_SOCKET": str(daemon.config.socket_path), "MEMORY_USER_ID": "alice",
-                            "MEMORY_CHAT_ID": "team"})
+    return Cli(
+        memory_pyz,
+        {"MEMORYD_SOCKET": str(daemon.config.socket_path), "MEMORY_USER_ID": "alice", "MEMORY_CHAT_ID": "team"},
+    )
 
 
 SHORT_ID = r"[0-9A-HJKMNP-TV-Z]{8,26}"
@@ -74,9 +77,23 @@ async def test_add_prints_the_scope_and_short_id(cli: Cli) -> None:
 
 
 async def test_add_options_reach_the_daemon_and_json_prints_the_result(cli: Cli) -> None:
-    result = json.loads(out(await cli(
-        "add", "Sarah is allergic to nuts", "-s", "user", "-e", "30", "-S", "Sarah", "--subject", "Kids", "--json"
-    )))
+    result = json.loads(
+        out(
+            await cli(
+                "add",
+                "Sarah is allergic to nuts",
+                "-s",
+                "user",
+                "-e",
+                "30",
+                "-S",
+                "Sarah",
+                "--subject",
+                "Kids",
+                "--json",
+            )
+        )
+    )
     assert result["scope"] == "personal" and result["expires_at"] and result["id"].startswith(result["short_id"])
     listed = json.loads(out(await cli("list", "--json")))
     assert [(m["source"], m["subjects"]) for m in listed] == [("user", ["Sarah", "Kids"])]
@@ -194,8 +211,10 @@ async def test_ash_environment_variables_work_too(cli: Cli, daemon: Daemon) -> N
 async def test_a_token_alone_supplies_the_identity(memory_pyz: Path, short_tmp: Path, nursery: trio.Nursery) -> None:
     instance = Daemon(make_config(short_tmp, auth={"mode": "token", "token_secret": SECRET}))
     await nursery.start(instance.run)
-    cli = Cli(memory_pyz, {"MEMORYD_SOCKET": str(instance.config.socket_path),
-                           "MEMORY_CONTEXT_TOKEN": mint_token(SECRET, "dave", "den")})
+    cli = Cli(
+        memory_pyz,
+        {"MEMORYD_SOCKET": str(instance.config.socket_path), "MEMORY_CONTEXT_TOKEN": mint_token(SECRET, "dave", "den")},
+    )
     assert out(await cli("add", "shared via token", "--shared")).startswith("Memory added (shared): ")
     [memory] = json.loads(out(await cli("list", "--json")))
     assert (memory["owner"], memory["chat_id"]) == ("dave", "den")
@@ -243,8 +262,9 @@ async def test_version_and_help(memory_pyz: Path) -> None:
 
 def test_the_zipapp_build_is_reproducible(memory_pyz: Path, tmp_path: Path) -> None:
     again = tmp_path / "again.pyz"
-    subprocess.run([sys.executable, "sandbox-cli/build_zipapp.py", "-o", str(again)], cwd=REPO, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "sandbox-cli/build_zipapp.py", "-o", str(again)], cwd=REPO, check=True, capture_output=True
+    )
     assert again.read_bytes() == memory_pyz.read_bytes()
     assert memory_pyz.read_bytes().startswith(b"#!/usr/bin/env python3\n") and os.access(memory_pyz, os.X_OK)
 

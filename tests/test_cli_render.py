@@ -70,8 +70,13 @@ def test_short_ids_grow_only_where_ids_collide() -> None:
 
 def test_search_lines_tolerate_missing_fields() -> None:
     hits = [
-        {"score": 0.874, "similarity": 0.2, "content": "Sarah likes\n  pasta", "subjects": ["Sarah", "Food"],
-         "source": "user"},
+        {
+            "score": 0.874,
+            "similarity": 0.2,
+            "content": "Sarah likes\n  pasta",
+            "subjects": ["Sarah", "Food"],
+            "source": "user",
+        },
         {"content": "bare"},
     ]
     assert render.search_lines(hits) == ["[0.87] Sarah likes pasta (about Sarah, Food) [user]", "[0.00] bare"]
@@ -103,9 +108,22 @@ def test_list_lines_fit_the_width_with_wide_content() -> None:
 
 
 def test_health_lines_show_what_the_daemon_revealed() -> None:
-    assert render.health_lines({"status": "ok", "version": "1.2.3", "uptime_seconds": 7300}) == ["memoryd 1.2.3: ok (up 2h)"]
+    assert render.health_lines({"status": "ok", "version": "1.2.3", "uptime_seconds": 7300}) == [
+        "memoryd 1.2.3: ok (up 2h)"
+    ]
     full = render.health_lines(
-        {"status": "degraded", "version": "1", "uptime_seconds": 5, "counts": {"active": 3},
-         "embedder": {"backend": "ollama", "state": "down"}, "backlog": {"embed": 2}}
+        {
+            "status": "degraded",
+            "version": "1",
+            "uptime_seconds": 5,
+            "counts": {"active": 3},
+            "embedder": {"backend": "ollama", "state": "down"},
+            "backlog": {"embed": 2},
+        }
     )
-    assert full == ["memoryd 1: degraded (up 5s)", "counts: active 3", "embedder: backend ollama, state down", "backlog: embed 2"]
+    assert full == [
+        "memoryd 1: degraded (up 5s)",
+        "counts: active 3",
+        "embedder: backend ollama, state down",
+        "backlog: embed 2",
+    ]

@@ -6,9 +6,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -32,7 +32,9 @@ class FakeDaemon:
         self.requests: list[dict[str, Any]] = []
         self.connections = 0
 
-    async def run(self, path: str, *, task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, path: str, *, task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Serve until the returned scope is cancelled; then unlink the socket like a daemon exiting."""
         with trio.CancelScope() as scope:
             sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
@@ -85,8 +87,16 @@ def sock_path() -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("MEMORYD_SOCKET", "ASH_RPC_SOCKET", "MEMORY_USER_ID", "MEMORY_CHAT_ID",
-                 "ASH_USER_ID", "ASH_CHAT_ID", "MEMORY_CONTEXT_TOKEN", "ASH_CONTEXT_TOKEN"):
+    for name in (
+        "MEMORYD_SOCKET",
+        "ASH_RPC_SOCKET",
+        "MEMORY_USER_ID",
+        "MEMORY_CHAT_ID",
+        "ASH_USER_ID",
+        "ASH_CHAT_ID",
+        "MEMORY_CONTEXT_TOKEN",
+        "ASH_CONTEXT_TOKEN",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

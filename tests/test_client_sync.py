@@ -6,9 +6,9 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -141,8 +141,14 @@ def server(sock_dir: Path) -> Iterator[FakeDaemon]:
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (
-        "MEMORYD_SOCKET", "ASH_RPC_SOCKET", "MEMORY_USER_ID", "MEMORY_CHAT_ID", "ASH_USER_ID",
-        "ASH_CHAT_ID", "MEMORY_CONTEXT_TOKEN", "ASH_CONTEXT_TOKEN",
+        "MEMORYD_SOCKET",
+        "ASH_RPC_SOCKET",
+        "MEMORY_USER_ID",
+        "MEMORY_CHAT_ID",
+        "ASH_USER_ID",
+        "ASH_CHAT_ID",
+        "MEMORY_CONTEXT_TOKEN",
+        "ASH_CONTEXT_TOKEN",
     ):
         monkeypatch.delenv(name, raising=False)
 
@@ -156,19 +162,34 @@ def test_calls_carry_the_identity_and_the_typed_params(server: FakeDaemon) -> No
         assert added == {
             "method": "memory.add",
             "params": {
-                "user_id": "alice", "chat_id": "team", "content": "Alice likes tea",
-                "expires_days": 7, "subjects": ["alice"], "shared": True,
+                "user_id": "alice",
+                "chat_id": "team",
+                "content": "Alice likes tea",
+                "expires_days": 7,
+                "subjects": ["alice"],
+                "shared": True,
             },
         }
         assert client.add("x", source="user")["params"] == {
-            "user_id": "alice", "chat_id": "team", "content": "x", "source": "user", "shared": False,
+            "user_id": "alice",
+            "chat_id": "team",
+            "content": "x",
+            "source": "user",
+            "shared": False,
         }
         assert client.search("tea", limit=3)["params"] == {
-            "user_id": "alice", "chat_id": "team", "query": "tea", "limit": 3,
+            "user_id": "alice",
+            "chat_id": "team",
+            "query": "tea",
+            "limit": 3,
         }
         assert client.list(limit=5, before_id="01J0000000", include_expired=True)["params"] == {
-            "user_id": "alice", "chat_id": "team", "limit": 5, "offset": 0,
-            "before_id": "01J0000000", "include_expired": True,
+            "user_id": "alice",
+            "chat_id": "team",
+            "limit": 5,
+            "offset": 0,
+            "before_id": "01J0000000",
+            "include_expired": True,
         }
         assert client.delete("01J00000")["params"]["memory_id"] == "01J00000"
         assert client.health() == {"method": "system.health", "params": {"user_id": "alice", "chat_id": "team"}}
@@ -185,7 +206,11 @@ def test_sensitivity_this_chat_and_chat_type_are_sent_only_when_set(
         assert client.search("tea", this_chat=True)["params"]["this_chat"] is True
         assert client.list(this_chat=True)["params"]["this_chat"] is True
         assert client.list()["params"] == {
-            "user_id": "alice", "chat_id": "dm", "chat_type": "private", "limit": 20, "offset": 0,
+            "user_id": "alice",
+            "chat_id": "dm",
+            "chat_type": "private",
+            "limit": 20,
+            "offset": 0,
             "include_expired": False,
         }
     monkeypatch.setenv("ASH_CHAT_TYPE", "group")
@@ -193,9 +218,7 @@ def test_sensitivity_this_chat_and_chat_type_are_sent_only_when_set(
         assert client.search("tea")["params"] == {"user_id": "alice", "chat_type": "group", "query": "tea", "limit": 10}
 
 
-def test_identity_and_socket_come_from_the_environment(
-    server: FakeDaemon, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_identity_and_socket_come_from_the_environment(server: FakeDaemon, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASH_RPC_SOCKET", server.path)
     monkeypatch.setenv("ASH_USER_ID", "ash-user")
     monkeypatch.setenv("ASH_CONTEXT_TOKEN", "ash.token.sig")
@@ -206,18 +229,23 @@ def test_identity_and_socket_come_from_the_environment(
     monkeypatch.setenv("MEMORY_CONTEXT_TOKEN", "mem.token.sig")
     with MemoryClient() as client:
         assert client.health()["params"] == {
-            "user_id": "mem-user", "chat_id": "mem-chat", "context_token": "mem.token.sig",
+            "user_id": "mem-user",
+            "chat_id": "mem-chat",
+            "context_token": "mem.token.sig",
         }
     with MemoryClient(user_id="arg", chat_id="argchat", context_token="arg.token.sig") as client:
         assert client.health()["params"] == {
-            "user_id": "arg", "chat_id": "argchat", "context_token": "arg.token.sig",
+            "user_id": "arg",
+            "chat_id": "argchat",
+            "context_token": "arg.token.sig",
         }
 
 
 def test_generic_call_adds_identity_and_lets_params_override(server: FakeDaemon) -> None:
     with MemoryClient(server.path, user_id="alice") as client:
         assert client.call("custom.method", a=1) == {
-            "method": "custom.method", "params": {"user_id": "alice", "a": 1},
+            "method": "custom.method",
+            "params": {"user_id": "alice", "a": 1},
         }
         assert client.call("custom.method", user_id="bob")["params"] == {"user_id": "bob"}
 
@@ -257,8 +285,12 @@ def test_error_replies_raise_their_exception_with_code_message_and_data(
 def test_invalid_params_exposes_field_and_reason(server: FakeDaemon) -> None:
     with MemoryClient(server.path, user_id="u") as client:
         with pytest.raises(InvalidParams) as caught:
-            client.call("test.fail", code=-32602, message="Invalid params: limit: must be >= 1",
-                        data={"field": "limit", "reason": "must be >= 1"})
+            client.call(
+                "test.fail",
+                code=-32602,
+                message="Invalid params: limit: must be >= 1",
+                data={"field": "limit", "reason": "must be >= 1"},
+            )
     assert (caught.value.field, caught.value.reason) == ("limit", "must be >= 1")
     assert str(caught.value) == "Invalid params: limit: must be >= 1"
 
@@ -420,7 +452,7 @@ def test_one_client_is_safe_to_share_between_threads(server: FakeDaemon) -> None
 
 
 def test_unicode_and_newlines_in_content_survive_the_line_framing(server: FakeDaemon) -> None:
-    content = "line one\nline two\r\n\u2028 caf\u00e9 \U0001f375 \"quoted\""
+    content = 'line one\nline two\r\n\u2028 caf\u00e9 \U0001f375 "quoted"'
     with MemoryClient(server.path, user_id="u") as client:
         assert client.add(content)["params"]["content"] == content
 

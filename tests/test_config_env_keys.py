@@ -91,8 +91,21 @@ def test_memoryd_serve_refuses_to_start_on_a_misspelt_variable(short_tmp: Path) 
     env = {key: value for key, value in os.environ.items() if not key.startswith("MEMORYD_")}
     env["MEMORYD_LIMITS_IDLE_TIMOUT"] = "60"
     result = subprocess.run(
-        [sys.executable, "-m", "memoryd", "serve", "--socket", str(short_tmp / "s"), "--data-dir", str(short_tmp / "d")],
-        capture_output=True, text=True, cwd=REPO, timeout=30, env=env,
+        [
+            sys.executable,
+            "-m",
+            "memoryd",
+            "serve",
+            "--socket",
+            str(short_tmp / "s"),
+            "--data-dir",
+            str(short_tmp / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=30,
+        env=env,
     )
     assert result.returncode == 2, result
     assert "MEMORYD_LIMITS_IDLE_TIMOUT" in result.stderr and "MEMORYD_LIMITS_IDLE_TIMEOUT" in result.stderr

@@ -70,8 +70,12 @@ async def test_context_for_a_stranger_is_empty(peer: NdjsonPeer) -> None:
 
 @pytest.mark.parametrize(
     ("params", "field"),
-    [({}, "message"), ({"message": " "}, "message"), ({"message": "x", "max_chars": 10}, "max_chars"),
-     ({"message": "x", "limit": 0}, "limit")],
+    [
+        ({}, "message"),
+        ({"message": " "}, "message"),
+        ({"message": "x", "max_chars": 10}, "max_chars"),
+        ({"message": "x", "limit": 0}, "limit"),
+    ],
 )
 async def test_bad_context_params_name_the_field(peer: NdjsonPeer, params: dict[str, Any], field: str) -> None:
     reply = await peer.call("memory.context", {**ALICE, **params})
@@ -129,8 +133,12 @@ async def test_llm_summary_is_a_narrative_written_in_the_background(llm_daemon: 
     assert first["source"] == "digest" and first["summary"].startswith("Sarah (wife):") and first["stale"] is True
     await wait_rebuilt(llm_daemon, 1)
     narrative = await call_ok(peer, "memory.summary", ALICE)
-    assert narrative == {**narrative, "source": "llm", "stale": False,
-                         "summary": "The user is married to Sarah, who loves Italian food."}
+    assert narrative == {
+        **narrative,
+        "source": "llm",
+        "stale": False,
+        "summary": "The user is married to Sarah, who loves Italian food.",
+    }
     asked = fake.seen[-1].prompt
     assert "Sarah (wife)" in asked and "Sarah likes Italian food" in asked and "hiking" in asked
 

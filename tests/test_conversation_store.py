@@ -55,7 +55,9 @@ async def test_completing_moves_the_mark_so_messages_are_never_extracted_twice(s
     (job,) = await store.conversations.claim(1, 50)
     # A message arriving during the extraction waits for the next run.
     await store.conversations.observe(ALICE, CONTEXT, messages("three", first_id=3), extract_after_ms=0)
-    learned = await store.conversations.store_facts([fact("Alice likes tea")], [None], scope=CALLER, normalize=normalized_text, completes=job)
+    learned = await store.conversations.store_facts(
+        [fact("Alice likes tea")], [None], scope=CALLER, normalize=normalized_text, completes=job
+    )
     assert [item.refreshed for item in learned] == [False]
     (again,) = await store.conversations.claim(1, 50)
     assert [m.content for m in again.messages] == ["three"]
@@ -148,14 +150,19 @@ async def test_the_window_around_a_message_is_found_with_or_without_the_session_
 
 
 async def test_exact_and_normalized_duplicates_refresh_instead_of_adding(store: Store) -> None:
-    (first,) = await store.conversations.store_facts([fact("Alice likes green tea.")], [None], scope=CALLER, normalize=normalized_text)
+    (first,) = await store.conversations.store_facts(
+        [fact("Alice likes green tea.")], [None], scope=CALLER, normalize=normalized_text
+    )
     learned = await store.conversations.store_facts(
         [fact("Alice likes green tea."), fact("alice likes  GREEN tea"), fact("Alice likes coffee")],
         [None, None, None],
-        scope=CALLER, normalize=normalized_text,
+        scope=CALLER,
+        normalize=normalized_text,
     )
     assert [(item.memory_id == first.memory_id, item.refreshed) for item in learned] == [
-        (True, True), (True, True), (False, False)
+        (True, True),
+        (True, True),
+        (False, False),
     ]
     # Another scope (a group memory of the chat) is not the same memory.
     (group,) = await store.conversations.store_facts(
@@ -167,13 +174,16 @@ async def test_exact_and_normalized_duplicates_refresh_instead_of_adding(store: 
 async def test_near_duplicates_by_vector_refresh(tmp_path: Path, clock: Clock) -> None:
     with Store(tmp_path / "v.db", readers=1, clock=clock) as vstore:
         vstore.configure_vector_space("test-model", 4)
-        (first,) = await vstore.conversations.store_facts([fact("Alice likes tea")], [None], scope=CALLER, normalize=normalized_text)
+        (first,) = await vstore.conversations.store_facts(
+            [fact("Alice likes tea")], [None], scope=CALLER, normalize=normalized_text
+        )
         (job,) = await vstore.jobs.claim_embed(1)
         await vstore.jobs.complete_embed([(job, np.array([1.0, 0.0, 0.0, 0.0]))])
         near, far = await vstore.conversations.store_facts(
             [fact("Alice is fond of tea"), fact("Alice plays chess")],
             [np.array([0.99, 0.05, 0.0, 0.0]), np.array([0.0, 1.0, 0.0, 0.0])],
-            scope=CALLER, normalize=normalized_text,
+            scope=CALLER,
+            normalize=normalized_text,
         )
         assert near.refreshed and near.memory_id == first.memory_id
         assert not far.refreshed
@@ -187,10 +197,18 @@ async def test_facts_stored_with_plans_supersede_and_return_the_stored_record(tm
         vstore.configure_vector_space("test-model", 4)
         keyed = Plan(key="drink")
         (tea,) = await vstore.conversations.store_facts(
-            [fact("Alice drinks tea")], [np.array([1.0, 0.0, 0.0, 0.0])], scope=CALLER, normalize=normalized_text, plans=[keyed]
+            [fact("Alice drinks tea")],
+            [np.array([1.0, 0.0, 0.0, 0.0])],
+            scope=CALLER,
+            normalize=normalized_text,
+            plans=[keyed],
         )
         (coffee,) = await vstore.conversations.store_facts(
-            [fact("Alice drinks coffee")], [np.array([0.0, 1.0, 0.0, 0.0])], scope=CALLER, normalize=normalized_text, plans=[keyed]
+            [fact("Alice drinks coffee")],
+            [np.array([0.0, 1.0, 0.0, 0.0])],
+            scope=CALLER,
+            normalize=normalized_text,
+            plans=[keyed],
         )
         assert not coffee.refreshed and coffee.record is not None
         # The record handed to the add listeners is the stored row as a get shows it (its key included).
@@ -232,7 +250,9 @@ async def test_concurrent_observes_and_adds_commit_together_each_whole(store: St
 
     async def refused_add() -> None:  # names nothing to supersede: refused, its savepoint alone
         with pytest.raises(SupersedeRefused) as caught:
-            await store.supersession.add(Scope("alice", "chat-1"), fact("Alice likes coffee"), Plan(supersedes="0" * 26))
+            await store.supersession.add(
+                Scope("alice", "chat-1"), fact("Alice likes coffee"), Plan(supersedes="0" * 26)
+            )
         refused.append(caught.value)
 
     async with trio.open_nursery() as nursery:
@@ -241,7 +261,9 @@ async def test_concurrent_observes_and_adds_commit_together_each_whole(store: St
             if session is sessions[5]:
                 nursery.start_soon(refused_add)
         for i in range(8):  # as memory.add stores them
-            nursery.start_soon(store.supersession.add, Scope("alice", "chat-1"), fact(f"Alice likes tea number {i}"), Plan())
+            nursery.start_soon(
+                store.supersession.add, Scope("alice", "chat-1"), fact(f"Alice likes tea number {i}"), Plan()
+            )
     writes, batches = store.small_writes.writes, store.small_writes.batches
     assert writes == 21 and batches < writes and len(refused) == 1
     for session in sessions:

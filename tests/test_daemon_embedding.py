@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
 
 import msgspec
 import pytest

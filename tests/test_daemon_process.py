@@ -76,7 +76,10 @@ def test_config_errors_name_the_key(short_tmp: Path) -> None:
         config.write_text(text)
         result = subprocess.run(
             [sys.executable, "-m", "memoryd", "serve", "--config", str(config), "--socket", str(short_tmp / "s")],
-            capture_output=True, text=True, cwd=REPO, timeout=30,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=30,
         )
         assert result.returncode == 2, result
         assert key in result.stderr, result.stderr
@@ -88,7 +91,11 @@ def test_env_overrides_file_and_flags_override_env(short_tmp: Path) -> None:
     env = {**os.environ, "MEMORYD_LIMITS_IDLE_TIMEOUT": "22", "MEMORYD_EMBEDDER": "local"}
     result = subprocess.run(
         [sys.executable, "-m", "memoryd", "config", "--config", str(config), "--embedder", "none"],
-        capture_output=True, text=True, cwd=REPO, timeout=30, env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=30,
+        env=env,
     )
     effective = json.loads(result.stdout)
     assert effective["limits"]["idle_timeout"] == 22  # env beats file
@@ -122,8 +129,12 @@ def test_sigterm_under_load_answers_every_request(daemon_process: Any) -> None:
         reader = sock.makefile("rb")
         i = 0
         while not stop_sending.is_set():
-            request = {"jsonrpc": "2.0", "method": "memory.add", "id": i,
-                       "params": {"user_id": f"u{n}", "content": f"load fact {n}-{i}"}}
+            request = {
+                "jsonrpc": "2.0",
+                "method": "memory.add",
+                "id": i,
+                "params": {"user_id": f"u{n}", "content": f"load fact {n}-{i}"},
+            }
             try:
                 sock.sendall(json.dumps(request).encode() + b"\n")
             except OSError:

@@ -76,7 +76,9 @@ class World:
 
 
 @pytest.fixture(params=["trust", "token", "token-postgres"])
-async def world(request: pytest.FixtureRequest, short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm) -> AsyncIterator[World]:
+async def world(
+    request: pytest.FixtureRequest, short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> AsyncIterator[World]:
     """A daemon per auth mode; ``token-postgres``: token mode on the PostgreSQL backend (the
     same attacks, the other engine)."""
     mode = "token" if request.param.startswith("token") else "trust"
@@ -103,7 +105,9 @@ async def world(request: pytest.FixtureRequest, short_tmp: Path, nursery: trio.N
 
 
 def facts(*contents: str, **fields: Any) -> Answer:
-    return Answer({"facts": [{"content": c, "memory_type": "identity", "confidence": 0.95, **fields} for c in contents]})
+    return Answer(
+        {"facts": [{"content": c, "memory_type": "identity", "confidence": 0.95, **fields} for c in contents]}
+    )
 
 
 def said(content: str) -> list[dict[str, str]]:
@@ -111,7 +115,11 @@ def said(content: str) -> list[dict[str, str]]:
 
 
 async def test_supersession_metadata_never_names_a_hidden_memory(world: World) -> None:
-    g1, p1, g2 = world.who("alice", "g1", "group"), world.who("alice", "p1", "private"), world.who("alice", "g2", "group")
+    g1, p1, g2 = (
+        world.who("alice", "g1", "group"),
+        world.who("alice", "p1", "private"),
+        world.who("alice", "g2", "group"),
+    )
     berlin = (await world.ok("memory.add", g1, content="I live in Berlin"))["id"]
     zurich = await world.ok("memory.add", p1, content="I live in Zurich near the clinic", sensitivity="sensitive")
     assert zurich["superseded"] == [berlin]  # the attack needs the supersession to have happened
@@ -130,7 +138,9 @@ async def test_supersession_metadata_never_names_a_hidden_memory(world: World) -
 
 async def test_people_known_only_from_hidden_memories_do_not_exist_for_a_group(world: World) -> None:
     p1, g2 = world.who("alice", "p1", "private"), world.who("alice", "g2", "group")
-    await world.ok("memory.add", p1, content="My wife's name is Sarah Klein and she is pregnant", sensitivity="sensitive")
+    await world.ok(
+        "memory.add", p1, content="My wife's name is Sarah Klein and she is pregnant", sensitivity="sensitive"
+    )
     await world.ok("memory.add", p1, content="My therapist Anna Kovacs says I should rest", conversation_private=True)
     # The private chat knows both people (the attack is about something that exists).
     assert {p["name"] for p in await world.ok("person.list", p1)} >= {"Sarah Klein", "Anna Kovacs"}
@@ -175,8 +185,9 @@ async def test_extraction_never_refreshes_or_supersedes_what_the_chat_cannot_see
     again = await world.ok("memory.extract_from_messages", g2, messages=said("I am allergic to peanuts"))
     assert allergy["id"] not in again["ids"] + again["refreshed"]
     # memory.extract (by message id, from observed messages) and memory.delete from there too.
-    await world.ok("memory.observe", g2, messages=[{"role": "user", "content": "peanuts!", "id": "m7"}],
-                   session_key="s-g2")
+    await world.ok(
+        "memory.observe", g2, messages=[{"role": "user", "content": "peanuts!", "id": "m7"}], session_key="s-g2"
+    )
     world.fake.script.append(facts("I am allergic to peanuts"))
     extracted = await world.ok("memory.extract", g2, message_id="m7", session_key="s-g2")
     assert allergy["id"] not in extracted["ids"] + extracted["refreshed"]
@@ -193,8 +204,9 @@ async def test_extraction_never_refreshes_or_supersedes_what_the_chat_cannot_see
     green = await world.ok("memory.extract_from_messages", p1, messages=said("my favorite color is green"))
     assert (await world.ok("memory.get", p1, memory_id=red["id"]))["superseded_by"] == green["ids"][0]
     # And memory.add's own duplicate check: Bob's add is not answered with Alice's hidden memory.
-    added = await world.ok("memory.add", bob_g, content="The launch code is in the blue folder", shared=True,
-                           sensitivity="sensitive")
+    added = await world.ok(
+        "memory.add", bob_g, content="The launch code is in the blue folder", shared=True, sensitivity="sensitive"
+    )
     assert added["id"] != sensitive["id"]
 
 
@@ -250,8 +262,11 @@ async def test_claimless_tokens_record_the_same_provenance_on_every_write_path(
         assert record["chat_type"] is None and record["source_username"] is None, record
     assert added["id"] in {r["id"] for r in records.values()} and extracted["stored"] == 1
     # Nor do unclaimed params decide who the owner is for people learning: "Sarah" stays a person.
-    await call_ok(peer, "memory.add", {**token, "username": "Sarah", "source_username": "Sarah",
-                                       "content": "Sarah likes tea", "subjects": ["Sarah"]})
+    await call_ok(
+        peer,
+        "memory.add",
+        {**token, "username": "Sarah", "source_username": "Sarah", "content": "Sarah likes tea", "subjects": ["Sarah"]},
+    )
     assert "Sarah" in {p["name"] for p in await call_ok(peer, "person.list", token)}
     daemon.request_stop()
 
@@ -270,9 +285,15 @@ async def test_a_refused_supersedes_never_names_a_hidden_successor(world: World)
 async def test_a_private_chat_never_adds_a_relationship_a_group_would_see(world: World) -> None:
     """The group knows Sarah Klein from its own memory; the private chat says she is the wife.
     The group must not learn "wife" from the person record they share."""
-    g1, p1, g2 = world.who("alice", "g1", "group"), world.who("alice", "p1", "private"), world.who("alice", "g2", "group")
+    g1, p1, g2 = (
+        world.who("alice", "g1", "group"),
+        world.who("alice", "p1", "private"),
+        world.who("alice", "g2", "group"),
+    )
     await world.ok("memory.add", g1, content="Sarah Klein brings the cake on Friday", subjects=["Sarah Klein"])
-    await world.ok("memory.add", p1, content="My wife's name is Sarah Klein and she is pregnant", sensitivity="sensitive")
+    await world.ok(
+        "memory.add", p1, content="My wife's name is Sarah Klein and she is pregnant", sensitivity="sensitive"
+    )
     for group in (g1, g2):
         people = await world.ok("person.list", group)
         assert [(p["name"], p["relationship"]) for p in people] == [("Sarah Klein", None)], people
@@ -289,7 +310,9 @@ async def test_a_private_chat_never_adds_a_relationship_a_group_would_see(world:
 
 async def test_a_groups_own_person_is_found_where_a_hidden_one_shares_the_phrase(world: World) -> None:
     p1, g2 = world.who("alice", "p1", "private"), world.who("alice", "g2", "group")
-    await world.ok("memory.add", p1, content="My wife's name is Sarah Klein and she is pregnant", sensitivity="sensitive")
+    await world.ok(
+        "memory.add", p1, content="My wife's name is Sarah Klein and she is pregnant", sensitivity="sensitive"
+    )
     await world.ok("memory.add", g2, content="Sarah brings the cake", subjects=["Sarah"])
     # "Sarah Klein" is the hidden person's whole name; the group knows a Sarah.
     context = await world.ok("memory.context", g2, message="is Sarah Klein coming?")

@@ -75,8 +75,9 @@ def test_a_data_dir_the_user_cannot_write_stops_start_up_with_one_line_and_statu
     data = short_tmp / "data"
     data.mkdir(mode=0o755)
     os.chown(data, NOBODY, NOBODY)  # someone else's directory
-    done = memoryd("serve", "--embedder", "none", "--socket", str(short_tmp / "s"), data_dir=data,
-                   preexec_fn=_without_dac_override)
+    done = memoryd(
+        "serve", "--embedder", "none", "--socket", str(short_tmp / "s"), data_dir=data, preexec_fn=_without_dac_override
+    )
     output = text(done)
     assert done.returncode == STORAGE_UNUSABLE, output
     assert f"memoryd: cannot start: {data}: Permission denied" in output

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-
 import hashlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -227,7 +226,12 @@ async def test_identity_lifecycle_and_health_come_from_the_backend(
     info = coalescing.describe()
     assert info["backend"] == "hash"
     assert info["coalescing"] == {
-        "running": True, "max_batch": 8, "queued": 0, "backend_calls": 1, "texts": 2, "queries_at_once": 0
+        "running": True,
+        "max_batch": 8,
+        "queued": 0,
+        "backend_calls": 1,
+        "texts": 2,
+        "queries_at_once": 0,
     }
     await coalescing.aclose()
     assert (inner.started, inner.closed) == (1, 1)

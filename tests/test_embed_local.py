@@ -67,7 +67,9 @@ async def test_one_text_alone_and_in_a_padded_batch_give_the_same_vector() -> No
     # A lone text is one unpadded forward pass (the query path); in a batch it is padded and
     # masked inside a chunk of similar lengths.  From 3 tokens to past the 256-token cap.
     words = "remind me to call the dentist about my daughter's braces before the school trip".split()
-    texts = [" ".join(words[i % len(words)] for i in range(count)) for count in (1, 2, 5, 11, 16, 40, 90, 180, 250, 400)]
+    texts = [
+        " ".join(words[i % len(words)] for i in range(count)) for count in (1, 2, 5, 11, 16, 40, 90, 180, 250, 400)
+    ]
     texts += [TEXTS[-1], "", "Why did Gina start her own clothing store?"]
     embedder = await started(LocalEmbedder())
     batched = await embedder.embed(texts)

@@ -71,7 +71,9 @@ async def test_a_private_chats_episodes_never_reach_a_group_chat(peer: NdjsonPee
 
 async def test_context_prefers_facts_and_labels_relevant_episodes(peer: NdjsonPeer) -> None:
     await call_ok(peer, "memory.observe", {**DM, "messages": MESSAGES})
-    await call_ok(peer, "memory.observe", {**DM, "messages": [{"role": "user", "content": "The weather is grey today"}]})
+    await call_ok(
+        peer, "memory.observe", {**DM, "messages": [{"role": "user", "content": "The weather is grey today"}]}
+    )
     await call_ok(peer, "memory.add", {**DM, "content": "Alice's greyhound Biscuit eats salmon kibble"})
     message = "what does the greyhound Biscuit eat?"
     # The episodes' relevance to the message, as a search reports it.
@@ -80,7 +82,9 @@ async def test_context_prefers_facts_and_labels_relevant_episodes(peer: NdjsonPe
     weather = [hit["relevance"] for hit in found if "weather" in hit["content"]]
     assert not weather or max(weather) < adopted
     # types composes with min_relevance: every hit kept clears it.
-    above = await call_ok(peer, "memory.search", {**DM, "query": message, "types": ["episode"], "min_relevance": adopted})
+    above = await call_ok(
+        peer, "memory.search", {**DM, "query": message, "types": ["episode"], "min_relevance": adopted}
+    )
     assert any("adopted" in hit["content"] for hit in above) and all(hit["relevance"] >= adopted for hit in above)
     if adopted < 1:
         beyond = {**DM, "query": message, "types": ["episode"], "min_relevance": min(1.0, adopted + 1e-6)}
@@ -148,11 +152,21 @@ async def test_messages_observed_while_extraction_was_off_are_extracted_once_it_
     peer = await NdjsonPeer.connect(offline.config.socket_path)
     await call_ok(peer, "memory.observe", {**DM, "messages": MESSAGES, "session_key": "old"})
     await trio.sleep(0.05)  # a later arrival
-    await call_ok(peer, "memory.observe", {**DM, "messages": [{"role": "user", "content": "I play the cello"}], "session_key": "new"})
+    await call_ok(
+        peer,
+        "memory.observe",
+        {**DM, "messages": [{"role": "user", "content": "I play the cello"}], "session_key": "new"},
+    )
     offline.request_stop()
     await trio.sleep(0.5)
 
-    fake.default = Answer({"facts": [{"content": "Alice has a greyhound named Biscuit.", "memory_type": "relationship", "confidence": 0.9}]})
+    fake.default = Answer(
+        {
+            "facts": [
+                {"content": "Alice has a greyhound named Biscuit.", "memory_type": "relationship", "confidence": 0.9}
+            ]
+        }
+    )
     config = llm_config(short_tmp, fake)
     # One extraction at a time, so the order the model sees them in is the order they were due.
     config = type(config)(**{**{f: getattr(config, f) for f in config.__struct_fields__},

@@ -38,14 +38,29 @@ async def write_everywhere(peer: NdjsonPeer) -> dict[str, str]:
     gone = await call_ok(peer, "memory.add", {**ALICE, "content": f"Deleted note {MARKER}"})
     await call_ok(peer, "memory.delete", {**ALICE, "memory_id": gone["id"]})
     await call_ok(peer, "memory.pin", {**ALICE, "memory_id": ids["plain"]})
-    await call_ok(peer, "memory.add", {**ALICE, "content": f"Temporary gate code {MARKER}", "expires_days": 3, "key": f"gate-{MARKER}"})
-    await call_ok(peer, "memory.add", {**ALICE, "content": "My sister Zqxmarkerq7ina loves tea", "subjects": ["Zqxmarkerq7ina"]})
+    await call_ok(
+        peer,
+        "memory.add",
+        {**ALICE, "content": f"Temporary gate code {MARKER}", "expires_days": 3, "key": f"gate-{MARKER}"},
+    )
+    await call_ok(
+        peer, "memory.add", {**ALICE, "content": "My sister Zqxmarkerq7ina loves tea", "subjects": ["Zqxmarkerq7ina"]}
+    )
     await call_ok(peer, "person.alias", {**ALICE, "name": "Zqxmarkerq7ina", "alias": f"sis {MARKER}"})
     messages = [
-        {"role": "user", "content": f"I keep my keys under the {MARKER} mat", "username": f"{MARKER}_alice", "user_id": "alice"},
+        {
+            "role": "user",
+            "content": f"I keep my keys under the {MARKER} mat",
+            "username": f"{MARKER}_alice",
+            "user_id": "alice",
+        },
         {"role": "assistant", "content": "Noted."},
     ]
-    await call_ok(peer, "memory.observe", {**ALICE, "messages": messages, "session_key": f"s-{MARKER}", "timezone": "Europe/Paris"})
+    await call_ok(
+        peer,
+        "memory.observe",
+        {**ALICE, "messages": messages, "session_key": f"s-{MARKER}", "timezone": "Europe/Paris"},
+    )
     await call_ok(peer, "memory.observe", {**BOB_IN_TEAM, "messages": messages[:1]})
     # Group memories: alice's own (stays with the team, without her name) and bob's from her words.
     ids["alice_group"] = (
@@ -55,7 +70,12 @@ async def write_everywhere(peer: NdjsonPeer) -> dict[str, str]:
         await call_ok(
             peer,
             "memory.add",
-            {**BOB_IN_TEAM, "content": "The team lunch is on Fridays", "shared": True, "source_username": f"{MARKER}_alice"},
+            {
+                **BOB_IN_TEAM,
+                "content": "The team lunch is on Fridays",
+                "shared": True,
+                "source_username": f"{MARKER}_alice",
+            },
         )
     )["id"]
     ids["bob_own"] = (await call_ok(peer, "memory.add", {**BOB_IN_TEAM, "content": "Bob likes chess"}))["id"]

@@ -39,7 +39,9 @@ async def test_expires_days_wins_over_the_words(peer: NdjsonPeer) -> None:
 async def test_add_ends_until_tomorrow_at_the_callers_midnight(peer: NdjsonPeer) -> None:
     tz = ZoneInfo("Pacific/Auckland")
     added = await call_ok(
-        peer, "memory.add", {**ALICE, "content": "The lift is out of order until tomorrow", "timezone": "Pacific/Auckland"}
+        peer,
+        "memory.add",
+        {**ALICE, "content": "The lift is out of order until tomorrow", "timezone": "Pacific/Auckland"},
     )
     local = moment(added["expires_at"]).astimezone(tz)
     assert (local.hour, local.minute) == (0, 0)
@@ -52,7 +54,11 @@ async def test_an_extracted_fact_without_expires_days_gets_one_from_its_words(
     fake.default = Answer(
         {
             "facts": [
-                {"content": "Alice's gate code is 4411 for the next 3 days.", "memory_type": "context", "confidence": 0.9},
+                {
+                    "content": "Alice's gate code is 4411 for the next 3 days.",
+                    "memory_type": "context",
+                    "confidence": 0.9,
+                },
                 {"content": "Alice worked in Oslo for 2 weeks.", "memory_type": "knowledge", "confidence": 0.9},
             ]
         }
@@ -61,7 +67,9 @@ async def test_an_extracted_fact_without_expires_days_gets_one_from_its_words(
     messages = [{"role": "user", "content": "The gate code is 4411 for the next 3 days. I worked in Oslo for 2 weeks."}]
     reply = await call_ok(peer, "memory.extract_from_messages", {**ALICE, "messages": messages})
     assert reply["stored"] == 2
-    stored = {m["content"]: m for m in [await call_ok(peer, "memory.get", {**ALICE, "memory_id": i}) for i in reply["ids"]]}
+    stored = {
+        m["content"]: m for m in [await call_ok(peer, "memory.get", {**ALICE, "memory_id": i}) for i in reply["ids"]]
+    }
     code = stored["Alice's gate code is 4411 for the next 3 days."]
     assert code["expires_at"] is not None
     assert timedelta(days=2, hours=23) < moment(code["expires_at"]) - datetime.now(ZoneInfo("UTC")) <= timedelta(days=3)

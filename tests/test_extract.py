@@ -59,10 +59,26 @@ async def test_facts_come_back_typed_and_the_prompt_carries_speaker_date_and_mes
         Answer(
             {
                 "facts": [
-                    fact("Sarah (David Cramer's wife) loves Italian food.", subjects=["Sarah"], sensitivity="public", speaker="@david"),
-                    fact("David Cramer and Sarah are going to Rome on 23 November 2026.", "event", 0.95,
-                         subjects=["David Cramer", "Sarah"], expires_days=5, sensitivity="public"),
-                    fact("Sarah is David Cramer's wife.", "relationship", subjects=["Sarah"], aliases={"Sarah": ["my wife"]}),
+                    fact(
+                        "Sarah (David Cramer's wife) loves Italian food.",
+                        subjects=["Sarah"],
+                        sensitivity="public",
+                        speaker="@david",
+                    ),
+                    fact(
+                        "David Cramer and Sarah are going to Rome on 23 November 2026.",
+                        "event",
+                        0.95,
+                        subjects=["David Cramer", "Sarah"],
+                        expires_days=5,
+                        sensitivity="public",
+                    ),
+                    fact(
+                        "Sarah is David Cramer's wife.",
+                        "relationship",
+                        subjects=["Sarah"],
+                        aliases={"Sarah": ["my wife"]},
+                    ),
                 ]
             }
         )
@@ -91,7 +107,9 @@ async def test_facts_come_back_typed_and_the_prompt_carries_speaker_date_and_mes
     assert "Current date and time: Sunday 22 November 2026, 18:24 (UTC)" in seen.prompt
     assert "Owner of this memory: @david (David Cramer)" in seen.prompt
     assert '"Dave", "David Cramer", "david"' in seen.prompt
-    assert '<message role="user" from="@david (David Cramer)">My wife Sarah loves Italian food.</message>' in seen.prompt
+    assert (
+        '<message role="user" from="@david (David Cramer)">My wife Sarah loves Italian food.</message>' in seen.prompt
+    )
     assert '<message role="assistant">Noted! I can suggest restaurants.</message>' in seen.prompt
     assert seen.prompt.index("Italian food") < seen.prompt.index("Noted!") < seen.prompt.index("Rome tomorrow")
     assert seen.mode == "json_schema"
@@ -139,8 +157,10 @@ async def test_only_the_newest_max_messages_are_read(fake: FakeLlm, llm: LlmClie
 
 
 async def test_no_user_message_means_no_llm_call(fake: FakeLlm, llm: LlmClient) -> None:
-    messages = [ConversationMessage(role="assistant", content="I am a helpful assistant."),
-                ConversationMessage(role="user", content="   ")]
+    messages = [
+        ConversationMessage(role="assistant", content="I am a helpful assistant."),
+        ConversationMessage(role="user", content="   "),
+    ]
     outcome = await run(llm, messages)
     assert outcome == ExtractionOutcome(facts=[], called_llm=False)
     assert fake.seen == []
@@ -176,7 +196,9 @@ async def test_redact_mode_keeps_the_fact_without_the_secret(fake: FakeLlm, llm:
 
 
 async def test_a_reply_with_a_mistyped_fact_is_retried(fake: FakeLlm, llm: LlmClient) -> None:
-    fake.script.extend([Answer({"facts": [fact("x", confidence="high")]}), Answer({"facts": [fact("David likes tea.")]})])  # type: ignore[arg-type]
+    fake.script.extend(
+        [Answer({"facts": [fact("x", confidence="high")]}), Answer({"facts": [fact("David likes tea.")]})]
+    )  # type: ignore[arg-type]
     outcome = await run(llm)
     assert [f.content for f in outcome.facts] == ["David likes tea."]
     assert len(fake.seen) == 2
@@ -196,8 +218,11 @@ async def test_a_model_that_is_down_raises_unavailable(fake: FakeLlm, llm: LlmCl
 
 def test_extract_facts_wants_an_aware_now() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        trio.run(lambda: extract_facts(OllamaChat("http://127.0.0.1:9", "m"), CONVERSATION, speaker=DAVID,
-                                       now=datetime(2026, 1, 1)))
+        trio.run(
+            lambda: extract_facts(
+                OllamaChat("http://127.0.0.1:9", "m"), CONVERSATION, speaker=DAVID, now=datetime(2026, 1, 1)
+            )
+        )
 
 
 def extracted(content: str = "David likes tea.", **fields: Any) -> ExtractedFact:
@@ -206,7 +231,12 @@ def extracted(content: str = "David likes tea.", **fields: Any) -> ExtractedFact
     return ExtractedFact(content=content, **fields)
 
 
-def keep(*facts: ExtractedFact, threshold: float = 0.7, secrets: Any = "refuse", owners: tuple[str, ...] = ("david", "David Cramer")) -> Any:
+def keep(
+    *facts: ExtractedFact,
+    threshold: float = 0.7,
+    secrets: Any = "refuse",
+    owners: tuple[str, ...] = ("david", "David Cramer"),
+) -> Any:
     return filter_facts(facts, confidence_threshold=threshold, secrets=secrets, owner_names=owners)
 
 
@@ -248,8 +278,11 @@ def test_facts_about_or_by_the_assistant_are_dropped(proposed: ExtractedFact) ->
 
 
 def test_facts_merely_mentioning_assistants_are_kept() -> None:
-    texts = ["Assistance dogs are welcome at David's office.", "David works as an assistant professor.",
-             "David's assistant Maria books his travel."]
+    texts = [
+        "Assistance dogs are welcome at David's office.",
+        "David works as an assistant professor.",
+        "David's assistant Maria books his travel.",
+    ]
     assert [f.content for f in keep(*(extracted(t) for t in texts)).facts] == texts
 
 
@@ -288,7 +321,9 @@ def test_subjects_are_cleaned(given: list[str], kept: list[str]) -> None:
 
 
 def test_empty_overlong_and_excess_facts_are_dropped() -> None:
-    facts = [extracted("   "), extracted("x" * 1001)] + [extracted(f"David owns book {i}.") for i in range(MAX_FACTS + 2)]
+    facts = [extracted("   "), extracted("x" * 1001)] + [
+        extracted(f"David owns book {i}.") for i in range(MAX_FACTS + 2)
+    ]
     result = keep(*facts)
     assert len(result.facts) == MAX_FACTS
     assert result.dropped == {"empty": 1, "too_long": 1, "over_limit": 2}
@@ -318,7 +353,14 @@ def test_the_reply_schema_advertises_enums_and_ranges() -> None:
     item = json_schema(ExtractionResult)["properties"]["facts"]["items"]
     assert item["required"] == ["content", "memory_type", "confidence"]
     assert item["properties"]["memory_type"]["enum"] == [
-        "preference", "identity", "relationship", "knowledge", "context", "event", "task", "observation"
+        "preference",
+        "identity",
+        "relationship",
+        "knowledge",
+        "context",
+        "event",
+        "task",
+        "observation",
     ]
     assert item["properties"]["sensitivity"]["enum"] == ["public", "personal", "sensitive"]
     assert (item["properties"]["confidence"]["minimum"], item["properties"]["confidence"]["maximum"]) == (0, 1)
@@ -336,8 +378,10 @@ def test_around_is_the_message_and_its_neighbours() -> None:
 def test_messages_decode_from_the_wire_with_iso_or_epoch_timestamps() -> None:
     import msgspec
 
-    raw = b'[{"role": "user", "content": "hi", "timestamp": "2026-11-22T09:05:00Z", "id": "1"},' \
-          b' {"role": "assistant", "content": "hello", "timestamp": 1795338300}]'
+    raw = (
+        b'[{"role": "user", "content": "hi", "timestamp": "2026-11-22T09:05:00Z", "id": "1"},'
+        b' {"role": "assistant", "content": "hello", "timestamp": 1795338300}]'
+    )
     first, second = msgspec.json.decode(raw, type=list[ConversationMessage])
     assert first.sent_at() == datetime(2026, 11, 22, 9, 5, tzinfo=UTC)
     assert second.sent_at() == datetime.fromtimestamp(1795338300, UTC)

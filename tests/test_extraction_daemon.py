@@ -56,7 +56,11 @@ FACTS = {
         {"content": "Alice is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99},
         {"content": "Alice might like jazz.", "memory_type": "preference", "confidence": 0.3},
         {"content": "The assistant will remember allergies.", "memory_type": "knowledge", "confidence": 0.9},
-        {"content": "Alice's API key is sk-abcdefghijklmnopqrstuvwxyz123456", "memory_type": "knowledge", "confidence": 0.9},
+        {
+            "content": "Alice's API key is sk-abcdefghijklmnopqrstuvwxyz123456",
+            "memory_type": "knowledge",
+            "confidence": 0.9,
+        },
     ]
 }
 
@@ -121,8 +125,13 @@ async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_b
     fake.default = Answer(FACTS)
     _, peer = await start(nursery, llm_config(short_tmp, fake))
     await observe_all(
-        peer, ALICE, session_key="s1", chat_type="private", source_username="alice",
-        source_display_name="Alice Liddell", timezone="Europe/Paris",
+        peer,
+        ALICE,
+        session_key="s1",
+        chat_type="private",
+        source_username="alice",
+        source_display_name="Alice Liddell",
+        timezone="Europe/Paris",
     )
     state = await wait_extraction(peer, idle_after(1))
     assert len(fake.seen) == 1, "the debounce must batch the three exchanges into one call"
@@ -139,7 +148,8 @@ async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_b
     # Unfiltered, the observed message is found too, as an episode.
     hits = await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"})
     assert {(hit["memory_type"], hit["content"]) for hit in hits} == {
-        ("identity", "Alice is allergic to peanuts."), ("episode", "Alice Liddell: I am allergic to peanuts.")
+        ("identity", "Alice is allergic to peanuts."),
+        ("episode", "Alice Liddell: I am allergic to peanuts."),
     }
     listed = {m["content"]: m for m in await call_ok(peer, "memory.list", {**ALICE, "limit": 50})}
     assert set(listed) == {
@@ -149,7 +159,12 @@ async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_b
     }
     wife = listed["Alice's wife Sarah loves Italian food."]
     assert wife["memory_type"] == "relationship" and wife["subjects"] == ["Sarah"]
-    assert wife["source_label"] == "extraction" and wife["source"] == "Alice Liddell" and wife["scope"] == "personal" and wife["chat_id"] == "chat-1"
+    assert (
+        wife["source_label"] == "extraction"
+        and wife["source"] == "Alice Liddell"
+        and wife["scope"] == "personal"
+        and wife["chat_id"] == "chat-1"
+    )
     assert wife["chat_type"] == "private" and wife["source_session"] == "s1"
     assert wife["source_username"] == "alice" and wife["source_display_name"] == "Alice Liddell"
     assert wife["source_message_id"] == "m6" and wife["sensitivity"] == "personal"
@@ -170,7 +185,11 @@ async def test_a_fact_about_the_group_becomes_a_group_memory_in_a_group_chat(
     short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
 ) -> None:
     fake.default = Answer(
-        {"facts": [{"content": "The team ships on Fridays.", "memory_type": "knowledge", "confidence": 0.9, "shared": True}]}
+        {
+            "facts": [
+                {"content": "The team ships on Fridays.", "memory_type": "knowledge", "confidence": 0.9, "shared": True}
+            ]
+        }
     )
     _, peer = await start(nursery, llm_config(short_tmp, fake))
     message = {"role": "user", "content": "We ship on Fridays.", "id": "g1", "username": "alice"}
@@ -301,9 +320,7 @@ async def test_an_llm_error_in_extract_from_messages_is_reported(
         ({"messages": [{"role": "user", "content": "x"}], "session_key": ""}, "session_key"),
     ],
 )
-async def test_observe_rejects_bad_input_naming_the_field(
-    daemon: Daemon, params: dict[str, Any], field: str
-) -> None:
+async def test_observe_rejects_bad_input_naming_the_field(daemon: Daemon, params: dict[str, Any], field: str) -> None:
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     reply = await peer.call("memory.observe", {**ALICE, **params})
     assert reply["error"]["code"] == -32602
@@ -385,7 +402,9 @@ async def test_with_the_local_model_a_paraphrase_refreshes_and_a_new_fact_keeps_
 async def test_an_extracted_fact_supersedes_the_memory_it_contradicts(
     short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
 ) -> None:
-    fake.default = Answer({"facts": [{"content": "My favorite color is blue", "memory_type": "preference", "confidence": 0.9}]})
+    fake.default = Answer(
+        {"facts": [{"content": "My favorite color is blue", "memory_type": "preference", "confidence": 0.9}]}
+    )
     # The offline rules decide inline (an LLM decider would queue a job): force them.
     config = make_config(short_tmp, llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0})
     config = msgspec.structs.replace(config, supersession=msgspec.structs.replace(config.supersession, decider="rules"))

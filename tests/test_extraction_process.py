@@ -7,7 +7,6 @@ import signal
 import time
 from typing import Any
 
-
 from tests.fake_llm import Answer, FakeLlm
 from tests.wire import sync_call
 

@@ -33,9 +33,28 @@ SECRET = "5f1e0c3a9b7d2e4f6a8c0b1d3e5f7a9c1b3d5e7f9a0c2e4f6a8b0d2f4e6a8c0b"
 
 #: Each would otherwise be a user of its own that looks like another (or like nobody).
 BAD_IDS = [
-    "", " ", "\t", "   ", "\u200b", "\u00a0", "\u3000", "alice ", " alice", "alice\t", "alice\u00a0",
-    "alice\u3000", "alice\x00", "alice\x1b[31mred", "ali\u200bce", "alice\ufeff", "alice\u2028", "alice\n",
-    "\u3164", "alice\ud800", "e\u0301", "x" * (MAX_IDENTIFIER_CHARS + 1),
+    "",
+    " ",
+    "\t",
+    "   ",
+    "\u200b",
+    "\u00a0",
+    "\u3000",
+    "alice ",
+    " alice",
+    "alice\t",
+    "alice\u00a0",
+    "alice\u3000",
+    "alice\x00",
+    "alice\x1b[31mred",
+    "ali\u200bce",
+    "alice\ufeff",
+    "alice\u2028",
+    "alice\n",
+    "\u3164",
+    "alice\ud800",
+    "e\u0301",
+    "x" * (MAX_IDENTIFIER_CHARS + 1),
 ]
 GOOD_IDS = ["alice", "Alice Smith", "-1001234567890", "user@example.com", "Zoë", "漢字", "x" * MAX_IDENTIFIER_CHARS]
 METHODS = [
@@ -86,8 +105,9 @@ async def test_trust_mode_refuses_bad_user_and_chat_ids_naming_the_field(peer: N
         await call_ok(peer, "memory.add", {"user_id": good, "chat_id": good, "content": "ok", "shared": True})
 
 
-async def test_token_mode_refuses_bad_subjects_and_chat_claims(short_tmp: Path, nursery: trio.Nursery,
-                                                               caplog: pytest.LogCaptureFixture) -> None:
+async def test_token_mode_refuses_bad_subjects_and_chat_claims(
+    short_tmp: Path, nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
     daemon = Daemon(make_config(short_tmp, auth={"mode": "token", "token_secret": SECRET}))
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
@@ -132,15 +152,22 @@ async def test_the_client_and_the_cli_refuse_before_sending(daemon: Daemon) -> N
             await trio.to_thread.run_sync(lambda bad=bad: MemoryClient(user_id=bad, socket_path=socket).add("x"))
         assert caught.value.field == "user_id"
         with pytest.raises(InvalidIdentity):
-            await trio.to_thread.run_sync(lambda bad=bad: MemoryClient(user_id="alice", chat_id=bad, socket_path=socket).add("x"))
+            await trio.to_thread.run_sync(
+                lambda bad=bad: MemoryClient(user_id="alice", chat_id=bad, socket_path=socket).add("x")
+            )
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "PYTHONPATH": f"{REPO / 'client'}:{REPO / 'sandbox-cli'}",
             "MEMORYD_SOCKET": socket,
             "MEMORY_USER_ID": bad,
         }
-        done = await trio.run_process([sys.executable, "-m", "memory_cli", "add", "a note"], env=env,
-                                      capture_stdout=True, capture_stderr=True, check=False)
+        done = await trio.run_process(
+            [sys.executable, "-m", "memory_cli", "add", "a note"],
+            env=env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
         assert done.returncode == 2, (bad, done.returncode, done.stderr)
         assert b"user_id" in done.stderr
     client = MemoryClient(user_id="alice", socket_path=socket)

@@ -53,7 +53,11 @@ async def test_old_ulids_and_new_ids_list_in_time_order_and_both_work_as_cursors
         clock.at = 1_700_000_000_000 + i * 1000
         await store.memories.add(note(f"m{i}"))
     for i in (1, 3, 5):
-        sql(store.path, "UPDATE memories SET id = ? WHERE content = ?", (new_ulid(1_700_000_000_000 + i * 1000), f"m{i}"))
+        sql(
+            store.path,
+            "UPDATE memories SET id = ? WHERE content = ?",
+            (new_ulid(1_700_000_000_000 + i * 1000), f"m{i}"),
+        )
     clock.at = 1_700_000_010_000
     records = await store.memories.list(ALICE, limit=10)
     assert [r.content for r in records] == ["m5", "m4", "m3", "m2", "m1", "m0"]
@@ -68,7 +72,7 @@ async def test_old_ulids_and_new_ids_list_in_time_order_and_both_work_as_cursors
         ]
     # An old id still resolves by prefix, for get and delete.
     old = records[0].id
-    got = await store.memories.get(ALICE, old[:MIN_PREFIX_LENGTH + 4])
+    got = await store.memories.get(ALICE, old[: MIN_PREFIX_LENGTH + 4])
     assert got is not None and got.content == "m5"
 
 
@@ -132,13 +136,22 @@ async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store
     # disclosure metadata (vectors and all).
     sql(path, "DROP INDEX memories_scope_time")
     sql(path, "ALTER TABLE memories DROP COLUMN disclosure")
-    sql(path, "CREATE TABLE old_vectors AS SELECT v.memory_rowid, v.scope_key, v.expires_at, v.coarse, c.fine AS embedding "
-              "FROM vec_g1 AS v JOIN vector_copies AS c ON c.memory_rowid = v.memory_rowid")
+    sql(
+        path,
+        "CREATE TABLE old_vectors AS SELECT v.memory_rowid, v.scope_key, v.expires_at, v.coarse, c.fine AS embedding "
+        "FROM vec_g1 AS v JOIN vector_copies AS c ON c.memory_rowid = v.memory_rowid",
+    )
     sql(path, "DROP TABLE vec_g1")
     sql(path, "DROP TABLE vector_copies")
-    sql(path, "CREATE VIRTUAL TABLE vec_g1 USING vec0 (memory_rowid INTEGER PRIMARY KEY, scope_key TEXT PARTITION KEY, "
-              "expires_at INTEGER, coarse BIT[8], +embedding BLOB, chunk_size = 512)")
-    sql(path, "INSERT INTO vec_g1 SELECT memory_rowid, scope_key, expires_at, vec_bit(coarse), embedding FROM old_vectors")
+    sql(
+        path,
+        "CREATE VIRTUAL TABLE vec_g1 USING vec0 (memory_rowid INTEGER PRIMARY KEY, scope_key TEXT PARTITION KEY, "
+        "expires_at INTEGER, coarse BIT[8], +embedding BLOB, chunk_size = 512)",
+    )
+    sql(
+        path,
+        "INSERT INTO vec_g1 SELECT memory_rowid, scope_key, expires_at, vec_bit(coarse), embedding FROM old_vectors",
+    )
     sql(path, "DROP TABLE old_vectors")
     sql(path, f"PRAGMA user_version = {schema.version_before(schema.m007_disclosure_and_time_order)}")
 
@@ -147,9 +160,13 @@ async def test_a_store_of_the_previous_schema_is_upgraded_with_its_vectors(store
         upgraded.configure_vector_space("test:upgrade", 4)  # the same space: no re-embedding
         assert sql(path, "SELECT count(*) FROM vec_g1") == [(2,)]
         assert (await upgraded.jobs.backlog())["embed"] == 0
-        in_group = await upgraded.memories.search(Scope("alice", "team", "group"), "", limit=5, vector=QueryVector.at_hand(unit(4, 1)))
+        in_group = await upgraded.memories.search(
+            Scope("alice", "team", "group"), "", limit=5, vector=QueryVector.at_hand(unit(4, 1))
+        )
         assert [h.id for h in in_group] == [team.id] and in_group[0].similarity > 0.99
-        in_dm = await upgraded.memories.search(Scope("alice", "dm", "private"), "", limit=5, vector=QueryVector.at_hand(unit(4, 1)))
+        in_dm = await upgraded.memories.search(
+            Scope("alice", "dm", "private"), "", limit=5, vector=QueryVector.at_hand(unit(4, 1))
+        )
         assert {h.id for h in in_dm} == {dm.id, team.id}
         assert upgraded.lifecycle.check() and all(f.ok for f in upgraded.lifecycle.check())
     finally:

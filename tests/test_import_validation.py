@@ -37,8 +37,14 @@ GOOD = {
     "last_access_at": None,
 }
 PERSON = {
-    "record": "person", "id": "01JCCCCCCCCCCCCCCCCCCCCC01", "owner": "carol", "name": "Sarah", "aliases": [],
-    "relationship": None, "created_at": "2025-01-02T03:04:05.678Z", "updated_at": "2025-01-02T03:04:05.678Z",
+    "record": "person",
+    "id": "01JCCCCCCCCCCCCCCCCCCCCC01",
+    "owner": "carol",
+    "name": "Sarah",
+    "aliases": [],
+    "relationship": None,
+    "created_at": "2025-01-02T03:04:05.678Z",
+    "updated_at": "2025-01-02T03:04:05.678Z",
     "memories": [],
 }
 HEADER = b'{"format":"memoryd-export","version":2,"exported_at":"2025-01-02T03:04:05.678Z","user":null}\n'
@@ -87,7 +93,9 @@ def test_what_memory_add_refuses_is_reported_by_line_and_field_and_nothing_impor
     assert done.returncode == 1, text(done)
     assert f"line 3: {field} " in err and "nothing imported" in err, err
     assert GITHUB_TOKEN not in err and "Sup3rS3cret" not in err
-    assert not (tmp_path / "data").exists() or sql(tmp_path / "data" / "memoryd.db", "SELECT count(*) FROM memories") == [(0,)]
+    assert not (tmp_path / "data").exists() or sql(
+        tmp_path / "data" / "memoryd.db", "SELECT count(*) FROM memories"
+    ) == [(0,)]
 
 
 def test_the_configured_subjects_bound_applies_to_an_import(tmp_path: Path) -> None:
@@ -98,9 +106,7 @@ def test_the_configured_subjects_bound_applies_to_an_import(tmp_path: Path) -> N
     assert done.returncode == 1 and "line 2: subjects " in done.stderr.decode(), text(done)
 
 
-async def test_an_import_at_the_limits_is_served_and_redact_mode_redacts(
-    tmp_path: Path, nursery: trio.Nursery
-) -> None:
+async def test_an_import_at_the_limits_is_served_and_redact_mode_redacts(tmp_path: Path, nursery: trio.Nursery) -> None:
     data = tmp_path / "data"
     biggest = "y" * 16 * 1024
     dump = tmp_path / "dump.jsonl"

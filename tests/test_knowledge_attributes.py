@@ -144,15 +144,56 @@ def _trailing_corpus() -> list[str]:
         for line in (data / name).read_text().splitlines():
             pair = json.loads(line)
             texts += [pair["old"], pair["new"]]
-    endings = ["now", "after all", "these days", "nowadays", "again", "anymore", "any more", "any longer",
-               "too", "as well", "currently", "at the moment", "right now", "full-time", "for now",
-               "since May", "since May 2020", "since forever", "for the past three weeks", "for two years",
-               "yesterday", "today", "recently", "lately", "last night", "this month", "a year ago",
-               "10 days ago", "NOW", "Right Now", "agaİn", "dayſ", "ſince june", "wee\u212a", "know",
-               "snow", "ago.", "x", "(note 1-2)", ""]
-    return texts + [f"{text} {ending}" for text in texts[:60] for ending in endings] + [
-        f"{t}\n" for t in texts[:60]
-    ] + endings + [f"lives in Paris {e}" for e in endings] + [f"works at Acme, {e}\n" for e in endings]
+    endings = [
+        "now",
+        "after all",
+        "these days",
+        "nowadays",
+        "again",
+        "anymore",
+        "any more",
+        "any longer",
+        "too",
+        "as well",
+        "currently",
+        "at the moment",
+        "right now",
+        "full-time",
+        "for now",
+        "since May",
+        "since May 2020",
+        "since forever",
+        "for the past three weeks",
+        "for two years",
+        "yesterday",
+        "today",
+        "recently",
+        "lately",
+        "last night",
+        "this month",
+        "a year ago",
+        "10 days ago",
+        "NOW",
+        "Right Now",
+        "agaİn",
+        "dayſ",
+        "ſince june",
+        "wee\u212a",
+        "know",
+        "snow",
+        "ago.",
+        "x",
+        "(note 1-2)",
+        "",
+    ]
+    return (
+        texts
+        + [f"{text} {ending}" for text in texts[:60] for ending in endings]
+        + [f"{t}\n" for t in texts[:60]]
+        + endings
+        + [f"lives in Paris {e}" for e in endings]
+        + [f"works at Acme, {e}\n" for e in endings]
+    )
 
 
 def test_the_trailing_time_words_quick_test_answers_as_the_full_pattern():

@@ -146,6 +146,7 @@ def test_speakers_are_people_too():
 
 # -- the LLM variant --------------------------------------------------------------------------
 
+
 class ScriptedModel:
     """A complete_json stand-in that answers from a script and records what it was asked."""
 
@@ -169,11 +170,16 @@ async def test_llm_is_asked_with_both_texts_dates_and_speakers():
     decision = await decide_with_llm(old, new, model)
     assert decision.supersedes and decision.decided_by == "llm"
     assert decision.reason == "a new car replaces the old one"
-    (system, messages, struct_type), = model.calls
+    ((system, messages, struct_type),) = model.calls
     assert system == CONFLICT_SYSTEM_PROMPT and struct_type is LlmConflictAnswer
     text = messages[0]["content"]
-    for needle in ("Honda Civic", "Tesla", "2025-01-02T10:00:00Z", "2026-03-04T10:00:00Z",
-                   "Said by: the user themselves"):
+    for needle in (
+        "Honda Civic",
+        "Tesla",
+        "2025-01-02T10:00:00Z",
+        "2026-03-04T10:00:00Z",
+        "Said by: the user themselves",
+    ):
         assert needle in text
 
 
@@ -190,11 +196,14 @@ async def test_structural_rules_are_not_sent_to_the_llm():
     assert model.calls == []
 
 
-@pytest.mark.parametrize("failure", [
-    RuntimeError("server down"),
-    msgspec.ValidationError("Expected `str`"),
-    TimeoutError(),
-])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        RuntimeError("server down"),
+        msgspec.ValidationError("Expected `str`"),
+        TimeoutError(),
+    ],
+)
 async def test_any_llm_error_falls_back_to_the_rules(failure):
     model = ScriptedModel(failure)
     decision = await decide_with_llm(s("I work at Acme"), s("I work at Globex"), model)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
 import trio
 
 from memoryd.knowledge.conflict import CONFLICT_SYSTEM_PROMPT, Statement, decide_with_llm
 from memoryd.llm import LlmClient
 from tests.fake_llm import Answer, FakeLlm, Raw
-
 
 OLD = Statement("My car is a Honda Civic", created_at="2025-01-02T10:00:00Z")
 NEW = Statement("I now drive a Tesla", created_at="2026-03-04T10:00:00Z")

@@ -6,7 +6,12 @@ import pytest
 
 from memoryd.knowledge.mentions import MentionFinder, find_mentions
 from memoryd.knowledge.people import (
-    KnownPerson, RelationshipFact, merge_target, normalise_name, parse_relationships, resolve_person,
+    KnownPerson,
+    RelationshipFact,
+    merge_target,
+    normalise_name,
+    parse_relationships,
+    resolve_person,
 )
 from memoryd.knowledge.relationships import canonical
 
@@ -24,8 +29,10 @@ PARSES = [
     ("I have a cat named Luna", [("Luna", "cat", ("my cat",))]),
     ("My mom Linda is visiting", [("Linda", "mother", ("my mother", "my mom"))]),
     ("My kids are Emma and Leo", [("Emma", "child", ("my child",)), ("Leo", "child", ("my child",))]),
-    ("Emma, Mia and Leo are my children", [("Emma", "child", ("my child",)), ("Mia", "child", ("my child",)),
-                                           ("Leo", "child", ("my child",))]),
+    (
+        "Emma, Mia and Leo are my children",
+        [("Emma", "child", ("my child",)), ("Mia", "child", ("my child",)), ("Leo", "child", ("my child",))],
+    ),
     ("My husband Tom Baker works at Google", [("Tom Baker", "husband", ("my husband",))]),
 ]
 
@@ -51,11 +58,22 @@ def test_statements_without_a_named_relationship_yield_nobody(text):
     assert parse_relationships(text) == []
 
 
-@pytest.mark.parametrize(("word", "canon"), [
-    ("mom", "mother"), ("Mum", "mother"), ("dad", "father"), ("kids", "child"), ("kid", "child"),
-    ("colleague", "coworker"), ("co-worker", "coworker"), ("best friend", "best friend"),
-    ("hubby", "husband"), ("puppy", "dog"), ("table", None),
-])
+@pytest.mark.parametrize(
+    ("word", "canon"),
+    [
+        ("mom", "mother"),
+        ("Mum", "mother"),
+        ("dad", "father"),
+        ("kids", "child"),
+        ("kid", "child"),
+        ("colleague", "coworker"),
+        ("co-worker", "coworker"),
+        ("best friend", "best friend"),
+        ("hubby", "husband"),
+        ("puppy", "dog"),
+        ("table", None),
+    ],
+)
 def test_relationship_words_are_normalised(word, canon):
     assert canonical(word) == canon
 
@@ -68,13 +86,25 @@ MIA = KnownPerson("p5", "Mia", (), "daughter")
 PEOPLE = [SARAH, TOM, REX, EMMA, MIA]
 
 
-@pytest.mark.parametrize(("phrase", "person"), [
-    ("my wife", SARAH), ("wife", SARAH), ("Sarah", SARAH), ("sarah", SARAH), ("Sarah's", SARAH),
-    ("SARAH ", SARAH), ("my husband", SARAH),  # one spouse, whatever the word
-    ("Tom", TOM), ("tom baker", TOM), ("my boss", TOM), ("our dog", REX),
-    ("my daughter", None),  # two daughters: which one is unknown
-    ("Bob", None), ("my mother", None),
-])
+@pytest.mark.parametrize(
+    ("phrase", "person"),
+    [
+        ("my wife", SARAH),
+        ("wife", SARAH),
+        ("Sarah", SARAH),
+        ("sarah", SARAH),
+        ("Sarah's", SARAH),
+        ("SARAH ", SARAH),
+        ("my husband", SARAH),  # one spouse, whatever the word
+        ("Tom", TOM),
+        ("tom baker", TOM),
+        ("my boss", TOM),
+        ("our dog", REX),
+        ("my daughter", None),  # two daughters: which one is unknown
+        ("Bob", None),
+        ("my mother", None),
+    ],
+)
 def test_phrases_resolve_to_one_person(phrase, person):
     assert resolve_person(phrase, PEOPLE) == person
 
@@ -83,18 +113,21 @@ def _mentions(query):
     return [(m.person.name if m.person else None, m.via, m.relationship) for m in find_mentions(query, PEOPLE)]
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("what does my wife like?", [("Sarah", "relationship", "wife")]),
-    ("does Sarah like sushi?", [("Sarah", "name", "wife")]),
-    ("what's sarah's birthday", [("Sarah", "name", "wife")]),
-    ("what did my boss say", [("Tom Baker", "relationship", "boss")]),
-    ("where is Tom", [("Tom Baker", "name", "boss")]),
-    ("what does Rex eat", [("Rex", "name", "dog")]),
-    ("what should I get my mom", [(None, "relationship", "mother")]),
-    ("gifts for my daughters", [("Emma", "relationship", "daughter"), ("Mia", "relationship", "daughter")]),
-    ("Sarah and my boss", [("Sarah", "name", "wife"), ("Tom Baker", "relationship", "boss")]),
-    ("what does my wife think of Sarah", [("Sarah", "relationship", "wife")]),  # one person, once
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("what does my wife like?", [("Sarah", "relationship", "wife")]),
+        ("does Sarah like sushi?", [("Sarah", "name", "wife")]),
+        ("what's sarah's birthday", [("Sarah", "name", "wife")]),
+        ("what did my boss say", [("Tom Baker", "relationship", "boss")]),
+        ("where is Tom", [("Tom Baker", "name", "boss")]),
+        ("what does Rex eat", [("Rex", "name", "dog")]),
+        ("what should I get my mom", [(None, "relationship", "mother")]),
+        ("gifts for my daughters", [("Emma", "relationship", "daughter"), ("Mia", "relationship", "daughter")]),
+        ("Sarah and my boss", [("Sarah", "name", "wife"), ("Tom Baker", "relationship", "boss")]),
+        ("what does my wife think of Sarah", [("Sarah", "relationship", "wife")]),  # one person, once
+    ],
+)
 def test_query_mentions_known_people(query, expected):
     assert _mentions(query) == expected
 
@@ -107,12 +140,15 @@ def test_a_known_name_followed_by_another_surname_is_someone_else():
     assert [m.person for m in find_mentions("the Sarah Connor movie", [SARAH])] == [SARAH]
 
 
-@pytest.mark.parametrize("query", [
-    "should I get a dog",  # not our dog
-    "a wife and a husband",
-    "what does her husband do",  # someone else's
-    "recommend a Thai place",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "should I get a dog",  # not our dog
+        "a wife and a husband",
+        "what does her husband do",  # someone else's
+        "recommend a Thai place",
+    ],
+)
 def test_queries_that_mention_nobody_known(query):
     assert _mentions(query) == []
 

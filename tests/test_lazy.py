@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import unittest.mock
 import sys
 import types
+import unittest.mock
 
 import pytest
 

@@ -103,7 +103,9 @@ async def test_a_deleted_memory_is_not_marked_expired(store: Store, clock: Clock
 # -- gc -----------------------------------------------------------------------------------------
 
 
-async def test_gc_hard_removes_only_what_was_deleted_or_expired_before_the_retention_cutoff(store: Store, clock: Clock) -> None:
+async def test_gc_hard_removes_only_what_was_deleted_or_expired_before_the_retention_cutoff(
+    store: Store, clock: Clock
+) -> None:
     old_deleted = await add_at(store, clock, "deleted long ago", T - 60 * DAY)
     new_deleted = await add_at(store, clock, "deleted lately", T - 60 * DAY)
     old_expired = await add_at(store, clock, "expired long ago", T - 60 * DAY, expires_at_ms=T - 31 * DAY)
@@ -130,7 +132,9 @@ async def test_gc_hard_removes_only_what_was_deleted_or_expired_before_the_reten
     assert store.lifecycle.gc(retention_ms=30 * DAY).purged == 0
 
 
-async def test_the_audit_trail_of_a_purged_memory_is_pruned_one_retention_period_later(store: Store, clock: Clock) -> None:
+async def test_the_audit_trail_of_a_purged_memory_is_pruned_one_retention_period_later(
+    store: Store, clock: Clock
+) -> None:
     purged = await add_at(store, clock, "to be purged", T - 90 * DAY)
     kept = await add_at(store, clock, "kept", T - 90 * DAY)
     set_column(store, purged, "deleted_at_ms", T - 40 * DAY)
@@ -152,7 +156,9 @@ async def test_the_audit_trail_of_a_purged_memory_is_pruned_one_retention_period
 # -- max_entries --------------------------------------------------------------------------------
 
 
-async def test_eviction_order_is_expired_then_least_recently_used_then_lowest_confidence(store: Store, clock: Clock) -> None:
+async def test_eviction_order_is_expired_then_least_recently_used_then_lowest_confidence(
+    store: Store, clock: Clock
+) -> None:
     recent_expired = await add_at(store, clock, "expired but recent", T - DAY, expires_at_ms=T - 1)
     used_lately = await add_at(store, clock, "old but used yesterday", T - 200 * DAY)
     set_column(store, used_lately, "last_access_ms", T - DAY - 1)

@@ -10,8 +10,13 @@ from memoryd.config.sections import LimitsConfig
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "limits.md").read_text()
 KEYS = [
-    "max_subjects_per_memory", "max_people_per_owner", "observe_messages_per_minute", "observe_bytes_per_minute",
-    "max_observed_sessions_per_user", "max_queued_extractions_per_user", "max_inflight_per_connection",
+    "max_subjects_per_memory",
+    "max_people_per_owner",
+    "observe_messages_per_minute",
+    "observe_bytes_per_minute",
+    "max_observed_sessions_per_user",
+    "max_queued_extractions_per_user",
+    "max_inflight_per_connection",
     "max_inflight_per_uid",
 ]
 

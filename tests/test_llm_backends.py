@@ -65,9 +65,7 @@ async def ask(llm: LlmClient, struct: type[Any] = Pets) -> Any:
             await llm.aclose()
 
 
-async def test_a_reply_decodes_into_the_struct_and_the_request_carries_the_schema(
-    fake: FakeLlm, provider: str
-) -> None:
+async def test_a_reply_decodes_into_the_struct_and_the_request_carries_the_schema(fake: FakeLlm, provider: str) -> None:
     fake.script.append(Answer(GOOD))
     assert await ask(client(provider, fake.url)) == EXPECTED
     [seen] = fake.seen
@@ -233,9 +231,7 @@ def test_retry_after_reads_seconds_and_http_dates_and_caps_them() -> None:
     assert retry_after(httpx.Response(429)) is None
 
 
-async def test_a_server_rejecting_json_schema_gets_json_mode_and_it_is_remembered(
-    fake: FakeLlm, provider: str
-) -> None:
+async def test_a_server_rejecting_json_schema_gets_json_mode_and_it_is_remembered(fake: FakeLlm, provider: str) -> None:
     fake.reject_modes = {"json_schema"}
     fake.script.extend([Answer(GOOD), Answer(GOOD)])
     llm = client(provider, fake.url, retries=0)
@@ -307,7 +303,9 @@ def test_make_llm_is_none_by_default_and_builds_each_provider(tmp_path: Path) ->
     assert make_llm(LlmConfig()) is None
     key_file = tmp_path / "key"
     key_file.write_text("sk-from-file\n")
-    openai = make_llm(LlmConfig(provider="openai", url="http://127.0.0.1:8080/v1", model="gpt", api_key_file=str(key_file)))
+    openai = make_llm(
+        LlmConfig(provider="openai", url="http://127.0.0.1:8080/v1", model="gpt", api_key_file=str(key_file))
+    )
     assert isinstance(openai, OpenAIChat) and openai.describe()["url"] == "http://127.0.0.1:8080/v1/chat/completions"
     ollama = make_llm(LlmConfig(provider="ollama", url="http://127.0.0.1:11434", model="llama3.2", concurrency=3))
     assert isinstance(ollama, OllamaChat) and ollama.describe()["url"] == "http://127.0.0.1:11434/api/chat"
@@ -327,8 +325,16 @@ BAD_CONFIGS = [
     pytest.param(LlmConfig(provider="ollama", model="m"), "llm.url is required", id="no-url"),
     pytest.param(LlmConfig(provider="openai", url="http://h"), "llm.model is required", id="no-model"),
     pytest.param(LlmConfig(provider="ollama", url="ftp://h", model="m"), "llm.url", id="bad-scheme"),
-    pytest.param(LlmConfig(provider="openai", url="http://h", model="m", api_key="k", api_key_file="/x"), "both set", id="two-keys"),
-    pytest.param(LlmConfig(provider="openai", url="http://h", model="m", api_key_file="/nonexistent/k"), "llm.api_key_file", id="no-key-file"),
+    pytest.param(
+        LlmConfig(provider="openai", url="http://h", model="m", api_key="k", api_key_file="/x"),
+        "both set",
+        id="two-keys",
+    ),
+    pytest.param(
+        LlmConfig(provider="openai", url="http://h", model="m", api_key_file="/nonexistent/k"),
+        "llm.api_key_file",
+        id="no-key-file",
+    ),
 ]
 
 

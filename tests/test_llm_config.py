@@ -22,14 +22,16 @@ def test_extraction_is_off_by_default() -> None:
 
 
 def test_llm_settings_come_from_the_environment() -> None:
-    config = load_config(environ={
-        "MEMORYD_LLM_PROVIDER": "ollama",
-        "MEMORYD_LLM_URL": "http://127.0.0.1:11434",
-        "MEMORYD_LLM_MODEL": "llama3.2",
-        "MEMORYD_LLM_CONCURRENCY": "4",
-        "MEMORYD_EXTRACTION_SECRETS": "redact",
-        "MEMORYD_EXTRACTION_DEBOUNCE_SECONDS": "5",
-    })
+    config = load_config(
+        environ={
+            "MEMORYD_LLM_PROVIDER": "ollama",
+            "MEMORYD_LLM_URL": "http://127.0.0.1:11434",
+            "MEMORYD_LLM_MODEL": "llama3.2",
+            "MEMORYD_LLM_CONCURRENCY": "4",
+            "MEMORYD_EXTRACTION_SECRETS": "redact",
+            "MEMORYD_EXTRACTION_DEBOUNCE_SECONDS": "5",
+        }
+    )
     assert (config.llm.provider, config.llm.model, config.llm.concurrency) == ("ollama", "llama3.2", 4)
     assert (config.extraction.secrets, config.extraction.debounce_seconds) == ("redact", 5.0)
 

@@ -43,7 +43,9 @@ def test_the_same_error_is_logged_burst_times_per_window_then_counted() -> None:
     assert len(records) == 3
     assert records[-1].fields == {"repeats_muted_seconds": 60.0}  # type: ignore[attr-defined]
     clock.now += 61
-    logger.error("method %r failed on connection %d", "memory.list", 1, exc_info=(RecursionError, RecursionError(), None))
+    logger.error(
+        "method %r failed on connection %d", "memory.list", 1, exc_info=(RecursionError, RecursionError(), None)
+    )
     assert len(records) == 4 and records[-1].fields == {"suppressed": 4997}  # type: ignore[attr-defined]
 
 

@@ -12,9 +12,9 @@ import pytest
 import trio
 from mcp import Client
 
+from memory_cli.mcp.jsonschema import KNOWN_KEYWORDS
 from memoryd.server.daemon import Daemon
 from memoryd_client import mint_token
-from memory_cli.mcp.jsonschema import KNOWN_KEYWORDS
 from tests.conftest import make_config
 from tests.mcp_bridge import MODERN, RawBridge, bridge_argv, bridge_env, build_pyz, check_schema, sdk_client, validate
 
@@ -84,7 +84,9 @@ class Checked:
 
 
 @pytest.mark.parametrize(("mode", "revision"), [("auto", MODERN), ("legacy", "2025-11-25")])
-async def test_the_sdk_client_lists_and_uses_every_tool(token_daemon: Daemon, pyz: Path, mode: str, revision: str) -> None:
+async def test_the_sdk_client_lists_and_uses_every_tool(
+    token_daemon: Daemon, pyz: Path, mode: str, revision: str
+) -> None:
     async with sdk_client(pyz, env_for(token_daemon, "alice"), mode) as client:
         assert client.protocol_version == revision
         checked = await Checked.listing(client)
@@ -105,7 +107,9 @@ async def test_the_sdk_client_lists_and_uses_every_tool(token_daemon: Daemon, py
         assert (first["status"], first["scope"], first["replaced"]) == ("added", "group", [])
         again = await checked.ok("remember", {"content": "The team standup is at 10:00", "shared": True})
         assert (again["status"], again["id"]) == ("refreshed", first["id"])
-        sarah = await checked.ok("remember", {"content": "Sarah is allergic to peanuts", "about": ["Sarah"], "expires_in_days": 30})
+        sarah = await checked.ok(
+            "remember", {"content": "Sarah is allergic to peanuts", "about": ["Sarah"], "expires_in_days": 30}
+        )
         assert sarah["expires_at"]
 
         recalled = await checked.ok("recall", {"query": "peanuts allergy", "limit": 5})
@@ -139,7 +143,9 @@ async def test_a_replaced_memory_is_reported_with_its_old_content(token_daemon: 
     async with sdk_client(pyz, env_for(token_daemon, "alice"), "auto") as client:
         checked = await Checked.listing(client)
         old = await checked.ok("remember", {"content": "Alice lives in Lyon", "about": ["Alice"]})
-        new = await checked.ok("remember", {"content": "Alice moved to Berlin; Alice lives in Berlin now", "about": ["Alice"]})
+        new = await checked.ok(
+            "remember", {"content": "Alice moved to Berlin; Alice lives in Berlin now", "about": ["Alice"]}
+        )
         assert new["replaced"] == [{"id": old["id"], "content": "Alice lives in Lyon"}]
         history = await checked.ok("memory_history", {"id": new["id"]})
         assert [v["id"] for v in history["versions"]] == [old["id"], new["id"]]
@@ -183,7 +189,9 @@ async def test_revision_2025_06_18_over_raw_pipes(token_daemon: Daemon, pyz: Pat
 @pytest.mark.parametrize(
     ("offered", "served"), [("2025-11-25", "2025-11-25"), ("2024-11-05", "2025-11-25"), ("1900-01-01", "2025-11-25")]
 )
-async def test_initialize_answers_an_unsupported_version_with_its_own(token_daemon: Daemon, pyz: Path, offered: str, served: str) -> None:
+async def test_initialize_answers_an_unsupported_version_with_its_own(
+    token_daemon: Daemon, pyz: Path, offered: str, served: str
+) -> None:
     async with RawBridge.open(pyz, env_for(token_daemon, "alice")) as bridge:
         assert (await bridge.initialize(offered))["result"]["protocolVersion"] == served
 
@@ -195,7 +203,10 @@ async def test_stateless_requests_name_their_revision(token_daemon: Daemon, pyz:
         assert missing["error"]["code"] == -32602 and "protocolVersion" in missing["error"]["message"]
         unsupported = await bridge.modern("tools/list", version="2099-01-01")
         assert unsupported["error"]["code"] == -32022
-        assert unsupported["error"]["data"] == {"supported": [MODERN, "2025-11-25", "2025-06-18"], "requested": "2099-01-01"}
+        assert unsupported["error"]["data"] == {
+            "supported": [MODERN, "2025-11-25", "2025-06-18"],
+            "requested": "2099-01-01",
+        }
         discovered = (await bridge.modern("server/discover"))["result"]
         assert discovered["supportedVersions"][0] == MODERN and discovered["resultType"] == "complete"
         assert discovered["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "memoryd"
@@ -250,12 +261,17 @@ async def test_bad_input_gets_its_error_and_the_bridge_keeps_serving(token_daemo
 
         # Oversized content: over the schema's length, and over the daemon's 16 KiB in bytes.
         too_long = await bridge.call_tool("remember", {"content": "x" * 20_000})
-        assert too_long["isError"] and "content: must be at most 16384 characters (got 20000)" in too_long["content"][0]["text"]
+        assert (
+            too_long["isError"]
+            and "content: must be at most 16384 characters (got 20000)" in too_long["content"][0]["text"]
+        )
         too_many_bytes = await bridge.call_tool("remember", {"content": "é" * 10_000})
         assert too_many_bytes["isError"] and "content" in too_many_bytes["content"][0]["text"]
         assert "16384 bytes" in too_many_bytes["content"][0]["text"]
         # A message over the bridge's line limit is skipped whole and answered.
-        await bridge.send_bytes(b'{"jsonrpc": "2.0", "id": 99, "method": "ping", "params": {"pad": "' + b"y" * 1_200_000 + b'"}}\n')
+        await bridge.send_bytes(
+            b'{"jsonrpc": "2.0", "id": 99, "method": "ping", "params": {"pad": "' + b"y" * 1_200_000 + b'"}}\n'
+        )
         oversized = await bridge.receive()
         assert oversized["error"]["code"] == -32600 and "over the limit" in oversized["error"]["message"]
         await still_serving()
@@ -306,11 +322,16 @@ async def test_an_expired_token_is_the_daemons_refusal_for_the_model_to_read(tok
     async with RawBridge.open(pyz, bridge_env(token_daemon.config.socket_path, MEMORY_CONTEXT_TOKEN=expired)) as bridge:
         await bridge.initialize("2025-11-25")
         refused = await bridge.call_tool("recall", {"query": "anything"})
-        assert refused == {"content": [{"type": "text", "text": "Unauthorized: context token expired"}], "isError": True}
+        assert refused == {
+            "content": [{"type": "text", "text": "Unauthorized: context token expired"}],
+            "isError": True,
+        }
         assert (await bridge.request("ping"))["result"] == {}
 
 
-async def test_a_daemon_that_is_down_is_reported_and_picked_up_once_back(short_tmp: Path, pyz: Path, nursery: trio.Nursery) -> None:
+async def test_a_daemon_that_is_down_is_reported_and_picked_up_once_back(
+    short_tmp: Path, pyz: Path, nursery: trio.Nursery
+) -> None:
     config = make_config(short_tmp)
     env = bridge_env(config.socket_path, MEMORY_USER_ID="alice")
     async with RawBridge.open(pyz, env) as bridge:
@@ -322,13 +343,18 @@ async def test_a_daemon_that_is_down_is_reported_and_picked_up_once_back(short_t
         await nursery.start(daemon.run)
         added = await bridge.call_tool("remember", {"content": "memoryd is back"})
         assert added["isError"] is False
-        assert (await bridge.call_tool("recall", {"query": "back"}))["structuredContent"]["memories"][0]["content"] == "memoryd is back"
+        assert (await bridge.call_tool("recall", {"query": "back"}))["structuredContent"]["memories"][0][
+            "content"
+        ] == "memoryd is back"
         daemon.request_stop()
 
 
 async def test_without_an_identity_the_bridge_does_not_start(pyz: Path, short_tmp: Path) -> None:
     done = await trio.run_process(
-        ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", *bridge_argv(pyz)], capture_stdout=True, capture_stderr=True, check=False
+        ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", *bridge_argv(pyz)],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
     )
     assert done.returncode == 2 and done.stdout == b""
     assert b"MEMORY_CONTEXT_TOKEN" in done.stderr
@@ -348,7 +374,11 @@ async def test_print_config_gives_a_pasteable_snippet(pyz: Path, short_tmp: Path
     else:
         server = json.loads(text)["mcpServers"]["memory"]
     assert server["command"] == str(pyz) and server["args"] == ["mcp"]
-    assert server["env"] == {"MEMORYD_SOCKET": str(short_tmp / "memoryd.sock"), "MEMORY_USER_ID": "alice", "MEMORY_CHAT_ID": "team"}
+    assert server["env"] == {
+        "MEMORYD_SOCKET": str(short_tmp / "memoryd.sock"),
+        "MEMORY_USER_ID": "alice",
+        "MEMORY_CHAT_ID": "team",
+    }
     # The snippet starts a working bridge.
     async with RawBridge.open(pyz, {**env, **server["env"]}) as bridge:
         assert (await bridge.initialize("2025-11-25"))["result"]["serverInfo"]["name"] == "memoryd"

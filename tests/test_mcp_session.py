@@ -51,28 +51,51 @@ def test_notifications_and_stray_responses_get_no_reply() -> None:
 
 def test_the_first_request_decides_the_era() -> None:
     modern = Session(echo_tool, "0")
-    assert line(modern, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}})["result"]["tools"]
+    assert line(modern, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}})["result"][
+        "tools"
+    ]
     assert modern.era == "modern"
     handshake = Session(echo_tool, "0")
-    reply = line(handshake, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}})
+    reply = line(
+        handshake, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    )
     assert reply["result"]["protocolVersion"] == "2025-06-18" and handshake.era == "handshake"
     again = line(handshake, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert again is None and handshake.initialized
-    assert line(handshake, {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}})["error"]["code"] == -32600
+    assert (
+        line(
+            handshake, {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+        )["error"]["code"]
+        == -32600
+    )
     missing_capabilities = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
     fresh = Session(echo_tool, "0")
-    assert line(fresh, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": missing_capabilities})["error"]["code"] == -32602
+    assert (
+        line(fresh, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": missing_capabilities})["error"][
+            "code"
+        ]
+        == -32602
+    )
     assert fresh.era is None
 
 
 def test_modern_ping_is_gone_but_discover_is_there() -> None:
     session = Session(echo_tool, "0")
-    assert line(session, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": META}})["error"]["code"] == -32601
-    assert line(session, {"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": META}})["result"]["capabilities"] == {"tools": {}}
+    assert (
+        line(session, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": META}})["error"]["code"]
+        == -32601
+    )
+    assert line(session, {"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": META}})["result"][
+        "capabilities"
+    ] == {"tools": {}}
 
 
 def test_serve_skips_an_oversized_line_and_answers_the_next() -> None:
-    stdin = io.BytesIO(b'{"x": "' + b"a" * 5000 + b'"}\n\n{"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}\n')
+    stdin = io.BytesIO(
+        b'{"x": "'
+        + b"a" * 5000
+        + b'"}\n\n{"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}\n'
+    )
     stdout = io.BytesIO()
     serve(Session(echo_tool, "0"), stdin, stdout, max_line_bytes=1000)
     first, second = [json.loads(text) for text in stdout.getvalue().splitlines()]
@@ -88,7 +111,11 @@ def test_serve_skips_an_oversized_line_and_answers_the_next() -> None:
         (3, {"type": "number", "exclusiveMinimum": 3}, "must be greater than 3"),
         ("", {"type": "string", "minLength": 1}, "must not be empty"),
         ([1, "a"], {"type": "array", "items": {"type": "integer"}}, "[1]: must be integer"),
-        ({"a": {"b": 1}}, {"type": "object", "properties": {"a": {"type": "object", "required": ["c"]}}}, "a.c: is required"),
+        (
+            {"a": {"b": 1}},
+            {"type": "object", "properties": {"a": {"type": "object", "required": ["c"]}}},
+            "a.c: is required",
+        ),
         ("z", {"enum": ["x", "y"]}, "must be one of 'x', 'y'"),
         (None, {"type": ["string", "null"]}, None),
     ],

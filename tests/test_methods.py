@@ -15,12 +15,25 @@ from tests.store_helpers import sql
 from tests.wire import NdjsonPeer, call_ok
 
 ALICE = {"user_id": "alice"}
-HIT_FIELDS = {"id", "content", "score", "similarity", "source", "subjects", "scope", "created_at", "expires_at", "metadata"}
+HIT_FIELDS = {
+    "id",
+    "content",
+    "score",
+    "similarity",
+    "source",
+    "subjects",
+    "scope",
+    "created_at",
+    "expires_at",
+    "metadata",
+}
 
 
 async def test_add_search_list_delete_round_trip(peer: NdjsonPeer) -> None:
     added = await call_ok(
-        peer, "memory.add", {**ALICE, "content": "wife Sarah likes Italian food", "subjects": ["Sarah"], "source": "user"}
+        peer,
+        "memory.add",
+        {**ALICE, "content": "wife Sarah likes Italian food", "subjects": ["Sarah"], "source": "user"},
     )
     assert added["scope"] == "personal" and added["deduplicated"] is False
     assert added["id"].startswith(added["short_id"]) and len(added["short_id"]) >= 8
@@ -127,16 +140,28 @@ async def test_exactly_16_kib_of_content_is_accepted(peer: NdjsonPeer) -> None:
 
 async def test_ash_routing_fields_are_accepted_and_recorded(peer: NdjsonPeer) -> None:
     routing = {
-        "context_token": None, "chat_type": "private", "provider": "telegram", "thread_id": "t1",
-        "session_key": "s", "message_id": "m1", "source_username": "al", "source_display_name": "Al",
-        "username": "al", "current_user_message": "remember this", "timezone": "Europe/Berlin",
-        "chat_title": "DM", "this_chat": False,
+        "context_token": None,
+        "chat_type": "private",
+        "provider": "telegram",
+        "thread_id": "t1",
+        "session_key": "s",
+        "message_id": "m1",
+        "source_username": "al",
+        "source_display_name": "Al",
+        "username": "al",
+        "current_user_message": "remember this",
+        "timezone": "Europe/Berlin",
+        "chat_title": "DM",
+        "this_chat": False,
     }
     added = await call_ok(peer, "memory.add", {**ALICE, "chat_id": "dm-al", **routing, "content": "likes hiking"})
     hits = await call_ok(peer, "memory.search", {**ALICE, **routing, "query": "hiking"})
     assert [h["id"] for h in hits] == [added["id"]]
     assert {k: hits[0][k] for k in ("chat_id", "chat_type", "source_username", "source_message_id")} == {
-        "chat_id": "dm-al", "chat_type": "private", "source_username": "al", "source_message_id": "m1",
+        "chat_id": "dm-al",
+        "chat_type": "private",
+        "source_username": "al",
+        "source_message_id": "m1",
     }
     # this_chat keeps what was learned in the current chat: none without a chat.
     assert await call_ok(peer, "memory.search", {**ALICE, **routing, "this_chat": True, "query": "hiking"}) == []
@@ -150,9 +175,37 @@ async def test_ash_routing_fields_are_accepted_and_recorded(peer: NdjsonPeer) ->
 
 
 HOSTILE_QUERIES = [
-    'AND', 'OR', 'NOT', 'NEAR', 'NEAR(a b, 2)', '*', '"', '""', '"unterminated', 'a AND', '(', ')', 'a OR OR b',
-    "peanuts*", "^peanuts", "col:peanuts", "content: peanuts", "{a b}", "a - b", "'; DROP TABLE memories; --",
-    "🥜🥜", "ピーナッツ", "é", "\u200b", "\\", "a\nb", "%_%", "-", "+", "NEAR/3", "peanuts\"",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR",
+    "NEAR(a b, 2)",
+    "*",
+    '"',
+    '""',
+    '"unterminated',
+    "a AND",
+    "(",
+    ")",
+    "a OR OR b",
+    "peanuts*",
+    "^peanuts",
+    "col:peanuts",
+    "content: peanuts",
+    "{a b}",
+    "a - b",
+    "'; DROP TABLE memories; --",
+    "🥜🥜",
+    "ピーナッツ",
+    "é",
+    "\u200b",
+    "\\",
+    "a\nb",
+    "%_%",
+    "-",
+    "+",
+    "NEAR/3",
+    'peanuts"',
 ]
 
 
@@ -197,14 +250,18 @@ async def test_users_and_chats_only_see_what_is_theirs(peer: NdjsonPeer) -> None
         reply = await call_ok(peer, "memory.delete", {**caller, "memory_id": alice_private["id"]})
         assert reply == {"deleted": False, "id": None}
     # Nor the group memory of a chat he is not in.
-    assert (await call_ok(peer, "memory.delete", {**bob, "chat_id": "c9", "memory_id": c1_group["id"]}))["deleted"] is False
+    assert (await call_ok(peer, "memory.delete", {**bob, "chat_id": "c9", "memory_id": c1_group["id"]}))[
+        "deleted"
+    ] is False
     assert await visible(ALICE) == {alice_private["id"]}
     # Group memories can be deleted by members of the chat.
     assert (await call_ok(peer, "memory.delete", {**bob, "chat_id": "c1", "memory_id": c1_group["id"]}))["deleted"]
 
 
 async def test_expired_memories_are_hidden_unless_asked_for(peer: NdjsonPeer) -> None:
-    short = await call_ok(peer, "memory.add", {**ALICE, "content": "parking spot 42 today", "expires_days": 0.3 / 86400})
+    short = await call_ok(
+        peer, "memory.add", {**ALICE, "content": "parking spot 42 today", "expires_days": 0.3 / 86400}
+    )
     keep = await call_ok(peer, "memory.add", {**ALICE, "content": "parking spot preference: shade", "expires_days": 30})
     assert short["expires_at"] is not None
     await trio.sleep(0.5)
@@ -216,7 +273,9 @@ async def test_expired_memories_are_hidden_unless_asked_for(peer: NdjsonPeer) ->
 
 
 async def test_get_of_an_expired_memory_answers_not_found(peer: NdjsonPeer) -> None:
-    brief = await call_ok(peer, "memory.add", {**ALICE, "content": "gate B7 until boarding", "expires_days": 0.3 / 86400})
+    brief = await call_ok(
+        peer, "memory.add", {**ALICE, "content": "gate B7 until boarding", "expires_days": 0.3 / 86400}
+    )
     assert (await call_ok(peer, "memory.get", {**ALICE, "memory_id": brief["id"]}))["id"] == brief["id"]
     await trio.sleep(0.5)
     reply = await peer.call("memory.get", {**ALICE, "memory_id": brief["id"]})
@@ -231,7 +290,10 @@ async def test_a_short_prefix_only_ever_matches_the_callers_own_memories(peer: N
     alice_memory = await call_ok(peer, "memory.add", {**ALICE, "content": "alice only"})
     prefix = alice_memory["id"][:8]
     # Bob has nothing visible with that prefix: nothing happens, and nothing is revealed.
-    assert await call_ok(peer, "memory.delete", {"user_id": "bob", "memory_id": prefix}) == {"deleted": False, "id": None}
+    assert await call_ok(peer, "memory.delete", {"user_id": "bob", "memory_id": prefix}) == {
+        "deleted": False,
+        "id": None,
+    }
     assert [m["id"] for m in await call_ok(peer, "memory.list", ALICE)] == [alice_memory["id"]]
 
 
@@ -337,7 +399,6 @@ async def test_a_database_locked_by_another_process_answers_unavailable(short_tm
     await call_ok(peer, "memory.add", {**ALICE, "content": "written after the lock"})
     assert len(await call_ok(peer, "memory.list", ALICE)) == 2
     instance.request_stop()
-
 
 
 async def test_health_shows_a_changed_part_at_once_though_its_encoding_is_reused(peer: NdjsonPeer) -> None:

@@ -79,7 +79,8 @@ async def test_sessions_waiting_for_extraction_are_bounded_per_user(
 ) -> None:
     fake.default = Answer({"facts": []})
     daemon, peer = await start(
-        short_tmp, nursery,
+        short_tmp,
+        nursery,
         llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0},
         extraction={"debounce_seconds": 600.0},
         limits={"max_queued_extractions_per_user": 2},
@@ -98,8 +99,10 @@ async def test_sessions_waiting_for_extraction_are_bounded_per_user(
 
 def test_the_rate_window_slides() -> None:
     now = [0.0]
-    quota = ObserveQuota(ObserveLimits(messages_per_minute=10, bytes_per_minute=10**6, sessions=5,
-                                       queued_extractions=5), clock=lambda: now[0])
+    quota = ObserveQuota(
+        ObserveLimits(messages_per_minute=10, bytes_per_minute=10**6, sessions=5, queued_extractions=5),
+        clock=lambda: now[0],
+    )
     quota.admit("u", "s", 6, 10)
     now[0] = 30.0
     quota.admit("u", "s", 4, 10)

@@ -65,7 +65,9 @@ async def fill(store: Store, count: int = 120) -> None:
         text = " ".join(rng.sample(WORDS, rng.randint(1, 3))) + ("?" if i % 4 == 0 else f" note {i}")
         group = i % 3 == 0
         provenance = Provenance(chat_type="private" if i % 5 == 1 else "group")
-        record, _ = await store.memories.add(note(text, chat_id="chat-1" if group else None, shared=group, provenance=provenance))
+        record, _ = await store.memories.add(
+            note(text, chat_id="chat-1" if group else None, shared=group, provenance=provenance)
+        )
         ids.append(record.id)
     for memory_id in ids[2:60:9]:
         await store.memories.delete(ALICE_IN_GROUP, memory_id)
@@ -89,7 +91,9 @@ def queries(count: int) -> list[tuple[str, np.ndarray | None]]:
 
 
 def same(fast: list[SearchHit], slow: list[SearchHit]) -> None:
-    assert [(hit.id, hit.score, hit.similarity) for hit in fast] == [(hit.id, hit.score, hit.similarity) for hit in slow]
+    assert [(hit.id, hit.score, hit.similarity) for hit in fast] == [
+        (hit.id, hit.score, hit.similarity) for hit in slow
+    ]
 
 
 @pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
@@ -255,7 +259,10 @@ async def test_two_neighbourhoods_merged_are_the_neighbourhood_of_both(store: St
                     neighbours.around(db, scope, second, search_parts.REACH, NOW)
                 )
                 assert (parts.rows, parts.before, parts.after, parts.centres) == (
-                    whole.rows, whole.before, whole.after, whole.centres
+                    whole.rows,
+                    whole.before,
+                    whole.after,
+                    whole.centres,
                 )
                 assert whole.after  # the memories were added close together: they link
 
@@ -302,7 +309,9 @@ async def test_a_ranking_prepared_ahead_gives_the_sequential_hits(store: Store, 
 
 
 @pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
-async def test_a_scope_below_the_overlap_line_gives_the_sequential_hits(tmp_path: Path, clock: Clock, scope: Scope) -> None:
+async def test_a_scope_below_the_overlap_line_gives_the_sequential_hits(
+    tmp_path: Path, clock: Clock, scope: Scope
+) -> None:
     # Below the line a search is one worker-thread call (the vector embedded first): the same hits.
     with open_store(tmp_path / "memory.db", clock, readers=3, overlap_from=10_000) as store:
         await fill(store)
@@ -311,8 +320,14 @@ async def test_a_scope_below_the_overlap_line_gives_the_sequential_hits(tmp_path
             async def embed(vector: np.ndarray | None = vector) -> np.ndarray | None:
                 return vector
 
-            same(await store.memories.search(scope, text, limit=10, vector=QueryVector.at_hand(vector)), sequential(store, scope, text, vector, 10))
-            same(await store.memories.search(scope, text, limit=10, vector=QueryVector(embed)), sequential(store, scope, text, vector, 10))
+            same(
+                await store.memories.search(scope, text, limit=10, vector=QueryVector.at_hand(vector)),
+                sequential(store, scope, text, vector, 10),
+            )
+            same(
+                await store.memories.search(scope, text, limit=10, vector=QueryVector(embed)),
+                sequential(store, scope, text, vector, 10),
+            )
 
 
 async def test_the_overlap_gate_overlaps_the_scopes_counted_big_lately(store: Store) -> None:
@@ -335,7 +350,9 @@ async def test_the_overlap_gate_overlaps_the_scopes_counted_big_lately(store: St
         assert OverlapGate(0).worth_overlapping(ALICE) and not OverlapGate(0).needs_count(ALICE)
 
 
-def at_once(start: Callable[[], VectorUnderWay | None]) -> Callable[[], Callable[[Callable[[], None]], np.ndarray | None] | None]:
+def at_once(
+    start: Callable[[], VectorUnderWay | None],
+) -> Callable[[], Callable[[Callable[[], None]], np.ndarray | None] | None]:
     """A start-at-once whose wait takes no argument, as ``QueryVector.start_now`` (whose wait is
     handed the store's cancellation check)."""
 

@@ -148,8 +148,13 @@ async def test_with_the_local_model_my_wife_still_finds_sarah_first(local_peer: 
     peer = local_peer
     await add(peer, "My wife's name is Sarah")
     food = await add(peer, "Sarah likes Italian food")
-    for text in ("I like hiking in the Alps", "My favourite food is sushi", "I love my dog Rex",
-                 "Tom likes golf", "My wife and I met in Rome"):
+    for text in (
+        "I like hiking in the Alps",
+        "My favourite food is sushi",
+        "I love my dog Rex",
+        "Tom likes golf",
+        "My wife and I met in Rome",
+    ):
         await add(peer, text)
     hits = await call_ok(peer, "memory.search", {**ALICE, "query": "what does my wife like?"})
     assert hits[0]["id"] == food and hits[0]["about"] == ["Sarah"]

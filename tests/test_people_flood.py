@@ -89,12 +89,29 @@ def _random_people(count: int, seed: int) -> list[KnownPerson]:
 def test_the_index_answers_as_the_linear_resolution_does(seed: int) -> None:
     people = _random_people(random.Random(seed).randint(0, 12), seed)
     index = PersonIndex(people)
-    phrases = ["Sarah", "sarah's", "Tom", "my wife", "wife", "the boss", "my son", "Doc", "Sunny", "Omar",
-               "my dog", "nobody", *(p.name for p in people), *(p.name.upper() for p in people)]
+    phrases = [
+        "Sarah",
+        "sarah's",
+        "Tom",
+        "my wife",
+        "wife",
+        "the boss",
+        "my son",
+        "Doc",
+        "Sunny",
+        "Omar",
+        "my dog",
+        "nobody",
+        *(p.name for p in people),
+        *(p.name.upper() for p in people),
+    ]
     for phrase in phrases:
         assert index.resolve(phrase) == resolve_person(phrase, people), phrase
-    for fact in [RelationshipFact("Sara", "wife", ("my wife",)), RelationshipFact("Zed", "son", ("my son",)),
-                 RelationshipFact("Tom", "boss", ("my boss",))]:
+    for fact in [
+        RelationshipFact("Sara", "wife", ("my wife",)),
+        RelationshipFact("Zed", "son", ("my son",)),
+        RelationshipFact("Tom", "boss", ("my boss",)),
+    ]:
         assert index.merge_target(fact) == merge_target(fact, people)
     # Leaving people out (the ones a caller may not know of) answers as the list without them.
     for hidden in ({p.key for p in people[:1]}, {p.key for p in people[::2]}, {p.key for p in people[1::3]}):

@@ -56,7 +56,9 @@ async def test_another_users_people_are_invisible(peer: NdjsonPeer, ids: dict[st
     bobs = await call_ok(peer, "person.get", {**BOB_C1, "name": "Sarah"})
     assert [m["id"] for m in bobs["memories"]] == [ids["bob sarah"]] and bobs["id"] != sarah_id
     assert {m["id"] for m in (await call_ok(peer, "person.get", {**ALICE, "name": "Sarah"}))["memories"]} == {
-        ids["wife"], ids["food"]}
+        ids["wife"],
+        ids["food"],
+    }
 
 
 async def test_person_get_shows_only_the_current_chats_group_memories(peer: NdjsonPeer, ids: dict[str, str]) -> None:
@@ -78,7 +80,10 @@ async def test_search_and_list_about_obey_visibility(peer: NdjsonPeer, ids: dict
     query = {"query": "what does my wife bring?", "limit": 50}
     assert ids["c2 wine"] not in of(await call_ok(peer, "memory.search", {**ALICE_C1, **query}))
     assert of(await call_ok(peer, "memory.list", {**ALICE_C2, "about": "my wife"})) == {
-        ids["wife"], ids["food"], ids["c2 wine"]}
+        ids["wife"],
+        ids["food"],
+        ids["c2 wine"],
+    }
     # bob sees the c1 group memory, but alice's people never name it for him.
     bob_hits = await call_ok(peer, "memory.search", {**BOB_C1, "query": "cake", "limit": 50})
     assert [(h["id"], h["about"]) for h in bob_hits] == [(ids["c1 cake"], [])]

@@ -63,7 +63,9 @@ async def test_pinning_clears_the_expiry_so_it_never_expires(peer: NdjsonPeer) -
 
 async def test_the_cap_holds_at_every_add_and_keeps_the_allergy(short_tmp: Path, nursery: trio.Nursery) -> None:
     _, peer = await start(nursery, short_tmp, max_entries_per_user=5, protect_recent_days=0.0)
-    await call_ok(peer, "memory.add", {**ALICE, "content": "I am severely allergic to peanuts", "source_username": "alice"})
+    await call_ok(
+        peer, "memory.add", {**ALICE, "content": "I am severely allergic to peanuts", "source_username": "alice"}
+    )
     for number in range(8):
         await call_ok(peer, "memory.add", {**ALICE, "content": f"Passing remark number {number} about the weather"})
         assert len(await contents(peer)) <= 5
@@ -107,10 +109,14 @@ async def test_superseded_memories_are_evicted_before_live_ones(short_tmp: Path,
     _, peer = await start(nursery, short_tmp, max_entries_per_user=2, protect_recent_days=0.0)
     old = await call_ok(peer, "memory.add", {**ALICE, "content": "My phone number is 555-0100"})
     await call_ok(peer, "memory.add", {**ALICE, "content": "Trivia: it rained"})
-    newer = await call_ok(peer, "memory.add", {**ALICE, "content": "My phone number is 555-0199", "supersedes": old["id"]})
+    newer = await call_ok(
+        peer, "memory.add", {**ALICE, "content": "My phone number is 555-0199", "supersedes": old["id"]}
+    )
     assert old["id"] in newer["superseded"]
     assert await contents(peer) == ["My phone number is 555-0199", "Trivia: it rained"]
-    rows = sql(short_tmp / "data" / "memoryd.db", "SELECT deleted_at_ms IS NOT NULL FROM memories WHERE id = ?", (old["id"],))
+    rows = sql(
+        short_tmp / "data" / "memoryd.db", "SELECT deleted_at_ms IS NOT NULL FROM memories WHERE id = ?", (old["id"],)
+    )
     assert rows == [(1,)]
 
 
@@ -120,9 +126,7 @@ async def test_memoryd_gc_enforces_the_cap(short_tmp: Path, nursery: trio.Nurser
         await call_ok(peer, "memory.add", {**ALICE, "content": f"Note {number}"})
     daemon.request_stop()
     await trio.sleep(0.5)
-    done = memoryd(
-        "gc", "--json", data_dir=short_tmp / "data", env={"MEMORYD_LIFECYCLE_MAX_ENTRIES_PER_USER": "4"}
-    )
+    done = memoryd("gc", "--json", data_dir=short_tmp / "data", env={"MEMORYD_LIFECYCLE_MAX_ENTRIES_PER_USER": "4"})
     assert done.returncode == 0, text(done)
     assert json.loads(done.stdout)["evicted"] == 2
     live = sql(short_tmp / "data" / "memoryd.db", "SELECT count(*) FROM memories WHERE deleted_at_ms IS NULL")

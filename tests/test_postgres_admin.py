@@ -31,10 +31,18 @@ def fill(config: Config, count: int = 5) -> list[str]:
             store.configure_vector_space("admin:test", 4)
             for i in range(count):
                 record, _ = await store.memories.add(
-                    NewMemory(content=f"alice remembers the blue harbour number {i}", owner="alice", chat_id=None, shared=False, source="t")
+                    NewMemory(
+                        content=f"alice remembers the blue harbour number {i}",
+                        owner="alice",
+                        chat_id=None,
+                        shared=False,
+                        source="t",
+                    )
                 )
                 ids.append(record.id)
-            record, _ = await store.memories.add(NewMemory(content="My wife Sarah sings", owner="alice", chat_id=None, shared=False, source="t"))
+            record, _ = await store.memories.add(
+                NewMemory(content="My wife Sarah sings", owner="alice", chat_id=None, shared=False, source="t")
+            )
             await store.people.learn("alice", record.id, record.content, [], ("alice",))
         return ids
 

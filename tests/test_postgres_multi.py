@@ -62,7 +62,9 @@ def note(content: str, owner: str = "alice") -> NewMemory:
     return NewMemory(content=content, owner=owner, chat_id=None, shared=False, source="t")
 
 
-async def test_an_add_through_one_store_is_found_through_the_other_at_once(two_stores: tuple[PostgresStore, PostgresStore]) -> None:
+async def test_an_add_through_one_store_is_found_through_the_other_at_once(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
     first, second = two_stores
     record, _ = await first.memories.add(note("alice sails on the lake every sunday"))
     hits = await second.memories.search(Scope("alice"), "sails", limit=5)
@@ -131,7 +133,9 @@ async def test_concurrent_supersession_of_one_users_facts_ends_as_one_daemon_wou
     assert sum(record.superseded_by is None for record in history) == 1
 
 
-async def test_people_learned_from_two_daemons_at_once_are_one_person(two_stores: tuple[PostgresStore, PostgresStore]) -> None:
+async def test_people_learned_from_two_daemons_at_once_are_one_person(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
     first, second = two_stores
 
     async def remember(store: PostgresStore, content: str) -> None:
@@ -237,7 +241,9 @@ async def test_the_database_going_away_degrades_health_fails_calls_retryably_and
     assert (await peer.call("system.health", {}))["result"]["status"] == "ok"
 
 
-async def test_a_restart_under_load_loses_no_acknowledged_write(two_daemons: tuple[Daemon, Daemon], server: Server) -> None:
+async def test_a_restart_under_load_loses_no_acknowledged_write(
+    two_daemons: tuple[Daemon, Daemon], server: Server
+) -> None:
     a, b = two_daemons
     acknowledged: list[str] = []
     stop_adding = trio.Event()
@@ -317,7 +323,9 @@ async def test_a_daemon_killed_mid_embedding_loses_nothing_and_another_finishes_
         first = daemon_process("--embedder", "openai", env=embed_env).start()
         with psycopg.connect(url, autocommit=True) as conn:
             with trio.fail_after(20):  # the first daemon's backfill holds the jobs, mid-embedding
-                while (conn.execute("SELECT count(*) FROM jobs WHERE lease_owner IS NOT NULL").fetchone() or (0,))[0] < 3:
+                while (conn.execute("SELECT count(*) FROM jobs WHERE lease_owner IS NOT NULL").fetchone() or (0,))[
+                    0
+                ] < 3:
                     await trio.sleep(0.05)
             first.stop(signal.SIGKILL)
             # Nothing is lost: the jobs are still there, leased to the dead daemon.

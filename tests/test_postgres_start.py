@@ -36,7 +36,9 @@ def test_daemons_starting_at_once_on_an_empty_database_migrate_it_once() -> None
         thread.join()
     try:
         assert failures == [] and len(opened) == 6
-        versions = opened[0].db.run_sync(lambda conn: conn.execute("SELECT version FROM memoryd_schema ORDER BY version").fetchall())
+        versions = opened[0].db.run_sync(
+            lambda conn: conn.execute("SELECT version FROM memoryd_schema ORDER BY version").fetchall()
+        )
         assert [v for (v,) in versions] == list(range(1, len(schema.MIGRATIONS) + 1))
     finally:
         for store in opened:
@@ -72,7 +74,9 @@ def test_memoryd_config_never_prints_the_database_password(
     for name in [name for name in os.environ if name.startswith("MEMORYD_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("MEMORYD_STORAGE_BACKEND", "postgres")
-    monkeypatch.setenv("MEMORYD_STORAGE_URL", "postgresql://memoryd:pg-secret-42@db.internal/memoryd?sslmode=verify-full")
+    monkeypatch.setenv(
+        "MEMORYD_STORAGE_URL", "postgresql://memoryd:pg-secret-42@db.internal/memoryd?sslmode=verify-full"
+    )
     monkeypatch.setenv("MEMORYD_DATA_DIR", str(tmp_path))
     assert main(["config"]) == 0
     out = capsys.readouterr().out

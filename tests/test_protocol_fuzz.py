@@ -78,10 +78,22 @@ def requests(draw: st.DrawFn) -> dict[str, Any]:
 GARBAGE = st.one_of(
     st.binary(max_size=40).filter(lambda b: b"\n" not in b),
     st.sampled_from(
-        [b"{", b"[]", b"[1,2]", b"null", b'"x"', b"{}", b'{"jsonrpc":"1.0","method":"echo","id":1}',
-         b'{"jsonrpc":"2.0","method":"echo","id":1e400}', b'{"jsonrpc":"2.0","method":"echo","id":' + b"9" * 400 + b"}",
-         b'{"jsonrpc":"2.0","method":"echo","params":"s","id":2}', b"[" * 3000 + b"]" * 3000,
-         b'{"jsonrpc":"2.0","method":"echo","id":true}', b"\xef\xbb\xbf{}", b'{"a":NaN}']
+        [
+            b"{",
+            b"[]",
+            b"[1,2]",
+            b"null",
+            b'"x"',
+            b"{}",
+            b'{"jsonrpc":"1.0","method":"echo","id":1}',
+            b'{"jsonrpc":"2.0","method":"echo","id":1e400}',
+            b'{"jsonrpc":"2.0","method":"echo","id":' + b"9" * 400 + b"}",
+            b'{"jsonrpc":"2.0","method":"echo","params":"s","id":2}',
+            b"[" * 3000 + b"]" * 3000,
+            b'{"jsonrpc":"2.0","method":"echo","id":true}',
+            b"\xef\xbb\xbf{}",
+            b'{"a":NaN}',
+        ]
     ),
 )
 
@@ -231,9 +243,7 @@ def test_framing_hands_out_the_same_payloads_however_the_bytes_are_cut(
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(stream) - 1)), max_size=12)))
     pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
     budget = SharedBudget(10**9)
-    connection = RpcConnection(
-        ConnectionLimits(max_message_bytes=1 << 20, max_inflight=1000, idle_timeout=1.0), budget
-    )
+    connection = RpcConnection(ConnectionLimits(max_message_bytes=1 << 20, max_inflight=1000, idle_timeout=1.0), budget)
     out: list[bytes] = []
     for piece in [*pieces, b""]:
         connection.receive_data(piece)
@@ -311,7 +321,13 @@ def live_requests(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @SOCKET_FUZZ
-@given(st.lists(live_requests() | payloads().map(lambda case: case[1] if case[1] is not None else case[0]), min_size=1, max_size=6))
+@given(
+    st.lists(
+        live_requests() | payloads().map(lambda case: case[1] if case[1] is not None else case[0]),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_a_live_daemon_keeps_the_rules_and_stays_up(live_daemon: Any, messages: list[Any]) -> None:
     lines: list[bytes] = []
     meant: list[Any] = []
@@ -326,7 +342,9 @@ def test_a_live_daemon_keeps_the_rules_and_stays_up(live_daemon: Any, messages: 
     expected = sum(
         1
         for m in meant
-        if m is None or (isinstance(m, list) and any(wants_reply(r) for r in m)) or (isinstance(m, dict) and wants_reply(m))
+        if m is None
+        or (isinstance(m, list) and any(wants_reply(r) for r in m))
+        or (isinstance(m, dict) and wants_reply(m))
     )
     replies = exchange(str(live_daemon.socket), b"\n".join(lines) + b"\n", expected)
     # One line per answered payload (garbage included: it is always answered), nothing lost.

@@ -23,9 +23,12 @@ from memoryd.errors import ConfigError
 from memoryd.server.daemon import Daemon
 from memoryd.store import relevance
 from memoryd_client import AsyncMemoryClient
+from tests import test_cli_output
 from tests.conftest import make_config
-from tests.test_cli_output import Cli, memory_pyz, out  # noqa: F401 (memory_pyz: a fixture)
+from tests.test_cli_output import Cli, out
 from tests.wire import NdjsonPeer, call_error, call_ok
+
+memory_pyz = test_cli_output.memory_pyz  # the zipapp fixture
 
 USER = {"user_id": "rel"}
 FACTS = [
@@ -119,7 +122,9 @@ async def seeded_daemon(config: Config, nursery: trio.Nursery, embedder: Any) ->
     return daemon, peer
 
 
-async def test_context_threshold_comes_from_the_config(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
+async def test_context_threshold_comes_from_the_config(
+    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
+) -> None:
     config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
     config = msgspec.structs.replace(config, context=msgspec.structs.replace(config.context, min_relevance=1.0))
     daemon, peer = await seeded_daemon(config, nursery, local_embedder)
@@ -131,7 +136,9 @@ async def test_context_threshold_comes_from_the_config(short_tmp: Path, nursery:
 
 
 @pytest.fixture
-async def local_cli(memory_pyz: Path, short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> AsyncIterator[Cli]:  # noqa: F811
+async def local_cli(
+    memory_pyz: Path, short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
+) -> AsyncIterator[Cli]:
     config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
     daemon, _ = await seeded_daemon(config, nursery, local_embedder)
     yield Cli(memory_pyz, {"MEMORYD_SOCKET": str(config.socket_path), "MEMORY_USER_ID": USER["user_id"]})
@@ -149,7 +156,9 @@ async def test_cli_says_no_memories_found_when_nothing_is_relevant(local_cli: Cl
 
 async def test_cli_shows_who_a_memory_is_about_without_subjects(local_cli: Cli) -> None:
     lines = out(await local_cli("search", "Does my wife eat meat?")).splitlines()
-    assert any(line.endswith("Sarah has been vegetarian since university. (about Sarah) [agent]") for line in lines), lines
+    assert any(line.endswith("Sarah has been vegetarian since university. (about Sarah) [agent]") for line in lines), (
+        lines
+    )
 
 
 def test_standout_measures_each_cosine_against_the_best_others() -> None:
@@ -187,7 +196,9 @@ def test_no_candidates_no_relevance() -> None:
     assert relevance.by_rowid([], np.zeros((0, 8)), {}) == {}
 
 
-async def test_the_client_library_passes_min_relevance(short_tmp: Path, nursery: trio.Nursery, local_embedder: Any) -> None:
+async def test_the_client_library_passes_min_relevance(
+    short_tmp: Path, nursery: trio.Nursery, local_embedder: Any
+) -> None:
     config = make_config(short_tmp, embedder="local", embed={"add_wait": 60.0})
     daemon, _ = await seeded_daemon(config, nursery, local_embedder)
     async with AsyncMemoryClient(config.socket_path, user_id=USER["user_id"]) as client:

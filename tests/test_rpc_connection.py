@@ -293,11 +293,15 @@ def test_complete_messages_give_their_bytes_back_to_the_budget() -> None:
 
 def test_replies_are_charged_to_the_connection_share_and_the_shared_budget() -> None:
     budget = SharedBudget(150)
-    connection = RpcConnection(ConnectionLimits(max_message_bytes=10, max_inflight=4, idle_timeout=1.0, max_reply_bytes=100), budget)
+    connection = RpcConnection(
+        ConnectionLimits(max_message_bytes=10, max_inflight=4, idle_timeout=1.0, max_reply_bytes=100), budget
+    )
     assert connection.replies.take(60) is None
     too_large = connection.replies.take(60)  # 120 > max_reply_bytes
     assert too_large is not None and too_large.code == -32004 and too_large.data["limit"] == "max_reply_bytes"
-    other = RpcConnection(ConnectionLimits(max_message_bytes=10, max_inflight=4, idle_timeout=1.0, max_reply_bytes=100), budget)
+    other = RpcConnection(
+        ConnectionLimits(max_message_bytes=10, max_inflight=4, idle_timeout=1.0, max_reply_bytes=100), budget
+    )
     full = other.replies.take(100)  # 160 > the shared 150
     assert full is not None and full.code == -32003 and full.data["limit"] == "max_buffered_bytes"
     connection.replies.release(60)

@@ -162,9 +162,7 @@ async def test_spec_examples_with_named_params(request_text: str, expected: Any)
 
 async def test_spec_notifications_run_but_get_no_reply() -> None:
     table, seen = spec_table()
-    assert (
-        await serve(table, '{"jsonrpc": "2.0", "method": "update", "params": [1,2,3,4,5]}') is None
-    )
+    assert await serve(table, '{"jsonrpc": "2.0", "method": "update", "params": [1,2,3,4,5]}') is None
     assert await serve(table, '{"jsonrpc": "2.0", "method": "foobar"}') is None
     assert seen == ["notify"]
 
@@ -187,9 +185,7 @@ class SearchParams(msgspec.Struct, forbid_unknown_fields=True):
     query: str
     chat_id: str | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
-    subjects: Annotated[
-        list[Annotated[str, msgspec.Meta(min_length=1)]], msgspec.Meta(max_length=3)
-    ] = []
+    subjects: Annotated[list[Annotated[str, msgspec.Meta(min_length=1)]], msgspec.Meta(max_length=3)] = []
     mode: Literal["hybrid", "keyword"] = "hybrid"
     metadata: dict[str, Any] = {}
 
@@ -264,9 +260,7 @@ def call(method: str, params: str | None = None, id_: str = "1") -> str:
 
 
 async def test_params_are_decoded_into_the_struct_and_ctx_is_passed() -> None:
-    reply = await serve(
-        memory_table(), call("memory.search", '{"user_id":"u","query":"tea","limit":3}')
-    )
+    reply = await serve(memory_table(), call("memory.search", '{"user_id":"u","query":"tea","limit":3}'))
     assert reply == {
         "jsonrpc": "2.0",
         "result": {
@@ -417,10 +411,7 @@ async def test_notifications_get_no_reply_even_when_they_fail(
 
 async def test_top_level_errors_answer_with_null_id() -> None:
     table = memory_table()
-    assert (
-        await serve(table, b'{"jsonrpc":"2.0","method":"nothing","params":{"x":"\xff"},"id":1}')
-        == PARSE_ERROR
-    )
+    assert await serve(table, b'{"jsonrpc":"2.0","method":"nothing","params":{"x":"\xff"},"id":1}') == PARSE_ERROR
     assert await serve(table, b"42") == INVALID_REQUEST
     assert await serve(table, b"") == PARSE_ERROR
 

@@ -353,6 +353,4 @@ def test_encoded_replies_contain_no_raw_newline() -> None:
 def test_encode_batch_joins_replies_as_a_json_array() -> None:
     items = [encode_result(1, 1), encode_error(None, InvalidRequest())]
     assert json.loads(encode_batch(items)) == [json.loads(item) for item in items]
-    assert json.loads(encode_batch([encode_result(1, None)])) == [
-        {"jsonrpc": "2.0", "result": None, "id": 1}
-    ]
+    assert json.loads(encode_batch([encode_result(1, None)])) == [{"jsonrpc": "2.0", "result": None, "id": 1}]

@@ -39,7 +39,9 @@ pytestmark = pytest.mark.skipif(
 class Sandbox:
     """Runs commands as uid 65534 with a minimal environment: the socket and a token, nothing else."""
 
-    def __init__(self, pyz: Path, socket_path: Path, token: str, uid: int = SANDBOX_UID, gid: int = SANDBOX_GID) -> None:
+    def __init__(
+        self, pyz: Path, socket_path: Path, token: str, uid: int = SANDBOX_UID, gid: int = SANDBOX_GID
+    ) -> None:
         self.pyz = pyz
         self.uid, self.gid = uid, gid
         self.env = {
@@ -105,8 +107,9 @@ def pyz(short_tmp: Path) -> Path:
     bin_dir = short_tmp / "bin"
     bin_dir.mkdir(mode=0o755)
     target = bin_dir / "memory.pyz"
-    subprocess.run([sys.executable, "sandbox-cli/build_zipapp.py", "-o", str(target)], cwd=REPO, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "sandbox-cli/build_zipapp.py", "-o", str(target)], cwd=REPO, check=True, capture_output=True
+    )
     return target
 
 
@@ -126,16 +129,22 @@ async def test_a_sandboxed_tool_is_only_the_user_its_token_names(host: Daemon, p
     # group memory in Alice's chat (which Alice may see).
     bob_personal = await host_call(host, "memory.add", {"user_id": "bob", "content": "bob's bank PIN hint: zebra"})
     bob_other_chat = await host_call(
-        host, "memory.add", {"user_id": "bob", "chat_id": "chat-b", "shared": True, "content": "chat-b plans: zebra party"}
+        host,
+        "memory.add",
+        {"user_id": "bob", "chat_id": "chat-b", "shared": True, "content": "chat-b plans: zebra party"},
     )
     await host_call(
-        host, "memory.add", {"user_id": "carol", "chat_id": "chat-a", "shared": True, "content": "chat-a standup at 9:30"}
+        host,
+        "memory.add",
+        {"user_id": "carol", "chat_id": "chat-a", "shared": True, "content": "chat-a standup at 9:30"},
     )
 
     sandbox = Sandbox(pyz, host.config.socket_path, mint_token(SECRET, "alice", "chat-a", ttl="15m"))
 
     # It really is another, unprivileged uid, and it cannot get at the database behind the socket.
-    whoami = await sandbox.run(BARE_PYTHON, "-I", "-S", "-c", "import os; print(os.getuid(), os.getgid(), os.getgroups())")
+    whoami = await sandbox.run(
+        BARE_PYTHON, "-I", "-S", "-c", "import os; print(os.getuid(), os.getgid(), os.getgroups())"
+    )
     assert whoami.stdout.decode().strip() == f"{SANDBOX_UID} {SANDBOX_GID} []", whoami.stderr
     peek = await sandbox.run(BARE_PYTHON, "-I", "-S", "-c", f"open({str(host.config.db_path)!r}, 'rb')")
     assert peek.returncode != 0 and b"PermissionError" in peek.stderr
@@ -145,7 +154,11 @@ async def test_a_sandboxed_tool_is_only_the_user_its_token_names(host: Daemon, p
     assert (await sandbox.ok("add", "chat-a retro on Friday", "--shared")).startswith("Memory added (shared): ")
     assert "alice paddles a red kayak (about Alice)" in await sandbox.ok("search", "kayak")
     listed = json.loads(await sandbox.ok("list", "--json"))
-    assert sorted(m["content"] for m in listed) == ["alice paddles a red kayak", "chat-a retro on Friday", "chat-a standup at 9:30"]
+    assert sorted(m["content"] for m in listed) == [
+        "alice paddles a red kayak",
+        "chat-a retro on Friday",
+        "chat-a standup at 9:30",
+    ]
     assert (await sandbox.ok("list")).splitlines()[-1] == "Total: 3"
     kayak = next(m for m in listed if "kayak" in m["content"])
     assert (await sandbox.ok("delete", kayak["id"][:12])).startswith("Memory deleted: ")
@@ -156,14 +169,21 @@ async def test_a_sandboxed_tool_is_only_the_user_its_token_names(host: Daemon, p
     assert "zebra" not in await sandbox.ok("list", "--include-expired", "-n", "1000")
     for other in (bob_personal, bob_other_chat):
         assert await sandbox.refused("delete", other["id"]) == "Memory not found or not owned by you\n"
-    for env in ({"MEMORY_USER_ID": "bob"}, {"ASH_USER_ID": "bob"}, {"MEMORY_USER_ID": "bob", "MEMORY_CHAT_ID": "chat-b"}):
+    for env in (
+        {"MEMORY_USER_ID": "bob"},
+        {"ASH_USER_ID": "bob"},
+        {"MEMORY_USER_ID": "bob", "MEMORY_CHAT_ID": "chat-b"},
+    ):
         for args in (("search", "zebra"), ("list",), ("delete", bob_personal["id"]), ("add", "planted by alice")):
             assert (await sandbox.refused(*args, env=env)).startswith("Error: Unauthorized: user_id does not match")
     assert "chat_id does not match" in await sandbox.refused("list", env={"MEMORY_CHAT_ID": "chat-b"})
 
     # Tokens it could make or keep are worthless: expired, forged, or none at all.
     expired = mint_token(SECRET, "alice", "chat-a", ttl=60, now=1_700_000_000)
-    assert await sandbox.refused("list", env={"MEMORY_CONTEXT_TOKEN": expired}) == "Error: Unauthorized: context token expired\n"
+    assert (
+        await sandbox.refused("list", env={"MEMORY_CONTEXT_TOKEN": expired})
+        == "Error: Unauthorized: context token expired\n"
+    )
     forged = mint_token("guessed-secret-of-enough-length", "bob")
     assert "signature does not match" in await sandbox.refused("list", env={"MEMORY_CONTEXT_TOKEN": forged})
     assert "context token is required" in await sandbox.refused(

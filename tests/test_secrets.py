@@ -21,8 +21,15 @@ POSITIVES = [
     pytest.param(f"slack bot: {SLACK_TOKEN}", "api_key", SLACK_TOKEN, id="slack-token"),
     pytest.param(f"AWS access key {AWS_KEY} for prod", "api_key", AWS_KEY, id="aws-key-id"),
     pytest.param(f"maps key={GOOGLE_KEY}", "api_key", GOOGLE_KEY, id="google-key"),
-    pytest.param("the API key is 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "api_key", "9f8e7d6c5b4a39281706f5e4d3c2b1a0", id="generic-key-after-word"),
-    pytest.param("token: Zm9vYmFyMTIzNDU2Nzg5MGFiY2Rl", "api_key", "Zm9vYmFyMTIzNDU2Nzg5MGFiY2Rl", id="generic-token-after-colon"),
+    pytest.param(
+        "the API key is 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        "api_key",
+        "9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        id="generic-key-after-word",
+    ),
+    pytest.param(
+        "token: Zm9vYmFyMTIzNDU2Nzg5MGFiY2Rl", "api_key", "Zm9vYmFyMTIzNDU2Nzg5MGFiY2Rl", id="generic-token-after-colon"
+    ),
     pytest.param("client_secret = 'q8W3e7R2t6Y1u5I0o4P9'", "api_key", "q8W3e7R2t6Y1u5I0o4P9", id="client-secret"),
     pytest.param("My password is hunter2", "password", "hunter2", id="password-is"),
     pytest.param("my gmail password is sunshine", "password", "sunshine", id="password-plain-word"),
@@ -34,8 +41,12 @@ POSITIVES = [
     pytest.param(f"Authorization: Bearer {OPENAI_KEY[3:]}", "bearer_token", OPENAI_KEY[3:], id="bearer"),
     pytest.param(f"session token {JWT} expires soon", "jwt", JWT, id="jwt"),
     pytest.param(f"my key:\n{PEM}\nkeep it safe", "private_key", PEM, id="pem-private-key"),
-    pytest.param("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA", "private_key",
-                 "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA", id="pem-without-end"),
+    pytest.param(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA",
+        "private_key",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA",
+        id="pem-without-end",
+    ),
     pytest.param("Card: 4111 1111 1111 1111, exp 12/27", "card_number", "4111 1111 1111 1111", id="visa-spaces"),
     pytest.param("amex 3782-822463-10005 on file", "card_number", "3782-822463-10005", id="amex-dashes"),
     pytest.param("pay with 5555555555554444", "card_number", "5555555555554444", id="mastercard-plain"),

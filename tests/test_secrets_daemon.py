@@ -38,23 +38,34 @@ def test_the_credential_set_is_caught_and_ordinary_sentences_pass() -> None:
     caught = [c for c in credentials if not scan(c["text"]).clean and not leaked(c["secret"], scan(c["text"]).text)]
     false_positives = [text for text in ordinary if not scan(text).clean]
     rate = len(caught) / len(credentials)
-    print(f"\nsecrets filter: {len(caught)}/{len(credentials)} credentials caught ({rate:.1%}), "
-          f"{len(false_positives)}/{len(ordinary)} false positives")
+    print(
+        f"\nsecrets filter: {len(caught)}/{len(credentials)} credentials caught ({rate:.1%}), "
+        f"{len(false_positives)}/{len(ordinary)} false positives"
+    )
     assert rate >= 0.95, [c["text"] for c in credentials if c not in caught]
     assert false_positives == []
 
 
 EVASIONS = [
     pytest.param("DATABASE_PASSWORD=Sup3rS3cret!2024", "Sup3rS3cret!2024", id="env-password"),
-    pytest.param("SENTRY_AUTH_TOKEN=" + "8c2f" + "1e9a7b3d4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8",
-                 "1e9a7b3d4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8", id="env-token"),
+    pytest.param(
+        "SENTRY_AUTH_TOKEN=" + "8c2f" + "1e9a7b3d4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8",
+        "1e9a7b3d4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8",
+        id="env-token",
+    ),
     pytest.param(f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET, id="aws-secret-underscored-name"),
     pytest.param(f"my token {GITHUB_TOKEN[:12]}\u200b{GITHUB_TOKEN[12:]}", GITHUB_TOKEN[12:], id="zero-width"),
-    pytest.param("my token " + "".join(chr(ord(c) + 0xFEE0) for c in GITHUB_TOKEN),
-                 "".join(chr(ord(c) + 0xFEE0) for c in GITHUB_TOKEN), id="fullwidth"),
+    pytest.param(
+        "my token " + "".join(chr(ord(c) + 0xFEE0) for c in GITHUB_TOKEN),
+        "".join(chr(ord(c) + 0xFEE0) for c in GITHUB_TOKEN),
+        id="fullwidth",
+    ),
     pytest.param(f"my token {GITHUB_TOKEN[:20]}\n{GITHUB_TOKEN[20:]}", GITHUB_TOKEN[20:], id="line-break-in-key"),
-    pytest.param("blob " + base64.b64encode(f"aws_secret_access_key={AWS_SECRET}".encode()).decode(),
-                 base64.b64encode(f"aws_secret_access_key={AWS_SECRET}".encode()).decode(), id="base64"),
+    pytest.param(
+        "blob " + base64.b64encode(f"aws_secret_access_key={AWS_SECRET}".encode()).decode(),
+        base64.b64encode(f"aws_secret_access_key={AWS_SECRET}".encode()).decode(),
+        id="base64",
+    ),
 ]
 
 
@@ -88,7 +99,9 @@ async def test_evasions_are_refused_in_refuse_mode(
 FIELDS: list[Any] = [
     pytest.param({"metadata": {"note": f"deploy with {GITHUB_TOKEN}"}}, "metadata", id="metadata-value"),
     pytest.param({"metadata": {f"{GITHUB_TOKEN}": "x"}}, "metadata", id="metadata-key"),
-    pytest.param({"metadata": {"list": [1, {"deep": "DB_PASSWORD=Sup3rS3cret!2024"}]}}, "metadata", id="metadata-nested"),
+    pytest.param(
+        {"metadata": {"list": [1, {"deep": "DB_PASSWORD=Sup3rS3cret!2024"}]}}, "metadata", id="metadata-nested"
+    ),
     pytest.param({"subjects": ["Tom", GITHUB_TOKEN]}, "subjects[1]", id="subject"),
     pytest.param({"source": GITHUB_TOKEN[:40]}, "source", id="source"),
     pytest.param({"key": f"token {GITHUB_TOKEN}"}, "key", id="key"),
@@ -108,10 +121,16 @@ async def test_every_stored_text_field_is_screened(
 
 async def test_redact_mode_redacts_every_field(short_tmp: Path, nursery: trio.Nursery) -> None:
     peer = await start(short_tmp, nursery, "redact")
-    added = await call_ok(peer, "memory.add", {
-        **ALICE, "content": "ordinary words", "subjects": ["Tom", GITHUB_TOKEN],
-        "metadata": {GITHUB_TOKEN: "DB_PASSWORD=Sup3rS3cret!2024"},
-    })
+    added = await call_ok(
+        peer,
+        "memory.add",
+        {
+            **ALICE,
+            "content": "ordinary words",
+            "subjects": ["Tom", GITHUB_TOKEN],
+            "metadata": {GITHUB_TOKEN: "DB_PASSWORD=Sup3rS3cret!2024"},
+        },
+    )
     got = await call_ok(peer, "memory.get", {**ALICE, "memory_id": added["id"]})
     stored = json.dumps(got)
     assert not leaked(GITHUB_TOKEN, stored) and "Sup3rS3cret" not in stored

@@ -38,7 +38,9 @@ async def until_all_seen(instance: Daemon, connections: int) -> None:
             await trio.sleep(0.01)
 
 
-async def start_open_daemon(base: Path, nursery: trio.Nursery, *, trusted: list[int] | None = None, **limits: Any) -> Daemon:
+async def start_open_daemon(
+    base: Path, nursery: trio.Nursery, *, trusted: list[int] | None = None, **limits: Any
+) -> Daemon:
     """A daemon whose socket other uids may open (mode 0666 in a 0755 directory)."""
     base.chmod(0o755)
     config = make_config(base, limits=limits, socket_mode="0666")
@@ -97,7 +99,12 @@ async def test_an_idle_flood_from_one_uid_leaves_other_uids_their_calls_and_heal
 async def test_past_the_regular_slots_trusted_uids_are_served_and_others_may_only_probe_health(
     short_tmp: Path, nursery: trio.Nursery
 ) -> None:
-    limits = {"max_connections": 6, "max_connections_per_uid": 6, "reserved_connections": 2, "health_probe_connections": 2}
+    limits = {
+        "max_connections": 6,
+        "max_connections_per_uid": 6,
+        "reserved_connections": 2,
+        "health_probe_connections": 2,
+    }
     instance = await start_open_daemon(short_tmp, nursery, trusted=[ROOT], **limits)
     path = instance.config.socket_path
     flood = await trio.to_thread.run_sync(connect_as_uid, path, FLOOD_UID, 6)  # every regular slot

@@ -27,8 +27,14 @@ def slow_daemon(base: Path, fake: FakeLlm, **limits: Any) -> Daemon:
     fake.default = Answer({"facts": []}, delay=SLOW)
     config = make_config(
         base,
-        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 30.0,
-             "concurrency": 2},
+        llm={
+            "provider": "openai",
+            "url": fake.url,
+            "model": "fake-model",
+            "retries": 0,
+            "timeout": 30.0,
+            "concurrency": 2,
+        },
         limits=limits,
     )
     return Daemon(config)
@@ -37,8 +43,10 @@ def slow_daemon(base: Path, fake: FakeLlm, **limits: Any) -> Daemon:
 def extract_call(index: int) -> bytes:
     message = {"role": "user", "content": f"I like tea number {index}"}
     params = {**ALICE, "messages": [message]}
-    return json.dumps({"jsonrpc": "2.0", "method": "memory.extract_from_messages", "params": params,
-                       "id": index}).encode() + b"\n"
+    return (
+        json.dumps({"jsonrpc": "2.0", "method": "memory.extract_from_messages", "params": params, "id": index}).encode()
+        + b"\n"
+    )
 
 
 async def server_counts(peer: NdjsonPeer) -> dict[str, Any]:
@@ -105,8 +113,9 @@ async def test_one_peers_calls_over_its_share_are_refused_with_retry_after(
         assert reply["error"]["data"]["limit"] == "max_inflight_per_uid"
         assert reply["error"]["data"]["retry_after"] > 0
     # Once the share is free again, the peer is served.
-    assert "result" in await peers[1].call("memory.extract_from_messages",
-                                             {**ALICE, "messages": [{"role": "user", "content": "hi"}]})
+    assert "result" in await peers[1].call(
+        "memory.extract_from_messages", {**ALICE, "messages": [{"role": "user", "content": "hi"}]}
+    )
 
 
 async def test_a_hang_up_is_seen_while_reading_is_paused_at_max_inflight(

@@ -19,7 +19,6 @@ from memoryd.rpc.dispatch import CallContext, MethodTable
 from memoryd.server.listener import RpcServer
 from tests.wire import NdjsonPeer
 
-
 # The tests run on trio's virtual clock (autojump_clock): grace periods and lingers pass at once,
 # exactly as counted; the server and its clients share the test's trio loop, no threads.
 
@@ -76,7 +75,9 @@ async def served(short_tmp: Path, nursery: trio.Nursery) -> AsyncIterator[Served
     listen_socket.close()
 
 
-async def test_pipelined_calls_past_max_inflight_wait_their_turn_and_all_get_answers(served: Served, autojump_clock: MockClock) -> None:
+async def test_pipelined_calls_past_max_inflight_wait_their_turn_and_all_get_answers(
+    served: Served, autojump_clock: MockClock
+) -> None:
     with trio.fail_after(20):
         peer = await served.connect()
         for id in range(12):
@@ -87,7 +88,9 @@ async def test_pipelined_calls_past_max_inflight_wait_their_turn_and_all_get_ans
     assert served.running.most == 3
 
 
-async def test_a_request_sent_as_shutdown_begins_is_answered_shutting_down(served: Served, autojump_clock: MockClock) -> None:
+async def test_a_request_sent_as_shutdown_begins_is_answered_shutting_down(
+    served: Served, autojump_clock: MockClock
+) -> None:
     with trio.fail_after(20):
         peer = await served.connect()
         assert (await peer.call("sleep", {}))["result"] == "slept"
@@ -98,7 +101,9 @@ async def test_a_request_sent_as_shutdown_begins_is_answered_shutting_down(serve
         await served.server.stopped.wait()
 
 
-async def test_a_call_running_at_shutdown_finishes_within_the_grace_period(served: Served, autojump_clock: MockClock) -> None:
+async def test_a_call_running_at_shutdown_finishes_within_the_grace_period(
+    served: Served, autojump_clock: MockClock
+) -> None:
     with trio.fail_after(20):
         peer = await served.connect()
         await peer.send({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 0.1}, "id": 1})
@@ -109,7 +114,9 @@ async def test_a_call_running_at_shutdown_finishes_within_the_grace_period(serve
         await served.server.stopped.wait()
 
 
-async def test_a_call_still_running_when_the_grace_period_ends_is_answered_shutting_down(served: Served, autojump_clock: MockClock) -> None:
+async def test_a_call_still_running_when_the_grace_period_ends_is_answered_shutting_down(
+    served: Served, autojump_clock: MockClock
+) -> None:
     with trio.fail_after(20):
         peer = await served.connect()
         await peer.send({"jsonrpc": "2.0", "method": "sleep", "params": {"seconds": 60}, "id": "long"})
@@ -122,7 +129,9 @@ async def test_a_call_still_running_when_the_grace_period_ends_is_answered_shutt
         assert await peer.receive_raw() is None  # and the connection is closed
 
 
-async def test_an_idle_connection_is_closed_once_quiet_and_the_server_stops(served: Served, autojump_clock: MockClock) -> None:
+async def test_an_idle_connection_is_closed_once_quiet_and_the_server_stops(
+    served: Served, autojump_clock: MockClock
+) -> None:
     server = served.server
     server.connection_limits = replace(server.connection_limits, shutdown_linger=0.1)
     peer = await served.connect()
@@ -135,7 +144,9 @@ async def test_an_idle_connection_is_closed_once_quiet_and_the_server_stops(serv
     assert server.stats()["connections_open"] == 0
 
 
-async def test_stats_json_is_stats_encoded_as_connections_come_go_and_calls_run(served: Served, autojump_clock: MockClock) -> None:
+async def test_stats_json_is_stats_encoded_as_connections_come_go_and_calls_run(
+    served: Served, autojump_clock: MockClock
+) -> None:
     server = served.server
 
     def same() -> dict[str, object]:

@@ -86,7 +86,9 @@ async def test_notifications_get_no_reply(daemon: Daemon) -> None:
 async def test_pipelined_requests_on_one_connection_all_get_answers(daemon: Daemon) -> None:
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     lines = b"".join(
-        json.dumps({"jsonrpc": "2.0", "method": "memory.add", "params": {**ALICE, "content": f"fact {i}"}, "id": i}).encode()
+        json.dumps(
+            {"jsonrpc": "2.0", "method": "memory.add", "params": {**ALICE, "content": f"fact {i}"}, "id": i}
+        ).encode()
         + b"\n"
         for i in range(100)
     )
@@ -191,7 +193,9 @@ async def test_hundred_concurrent_clients_each_get_their_own_answers(daemon: Dae
 async def test_a_client_that_vanishes_mid_request_does_not_hurt_others(daemon: Daemon) -> None:
     for _ in range(20):
         rude = await NdjsonPeer.connect(daemon.config.socket_path)
-        await rude.send_raw(b'{"jsonrpc": "2.0", "method": "memory.list", "params": {"user_id": "a"}, "id": 1}\n{"jsonrp')
+        await rude.send_raw(
+            b'{"jsonrpc": "2.0", "method": "memory.list", "params": {"user_id": "a"}, "id": 1}\n{"jsonrp'
+        )
         await rude.aclose()
     polite = await NdjsonPeer.connect(daemon.config.socket_path)
     assert "result" in await polite.call("system.health", {})

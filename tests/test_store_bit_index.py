@@ -238,7 +238,10 @@ async def test_sign_bits_of_the_wrong_length_turn_the_copies_off(tmp_path: Path,
     """A damaged ``vector_copies`` row: the copy is refused, vec0 scans."""
     path = tmp_path / "m.db"
     with await make_store(path):
-        sql(path, "UPDATE vector_copies SET coarse = zeroblob(12) WHERE memory_rowid = (SELECT min(memory_rowid) FROM vector_copies)")
+        sql(
+            path,
+            "UPDATE vector_copies SET coarse = zeroblob(12) WHERE memory_rowid = (SELECT min(memory_rowid) FROM vector_copies)",
+        )
 
         def copy_of(db):  # type: ignore[no-untyped-def]
             return copies.copy_for(db, vectors.read_space(db), "u:alice")

@@ -56,7 +56,11 @@ def back_to_schema_10(path: Path, added: list[tuple[str, str, int]]) -> None:
     sql(path, "DROP VIEW events")
     sql(path, "ALTER TABLE audit_events RENAME TO events")
     for memory_id, owner, at_ms in added:
-        sql(path, "INSERT INTO events (memory_id, event, actor, at_ms) VALUES (?, 'added', ?, ?)", (memory_id, owner, at_ms))
+        sql(
+            path,
+            "INSERT INTO events (memory_id, event, actor, at_ms) VALUES (?, 'added', ?, ?)",
+            (memory_id, owner, at_ms),
+        )
     back_to_schema_12(path, lambda _, fine: int8_copy(vector_codec.unit_from_fine(fine, DIM)))
     sql(path, f"PRAGMA user_version = {schema.version_before(schema.m011_added_events_from_rows)}")
 
@@ -121,6 +125,8 @@ async def test_a_purge_stores_the_added_event_from_the_row_except_for_an_importe
         assert store.lifecycle.gc(retention_ms=30 * day).purged == 2
     # In time order: the 'added' row is stored at the purge, after the 'deleted' one.
     stored = sql(tmp_path / "b.db", "SELECT memory_id, event, actor, at_ms FROM audit_events ORDER BY at_ms, event_id")
-    assert [row[:2] for row in stored if row[0] == lines[0].id] == [(lines[0].id, e) for e in ("imported", "deleted", "purged")]
+    assert [row[:2] for row in stored if row[0] == lines[0].id] == [
+        (lines[0].id, e) for e in ("imported", "deleted", "purged")
+    ]
     assert [row for row in stored if row[0] == added.id][0] == (added.id, "added", "bob", added_at)
     assert [row[1] for row in stored if row[0] == added.id] == ["added", "deleted", "purged"]

@@ -85,7 +85,10 @@ def test_every_schema_step_imports_only_its_own_package() -> None:
         if (imported := [name for name in memoryd_imports(path.read_text()) if not name.startswith(package + ".")])
     }
     # Relative imports stay inside the package only at one level ("." is the package itself).
-    outside = {name: [i for i in imported if not (i.startswith(".") and not i.startswith(".."))] for name, imported in outside.items()}
+    outside = {
+        name: [i for i in imported if not (i.startswith(".") and not i.startswith(".."))]
+        for name, imported in outside.items()
+    }
     assert {name: imported for name, imported in outside.items() if imported} == {}
 
 

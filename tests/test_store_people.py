@@ -13,8 +13,14 @@ from tests.store_helpers import Clock
 ALICE = Scope("alice")
 
 
-async def remember(store: Store, content: str, owner: str = "alice", subjects: list[str] | None = None,
-                   chat_id: str | None = None, shared: bool = False) -> str:
+async def remember(
+    store: Store,
+    content: str,
+    owner: str = "alice",
+    subjects: list[str] | None = None,
+    chat_id: str | None = None,
+    shared: bool = False,
+) -> str:
     record, _ = await store.memories.add(NewMemory(content, owner, chat_id, shared, "t", subjects=subjects or []))
     await store.people.learn(owner, record.id, record.content, record.subjects, [owner])
     return record.id
@@ -87,7 +93,8 @@ async def test_links_follow_merge_delete_and_gc(tmp_path: object, clock: Clock) 
         assert len(await store.people.memories_about(ALICE, robert, limit=10)) == 2
         assert await store.memories.delete(ALICE, chess) == chess
         assert [r.content for r in await store.people.memories_about(ALICE, robert, limit=10)] == [
-            "Robert is my brother"]
+            "Robert is my brother"
+        ]
         clock.at = now_ms() + 400 * DAY_MS
         store.lifecycle.gc(retention_ms=30 * DAY_MS)
         assert (await store.people.counts(ALICE, [robert])) == {robert.id: 1}

@@ -91,7 +91,9 @@ async def test_a_strong_semantic_match_beats_a_weak_keyword_match(store: Store) 
         await store.memories.add(note(content))
     claimed = await store.jobs.claim_embed(10)
     await store.jobs.complete_embed([(job, contents[job.content]) for job in claimed])
-    hits = await store.memories.search(ALICE, "What do I do for a living?", limit=3, vector=QueryVector.at_hand(unit(1, 0.1)))
+    hits = await store.memories.search(
+        ALICE, "What do I do for a living?", limit=3, vector=QueryVector.at_hand(unit(1, 0.1))
+    )
     assert hits[0].content == "I work night shifts as a nurse"
     assert hits[0].score >= hits[1].score
 
@@ -238,7 +240,9 @@ def test_memories_added_far_apart_are_not_linked() -> None:
 
 async def test_neighbours_skip_deleted_memories_and_other_scopes(store: Store) -> None:
     first, _ = await store.memories.add(note("first"))
-    await store.memories.add(NewMemory(content="bob's", owner="bob", chat_id=None, shared=False, source="t", subjects=[]))
+    await store.memories.add(
+        NewMemory(content="bob's", owner="bob", chat_id=None, shared=False, source="t", subjects=[])
+    )
     middle, _ = await store.memories.add(note("middle"))
     last, _ = await store.memories.add(note("last"))
     await store.memories.delete(ALICE, middle.id)

@@ -147,9 +147,14 @@ async def test_a_query_vector_of_another_dimension_degrades_to_keywords(store: S
     store.configure_vector_space("test:m", DIM)
     await store.memories.add(note("vectors everywhere"))
     await embed(store, {"vectors everywhere": unit(1)})
-    hits = await store.memories.search(ALICE, "vectors", limit=5, vector=QueryVector.at_hand(np.ones(DIM + 1, dtype=np.float32)))
+    hits = await store.memories.search(
+        ALICE, "vectors", limit=5, vector=QueryVector.at_hand(np.ones(DIM + 1, dtype=np.float32))
+    )
     assert [h.similarity for h in hits] == [1.0]  # the term fraction, not a cosine
-    assert await store.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(np.ones(DIM + 1, dtype=np.float32))) == []
+    assert (
+        await store.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(np.ones(DIM + 1, dtype=np.float32)))
+        == []
+    )
 
 
 async def test_before_this_process_configured_a_space_search_is_keyword_only(tmp_path: Path) -> None:

@@ -96,10 +96,7 @@ def big_partition(tmp_path: Path) -> Path:
     with db:
         db.executemany(
             "INSERT INTO vec_t VALUES (?, ?, ?, vec_bit(?))",
-            [
-                (i + 1, "big" if i < 3000 else "small", i % 7, vector_codec.coarse(v))
-                for i, v in enumerate(rows)
-            ],
+            [(i + 1, "big" if i < 3000 else "small", i % 7, vector_codec.coarse(v)) for i, v in enumerate(rows)],
         )
     db.close()
     return path

@@ -142,7 +142,9 @@ async def test_rescoring_copies_are_read_for_exactly_the_rows_vec0_holds_after_w
         assert space is not None
         rowids = [rowid for (rowid,) in db.execute("SELECT rowid FROM memories")] + [10_000]
         marks = ",".join("?" * len(rowids))
-        in_vec0 = [r for (r,) in db.execute(f"SELECT memory_rowid FROM {space.table} WHERE memory_rowid IN ({marks})", rowids)]
+        in_vec0 = [
+            r for (r,) in db.execute(f"SELECT memory_rowid FROM {space.table} WHERE memory_rowid IN ({marks})", rowids)
+        ]
         through_vec0 = {
             rowid: db.execute("SELECT fine FROM vector_copies WHERE memory_rowid = ?", (rowid,)).fetchone()[0]
             for rowid in sorted(in_vec0)

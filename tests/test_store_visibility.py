@@ -83,7 +83,9 @@ async def test_list_shows_all_five(crowded: Store) -> None:
 
 async def test_a_stranger_sees_nothing(crowded: Store) -> None:
     stranger = Scope("mallory", "chat-mallory")
-    assert await crowded.memories.search(stranger, "tea oolong", limit=10, vector=QueryVector.at_hand(CROWD_VECTOR)) == []
+    assert (
+        await crowded.memories.search(stranger, "tea oolong", limit=10, vector=QueryVector.at_hand(CROWD_VECTOR)) == []
+    )
     assert await crowded.memories.list(stranger, limit=10) == []
 
 
@@ -136,7 +138,9 @@ async def test_every_retriever_applies_the_same_visibility(store: Store, scope: 
     ids = await seed(store)
     names = {v: k for k, v in ids.items()}
     keyword = {names[h.id] for h in await store.memories.search(scope, "tea", limit=10)}
-    vector = {names[h.id] for h in await store.memories.search(scope, "", limit=10, vector=QueryVector.at_hand(unit(1)))}
+    vector = {
+        names[h.id] for h in await store.memories.search(scope, "", limit=10, vector=QueryVector.at_hand(unit(1)))
+    }
     listed = {names[r.id] for r in await store.memories.list(scope, limit=10)}
     assert keyword == vector == listed == visible
     for name, memory_id in ids.items():

@@ -54,7 +54,9 @@ async def run_together(batcher: WriteBatcher, fns: list) -> list[object]:  # typ
     async with trio.open_nursery() as nursery:
         nursery.start_soon(batcher.write, hold)
         await trio.testing.wait_all_tasks_blocked()
-        results = await gather_outcomes([*(functools.partial(batcher.write, fn) for fn in fns), release_once_all_queued])
+        results = await gather_outcomes(
+            [*(functools.partial(batcher.write, fn) for fn in fns), release_once_all_queued]
+        )
     return results[:-1]
 
 

@@ -115,7 +115,9 @@ async def test_supersedes_of_what_the_caller_cannot_see_is_not_found_and_writes_
     other_chat = await add(peer, {**BOB, "chat_id": "c2"}, "The team meets Fridays", shared=True)
     for target in (bobs["id"], other_chat["id"], "01ARZ3NDEKTSV4RRFFQ69G5FAV"):
         for caller in (ALICE, {**ALICE, "chat_id": "c1"}):
-            error = await call_error(peer, "memory.add", {**caller, "content": "replacement text", "supersedes": target})
+            error = await call_error(
+                peer, "memory.add", {**caller, "content": "replacement text", "supersedes": target}
+            )
             assert error["code"] == -32001 and error["data"]["field"] == "supersedes"
     assert await ids_of(peer, "memory.list", ALICE) == []
     assert await ids_of(peer, "memory.list", BOB) == [bobs["id"]]

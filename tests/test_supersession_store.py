@@ -181,13 +181,9 @@ async def test_a_group_chat_never_replaces_what_it_may_not_see(rules: Supersessi
     private = Provenance(chat_type="private")
     group = Provenance(chat_type="group")
     red = await rules.store(in_private, note("My favorite color is red", chat_id="dm", provenance=private))
-    keyed = await rules.store(
-        in_private, note("Gate code is 1234", chat_id="dm", provenance=private), key="gate-code"
-    )
+    keyed = await rules.store(in_private, note("Gate code is 1234", chat_id="dm", provenance=private), key="gate-code")
     blue = await rules.store(in_group, note("My favorite color is blue", chat_id="g1", provenance=group))
-    other = await rules.store(
-        in_group, note("Gate code is 9999", chat_id="g1", provenance=group), key="gate-code"
-    )
+    other = await rules.store(in_group, note("Gate code is 9999", chat_id="g1", provenance=group), key="gate-code")
     assert blue.superseded == [] and other.superseded == []
     # From the private chat, where both versions are visible, the rules still apply.
     green = await rules.store(in_private, note("My favorite color is green", chat_id="dm", provenance=private))

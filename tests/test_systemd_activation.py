@@ -107,9 +107,7 @@ def test_clients_connecting_before_the_daemon_exists_are_served(short_tmp: Path,
 
 
 @needs_activator
-def test_on_sigterm_the_daemon_leaves_the_socket_file_to_its_owner(
-    short_tmp: Path, activated: list[Activated]
-) -> None:
+def test_on_sigterm_the_daemon_leaves_the_socket_file_to_its_owner(short_tmp: Path, activated: list[Activated]) -> None:
     activation = Activated(short_tmp)
     activated.append(activation)
     inode = activation.socket.lstat().st_ino
@@ -146,7 +144,12 @@ def test_a_connection_passed_by_accept_mode_is_refused(short_tmp: Path, activate
 
 
 def test_listen_variables_meant_for_another_process_are_ignored_and_removed() -> None:
-    environ = {"LISTEN_PID": str(os.getpid() + 1), "LISTEN_FDS": "1", "LISTEN_FDNAMES": "memoryd.socket", "PATH": "/bin"}
+    environ = {
+        "LISTEN_PID": str(os.getpid() + 1),
+        "LISTEN_FDS": "1",
+        "LISTEN_FDNAMES": "memoryd.socket",
+        "PATH": "/bin",
+    }
     assert take_listen_socket(environ) is None
     assert environ == {"PATH": "/bin"}  # nothing we start inherits them
 

@@ -7,9 +7,9 @@ import signal
 import socket
 import struct
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
 
 import pytest
 import trio

@@ -77,7 +77,9 @@ def test_user_units_pass_systemd_analyze_verify(tmp_path: Path, runtime_dir: Pat
 @needs_analyze
 def test_system_service_security_exposure_is_ok_or_better(tmp_path: Path, runtime_dir: Path) -> None:
     units = _copy_units(UNITS, tmp_path / "system")
-    result = _analyze("security", "--offline=true", "--no-pager", str(units / "memoryd.service"), runtime_dir=runtime_dir)
+    result = _analyze(
+        "security", "--offline=true", "--no-pager", str(units / "memoryd.service"), runtime_dir=runtime_dir
+    )
     if "--offline" in result.stderr and result.returncode != 0:
         pytest.skip("this systemd-analyze has no --offline")
     match = re.search(r"Overall exposure level for memoryd\.service: ([0-9.]+) (\w+)", result.stdout)

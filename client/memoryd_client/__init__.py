@@ -96,8 +96,6 @@ def __getattr__(name: str) -> Any:
         except ModuleNotFoundError as exc:
             if exc.name != "trio":
                 raise
-            raise ImportError(
-                "AsyncMemoryClient needs trio: pip install 'memoryd-client[trio]'", name="trio"
-            ) from exc
+            raise ImportError("AsyncMemoryClient needs trio: pip install 'memoryd-client[trio]'", name="trio") from exc
         return AsyncMemoryClient
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,9 +24,7 @@ def default_socket_path(environ: Optional[Mapping[str, str]] = None) -> str:
     return f"/tmp/memoryd-{os.getuid()}/memoryd.sock"
 
 
-def resolve_socket_path(
-    explicit: Optional[str] = None, environ: Optional[Mapping[str, str]] = None
-) -> str:
+def resolve_socket_path(explicit: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> str:
     """The socket to use: ``explicit``, else $MEMORYD_SOCKET, else $ASH_RPC_SOCKET, else the default."""
     return resolve_socket_path_with_origin(explicit, environ)[0]
 

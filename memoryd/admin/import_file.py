@@ -86,7 +86,9 @@ def parse_header(line_no: int, raw: bytes) -> ExportHeader:
     if header.format != FORMAT:
         raise LineError(line_no, f"format is {header.format!r}, expected {FORMAT!r}")
     if header.version not in READABLE_VERSIONS:
-        raise LineError(line_no, f"format version {header.version} is not supported (this memoryd reads up to {VERSION})")
+        raise LineError(
+            line_no, f"format version {header.version} is not supported (this memoryd reads up to {VERSION})"
+        )
     return header
 
 

@@ -20,5 +20,7 @@ def run(config: Config, *, action: str, as_json: bool = False, out: TextIO = sys
     if as_json:
         print_json({"requeued": requeued}, out)
     else:
-        out.write(f"re-queued {requeued['extract']} parked extraction jobs and {requeued['embed']} failing embedding jobs\n")
+        out.write(
+            f"re-queued {requeued['extract']} parked extraction jobs and {requeued['embed']} failing embedding jobs\n"
+        )
     return EXIT_OK

@@ -37,7 +37,9 @@ SAMPLE = 20
 
 def run(config: Config, *, to: str, url: str, out: TextIO = sys.stdout) -> int:
     if config.storage.backend != "sqlite" and to == "postgres":
-        raise StoreError("memoryd migrate --to postgres copies the SQLite file of data_dir: run it with [storage] backend = \"sqlite\"")
+        raise StoreError(
+            'memoryd migrate --to postgres copies the SQLite file of data_dir: run it with [storage] backend = "sqlite"'
+        )
     sqlite_config = msgspec.structs.replace(config, storage=msgspec.structs.replace(config.storage, backend="sqlite"))
     if to == "postgres":
         if not config.db_path.exists():

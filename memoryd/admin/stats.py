@@ -33,7 +33,10 @@ _LABEL_WIDTH = 13
 
 def _entry(label: str, text: str, *more: str | None) -> list[str]:
     """A labelled line, and lines continuing it under its text (empty ones left out)."""
-    return [f"{label:<{_LABEL_WIDTH}}{printable(text)}", *(" " * _LABEL_WIDTH + printable(line) for line in more if line)]
+    return [
+        f"{label:<{_LABEL_WIDTH}}{printable(text)}",
+        *(" " * _LABEL_WIDTH + printable(line) for line in more if line),
+    ]
 
 
 def _row(name: str, states: dict[str, int]) -> list[object]:

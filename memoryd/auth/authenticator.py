@@ -17,8 +17,8 @@ sent id that breaks it is refused with -32602 naming the field, a token whose ``
 
 from __future__ import annotations
 
-import logging
 import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 

@@ -75,7 +75,6 @@ def load_token_secret(auth: AuthConfig) -> bytes | None:
         raise ConfigError(f"{origin} is empty") from None
     if len(key) < MIN_SECRET_BYTES:
         raise ConfigError(
-            f"{origin} decodes to {len(key)} bytes; use at least {MIN_SECRET_BYTES} "
-            "(e.g. `openssl rand -hex 32`)"
+            f"{origin} decodes to {len(key)} bytes; use at least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32`)"
         )
     return key

@@ -108,7 +108,9 @@ def _convert(raw: dict[str, Any], *, strict: bool, origin: str) -> Config:
     try:
         _ = config.socket_mode_bits  # parses the octal string
     except ValueError:
-        raise ConfigError(f"invalid configuration ({origin}): socket_mode must be an octal string like \"0600\"") from None
+        raise ConfigError(
+            f'invalid configuration ({origin}): socket_mode must be an octal string like "0600"'
+        ) from None
     return config
 
 
@@ -118,9 +120,7 @@ def _check_auth(auth: AuthConfig) -> None:
     if auth.token_secret and auth.token_secret_file:
         raise ConfigError("invalid configuration: set auth.token_secret or auth.token_secret_file, not both")
     if auth.mode == "token" and not (auth.token_secret or auth.token_secret_file):
-        raise ConfigError(
-            'invalid configuration: auth.mode "token" needs auth.token_secret or auth.token_secret_file'
-        )
+        raise ConfigError('invalid configuration: auth.mode "token" needs auth.token_secret or auth.token_secret_file')
 
 
 def _describe(exc: msgspec.ValidationError) -> str:

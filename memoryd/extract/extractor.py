@@ -65,9 +65,7 @@ async def extract_facts(
     if not any(message.role == "user" and message.content.strip() for message in window):
         # Only the assistant spoke: nothing to learn, and no call to pay for.
         return ExtractionOutcome(facts=[], called_llm=False)
-    system, chat = build_prompt(
-        window, speaker=speaker, owner_names=owner_names, now=_local(now, timezone_name)
-    )
+    system, chat = build_prompt(window, speaker=speaker, owner_names=owner_names, now=_local(now, timezone_name))
     reply = await llm.complete_json(system, chat, ExtractionResult)
     filtered = filter_facts(
         reply.facts,
@@ -84,9 +82,7 @@ async def extract_facts(
     # Counts only: the facts themselves are memory contents and stay out of info logs.
     log.info(
         "extracted",
-        extra=fields(
-            messages=len(window), proposed=outcome.proposed, kept=len(outcome.facts), dropped=outcome.dropped
-        ),
+        extra=fields(messages=len(window), proposed=outcome.proposed, kept=len(outcome.facts), dropped=outcome.dropped),
     )
     return outcome
 
@@ -98,4 +94,3 @@ def _local(now: datetime, timezone_name: str | None) -> datetime:
         except (ZoneInfoNotFoundError, ValueError):
             log.debug("unknown timezone, using UTC", extra=fields(timezone=timezone_name))
     return now.astimezone(UTC)
-

@@ -22,7 +22,6 @@ class ConversationMessage(msgspec.Struct, kw_only=True, frozen=True):
     display_name: str | None = None
     user_id: str | None = None
 
-
     def sent_at(self) -> datetime | None:
         if isinstance(self.timestamp, float):
             try:
@@ -40,7 +39,7 @@ class Speaker(msgspec.Struct, kw_only=True, frozen=True):
     display_name: str | None = None
 
     def label(self) -> str:
-        """"@david (David Cramer)", "@david", "David Cramer", or "the user"."""
+        """ "@david (David Cramer)", "@david", "David Cramer", or "the user"."""
         username = (self.username or "").strip().lstrip("@")
         display = (self.display_name or "").strip()
         if username and display:
@@ -61,9 +60,7 @@ def author(message: ConversationMessage, speaker: Speaker) -> Speaker:
     return speaker
 
 
-def around(
-    messages: Sequence[ConversationMessage], message_id: str, radius: int
-) -> list[ConversationMessage] | None:
+def around(messages: Sequence[ConversationMessage], message_id: str, radius: int) -> list[ConversationMessage] | None:
     """The message ``message_id`` with ``radius`` messages either side (``memory.extract``'s
     window, ``extraction.context_messages``), or None when no message has that id."""
     for index, message in enumerate(messages):

@@ -43,12 +43,41 @@ DEMONYMS = frozenset(
     cuban iranian iraqi syrian saudi emirati new-zealander kiwi""".split()
 )
 
-DIETS = ("vegetarian", "vegan", "pescatarian", "keto", "paleo", "carnivore", "flexitarian",
-         "omnivore", "raw vegan", "plant-based")
-RESTRICTIONS = ("lactose intolerant", "lactose-intolerant", "gluten-free", "gluten free",
-                "dairy-free", "kosher", "halal", "celiac", "coeliac", "diabetic")
-STATUSES = ("single", "married", "engaged", "divorced", "widowed", "separated",
-            "in a relationship", "seeing someone", "dating someone")
+DIETS = (
+    "vegetarian",
+    "vegan",
+    "pescatarian",
+    "keto",
+    "paleo",
+    "carnivore",
+    "flexitarian",
+    "omnivore",
+    "raw vegan",
+    "plant-based",
+)
+RESTRICTIONS = (
+    "lactose intolerant",
+    "lactose-intolerant",
+    "gluten-free",
+    "gluten free",
+    "dairy-free",
+    "kosher",
+    "halal",
+    "celiac",
+    "coeliac",
+    "diabetic",
+)
+STATUSES = (
+    "single",
+    "married",
+    "engaged",
+    "divorced",
+    "widowed",
+    "separated",
+    "in a relationship",
+    "seeing someone",
+    "dating someone",
+)
 NOT_JOB_STATES = ("retired", "unemployed", "self-employed", "between jobs", "out of work")
 
 #: Employer "values" that are really times or places of work ("I work at night").
@@ -58,8 +87,9 @@ _NOT_EMPLOYERS = frozenset(
 )
 
 #: Opinion objects that point elsewhere: "I like it" and "I hate it" may be about two things.
-_REFERRING = frozenset("it that this them those these him her you everything nothing something anything "
-                       "when how what".split())
+_REFERRING = frozenset(
+    "it that this them those these him her you everything nothing something anything when how what".split()
+)
 #: Favorites of a context ("my favorite part is the ending"), not of a person.
 CONTEXTUAL_FAVORITES = frozenset("part thing bit moment one scene line episode memory quote".split())
 
@@ -110,7 +140,7 @@ def _employer_ok(raw: str, lowercase_text: bool) -> bool:
 
 
 def _split_list(value: str) -> list[str]:
-    """"English, French and a little German" -> three values."""
+    """ "English, French and a little German" -> three values."""
     parts = re.split(r"\s*(?:,|\band\b|&|\bor\b)\s*", value)
     cleaned = [re.sub(r"^(?:a little|some|fluent|fluently|basic|conversational)\s+", "", p) for p in parts]
     return [p for p in (c.strip() for c in cleaned) if p]
@@ -138,41 +168,57 @@ def _rule(pattern: str) -> LazyPattern:
     return LazyPattern(pattern, re.IGNORECASE)
 
 
-_AGE = _rule(r"^(?:" + BE + r"|turned|just\s+turned)\s+(?P<value>\d{1,3})"
-             r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?$")
+_AGE = _rule(
+    r"^(?:" + BE + r"|turned|just\s+turned)\s+(?P<value>\d{1,3})"
+    r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?$"
+)
 _BORN = _rule(r"^(?:was|were|is|am)\s+born\s+(?P<prep>on|in|at)\s+" + _TAIL)
-_RESIDENCE = _rule(r"^(?:(?:am|is|are|was|were|been)\s+)?"
-                   r"(?:lives?|lived|living|resides?|residing|(?:" + BE + r"\s+)?based|relocated|"
-                   r"(?:have|has)?\s*moved(?:\s+back)?|settled)\s+(?:in|to|at)\s+" + _TAIL)
+_RESIDENCE = _rule(
+    r"^(?:(?:am|is|are|was|were|been)\s+)?"
+    r"(?:lives?|lived|living|resides?|residing|(?:" + BE + r"\s+)?based|relocated|"
+    r"(?:have|has)?\s*moved(?:\s+back)?|settled)\s+(?:in|to|at)\s+" + _TAIL
+)
 _MOVED_OUT = _rule(r"^(?:moved|moving)\s+(?:out\s+of|away\s+from)\s+" + _TAIL)
 _HOMETOWN = _rule(r"^(?:(?:" + BE + r"|comes?|came)\s+(?:originally\s+)?from|grew\s+up\s+in)\s+" + _TAIL)
-_WORKS = _rule(r"^(?:(?:(?:" + BE + r"\s+)?(?:works?|working|worked|employed)|started(?:\s+a\s+new\s+job|\s+working)?|"
-               r"(?:got\s+)?hired)\s+(?:at|for|by)|got\s+(?:a\s+)?(?:new\s+)?job\s+(?:at|with))\s+"
-               r"(?P<value>.+?)(?:\s+as\s+(?P<job>.+))?$")
+_WORKS = _rule(
+    r"^(?:(?:(?:" + BE + r"\s+)?(?:works?|working|worked|employed)|started(?:\s+a\s+new\s+job|\s+working)?|"
+    r"(?:got\s+)?hired)\s+(?:at|for|by)|got\s+(?:a\s+)?(?:new\s+)?job\s+(?:at|with))\s+"
+    r"(?P<value>.+?)(?:\s+as\s+(?P<job>.+))?$"
+)
 _WORKS_AS = _rule(r"^(?:(?:" + BE + r"\s+)?(?:works?|working|worked)|got\s+(?:a\s+)?job)\s+as\s+" + _TAIL)
-_LEFT_JOB = _rule(r"^(?:quit|left|lost)\s+(?:my|his|her|their)\s+job(?:\s+at\s+(?P<value>.+))?$"
-                  r"|^(?:was|were|got)\s+(?:laid\s+off|fired|let\s+go)(?:\s+(?:from|by)\s+(?P<v2>.+))?$")
+_LEFT_JOB = _rule(
+    r"^(?:quit|left|lost)\s+(?:my|his|her|their)\s+job(?:\s+at\s+(?P<value>.+))?$"
+    r"|^(?:was|were|got)\s+(?:laid\s+off|fired|let\s+go)(?:\s+(?:from|by)\s+(?P<v2>.+))?$"
+)
 _PROMOTED = _rule(r"^(?:got|was|were|has\s+been|have\s+been)\s+promoted\s+to\s+" + _TAIL)
 _IS_A = _rule(r"^" + BE + r"\s+an?\s+" + _TAIL)
 _STATE = _rule(r"^" + BE + r"\s+(?:now\s+)?(?P<value>" + "|".join(NOT_JOB_STATES) + r")$")
-_DIET = _rule(r"^(?:" + BE + r"|went|gone|have\s+gone|has\s+gone|turned|eats?)\s+(?:an?\s+|fully\s+|strictly\s+)?"
-              r"(?P<value>" + "|".join(DIETS) + r")$")
+_DIET = _rule(
+    r"^(?:" + BE + r"|went|gone|have\s+gone|has\s+gone|turned|eats?)\s+(?:an?\s+|fully\s+|strictly\s+)?"
+    r"(?P<value>" + "|".join(DIETS) + r")$"
+)
 _DIET_FOLLOWED = _rule(r"^(?:follows?|(?:" + BE + r"\s+)?on)\s+an?\s+(?P<value>" + "|".join(DIETS) + r")\s+diet$")
 _EATS_MEAT = _rule(r"^(?:eats?|started\s+eating)\s+meat(?:\s+again)?$")
 _RESTRICTION = _rule(r"^" + BE + r"\s+(?P<value>" + "|".join(RESTRICTIONS) + r")$")
 _ALLERGY = _rule(r"^(?:" + BE + r"\s+allergic\s+to|(?:has|have)\s+an?\s+allergy\s+to)\s+" + _TAIL)
 _SPEAKS = _rule(r"^(?:speaks?|(?:" + BE + r"\s+)?fluent\s+in)\s+(?!to\b|with\b|about\b|up\b)" + _TAIL)
-_STATUS = _rule(r"^(?:" + BE + r"|got|just\s+got)\s+(?P<value>" + "|".join(STATUSES) + r")"
-                r"(?:\s+to\s+(?P<partner>" + _NAME + r"))?$")
+_STATUS = _rule(
+    r"^(?:" + BE + r"|got|just\s+got)\s+(?P<value>" + "|".join(STATUSES) + r")"
+    r"(?:\s+to\s+(?P<partner>" + _NAME + r"))?$"
+)
 _DATING = _rule(r"^" + BE + r"\s+dating\s+(?P<partner>" + _NAME + r")$")
 _CALLED = _rule(r"^(?:" + BE + r"\s+called|goes\s+by|go\s+by)\s+" + _TAIL)
 _NATIONALITY = _rule(r"^" + BE + r"\s+(?:an?\s+)?(?P<value>[a-z-]+)(?:\s+citizen|\s+national)?$")
-_OPINION = _rule(r"^(?:really\s+|absolutely\s+)?(?:(?:started|begun|come|grown|learned)\s+to\s+)?"
-                 r"(?P<verb>likes?|loves?|enjoys?|adores?|hates?|dislikes?|"
-                 r"can't\s+stand|cannot\s+stand|detests?)\s+(?P<value>.+)$")
-_HAS_COUNT = _rule(r"^(?:has|have)\s+(?P<value>\d+|no|an?|one|two|three|four|five|six|seven|eight)\s+"
-                   r"(?P<what>kids?|child|children|sons?|daughters?|grandchild|grandchildren|siblings?|"
-                   r"brothers?|sisters?|dogs?|cats?|pets?)$")
+_OPINION = _rule(
+    r"^(?:really\s+|absolutely\s+)?(?:(?:started|begun|come|grown|learned)\s+to\s+)?"
+    r"(?P<verb>likes?|loves?|enjoys?|adores?|hates?|dislikes?|"
+    r"can't\s+stand|cannot\s+stand|detests?)\s+(?P<value>.+)$"
+)
+_HAS_COUNT = _rule(
+    r"^(?:has|have)\s+(?P<value>\d+|no|an?|one|two|three|four|five|six|seven|eight)\s+"
+    r"(?P<what>kids?|child|children|sons?|daughters?|grandchild|grandchildren|siblings?|"
+    r"brothers?|sisters?|dogs?|cats?|pets?)$"
+)
 _STUDIES = _rule(r"^(?:stud(?:y|ies|ying)|" + BE + r"\s+(?:a\s+)?student)\s+at\s+" + _TAIL)
 
 
@@ -244,9 +290,10 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     return []
 
 
-_FAVORITE = _rule(r"^(?:new\s+|current\s+|all[- ]time\s+|absolute\s+)?favou?rite\s+(?P<thing>[\w -]+?)\s+"
-                  r"(?P<verb>is|are|=|has\s+always\s+been|has\s+become|became|would\s+be|was|were)\s+"
-                  + _TAIL)
+_FAVORITE = _rule(
+    r"^(?:new\s+|current\s+|all[- ]time\s+|absolute\s+)?favou?rite\s+(?P<thing>[\w -]+?)\s+"
+    r"(?P<verb>is|are|=|has\s+always\s+been|has\s+become|became|would\s+be|was|were)\s+" + _TAIL
+)
 #: Possessive shapes: "<my|Sarah's> <thing> is <value>" -> key.  "{kind}" keys take the
 #: optional qualifier ("work email" -> email:work).
 _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
@@ -258,8 +305,10 @@ _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
         (r"^age\s+is\s+(?P<value>\d{1,3})$", "age"),
         (r"^(?:birthday|date\s+of\s+birth|birth\s+date|dob)\s+is\s+(?:on\s+)?" + _TAIL, "birthday"),
         (r"^(?:(?P<kind>work|personal|school|home)\s+)?e-?mail(?:\s+address)?\s+is\s+" + _TAIL, "email"),
-        (r"^(?:(?P<kind>work|home|personal)\s+)?(?:phone|cell|mobile)(?:\s+phone)?(?:\s+number)?\s+is\s+"
-         + _TAIL, "phone"),
+        (
+            r"^(?:(?P<kind>work|home|personal)\s+)?(?:phone|cell|mobile)(?:\s+phone)?(?:\s+number)?\s+is\s+" + _TAIL,
+            "phone",
+        ),
         (r"^(?:job|occupation|profession|job\s+title|title|role|position)\s+is\s+(?:an?\s+)?" + _TAIL, "job"),
         (r"^(?:employer|company|workplace)\s+is\s+" + _TAIL, "employer"),
         (r"^hometown\s+is\s+" + _TAIL, "hometown"),

@@ -87,38 +87,59 @@ _NOMINATIVE = LazyPattern(
     rf"|(?P<name>{_NAME})(?=\s))\s*",
     re.IGNORECASE,
 )
-_NAME_IS_REL = LazyPattern(rf"^(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
-                           rf"(?P<rel>{_REL})$", re.IGNORECASE)
-_REL_IS_NAME = LazyPattern(rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})$",
-                           re.IGNORECASE)
-_HAS_PET = LazyPattern(rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
-                       rf"(?:named|called)\s+(?P<names>{_NAME})", re.IGNORECASE)
-_INVERTED_FAVORITE = LazyPattern(r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
-                                 r"favou?rite\s+.+)$", re.IGNORECASE)
+_NAME_IS_REL = LazyPattern(
+    rf"^(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
+    rf"(?P<rel>{_REL})$",
+    re.IGNORECASE,
+)
+_REL_IS_NAME = LazyPattern(
+    rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})$", re.IGNORECASE
+)
+_HAS_PET = LazyPattern(
+    rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
+    rf"(?:named|called)\s+(?P<names>{_NAME})",
+    re.IGNORECASE,
+)
+_INVERTED_FAVORITE = LazyPattern(
+    r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
+    r"favou?rite\s+.+)$",
+    re.IGNORECASE,
+)
 _ONE_OF = LazyPattern(r"^one\s+of\s+", re.IGNORECASE)
 _CALL_ME = LazyPattern(rf"^(?:please\s+)?call\s+me\s+(?P<value>{_NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
-_FILLER = LazyPattern(r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
-                      r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
-                      r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
-                      r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
-                      re.IGNORECASE)
+_FILLER = LazyPattern(
+    r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
+    r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
+    r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
+    r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
+    re.IGNORECASE,
+)
 #: Each holds an apostrophe: a text without one skips them all.
 _CONTRACTIONS = tuple(
     (LazyPattern(pattern, re.IGNORECASE), replacement)
     for pattern, replacement in (
-        (r"\bI'm\b", "I am"), (r"\bI've\b", "I have"), (r"\bI'd\b", "I would"),
-        (r"\b(he|she|it|that)'s\b", r"\1 is"), (r"\b(we|they|you)'re\b", r"\1 are"),
-        (r"\bisn't\b", "is not"), (r"\baren't\b", "are not"), (r"\bdon't\b", "do not"),
-        (r"\bdoesn't\b", "does not"), (r"\bdidn't\b", "did not"),
+        (r"\bI'm\b", "I am"),
+        (r"\bI've\b", "I have"),
+        (r"\bI'd\b", "I would"),
+        (r"\b(he|she|it|that)'s\b", r"\1 is"),
+        (r"\b(we|they|you)'re\b", r"\1 are"),
+        (r"\bisn't\b", "is not"),
+        (r"\baren't\b", "are not"),
+        (r"\bdon't\b", "do not"),
+        (r"\bdoesn't\b", "does not"),
+        (r"\bdidn't\b", "did not"),
     )
 )
-_CLAUSES = LazyPattern(r"\s*(?:[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
-                       re.IGNORECASE)
-_LEADING_ADVERBS = LazyPattern(r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
-                               r"happily|also|presently|meanwhile)\s+)+", re.IGNORECASE)
-_BE_ADVERBS = LazyPattern(r"^(am|is|are)\s+(?:(?:now|currently|still|also|actually|officially|finally)\s+)+",
-                          re.IGNORECASE)
+_CLAUSES = LazyPattern(r"\s*(?:[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)", re.IGNORECASE)
+_LEADING_ADVERBS = LazyPattern(
+    r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
+    r"happily|also|presently|meanwhile)\s+)+",
+    re.IGNORECASE,
+)
+_BE_ADVERBS = LazyPattern(
+    r"^(am|is|are)\s+(?:(?:now|currently|still|also|actually|officially|finally)\s+)+", re.IGNORECASE
+)
 _PERFECT = LazyPattern(r"^(?:have|has)\s+(?=(?:been|gone|become|got|grown|begun|started|\w+ed)\b)", re.IGNORECASE)
 _ADDITIVE = LazyPattern(r"\b(?:also|too|as\s+well|another|second|additionally)\b", re.IGNORECASE)
 _NEGATIONS = (
@@ -144,7 +165,7 @@ def attribute_keys(text: str) -> tuple[str, ...]:
     # A verb-object statement that says it changed is also filed as "did+:...": only such a
     # memory looks up the older holders of its "did:" key (see ``supersession.CHANGED_PREFIX``);
     # "Sam met Ana" after a thousand "Sam met ..." judges none of them.
-    keys |= {CHANGED_PREFIX + a.key[len(VERB_OBJECT):] for a in _parse_open_cached(text) if a.changed}
+    keys |= {CHANGED_PREFIX + a.key[len(VERB_OBJECT) :] for a in _parse_open_cached(text) if a.changed}
     return tuple(sorted(keys))
 
 
@@ -181,7 +202,9 @@ def _parse_open_cached(text: str) -> tuple[Attribute, ...]:
 
 
 def _open_attribute(fact: OpenFact) -> Attribute:
-    subject = Subject("I", SELF) if not fact.owner else Subject(fact.owner, "name:" + " ".join(fact.owner.casefold().split()))
+    subject = (
+        Subject("I", SELF) if not fact.owner else Subject(fact.owner, "name:" + " ".join(fact.owner.casefold().split()))
+    )
     return Attribute(fact.key, fact.value, subject, changed=fact.changed)
 
 
@@ -197,13 +220,13 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
     one_of = bool(_ONE_OF.match(clause))
     clause = _ONE_OF.sub("", clause)
     if (m := _POSSESSIVE.match(clause)) and (subject := _subject(m)):
-        facts = possessive_facts(clause[m.end():])
+        facts = possessive_facts(clause[m.end() :])
         if one_of:  # "one of my favorite foods is sushi": one of several
             facts = [Found("favorites:" + f.key.partition(":")[2], f.value, True) for f in facts]
         if facts:
             return [_attribute(f, subject) for f in facts]
     if (m := _NOMINATIVE.match(clause)) and (subject := _subject(m)):
-        rest = clause[m.end():]
+        rest = clause[m.end() :]
     elif clause[:1].isalpha():
         subject, rest = Subject("", IMPLICIT), clause
     else:
@@ -242,7 +265,7 @@ def _strip_modifiers(rest: str) -> tuple[str, bool]:
 
 
 def _describes(names: str) -> bool:
-    """"my wife is Italian" / "my boss is Manager" describe; "my wife is Sarah" names."""
+    """ "my wife is Italian" / "my boss is Manager" describe; "my wife is Sarah" names."""
     last = names.split()[-1].casefold()
     return last in DEMONYMS or last in JOBS
 
@@ -317,7 +340,7 @@ def _singular(word: str) -> str:
 
 
 def normalise_value(value: str) -> str:
-    """"Acme Corp, since 2020" -> "acme corp"; "the Netherlands" -> "netherlands"."""
+    """ "Acme Corp, since 2020" -> "acme corp"; "the Netherlands" -> "netherlands"."""
     value = re.split(r"\s*(?:,|;|\s-\s|\bbecause\b|\bbut\b|\bsince\b|\bwhere\b|\bwhich\b)", value, maxsplit=1)[0]
     value = _TRAILING.sub("", value.strip()).casefold().strip(" .!?'\"")
     value = re.sub(r"^(?:a|an|the)\s+", "", value)

@@ -126,21 +126,25 @@ def decide(old: Statement, new: Statement, resolve: Resolver | None = None) -> D
     if not old_attrs or not new_attrs:  # only the subjects fields are known to differ
         if old_ids.people(()) != new_ids.people(()):
             return Decision("coexist", "their subjects differ", final=True)
-        return Decision("unknown", "no attribute rule recognises " + ("both" if not old_attrs and not new_attrs
-                                                                       else "one of them"))
+        return Decision(
+            "unknown", "no attribute rule recognises " + ("both" if not old_attrs and not new_attrs else "one of them")
+        )
     if old_ids.people(old_attrs) != new_ids.people(new_attrs):
         return Decision("coexist", "they are about different people", final=True)
     reasons, shared_key = [], None
     for old_attr in old_attrs:
         subject = old_ids.of(old_attr)
-        same = [n for n in new_attrs
-                if n.key == old_attr.key and subject is not None and new_ids.of(n) == subject]
+        same = [n for n in new_attrs if n.key == old_attr.key and subject is not None and new_ids.of(n) == subject]
         if not same:
             return Decision("coexist", f"the older one also states {old_attr.key}")
         shared_key = old_attr.key
         if old_ids.first_hand(old_attr) and not any(new_ids.first_hand(n) for n in same):
-            return Decision("coexist", f"hearsay does not override what {old_attr.subject.phrase} said "
-                                       f"({old_attr.key})", old_attr.key, final=True)
+            return Decision(
+                "coexist",
+                f"hearsay does not override what {old_attr.subject.phrase} said ({old_attr.key})",
+                old_attr.key,
+                final=True,
+            )
         if old_attr.key.startswith(VERB_OBJECT) and not any(n.changed for n in same):
             # "plays the violin", "plays the piano": both true unless the newer says it changed
             return Decision("unknown", f"{old_attr.key}: the newer one does not say it changed", old_attr.key)
@@ -156,6 +160,7 @@ def decide(old: Statement, new: Statement, resolve: Resolver | None = None) -> D
 
 
 # -- with an LLM ------------------------------------------------------------------------------
+
 
 class LlmConflictAnswer(msgspec.Struct, frozen=True):
     """The model's typed answer; anything that does not decode into it is an error."""
@@ -186,8 +191,7 @@ Reply with JSON only: {"decision": "conflict" or "coexist", "reason": "<one shor
 
 
 def _describe(label: str, statement: Statement) -> str:
-    lines = [f"{label} memory (recorded {statement.created_at or 'at an unknown time'}):",
-             statement.content]
+    lines = [f"{label} memory (recorded {statement.created_at or 'at an unknown time'}):", statement.content]
     if statement.subjects:
         lines.append("About: " + ", ".join(statement.subjects))
     lines.append("Said by: " + (statement.speaker or "the user themselves"))
@@ -199,8 +203,9 @@ def conflict_messages(old: Statement, new: Statement) -> list[dict[str, str]]:
     return [{"role": "user", "content": _describe("Older", old) + "\n\n" + _describe("Newer", new)}]
 
 
-async def decide_with_llm(old: Statement, new: Statement, complete_json: CompleteJson[LlmConflictAnswer],
-                          resolve: Resolver | None = None) -> Decision:
+async def decide_with_llm(
+    old: Statement, new: Statement, complete_json: CompleteJson[LlmConflictAnswer], resolve: Resolver | None = None
+) -> Decision:
     """Ask the model unless a structural rule already decides; on any error, the offline rules."""
     offline = decide(old, new, resolve)
     if offline.final:
@@ -210,7 +215,6 @@ async def decide_with_llm(old: Statement, new: Statement, complete_json: Complet
         if not isinstance(answer, LlmConflictAnswer):
             raise TypeError(f"complete_json returned {type(answer).__name__}")
     except Exception as exc:  # noqa: BLE001 - any failure of the model falls back (Cancelled is not an Exception)
-        return Decision(offline.verdict, f"LLM failed ({type(exc).__name__}); rules: {offline.reason}",
-                        offline.key)
+        return Decision(offline.verdict, f"LLM failed ({type(exc).__name__}); rules: {offline.reason}", offline.key)
     reason = " ".join(answer.reason.split())[:300] or f"the model answered {answer.decision}"
     return Decision(answer.decision, reason, offline.key, decided_by="llm")

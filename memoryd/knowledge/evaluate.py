@@ -39,8 +39,10 @@ class LabelledPair(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         return self.note.partition(":")[0].strip()
 
     def decide(self) -> Decision:
-        return decide(Statement(self.old, self.old_subjects, self.old_speaker),
-                      Statement(self.new, self.new_subjects, self.new_speaker))
+        return decide(
+            Statement(self.old, self.old_subjects, self.old_speaker),
+            Statement(self.new, self.new_subjects, self.new_speaker),
+        )
 
 
 #: Confusion-matrix cells as (the rules said "supersedes", the label says "conflict").
@@ -110,8 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(overall, by_category))
     if args.errors:
         for pair, decision in overall.errors:
-            print(f"\n[{pair.label}, rules: {decision.verdict}] {pair.note}\n  old: {pair.old}\n  new: {pair.new}"
-                  f"\n  why: {decision.reason}")
+            print(
+                f"\n[{pair.label}, rules: {decision.verdict}] {pair.note}\n  old: {pair.old}\n  new: {pair.new}"
+                f"\n  why: {decision.reason}"
+            )
     return 0
 
 

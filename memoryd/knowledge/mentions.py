@@ -38,7 +38,7 @@ _LONGEST_RELATIONSHIP = 3  # "mother in law"
 
 
 def _bare(word: str) -> str:
-    """"Sarah's" / "kids'" -> "sarah" / "kids"."""
+    """ "Sarah's" / "kids'" -> "sarah" / "kids"."""
     return re.sub(r"['’]s?$", "", word.casefold())
 
 
@@ -115,21 +115,24 @@ class MentionFinder:
 
     def _name_at(self, text: str, words: list[re.Match[str]], i: int) -> tuple[list[Mention], int] | None:
         for length in range(min(self._longest_name, len(words) - i), 0, -1):
-            key = tuple(_bare(w.group()) if n == length - 1 else w.group().casefold()
-                        for n, w in enumerate(words[i:i + length]))
+            key = tuple(
+                _bare(w.group()) if n == length - 1 else w.group().casefold()
+                for n, w in enumerate(words[i : i + length])
+            )
             if (hit := self._names.get(key)) is None:
                 continue
             person, via, first_name_only = hit
             end = words[i + length - 1].end()
             if first_name_only and _followed_by_surname(text, words, i + length):
                 return None  # "Sarah Connor movie" when we know Sarah Miller: another Sarah
-            return [Mention(person, text[words[i].start():end], via, person.relationship, words[i].start())], length
+            return [Mention(person, text[words[i].start() : end], via, person.relationship, words[i].start())], length
         return None
 
-    def _relationship_at(self, text: str, words: list[re.Match[str]], i: int,
-                         seen: set[str]) -> tuple[list[Mention], int] | None:
+    def _relationship_at(
+        self, text: str, words: list[re.Match[str]], i: int, seen: set[str]
+    ) -> tuple[list[Mention], int] | None:
         for length in range(min(_LONGEST_RELATIONSHIP, len(words) - i), 0, -1):
-            phrase = " ".join(w.group().casefold() for w in words[i:i + length - 1])
+            phrase = " ".join(w.group().casefold() for w in words[i : i + length - 1])
             phrase = (phrase + " " + _bare(words[i + length - 1].group())).strip()
             if (relationship := canonical(phrase)) is None:
                 continue
@@ -140,12 +143,11 @@ class MentionFinder:
             if owner is None and (not holders or relationship in PETS):
                 return None  # a bare common noun ("dog", "friend") names someone only when known
             start = words[owner_at].start() if owner in _OWNERS else words[i].start()
-            said = text[start:words[i + length - 1].end()]
+            said = text[start : words[i + length - 1].end()]
             new: list[KnownPerson | None] = [p for p in holders if p.key not in seen]  # build each once
             if holders and not new:
                 return [], length
-            return [Mention(p, said, "relationship", relationship, words[i].start())
-                    for p in new or [None]], length
+            return [Mention(p, said, "relationship", relationship, words[i].start()) for p in new or [None]], length
         return None
 
 
@@ -162,7 +164,7 @@ def _owner_word(words: list[re.Match[str]], i: int) -> tuple[str | None, int]:
 def _followed_by_surname(text: str, words: list[re.Match[str]], j: int) -> bool:
     if j >= len(words):
         return False
-    gap = text[words[j - 1].end():words[j].start()]
+    gap = text[words[j - 1].end() : words[j].start()]
     return gap.isspace() and words[j].group()[:1].isupper()
 
 

@@ -145,14 +145,14 @@ def _subject_of(clause: str) -> tuple[str | None, str]:
     """("Noor's manager is Felix") -> ("Noor", "manager is Felix"); ("Ren drives a car") ->
     ("Ren", "drives a car"); ("Bedtime is 11pm") -> ("", "Bedtime is 11pm")."""
     if m := _SELF_SUBJECT.match(clause):
-        return "", clause[m.end():]
+        return "", clause[m.end() :]
     if m := _MY.match(clause):
-        return "", clause[m.end():]
+        return "", clause[m.end() :]
     if m := _NAME_POSSESSIVE.match(clause):
-        return _owner_name(m["owner"]), clause[m.end():]
+        return _owner_name(m["owner"]), clause[m.end() :]
     if m := _NAME_SUBJECT.match(clause):
         if m["owner"].split()[0].casefold() not in _DETERMINERS and _IS.match(clause) is None:
-            return _owner_name(m["owner"]), clause[m.end():]
+            return _owner_name(m["owner"]), clause[m.end() :]
     if clause[:1].isalpha() and clause.split()[0].casefold() not in _DETERMINERS:
         return "", clause  # a bare note: "Bedtime is around 11pm"
     return None, clause

@@ -17,9 +17,19 @@ from memoryd.knowledge.attributes import SELF
 from memoryd.knowledge.relationships import PATTERN, canonical, is_unique, normalise_name, subject_class
 from memoryd.lazy import LazyPattern
 
-__all__ = ["KnownPerson", "PersonIndex", "RelationshipFact", "is_relationship_phrase", "merge_target", "normalise_name",
-           "parse_relationships", "person_resolver", "resolve_person", "same_relationship",
-           "unique_first_names"]
+__all__ = [
+    "KnownPerson",
+    "PersonIndex",
+    "RelationshipFact",
+    "is_relationship_phrase",
+    "merge_target",
+    "normalise_name",
+    "parse_relationships",
+    "person_resolver",
+    "resolve_person",
+    "same_relationship",
+    "unique_first_names",
+]
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,7 @@ def _clean_name(raw: str) -> str | None:
 
 
 def _singular(surface: str) -> bool:
-    """"mom" yes (an alias), "kids" / "children" no: a plural names a group, not this person."""
+    """ "mom" yes (an alias), "kids" / "children" no: a plural names a group, not this person."""
     if not surface or surface in {"children", "wives", "puppies", "grandchildren", "grandkids"}:
         return False
     return not (surface.endswith("s") and canonical(surface[:-1]) == canonical(surface))
@@ -122,7 +132,7 @@ def unique_first_names(people: Sequence[KnownPerson]) -> dict[str, KnownPerson]:
 
 
 def is_relationship_phrase(phrase: str) -> bool:
-    """"my wife", "wife", "the boss": an alias that names a role, not a name."""
+    """ "my wife", "wife", "the boss": an alias that names a role, not a name."""
     return _REL_PHRASE.match(" ".join(phrase.split())) is not None
 
 
@@ -238,9 +248,7 @@ MAX_HIDDEN_PICKS = 4
 SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
 
 
-def new_subjects(
-    resolve: Callable[[str], KnownPerson | None], own: set[str], subjects: Sequence[str]
-) -> list[int]:
+def new_subjects(resolve: Callable[[str], KnownPerson | None], own: set[str], subjects: Sequence[str]) -> list[int]:
     """Positions of the subjects that would each create a person (a name ``resolve``, e.g.
     :meth:`PersonIndex.resolve`, finds nobody for)."""
     positions: list[int] = []

@@ -61,26 +61,43 @@ _CANONICAL: dict[str, str] = {word: canon for canon, words in _SYNONYMS.items() 
 #: Relationships one normally has once at a time: a new name for "my wife" replaces the old one.
 #: Everything else (son, friend, dog...) can be several people at once, so names coexist.
 UNIQUE = frozenset(
-    {"wife", "husband", "spouse", "partner", "fiance", "girlfriend", "boyfriend", "mother",
-     "father", "boss", "manager", "mother-in-law", "father-in-law", "best friend"}
+    {
+        "wife",
+        "husband",
+        "spouse",
+        "partner",
+        "fiance",
+        "girlfriend",
+        "boyfriend",
+        "mother",
+        "father",
+        "boss",
+        "manager",
+        "mother-in-law",
+        "father-in-law",
+        "best friend",
+    }
 )
 PETS = frozenset({"dog", "cat", "pet", "horse", "bird", "rabbit", "fish", "hamster"})
 
 #: Attribute subjects compare by this class, so "my wife" and "my spouse" are one subject.
-_SUBJECT_CLASS = {"wife": "spouse", "husband": "spouse", "girlfriend": "partner",
-                  "boyfriend": "partner", "fiance": "partner"}
+_SUBJECT_CLASS = {
+    "wife": "spouse",
+    "husband": "spouse",
+    "girlfriend": "partner",
+    "boyfriend": "partner",
+    "fiance": "partner",
+}
 
 #: First words of every relationship phrase ("best" for "best friend"): a quick "could start one".
 FIRST_WORDS = frozenset(word.split()[0] for word in _CANONICAL)
 
 #: One regex alternative matching any surface word, longest first ("best friend" before "friend").
-PATTERN = "|".join(
-    re.escape(word).replace(r"\ ", r"\s+") for word in sorted(_CANONICAL, key=len, reverse=True)
-)
+PATTERN = "|".join(re.escape(word).replace(r"\ ", r"\s+") for word in sorted(_CANONICAL, key=len, reverse=True))
 
 
 def canonical(word: str) -> str | None:
-    """"Mom" -> "mother", "kids" -> "child"; None for a word that is not a relationship."""
+    """ "Mom" -> "mother", "kids" -> "child"; None for a word that is not a relationship."""
     return _CANONICAL.get(" ".join(word.casefold().split()))
 
 
@@ -94,6 +111,6 @@ def is_unique(relationship: str) -> bool:
 
 
 def normalise_name(name: str) -> str:
-    """"Sarah's" / " SARAH " -> "sarah": the form names are compared in."""
+    """ "Sarah's" / " SARAH " -> "sarah": the form names are compared in."""
     folded = " ".join(name.replace("’", "'").split()).casefold()
     return re.sub(r"'s?$", "", folded).strip()

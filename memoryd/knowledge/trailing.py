@@ -7,12 +7,14 @@ import re
 
 from memoryd.lazy import LazyPattern
 
-TRAILING_PATTERN = LazyPattern(r"(?:\s*,?\s*(?:now|after\s+all|these\s+days|nowadays|again|anymore|any\s+more|any\s+longer|too|"
-                            r"as\s+well|currently|at\s+the\s+moment|right\s+now|full[- ]time|for\s+now|"
-                            r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?\w+\s+(?:days?|weeks?|months?|years?)|"
-                            r"yesterday|today|recently|lately|last\s+(?:night|week|month|year)|"
-                            r"this\s+(?:week|month|year)|(?:a|\w+)\s+(?:days?|weeks?|months?|years?)\s+ago))+$",
-                            re.IGNORECASE)
+TRAILING_PATTERN = LazyPattern(
+    r"(?:\s*,?\s*(?:now|after\s+all|these\s+days|nowadays|again|anymore|any\s+more|any\s+longer|too|"
+    r"as\s+well|currently|at\s+the\s+moment|right\s+now|full[- ]time|for\s+now|"
+    r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?\w+\s+(?:days?|weeks?|months?|years?)|"
+    r"yesterday|today|recently|lately|last\s+(?:night|week|month|year)|"
+    r"this\s+(?:week|month|year)|(?:a|\w+)\s+(?:days?|weeks?|months?|years?)\s+ago))+$",
+    re.IGNORECASE,
+)
 
 
 class EndAnchored:
@@ -25,8 +27,11 @@ class EndAnchored:
     match, and the full pattern is not run.  Same flags, so the same case rules.
     """
 
-    _LAST_WORDS = LazyPattern(r"(?:now|all|days?|again|more|longer|too|well|currently|moment|time|recently|"
-                              r"lately|night|weeks?|months?|years?|ago)$", re.IGNORECASE)
+    _LAST_WORDS = LazyPattern(
+        r"(?:now|all|days?|again|more|longer|too|well|currently|moment|time|recently|"
+        r"lately|night|weeks?|months?|years?|ago)$",
+        re.IGNORECASE,
+    )
     _SINCE = LazyPattern(r"since", re.IGNORECASE)
 
     def __init__(self, pattern: LazyPattern) -> None:

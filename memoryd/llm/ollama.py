@@ -24,7 +24,6 @@ class _Reply(msgspec.Struct):
 class OllamaChat(
     LlmClient, provider="ollama", path="/api/chat", modes=("json_schema", "json", "plain"), reply_type=_Reply
 ):
-
     def request_options(self, mode: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
         options: dict[str, Any] = {"options": {"temperature": self.temperature, "num_predict": self.max_tokens}}
         if mode == "json_schema":

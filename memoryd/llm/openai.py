@@ -33,7 +33,6 @@ class OpenAIChat(
     modes=("json_schema", "json_object", "plain"),
     reply_type=_Reply,
 ):
-
     def request_options(self, mode: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
         options: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
         if mode == "json_schema":

@@ -46,9 +46,7 @@ class RequestGuard:
     def in_flight(self) -> int:
         return len(self._running) + self._running_now
 
-    async def run(
-        self, call: Callable[[Request, CallContext], Awaitable[T]], request: Request, ctx: CallContext
-    ) -> T:
+    async def run(self, call: Callable[[Request, CallContext], Awaitable[T]], request: Request, ctx: CallContext) -> T:
         """``await call(request, ctx)`` under the deadline; raises DeadlineExceeded or ShuttingDown."""
         if self.refusing:
             raise ShuttingDown()

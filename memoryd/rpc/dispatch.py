@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+
 from memoryd.errors import InvalidParams, MethodNotFound, RpcError
 from memoryd.rpc.batch import serve_batch
 from memoryd.rpc.budget import ReplyBudget

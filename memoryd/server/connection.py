@@ -259,9 +259,7 @@ class Connection:
         log.debug("connection.hung_up", extra=fields(conn=self.context.connection_id, cancelled=running))
         messages.cancel_scope.cancel()
 
-    async def _serve(
-        self, payload: bytes, shares: CallShares | None = None, table: MethodTable | None = None
-    ) -> None:
+    async def _serve(self, payload: bytes, shares: CallShares | None = None, table: MethodTable | None = None) -> None:
         protocol = self.protocol
         reply = None
         try:

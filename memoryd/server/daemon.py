@@ -9,7 +9,6 @@ A bad data directory or a damaged store stops start-up with one ``StartupError``
 from __future__ import annotations
 
 import functools
-
 import logging
 import os
 import socket
@@ -169,7 +168,9 @@ class Daemon:
         await integrity.wait(wait)
         if integrity.damage_found_within(wait):
             problems = integrity.problems
-            raise StoreRefused(f"{self.config.db_path} failed its integrity check ({problems}); {data_dir.RESTORE_ADVICE}")
+            raise StoreRefused(
+                f"{self.config.db_path} failed its integrity check ({problems}); {data_dir.RESTORE_ADVICE}"
+            )
         if not integrity.finished:
             # Damage found later turns health degraded and stops writes (the store's condition).
             log.info("store.integrity_check_continues", extra=fields(after_ready=True))

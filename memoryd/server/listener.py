@@ -97,10 +97,13 @@ class RpcServer:
         # A call past its uid's share is answered this without running (a batch: each call).
         self.busy_table = self.table.restricted_to(
             frozenset(),
-            Overloaded(data={
-                "reason": "too many calls running for this peer", "limit": "max_inflight_per_uid",
-                "retry_after": BUSY_RETRY_AFTER,
-            }),
+            Overloaded(
+                data={
+                    "reason": "too many calls running for this peer",
+                    "limit": "max_inflight_per_uid",
+                    "retry_after": BUSY_RETRY_AFTER,
+                }
+            ),
         )
         self.budget = SharedBudget(limits.max_buffered_bytes)
         self.counters = ServerStats()

@@ -116,15 +116,23 @@ def _conversations(
     if llm is not None:
         worker = ExtractionWorker(store.conversations, llm, extractor, concurrency=config.llm.concurrency)
     limits = config.limits
-    quota = ObserveQuota(ObserveLimits(
-        messages_per_minute=limits.observe_messages_per_minute,
-        bytes_per_minute=limits.observe_bytes_per_minute,
-        sessions=limits.max_observed_sessions_per_user,
-        queued_extractions=limits.max_queued_extractions_per_user,
-    ))
+    quota = ObserveQuota(
+        ObserveLimits(
+            messages_per_minute=limits.observe_messages_per_minute,
+            bytes_per_minute=limits.observe_bytes_per_minute,
+            sessions=limits.max_observed_sessions_per_user,
+            queued_extractions=limits.max_queued_extractions_per_user,
+        )
+    )
     conversations = ConversationService(
-        store.conversations, extractor, llm=llm, worker=worker, authenticator=authenticator, secrets=guard,
-        quota=quota, episodes=config.episodes.enabled,
+        store.conversations,
+        extractor,
+        llm=llm,
+        worker=worker,
+        authenticator=authenticator,
+        secrets=guard,
+        quota=quota,
+        episodes=config.episodes.enabled,
         on_episodes=None if service.backfill is None else service.backfill.notify,
     )
     return conversations, worker

@@ -172,4 +172,3 @@ class EmbeddingBackfill:
     async def _sleep_until_due(self) -> None:
         # Jobs made by another process (`memoryd import`) are found by the idle poll.
         await self._wakeup.sleep(await self.store.jobs.next_due_ms())
-

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memoryd.extraction")
 
+
 class ExtractionWorker:
     def __init__(
         self,

@@ -124,9 +124,7 @@ class HealthReporter:
         if kept is None or kept.storage is not storage or kept.numbers is not numbers or kept.described != described:
             kept = self._kept = self._keep(storage, numbers, described)
         encode = _encoder.encode
-        return msgspec.Raw(
-            b"".join((kept.head, encode(self._uptime()), kept.middle, self.server_stats(), kept.tail))
-        )
+        return msgspec.Raw(b"".join((kept.head, encode(self._uptime()), kept.middle, self.server_stats(), kept.tail)))
 
     def _keep(self, storage: Condition, numbers: StoreNumbers, described: Described) -> _KeptReply:
         head, middle, tail = _encoder.encode(self._report(storage, numbers, described, _HOLE, _HOLE)).split(_HOLE_BYTE)

@@ -72,16 +72,20 @@ class ObserveQuota:
         limits = self.limits
         if messages > limits.messages_per_minute or size > limits.bytes_per_minute:
             raise InvalidParams.for_field(
-                "messages", "hold more than one minute's worth (limits.observe_messages_per_minute / observe_bytes_per_minute)"
+                "messages",
+                "hold more than one minute's worth (limits.observe_messages_per_minute / observe_bytes_per_minute)",
             )
         if state.messages + messages > limits.messages_per_minute:
-            self._refuse("observe_messages_per_minute", self._wait(state, now, messages, 1), "too many messages this minute")
+            self._refuse(
+                "observe_messages_per_minute", self._wait(state, now, messages, 1), "too many messages this minute"
+            )
         if state.bytes + size > limits.bytes_per_minute:
             self._refuse("observe_bytes_per_minute", self._wait(state, now, size, 2), "too many bytes this minute")
         if session not in state.sessions and len(state.sessions) >= limits.sessions:
             oldest = next(iter(state.sessions.values()))
-            self._refuse("max_observed_sessions_per_user", oldest + SESSION_WINDOW_SECONDS - now,
-                         "too many sessions this hour")
+            self._refuse(
+                "max_observed_sessions_per_user", oldest + SESSION_WINDOW_SECONDS - now, "too many sessions this hour"
+            )
         state.calls.append((now, messages, size))
         state.messages += messages
         state.bytes += size

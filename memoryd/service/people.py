@@ -71,9 +71,7 @@ class _Directory:
 
 
 class PeopleService:
-    def __init__(
-        self, people: PeopleStore, authenticator: Authenticator, *, max_people: int | None = None
-    ) -> None:
+    def __init__(self, people: PeopleStore, authenticator: Authenticator, *, max_people: int | None = None) -> None:
         self.people = people
         #: limits.max_people_per_owner (None: unbounded).
         self.max_people = max_people
@@ -90,8 +88,13 @@ class PeopleService:
         """An added memory's people, in a write of their own (an ``AddedListener``: extraction's
         facts; ``memory.add`` learns them in its own transaction with ``owner_names``)."""
         learned = await self.people.learn(
-            scope.user_id, record.id, record.content, record.subjects, owner_names,
-            max_people=self.max_people, seen_by=scope,
+            scope.user_id,
+            record.id,
+            record.content,
+            record.subjects,
+            owner_names,
+            max_people=self.max_people,
+            seen_by=scope,
         )
         self.learned(scope, changed=learned.changed)
 
@@ -297,5 +300,7 @@ class PeopleService:
 
 
 def _no_person(field: str) -> NotFound:
-    return NotFound("None of your people has that name, alias or relationship",
-                    {"field": field, "reason": "names none of your people"})
+    return NotFound(
+        "None of your people has that name, alias or relationship",
+        {"field": field, "reason": "names none of your people"},
+    )

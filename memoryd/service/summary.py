@@ -161,7 +161,11 @@ class SummaryService:
         if self.llm is None:
             return  # offline the digest is rebuilt on demand
         while True:
-            due = [(e.dirty_since + self.settings.debounce_seconds, s) for s, e in self._cache.items() if e.dirty_since is not None]
+            due = [
+                (e.dirty_since + self.settings.debounce_seconds, s)
+                for s, e in self._cache.items()
+                if e.dirty_since is not None
+            ]
             if not due:
                 await self._wake.wait()
                 self._wake = trio.Event()

@@ -42,7 +42,7 @@ def _groups(material: SummaryMaterial) -> list[tuple[str, list[str]]]:
 
 
 def digest(material: SummaryMaterial, max_chars: int) -> str:
-    """"Sarah (wife): Sarah likes Italian food; ...", one line per group, at most ``max_chars``."""
+    """ "Sarah (wife): Sarah likes Italian food; ...", one line per group, at most ``max_chars``."""
     if not material.records:
         return ""
     lines: list[str] = []
@@ -71,4 +71,3 @@ def facts_for_llm(material: SummaryMaterial) -> str:
         for n, r in enumerate(reversed(material.records), start=1)
     )
     return f"People in the user's life:\n{people}\n\nFacts:\n{facts}"
-

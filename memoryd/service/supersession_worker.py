@@ -57,7 +57,10 @@ class SupersessionWorker:
     async def _decide(self, job: SupersedeJob) -> None:
         store, settings = self.supersession.supersessions, self.supersession.settings
         found = await store.job_candidates(
-            job, similarity=settings.similarity, limit=settings.max_candidates, wait_for_vector=job.attempts < VECTOR_WAITS
+            job,
+            similarity=settings.similarity,
+            limit=settings.max_candidates,
+            wait_for_vector=job.attempts < VECTOR_WAITS,
         )
         if found is None:
             await store.fail_job(job, "waiting for the memory's embedding")

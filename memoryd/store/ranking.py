@@ -175,9 +175,7 @@ def shows_exchange(matrix: npt.NDArray[np.float64]) -> bool:
     return bool(matrix[:, asks].any() or matrix[:, after_question].any())
 
 
-def order(
-    scored: Mapping[int, float], cosines: Mapping[int, float], *, guard: bool = True
-) -> list[tuple[int, float]]:
+def order(scored: Mapping[int, float], cosines: Mapping[int, float], *, guard: bool = True) -> list[tuple[int, float]]:
     """Best first by score; equal scores put the newer memory (the higher rowid) first, so the
     order never depends on the order the retrievers listed the candidates in.
 

@@ -156,9 +156,7 @@ def by_rowid(rowids: list[int], matrix: Array, cosines: Mapping[int, float]) -> 
     return dict(zip(rowids, estimate(matrix, has_vector).tolist(), strict=True))
 
 
-def at_least(
-    ranked: list[tuple[int, float]], relevant: Mapping[int, float], floor: float
-) -> list[tuple[int, float]]:
+def at_least(ranked: list[tuple[int, float]], relevant: Mapping[int, float], floor: float) -> list[tuple[int, float]]:
     """``ranked`` without the candidates whose relevance is below ``floor`` (order kept); a
     candidate with no estimate counts as 0."""
     return [(rowid, score) for rowid, score in ranked if relevant.get(rowid, 0.0) >= floor]

@@ -181,7 +181,7 @@ def covers(wide: Placement, narrow: Placement) -> bool:
     if narrow_key.startswith(PERSONAL_PREFIX):
         chats: tuple[str | None, ...] = (None, narrow_chat, wide_chat, "\x00elsewhere")
     else:
-        chats = (narrow_key[len(GROUP_PREFIX):],)
+        chats = (narrow_key[len(GROUP_PREFIX) :],)
     w, n = disclosure_of_code(wide_code), disclosure_of_code(narrow_code)
     for chat in chats:
         for audience in _audiences_in(chat, (narrow_chat, n), (wide_chat, w)):

@@ -80,11 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     # --json is accepted before or after the subcommand; SUPPRESS keeps a sub-parser from
     # resetting a --json given before it.
-    json_flag: Dict[str, Any] = {"action": "store_true", "default": argparse.SUPPRESS, "help": "print the RPC result as JSON"}
+    json_flag: Dict[str, Any] = {
+        "action": "store_true",
+        "default": argparse.SUPPRESS,
+        "help": "print the RPC result as JSON",
+    }
 
     search = commands.add_parser("search", help="search memories, best match first")
     search.add_argument("query", metavar="QUERY")
-    search.add_argument("-n", "--limit", type=_int_in(1, 100), default=10, metavar="N", help="at most N hits (1-100, default 10)")
+    search.add_argument(
+        "-n", "--limit", type=_int_in(1, 100), default=10, metavar="N", help="at most N hits (1-100, default 10)"
+    )
     search.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     search.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
     search.add_argument("--min-relevance", type=_fraction, metavar="P",
@@ -107,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--json", **json_flag)
 
     listing = commands.add_parser("list", help="list memories, newest first")
-    listing.add_argument("-n", "--limit", type=_int_in(1, 1000), default=20, metavar="N", help="at most N (1-1000, default 20)")
+    listing.add_argument(
+        "-n", "--limit", type=_int_in(1, 1000), default=20, metavar="N", help="at most N (1-1000, default 20)"
+    )
     listing.add_argument("--include-expired", action="store_true", help="include expired memories")
     listing.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     listing.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
@@ -126,7 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument("message", metavar="MESSAGE")
     context.add_argument("-n", "--limit", type=_int_in(1, 50), metavar="N", help="at most N memories (1-50, default 5)")
     context.add_argument(
-        "--max-chars", type=_int_in(100, 100_000), metavar="C", help="the block's length limit (100-100000, default 2000)"
+        "--max-chars",
+        type=_int_in(100, 100_000),
+        metavar="C",
+        help="the block's length limit (100-100000, default 2000)",
     )
     context.add_argument("--min-relevance", type=_fraction, metavar="P",
                          help="memories only if the best is at least this relevant, 0..1 (default: the daemon's)")  # fmt: skip
@@ -155,13 +166,21 @@ def build_parser() -> argparse.ArgumentParser:
     health = commands.add_parser("health", help="is the daemon up? (needs no identity)")
     health.add_argument("--json", **json_flag)
 
-    mcp = commands.add_parser("mcp", help="serve the memory tools to an MCP client (Claude Code, Cursor, Codex) over stdio")
+    mcp = commands.add_parser(
+        "mcp", help="serve the memory tools to an MCP client (Claude Code, Cursor, Codex) over stdio"
+    )
     mcp.add_argument(
-        "--print-config", choices=("claude", "cursor", "codex"), metavar="CLIENT",
+        "--print-config",
+        choices=("claude", "cursor", "codex"),
+        metavar="CLIENT",
         help="print the settings snippet for CLIENT (claude, cursor or codex) and exit",
     )
-    mcp.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
-                     help="what the bridge logs on stderr (default warning)")
+    mcp.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning",
+        help="what the bridge logs on stderr (default warning)",
+    )
     # Kept so that a misplaced flag gets its subcommand's usage (see main).
     parser.set_defaults(_subcommands=dict(commands.choices))
     return parser
@@ -278,9 +297,7 @@ def _pin(client: MemoryClient, args: argparse.Namespace) -> Outcome:
 
 
 def _context(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    result = client.context(
-        args.message, limit=args.limit, max_chars=args.max_chars, min_relevance=args.min_relevance
-    )
+    result = client.context(args.message, limit=args.limit, max_chars=args.max_chars, min_relevance=args.min_relevance)
     return result, (result.get("text") or "Nothing known yet.").splitlines(), EXIT_OK
 
 
@@ -405,8 +422,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     except MissingIdentity:
         print(
-            "Error: no identity: set MEMORY_CONTEXT_TOKEN (or ASH_CONTEXT_TOKEN), "
-            "or MEMORY_USER_ID (or ASH_USER_ID)",
+            "Error: no identity: set MEMORY_CONTEXT_TOKEN (or ASH_CONTEXT_TOKEN), or MEMORY_USER_ID (or ASH_USER_ID)",
             file=sys.stderr,
         )
         return EXIT_USAGE

@@ -160,7 +160,9 @@ def list_lines(memories: Sequence[Record], width: int, now: Optional[datetime] =
 
 
 def health_lines(health: Record) -> List[str]:
-    lines = [f"memoryd {health.get('version', '?')}: {health.get('status', '?')} (up {_duration(health.get('uptime_seconds'))})"]
+    lines = [
+        f"memoryd {health.get('version', '?')}: {health.get('status', '?')} (up {_duration(health.get('uptime_seconds'))})"
+    ]
     counts = health.get("counts")
     if isinstance(counts, dict) and counts:
         lines.append("counts: " + ", ".join(f"{key} {value}" for key, value in counts.items()))
@@ -208,5 +210,7 @@ def history_lines(versions: Sequence[Record]) -> List[str]:
         else:
             state = "current"
         created = str(version.get("created_at") or "")[:10] or "?"
-        lines.append(f"{ids[str(version.get('id', '?'))]}  {created}  {one_line(version.get('content', ''))}  ({state})")
+        lines.append(
+            f"{ids[str(version.get('id', '?'))]}  {created}  {one_line(version.get('content', ''))}  ({state})"
+        )
     return lines

@@ -104,7 +104,10 @@ async def test_every_retriever_applies_the_disclosure_rules(
     everything = len(by_content)
     listed = {r.content for r in await store.memories.list(caller, limit=1000)}
     keyword = {h.content for h in await store.memories.search(caller, "tea", limit=everything)}
-    vector = {h.content for h in await store.memories.search(caller, "", limit=everything, vector=QueryVector.at_hand(unit(1)))}
+    vector = {
+        h.content
+        for h in await store.memories.search(caller, "", limit=everything, vector=QueryVector.at_hand(unit(1)))
+    }
     assert listed == keyword == vector == want
     for record in await store.memories.list(Scope("alice", HERE, "private"), limit=1000):
         got = await store.memories.get(caller, record.id)
@@ -131,15 +134,21 @@ async def test_the_vector_scan_filters_inside_the_knn_so_hidden_vectors_cannot_s
     visible = [f"group-learned note {i}" for i in range(3)]
     backend.memories.add_many(note(c, chat_id="other-team", provenance=Provenance(chat_type="group")) for c in visible)
     await embed_all(backend, lambda content: far if content in visible else near)
-    hits = await backend.memories.search(Scope("alice", "team", "group"), "", limit=10, vector=QueryVector.at_hand(near))
+    hits = await backend.memories.search(
+        Scope("alice", "team", "group"), "", limit=10, vector=QueryVector.at_hand(near)
+    )
     assert {h.content for h in hits} == set(visible)
     # The same store in private: the crowd is back, nearest first.
-    hits = await backend.memories.search(Scope("alice", "dm", "private"), "", limit=10, vector=QueryVector.at_hand(near))
+    hits = await backend.memories.search(
+        Scope("alice", "dm", "private"), "", limit=10, vector=QueryVector.at_hand(near)
+    )
     assert len(hits) == 10 and all(h.content.startswith("dm note") for h in hits)
 
 
 async def test_a_duplicate_hidden_from_the_adders_chat_is_neither_returned_nor_reused(backend: Backend) -> None:
-    said_in_dm, _ = await backend.memories.add(note("I am moving to Berlin", chat_id="dm", provenance=Provenance(chat_type="private")))
+    said_in_dm, _ = await backend.memories.add(
+        note("I am moving to Berlin", chat_id="dm", provenance=Provenance(chat_type="private"))
+    )
     in_group = note("I am moving to Berlin", chat_id="team", provenance=Provenance(chat_type="group"))
     said_in_group, deduplicated = await backend.memories.add(in_group)
     assert not deduplicated and said_in_group.id != said_in_dm.id
@@ -147,5 +156,7 @@ async def test_a_duplicate_hidden_from_the_adders_chat_is_neither_returned_nor_r
     again, deduplicated = await backend.memories.add(in_group)
     assert deduplicated and again.id == said_in_group.id
     # A sensitive restatement does not vanish into the public one either.
-    sensitive = note("I am moving to Berlin", chat_id="team", provenance=Provenance(chat_type="group", sensitivity="sensitive"))
+    sensitive = note(
+        "I am moving to Berlin", chat_id="team", provenance=Provenance(chat_type="group", sensitivity="sensitive")
+    )
     assert (await backend.memories.add(sensitive))[1] is False

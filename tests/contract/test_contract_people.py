@@ -96,10 +96,16 @@ async def test_a_hidden_person_is_never_picked_by_the_indexed_lookups(backend: B
     is left out (another may answer), and counts as nobody against max_people."""
     dm = Scope("alice", chat_id="dm", chat_type="private")
     group = Scope("alice", chat_id="g1", chat_type="group")
-    first, _ = await backend.memories.add(note("My sister Mia is pregnant", chat_id="dm", provenance=Provenance(chat_type="private")))
+    first, _ = await backend.memories.add(
+        note("My sister Mia is pregnant", chat_id="dm", provenance=Provenance(chat_type="private"))
+    )
     await backend.people.learn("alice", first.id, first.content, [], ("alice",), seen_by=dm)
-    record, _ = await backend.memories.add(note("Lunch with Mia", chat_id="g1", provenance=Provenance(chat_type="group")))
-    full = await backend.people.learn("alice", record.id, record.content, ["Mia"], ("alice",), seen_by=group, max_people=1)
+    record, _ = await backend.memories.add(
+        note("Lunch with Mia", chat_id="g1", provenance=Provenance(chat_type="group"))
+    )
+    full = await backend.people.learn(
+        "alice", record.id, record.content, ["Mia"], ("alice",), seen_by=group, max_people=1
+    )
     assert full.linked == [] and not full.changed  # hidden Mia is not picked, and nobody fits
     learned = await backend.people.learn("alice", record.id, record.content, ["Mia"], ("alice",), seen_by=group)
     assert learned.linked == ["Mia"] and learned.changed

@@ -28,8 +28,15 @@ class PeopleStore(Protocol):
     """Each owner's people (names, aliases, relationship) and the memories about them."""
 
     async def learn(
-        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
-        *, max_people: int | None = None, seen_by: Scope | None = None,
+        self,
+        owner: str,
+        memory_id: str,
+        content: str,
+        subjects: Sequence[str],
+        owner_names: Sequence[str],
+        *,
+        max_people: int | None = None,
+        seen_by: Scope | None = None,
     ) -> PeopleLearned:
         """Create or update the people ``content`` and ``subjects`` name (the owner going by
         ``owner_names``) and link them to the memory.  ``seen_by`` is the adder: a phrase is

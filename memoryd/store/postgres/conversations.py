@@ -20,10 +20,10 @@ from memoryd.store.conversation_records import (
     SessionRef,
     StoredMessage,
 )
-from memoryd.store.postgres.db import Database
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import supersession
+from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.search import knn
 from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import NewMemory
@@ -47,14 +47,30 @@ def _message(row: Sequence[Any]) -> StoredMessage:
     )  # fmt: skip
 
 
-def observe(conn: Conn, session: SessionRef, context: SessionContext, messages: Sequence[StoredMessage], now_ms: int, due_at_ms: int | None) -> int:
+def observe(
+    conn: Conn,
+    session: SessionRef,
+    context: SessionContext,
+    messages: Sequence[StoredMessage],
+    now_ms: int,
+    due_at_ms: int | None,
+) -> int:
     key = session.key
     with conn.cursor() as cursor:
         cursor.executemany(
             f"INSERT INTO observed_messages (session, {_FIELDS}, received_at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
-                (key, m.role, m.content, m.message_id, None if m.sent_at is None else msgspec.json.encode(m.sent_at).decode(),
-                 m.username, m.display_name, m.user_id, now_ms)  # fmt: skip
+                (
+                    key,
+                    m.role,
+                    m.content,
+                    m.message_id,
+                    None if m.sent_at is None else msgspec.json.encode(m.sent_at).decode(),
+                    m.username,
+                    m.display_name,
+                    m.user_id,
+                    now_ms,
+                )  # fmt: skip
                 for m in messages
             ],
         )
@@ -88,7 +104,9 @@ def session_messages(conn: Conn, session: SessionRef, limit: int) -> list[Stored
     return [_message(row) for row in found]
 
 
-def window(conn: Conn, session: SessionRef, message_id: str, radius: int) -> tuple[SessionRef, list[StoredMessage]] | None:
+def window(
+    conn: Conn, session: SessionRef, message_id: str, radius: int
+) -> tuple[SessionRef, list[StoredMessage]] | None:
     bounds: tuple[str, ...]
     if session.session_key is not None:
         where, bounds = "session = %s", (session.key,)
@@ -103,10 +121,12 @@ def window(conn: Conn, session: SessionRef, message_id: str, radius: int) -> tup
         return None
     key, seq = row
     before = conn.execute(
-        f"SELECT {_COLUMNS} FROM observed_messages WHERE session = %s AND seq <= %s ORDER BY seq DESC LIMIT %s", (key, seq, radius + 1)
+        f"SELECT {_COLUMNS} FROM observed_messages WHERE session = %s AND seq <= %s ORDER BY seq DESC LIMIT %s",
+        (key, seq, radius + 1),
     ).fetchall()
     after = conn.execute(
-        f"SELECT {_COLUMNS} FROM observed_messages WHERE session = %s AND seq > %s ORDER BY seq LIMIT %s", (key, seq, radius)
+        f"SELECT {_COLUMNS} FROM observed_messages WHERE session = %s AND seq > %s ORDER BY seq LIMIT %s",
+        (key, seq, radius),
     ).fetchall()
     owner, chat_id, session_key = msgspec.json.decode(key)
     return SessionRef(owner, chat_id, session_key), [_message(r) for r in [*reversed(before), *after]]
@@ -133,10 +153,16 @@ def claim(conn: Conn, now_ms: int, limit: int, max_messages: int, owner: str) ->
             conn.execute("UPDATE extraction_jobs SET due_at_ms = NULL WHERE session = %s", (key,))
             continue
         conn.execute(
-            "UPDATE extraction_jobs SET leased_until_ms = %s, lease_owner = %s WHERE session = %s", (now_ms + LEASE_MS, owner, key)
+            "UPDATE extraction_jobs SET leased_until_ms = %s, lease_owner = %s WHERE session = %s",
+            (now_ms + LEASE_MS, owner, key),
         )
         claimed.append(
-            ExtractionJob(SessionRef(session_owner, chat_id, session_key), SessionContext(chat_type, timezone, username, display), int(attempts), messages)
+            ExtractionJob(
+                SessionRef(session_owner, chat_id, session_key),
+                SessionContext(chat_type, timezone, username, display),
+                int(attempts),
+                messages,
+            )
         )
     return claimed
 
@@ -207,7 +233,9 @@ def store_facts(
                 key_sql, key_params = predicate(scope, now_ms=now_ms, key=new.scope_key)
                 texts = normalized_scopes[new.scope_key] = {
                     normalize(content): int(r)
-                    for r, content in conn.execute(f"SELECT m.rowid, m.content FROM memories AS m WHERE {key_sql}", key_params)
+                    for r, content in conn.execute(
+                        f"SELECT m.rowid, m.content FROM memories AS m WHERE {key_sql}", key_params
+                    )
                 }
             rowid = texts.get(normalize(new.content))
         if rowid is not None:
@@ -263,7 +291,9 @@ def status(conn: Conn) -> dict[str, Any]:
         "SELECT count(*) FILTER (WHERE parked_at_ms IS NULL), count(*) FILTER (WHERE parked_at_ms IS NOT NULL), "
         "count(*) FILTER (WHERE attempts > 0 AND parked_at_ms IS NULL) FROM extraction_jobs WHERE due_at_ms IS NOT NULL"
     ).fetchone() or (0, 0, 0)
-    row = conn.execute("SELECT last_error FROM extraction_jobs WHERE last_error IS NOT NULL ORDER BY updated_at_ms DESC LIMIT 1").fetchone()
+    row = conn.execute(
+        "SELECT last_error FROM extraction_jobs WHERE last_error IS NOT NULL ORDER BY updated_at_ms DESC LIMIT 1"
+    ).fetchone()
     (held,) = conn.execute("SELECT count(*) FROM observed_messages").fetchone() or (0,)
     return {
         "pending_sessions": int(pending),
@@ -281,7 +311,8 @@ def retry_parked(conn: Conn, now_ms: int) -> dict[str, int]:
         (now_ms, now_ms),
     ).rowcount
     embed = conn.execute(
-        "UPDATE jobs SET attempts = 0, due_at_ms = %s, parked_at_ms = NULL WHERE attempts > 0 AND leased_until_ms IS NULL", (now_ms,)
+        "UPDATE jobs SET attempts = 0, due_at_ms = %s, parked_at_ms = NULL WHERE attempts > 0 AND leased_until_ms IS NULL",
+        (now_ms,),
     ).rowcount
     job_rows.notify(conn)
     return {"extract": int(extract), "embed": int(embed)}
@@ -308,7 +339,14 @@ class Conversations:
         self._db: Database = store.db
         self._clock = store.clock
 
-    async def observe(self, session: SessionRef, context: SessionContext, messages: Sequence[StoredMessage], *, extract_after_ms: int | None) -> int:
+    async def observe(
+        self,
+        session: SessionRef,
+        context: SessionContext,
+        messages: Sequence[StoredMessage],
+        *,
+        extract_after_ms: int | None,
+    ) -> int:
         now = self._clock()
         due = None if extract_after_ms is None else now + extract_after_ms
         return await self._db.run(observe, session, context, list(messages), now, due)
@@ -316,7 +354,9 @@ class Conversations:
     async def session_messages(self, session: SessionRef, limit: int) -> builtins.list[StoredMessage]:
         return await self._db.run(session_messages, session, limit)
 
-    async def window(self, session: SessionRef, message_id: str, radius: int) -> tuple[SessionRef, builtins.list[StoredMessage]] | None:
+    async def window(
+        self, session: SessionRef, message_id: str, radius: int
+    ) -> tuple[SessionRef, builtins.list[StoredMessage]] | None:
         return await self._db.run(window, session, message_id, radius)
 
     async def claim(self, limit: int, max_messages: int) -> builtins.list[ExtractionJob]:
@@ -347,7 +387,10 @@ class Conversations:
 
         def clear(conn: Conn) -> None:
             for table in ("extraction_jobs", "jobs"):
-                conn.execute(f"UPDATE {table} SET leased_until_ms = NULL, lease_owner = NULL WHERE lease_owner LIKE %s", (pattern,))
+                conn.execute(
+                    f"UPDATE {table} SET leased_until_ms = NULL, lease_owner = NULL WHERE lease_owner LIKE %s",
+                    (pattern,),
+                )
 
         self._db.run_sync(clear)
 

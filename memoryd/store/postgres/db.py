@@ -104,7 +104,9 @@ class Database:
             with self.connect(autocommit=True) as conn:
                 result = prepare(conn)
         except psycopg.OperationalError as exc:
-            raise StoreRefused(f"PostgreSQL at {redacted(self.url)} could not be reached: {type(exc).__name__}: {exc}") from None
+            raise StoreRefused(
+                f"PostgreSQL at {redacted(self.url)} could not be reached: {type(exc).__name__}: {exc}"
+            ) from None
         try:
             self._pool.open(wait=True, timeout=self._connect_timeout)
         except PoolTimeout as exc:
@@ -116,7 +118,9 @@ class Database:
     def condition(self) -> Condition:
         since = self.unreachable_since_ms
         if since is not None:
-            return Condition("unavailable", "the PostgreSQL server cannot be reached; memoryd reconnects by itself", since)
+            return Condition(
+                "unavailable", "the PostgreSQL server cannot be reached; memoryd reconnects by itself", since
+            )
         return self._condition
 
     @property
@@ -125,7 +129,9 @@ class Database:
 
     def connect(self, **extra: Any) -> psycopg.Connection[Any]:
         """A connection of its own, outside the pool (LISTEN, migrations)."""
-        return psycopg.connect(self.url, connect_timeout=int(self._connect_timeout), **{**self._connect_kwargs, **extra})
+        return psycopg.connect(
+            self.url, connect_timeout=int(self._connect_timeout), **{**self._connect_kwargs, **extra}
+        )
 
     def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` in one transaction: committed when it returns, rolled back when it raises."""
@@ -154,7 +160,9 @@ class Database:
         return await trio.to_thread.run_sync(self.run_sync, fn, *args, limiter=self._limiter)
 
     def size_bytes(self) -> int:
-        return int(self.run_sync(lambda conn: conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]))
+        return int(
+            self.run_sync(lambda conn: conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -198,4 +206,3 @@ def check_versions(conn: psycopg.Connection[Any]) -> tuple[int, str]:
 
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
-

@@ -33,10 +33,10 @@ from memoryd.store.admin_records import (
 )
 from memoryd.store.interfaces.maintenance import MaintenanceReport
 from memoryd.store.people_records import StoredPerson
-from memoryd.store.postgres.db import Database
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import people, schema
+from memoryd.store.postgres.db import Database
 from memoryd.store.records import PROVENANCE_COLUMNS, NewMemory, Provenance
 from memoryd.store.visibility import (
     PERSONAL_PREFIX,
@@ -100,7 +100,8 @@ def purge_batch(conn: Conn, cutoff_ms: int, now_ms: int) -> Counter[str]:
         if len(doomed) >= BATCH:
             break
         for rowid, memory_id, key in conn.execute(
-            f"SELECT rowid, id, scope_key FROM memories WHERE {where} LIMIT %s FOR UPDATE SKIP LOCKED", (cutoff_ms, BATCH - len(doomed))
+            f"SELECT rowid, id, scope_key FROM memories WHERE {where} LIMIT %s FOR UPDATE SKIP LOCKED",
+            (cutoff_ms, BATCH - len(doomed)),
         ):
             doomed.setdefault(int(rowid), (memory_id, key, reason))
     if not doomed:
@@ -153,7 +154,9 @@ def evict_batch(conn: Conn, scope_key: str, limit: int, now_ms: int, protect_sin
     from memoryd.store.postgres.store import lock_scope
 
     lock_scope(conn, scope_key)
-    (live,) = conn.execute("SELECT count(*) FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL", (scope_key,)).fetchone() or (0,)
+    (live,) = conn.execute(
+        "SELECT count(*) FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL", (scope_key,)
+    ).fetchone() or (0,)
     excess = min(int(live) - limit, BATCH)
     if excess <= 0:
         return 0
@@ -191,8 +194,12 @@ def collect(conn: Conn, now_ms: int) -> dict[str, Any]:
         by_scope[scope_kind(bool(shared))][state] += count
         by_user.setdefault(owner, _states())[state] += count
         by_source.setdefault(source, _states())[state] += count
-    (chats,) = conn.execute("SELECT count(DISTINCT chat_id) FROM memories WHERE shared AND deleted_at_ms IS NULL").fetchone() or (0,)
-    accessed, hits = conn.execute("SELECT count(*), coalesce(sum(access_count), 0) FROM memories WHERE access_count > 0").fetchone() or (0, 0)
+    (chats,) = conn.execute(
+        "SELECT count(DISTINCT chat_id) FROM memories WHERE shared AND deleted_at_ms IS NULL"
+    ).fetchone() or (0,)
+    accessed, hits = conn.execute(
+        "SELECT count(*), coalesce(sum(access_count), 0) FROM memories WHERE access_count > 0"
+    ).fetchone() or (0, 0)
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     generation = meta.get("vector_generation")
     (embedded,) = conn.execute(
@@ -225,7 +232,13 @@ def collect(conn: Conn, now_ms: int) -> dict[str, Any]:
         "backlog": {**job_rows.backlog(conn), "failing": int(failing), "last_error": last_error},
         "extraction": status(conn),
         # The shape of the SQLite backend's (the server's WAL is its own business: 0 here).
-        "database": {"engine": "postgres", "path": "PostgreSQL " + str(conn.info.dbname), "bytes": int(size), "file": int(size), "wal": 0},
+        "database": {
+            "engine": "postgres",
+            "path": "PostgreSQL " + str(conn.info.dbname),
+            "bytes": int(size),
+            "file": int(size),
+            "wal": 0,
+        },
         "pages": {"page_size": 8192, "pages": int(size) // 8192, "free_pages": 0},
         "last_maintenance": None if last is None else msgspec.json.decode(last),
     }
@@ -263,7 +276,9 @@ def check(conn: Conn, now_ms: int) -> list[Finding]:
         findings.append(
             Finding("vectors.queue", True, "every live memory has a vector or an embed job")
             if not unqueued
-            else Finding("vectors.queue", False, f"{unqueued} live memories have no vector and no embed job", int(unqueued), True)
+            else Finding(
+                "vectors.queue", False, f"{unqueued} live memories have no vector and no embed job", int(unqueued), True
+            )
         )
     return findings
 
@@ -356,7 +371,9 @@ def import_lines(conn: Conn, lines: Iterable[MemoryLine | PersonLine], now_ms: i
         new = NewMemory(content=line.content, owner=line.owner, chat_id=line.chat_id, shared=shared, source=line.source,
                         subjects=list(line.subjects), expires_at_ms=_ms(line.expires_at), metadata=dict(line.metadata),
                         confidence=float(line.confidence), provenance=provenance)  # fmt: skip
-        rowid, _ = rows.insert(conn, new, now_ms, memory_id=line.id, created_at_ms=ms_from_iso(line.created_at), queue_embed=False)
+        rowid, _ = rows.insert(
+            conn, new, now_ms, memory_id=line.id, created_at_ms=ms_from_iso(line.created_at), queue_embed=False
+        )
         deleted_at_ms = _ms(line.deleted_at)
         conn.execute(
             "UPDATE memories SET updated_at_ms = %s, deleted_at_ms = %s, expiry_recorded_ms = %s, superseded_by = %s, "
@@ -372,7 +389,9 @@ def import_lines(conn: Conn, lines: Iterable[MemoryLine | PersonLine], now_ms: i
                 (scope_key, attribute, rowid),
             )
         expires_at_ms = new.expires_at_ms
-        live = deleted_at_ms is None and line.superseded_by is None and (expires_at_ms is None or expires_at_ms > now_ms)
+        live = (
+            deleted_at_ms is None and line.superseded_by is None and (expires_at_ms is None or expires_at_ms > now_ms)
+        )
         if generation is not None and live:
             rows.enqueue(conn, scope_key, rows.EMBED, rowid, now_ms)
             report.embed_jobs += 1
@@ -468,7 +487,15 @@ class Maintenance:
         if not (compact or release_space):
             return MaintenanceReport()
         statement = "VACUUM (ANALYZE)" if release_space else "ANALYZE"
-        tables = ("memories", "memory_vectors", "jobs", "people", "memory_people", "observed_messages", "extraction_jobs")
+        tables = (
+            "memories",
+            "memory_vectors",
+            "jobs",
+            "people",
+            "memory_people",
+            "observed_messages",
+            "extraction_jobs",
+        )
         with self._db.connect(autocommit=True) as conn:
             for table in tables:
                 conn.execute(f"{statement} {table}")  # our own names

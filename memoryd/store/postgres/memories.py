@@ -68,7 +68,9 @@ def content_hash(content: str) -> bytes:
     return hashlib.sha256(canonical.encode("utf-8")).digest()[:16]
 
 
-def audit(conn: Conn, scope_key: str, memory_id: str, event: str, actor: str | None, at_ms: int, detail: dict[str, Any]) -> None:
+def audit(
+    conn: Conn, scope_key: str, memory_id: str, event: str, actor: str | None, at_ms: int, detail: dict[str, Any]
+) -> None:
     conn.execute(
         "INSERT INTO audit_events (scope_key, memory_id, event, actor, at_ms, detail) VALUES (%s, %s, %s, %s, %s, %s)",
         (scope_key, memory_id, event, actor, at_ms, _encode(detail).decode()),
@@ -80,7 +82,9 @@ def vector_generation(conn: Conn) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _duplicate(conn: Conn, new: NewMemory, digest: bytes, now_ms: int, seen_by: Scope | None = None) -> MemoryRecord | None:
+def _duplicate(
+    conn: Conn, new: NewMemory, digest: bytes, now_ms: int, seen_by: Scope | None = None
+) -> MemoryRecord | None:
     """An identical live memory learned in the same chat with the same disclosure code; with
     ``seen_by`` (the adder), only one the adder may see: a memory hidden from the adder's chat
     is never answered as its duplicate."""
@@ -103,7 +107,10 @@ def unused_id(conn: Conn) -> str:
     while True:
         memory_id = new_id()
         prefix = memory_id[:MIN_PREFIX_LENGTH]
-        if conn.execute("SELECT 1 FROM memories WHERE id >= %s AND id < %s LIMIT 1", (prefix, prefix + "~")).fetchone() is None:
+        if (
+            conn.execute("SELECT 1 FROM memories WHERE id >= %s AND id < %s LIMIT 1", (prefix, prefix + "~")).fetchone()
+            is None
+        ):
             return memory_id
 
 
@@ -116,7 +123,12 @@ _INSERT = (
 
 
 def insert(
-    conn: Conn, new: NewMemory, now_ms: int, *, memory_id: str | None = None, created_at_ms: int | None = None,
+    conn: Conn,
+    new: NewMemory,
+    now_ms: int,
+    *,
+    memory_id: str | None = None,
+    created_at_ms: int | None = None,
     queue_embed: bool = True,
 ) -> tuple[int, str]:
     """Insert one memory (no dedupe) and queue its embedding; (rowid, id)."""
@@ -125,7 +137,12 @@ def insert(
 
 
 def insert_record(
-    conn: Conn, new: NewMemory, now_ms: int, *, memory_id: str | None = None, created_at_ms: int | None = None,
+    conn: Conn,
+    new: NewMemory,
+    now_ms: int,
+    *,
+    memory_id: str | None = None,
+    created_at_ms: int | None = None,
     queue_embed: bool = True,
 ) -> tuple[int, MemoryRecord]:
     """``insert``, with the stored record (read back by the INSERT itself)."""
@@ -215,7 +232,9 @@ def _prefix_where(scope: Scope, prefix: str, now_ms: int) -> tuple[str, tuple[ob
 def resolve(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> tuple[int, str, str] | None:
     """(rowid, id, scope key) of the one visible memory ``prefix`` names; AmbiguousIdPrefix."""
     where, params = _prefix_where(scope, prefix, now_ms)
-    rows = conn.execute(f"SELECT m.rowid, m.id, m.scope_key FROM memories AS m WHERE {where} ORDER BY m.id LIMIT 2", params).fetchall()
+    rows = conn.execute(
+        f"SELECT m.rowid, m.id, m.scope_key FROM memories AS m WHERE {where} ORDER BY m.id LIMIT 2", params
+    ).fetchall()
     if not rows:
         return None
     if len(rows) > 1:

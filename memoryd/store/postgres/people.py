@@ -33,8 +33,8 @@ from memoryd.store.people_records import (
     StoredPerson,
     SummaryMaterial,
 )
-from memoryd.store.postgres.db import Database
 from memoryd.store.postgres import memories as rows
+from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.search import annotate
 from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import MemoryRecord
@@ -65,7 +65,12 @@ def announce(conn: Conn, owner: str) -> None:
 
 
 def people_of(conn: Conn, owner: str) -> list[StoredPerson]:
-    return [_person(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM people WHERE scope_key = %s ORDER BY rowid", (personal_key(owner),))]
+    return [
+        _person(r)
+        for r in conn.execute(
+            f"SELECT {_COLUMNS} FROM people WHERE scope_key = %s ORDER BY rowid", (personal_key(owner),)
+        )
+    ]
 
 
 def _seen_through(scope: Scope, now_ms: int) -> tuple[str, tuple[object, ...]]:
@@ -119,7 +124,9 @@ def insert(conn: Conn, person: StoredPerson) -> None:
     person.rowid = int(rowid)
 
 
-def create(conn: Conn, owner: str, name: str, now_ms: int, *, relationship: str | None = None, aliases: Sequence[str] = ()) -> StoredPerson:
+def create(
+    conn: Conn, owner: str, name: str, now_ms: int, *, relationship: str | None = None, aliases: Sequence[str] = ()
+) -> StoredPerson:
     person = StoredPerson(0, new_ulid(now_ms), owner, " ".join(name.split()), [], relationship, now_ms, now_ms)
     for alias in aliases:
         person.add_alias(alias)
@@ -131,7 +138,14 @@ def save(conn: Conn, person: StoredPerson, now_ms: int) -> None:
     person.updated_at_ms = now_ms
     conn.execute(
         "UPDATE people SET name = %s, aliases = %s, relationship = %s, updated_at_ms = %s WHERE scope_key = %s AND rowid = %s",
-        (person.name, _encode(person.aliases).decode(), person.relationship, now_ms, personal_key(person.owner), person.rowid),
+        (
+            person.name,
+            _encode(person.aliases).decode(),
+            person.relationship,
+            now_ms,
+            personal_key(person.owner),
+            person.rowid,
+        ),
     )
 
 
@@ -156,8 +170,15 @@ class Learned:
 
 
 def learn(
-    conn: Conn, *, owner: str, memory_rowid: int, content: str, subjects: Sequence[str], owner_names: Sequence[str],
-    now_ms: int, seen_by: Scope | None = None,
+    conn: Conn,
+    *,
+    owner: str,
+    memory_rowid: int,
+    content: str,
+    subjects: Sequence[str],
+    owner_names: Sequence[str],
+    now_ms: int,
+    seen_by: Scope | None = None,
 ) -> Learned:
     """What a memory teaches about the owner's people (the SQLite backend's rules, in order:
     relationship statements, subjects, mentions of known people).  ``seen_by``: the adder; the
@@ -250,7 +271,9 @@ def _may_tell(conn: Conn, person: StoredPerson, fact: RelationshipFact, memory_r
     news = normalise_name(fact.name) not in names or any(normalise_name(a) not in names for a in fact.aliases)
     if not news and person.relationship is not None:
         return True
-    here = conn.execute("SELECT scope_key, chat_id, disclosure FROM memories WHERE rowid = %s", (memory_rowid,)).fetchone()
+    here = conn.execute(
+        "SELECT scope_key, chat_id, disclosure FROM memories WHERE rowid = %s", (memory_rowid,)
+    ).fetchone()
     linked = conn.execute(
         "SELECT DISTINCT m.scope_key, m.chat_id, m.disclosure FROM memory_people AS link "
         "JOIN memories AS m ON m.rowid = link.memory_rowid "
@@ -273,7 +296,13 @@ def find(conn: Conn, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | N
 
 
 def memories_about(
-    conn: Conn, scope: Scope, person_rowids: Sequence[int], now_ms: int, *, limit: int | None = None, include_expired: bool = False
+    conn: Conn,
+    scope: Scope,
+    person_rowids: Sequence[int],
+    now_ms: int,
+    *,
+    limit: int | None = None,
+    include_expired: bool = False,
 ) -> list[tuple[int, MemoryRecord]]:
     if not person_rowids:
         return []
@@ -306,8 +335,14 @@ class People:
         self._clock = store.clock
 
     async def learn(
-        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
-        *, seen_by: Scope | None = None,
+        self,
+        owner: str,
+        memory_id: str,
+        content: str,
+        subjects: Sequence[str],
+        owner_names: Sequence[str],
+        *,
+        seen_by: Scope | None = None,
     ) -> Learned:
         now = self._clock()
 
@@ -315,18 +350,40 @@ class People:
             row = conn.execute("SELECT rowid FROM memories WHERE id = %s", (memory_id,)).fetchone()
             if row is None:
                 return Learned([], False)
-            return learn(conn, owner=owner, memory_rowid=int(row[0]), content=content, subjects=subjects,
-                         owner_names=owner_names, now_ms=now, seen_by=seen_by)
+            return learn(
+                conn,
+                owner=owner,
+                memory_rowid=int(row[0]),
+                content=content,
+                subjects=subjects,
+                owner_names=owner_names,
+                now_ms=now,
+                seen_by=seen_by,
+            )
 
         return await self._db.run(run)
 
-    def learn_many(self, owner: str, memories_of: Sequence[tuple[str, str, Sequence[str]]], owner_names: Sequence[str]) -> int:
+    def learn_many(
+        self, owner: str, memories_of: Sequence[tuple[str, str, Sequence[str]]], owner_names: Sequence[str]
+    ) -> int:
         now = self._clock()
 
         def run(conn: Conn) -> int:
-            ids = dict(conn.execute("SELECT id, rowid FROM memories WHERE id = ANY(%s)", ([m[0] for m in memories_of],)).fetchall())
+            ids = dict(
+                conn.execute(
+                    "SELECT id, rowid FROM memories WHERE id = ANY(%s)", ([m[0] for m in memories_of],)
+                ).fetchall()
+            )
             for memory_id, content, subjects in memories_of:
-                learn(conn, owner=owner, memory_rowid=int(ids[memory_id]), content=content, subjects=subjects, owner_names=owner_names, now_ms=now)
+                learn(
+                    conn,
+                    owner=owner,
+                    memory_rowid=int(ids[memory_id]),
+                    content=content,
+                    subjects=subjects,
+                    owner_names=owner_names,
+                    now_ms=now,
+                )
             return len(memories_of)
 
         return self._db.run_sync(run)
@@ -394,9 +451,11 @@ class People:
             if person is None:
                 return None
             holder = find(conn, scope, alias, now)
-            if holder is not None and holder.id != person.id and normalise_name(alias) in {
-                normalise_name(n) for n in (holder.name, *holder.aliases)
-            }:
+            if (
+                holder is not None
+                and holder.id != person.id
+                and normalise_name(alias) in {normalise_name(n) for n in (holder.name, *holder.aliases)}
+            ):
                 raise AliasTaken(holder.id)
             if person.add_alias(alias):
                 save(conn, person, now)
@@ -432,7 +491,16 @@ class People:
 
     async def summary_material(self, scope: Scope, limit: int) -> SummaryMaterial:
         def run(conn: Conn) -> SummaryMaterial:
-            found = rows.list_visible(conn, scope, limit=limit, offset=0, before_id=None, include_expired=False, about=None, now_ms=self._clock())
+            found = rows.list_visible(
+                conn,
+                scope,
+                limit=limit,
+                offset=0,
+                before_id=None,
+                include_expired=False,
+                about=None,
+                now_ms=self._clock(),
+            )
             annotate(conn, scope, found)
             return SummaryMaterial(found, visible_people(conn, scope, self._clock()))
 

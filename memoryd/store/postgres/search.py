@@ -82,7 +82,9 @@ def measure(conn: Conn, key: str, term_tokens: dict[str, list[str]]) -> tuple[di
         "AND terms @> %s LIMIT %s) AS t)"
         for _ in term_tokens
     ]
-    parts.append("(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL LIMIT %s) AS s)")
+    parts.append(
+        "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL LIMIT %s) AS s)"
+    )
     params: list[object] = []
     for found in term_tokens.values():
         params += [key, found, COMMON_DOCS]
@@ -93,8 +95,15 @@ def measure(conn: Conn, key: str, term_tokens: dict[str, list[str]]) -> tuple[di
 
 
 def _ranked(
-    conn: Conn, scope: Scope, key: str, term_tokens: dict[str, list[str]], depth: int, now_ms: int,
-    counts: dict[str, int], size: int, present: list[str],
+    conn: Conn,
+    scope: Scope,
+    key: str,
+    term_tokens: dict[str, list[str]],
+    depth: int,
+    now_ms: int,
+    counts: dict[str, int],
+    size: int,
+    present: list[str],
 ) -> list[tuple[int, float]]:
     """The ``depth`` best visible matches of ``present`` in scope key ``key`` by FTS5's BM25
     formula, computed by the server from the stored term frequencies (lower is better, as
@@ -126,8 +135,14 @@ def _ranked(
 
 
 def _scope_candidates(
-    conn: Conn, scope: Scope, key: str, term_tokens: dict[str, list[str]], depth: int, now_ms: int,
-    counts: dict[str, int], size: int,
+    conn: Conn,
+    scope: Scope,
+    key: str,
+    term_tokens: dict[str, list[str]],
+    depth: int,
+    now_ms: int,
+    counts: dict[str, int],
+    size: int,
 ) -> list[tuple[int, float]]:
     """The SQLite backend's plan: with only rare terms (fewer than COMMON_DOCS matches each in
     the scope), every match is ranked; otherwise the rare terms rank alone (common terms have an
@@ -150,7 +165,11 @@ def _scope_candidates(
 
 
 def keyword_candidates(
-    conn: Conn, scope: Scope, term_tokens: dict[str, list[str]], depth: int, now_ms: int,
+    conn: Conn,
+    scope: Scope,
+    term_tokens: dict[str, list[str]],
+    depth: int,
+    now_ms: int,
     measured: list[tuple[dict[str, int], int]],
 ) -> list[int]:
     if not term_tokens:
@@ -235,7 +254,9 @@ def _big(conn: Conn, key: str, generation: int) -> bool:
     return int(count) >= HNSW_FROM
 
 
-def knn(conn: Conn, scope: Scope, unit: npt.NDArray[np.float32], generation: int, k: int, now_ms: int) -> list[tuple[int, float]]:
+def knn(
+    conn: Conn, scope: Scope, unit: npt.NDArray[np.float32], generation: int, k: int, now_ms: int
+) -> list[tuple[int, float]]:
     """(rowid, cosine) of the ``k`` nearest visible memories, best first: one branch per visible
     scope key, each with its own ORDER BY ... LIMIT (exact for small keys, HNSW for big ones)."""
     sql, bindings, approximate = _knn_statement(conn, scope, unit, generation, k, now_ms)
@@ -342,7 +363,11 @@ def around(conn: Conn, scope: Scope, rowids: Sequence[int], reach: int, now_ms: 
 
 
 def _worth_a_cosine(
-    adjacent: list[int], pool_features: npt.NDArray[np.float64], cosines: dict[int, float], table: ranking.FeatureTable, limit: int
+    adjacent: list[int],
+    pool_features: npt.NDArray[np.float64],
+    cosines: dict[int, float],
+    table: ranking.FeatureTable,
+    limit: int,
 ) -> list[int]:
     if not adjacent or len(pool_features) < limit:
         return adjacent
@@ -393,7 +418,9 @@ def search(
     pool = [rowid for rowid in found if rowid in hood.rows]
     known = set(pool)
     adjacent = list(
-        dict.fromkeys(n for rowid in pool for n in (hood.walk(rowid, -1), hood.walk(rowid, 1)) if n is not None and n not in known)
+        dict.fromkeys(
+            n for rowid in pool for n in (hood.walk(rowid, -1), hood.walk(rowid, 1)) if n is not None and n not in known
+        )
     )
     if semantic:
         assert unit is not None and generation is not None

@@ -22,12 +22,12 @@ import trio
 
 from memoryd.errors import EmbeddingModelMismatch, StoreError
 from memoryd.ids import now_ms
+from memoryd.store.connection_urls import redacted
 from memoryd.store.people_records import PeopleFocus
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import schema
 from memoryd.store.postgres import search as searching
-from memoryd.store.connection_urls import redacted
 from memoryd.store.postgres.db import Database, check_versions
 from memoryd.store.query_vector import QueryVector
 from memoryd.store.records import EmbedJob, MemoryRecord, NewMemory, SearchHit
@@ -48,7 +48,9 @@ class VectorSpace:
 
 
 def read_space(conn: Conn) -> VectorSpace | None:
-    values = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'vector_%%' OR key LIKE 'reindex_%%'").fetchall())
+    values = dict(
+        conn.execute("SELECT key, value FROM meta WHERE key LIKE 'vector_%%' OR key LIKE 'reindex_%%'").fetchall()
+    )
     if "vector_model" not in values:
         return None
     return VectorSpace(values["vector_model"], int(values["vector_dim"]), int(values["vector_generation"]))
@@ -59,7 +61,8 @@ def _put(conn: Conn, key: str, value: str | None) -> None:
         conn.execute("DELETE FROM meta WHERE key = %s", (key,))
     else:
         conn.execute(
-            "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value)
+            "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
         )
 
 
@@ -120,8 +123,14 @@ class Memories:
 
         def page(conn: Conn) -> builtins.list[MemoryRecord]:
             found = rows.list_visible(
-                conn, scope, limit=limit, offset=offset, before_id=before_id, include_expired=include_expired,
-                about=about, now_ms=now,
+                conn,
+                scope,
+                limit=limit,
+                offset=offset,
+                before_id=before_id,
+                include_expired=include_expired,
+                about=about,
+                now_ms=now,
             )
             searching.annotate(conn, scope, found)
             return found
@@ -150,7 +159,11 @@ class Memories:
                 if array.size == space.dim and norm > 0 and np.isfinite(norm):
                     unit = array / norm
                 else:
-                    log.warning("search: query vector has %d dimensions, the store %d; keyword results only", array.size, space.dim)
+                    log.warning(
+                        "search: query vector has %d dimensions, the store %d; keyword results only",
+                        array.size,
+                        space.dim,
+                    )
         now = self._clock()
         generation = space.generation if space is not None and unit is not None else None
 
@@ -278,7 +291,11 @@ class PostgresStore:
         self.lifecycle = self.maintenance
         log.info(
             "store opened: PostgreSQL %d, pgvector %s, %s (schema v%d, pool %d)",
-            major, vector, redacted(url), version, pool_size,
+            major,
+            vector,
+            redacted(url),
+            version,
+            pool_size,
         )
 
     # -- what the parts share --------------------------------------------------------------
@@ -324,7 +341,9 @@ class PostgresStore:
                     f"{model} (dim {dim}); run `memoryd reindex` to re-embed every memory with the new model, "
                     "or configure the old one again"
                 )
-            last = int((conn.execute("SELECT value FROM meta WHERE key = 'vector_last_generation'").fetchone() or ("0",))[0])
+            last = int(
+                (conn.execute("SELECT value FROM meta WHERE key = 'vector_last_generation'").fetchone() or ("0",))[0]
+            )
             space = VectorSpace(model, dim, last + 1)
             _put(conn, "vector_model", model)
             _put(conn, "vector_dim", str(dim))
@@ -350,7 +369,13 @@ class PostgresStore:
         space, started, queued = self.db.run_sync(configure)
         self._space = space
         if started:
-            log.info("vector space generation %d: %s dim %d (%d embed jobs queued)", space.generation, space.model, space.dim, queued)
+            log.info(
+                "vector space generation %d: %s dim %d (%d embed jobs queued)",
+                space.generation,
+                space.model,
+                space.dim,
+                queued,
+            )
 
     def request_reindex(self, model: str, dim: int | None = None) -> None:
         def request(conn: Conn) -> None:

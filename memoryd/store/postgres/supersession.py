@@ -15,10 +15,10 @@ import psycopg
 
 from memoryd.errors import SupersedeRefused
 from memoryd.ids import MIN_PREFIX_LENGTH
-from memoryd.store.postgres.db import Database
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import people
+from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.search import knn
 from memoryd.store.postgres.visibility import live, predicate
 from memoryd.store.records import MemoryRecord, NewMemory
@@ -86,7 +86,9 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
                 (new.scope_key, attribute, rowid),
             )
     if target is not None and target[0] != rowid:
-        _apply(conn, stored, target[0], Ruling(True, "replaced on request (supersedes)", "explicit"), scope.user_id, now_ms)
+        _apply(
+            conn, stored, target[0], Ruling(True, "replaced on request (supersedes)", "explicit"), scope.user_id, now_ms
+        )
     if plan.key is not None:
         visible, params = predicate(scope, now_ms=now_ms)
         holders = conn.execute(
@@ -96,7 +98,14 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         for row in holders:
             old = rows.record(row)
             if same_subjects(old.subjects, record.subjects) and same_author(old, record):
-                _apply(conn, stored, int(row[0]), Ruling(True, f"same key {plan.key!r}: the newer wins", "key"), scope.user_id, now_ms)
+                _apply(
+                    conn,
+                    stored,
+                    int(row[0]),
+                    Ruling(True, f"same key {plan.key!r}: the newer wins", "key"),
+                    scope.user_id,
+                    now_ms,
+                )
     if not deduplicated:
         if plan.defer:
             rows.enqueue(conn, new.scope_key, rows.SUPERSEDE, rowid, now_ms)
@@ -127,7 +136,9 @@ def _apply(conn: Conn, stored: Stored, old_rowid: int, ruling: Ruling, actor: st
         stored.superseded.append(replaced)
 
 
-def mark_superseded(conn: Conn, old_rowid: int, new_id: str, ruling: Ruling, actor: str | None, now_ms: int) -> str | None:
+def mark_superseded(
+    conn: Conn, old_rowid: int, new_id: str, ruling: Ruling, actor: str | None, now_ms: int
+) -> str | None:
     row = conn.execute(
         "UPDATE memories SET superseded_by = %s, superseded_at_ms = %s, supersede_reason = %s, updated_at_ms = %s "
         "WHERE rowid = %s AND superseded_by IS NULL AND deleted_at_ms IS NULL RETURNING id, scope_key",
@@ -147,7 +158,12 @@ def attribute_candidates(
     """Older live memories of the same scope key and subjects that set one of the new memory's
     attribute keys (plus ``extra``), newest first; only those ``scope`` may see."""
     scope_key = _key_of(conn, rowid)
-    attributes = [a for (a,) in conn.execute("SELECT attribute FROM memory_attributes WHERE scope_key = %s AND memory_rowid = %s", (scope_key, rowid))]
+    attributes = [
+        a
+        for (a,) in conn.execute(
+            "SELECT attribute FROM memory_attributes WHERE scope_key = %s AND memory_rowid = %s", (scope_key, rowid)
+        )
+    ]
     found = list(extra)
     if attributes:
         found += [
@@ -189,7 +205,9 @@ def history(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> list[MemoryRe
         memory_id = frontier.pop()
         if memory_id in seen:
             continue
-        row = conn.execute(f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.id = %s AND {where}", (memory_id, *params)).fetchone()
+        row = conn.execute(
+            f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.id = %s AND {where}", (memory_id, *params)
+        ).fetchone()
         if row is None:
             continue
         record = seen[memory_id] = rows.record(row)
@@ -209,7 +227,8 @@ def claim_jobs(conn: Conn, limit: int, now_ms: int, owner: str) -> list[Supersed
     states = {
         int(r): (d, s)
         for r, d, s in conn.execute(
-            "SELECT rowid, deleted_at_ms, superseded_by FROM memories WHERE rowid = ANY(%s)", ([row[2] for row in claimed],)
+            "SELECT rowid, deleted_at_ms, superseded_by FROM memories WHERE rowid = ANY(%s)",
+            ([row[2] for row in claimed],),
         )
     }
     result, gone = [], []
@@ -228,9 +247,13 @@ def vector_neighbours(conn: Conn, rowid: int, similarity: float, depth: int, now
     generation = rows.vector_generation(conn)
     if generation is None:
         return []
-    row = conn.execute("SELECT embedding FROM memory_vectors WHERE rowid = %s AND generation = %s", (rowid, generation)).fetchone()
+    row = conn.execute(
+        "SELECT embedding FROM memory_vectors WHERE rowid = %s AND generation = %s", (rowid, generation)
+    ).fetchone()
     if row is None:
-        pending = conn.execute("SELECT 1 FROM jobs WHERE memory_rowid = %s AND kind = %s", (rowid, rows.EMBED)).fetchone()
+        pending = conn.execute(
+            "SELECT 1 FROM jobs WHERE memory_rowid = %s AND kind = %s", (rowid, rows.EMBED)
+        ).fetchone()
         return None if pending is not None else []
     query = np.asarray(row[0].to_numpy() if hasattr(row[0], "to_numpy") else row[0], dtype=np.float32)
     owner, chat_id, shared, scope_key = conn.execute(
@@ -251,10 +274,14 @@ def job_candidates(
             return None
         near = []
     record = rows.fetch(conn, job.memory_rowid)
-    return record, attribute_candidates(conn, learned_scope(record), job.memory_rowid, record, limit, now_ms, extra=near)
+    return record, attribute_candidates(
+        conn, learned_scope(record), job.memory_rowid, record, limit, now_ms, extra=near
+    )
 
 
-def complete_job(conn: Conn, job: SupersedeJob, rulings: Sequence[tuple[int, Ruling]], now_ms: int, owner: str) -> list[str]:
+def complete_job(
+    conn: Conn, job: SupersedeJob, rulings: Sequence[tuple[int, Ruling]], now_ms: int, owner: str
+) -> list[str]:
     """Apply the rulings and finish the job, only while this daemon still holds its lease."""
     held = conn.execute(
         "DELETE FROM jobs WHERE job_id = %s AND kind = %s AND lease_owner = %s RETURNING scope_key",
@@ -266,11 +293,15 @@ def complete_job(conn: Conn, job: SupersedeJob, rulings: Sequence[tuple[int, Rul
 
     lock_scope(conn, str(held[0]))
     live_sql, live_params = live(now_ms=now_ms)
-    row = conn.execute(f"SELECT m.id, m.owner FROM memories AS m WHERE m.rowid = %s AND {live_sql}", (job.memory_rowid, *live_params)).fetchone()
+    row = conn.execute(
+        f"SELECT m.id, m.owner FROM memories AS m WHERE m.rowid = %s AND {live_sql}", (job.memory_rowid, *live_params)
+    ).fetchone()
     if row is None:
         return []
     new_id, memory_owner = row
-    replaced = [mark_superseded(conn, old, new_id, ruling, memory_owner, now_ms) for old, ruling in rulings if ruling.supersedes]
+    replaced = [
+        mark_superseded(conn, old, new_id, ruling, memory_owner, now_ms) for old, ruling in rulings if ruling.supersedes
+    ]
     return [memory_id for memory_id in replaced if memory_id is not None]
 
 

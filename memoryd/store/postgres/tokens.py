@@ -33,7 +33,11 @@ def tokens(text: str) -> list[str]:
         return []
     connection()
     found: list[str] = _local.tokenize(
-        text.encode("utf-8", "replace"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False, include_colocated=False
+        text.encode("utf-8", "replace"),
+        apsw.FTS5_TOKENIZE_DOCUMENT,
+        None,
+        include_offsets=False,
+        include_colocated=False,
     )
     return found
 

@@ -90,7 +90,9 @@ class Session:
     def receive(self, message: Any) -> Optional[Json]:
         if isinstance(message, list):
             # JSON-RPC batches are not part of MCP since 2025-06-18.
-            return _error(None, INVALID_REQUEST, "Invalid Request: batches are not supported; send one message per line")
+            return _error(
+                None, INVALID_REQUEST, "Invalid Request: batches are not supported; send one message per line"
+            )
         if not isinstance(message, dict):
             return _error(None, INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
         request_id = message.get("id")
@@ -99,7 +101,11 @@ class Session:
         if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
             if "method" not in message and ("result" in message or "error" in message):
                 return None  # a response to a request we never send: nothing to answer
-            return _error(request_id if has_id else None, INVALID_REQUEST, 'Invalid Request: needs "jsonrpc": "2.0" and a string "method"')
+            return _error(
+                request_id if has_id else None,
+                INVALID_REQUEST,
+                'Invalid Request: needs "jsonrpc": "2.0" and a string "method"',
+            )
         params = message.get("params", {})
         if not isinstance(params, dict):
             return _error(request_id if has_id else None, INVALID_PARAMS, "Invalid params: params must be an object")
@@ -156,7 +162,9 @@ class Session:
     def _initialize(self, params: Json) -> Json:
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
-            raise ProtocolError(INVALID_PARAMS, "Invalid params: protocolVersion (a string) is required", {"field": "protocolVersion"})
+            raise ProtocolError(
+                INVALID_PARAMS, "Invalid params: protocolVersion (a string) is required", {"field": "protocolVersion"}
+            )
         if self.era == "handshake" and self.initialized:
             raise ProtocolError(INVALID_REQUEST, f"Already initialized (protocol {self.version})")
         # The handshake's rule: the same version if supported, else the newest the server
@@ -190,7 +198,9 @@ class Session:
             )
         if not isinstance(meta.get(CAPABILITIES_KEY), dict):
             raise ProtocolError(
-                INVALID_PARAMS, f"Invalid params: _meta.{CAPABILITIES_KEY} is required", {"field": f"_meta.{CAPABILITIES_KEY}"}
+                INVALID_PARAMS,
+                f"Invalid params: _meta.{CAPABILITIES_KEY} is required",
+                {"field": f"_meta.{CAPABILITIES_KEY}"},
             )
         self.era = "modern"
         if method == "server/discover":
@@ -228,7 +238,9 @@ class Session:
         if not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: arguments must be an object", {"field": "arguments"})
         if tool_table.find(name) is None:
-            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"field": "name", "tools": list(tool_table.BY_NAME)})
+            raise ProtocolError(
+                INVALID_PARAMS, f"Unknown tool: {name}", {"field": "name", "tools": list(tool_table.BY_NAME)}
+            )
         try:
             structured, text = self._call_tool(name, arguments)
         except tool_table.ToolFailed as exc:

@@ -15,6 +15,9 @@ import logging
 import sys
 from typing import Any, BinaryIO, Dict, Optional, Tuple
 
+from memory_cli import __version__
+from memory_cli.mcp import tools as tool_table
+from memory_cli.mcp.session import INVALID_REQUEST, Session, _error
 from memoryd_client import (
     ConnectionLost,
     DaemonUnavailable,
@@ -25,10 +28,6 @@ from memoryd_client import (
     RequestTimeout,
 )
 from memoryd_client._identity import resolve_identity
-
-from memory_cli import __version__
-from memory_cli.mcp import tools as tool_table
-from memory_cli.mcp.session import INVALID_REQUEST, Session, _error
 
 log = logging.getLogger("memory.mcp")
 
@@ -58,8 +57,7 @@ class Bridge:
         except (DaemonUnavailable, RequestTimeout, ConnectionLost) as exc:
             log.warning("memory mcp: %s failed: memoryd unreachable: %s", name, exc)
             raise tool_table.ToolFailed(
-                f"The memory service is not available right now ({exc}). Nothing was done; "
-                "try again in a moment."
+                f"The memory service is not available right now ({exc}). Nothing was done; try again in a moment."
             ) from None
         except MemorydRpcError as exc:
             log.info("memory mcp: %s: the daemon refused it (%s)", name, exc.code)
@@ -86,9 +84,7 @@ def read_line(stream: BinaryIO, limit: int) -> Tuple[Optional[bytes], int]:
             return None, size
 
 
-def serve(
-    session: Session, stdin: BinaryIO, stdout: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES
-) -> None:
+def serve(session: Session, stdin: BinaryIO, stdout: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> None:
     """Answer messages from ``stdin`` until it closes."""
     while True:
         line, size = read_line(stdin, max_line_bytes)
@@ -97,7 +93,9 @@ def serve(
         if line is None:
             log.warning("memory mcp: dropped a %d-byte message (limit %d)", size, max_line_bytes)
             reply: Optional[Dict[str, Any]] = _error(
-                None, INVALID_REQUEST, f"Invalid Request: message of {size} bytes is over the limit of {max_line_bytes} bytes"
+                None,
+                INVALID_REQUEST,
+                f"Invalid Request: message of {size} bytes is over the limit of {max_line_bytes} bytes",
             )
         elif not line.strip():
             continue

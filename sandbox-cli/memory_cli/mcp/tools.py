@@ -23,8 +23,20 @@ Json = Dict[str, Any]
 #: passes one is refused with this explanation rather than the generic unknown-argument one.
 IDENTITY_ARGUMENTS = frozenset(
     {
-        "user_id", "userId", "user", "owner", "chat_id", "chatId", "chat", "chat_type", "context_token",
-        "token", "session_key", "source_username", "source_display_name", "message_id",
+        "user_id",
+        "userId",
+        "user",
+        "owner",
+        "chat_id",
+        "chatId",
+        "chat",
+        "chat_type",
+        "context_token",
+        "token",
+        "session_key",
+        "source_username",
+        "source_display_name",
+        "message_id",
     }
 )
 #: memoryd's own limit on a memory's content (16 KiB of UTF-8); a character is at least one
@@ -212,8 +224,14 @@ def _memory_history(client: MemoryClient, args: Json) -> Outcome:
     versions = [memory_view(record) for record in client.history(args["id"])]
     lines = []
     for version in versions:
-        state = f"replaced by {version['superseded_by'][: render.MIN_SHORT_ID]}" if version.get("superseded_by") else "current"
-        lines.append(f"- [{version['id'][: render.MIN_SHORT_ID]}] {version['created_at'][:10]} {render.one_line(version['content'])} ({state})")
+        state = (
+            f"replaced by {version['superseded_by'][: render.MIN_SHORT_ID]}"
+            if version.get("superseded_by")
+            else "current"
+        )
+        lines.append(
+            f"- [{version['id'][: render.MIN_SHORT_ID]}] {version['created_at'][:10]} {render.one_line(version['content'])} ({state})"
+        )
     return {"versions": versions}, "\n".join(lines) or "No history."
 
 
@@ -222,7 +240,9 @@ def _people(client: MemoryClient, args: Json) -> Outcome:
     if name is None:
         people = [person_view(person) for person in client.people()]
         lines = [
-            f"- {p['name']}" + (f" ({p['relationship']})" if p["relationship"] else "") + f": {p.get('memory_count', 0)} memories"
+            f"- {p['name']}"
+            + (f" ({p['relationship']})" if p["relationship"] else "")
+            + f": {p.get('memory_count', 0)} memories"
             for p in people
         ]
         return {"people": people}, "\n".join(lines) or "No people known yet."
@@ -230,7 +250,9 @@ def _people(client: MemoryClient, args: Json) -> Outcome:
     head = person["name"] + (f" ({person['relationship']})" if person["relationship"] else "")
     if person["aliases"]:
         head += f", also {', '.join(person['aliases'])}"
-    return {"person": person}, "\n".join([head, *_memory_lines(person.get("memories") or [], "No memories about them.")])
+    return {"person": person}, "\n".join(
+        [head, *_memory_lines(person.get("memories") or [], "No memories about them.")]
+    )
 
 
 # -- the table ------------------------------------------------------------------------------
@@ -278,8 +300,18 @@ class Tool:
             raise ToolFailed(f"Invalid arguments for {self.name}: {error}")
 
 
-_ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "a memory id, or a unique prefix of it (8+ characters)"}
-_ABOUT = {"type": "string", "minLength": 1, "maxLength": 200, "description": 'a person: name, alias or relationship ("Sarah", "my wife")'}
+_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 64,
+    "description": "a memory id, or a unique prefix of it (8+ characters)",
+}
+_ABOUT = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": 'a person: name, alias or relationship ("Sarah", "my wife")',
+}
 
 TOOLS: Tuple[Tool, ...] = (
     Tool(
@@ -295,7 +327,12 @@ TOOLS: Tuple[Tool, ...] = (
         ),
         input_schema=_object(
             {
-                "content": {"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS, "description": "the fact, as a sentence"},
+                "content": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_CONTENT_CHARS,
+                    "description": "the fact, as a sentence",
+                },
                 "about": {
                     "type": "array",
                     "items": {"type": "string", "minLength": 1, "maxLength": 200},
@@ -308,7 +345,10 @@ TOOLS: Tuple[Tool, ...] = (
                     "maximum": 36500,
                     "description": "forget it after this many days (for temporary facts: a trip, a deadline)",
                 },
-                "shared": {"type": "boolean", "description": "visible to everyone in the current chat (default: only the user)"},
+                "shared": {
+                    "type": "boolean",
+                    "description": "visible to everyone in the current chat (default: only the user)",
+                },
             },
             ["content"],
         ),
@@ -335,14 +375,24 @@ TOOLS: Tuple[Tool, ...] = (
         title="Search memories",
         description=(
             "Search what is known about the user and their people, best match first. Call it when you "
-            "need a specific fact you do not have in the conversation (\"what is Sarah allergic to?\", "
+            'need a specific fact you do not have in the conversation ("what is Sarah allergic to?", '
             "\"when is the dentist?\"). Use 'about' to keep only memories about one person. For a general "
             "briefing before answering a message, call 'context' instead."
         ),
         input_schema=_object(
             {
-                "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "what to look for, in words"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 10)"},
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUERY_CHARS,
+                    "description": "what to look for, in words",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100,
+                    "description": "at most this many (default 10)",
+                },
                 "about": _ABOUT,
             },
             ["query"],
@@ -364,9 +414,24 @@ TOOLS: Tuple[Tool, ...] = (
         ),
         input_schema=_object(
             {
-                "message": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "the user's message"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "at most this many memories (default 5)"},
-                "max_chars": {"type": "integer", "minimum": 100, "maximum": 20000, "description": "length limit of the text (default 2000)"},
+                "message": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUERY_CHARS,
+                    "description": "the user's message",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 50,
+                    "description": "at most this many memories (default 5)",
+                },
+                "max_chars": {
+                    "type": "integer",
+                    "minimum": 100,
+                    "maximum": 20000,
+                    "description": "length limit of the text (default 2000)",
+                },
             },
             ["message"],
         ),
@@ -394,7 +459,12 @@ TOOLS: Tuple[Tool, ...] = (
         ),
         input_schema=_object(
             {
-                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "at most this many (default 20)"},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 200,
+                    "description": "at most this many (default 20)",
+                },
                 "about": _ABOUT,
                 "before_id": {**_ID, "description": "list the memories older than this one (paging)"},
             }
@@ -446,7 +516,12 @@ TOOLS: Tuple[Tool, ...] = (
         input_schema=_object(
             {
                 "name": _ABOUT,
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many memories about them"},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100,
+                    "description": "at most this many memories about them",
+                },
             }
         ),
         output_schema=_object({"people": {"type": "array", "items": PERSON}, "person": PERSON}),

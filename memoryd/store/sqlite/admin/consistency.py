@@ -138,7 +138,9 @@ def check_vectors(db: apsw.Connection, now_ms: int) -> list[Finding]:
     tables = _vec_tables(db)
     if space is None:
         if tables:
-            return [Finding("vectors.tables", False, f"vector tables without a vector space: {tables}", len(tables), True)]
+            return [
+                Finding("vectors.tables", False, f"vector tables without a vector space: {tables}", len(tables), True)
+            ]
         return [_ok("vectors", "no vector space configured (keyword-only store)")]
     findings: list[Finding] = []
     stale = [name for name in tables if name != space.table]
@@ -165,7 +167,9 @@ def check_vectors(db: apsw.Connection, now_ms: int) -> list[Finding]:
             )
         )
     else:
-        findings.append(_ok("vectors.rows", f"{rows} vectors, all of live memories, scope, expiry and disclosure match"))
+        findings.append(
+            _ok("vectors.rows", f"{rows} vectors, all of live memories, scope, expiry and disclosure match")
+        )
     live_sql, live_params = live("m", now_ms=now_ms)
     (unqueued,) = one(
         db,
@@ -174,7 +178,9 @@ def check_vectors(db: apsw.Connection, now_ms: int) -> list[Finding]:
         (*live_params, space.generation, jobs.EMBED),
     )
     findings.append(
-        Finding("vectors.queue", False, f"{unqueued} live memories have no vector and no embed job", int(unqueued), True)
+        Finding(
+            "vectors.queue", False, f"{unqueued} live memories have no vector and no embed job", int(unqueued), True
+        )
         if unqueued
         else _ok("vectors.queue", "every live memory without a vector has an embed job")
     )

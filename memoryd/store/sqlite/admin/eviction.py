@@ -167,7 +167,8 @@ def counted(db: apsw.Connection, scope_key: str) -> int:
     """The memories of a scope that count towards its cap (not deleted, not episodes): two
     index-only counts (the scope's live rows, less its episodes)."""
     (live,) = one(
-        db, "SELECT count(*) FROM memories INDEXED BY memories_scope_id WHERE scope_key = ? AND deleted_at_ms IS NULL",
+        db,
+        "SELECT count(*) FROM memories INDEXED BY memories_scope_id WHERE scope_key = ? AND deleted_at_ms IS NULL",
         (scope_key,),
     )
     (episodes,) = one(

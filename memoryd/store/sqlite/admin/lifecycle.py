@@ -90,7 +90,13 @@ class Lifecycle:
         self._db.write_sync(eviction.store_caps, per_user, per_chat, protect_recent_ms)
 
     def erase_user(
-        self, user_id: str, *, actor: str, include_group: bool = False, usernames: Sequence[str] = (), dry_run: bool = False
+        self,
+        user_id: str,
+        *,
+        actor: str,
+        include_group: bool = False,
+        usernames: Sequence[str] = (),
+        dry_run: bool = False,
     ) -> dict[str, int]:
         """Erase everything about ``user_id`` at once (``erasure.erase_user``), then fold and
         empty the WAL, which held the erased rows' old pages; counts per kind."""

@@ -50,9 +50,7 @@ def collect(db: apsw.Connection, now_ms: int) -> dict[str, Any]:
         by_user.setdefault(owner, _states())[state] += count
         by_source.setdefault(source, _states())[state] += count
     (chats,) = one(db, "SELECT count(DISTINCT chat_id) FROM memories WHERE shared = 1 AND deleted_at_ms IS NULL")
-    accessed, hits = one(
-        db, "SELECT count(*), coalesce(sum(access_count), 0) FROM memories WHERE access_count > 0"
-    )
+    accessed, hits = one(db, "SELECT count(*), coalesce(sum(access_count), 0) FROM memories WHERE access_count > 0")
     space = vectors.read_space(db)
     embedded = 0
     if space is not None:

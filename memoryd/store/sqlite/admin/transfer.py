@@ -192,9 +192,7 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine
         # What an add records, so that a newer fact still supersedes an imported one.
         supersession.record_attributes(db, scope_key, rowid, attribute_keys(line.content))
         live = (
-            deleted_at_ms is None
-            and line.superseded_by is None
-            and (expires_at_ms is None or expires_at_ms > now_ms)
+            deleted_at_ms is None and line.superseded_by is None and (expires_at_ms is None or expires_at_ms > now_ms)
         )
         if space is not None and live:
             jobs.enqueue_embed(db, rowid, now_ms)

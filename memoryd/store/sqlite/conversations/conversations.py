@@ -31,8 +31,14 @@ MESSAGE_COLUMNS = f"seq, {_MESSAGE_FIELDS}"
 def message_from_row(row: tuple[Any, ...]) -> StoredMessage:
     seq, role, content, message_id, sent_at, username, display_name, user_id = row
     return StoredMessage(
-        seq, role, content, message_id, None if sent_at is None else msgspec.json.decode(sent_at),
-        username, display_name, user_id,
+        seq,
+        role,
+        content,
+        message_id,
+        None if sent_at is None else msgspec.json.decode(sent_at),
+        username,
+        display_name,
+        user_id,
     )
 
 
@@ -53,9 +59,15 @@ def observe(
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
-                key, m.role, m.content, m.message_id,
+                key,
+                m.role,
+                m.content,
+                m.message_id,
                 None if m.sent_at is None else msgspec.json.encode(m.sent_at).decode(),
-                m.username, m.display_name, m.user_id, now_ms,
+                m.username,
+                m.display_name,
+                m.user_id,
+                now_ms,
             )
             for m in messages
         ],
@@ -81,9 +93,17 @@ def observe(
                 updated_at_ms = excluded.updated_at_ms
             """,
             (
-                key, session.owner, session.chat_id, session.session_key, context.chat_type,
-                context.timezone, context.speaker_username, context.speaker_display_name,
-                len(messages), due_at_ms, now_ms,
+                key,
+                session.owner,
+                session.chat_id,
+                session.session_key,
+                context.chat_type,
+                context.timezone,
+                context.speaker_username,
+                context.speaker_display_name,
+                len(messages),
+                due_at_ms,
+                now_ms,
             ),
         )
     return len(messages)

@@ -57,9 +57,7 @@ class StorageCondition:
         return self._current
 
     def full(self) -> None:
-        self._change(
-            "full", "the disk is full: adds and deletes fail (nothing is written) until space is freed"
-        )
+        self._change("full", "the disk is full: adds and deletes fail (nothing is written) until space is freed")
 
     def corrupt(self, detail: str) -> None:
         self._change(

@@ -272,4 +272,3 @@ def file_sizes(path: Path) -> dict[str, int]:
         with contextlib.suppress(OSError):
             sizes[name] = os.path.getsize(f"{path}{suffix}")
     return sizes
-

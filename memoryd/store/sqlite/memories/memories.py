@@ -246,7 +246,9 @@ def list_visible(
             "ORDER BY memories.created_at_ms DESC, memories.rowid DESC LIMIT ?)"
         )
         bindings += [*params, wanted]
-    rows = db.execute(f"{' UNION ALL '.join(selects)} ORDER BY {_ORDER_COLUMNS} LIMIT ? OFFSET ?", (*bindings, limit, offset))
+    rows = db.execute(
+        f"{' UNION ALL '.join(selects)} ORDER BY {_ORDER_COLUMNS} LIMIT ? OFFSET ?", (*bindings, limit, offset)
+    )
     return [record_from_row(row) for row in rows]
 
 

@@ -92,7 +92,12 @@ def by_id(db: apsw.Connection, owner: str, person_id: str) -> StoredPerson | Non
 
 
 def create(
-    db: apsw.Connection, owner: str, name: str, now_ms: int, *, relationship: str | None = None,
+    db: apsw.Connection,
+    owner: str,
+    name: str,
+    now_ms: int,
+    *,
+    relationship: str | None = None,
     aliases: Sequence[str] = (),
 ) -> StoredPerson:
     person = StoredPerson(0, new_ulid(now_ms), owner, " ".join(name.split()), [], relationship, now_ms, now_ms)
@@ -152,8 +157,15 @@ def delete(db: apsw.Connection, person: StoredPerson) -> None:
 
 
 def memories_about(
-    db: apsw.Connection, scope: Scope, person_rowids: Sequence[int], now_ms: int, *, limit: int = -1,
-    offset: int = 0, before_id: str | None = None, include_expired: bool = False,
+    db: apsw.Connection,
+    scope: Scope,
+    person_rowids: Sequence[int],
+    now_ms: int,
+    *,
+    limit: int = -1,
+    offset: int = 0,
+    before_id: str | None = None,
+    include_expired: bool = False,
 ) -> list[tuple[int, MemoryRecord]]:
     """(rowid, record) of the memories linked to these people that ``scope`` may see, newest first."""
     if not person_rowids:
@@ -191,8 +203,7 @@ def counts_about(db: apsw.Connection, scope: Scope, person_rowids: Sequence[int]
     """person rowid -> how many memories about them ``scope`` may see (absent: none)."""
     where, params = predicate(scope, now_ms=now_ms)
     rows = db.execute(
-        f"SELECT link.person_rowid, count(*) FROM {_LINKED_MEMORIES} "
-        f"WHERE {where} GROUP BY link.person_rowid",
+        f"SELECT link.person_rowid, count(*) FROM {_LINKED_MEMORIES} WHERE {where} GROUP BY link.person_rowid",
         (_encode(list(person_rowids)).decode(), *params),
     )
     return {int(rowid): int(count) for rowid, count in rows}
@@ -225,6 +236,12 @@ def delete_memories_about(
     found = memories_about(db, scope, [person.rowid], now_ms, include_expired=True)
     for rowid, record in found:
         memories.mark_deleted(db, rowid, now_ms)
-        memories.audit(db, record.id, "deleted", scope.user_id, now_ms,
-                       {"chat_id": scope.chat_id, "reason": reason, "person_id": person.id})
+        memories.audit(
+            db,
+            record.id,
+            "deleted",
+            scope.user_id,
+            now_ms,
+            {"chat_id": scope.chat_id, "reason": reason, "person_id": person.id},
+        )
     return [record.id for _, record in found]

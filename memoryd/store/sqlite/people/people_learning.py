@@ -98,8 +98,16 @@ def _known(db: apsw.Connection, owner: str) -> _Known:
 
 
 def learn(
-    db: apsw.Connection, *, owner: str, memory_rowid: int, content: str, subjects: Sequence[str],
-    owner_names: Sequence[str], now_ms: int, max_people: int | None = None, strict: bool = False,
+    db: apsw.Connection,
+    *,
+    owner: str,
+    memory_rowid: int,
+    content: str,
+    subjects: Sequence[str],
+    owner_names: Sequence[str],
+    now_ms: int,
+    max_people: int | None = None,
+    strict: bool = False,
     seen_by: Scope | None = None,
 ) -> Learned:
     """``seen_by``: the adder; the memory is matched only against the people it may know of
@@ -144,7 +152,8 @@ def learn(
     # or changes are linked already.
     mentioned = (
         [m.person.key for m in known.finder.find(content) if m.person is not None and knowable(m.person.key)]
-        if known.persons else []
+        if known.persons
+        else []
     )
 
     def room() -> bool:

@@ -45,8 +45,15 @@ class PeopleRepository:
         self._clock = clock
 
     async def learn(
-        self, owner: str, memory_id: str, content: str, subjects: Sequence[str], owner_names: Sequence[str],
-        *, max_people: int | None = None, seen_by: Scope | None = None,
+        self,
+        owner: str,
+        memory_id: str,
+        content: str,
+        subjects: Sequence[str],
+        owner_names: Sequence[str],
+        *,
+        max_people: int | None = None,
+        seen_by: Scope | None = None,
     ) -> Learned:
         """Create or update the people ``content`` and ``subjects`` name and link them to the
         memory (see ``people_learning``; ``seen_by``: the adder, whose people it matches)."""
@@ -56,26 +63,44 @@ class PeopleRepository:
             row = db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
             if row is None:  # deleted between the add and this call: nothing to link
                 return Learned([], False)
-            return people_learning.learn(db, owner=owner, memory_rowid=int(row[0]), content=content,
-                                         subjects=subjects, owner_names=owner_names, now_ms=now,
-                                         max_people=max_people, seen_by=seen_by)
+            return people_learning.learn(
+                db,
+                owner=owner,
+                memory_rowid=int(row[0]),
+                content=content,
+                subjects=subjects,
+                owner_names=owner_names,
+                now_ms=now,
+                max_people=max_people,
+                seen_by=seen_by,
+            )
 
         return await self._db.write(run)
 
-    def learn_many(self, owner: str, memories_of: Sequence[tuple[str, str, Sequence[str]]],
-                   owner_names: Sequence[str]) -> int:
+    def learn_many(
+        self, owner: str, memories_of: Sequence[tuple[str, str, Sequence[str]]], owner_names: Sequence[str]
+    ) -> int:
         """``learn`` for many (memory id, content, subjects) in one transaction (benchmarks,
         tests).  Synchronous: not for the event loop."""
         now = self._clock()
 
         def run(db: apsw.Connection) -> int:
-            rowids = dict(db.execute(
-                "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
-                (msgspec.json.encode([m[0] for m in memories_of]).decode(),),
-            ).fetchall())
+            rowids = dict(
+                db.execute(
+                    "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+                    (msgspec.json.encode([m[0] for m in memories_of]).decode(),),
+                ).fetchall()
+            )
             for memory_id, content, subjects in memories_of:
-                people_learning.learn(db, owner=owner, memory_rowid=int(rowids[memory_id]), content=content,
-                                      subjects=subjects, owner_names=owner_names, now_ms=now)
+                people_learning.learn(
+                    db,
+                    owner=owner,
+                    memory_rowid=int(rowids[memory_id]),
+                    content=content,
+                    subjects=subjects,
+                    owner_names=owner_names,
+                    now_ms=now,
+                )
             return len(memories_of)
 
         return self._db.write_sync(run)
@@ -140,9 +165,11 @@ class PeopleRepository:
             if person is None:
                 return None
             holder = find(db, scope, alias, now)
-            if holder is not None and holder.id != person.id and normalise_name(alias) in {
-                normalise_name(n) for n in (holder.name, *holder.aliases)
-            }:
+            if (
+                holder is not None
+                and holder.id != person.id
+                and normalise_name(alias) in {normalise_name(n) for n in (holder.name, *holder.aliases)}
+            ):
                 raise AliasTaken(holder.id)
             if person.add_alias(alias):
                 people.save(db, person, now)
@@ -162,8 +189,14 @@ class PeopleRepository:
             deleted = people.delete_memories_about(db, scope, person, now, "forget_person")
             if delete_person:
                 people.delete(db, person)
-            memories.audit(db, person.id, "person_forgotten", scope.user_id, now,
-                           {"memories": len(deleted), "person_deleted": delete_person, "chat_id": scope.chat_id})
+            memories.audit(
+                db,
+                person.id,
+                "person_forgotten",
+                scope.user_id,
+                now,
+                {"memories": len(deleted), "person_deleted": delete_person, "chat_id": scope.chat_id},
+            )
             return Forgotten(person, deleted, delete_person)
 
         return await self._db.write(run)
@@ -173,8 +206,9 @@ class PeopleRepository:
         people: what a summary is built from.  Not counted as hits: nobody asked for them."""
 
         def run(db: apsw.Connection) -> SummaryMaterial:
-            records = memories.list_visible(db, scope, limit=limit, offset=0, before_id=None,
-                                            include_expired=False, now_ms=self._clock())
+            records = memories.list_visible(
+                db, scope, limit=limit, offset=0, before_id=None, include_expired=False, now_ms=self._clock()
+            )
             people_retriever.annotate(db, scope, records)
             return SummaryMaterial(records, people.visible_people(db, scope, self._clock()))
 

@@ -76,8 +76,7 @@ def migrate(db: apsw.Connection) -> int:
     current = schema_version(db)
     if current > LATEST:
         raise StoreError(
-            f"database schema version {current} is newer than this memoryd "
-            f"(knows up to {LATEST}); upgrade memoryd"
+            f"database schema version {current} is newer than this memoryd (knows up to {LATEST}); upgrade memoryd"
         )
     for version in sorted(n for n in MIGRATIONS if n > current):
         with write_transaction(db):

@@ -133,9 +133,7 @@ def term_counts(db: apsw.Connection, key: str, terms: list[str]) -> dict[str, in
     return scope_stats.measure(db, key, terms)[0]
 
 
-def _recent_matches(
-    db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int
-) -> Ranked:
+def _recent_matches(db: apsw.Connection, scope: Scope, key: str, terms: list[str], depth: int, now_ms: int) -> Ranked:
     """The newest RECENT_WINDOW matches of ``terms`` in the scope, best first by the summed IDF
     (FTS5's formula, the window standing for the table) of the terms each holds, newer first
     among equals.  A one-term-frequency, average-length document scores that under BM25, so the
@@ -217,8 +215,6 @@ def candidates(
     keys = scope.visible_keys()
     if counts is None:
         counts = [term_counts(db, key, terms) for key in keys]
-    per_key = [
-        _scope_candidates(db, scope, key, terms, depth, now_ms, n) for key, n in zip(keys, counts, strict=True)
-    ]
+    per_key = [_scope_candidates(db, scope, key, terms, depth, now_ms, n) for key, n in zip(keys, counts, strict=True)]
     merged = heapq.merge(*per_key, key=lambda hit: hit[1])
     return [rowid for rowid, _ in merged][:depth]

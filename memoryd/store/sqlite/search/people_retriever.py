@@ -59,9 +59,7 @@ def _stem(word: str) -> str:
     return word
 
 
-def restrict(
-    db: apsw.Connection, focus: PeopleFocus | None, fused: list[tuple[int, float]]
-) -> list[tuple[int, float]]:
+def restrict(db: apsw.Connection, focus: PeopleFocus | None, fused: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """With an ``about`` filter, keep only the fused rowids linked to those people."""
     if focus is None or focus.only is None:
         return fused

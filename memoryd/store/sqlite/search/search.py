@@ -188,4 +188,3 @@ def search(
             similarity = fts_query.term_fraction(found.terms, record.content, " ".join(record.subjects))
         hits.append(hit_from_record(record, score, similarity, relevant.get(rowid, 0.0)))
     return hits
-

@@ -141,7 +141,6 @@ def vector_part(db: apsw.Connection, scope: Scope, query: SearchQuery) -> Vector
     return VectorPart(space, unit, nearest, state)
 
 
-
 def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
     total: dict[str, int] = {}
     for per_key in counts:

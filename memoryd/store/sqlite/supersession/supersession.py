@@ -118,8 +118,16 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
         stored.record = record = record_of(db, rowid)
     if plan.owner_names is not None:
         learned = people_learning.learn(
-            db, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
-            owner_names=plan.owner_names, now_ms=now_ms, max_people=plan.max_people, strict=True, seen_by=scope,
+            db,
+            owner=scope.user_id,
+            memory_rowid=rowid,
+            content=record.content,
+            subjects=record.subjects,
+            owner_names=plan.owner_names,
+            now_ms=now_ms,
+            max_people=plan.max_people,
+            strict=True,
+            seen_by=scope,
         )
         stored.people_changed, stored.people_count = learned.changed, learned.people
     if not deduplicated:
@@ -266,16 +274,21 @@ def history(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> list
         memory_id = frontier.pop()
         if memory_id in seen:
             continue
-        row = db.execute(f"SELECT {RECORD_COLUMNS} FROM memories WHERE memories.id = ? AND {where}",
-                         (memory_id, *params)).fetchone()
+        row = db.execute(
+            f"SELECT {RECORD_COLUMNS} FROM memories WHERE memories.id = ? AND {where}", (memory_id, *params)
+        ).fetchone()
         if row is None:
             continue
         record = seen[memory_id] = record_from_row(row)
         order[memory_id] = int(row[0])
         if record.superseded_by is not None:
             frontier.append(record.superseded_by)
-        frontier += [str(i) for (i,) in db.execute(
-            "SELECT id FROM memories INDEXED BY memories_superseded_by WHERE superseded_by = ?", (memory_id,))]
+        frontier += [
+            str(i)
+            for (i,) in db.execute(
+                "SELECT id FROM memories INDEXED BY memories_superseded_by WHERE superseded_by = ?", (memory_id,)
+            )
+        ]
     chain = sorted(seen.values(), key=lambda record: (record.created_at, order[record.id]))
     lookup.hide_unseen_successors(db, scope, chain)
     return chain

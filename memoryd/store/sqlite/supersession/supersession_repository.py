@@ -32,8 +32,9 @@ class Supersessions:
         """Store ``new`` as ``MemoryRepository.add`` does, and replace what ``plan`` says it
         replaces, all or nothing (SupersedeRefused: nothing written); concurrent adds share
         one transaction, each in a savepoint."""
-        return await self._small_writes.write(functools.partial(supersession.add, scope=scope, new=new, plan=plan,
-                                                       now_ms=self._clock()))
+        return await self._small_writes.write(
+            functools.partial(supersession.add, scope=scope, new=new, plan=plan, now_ms=self._clock())
+        )
 
     async def history(self, scope: Scope, prefix: str) -> list[MemoryRecord] | None:
         """The versions around a visible memory, oldest first; None when the caller sees none."""

@@ -69,7 +69,9 @@ def knn(
             if copy is not None:
                 shortlist.extend(rowid for rowid, _ in copy.nearest(bits, k, now_ms, codes, learned_chat))
                 continue
-            shortlist.extend(rowid for rowid, _ in hamming_scan.scan(db, space.table, bits, k, key, filter_sql, filter_params))
+            shortlist.extend(
+                rowid for rowid, _ in hamming_scan.scan(db, space.table, bits, k, key, filter_sql, filter_params)
+            )
     found = vectors.fine_copies(db, shortlist)
     rowids = list(found)
     blobs = list(found.values())

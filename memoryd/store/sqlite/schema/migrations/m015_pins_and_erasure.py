@@ -20,9 +20,7 @@ def m015_pins_and_erasure(db: apsw.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(memories)")}
     if "pinned" not in columns:
         db.execute("ALTER TABLE memories ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
-    db.execute(
-        "CREATE INDEX IF NOT EXISTS memories_episodes ON memories (created_at_ms) WHERE memory_type = 'episode'"
-    )
+    db.execute("CREATE INDEX IF NOT EXISTS memories_episodes ON memories (created_at_ms) WHERE memory_type = 'episode'")
     # max_entries, checked at every add: episodes are not counted, superseded memories go first.
     db.execute(
         "CREATE INDEX IF NOT EXISTS memories_scope_episodes ON memories (scope_key) "

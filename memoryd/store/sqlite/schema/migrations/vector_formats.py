@@ -35,7 +35,9 @@ class Space:
 
 
 def read_space(db: apsw.Connection) -> Space | None:
-    found = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('vector_model', 'vector_dim', 'vector_generation')"))
+    found = dict(
+        db.execute("SELECT key, value FROM meta WHERE key IN ('vector_model', 'vector_dim', 'vector_generation')")
+    )
     if found.get("vector_model") is None:
         return None
     return Space(int(found.get("vector_dim") or 0), int(found.get("vector_generation") or 0))
