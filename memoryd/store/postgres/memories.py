@@ -363,12 +363,11 @@ def pin(conn: Conn, scope: Scope, prefix: str, now_ms: int, *, pinned: bool) -> 
     if bool(was_pinned) != pinned:
         if pinned:
             conn.execute(
-                "UPDATE memories SET pinned = true, expires_at_ms = NULL, expiry_recorded_ms = NULL, updated_at_ms = %s "
-                "WHERE rowid = %s",
-                (now_ms, rowid),
+                "UPDATE memories SET pinned = true, expires_at_ms = NULL, expiry_recorded_ms = NULL WHERE rowid = %s",
+                (rowid,),
             )
         else:
-            conn.execute("UPDATE memories SET pinned = false, updated_at_ms = %s WHERE rowid = %s", (now_ms, rowid))
+            conn.execute("UPDATE memories SET pinned = false WHERE rowid = %s", (rowid,))
         detail: dict[str, Any] = {"chat_id": scope.chat_id}
         if pinned and expires_at_ms is not None:
             detail["expires_at_ms"] = int(expires_at_ms)
