@@ -1,5 +1,6 @@
-"""Erasure and the schema step for pinned memories on PostgreSQL, below the interfaces: what the
-contract suite cannot see (the tables' pages, a database written by the first schema)."""
+"""Erasure, eviction and the schema step for pinned memories on PostgreSQL, below the interfaces:
+what the contract suite cannot see (the tables' pages, the strength order, a database written by
+the first schema)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,28 @@ def test_a_database_of_the_first_schema_gains_pinned_with_nothing_pinned() -> No
         assert trio.run(use) == (False, True)
         versions = store.db.run_sync(lambda c: c.execute("SELECT max(version) FROM memoryd_schema").fetchone())
         assert versions == (len(schema.MIGRATIONS),)
+
+
+def test_the_cap_at_every_add_keeps_the_allergy_and_evicts_the_oldest_remarks() -> None:
+    """The strength order in PostgreSQL's SQL: a health fact outlives older and newer trivia."""
+    url = shared().fresh_database()
+    clock = [1_700_000_000_000]
+    with PostgresStore(url, pool_size=2, clock=lambda: clock[0]) as store:
+        store.maintenance.set_caps(per_user=5, per_chat=0, protect_recent_ms=0)
+
+        async def fill() -> list[str]:
+            first = note("I am severely allergic to peanuts", "alice")
+            await store.memories.add(first)
+            for number in range(8):
+                clock[0] += 60_000
+                await store.memories.add(note(f"Passing remark number {number} about the weather", "alice"))
+                assert len(await store.memories.list(Scope("alice"), limit=10)) <= 5
+            return [r.content for r in await store.memories.list(Scope("alice"), limit=10)]
+
+        kept = trio.run(fill)
+        assert len(kept) == 5 and "I am severely allergic to peanuts" in kept
+        assert "Passing remark number 0 about the weather" not in kept
+        evicted = store.db.run_sync(
+            lambda c: c.execute("SELECT count(*) FROM audit_events WHERE event = 'evicted'").fetchone()
+        )
+        assert evicted == (4,)
