@@ -20,15 +20,16 @@ from memoryd.store.conversation_records import (
     SessionRef,
     StoredMessage,
 )
+from memoryd.store.episode_records import episode_of
+from memoryd.store.postgres import eviction, supersession
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
-from memoryd.store.postgres import supersession
 from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.search import knn
 from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import NewMemory
 from memoryd.store.supersession_records import Plan
-from memoryd.store.visibility import Scope
+from memoryd.store.visibility import Scope, personal_key
 
 Conn = psycopg.Connection[Any]
 MAX_SESSION_MESSAGES = 2000
@@ -54,6 +55,7 @@ def observe(
     messages: Sequence[StoredMessage],
     now_ms: int,
     due_at_ms: int | None,
+    episodes: bool = False,
 ) -> int:
     key = session.key
     with conn.cursor() as cursor:
@@ -93,7 +95,66 @@ def observe(
              context.speaker_username, context.speaker_display_name, key, len(messages), due_at_ms, now_ms),
         )  # fmt: skip
         job_rows.notify(conn)
+    if episodes:
+        # Each message also as a searchable memory of type episode, in this transaction.
+        for message in messages:
+            rows.insert(conn, episode_of(session, context, message), now_ms)
+        job_rows.notify(conn, changed=personal_key(session.owner))
     return len(messages)
+
+
+def queued_extractions(conn: Conn, session: SessionRef) -> tuple[int, bool]:
+    """(how many of the session owner's sessions wait for extraction, whether ``session`` is
+    one of them)."""
+    row = conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE session = %s) FROM extraction_jobs "
+        "WHERE owner = %s AND due_at_ms IS NOT NULL AND parked_at_ms IS NULL",
+        (session.key, session.owner),
+    ).fetchone() or (0, 0)
+    return int(row[0]), int(row[1]) > 0
+
+
+def schedule_backlog(conn: Conn, now_ms: int, cutoff_ms: int) -> int:
+    """Make due the sessions holding messages never extracted (observed while extraction was
+    off), those received since ``cutoff_ms`` only.  Each comes due at its oldest such message's
+    arrival, so the worker (which claims by due time) takes the oldest first.  How many."""
+    created = conn.execute(
+        "INSERT INTO extraction_jobs (session, owner, chat_id, session_key, done_seq, due_at_ms, updated_at_ms) "
+        "SELECT session, (session::jsonb)->>0, (session::jsonb)->>1, (session::jsonb)->>2, "
+        "coalesce((SELECT max(seq) FROM observed_messages AS old WHERE old.session = m.session "
+        "AND old.received_at_ms < %(cutoff)s), 0), min(received_at_ms), %(now)s "
+        "FROM observed_messages AS m WHERE received_at_ms >= %(cutoff)s "
+        "AND NOT EXISTS (SELECT 1 FROM extraction_jobs AS j WHERE j.session = m.session) GROUP BY session "
+        "ON CONFLICT (session) DO NOTHING",
+        {"now": now_ms, "cutoff": cutoff_ms},
+    ).rowcount
+    resumed = conn.execute(
+        "UPDATE extraction_jobs AS j SET due_at_ms = (SELECT min(received_at_ms) FROM observed_messages AS m "
+        "WHERE m.session = j.session AND m.seq > j.done_seq), updated_at_ms = %(now)s "
+        "WHERE due_at_ms IS NULL AND parked_at_ms IS NULL AND EXISTS (SELECT 1 FROM observed_messages AS m "
+        "WHERE m.session = j.session AND m.seq > j.done_seq AND m.received_at_ms >= %(cutoff)s)",
+        {"now": now_ms, "cutoff": cutoff_ms},
+    ).rowcount
+    if created or resumed:
+        job_rows.notify(conn)
+    return int(created) + int(resumed)
+
+
+def prune_episodes_batch(conn: Conn, cutoff_ms: int) -> int:
+    """Hard-remove up to ``PRUNE_BATCH`` episodes observed before ``cutoff_ms`` (pinned ones stay)."""
+    doomed = [
+        int(row[0])
+        for row in conn.execute(
+            "SELECT rowid FROM memories WHERE memory_type = 'episode' AND created_at_ms < %s AND NOT pinned "
+            "LIMIT %s FOR UPDATE SKIP LOCKED",
+            (cutoff_ms, PRUNE_BATCH),
+        )
+    ]
+    if doomed:
+        rows.drop_derived(conn, doomed)
+        conn.execute("DELETE FROM memory_people WHERE memory_rowid = ANY(%s)", (doomed,))
+        conn.execute("DELETE FROM memories WHERE rowid = ANY(%s)", (doomed,))
+    return len(doomed)
 
 
 def session_messages(conn: Conn, session: SessionRef, limit: int) -> list[StoredMessage]:
@@ -250,6 +311,7 @@ def store_facts(
             continue
         if plans is None:
             rowid, _ = rows.insert(conn, new, now_ms)
+            eviction.hold_cap(conn, new.scope_key, now_ms)
             record = rows.fetch(conn, rowid)
         else:
             stored = supersession.add(conn, scope, new, plans[index], now_ms)
@@ -346,10 +408,14 @@ class Conversations:
         messages: Sequence[StoredMessage],
         *,
         extract_after_ms: int | None,
+        episodes: bool = False,
     ) -> int:
         now = self._clock()
         due = None if extract_after_ms is None else now + extract_after_ms
-        return await self._db.run(observe, session, context, list(messages), now, due)
+        return await self._db.run(observe, session, context, list(messages), now, due, episodes)
+
+    async def queued_extractions(self, session: SessionRef) -> tuple[int, bool]:
+        return await self._db.run(queued_extractions, session)
 
     async def session_messages(self, session: SessionRef, limit: int) -> builtins.list[StoredMessage]:
         return await self._db.run(session_messages, session, limit)
@@ -402,6 +468,18 @@ class Conversations:
 
     def retry_parked(self) -> dict[str, int]:
         return self._db.run_sync(retry_parked, self._clock())
+
+    def schedule_backlog(self, *, retention_ms: int) -> int:
+        now = self._clock()
+        return self._db.run_sync(schedule_backlog, now, now - retention_ms)
+
+    def prune_episodes(self, *, retention_ms: int) -> int:
+        cutoff, total = self._clock() - retention_ms, 0
+        while (removed := self._db.run_sync(prune_episodes_batch, cutoff)) > 0:
+            total += removed
+            if removed < PRUNE_BATCH:
+                break
+        return total
 
     def prune(self, *, retention_ms: int) -> int:
         cutoff, total = self._clock() - retention_ms, 0

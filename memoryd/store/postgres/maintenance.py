@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 import psycopg
 
-from memoryd.ids import DAY_MS, iso_from_ms, ms_from_iso
+from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.knowledge import attribute_keys, normalise_name
 from memoryd.store.admin_records import (
     FORMAT,
@@ -33,15 +33,14 @@ from memoryd.store.admin_records import (
 )
 from memoryd.store.interfaces.maintenance import MaintenanceReport
 from memoryd.store.people_records import StoredPerson
+from memoryd.store.postgres import eviction, people, schema
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
-from memoryd.store.postgres import people, schema
 from memoryd.store.postgres.db import Database
 from memoryd.store.records import PROVENANCE_COLUMNS, NewMemory, Provenance
 from memoryd.store.visibility import (
     PERSONAL_PREFIX,
     key_for,
-    kind_of_key,
     scope_kind,
 )
 
@@ -55,7 +54,7 @@ _PROVENANCE = ", ".join(PROVENANCE_COLUMNS)
 _EXPORT_COLUMNS = (
     "id, shared, owner, chat_id, source, content, subjects, metadata, confidence, created_at_ms, "
     "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms, "
-    f"superseded_at_ms, supersede_reason, key, {_PROVENANCE}"
+    f"superseded_at_ms, supersede_reason, key, pinned, {_PROVENANCE}"
 )
 STATE_SQL = (
     "CASE WHEN deleted_at_ms IS NOT NULL THEN 'deleted' WHEN superseded_by IS NOT NULL THEN 'superseded' "
@@ -134,45 +133,6 @@ def prune_events(conn: Conn, cutoff_ms: int) -> int:
 
 def count_prunable_events(conn: Conn, cutoff_ms: int) -> int:
     return int((conn.execute(f"SELECT count(*) {_PRUNABLE}", (cutoff_ms,)).fetchone() or (0,))[0])
-
-
-# -- eviction --------------------------------------------------------------------------------
-
-
-def over_limit(conn: Conn, per_user: int, per_chat: int) -> list[tuple[str, int, int]]:
-    user_limit, chat_limit = per_user or _UNLIMITED, per_chat or _UNLIMITED
-    found = conn.execute(
-        "SELECT scope_key, count(*) FROM memories WHERE deleted_at_ms IS NULL GROUP BY scope_key "
-        "HAVING count(*) > CASE WHEN scope_key LIKE %s THEN %s ELSE %s END",
-        (PERSONAL_PREFIX + "%", user_limit, chat_limit),
-    ).fetchall()
-    limits = {"personal": user_limit, "group": chat_limit}
-    return [(str(key), int(n), limits[kind_of_key(str(key))]) for key, n in found]
-
-
-def evict_batch(conn: Conn, scope_key: str, limit: int, now_ms: int, protect_since_ms: int) -> int:
-    from memoryd.store.postgres.store import lock_scope
-
-    lock_scope(conn, scope_key)
-    (live,) = conn.execute(
-        "SELECT count(*) FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL", (scope_key,)
-    ).fetchone() or (0,)
-    excess = min(int(live) - limit, BATCH)
-    if excess <= 0:
-        return 0
-    victims = conn.execute(
-        "SELECT rowid, id, (expires_at_ms IS NOT NULL AND expires_at_ms <= %(now)s), (created_at_ms >= %(since)s) "
-        "FROM memories WHERE scope_key = %(key)s AND deleted_at_ms IS NULL ORDER BY "
-        "(superseded_by IS NOT NULL) DESC, (expires_at_ms IS NOT NULL AND expires_at_ms <= %(now)s) DESC, "
-        f"(created_at_ms >= %(since)s) ASC, greatest(created_at_ms, coalesce(last_access_ms, 0)) / {DAY_MS} ASC, "
-        "confidence ASC, created_at_ms ASC, id ASC LIMIT %(count)s",
-        {"now": now_ms, "since": protect_since_ms, "key": scope_key, "count": excess},
-    ).fetchall()
-    rows.mark_deleted(conn, [int(v[0]) for v in victims], now_ms)
-    for _rowid, memory_id, expired, recent in victims:
-        rows.audit(conn, scope_key, memory_id, "evicted", ACTOR, now_ms,
-                   {"reason": "max_entries", "scope": kind_of_key(scope_key), "limit": limit, "expired": bool(expired), "recent": bool(recent)})  # fmt: skip
-    return len(victims)
 
 
 # -- stats and checks ------------------------------------------------------------------------
@@ -319,8 +279,8 @@ def export(conn: Conn, write: Callable[[bytes], object], user: str | None, now_m
         cursor.execute(f"SELECT {_EXPORT_COLUMNS} FROM memories {where} ORDER BY id", params)
         for row in cursor:
             (id_, shared, owner, chat_id, source, content, subjects, metadata, confidence, created, updated, expires,
-             deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key) = row[:20]  # fmt: skip
-            provenance = dict(zip(PROVENANCE_COLUMNS, row[20:], strict=True))
+             deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key, pinned) = row[:21]  # fmt: skip
+            provenance = dict(zip(PROVENANCE_COLUMNS, row[21:], strict=True))
             provenance["conversation_private"] = bool(provenance["conversation_private"])
             line = MemoryLine(
                 id=id_, scope=scope_kind(bool(shared)), owner=owner, chat_id=chat_id, source=source, content=content,
@@ -328,7 +288,7 @@ def export(conn: Conn, write: Callable[[bytes], object], user: str | None, now_m
                 created_at=iso_from_ms(created) or "", updated_at=iso_from_ms(updated) or "", expires_at=iso_from_ms(expires),
                 deleted_at=iso_from_ms(deleted), expiry_recorded_at=iso_from_ms(expiry_recorded), superseded_by=superseded_by,
                 access_count=access_count, last_access_at=iso_from_ms(last_access), superseded_at=iso_from_ms(superseded_at),
-                supersede_reason=reason, key=key, **provenance,
+                supersede_reason=reason, key=key, pinned=bool(pinned), **provenance,
             )  # fmt: skip
             _encoder.encode_into(line, buffer, -1)
             buffer += b"\n"
@@ -377,9 +337,10 @@ def import_lines(conn: Conn, lines: Iterable[MemoryLine | PersonLine], now_ms: i
         deleted_at_ms = _ms(line.deleted_at)
         conn.execute(
             "UPDATE memories SET updated_at_ms = %s, deleted_at_ms = %s, expiry_recorded_ms = %s, superseded_by = %s, "
-            "access_count = %s, last_access_ms = %s, superseded_at_ms = %s, supersede_reason = %s, key = %s WHERE rowid = %s",
+            "access_count = %s, last_access_ms = %s, superseded_at_ms = %s, supersede_reason = %s, key = %s, pinned = %s "
+            "WHERE rowid = %s",
             (ms_from_iso(line.updated_at), deleted_at_ms, _ms(line.expiry_recorded_at), line.superseded_by, line.access_count,
-             _ms(line.last_access_at), _ms(line.superseded_at), line.supersede_reason, line.key, rowid),
+             _ms(line.last_access_at), _ms(line.superseded_at), line.supersede_reason, line.key, bool(line.pinned), rowid),
         )  # fmt: skip
         report.imported += 1
         rows.audit(conn, scope_key, line.id, "imported", IMPORT_ACTOR, now_ms, {})
@@ -436,6 +397,13 @@ def import_people(conn: Conn, lines: Iterable[PersonLine], now_ms: int) -> Peopl
     return report
 
 
+def _evict_locked(conn: Conn, scope_key: str, limit: int, now_ms: int, protect_since_ms: int) -> int:
+    from memoryd.store.postgres.store import lock_scope
+
+    lock_scope(conn, scope_key)
+    return eviction.evict_batch(conn, scope_key, limit, now_ms, protect_since_ms)
+
+
 class Maintenance:
     """``interfaces.Maintenance`` on PostgreSQL."""
 
@@ -472,13 +440,32 @@ class Maintenance:
     def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
         report = EvictionReport()
         if not per_user and not per_chat:
+            self.set_caps(per_user=0, per_chat=0, protect_recent_ms=protect_recent_ms)
             return report
+        self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         now = self._clock()
-        for scope_key, count, limit in self._db.run_sync(over_limit, per_user, per_chat):
+        for scope_key, count, limit in self._db.run_sync(eviction.over_limit, per_user, per_chat):
             report.scopes[scope_key] = (count, limit)
-            while evicted := self._db.run_sync(evict_batch, scope_key, limit, now, now - protect_recent_ms):
+            while evicted := self._db.run_sync(_evict_locked, scope_key, limit, now, now - protect_recent_ms):
                 report.evicted += evicted
         return report
+
+    def set_caps(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> None:
+        self._db.run_sync(eviction.store_caps, per_user, per_chat, protect_recent_ms)
+
+    def erase_user(
+        self,
+        user_id: str,
+        *,
+        actor: str,
+        include_group: bool = False,
+        usernames: Sequence[str] = (),
+        dry_run: bool = False,
+    ) -> dict[str, int]:
+        counts: dict[str, int] = self._store.erase_user(
+            user_id, actor=actor, include_group=include_group, usernames=usernames, dry_run=dry_run
+        )
+        return counts
 
     def maintain(self, *, compact: bool = False, release_space: bool = False) -> MaintenanceReport:
         """PostgreSQL's autovacuum does the routine work; ``compact`` refreshes the planner's

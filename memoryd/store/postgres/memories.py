@@ -19,6 +19,7 @@ from memoryd.ids import MIN_PREFIX_LENGTH, new_id
 from memoryd.store.postgres import tokens
 from memoryd.store.postgres.visibility import live, predicate
 from memoryd.store.records import (
+    DEFAULT_MEMORY_TYPE,
     NO_PROVENANCE,
     PROVENANCE_COLUMNS,
     MemoryRecord,
@@ -54,6 +55,7 @@ RECORD_COLUMNS = ", ".join(
         "superseded_at_ms",
         "supersede_reason",
         "key",
+        "pinned",
     )
 )
 
@@ -297,6 +299,7 @@ def list_visible(
     include_expired: bool,
     about: Sequence[int] | None,
     now_ms: int,
+    types: Sequence[str] | None = None,
 ) -> list[MemoryRecord]:
     """Newest first by (created_at_ms, rowid): one walk per visible scope key, merged."""
     wanted = limit + offset
@@ -325,6 +328,13 @@ def list_visible(
                 f"{where} AND m.rowid IN (SELECT memory_rowid FROM memory_people WHERE person_rowid = ANY(%s))",
                 (*params, list(about)),
             )
+        if types is None:
+            where += " AND m.memory_type IS DISTINCT FROM 'episode'"
+        else:
+            where, params = (
+                f"{where} AND coalesce(m.memory_type, %s) = ANY(%s)",
+                (*params, DEFAULT_MEMORY_TYPE, list(types)),
+            )
         selects.append(
             f"(SELECT {RECORD_COLUMNS} FROM memories AS m WHERE {where} "
             "ORDER BY m.created_at_ms DESC, m.rowid DESC LIMIT %s)"
@@ -335,6 +345,35 @@ def list_visible(
         (*bindings, limit, offset),
     )
     return [record(row) for row in page]
+
+
+def pin(conn: Conn, scope: Scope, prefix: str, now_ms: int, *, pinned: bool) -> MemoryRecord | None:
+    """Pin (or unpin) the one visible memory matching ``prefix``; its record, or None.
+
+    A pinned memory is kept for good: its expiry is cleared (the audit event keeps the old
+    one), eviction passes it over and nothing decays it.  Unpinning leaves it without expiry.
+    """
+    match = resolve(conn, scope, prefix, now_ms)
+    if match is None:
+        return None
+    rowid, full_id, key = match
+    was_pinned, expires_at_ms = conn.execute(
+        "SELECT pinned, expires_at_ms FROM memories WHERE rowid = %s", (rowid,)
+    ).fetchone() or (False, None)
+    if bool(was_pinned) != pinned:
+        if pinned:
+            conn.execute(
+                "UPDATE memories SET pinned = true, expires_at_ms = NULL, expiry_recorded_ms = NULL WHERE rowid = %s",
+                (rowid,),
+            )
+        else:
+            conn.execute("UPDATE memories SET pinned = false WHERE rowid = %s", (rowid,))
+        detail: dict[str, Any] = {"chat_id": scope.chat_id}
+        if pinned and expires_at_ms is not None:
+            detail["expires_at_ms"] = int(expires_at_ms)
+        audit(conn, key, full_id, "pinned" if pinned else "unpinned", scope.user_id, now_ms, detail)
+        conn.execute("SELECT pg_notify('memoryd_changes', %s)", (key,))
+    return fetch_visible(conn, scope, [rowid], now_ms, include_superseded=True).get(rowid)
 
 
 def hide_unseen_successors(conn: Conn, scope: Scope, records: Iterable[MemoryRecord]) -> None:

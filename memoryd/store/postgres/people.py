@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import psycopg
 
+from memoryd.errors import PeopleLimitReached
 from memoryd.ids import is_id_prefix, new_ulid
 from memoryd.knowledge import (
     KnownPerson,
@@ -25,7 +26,7 @@ from memoryd.knowledge import (
     parse_relationships,
     resolve_person,
 )
-from memoryd.knowledge.people import RelationshipFact, is_relationship_phrase
+from memoryd.knowledge.people import RelationshipFact, is_relationship_phrase, new_subjects
 from memoryd.store.people_records import (
     AliasTaken,
     Forgotten,
@@ -167,6 +168,7 @@ def delete(conn: Conn, person: StoredPerson) -> None:
 class Learned:
     linked: list[str]
     changed: bool
+    people: int = 0  # the owner's people afterwards
 
 
 def learn(
@@ -178,12 +180,18 @@ def learn(
     subjects: Sequence[str],
     owner_names: Sequence[str],
     now_ms: int,
+    max_people: int | None = None,
+    strict: bool = False,
     seen_by: Scope | None = None,
 ) -> Learned:
     """What a memory teaches about the owner's people (the SQLite backend's rules, in order:
     relationship statements, subjects, mentions of known people).  ``seen_by``: the adder; the
     memory is matched only against the people it may know of, so "my wife" said in a group chat
-    never links to, and so never reveals, a wife known only from a private chat."""
+    never links to, and so never reveals, a wife known only from a private chat.
+
+    ``max_people``: the owner never has more people than this; a person the content names past
+    it is not created, and with ``strict`` (memory.add: the caller chose the subjects) a subject
+    that would create one raises PeopleLimitReached (the caller's transaction then rolls back)."""
     lock_owner(conn, owner)
     known = people_of(conn, owner)
     by_id = {person.id: person for person in known}
@@ -214,6 +222,15 @@ def learn(
         return person
 
     own = {normalise_name(name) for name in owner_names if name} | _SELF_WORDS
+
+    def room() -> bool:
+        return max_people is None or len(known) < max_people
+
+    if strict and max_people is not None:
+        # Refused before anything changes.
+        fresh = new_subjects(lambda phrase: resolve_person(phrase, [p.known() for p in known]), own, subjects)
+        if len(known) + len(fresh) > max_people:
+            raise PeopleLimitReached(f"subjects[{fresh[max(max_people - len(known), 0)]}]", max_people)
     about: dict[int, StoredPerson] = {}
     dirty: set[int] = set()
     created = False
@@ -224,6 +241,8 @@ def learn(
         if target is not None and seen_by is not None and not _may_tell(conn, by_id[target.key], fact, memory_rowid):
             target = None  # a person of its own: what this memory says stays where it may be seen
         if target is None:
+            if not room():
+                continue
             person = created_here(
                 create(conn, owner, fact.name, now_ms, relationship=fact.relationship, aliases=fact.aliases)
             )
@@ -238,7 +257,7 @@ def learn(
             if changed:
                 dirty.add(person.rowid)
         about[person.rowid] = person
-    for subject in subjects:
+    for position, subject in enumerate(subjects):
         wanted = normalise_name(subject)
         if not wanted or wanted in own:
             continue
@@ -246,6 +265,10 @@ def learn(
         if found is not None:
             about.setdefault(by_id[found.key].rowid, by_id[found.key])
         elif not is_relationship_phrase(subject):
+            if not room():
+                if strict:
+                    raise PeopleLimitReached(f"subjects[{position}]", max_people or 0)
+                continue
             person = created_here(create(conn, owner, subject, now_ms))
             about[person.rowid] = person
             created = True
@@ -260,7 +283,7 @@ def learn(
     link(conn, owner, about, memory_rowid)
     if created or dirty:
         announce(conn, owner)
-    return Learned([p.name for p in about.values()], created or bool(dirty))
+    return Learned([p.name for p in about.values()], created or bool(dirty), len(known))
 
 
 def _may_tell(conn: Conn, person: StoredPerson, fact: RelationshipFact, memory_rowid: int) -> bool:
@@ -342,6 +365,7 @@ class People:
         subjects: Sequence[str],
         owner_names: Sequence[str],
         *,
+        max_people: int | None = None,
         seen_by: Scope | None = None,
     ) -> Learned:
         now = self._clock()
@@ -358,6 +382,7 @@ class People:
                 subjects=subjects,
                 owner_names=owner_names,
                 now_ms=now,
+                max_people=max_people,
                 seen_by=seen_by,
             )
 

@@ -8,6 +8,7 @@ then writes one scope takes that scope's transaction-level advisory lock.
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import threading
 import uuid
@@ -24,9 +25,9 @@ from memoryd.errors import EmbeddingModelMismatch, StoreError
 from memoryd.ids import now_ms
 from memoryd.store.connection_urls import redacted
 from memoryd.store.people_records import PeopleFocus
+from memoryd.store.postgres import erasure, eviction, schema
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
-from memoryd.store.postgres import schema
 from memoryd.store.postgres import search as searching
 from memoryd.store.postgres.db import Database, check_versions
 from memoryd.store.query_vector import QueryVector
@@ -118,6 +119,7 @@ class Memories:
         before_id: str | None = None,
         include_expired: bool = False,
         about: Sequence[int] | None = None,
+        types: Sequence[str] | None = None,
     ) -> builtins.list[MemoryRecord]:
         now = self._clock()
 
@@ -131,6 +133,7 @@ class Memories:
                 include_expired=include_expired,
                 about=about,
                 now_ms=now,
+                types=None if about is not None else types,
             )
             searching.annotate(conn, scope, found)
             return found
@@ -194,6 +197,18 @@ class Memories:
 
     async def delete(self, scope: Scope, prefix: str) -> str | None:
         return await self._db.run(rows.delete, scope, prefix, self._clock())
+
+    async def pin(self, scope: Scope, prefix: str, *, pinned: bool) -> MemoryRecord | None:
+        return await self._db.run(functools.partial(rows.pin, pinned=pinned), scope, prefix, self._clock())
+
+    async def erase_user(
+        self, user_id: str, *, actor: str, include_group: bool, usernames: Sequence[str]
+    ) -> dict[str, int]:
+        return await trio.to_thread.run_sync(
+            functools.partial(
+                self._store.erase_user, user_id, actor=actor, include_group=include_group, usernames=usernames
+            )
+        )
 
     async def short_ids(self, scope: Scope, ids: Iterable[str]) -> dict[str, str]:
         return await self._db.run(rows.short_ids, scope, builtins.list(ids), self._clock())
@@ -313,9 +328,41 @@ class PostgresStore:
         lock_scope(conn, new.scope_key)
         added = rows.add(conn, new, now)
         if not added.duplicate:
+            eviction.hold_cap(conn, new.scope_key, now)
             job_rows.notify(conn, changed=new.scope_key)
         self.write_count += 1
         return added
+
+    def erase_user(
+        self,
+        user_id: str,
+        *,
+        actor: str,
+        include_group: bool = False,
+        usernames: Sequence[str] = (),
+        dry_run: bool = False,
+    ) -> dict[str, int]:
+        """``erasure.erase_user`` in one transaction, then (unless ``dry_run``) a VACUUM of the
+        touched tables so the erased rows' dead versions do not wait for autovacuum."""
+        counts = self.db.run_sync(
+            functools.partial(
+                erasure.erase_user,
+                user_id=user_id,
+                now_ms=self.clock(),
+                actor=actor,
+                include_group=include_group,
+                usernames=builtins.list(usernames),
+                dry_run=dry_run,
+            )
+        )
+        if not dry_run:
+            self.write_count += 1
+            try:
+                with self.db.connect(autocommit=True) as conn:
+                    erasure.vacuum(conn)
+            except psycopg.Error as error:  # the erasure is committed; autovacuum reclaims later
+                log.warning("store: VACUUM after an erasure failed: %s", type(error).__name__)
+        return counts
 
     # -- the vector space -------------------------------------------------------------------
 

@@ -15,9 +15,9 @@ import psycopg
 
 from memoryd.errors import SupersedeRefused
 from memoryd.ids import MIN_PREFIX_LENGTH
+from memoryd.store.postgres import eviction, people
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
-from memoryd.store.postgres import people
 from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.search import knn
 from memoryd.store.postgres.visibility import live, predicate
@@ -118,10 +118,13 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
     if plan.key is not None:
         stored.record = record = rows.fetch(conn, rowid)
     if plan.owner_names is not None:
-        stored.people_changed = people.learn(
+        learned = people.learn(
             conn, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
-            owner_names=plan.owner_names, now_ms=now_ms, seen_by=scope,
-        ).changed  # fmt: skip
+            owner_names=plan.owner_names, now_ms=now_ms, max_people=plan.max_people, strict=True, seen_by=scope,
+        )  # fmt: skip
+        stored.people_changed, stored.people_count = learned.changed, learned.people
+    if not deduplicated:
+        eviction.hold_cap(conn, new.scope_key, now_ms)
     if not deduplicated or stored.superseded:
         job_rows.changed(conn, new.scope_key)
     stored.short_id = (
