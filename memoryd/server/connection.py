@@ -237,6 +237,10 @@ class Connection:
         """While calls run: cancel them all once the peer has closed its end."""
         try:
             while self.protocol.in_flight:
+                if self._calm.is_set():
+                    # Calm came and went (a new call arrived before this task woke): wait for
+                    # the next one, or this loop would spin while the new calls run.
+                    self._calm = trio.Event()
                 with trio.move_on_after(HANGUP_CHECK_SECONDS):
                     await self._calm.wait()
                 if self.protocol.in_flight and self._peer_hung_up():
