@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
 import pytest
 
 from memoryd.store import NewMemory
@@ -86,3 +87,12 @@ def build_store(db_path: Path, memories: int = 2000) -> None:
             for i in range(memories)
         )
         store.lifecycle.checkpoint()
+    # Statistics for every table, as a store in use has them: otherwise the next open's
+    # PRAGMA optimize analyzes the tables, reads whichever pages a test damaged, and the damage
+    # is found at open (refused all the same) instead of where the test looks for it.
+    connection = apsw.Connection(str(db_path))
+    try:
+        connection.execute("ANALYZE")
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        connection.close()
