@@ -76,6 +76,7 @@ BAD_LINES = [
     pytest.param(good(3, metadata={"note": "DATABASE_PASSWORD=Sup3rS3cret!2024"}), "metadata", id="secret-metadata"),
     pytest.param(good(3, subjects=[GITHUB_TOKEN]), "subjects[0]", id="secret-subject"),
     pytest.param(good(3, key=GITHUB_TOKEN), "key", id="secret-key"),
+    pytest.param(good(3, source_session=f"s-{GITHUB_TOKEN}"), "source_session", id="secret-session"),
     pytest.param(person(owner="o" * 300), "owner", id="person-300-char-owner"),
     pytest.param(person(name="n" * 201), "name", id="person-long-name"),
     pytest.param(person(aliases=["a" * 201]), "aliases[0]", id="person-long-alias"),
@@ -115,7 +116,13 @@ async def test_an_import_at_the_limits_is_served_and_redact_mode_redacts(tmp_pat
         + good(1, content=biggest, subjects=[f"P{i}" for i in range(32)], metadata={"m": "z" * 4000})
         + good(2, content=f"deploy token {GITHUB_TOKEN} for the CI", metadata={"note": f"{GITHUB_TOKEN}"})
     )
-    done = memoryd("import", str(dump), data_dir=data, env={"MEMORYD_EXTRACTION_SECRETS": "redact"})
+    redact = {"MEMORYD_EXTRACTION_SECRETS": "redact"}
+    # A session key is an identifier: redacting it would change which session it names.
+    keyed = tmp_path / "keyed.jsonl"
+    keyed.write_bytes(HEADER + good(1, source_session=GITHUB_TOKEN))
+    refused = memoryd("import", str(keyed), data_dir=data, env=redact)
+    assert refused.returncode == 1 and "line 2: source_session " in refused.stderr.decode(), text(refused)
+    done = memoryd("import", str(dump), data_dir=data, env=redact)
     assert done.returncode == 0, text(done)
     instance = Daemon(make_config(tmp_path, data_dir=str(data), socket=str(tmp_path / "s.sock")))
     await nursery.start(instance.run)
