@@ -57,10 +57,27 @@ async def test_a_message_nothing_stored_is_about_gets_no_memories(local_peer: Nd
     context = await call_ok(local_peer, "memory.context", {**USER, "message": message})
     assert context["memories"] == []
     assert "Relevant memories:" not in context["text"]
-    # The floor is what leaves them out: with none, the same search returns the store.
+    # The query-level gate is what leaves them out: with no threshold, the same search returns
+    # the store, none of it reaching the gate; any threshold above 0 brings the gate back.
     everything = await call_ok(local_peer, "memory.search", {**USER, "query": message, "min_relevance": 0})
     assert len(everything) == len(FACTS)
-    assert all(0.0 <= hit["relevance"] < relevance.SEARCH_FLOOR for hit in everything)
+    assert all(0.0 <= hit["relevance"] < relevance.SEARCH_GATE for hit in everything)
+    assert await call_ok(local_peer, "memory.search", {**USER, "query": message, "min_relevance": 1e-9}) == []
+
+
+async def test_a_related_query_keeps_hits_below_the_gate_that_clear_the_floor(local_peer: NdjsonPeer) -> None:
+    # The gate is decided once per query, on its best candidate; once a query clears it, each
+    # hit only has to clear the (lower) per-hit floor.
+    await seed(local_peer)
+    query = "Does my wife eat meat?"
+    hits = await call_ok(local_peer, "memory.search", {**USER, "query": query})
+    everything = await call_ok(local_peer, "memory.search", {**USER, "query": query, "min_relevance": 0})
+    assert hits[0]["content"] == "Sarah has been vegetarian since university."
+    assert hits[0]["relevance"] >= relevance.SEARCH_GATE
+    assert any(relevance.SEARCH_FLOOR <= hit["relevance"] < relevance.SEARCH_GATE for hit in hits), hits
+    assert [hit["id"] for hit in hits] == [
+        hit["id"] for hit in everything if hit["relevance"] >= relevance.SEARCH_FLOOR
+    ]
 
 
 async def test_a_paraphrased_question_finds_its_fact_in_search_and_context(local_peer: NdjsonPeer) -> None:
@@ -219,3 +236,20 @@ def test_context_injects_nothing_below_the_threshold_and_then_what_reaches_a_sha
     assert relevance.for_context(values, 0.15, 2) == [1, 2]
     assert relevance.for_context(values, best, 5) == [1, 2, 4]
     assert relevance.for_context(values, best + 0.01, 5) == []
+
+
+def test_search_returns_nothing_unless_the_best_candidate_clears_the_gate() -> None:
+    ranked = [(1, 3.0), (2, 2.0), (3, 1.0)]
+    gate, floor = relevance.SEARCH_GATE, relevance.SEARCH_FLOOR
+    weak = {1: gate * 0.9, 2: floor, 3: floor / 2}
+    assert relevance.at_least(ranked, weak, floor) == []
+    assert relevance.at_least(ranked, weak, 0.0) == ranked  # no threshold at all
+    assert relevance.at_least(ranked, weak, floor, gate=0.0) == ranked[:2]  # the floor alone
+    strong = {**weak, 2: gate}
+    assert relevance.at_least(ranked, strong, floor) == ranked[:2]  # one clears it: the floor decides the rest
+    # A threshold above the gate is its own gate.
+    assert relevance.at_least(ranked, strong, gate * 2) == []
+    assert relevance.query_gate(0.0) == 0.0
+    assert relevance.query_gate(floor) == gate
+    assert relevance.query_gate(0.5) == 0.5
+    assert relevance.at_least(ranked, {}, floor) == []
