@@ -21,7 +21,7 @@ import trio
 from memoryd.config import Config, load_config
 from memoryd.errors import ConfigError
 from memoryd.server.daemon import Daemon
-from memoryd.store import relevance
+from memoryd.store import answer_kind, relevance
 from memoryd_client import AsyncMemoryClient
 from tests import test_cli_output
 from tests.conftest import make_config
@@ -253,3 +253,55 @@ def test_search_returns_nothing_unless_the_best_candidate_clears_the_gate() -> N
     assert relevance.query_gate(floor) == gate
     assert relevance.query_gate(0.5) == 0.5
     assert relevance.at_least(ranked, {}, floor) == []
+
+
+async def test_context_leaves_out_memories_that_cannot_hold_the_number_or_time_asked_for(
+    local_peer: NdjsonPeer,
+) -> None:
+    await seed(local_peer)
+    # The coffee fact is on the topic, and relevant enough to inject, but holds no number.
+    question = "How many cups of coffee do I drink a day?"
+    hits = await call_ok(local_peer, "memory.search", {**USER, "query": question})
+    assert hits[0]["content"] == "I take my coffee black with no sugar."
+    assert hits[0]["relevance"] >= 0.15
+    context = await call_ok(local_peer, "memory.context", {**USER, "message": question})
+    assert context["memories"] == []
+    assert "Relevant memories:" not in context["text"]
+    # With no threshold at all, nothing is checked.
+    everything = await call_ok(local_peer, "memory.context", {**USER, "message": question, "min_relevance": 0})
+    assert everything["memories"]
+    # A question asking for a time that its fact holds still gets it.
+    when = await call_ok(local_peer, "memory.context", {**USER, "message": "When is my language class?"})
+    assert "I have Spanish lessons every Tuesday evening." in [m["content"] for m in when["memories"]]
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("When is my dentist appointment?", "time"),
+        ("what time does the shop open", "time"),
+        ("Which year did we move?", "time"),
+        ("How many children do I have?", "number"),
+        ("How much is my rent?", "number"),
+        ("What's my shoe size?", "number"),
+        ("What is my  student ID number?", "number"),
+        ("What's my spouse's name?", None),
+        ("Where do I live?", None),
+        ("Do I like coffee?", None),
+    ],
+)
+def test_what_kind_of_answer_a_question_asks_for(question: str, kind: str | None) -> None:
+    assert answer_kind.asks_for(question) == kind
+
+
+def test_whether_a_memory_can_hold_a_number_or_a_time() -> None:
+    assert answer_kind.holds("Rent is 1450 a month.", "number")
+    assert answer_kind.holds("We have twin boys who just turned eight.", "number")
+    assert not answer_kind.holds("My student loan covers rent but not much else.", "number")
+    assert answer_kind.holds("Spanish lessons every Tuesday evening.", "time")
+    assert answer_kind.holds("bday 30/7", "time")
+    assert not answer_kind.holds("I am terrified of flying.", "time")
+    # Only a question asking for one of the two kinds is checked, against any of the texts.
+    assert answer_kind.can_answer("Where do I live?", [])
+    assert not answer_kind.can_answer("How much is my rent?", ["My loan covers rent.", "I live in Leeds."])
+    assert answer_kind.can_answer("How much is my rent?", ["My loan covers rent.", "Rent: 900 a month."])

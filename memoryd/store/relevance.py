@@ -63,7 +63,7 @@ SEARCH_FLOOR = 0.001
 #: the threshold, if higher) returns nothing (:func:`at_least`).  A message nothing stored is
 #: about meets only weak matches; a long conversation's question has a strong one even when its
 #: answers lie far down the list, where a per-hit floor this high would lose them.
-SEARCH_GATE = 0.01125
+SEARCH_GATE = 0.00625
 
 #: memory.context, once a message's best memory clears its threshold, also injects the next best
 #: that reach this share of the best one's relevance (see :func:`for_context`).
