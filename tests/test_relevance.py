@@ -305,3 +305,8 @@ def test_whether_a_memory_can_hold_a_number_or_a_time() -> None:
     assert answer_kind.can_answer("Where do I live?", [])
     assert not answer_kind.can_answer("How much is my rent?", ["My loan covers rent.", "I live in Leeds."])
     assert answer_kind.can_answer("How much is my rent?", ["My loan covers rent.", "Rent: 900 a month."])
+
+
+def test_a_time_may_be_written_in_words() -> None:
+    assert answer_kind.holds("My alarm rings at half past five", "time")
+    assert answer_kind.holds("I was born on the third of March", "time")

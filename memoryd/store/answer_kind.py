@@ -25,7 +25,8 @@ Kind = Literal["number", "time"]
 _NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand "
-    "million billion once twice half dozen couple few several single double".split()
+    "million billion once twice half dozen couple few several single double "
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split()
 )
 _TIME_WORDS = frozenset(
     "january february march april may june july august september october november december "
@@ -59,12 +60,16 @@ def asks_for(question: str) -> Kind | None:
     return None
 
 
+_TIME_OR_NUMBER_WORDS = _NUMBER_WORDS | _TIME_WORDS
+
+
 def holds(text: str, kind: Kind) -> bool:
-    """Whether ``text`` holds something of ``kind``: a digit, or a number word (a number), or
-    a time word (a time)."""
+    """Whether ``text`` holds something of ``kind``: a digit or a number word (either kind: a
+    time is often written in numbers, "half past five", "the third of March"), or a time word
+    (a time)."""
     if _DIGIT.search(text):
         return True
-    words = _NUMBER_WORDS if kind == "number" else _TIME_WORDS
+    words = _NUMBER_WORDS if kind == "number" else _TIME_OR_NUMBER_WORDS
     return any(word in words for word in _WORD.findall(text.casefold()))
 
 
