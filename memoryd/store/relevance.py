@@ -62,7 +62,8 @@ SEARCH_FLOOR = 0.001
 #: candidate: with a threshold above 0, a search whose best candidate is below this (or below
 #: the threshold, if higher) returns nothing (:func:`at_least`).  A message nothing stored is
 #: about meets only weak matches; a long conversation's question has a strong one even when its
-#: answers lie far down the list, where a per-hit floor this high would lose them.
+#: answers lie far down the list, where a per-hit floor this high would lose them.  Both were
+#: chosen held out by bench/fit_relevance.py (:func:`choose_search` there; docs/relevance.md).
 SEARCH_GATE = 0.00625
 
 #: memory.context, once a message's best memory clears its threshold, also injects the next best
