@@ -310,3 +310,17 @@ def test_whether_a_memory_can_hold_a_number_or_a_time() -> None:
 def test_a_time_may_be_written_in_words() -> None:
     assert answer_kind.holds("My alarm rings at half past five", "time")
     assert answer_kind.holds("I was born on the third of March", "time")
+
+
+async def test_a_context_threshold_below_the_search_gate_is_the_context_own(local_peer: NdjsonPeer) -> None:
+    # memory.context decides with its own threshold: a caller asking for a threshold below the
+    # search's gate gets what reaches it, not the search's query-level decision.
+    await seed(local_peer)
+    message = UNRELATED[0]
+    everything = await call_ok(local_peer, "memory.search", {**USER, "query": message, "min_relevance": 0})
+    best = max(hit["relevance"] for hit in everything)
+    assert 0.0 < best < relevance.SEARCH_GATE
+    low = await call_ok(local_peer, "memory.context", {**USER, "message": message, "min_relevance": best})
+    assert best in [m["relevance"] for m in low["memories"]]
+    above = await call_ok(local_peer, "memory.context", {**USER, "message": message, "min_relevance": best * 1.01})
+    assert above["memories"] == []
