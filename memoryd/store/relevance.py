@@ -83,12 +83,12 @@ class Weights:
 
 #: Fitted by bench/fit_relevance.py on everything (its held-out figures are in docs/relevance.md).
 SHIPPED = Weights(
-    query={"best_cosine": 23.54, "best_standout": -1.83, "best_ranker": 0.4, "best_coverage": -2.8, "intercept": -7.23},
+    query={"best_cosine": 26.85, "best_standout": -5.65, "best_ranker": 0.19, "best_coverage": -2.26, "intercept": -7.26},
     memory={
-        "cosine": 8.13, "standout": 18.86, "ranker": 0.93, "coverage": -1.02, "cosine_above": -15.84,
-        "intercept": -6.11,
+        "cosine": 9.67, "standout": 18.58, "ranker": 0.95, "coverage": -1.08, "cosine_above": -18.25,
+        "intercept": -6.47,
     },
-    words={"ranker": 0.35, "coverage": 2.24, "intercept": -4.3},
+    words={"ranker": 0.35, "coverage": 2.27, "intercept": -4.31},
 )  # fmt: skip
 
 
