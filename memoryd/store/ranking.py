@@ -207,9 +207,11 @@ def search_order(
     if shows_exchange(matrix):
         return order(scored, cosines, guard=guards(terms))
     closeness = dict(cosines)
-    if asks_specific(query):
+    if cosines and asks_specific(query):
+        # Only a memory within the bonus of the closest can come first by it: the rest are not read.
+        bar = max(cosines.values()) - SPECIFIC_BONUS
         for rowid, cosine in cosines.items():
-            if holds_specific(texts.get(rowid, "")):
+            if cosine > bar and holds_specific(texts.get(rowid, "")):
                 closeness[rowid] = cosine + SPECIFIC_BONUS
     return order(scored, closeness, guard=True, margin=0.0)
 
