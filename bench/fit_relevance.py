@@ -37,6 +37,7 @@ import locomo  # noqa: E402
 from retrieval import default_data  # noqa: E402
 
 from memoryd.embed.local import BUNDLED_SHA256, bundled_model_path  # noqa: E402
+from memoryd.embed.query_form import embedded_form  # noqa: E402
 from memoryd.embed.sentence_model import SentenceModel  # noqa: E402
 from memoryd.ids import now_ms  # noqa: E402
 from memoryd.store import answer_kind, ranking, relevance  # noqa: E402
@@ -78,7 +79,8 @@ class Candidates:
 
 
 def _embed(model: SentenceModel, texts: list[str]) -> np.ndarray:
-    matrix = model.embed(texts)
+    """The queries' vectors, of what the daemon embeds of them (query_form.embedded_form)."""
+    matrix = model.embed([embedded_form(text) for text in texts])
     return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
 
@@ -88,15 +90,17 @@ def _candidates(
     return search.candidates(db, scope, search_parts.SearchQuery(text, limit, unit, space, now_ms()))
 
 
-def _ranked(found: search.Candidates) -> list[int]:
+def _ranked(found: search.Candidates, text: str) -> list[int]:
+    """The candidates' indices in the search's order (ranking.search_order), before diversify."""
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     index = {rowid: i for i, rowid in enumerate(found.rowids)}
-    guard = ranking.guards(found.terms, found.features)
-    return [index[r] for r, _ in ranking.order(scored, found.cosines, guard=guard)]
+    ranked = ranking.search_order(scored, found.cosines, found.terms, found.features, text, found.texts)
+    return [index[r] for r, _ in ranked]
 
 
 def _make(
     group: str,
+    text: str,
     found: search.Candidates,
     answers: set[int],
     answerable: bool,
@@ -105,7 +109,7 @@ def _make(
 ) -> Candidates:
     has_vector = np.array([rowid in found.cosines for rowid in found.rowids], dtype=bool)
     label = np.array([1.0 if rowid in answers else 0.0 for rowid in found.rowids])
-    return Candidates(group, answerable, unrelated, found.rowids, found.features, has_vector, label, _ranked(found),
+    return Candidates(group, answerable, unrelated, found.rowids, found.features, has_vector, label, _ranked(found, text),
                       found.created_at_ms, question)  # fmt: skip
 
 
@@ -126,7 +130,7 @@ def collect_facts(folder: Path, model: SentenceModel) -> list[Candidates]:
             for (key, text, unrelated), unit in zip(asked, _embed(model, [t for _, t, _ in asked]), strict=True):
                 found = _candidates(db, Scope(persona.name), text, unit, space, SEARCH_LIMIT)
                 answers = {rowid_of[ids[persona.name][key]]} if key else set()
-                out.append(_make(persona.name, found, answers, key is not None, unrelated=unrelated))
+                out.append(_make(persona.name, text, found, answers, key is not None, unrelated=unrelated))
                 out[-1].text, out[-1].contents = text, [content_of[r] for r in found.rowids]
         return out
     finally:
@@ -146,7 +150,7 @@ def collect_locomo(folder: Path, conversations: list[locomo.Conversation], model
             for question, unit in zip(conversation.questions, units, strict=True):
                 found = _candidates(db, Scope(conversation.user_id), question.text, unit, space, locomo.LIMIT)
                 answers = {r for r in found.rowids if set(labels.get(ids[r], [])) & question.evidence}
-                out.append(_make(conversation.user_id, found, answers, True, question))
+                out.append(_make(conversation.user_id, question.text, found, answers, True, question))
                 out[-1].text, out[-1].contents = question.text, [content_of[r] for r in found.rowids]
         return out
     finally:

@@ -57,14 +57,14 @@ BACKGROUND = 0.1
 COSINE_KNEE = 0.3
 #: memory.search's default floor on each hit: low, so that it drops only clearly unrelated
 #: memories and keeps the weaker matches a long conversation's answers are often found among.
-SEARCH_FLOOR = 0.001
+SEARCH_FLOOR = 0.00075
 #: Whether anything stored is about a query at all is decided once per query, on its best
 #: candidate: with a threshold above 0, a search whose best candidate is below this (or below
 #: the threshold, if higher) returns nothing (:func:`at_least`).  A message nothing stored is
 #: about meets only weak matches; a long conversation's question has a strong one even when its
 #: answers lie far down the list, where a per-hit floor this high would lose them.  Both were
 #: chosen held out by bench/fit_relevance.py (:func:`choose_search` there; docs/relevance.md).
-SEARCH_GATE = 0.00625
+SEARCH_GATE = 0.0075
 
 #: memory.context, once a message's best memory clears its threshold, also injects the next best
 #: that reach this share of the best one's relevance (see :func:`for_context`).
@@ -90,12 +90,12 @@ class Weights:
 
 #: Fitted by bench/fit_relevance.py on everything (its held-out figures are in docs/relevance.md).
 SHIPPED = Weights(
-    query={"best_cosine": 23.54, "best_standout": -1.83, "best_ranker": 0.4, "best_coverage": -2.8, "intercept": -7.23},
+    query={"best_cosine": 26.85, "best_standout": -5.65, "best_ranker": 0.19, "best_coverage": -2.26, "intercept": -7.26},
     memory={
-        "cosine": 8.13, "standout": 18.86, "ranker": 0.93, "coverage": -1.02, "cosine_above": -15.84,
-        "intercept": -6.11,
+        "cosine": 9.67, "standout": 18.58, "ranker": 0.95, "coverage": -1.08, "cosine_above": -18.25,
+        "intercept": -6.47,
     },
-    words={"ranker": 0.35, "coverage": 2.24, "intercept": -4.3},
+    words={"ranker": 0.35, "coverage": 2.27, "intercept": -4.31},
 )  # fmt: skip
 
 
