@@ -202,7 +202,7 @@ def test_relevance_is_a_probability_rising_with_the_evidence() -> None:
 
 
 def test_the_context_threshold_is_a_config_key_with_an_env_var() -> None:
-    assert load_config(flags={}, environ={}).context.min_relevance == 0.15
+    assert load_config(flags={}, environ={}).context.min_relevance == 0.25
     assert load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "0.5"}).context.min_relevance == 0.5
     with pytest.raises(ConfigError, match="context.min_relevance"):
         load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "1.5"})
