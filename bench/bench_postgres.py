@@ -79,7 +79,10 @@ def search(
 
 
 def add_rate(work: Path, names: list[str], data_dirs: list[Path], env: dict[str, str] | None, per_client: int) -> float:
-    """Adds per second acknowledged by ``len(names)`` daemons loaded at the same time."""
+    """Adds per second acknowledged by ``len(names)`` daemons loaded at the same time.
+
+    Each daemon serves users of its own (as a platform's hosts serve different users), with
+    contents of its own: connection c of daemon d adds as user ``bench-<d * clients + c>``."""
     daemons = [
         Server.memoryd_daemon(work, name, data, "none", env=env) for name, data in zip(names, data_dirs, strict=True)
     ]
@@ -89,9 +92,10 @@ def add_rate(work: Path, names: list[str], data_dirs: list[Path], env: dict[str,
             daemon.start()
         clients = CLIENTS // len(daemons)
         threads = [
-            threading.Thread(target=lambda d=daemon: reports.append(
-                loadgen(d.socket_path, workload="add", clients=clients, requests=per_client, warmup=2)))
-            for daemon in daemons
+            threading.Thread(target=lambda d=daemon, i=index: reports.append(
+                loadgen(d.socket_path, workload="add", clients=clients, requests=per_client, warmup=2,
+                        seed=i + 1, first_user=i * clients)))
+            for index, daemon in enumerate(daemons)
         ]  # fmt: skip
         for thread in threads:
             thread.start()

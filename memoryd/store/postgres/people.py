@@ -35,6 +35,7 @@ from memoryd.store.people_records import (
     SummaryMaterial,
 )
 from memoryd.store.postgres import memories as rows
+from memoryd.store.postgres import notices
 from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.search import annotate
 from memoryd.store.postgres.visibility import predicate
@@ -62,7 +63,7 @@ def lock_owner(conn: Conn, owner: str) -> None:
 
 
 def announce(conn: Conn, owner: str) -> None:
-    conn.execute("SELECT pg_notify('memoryd_changes', %s)", (f"people:{owner}",))
+    notices.send(conn, notices.CHANGES, f"people:{owner}")
 
 
 def people_of(conn: Conn, owner: str) -> list[StoredPerson]:
@@ -511,7 +512,7 @@ class People:
                 delete(conn, person)
             announce(conn, scope.user_id)
             for key in scope.visible_keys():
-                conn.execute("SELECT pg_notify('memoryd_changes', %s)", (key,))
+                notices.send(conn, notices.CHANGES, key)
             rows.audit(conn, personal_key(scope.user_id), person.id, "person_forgotten", scope.user_id, now,
                        {"memories": len(found), "person_deleted": delete_person, "chat_id": scope.chat_id})  # fmt: skip
             return Forgotten(person, [record.id for _, record in found], delete_person)

@@ -56,6 +56,7 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
     from memoryd.store.postgres.store import lock_scope
 
     lock_scope(conn, new.scope_key)
+    caps = eviction.read_caps(conn)
     target: tuple[int, str, str] | None = None
     if plan.supersedes:
         target = rows.resolve(conn, scope, plan.supersedes, now_ms)
@@ -75,7 +76,9 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
             seen = rows.resolve(conn, scope, superseded_by, now_ms) is not None
             raise SupersedeRefused(f"was already superseded{f' by {superseded_by}' if seen else ''}", found=True)
     added = rows.add(conn, new, now_ms, seen_by=scope)
-    rowid, record, deduplicated = added
+    rowid, record, deduplicated, queued = added
+    if queued:
+        job_rows.notify(conn)
     stored = Stored(record, rowid, deduplicated)
     if plan.key is not None:
         conn.execute("UPDATE memories SET key = %s WHERE rowid = %s AND key IS NULL", (plan.key, rowid))
@@ -111,7 +114,11 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
             rows.enqueue(conn, new.scope_key, rows.SUPERSEDE, rowid, now_ms)
             job_rows.notify(conn)
         elif plan.judge is not None and plan.attributes:
-            for old_rowid, old in attribute_candidates(conn, scope, rowid, record, plan.max_candidates, now_ms):
+            candidates = attribute_candidates(
+                conn, scope, rowid, record, plan.max_candidates, now_ms,
+                scope_key=new.scope_key, attributes=list(dict.fromkeys(plan.attributes)),
+            )  # fmt: skip
+            for old_rowid, old in candidates:
                 ruling = plan.judge(old, record)
                 if ruling.supersedes:
                     _apply(conn, stored, old_rowid, ruling, scope.user_id, now_ms)
@@ -124,7 +131,7 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         )  # fmt: skip
         stored.people_changed, stored.people_count = learned.changed, learned.people
     if not deduplicated:
-        eviction.hold_cap(conn, new.scope_key, now_ms)
+        eviction.hold_cap(conn, new.scope_key, now_ms, caps)
     if not deduplicated or stored.superseded:
         job_rows.changed(conn, new.scope_key)
     stored.short_id = (
@@ -156,42 +163,47 @@ def mark_superseded(
 
 
 def attribute_candidates(
-    conn: Conn, scope: Scope, rowid: int, record: MemoryRecord, limit: int, now_ms: int, extra: Sequence[int] = ()
+    conn: Conn,
+    scope: Scope,
+    rowid: int,
+    record: MemoryRecord,
+    limit: int,
+    now_ms: int,
+    extra: Sequence[int] = (),
+    *,
+    scope_key: str | None = None,
+    attributes: Sequence[str] | None = None,
 ) -> list[tuple[int, MemoryRecord]]:
     """Older live memories of the same scope key and subjects that set one of the new memory's
-    attribute keys (plus ``extra``), newest first; only those ``scope`` may see."""
-    scope_key = _key_of(conn, rowid)
-    attributes = [
-        a
-        for (a,) in conn.execute(
-            "SELECT attribute FROM memory_attributes WHERE scope_key = %s AND memory_rowid = %s", (scope_key, rowid)
-        )
-    ]
-    found = list(extra)
-    if attributes:
-        found += [
-            int(r)
-            for (r,) in conn.execute(
-                "SELECT DISTINCT memory_rowid FROM memory_attributes WHERE scope_key = %s AND attribute = ANY(%s) "
-                "AND memory_rowid < %s ORDER BY memory_rowid DESC LIMIT %s",
-                (scope_key, attributes, rowid, 4 * limit),
+    attribute keys (plus ``extra``), newest first; only those ``scope`` may see.  An add passes
+    the memory's scope key and attributes it just stored (else they are read): then one query."""
+    if scope_key is None:
+        scope_key = _key_of(conn, rowid)
+    if attributes is None:
+        attributes = [
+            a
+            for (a,) in conn.execute(
+                "SELECT attribute FROM memory_attributes WHERE scope_key = %s AND memory_rowid = %s",
+                (scope_key, rowid),
             )
         ]
-    wanted = list(dict.fromkeys(found))
-    if not wanted:
+    if not attributes and not extra:
         return []
     visible, params = predicate(scope, now_ms=now_ms)
+    # The newest 4 x limit memories setting one of the attributes, and ``extra``.
     older = {
-        int(row[0]): (rows.record(row), row)
+        int(row[0]): rows.record(row)
         for row in conn.execute(
-            f"SELECT {rows.RECORD_COLUMNS}, m.scope_key FROM memories AS m WHERE m.rowid = ANY(%s) AND m.rowid < %s AND {visible}",
-            (wanted, rowid, *params),
+            f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.scope_key = %s AND m.rowid < %s AND {visible} "
+            "AND m.rowid IN (SELECT unnest(%s::bigint[]) UNION ALL (SELECT DISTINCT memory_rowid FROM memory_attributes "
+            "WHERE scope_key = %s AND attribute = ANY(%s) AND memory_rowid < %s ORDER BY memory_rowid DESC LIMIT %s))",
+            (scope_key, rowid, *params, list(extra), scope_key, list(attributes), rowid, 4 * limit),
         )
     }
     matching = [
         (r, old)
-        for r, (old, row) in sorted(older.items(), reverse=True)
-        if row[-1] == scope_key and same_subjects(old.subjects, record.subjects) and same_author(old, record)
+        for r, old in sorted(older.items(), reverse=True)
+        if same_subjects(old.subjects, record.subjects) and same_author(old, record)
     ]
     return matching[:limit]
 
@@ -317,7 +329,7 @@ class Supersessions:
         self._clock = store.clock
 
     async def add(self, scope: Scope, new: NewMemory, plan: Plan) -> Stored:
-        stored = await self._db.run(add, scope, new, plan, self._clock())
+        stored = await self._db.run(add, scope, new, plan, self._clock(), pipeline=True)
         self._store.write_count += 1
         return stored
 
