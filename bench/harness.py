@@ -81,6 +81,36 @@ def process_memory(pid: int) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(pid: int, *, reaped: bool = False) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; with ``reaped``,
+    also those of its children it has waited for.  0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(pgdata: Path) -> float:
+    """CPU seconds of the PostgreSQL server of data directory ``pgdata``: the postmaster with
+    the backends it has reaped, and every process it still runs (backends, WAL writer, ...)."""
+    postmaster = int((pgdata / "postmaster.pid").read_text(encoding="ascii").split()[0])
+    total = cpu_seconds(postmaster, reaped=True)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as file:
+                parent = int(file.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if parent == postmaster:
+            total += cpu_seconds(int(entry))
+    return total
+
+
 def compile_tree(tree: Path) -> None:
     """Bytecode for the tree a daemon runs from, as an installed package has it: under
     PYTHONDONTWRITEBYTECODE=1 (set in some shells) every start would otherwise compile

@@ -19,7 +19,7 @@ the count of error replies, and how many memory.add replies said ``"embedded": t
 
 Workloads build the request of call ``i`` on connection ``c``:
   health  system.health (no params)
-  add     memory.add with unique memory-like content; user ``bench-<first-user + c>``
+  add     memory.add with unique memory-like content; user ``bench-<c>``
   search  memory.search for user ``--user`` with the queries of ``--queries-file`` (JSON list)
   observe memory.observe of one exchange (a user message like add's content, an assistant reply)
 """
@@ -50,7 +50,7 @@ _WORDS = (  # memory-like vocabulary for add contents
 RequestMaker = Callable[[int, int], dict[str, Any]]
 
 
-def workload(name: str, *, user: str, queries: list[str], limit: int, seed: int, first_user: int = 0) -> RequestMaker:
+def workload(name: str, *, user: str, queries: list[str], limit: int, seed: int) -> RequestMaker:
     if name == "health":
         return lambda conn, i: {"method": "system.health"}
     if name == "add":
@@ -60,7 +60,7 @@ def workload(name: str, *, user: str, queries: list[str], limit: int, seed: int,
             words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 30)))
             return {
                 "method": "memory.add",
-                "params": {"user_id": f"bench-{first_user + conn}", "content": f"{words} (note {seed}-{conn}-{i})"},
+                "params": {"user_id": f"bench-{conn}", "content": f"{words} (note {seed}-{conn}-{i})"},
             }
 
         return add
@@ -220,7 +220,11 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
-        "--first-user", type=int, default=0, help="add: connection c writes as user bench-<first-user + c>"
+        "--first-user",
+        type=int,
+        default=0,
+        help="connection c makes the calls of connection first-user + c "
+        "(add: writes as user bench-<first-user + c>), so that several load generators use users of their own",
     )
     args = parser.parse_args()
     if not args.client_cost and not args.socket:
@@ -230,11 +234,10 @@ def main() -> None:
     if args.queries_file:
         with open(args.queries_file, encoding="utf-8") as file:
             queries = json.load(file)
-    make = workload(
-        args.workload, user=args.user, queries=queries, limit=args.limit, seed=args.seed, first_user=args.first_user
-    )
+    make = workload(args.workload, user=args.user, queries=queries, limit=args.limit, seed=args.seed)
 
     def requests(conn: int, first: int, count: int) -> list[bytes]:
+        conn += args.first_user
         return [encode(make(conn, call), call + 1, args.framing) for call in range(first, first + count)]
 
     if args.client_cost:

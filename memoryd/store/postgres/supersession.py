@@ -56,7 +56,16 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
     from memoryd.store.postgres.store import lock_scope
 
     lock_scope(conn, new.scope_key)
+    # The reads that do not depend on the insert go with the duplicate check (one round trip
+    # in the pipeline): the cap, the owner's people, and (when nothing else is replaced first)
+    # the attribute candidates, all older than the new memory since the scope is locked.
     caps = eviction.read_caps(conn)
+    known = None if plan.owner_names is None else people.read_people(conn, scope.user_id)
+    judged = plan.judge is not None and bool(plan.attributes) and not plan.defer
+    attributes = list(dict.fromkeys(plan.attributes))
+    candidates = None
+    if judged and plan.supersedes is None and plan.key is None:
+        candidates = send_candidates(conn, scope, new.scope_key, attributes, plan.max_candidates, now_ms)
     target: tuple[int, str, str] | None = None
     if plan.supersedes:
         target = rows.resolve(conn, scope, plan.supersedes, now_ms)
@@ -113,12 +122,10 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         if plan.defer:
             rows.enqueue(conn, new.scope_key, rows.SUPERSEDE, rowid, now_ms)
             job_rows.notify(conn)
-        elif plan.judge is not None and plan.attributes:
-            candidates = attribute_candidates(
-                conn, scope, rowid, record, plan.max_candidates, now_ms,
-                scope_key=new.scope_key, attributes=list(dict.fromkeys(plan.attributes)),
-            )  # fmt: skip
-            for old_rowid, old in candidates:
+        elif plan.judge is not None and judged:
+            if candidates is None:
+                candidates = send_candidates(conn, scope, new.scope_key, attributes, plan.max_candidates, now_ms, rowid)
+            for old_rowid, old in matching(candidates, record, plan.max_candidates):
                 ruling = plan.judge(old, record)
                 if ruling.supersedes:
                     _apply(conn, stored, old_rowid, ruling, scope.user_id, now_ms)
@@ -128,6 +135,7 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         learned = people.learn(
             conn, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
             owner_names=plan.owner_names, now_ms=now_ms, max_people=plan.max_people, strict=True, seen_by=scope,
+            people=known,
         )  # fmt: skip
         stored.people_changed, stored.people_count = learned.changed, learned.people
     if not deduplicated:
@@ -189,23 +197,41 @@ def attribute_candidates(
         ]
     if not attributes and not extra:
         return []
+    return matching(send_candidates(conn, scope, scope_key, attributes, limit, now_ms, rowid, extra), record, limit)
+
+
+def send_candidates(
+    conn: Conn,
+    scope: Scope,
+    scope_key: str,
+    attributes: Sequence[str],
+    limit: int,
+    now_ms: int,
+    before: int | None = None,
+    extra: Sequence[int] = (),
+) -> psycopg.Cursor[Any]:
+    """The query of ``attribute_candidates``, sent (``matching`` reads it): the newest
+    4 x ``limit`` memories of ``scope_key`` setting one of ``attributes``, and ``extra``, that
+    ``scope`` may see, older than rowid ``before`` (None: every stored one)."""
     visible, params = predicate(scope, now_ms=now_ms)
-    # The newest 4 x limit memories setting one of the attributes, and ``extra``.
-    older = {
-        int(row[0]): rows.record(row)
-        for row in conn.execute(
-            f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.scope_key = %s AND m.rowid < %s AND {visible} "
-            "AND m.rowid IN (SELECT unnest(%s::bigint[]) UNION ALL (SELECT DISTINCT memory_rowid FROM memory_attributes "
-            "WHERE scope_key = %s AND attribute = ANY(%s) AND memory_rowid < %s ORDER BY memory_rowid DESC LIMIT %s))",
-            (scope_key, rowid, *params, list(extra), scope_key, list(attributes), rowid, 4 * limit),
-        )
-    }
-    matching = [
+    bound = 1 << 62 if before is None else before
+    return conn.execute(
+        f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.scope_key = %s AND m.rowid < %s AND {visible} "
+        "AND m.rowid IN (SELECT unnest(%s::bigint[]) UNION ALL (SELECT DISTINCT memory_rowid FROM memory_attributes "
+        "WHERE scope_key = %s AND attribute = ANY(%s) AND memory_rowid < %s ORDER BY memory_rowid DESC LIMIT %s))",
+        (scope_key, bound, *params, list(extra), scope_key, list(attributes), bound, 4 * limit),
+    )
+
+
+def matching(found: psycopg.Cursor[Any], record: MemoryRecord, limit: int) -> list[tuple[int, MemoryRecord]]:
+    """The rows of ``send_candidates`` about ``record``'s subjects, by its author, newest first."""
+    older = {int(row[0]): rows.record(row) for row in found}
+    chosen = [
         (r, old)
         for r, old in sorted(older.items(), reverse=True)
         if same_subjects(old.subjects, record.subjects) and same_author(old, record)
     ]
-    return matching[:limit]
+    return chosen[:limit]
 
 
 def history(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> list[MemoryRecord] | None:
