@@ -94,7 +94,7 @@ class Database:
             name="memoryd",
             configure=_configure,
         )
-        self.announcer = notices.Announcer(functools.partial(self.run_sync, notices.send_all))
+        self.announcer = notices.Announcer(functools.partial(self.run_sync, notices.send_all, pipeline=True))
         self._closed = False
         self._lock = threading.Lock()
         self._condition = OK

@@ -85,7 +85,7 @@ class Announcer:
         self._finished = 0
         self._busy = False
         self._done = trio.Event()
-        #: Batches sent, and notices in them (the benchmark reports how well they coalesce).
+        #: Batches sent, and the notices in them.
         self.batches = 0
         self.sent = 0
 
@@ -95,8 +95,13 @@ class Announcer:
         if not notices:
             return
         self._pending.update(notices)
-        # The batch being sent now (if any) was taken before these arrived: wait for the next.
-        wanted = self._started + 1
+        # Shielded: a caller cancelled while waiting would leave its notices unsent until some
+        # later call's batch (sending takes one short statement, bounded by the pool's timeout).
+        with trio.CancelScope(shield=True):
+            await self._send(self._started + 1)
+
+    async def _send(self, wanted: int) -> None:
+        """Until batch number ``wanted`` was sent: send one when none is being sent."""
         while self._finished < wanted:
             if self._busy:
                 await self._done.wait()
