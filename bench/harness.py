@@ -7,6 +7,7 @@ stay far below the 108-byte AF_UNIX limit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,43 @@ def server_cpu_seconds(pgdata: Path) -> float:
         if parent == postmaster:
             total += cpu_seconds(int(entry))
     return total
+
+
+@contextlib.contextmanager
+def cpu_limited(pids: list[int], cores: float) -> Iterator[bool]:
+    """Each process (with its threads) in a CPU cgroup of its own, allowed ``cores`` of CPU
+    time, as if it ran on a host of its own that small; yields False, limiting nothing, where
+    no cgroup can be made (not root, no cpu controller).  cgroup v1's cpu controller or v2."""
+    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+    made: list[Path] = []
+    try:
+        for pid in pids:
+            if (v1 / "cpu.cfs_quota_us").exists():
+                group = v1 / f"memoryd-bench-{pid}"
+                group.mkdir(exist_ok=True)
+                made.append(group)
+                (group / "cpu.cfs_period_us").write_text("100000")
+                (group / "cpu.cfs_quota_us").write_text(str(int(cores * 100_000)))
+            elif "cpu" in (v2 / "cgroup.subtree_control").read_text().split():
+                group = v2 / f"memoryd-bench-{pid}"
+                group.mkdir(exist_ok=True)
+                made.append(group)
+                (group / "cpu.max").write_text(f"{int(cores * 100_000)} 100000")
+            else:
+                raise OSError("no cgroup cpu controller")
+            (group / "cgroup.procs").write_text(str(pid))
+    except OSError:
+        yield False
+    else:
+        yield True
+    finally:
+        for group in made:
+            try:  # the processes leave first (to the root group), then the group goes
+                for pid in (group / "cgroup.procs").read_text().split():
+                    (group.parent / "cgroup.procs").write_text(pid)
+                group.rmdir()
+            except OSError:
+                pass
 
 
 def compile_tree(tree: Path) -> None:
