@@ -12,8 +12,10 @@ values to be usable.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+import select
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memoryd.errors import StoreError, StoreRefused, StoreUnreachable
 from memoryd.store.connection_urls import redacted
+from memoryd.store.postgres import notices
 from memoryd.store.storage_state import OK, Condition
 
 log = logging.getLogger("memoryd.store")
@@ -82,7 +85,7 @@ class Database:
             # A call waits this long for a connection (the server down: then it fails, retryable).
             timeout=min(connect_timeout_s, 5.0),
             # A connection the server dropped (restart, failover) is found and replaced before use.
-            check=ConnectionPool.check_connection,
+            check=_check_connection,
             # The pool's own retries back off exponentially without a cap: after a long outage
             # they would wait minutes.  So each attempt gives up after a few seconds, and the
             # next call that needs a connection starts a fresh one (the daemon reconnects as
@@ -91,6 +94,7 @@ class Database:
             name="memoryd",
             configure=_configure,
         )
+        self.announcer = notices.Announcer(functools.partial(self.run_sync, notices.send_all, pipeline=True))
         self._closed = False
         self._lock = threading.Lock()
         self._condition = OK
@@ -133,8 +137,14 @@ class Database:
             self.url, connect_timeout=int(self._connect_timeout), **{**self._connect_kwargs, **extra}
         )
 
-    def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(conn, *args)`` in one transaction: committed when it returns, rolled back when it raises."""
+    def run_sync(self, fn: Callable[..., T], *args: Any, pipeline: bool = False) -> T:
+        """``fn(conn, *args)`` in one transaction: committed when it returns, rolled back when it raises.
+
+        ``pipeline``: in libpq's pipeline mode, where a statement whose result is not read is
+        sent with the next one that is, and the commit with them (one round trip for several
+        statements).  ``fn`` must then read a statement's result (``fetchone``, iterating)
+        before it uses it: a cursor's ``rowcount`` is unknown until then.
+        """
         from memoryd.ids import now_ms
 
         try:
@@ -142,8 +152,12 @@ class Database:
             # pool's full timeout: the caller gets its retryable error at once.
             wait = 1.0 if self.unreachable_since_ms is not None else None
             with self._pool.connection(timeout=wait) as conn:
-                with conn.transaction():
-                    result = fn(conn, *args)
+                if pipeline:
+                    with conn.pipeline(), conn.transaction():
+                        result = fn(conn, *args)
+                else:
+                    with conn.transaction():
+                        result = fn(conn, *args)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 raise StoreError(f"statement cancelled: {exc}") from None
@@ -156,8 +170,17 @@ class Database:
             log.info("store: PostgreSQL reachable again")
         return result
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await trio.to_thread.run_sync(self.run_sync, fn, *args, limiter=self._limiter)
+    async def run(self, fn: Callable[..., T], *args: Any, pipeline: bool = False) -> T:
+        """``run_sync`` on a worker thread; the notifications ``fn`` sends go out once its
+        transaction has committed, coalesced with other calls' (``notices``)."""
+
+        def call() -> tuple[T, dict[notices.Notice, None]]:
+            with notices.deferred() as pending:
+                return self.run_sync(fn, *args, pipeline=pipeline), pending
+
+        result, pending = await trio.to_thread.run_sync(call, limiter=self._limiter)
+        await self.announcer.announce(pending)
+        return result
 
     def size_bytes(self) -> int:
         return int(
@@ -170,6 +193,23 @@ class Database:
                 return
             self._closed = True
         self._pool.close()
+
+
+def _check_connection(conn: psycopg.Connection[Any]) -> None:
+    """Before a pooled connection is used: raise if the server closed it (a restart, a
+    failover, an administrator's terminate), without a round trip while it is sound.
+
+    A server that ends a session sends its reason and closes the socket, so only an idle
+    connection with something to read needs the pool's full check (a round trip, which fails
+    on a closed one).  One with nothing to read is used as it is: if it breaks during the call,
+    the call fails with the retryable error and the pool drops it.
+    """
+    if conn.closed or conn.broken or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+        raise psycopg.OperationalError("the connection is closed")
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    if poller.poll(0):
+        ConnectionPool.check_connection(conn)
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
