@@ -285,10 +285,15 @@ def run_million(
         sample = queries[:recall_queries]
         vectors = embed_queries([q["query"] for q in sample])
         exact = [exact_top(corpus, q, v) for q, v in zip(sample, vectors, strict=True)]
-        hits = [
-            store_hits(sqlite_data / "memoryd.db", None, sample, vectors),
-            store_hits(None, url, sample, vectors),
+        searched = [
+            store_searches(sqlite_data / "memoryd.db", None, sample, vectors),
+            store_searches(None, url, sample, vectors),
         ]
+        row(
+            f"hybrid search in-process, query vector given, {len(sample)} users",
+            *(f"{ms(p50(times))} / {ms(p99(times))}" for _, times in searched),
+        )
+        hits = [found for found, _ in searched]
         recalls = [sum(len(h & t) for h, t in zip(found, exact, strict=True)) / (10 * len(sample)) for found in hits]
         same = sum(len(a & b) for a, b in zip(*hits, strict=True)) / (10 * len(sample))
         row(
@@ -296,12 +301,13 @@ def run_million(
             f"{recalls[0]:.3f}",
             f"{recalls[1]:.3f} (top 10 shared with sqlite's: {same:.3f})",
         )
-        hnsw = hnsw_recall(url, embed_queries(corpus.queries(global_queries, seed=12), key="query"))
-        row(
-            f"HNSW over all {label} vectors: recall@10, p50",
-            "(no ANN index)",
-            f"{hnsw[0]:.3f}, {ms(hnsw[1])} (exact scan {ms(hnsw[2])})",
-        )
+        sweep = hnsw_recall(url, embed_queries(corpus.queries(global_queries, seed=12), key="query"))
+        for ef_search, (recall, took, exact_took) in sweep.items():
+            row(
+                f"HNSW over all {label} vectors, ef_search {ef_search}: recall@10, p50",
+                "(no ANN index)",
+                f"{recall:.3f}, {ms(took)} (exact {ms(exact_took)})",
+            )
     finally:
         if postgres is not None:
             postgres.stop()
@@ -359,21 +365,24 @@ def exact_top(corpus: million.Corpus, query: dict[str, Any], vector: np.ndarray,
     return {texts[i] for i in np.argsort(-cosines)[:k]}
 
 
-def store_hits(
+def store_searches(
     sqlite_path: Path | None, url: str | None, queries: list[dict[str, Any]], vectors: np.ndarray
-) -> list[set[str]]:
-    """The contents the store's vector-only search (no query words) finds, query by query."""
+) -> tuple[list[set[str]], list[float]]:
+    """In the store, for each query: the contents its vector-only search (no query words) finds,
+    and the time of its hybrid search (words and vector, the vector given)."""
     from memoryd.store import QueryVector
     from memoryd.store import Scope as CallerScope
 
-    async def measure(store: Any) -> list[set[str]]:
-        found = []
+    async def measure(store: Any) -> tuple[list[set[str]], list[float]]:
+        found, times = [], []
         for query, vector in zip(queries, vectors, strict=True):
-            hits = await store.memories.search(
-                CallerScope(query["user_id"], query["chat_id"]), "", limit=10, vector=QueryVector.at_hand(vector)
-            )
+            scope = CallerScope(query["user_id"], query["chat_id"])
+            hits = await store.memories.search(scope, "", limit=10, vector=QueryVector.at_hand(vector))
             found.append({hit.content for hit in hits})
-        return found
+            started = time.perf_counter()
+            await store.memories.search(scope, query["query"], limit=10, vector=QueryVector.at_hand(vector))
+            times.append(time.perf_counter() - started)
+        return found, times
 
     if sqlite_path is not None:
         from memoryd.store.sqlite import Store
@@ -389,14 +398,21 @@ def store_hits(
         return trio.run(measure, pg_store)
 
 
-def hnsw_recall(url: str, vectors: np.ndarray) -> tuple[float, float, float]:
+#: The HNSW candidate lists tried (pgvector's hnsw.ef_search; memoryd's own is search.EF_SEARCH).
+EF_SEARCHES = (40, 100, 200, 400)
+
+
+def hnsw_recall(url: str, vectors: np.ndarray) -> dict[int, tuple[float, float, float]]:
     """The HNSW index over every vector, unfiltered (as one scope holding them all would be
-    searched): recall@10 against an exact scan, the index scan's p50 and the exact scan's."""
+    searched), at each of EF_SEARCHES: recall@10 against an exact scan, the index scan's p50
+    and the exact scan's."""
     import psycopg
     from pgvector.psycopg import register_vector
 
-    found, approximate, exact = 0, [], []
-    with psycopg.connect(url) as conn:
+    found = dict.fromkeys(EF_SEARCHES, 0)
+    approximate: dict[int, list[float]] = {ef: [] for ef in EF_SEARCHES}
+    exact: list[float] = []
+    with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
         (dim,) = conn.execute("SELECT value::int FROM meta WHERE key = 'vector_dim'").fetchone() or (million.DIM,)
         (generation,) = conn.execute("SELECT value::int FROM meta WHERE key = 'vector_generation'").fetchone() or (1,)
@@ -404,19 +420,19 @@ def hnsw_recall(url: str, vectors: np.ndarray) -> tuple[float, float, float]:
             f"SELECT rowid FROM memory_vectors WHERE generation = {int(generation)} "
             f"ORDER BY embedding::vector({int(dim)}) <=> %s::vector({int(dim)}) LIMIT 10"
         )
-        conn.execute("SET hnsw.ef_search = 100")
         for vector in vectors:
-            started = time.perf_counter()
-            near = {row[0] for row in conn.execute(sql, (vector,))}
-            approximate.append(time.perf_counter() - started)
-            conn.execute("SET LOCAL enable_indexscan = off")
+            conn.execute("SET enable_indexscan = off")
             started = time.perf_counter()
             truth = {row[0] for row in conn.execute(sql, (vector,))}
             exact.append(time.perf_counter() - started)
-            conn.rollback()
-            conn.execute("SET hnsw.ef_search = 100")
-            found += len(near & truth)
-    return found / (10 * len(vectors)), p50(approximate), p50(exact)
+            conn.execute("SET enable_indexscan = on")
+            for ef in EF_SEARCHES:
+                conn.execute(f"SET hnsw.ef_search = {ef}")
+                started = time.perf_counter()
+                near = {row[0] for row in conn.execute(sql, (vector,))}
+                approximate[ef].append(time.perf_counter() - started)
+                found[ef] += len(near & truth)
+    return {ef: (found[ef] / (10 * len(vectors)), p50(approximate[ef]), p50(exact)) for ef in EF_SEARCHES}
 
 
 def main() -> None:
