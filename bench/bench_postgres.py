@@ -95,6 +95,33 @@ def search(
     return p50(report["latencies"]), p99(report["latencies"])
 
 
+def search_interleaved(
+    work: Path, daemons: list[tuple[str, Path, dict[str, str] | None]], queries: list[Any], rounds: int = 5
+) -> list[tuple[float, float]]:
+    """memory.search p50/p99 through each daemon (``--embedder local``), all of them up at once
+    and the queries sent in ``rounds`` slices, the daemons taking turns to go first: a change of
+    the machine's load during the run falls on each alike."""
+    servers = [Server.memoryd_daemon(work, name, data, "local", env=env) for name, data, env in daemons]
+    latencies: list[list[float]] = [[] for _ in servers]
+    try:
+        for server in servers:
+            server.start()
+        size = -(-len(queries) // rounds)
+        for r in range(rounds):
+            part = work / f"queries-{r}.json"
+            part.write_text(json.dumps(queries[r * size : (r + 1) * size]))
+            count = len(queries[r * size : (r + 1) * size])
+            order = list(range(len(servers)))
+            for n in order[r % len(order) :] + order[: r % len(order)]:
+                report = loadgen(servers[n].socket_path, workload="search", clients=1, requests=count,
+                                 warmup=10 if r == 0 else 2, queries_file=part, user="alice")  # fmt: skip
+                latencies[n] += report["latencies"]
+    finally:
+        for server in servers:
+            server.stop()
+    return [(p50(samples), p99(samples)) for samples in latencies]
+
+
 def add_rate(work: Path, names: list[str], data_dirs: list[Path], env: dict[str, str] | None, per_client: int) -> float:
     """Adds per second acknowledged by ``len(names)`` daemons loaded at the same time."""
     daemons = [
@@ -271,11 +298,11 @@ def run_million(
         print("    postgres, largest relations: " + ", ".join(
             f"{name} {size / layout.total:.0f} B" for name, size in relation_sizes(url)[:8]))  # fmt: skip
         queries = corpus.queries(searches, seed=11)
-        queries_path = work / "queries.json"
-        queries_path.write_text(json.dumps(queries))
-        print(f"memory.search through the daemon, --embedder local, {searches} users, each from their chat, limit 10")
-        s = search(work, "s1m", sqlite_data, None, queries_path, searches)
-        p = search(work, "p1m", work / "pgdata-1m", postgres.env(database), queries_path, searches)
+        print(f"memory.search through the daemon, --embedder local, {searches} users, each from their chat, limit 10; "
+              f"both daemons up, the queries sent in rounds alternating between them")  # fmt: skip
+        s, p = search_interleaved(
+            work, [("s1m", sqlite_data, None), ("p1m", work / "pgdata-1m", postgres.env(database))], queries
+        )
         row(f"search p50 / p99 at {label}", f"{ms(s[0])} / {ms(s[1])}", f"{ms(p[0])} / {ms(p[1])}")
         row(
             "start to ready (median), embedder none",
@@ -285,10 +312,7 @@ def run_million(
         sample = queries[:recall_queries]
         vectors = embed_queries([q["query"] for q in sample])
         exact = [exact_top(corpus, q, v) for q, v in zip(sample, vectors, strict=True)]
-        searched = [
-            store_searches(sqlite_data / "memoryd.db", None, sample, vectors),
-            store_searches(None, url, sample, vectors),
-        ]
+        searched = store_searches(sqlite_data / "memoryd.db", url, sample, vectors)
         row(
             f"hybrid search in-process, query vector given, {len(sample)} users",
             *(f"{ms(p50(times))} / {ms(p99(times))}" for _, times in searched),
@@ -366,36 +390,35 @@ def exact_top(corpus: million.Corpus, query: dict[str, Any], vector: np.ndarray,
 
 
 def store_searches(
-    sqlite_path: Path | None, url: str | None, queries: list[dict[str, Any]], vectors: np.ndarray
-) -> tuple[list[set[str]], list[float]]:
-    """In the store, for each query: the contents its vector-only search (no query words) finds,
-    and the time of its hybrid search (words and vector, the vector given)."""
+    sqlite_path: Path, url: str, queries: list[dict[str, Any]], vectors: np.ndarray
+) -> list[tuple[list[set[str]], list[float]]]:
+    """In each store (SQLite, PostgreSQL), for each query: the contents its vector-only search
+    (no query words) finds, and the time of its hybrid search (words and vector, the vector
+    given); query by query, the engines taking turns to go first."""
     from memoryd.store import QueryVector
     from memoryd.store import Scope as CallerScope
-
-    async def measure(store: Any) -> tuple[list[set[str]], list[float]]:
-        found, times = [], []
-        for query, vector in zip(queries, vectors, strict=True):
-            scope = CallerScope(query["user_id"], query["chat_id"])
-            hits = await store.memories.search(scope, "", limit=10, vector=QueryVector.at_hand(vector))
-            found.append({hit.content for hit in hits})
-            started = time.perf_counter()
-            await store.memories.search(scope, query["query"], limit=10, vector=QueryVector.at_hand(vector))
-            times.append(time.perf_counter() - started)
-        return found, times
-
-    if sqlite_path is not None:
-        from memoryd.store.sqlite import Store
-
-        with Store(sqlite_path) as store:
-            store.configure_vector_space(LOCAL_MODEL_ID, million.DIM)
-            return trio.run(measure, store)
     from memoryd.store.postgres import PostgresStore
+    from memoryd.store.sqlite import Store
 
-    assert url is not None
-    with PostgresStore(url, pool_size=2) as pg_store:
+    async def measure(stores: list[Any]) -> list[tuple[list[set[str]], list[float]]]:
+        found: list[list[set[str]]] = [[] for _ in stores]
+        times: list[list[float]] = [[] for _ in stores]
+        for i, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
+            scope = CallerScope(query["user_id"], query["chat_id"])
+            order = [0, 1] if i % 2 == 0 else [1, 0]
+            for n in order:
+                hits = await stores[n].memories.search(scope, "", limit=10, vector=QueryVector.at_hand(vector))
+                found[n].append({hit.content for hit in hits})
+            for n in order:
+                started = time.perf_counter()
+                await stores[n].memories.search(scope, query["query"], limit=10, vector=QueryVector.at_hand(vector))
+                times[n].append(time.perf_counter() - started)
+        return list(zip(found, times, strict=True))
+
+    with Store(sqlite_path) as store, PostgresStore(url, pool_size=2) as pg_store:
+        store.configure_vector_space(LOCAL_MODEL_ID, million.DIM)
         pg_store.configure_vector_space(LOCAL_MODEL_ID, million.DIM)
-        return trio.run(measure, pg_store)
+        return trio.run(measure, [store, pg_store])
 
 
 #: The HNSW candidate lists tried (pgvector's hnsw.ef_search; memoryd's own is search.EF_SEARCH).
