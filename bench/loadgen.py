@@ -20,7 +20,8 @@ the count of error replies, and how many memory.add replies said ``"embedded": t
 Workloads build the request of call ``i`` on connection ``c``:
   health  system.health (no params)
   add     memory.add with unique memory-like content; user ``bench-<c>``
-  search  memory.search for user ``--user`` with the queries of ``--queries-file`` (JSON list)
+  search  memory.search for user ``--user`` with the queries of ``--queries-file`` (JSON list of
+          strings, or of objects with ``query`` and the caller's ``user_id`` and ``chat_id``)
   observe memory.observe of one exchange (a user message like add's content, an assistant reply)
 """
 
@@ -50,7 +51,7 @@ _WORDS = (  # memory-like vocabulary for add contents
 RequestMaker = Callable[[int, int], dict[str, Any]]
 
 
-def workload(name: str, *, user: str, queries: list[str], limit: int, seed: int) -> RequestMaker:
+def workload(name: str, *, user: str, queries: list[Any], limit: int, seed: int) -> RequestMaker:
     if name == "health":
         return lambda conn, i: {"method": "system.health"}
     if name == "add":
@@ -82,6 +83,8 @@ def workload(name: str, *, user: str, queries: list[str], limit: int, seed: int)
 
         def search(conn: int, i: int) -> dict[str, Any]:
             query = queries[(conn * 7919 + i) % len(queries)]
+            if isinstance(query, dict):  # its own caller: {"query", "user_id", "chat_id"}
+                return {"method": "memory.search", "params": {"user_id": user, "limit": limit, **query}}
             return {"method": "memory.search", "params": {"user_id": user, "query": query, "limit": limit}}
 
         return search
@@ -230,7 +233,7 @@ def main() -> None:
     if not args.client_cost and not args.socket:
         parser.error("--socket is required (or --client-cost)")
 
-    queries: list[str] = []
+    queries: list[Any] = []
     if args.queries_file:
         with open(args.queries_file, encoding="utf-8") as file:
             queries = json.load(file)

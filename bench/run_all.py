@@ -5,6 +5,7 @@
     ./dev bench --only rtt,search  # some sections: rtt, add, search, rss, startup, isolation, ...
     ./dev bench --1m               # only the million-memory section (builds for ~10 minutes)
     ./dev bench --1m --quick       # the same section on 50k memories, a smoke run
+    ./dev bench --1m --only postgres  # a million memories over 10k users, PostgreSQL next to SQLite
 
 Sections:
   rtt      system.health round trip, sequential and 32 concurrent clients, next to a bare trio echo
@@ -32,6 +33,9 @@ Sections:
   1m       (only with --1m) a million memories in alice's scope: bytes on disk per memory, the
            in-process FTS / vector / hybrid search (wall and CPU time), and the daemon's VmRSS
            with the local model after searches through the socket
+  1m-postgres  (with --1m --only postgres) a million memories over ten thousand users on both
+           engines: build (the HNSW index's alone), disk per memory, search through the daemon,
+           start to ready, recall@10 (bench_postgres.py --1m, whose --store keeps the stores)
 
 Stores are built by bench_store.build: random unit vectors registered as the local model's space,
 so memoryd with the local embedder serves them (timing only: the vectors carry no meaning).
@@ -464,6 +468,7 @@ RUNNERS = {
     "relevance": relevance.run,
     "isolation": bench_isolation.run,
     "1m": bench_million,
+    "1m-postgres": lambda bench: bench_postgres.run_million(bench.sizes is QUICK, results=bench.results),
     "postgres": lambda bench: bench_postgres.run(bench.sizes is QUICK, bench.results),
 }
 
@@ -490,7 +495,7 @@ def main() -> None:
     args = parser.parse_args()
     sections = [name for name in SECTIONS if not args.only or name in args.only]
     if args.million:
-        sections = ["1m"]
+        sections = ["1m-postgres"] if args.only == ["postgres"] else ["1m"]
 
     work = Path(tempfile.mkdtemp(prefix="mdb-", dir="/tmp"))
     bench = Bench(work, QUICK if args.quick else FULL, million=args.million_store)
