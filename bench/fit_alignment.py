@@ -65,6 +65,8 @@ MIN, MEAN, IDF = 0, 1, 2
 FEATURES = (MEAN, MIN)
 #: How many of the search's first candidates are aligned with the query.
 TOP = 3
+#: With ``--standout``: how many candidates after the first TOP the best alignment is measured against.
+RUNNERS = 5
 #: General English function words (and the question words around them): what a question is
 #: made of whatever it asks.  Nothing of either set.
 FUNCTION_WORDS = frozenset(
@@ -174,9 +176,16 @@ class Aligned:
                 self.values[i] = alignment(query, memory, self.idf)
         return [self.values[i] for i in indices]
 
-    def top_features(self) -> np.ndarray:
+    def top_features(self, standout: bool = False) -> np.ndarray:
+        """The best of each FEATURES column among the first TOP candidates; with ``standout``,
+        less its mean over the next RUNNERS (as relevance's standout reads the cosine)."""
         pairs = self.of(self.c.order[:TOP])
-        return np.array([max(p[column] for p in pairs) for column in FEATURES])
+        best = np.array([max(p[column] for p in pairs) for column in FEATURES])
+        runners = self.of(self.c.order[TOP : TOP + RUNNERS])
+        if not standout or not runners:
+            return best
+        less: np.ndarray = best - np.array([np.mean([p[column] for p in runners]) for column in FEATURES])
+        return less
 
 
 # --- the query model with two more columns -------------------------------------------------
@@ -258,6 +267,7 @@ def main() -> None:
     parser.add_argument("--facts", type=Path, required=True, help="a directory written by relevance.py --keep")
     parser.add_argument("--data", type=Path, default=default_data())
     parser.add_argument("--show", action="store_true", help="print the hard cases nothing answers")
+    parser.add_argument("--standout", action="store_true", help="the query features less the next candidates' mean")
     parser.add_argument("--layers", type=int, default=0, help="word vectors from this many layers (0: all)")
     args = parser.parse_args()
     conversations = locomo.load(args.data)
@@ -270,7 +280,7 @@ def main() -> None:
                 for group in {c.group for c in facts + talks}}  # fmt: skip
         aligned = {id(c): Aligned(c, aligner, idfs[c.group]) for c in facts + talks}
         started = time.perf_counter()
-        extra = {id(c): aligned[id(c)].top_features() for c in facts + talks}
+        extra = {id(c): aligned[id(c)].top_features(args.standout) for c in facts + talks}
         print(f"alignment of {len(extra)} questions' first {TOP} candidates: {time.perf_counter() - started:.1f} s")
         # Cost per context call: one forward pass of the query and its first TOP memories.
         costs = []
@@ -295,7 +305,7 @@ def main() -> None:
         held: dict[str, dict[int, np.ndarray]] = {"base": {}, "feature": {}}
         bars: dict[int, list[float]] = {MEAN: [], MIN: [], IDF: []}
         held_bars: dict[int, dict[str, float]] = {MEAN: {}, MIN: {}, IDF: {}}
-        contexts = []
+        contexts, feature_contexts = [], []
         for fold, persona in enumerate(personas):
             user = users[fold % len(users)]
             train = [c for c in facts if c.group != persona] + [c for c in talks if c.group != user]
@@ -311,6 +321,9 @@ def main() -> None:
             print(f"fold {persona}: query weights with alignment {np.round(query_model, 2).tolist()}")
             for c in mine:
                 held["feature"][id(c)] = predict_with(c, weights, query_model, extra[id(c)])
+            feature_contexts.append(
+                fr.choose_context(fitted, [predict_with(c, weights, query_model, extra[id(c)]) for c in fitted])
+            )
             # The check's bar, chosen on the fitted personas at the fold's context threshold.
             for column in (MEAN, MIN, IDF):
                 grid = np.round(np.arange(0.0, 0.95, 0.025), 3).tolist()
@@ -326,6 +339,19 @@ def main() -> None:
         model.close()
     base_p = [held["base"][id(c)] for c in facts]
     feature_p = [held["feature"][id(c)] for c in facts]
+
+    # Each persona at the threshold its own fold chose on the fitted personas (for each model).
+    for name, ps, thresholds in (
+        ("shipped", base_p, contexts),
+        ("alignment as query features", feature_p, feature_contexts),
+    ):
+        at = dict(zip(personas, thresholds, strict=True))
+        rows = [figures([c], [p], at[c.group], None) for c, p in zip(facts, ps, strict=True)]
+        shares = [np.mean([r[k] for r, c in zip(rows, facts, strict=True) if kind(c)]) for k, kind in
+             ((0, lambda c: c.answerable), (1, lambda c: not c.answerable and not c.unrelated), (2, lambda c: c.unrelated))]  # fmt: skip
+        print(
+            f"held out at each fold's own threshold ({thresholds}), {name}: " + " / ".join(f"{v:.3f}" for v in shares)
+        )
 
     def folded(column: int) -> Check:
         def check(c: fr.Candidates, chosen: list[int]) -> bool:
