@@ -12,6 +12,7 @@ values to be usable.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -133,8 +134,13 @@ class Database:
             self.url, connect_timeout=int(self._connect_timeout), **{**self._connect_kwargs, **extra}
         )
 
-    def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(conn, *args)`` in one transaction: committed when it returns, rolled back when it raises."""
+    def run_sync(self, fn: Callable[..., T], *args: Any, own_transaction: bool = False) -> T:
+        """``fn(conn, *args)`` in one transaction: committed when it returns, rolled back when it raises.
+
+        ``own_transaction``: ``fn`` gets the connection in autocommit mode and opens its own
+        transaction, so that BEGIN and COMMIT can travel with its statements in pipeline mode
+        (psycopg's own transactions in a pipeline cost a round trip each); whatever it leaves
+        open is rolled back."""
         from memoryd.ids import now_ms
 
         try:
@@ -142,8 +148,11 @@ class Database:
             # pool's full timeout: the caller gets its retryable error at once.
             wait = 1.0 if self.unreachable_since_ms is not None else None
             with self._pool.connection(timeout=wait) as conn:
-                with conn.transaction():
-                    result = fn(conn, *args)
+                if own_transaction:
+                    result = _autocommitted(conn, fn, *args)
+                else:
+                    with conn.transaction():
+                        result = fn(conn, *args)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 raise StoreError(f"statement cancelled: {exc}") from None
@@ -156,8 +165,10 @@ class Database:
             log.info("store: PostgreSQL reachable again")
         return result
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await trio.to_thread.run_sync(self.run_sync, fn, *args, limiter=self._limiter)
+    async def run(self, fn: Callable[..., T], *args: Any, own_transaction: bool = False) -> T:
+        return await trio.to_thread.run_sync(
+            functools.partial(self.run_sync, fn, *args, own_transaction=own_transaction), limiter=self._limiter
+        )
 
     def size_bytes(self) -> int:
         return int(
@@ -170,6 +181,20 @@ class Database:
                 return
             self._closed = True
         self._pool.close()
+
+
+def _autocommitted(conn: psycopg.Connection[Any], fn: Callable[..., T], *args: Any) -> T:
+    conn.autocommit = True
+    try:
+        return fn(conn, *args)
+    finally:
+        # A connection the server dropped is discarded by the pool as it is; any other goes back
+        # idle and out of autocommit, as the pool's connections are.
+        status = conn.info.transaction_status
+        if not conn.closed and status != psycopg.pq.TransactionStatus.UNKNOWN:
+            if status != psycopg.pq.TransactionStatus.IDLE:
+                conn.rollback()
+            conn.autocommit = False
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
