@@ -87,30 +87,101 @@ def _term_tokens(terms: list[str]) -> dict[str, list[str]]:
     return {term: found for term in terms if (found := tokens.query_tokens(term))}
 
 
-def measure_statement(key: str, term_tokens: dict[str, list[str]]) -> Statement:
-    """Each term's document count in scope key ``key`` and the key's size, capped at COMMON_DOCS."""
-    parts = [
-        "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
-        "AND terms @> %s LIMIT %s) AS t)"
-        for _ in term_tokens
-    ]
-    parts.append(
-        "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL LIMIT %s) AS s)"
-    )
-    params: list[object] = []
-    for found in term_tokens.values():
-        params += [key, found, COMMON_DOCS]
-    params += [key, COMMON_DOCS]
-    return "SELECT " + ", ".join(parts), tuple(params)
+class ScopeStats:
+    """What searches learn of each scope key and keep for a minute, so that a search of a known
+    key sends fewer statements: which keys hold HNSW_FROM vectors or more (the plan of their
+    KNN), which terms are common in a key and which keys hold COMMON_DOCS memories or more.
+
+    Only facts that writes can hardly make wrong are kept, and a wrong one changes a plan, never
+    what a search may find: a term's and a key's counts are capped at COMMON_DOCS, so "at the
+    cap" is what measuring returns again until deletions bring it below (the term then ranks
+    through the recent window instead of exactly); and a key near HNSW_FROM is searched well
+    either way.  A new memory is found at once whatever is kept here (the candidates are read
+    from the rows themselves)."""
+
+    TTL_S = 60.0
+    #: Past this many entries the memory starts again (a daemon serving very many users).
+    MAX_ENTRIES = 100_000
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[object, ...], tuple[bool, float]] = {}
+
+    def get(self, *fact: object) -> bool | None:
+        entry = self._known.get(fact)
+        if entry is None or time.monotonic() - entry[1] > self.TTL_S:
+            return None
+        return entry[0]
+
+    def put(self, value: bool, *fact: object) -> None:
+        if len(self._known) >= self.MAX_ENTRIES:
+            self._known.clear()
+        self._known[fact] = (value, time.monotonic())
+
+    # The facts kept:
+
+    def big(self, key: str, generation: int) -> bool | None:
+        return self.get("vectors", key, generation, HNSW_FROM)
+
+    def common(self, key: str, found: list[str]) -> bool:
+        return bool(self.get("term", key, tuple(found), COMMON_DOCS))
+
+    def full(self, key: str) -> bool:
+        return bool(self.get("size", key, COMMON_DOCS))
 
 
-def _measured(row: Sequence[Any] | None, term_tokens: dict[str, list[str]]) -> tuple[dict[str, int], int]:
-    values = [int(v) for v in row or ()]
-    return dict(zip(term_tokens, values[:-1], strict=True)), values[-1]
+class Measuring:
+    """Each query term's document count in one scope key and the key's size, capped at
+    COMMON_DOCS: what ``stats`` knows, and one statement for the rest."""
+
+    def __init__(self, key: str, term_tokens: dict[str, list[str]], stats: ScopeStats | None) -> None:
+        self.key = key
+        self.term_tokens = term_tokens
+        self.stats = stats
+        self.counts = {t: COMMON_DOCS for t, found in term_tokens.items() if stats and stats.common(key, found)}
+        self.size = COMMON_DOCS if stats and stats.full(key) else None
+        self.unknown = [t for t in term_tokens if t not in self.counts]
+        self._cursor: psycopg.Cursor[Any] | None = None
+
+    def send(self, conn: Conn) -> None:
+        if not self.unknown and self.size is not None:
+            return
+        parts = [
+            "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
+            "AND terms @> %s LIMIT %s) AS t)"
+            for _ in self.unknown
+        ]
+        params: list[object] = []
+        for term in self.unknown:
+            params += [self.key, self.term_tokens[term], COMMON_DOCS]
+        if self.size is None:
+            parts.append(
+                "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
+                "LIMIT %s) AS s)"
+            )
+            params += [self.key, COMMON_DOCS]
+        self._cursor = conn.execute("SELECT " + ", ".join(parts), params)
+
+    def result(self) -> tuple[dict[str, int], int]:
+        """(counts, size), the terms in the query's order."""
+        if self._cursor is not None:
+            values = [int(v) for v in self._cursor.fetchone() or ()]
+            self._cursor = None
+            for term, count in zip(self.unknown, values, strict=False):
+                self.counts[term] = count
+                if count >= COMMON_DOCS and self.stats is not None:
+                    self.stats.put(True, "term", self.key, tuple(self.term_tokens[term]), COMMON_DOCS)
+            if self.size is None:
+                self.size = values[-1]
+                if self.size >= COMMON_DOCS and self.stats is not None:
+                    self.stats.put(True, "size", self.key, COMMON_DOCS)
+        return {t: self.counts[t] for t in self.term_tokens}, int(self.size or 0)
 
 
 def measure(conn: Conn, key: str, term_tokens: dict[str, list[str]]) -> tuple[dict[str, int], int]:
-    return _measured(conn.execute(*measure_statement(key, term_tokens)).fetchone(), term_tokens)
+    """Each term's document count in scope key ``key`` and the key's size, capped at COMMON_DOCS."""
+    measuring = Measuring(key, term_tokens, None)
+    measuring.send(conn)
+    return measuring.result()
 
 
 def _bm25_statement(
@@ -165,23 +236,32 @@ def _window_statement(
     one-term-frequency, average-length document scores that under BM25, so the scores merge
     with BM25's.  ``gate``: a condition that skips the scan when false (SQL, no parameters)."""
     shown, params = predicate(scope, now_ms=now_ms, key=key)
-    holds = ", ".join(f"m.terms @> %s AS h{i}" for i in range(len(present)))
-    alternatives = " OR ".join("m.terms @> %s" for _ in present)
-    counted = ", ".join(f"count(*) FILTER (WHERE h{i}) AS c{i}" for i in range(len(present)))
-    score = " + ".join(
-        f"CASE WHEN h{i} THEN greatest(1e-6, ln(({RECENT_WINDOW} - n.c{i} + 0.5) / (n.c{i} + 0.5))) ELSE 0 END"
+    wanted = [term_tokens[t] for t in present]
+    holding: list[object]
+    matching: list[object]
+    if all(len(found) == 1 for found in wanted):
+        # One token a term (nearly every query): the cheaper operators, one array test a row.
+        holds = ", ".join(f"%s = ANY(m.terms) AS h{i}" for i in range(len(present)))
+        holding, alternatives, matching = [found[0] for found in wanted], "m.terms && %s", [[f[0] for f in wanted]]
+    else:
+        holds = ", ".join(f"m.terms @> %s AS h{i}" for i in range(len(present)))
+        holding, alternatives, matching = list(wanted), " OR ".join("m.terms @> %s" for _ in present), list(wanted)
+    # Each term's IDF over the window, from the number of window rows holding it.
+    idfs = ", ".join(
+        f"greatest(1e-6, ln(({RECENT_WINDOW} - count(*) FILTER (WHERE h{i}) + 0.5)::float8 "
+        f"/ (count(*) FILTER (WHERE h{i}) + 0.5)::float8)) AS i{i}"
         for i in range(len(present))
     )
+    score = " + ".join(f"CASE WHEN h{i} THEN n.i{i} ELSE 0 END" for i in range(len(present)))
     sql = (
         f"(WITH w AS MATERIALIZED (SELECT m.rowid, ({shown}) AS shown, {holds} FROM memories AS m "
         f"WHERE {gate} AND m.scope_key = %s AND m.deleted_at_ms IS NULL AND ({alternatives}) "
         "ORDER BY m.rowid DESC LIMIT %s), "
-        f"n AS (SELECT {counted} FROM w) "
-        f"SELECT w.rowid, -({score})::float8 AS score FROM w CROSS JOIN n WHERE w.shown "
+        f"n AS (SELECT {idfs} FROM w) "
+        f"SELECT w.rowid, -({score}) AS score FROM w CROSS JOIN n WHERE w.shown "
         "ORDER BY score, w.rowid DESC LIMIT %s)"
     )
-    tokens_ = [term_tokens[t] for t in present]
-    return sql, (*params, *tokens_, key, *tokens_, RECENT_WINDOW, depth)
+    return sql, (*params, *holding, key, *matching, RECENT_WINDOW, depth)
 
 
 def keyword_statement(
@@ -321,31 +401,6 @@ def _size_statement(key: str, generation: int) -> Statement:
 def _big(conn: Conn, key: str, generation: int) -> bool:
     (count,) = conn.execute(*_size_statement(key, generation)).fetchone() or (0,)
     return int(count) >= HNSW_FROM
-
-
-class VectorSizes:
-    """Which scope keys hold HNSW_FROM vectors or more (their KNN goes through the HNSW index),
-    remembered for a minute: a key's size changes slowly, and an answer a few adds old only
-    picks the other plan for a key at the threshold (both find the nearest vectors), so a search
-    of a known key needs no statement to learn it."""
-
-    TTL_S = 60.0
-    #: Past this many keys the memory starts again (a daemon serving very many users).
-    MAX_KEYS = 100_000
-
-    def __init__(self) -> None:
-        self._known: dict[tuple[str, int, int], tuple[bool, float]] = {}
-
-    def get(self, key: str, generation: int) -> bool | None:
-        entry = self._known.get((key, generation, HNSW_FROM))
-        if entry is None or time.monotonic() - entry[1] > self.TTL_S:
-            return None
-        return entry[0]
-
-    def put(self, key: str, generation: int, big: bool) -> None:
-        if len(self._known) >= self.MAX_KEYS:
-            self._known.clear()
-        self._known[(key, generation, HNSW_FROM)] = (big, time.monotonic())
 
 
 def knn(
@@ -533,13 +588,13 @@ def search(
     focus: PeopleFocus | None,
     now_ms: int,
     min_relevance: float = 0.0,
-    sizes: VectorSizes | None = None,
+    stats: ScopeStats | None = None,
 ) -> list[SearchHit]:
     """Hybrid search as the SQLite engine ranks it; each hit carries ``relevance``
     (store/relevance.py, from the same ranking features), hits below ``min_relevance`` left out.
 
     With ``unit``, the vectors of ``generation`` are searched when it is still the store's (else
-    keyword results only).  ``sizes``: what is known of the scope keys' vector counts."""
+    keyword results only).  ``stats``: what earlier searches learned of the scope keys."""
     if limit < 1:
         return []
     # On a connection in autocommit mode (``Database.run_sync(..., own_transaction=True)``) the
@@ -549,7 +604,7 @@ def search(
         if own:
             conn.execute("BEGIN")
         ranked, cosines, relevant, terms, records = _search(
-            conn, scope, text, limit, unit, generation, focus, now_ms, min_relevance, sizes
+            conn, scope, text, limit, unit, generation, focus, now_ms, min_relevance, stats
         )
         if own:
             conn.execute("COMMIT")
@@ -579,7 +634,7 @@ def _search(
     focus: PeopleFocus | None,
     now_ms: int,
     min_relevance: float,
-    sizes: VectorSizes | None,
+    stats: ScopeStats | None,
 ) -> tuple[list[tuple[int, float]], dict[int, float], dict[int, float], list[str], psycopg.Cursor[Any] | None]:
     """The ranked rowids with what their hits are built from: the cosines, the relevances, the
     query's terms and the records' statement, sent, not yet read."""
@@ -590,7 +645,9 @@ def _search(
 
     # Round trip 1: the generation, the term counts, the KNN (or the sizes that choose its plan).
     current = conn.execute("SELECT value FROM meta WHERE key = 'vector_generation'") if generation is not None else None
-    measuring = [conn.execute(*measure_statement(key, term_tokens)) for key in keys] if term_tokens else []
+    measuring = [Measuring(key, term_tokens, stats) for key in keys] if term_tokens else []
+    for each in measuring:
+        each.send(conn)
     people = (
         conn.execute(*_people_statement(scope, focus, now_ms)) if focus is not None and focus.ranked_people else None
     )
@@ -599,7 +656,7 @@ def _search(
     nearest_cursor: psycopg.Cursor[Any] | None = None
     if unit is not None and generation is not None:
         for key in keys:
-            big = sizes.get(key, generation) if sizes is not None else None
+            big = stats.big(key, generation) if stats is not None else None
             if big is None:
                 sizing[key] = conn.execute(*_size_statement(key, generation))
             else:
@@ -612,14 +669,14 @@ def _search(
         if found_generation is None or int(found_generation[0]) != generation:
             log.warning("search: vector space changed under this process; keyword results only")
             semantic, nearest_cursor = False, None
-    measured = [_measured(cursor.fetchone(), term_tokens) for cursor in measuring]
+    measured = [each.result() for each in measuring]
     if semantic and sizing:
         assert unit is not None and generation is not None
         for key, cursor in sizing.items():
             (count,) = cursor.fetchone() or (0,)
             bigs[key] = int(count) >= HNSW_FROM
-            if sizes is not None:
-                sizes.put(key, generation, bigs[key])
+            if stats is not None:
+                stats.put(bigs[key], "vectors", key, generation, HNSW_FROM)
         nearest_cursor = _issue_knn(conn, scope, unit, generation, coarse_k(depth), now_ms, bigs)
 
     # Round trip 2: the keyword candidates of each scope key (and the KNN, when it waited).

@@ -172,7 +172,7 @@ class Memories:
 
         def run(conn: Conn) -> builtins.list[SearchHit]:
             return searching.search(
-                conn, scope, query, limit, unit, generation, people_focus, now, min_relevance, self._store.vector_sizes
+                conn, scope, query, limit, unit, generation, people_focus, now, min_relevance, self._store.scope_stats
             )
 
         hits = await self._db.run(run, own_transaction=True)
@@ -282,8 +282,8 @@ class PostgresStore:
         self.owner = f"{self.node}/{uuid.uuid4().hex[:12]}"
         self.write_count = 0
         self.hits = Hits()
-        #: Which scope keys' KNN goes through the HNSW index (the searches' plan).
-        self.vector_sizes = searching.VectorSizes()
+        #: What searches learned of the scope keys (their plans).
+        self.scope_stats = searching.ScopeStats()
         self.db = Database(url, pool_size=pool_size, statement_timeout_ms=statement_timeout_ms, password=password)
 
         def prepare(conn: Conn) -> tuple[int, str, int]:
