@@ -16,6 +16,8 @@ import functools
 import logging
 import re
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -83,7 +85,8 @@ class Database:
             # A call waits this long for a connection (the server down: then it fails, retryable).
             timeout=min(connect_timeout_s, 5.0),
             # A connection the server dropped (restart, failover) is found and replaced before use.
-            check=ConnectionPool.check_connection,
+            check=_check,
+            reset=_returned,
             # The pool's own retries back off exponentially without a cap: after a long outage
             # they would wait minutes.  So each attempt gives up after a few seconds, and the
             # next call that needs a connection starts a fresh one (the daemon reconnects as
@@ -181,6 +184,28 @@ class Database:
                 return
             self._closed = True
         self._pool.close()
+
+
+#: A connection back in the pool for less than this is handed out again without a check.
+RECENT_S = 1.0
+_last_returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
+_returns_lock = threading.Lock()
+
+
+def _returned(conn: psycopg.Connection[Any]) -> None:
+    with _returns_lock:
+        _last_returned[conn] = time.monotonic()
+
+
+def _check(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check (a round trip to the server), skipped for a connection that worked
+    within RECENT_S: a busy daemon then pays no extra round trip a call.  A connection dropped
+    in that second fails its call with the retryable error and is replaced."""
+    with _returns_lock:
+        last = _last_returned.get(conn)
+    if last is not None and time.monotonic() - last < RECENT_S and conn.pgconn.status == psycopg.pq.ConnStatus.OK:
+        return
+    ConnectionPool.check_connection(conn)
 
 
 def _autocommitted(conn: psycopg.Connection[Any], fn: Callable[..., T], *args: Any) -> T:

@@ -143,7 +143,7 @@ class Measuring:
         self._cursor: psycopg.Cursor[Any] | None = None
 
     def send(self, conn: Conn) -> None:
-        if not self.unknown and self.size is not None:
+        if self.ready:
             return
         parts = [
             "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
@@ -160,6 +160,11 @@ class Measuring:
             )
             params += [self.key, COMMON_DOCS]
         self._cursor = conn.execute("SELECT " + ", ".join(parts), params)
+
+    @property
+    def ready(self) -> bool:
+        """Whether every count is known without a statement."""
+        return not self.unknown and self.size is not None
 
     def result(self) -> tuple[dict[str, int], int]:
         """(counts, size), the terms in the query's order."""
@@ -509,26 +514,27 @@ def _around_statement(
     near_sql, near_params = predicate(scope, "s", now_ms=now_ms)
     centre_sql, centre_params = predicate(scope, "c", now_ms=now_ms)
     sql = (
-        "SELECT c.rowid AS centre, c.scope_key, n.rowid, n.content, n.subjects, n.created_at_ms "
+        "SELECT c.rowid AS centre, c.scope_key, n.rowid, n.content, n.subjects, n.created_at_ms, n.side "
         "FROM memories AS c CROSS JOIN LATERAL ("
-        "(SELECT s.rowid, s.content, s.subjects, s.created_at_ms FROM memories AS s "
+        "(SELECT s.rowid, s.content, s.subjects, s.created_at_ms, -1 AS side FROM memories AS s "
         f"WHERE s.scope_key = c.scope_key AND {near_sql} AND (s.created_at_ms, s.rowid) < (c.created_at_ms, c.rowid) "
         "ORDER BY s.created_at_ms DESC, s.rowid DESC LIMIT %s) UNION ALL "
-        "(SELECT s.rowid, s.content, s.subjects, s.created_at_ms FROM memories AS s "
+        "(SELECT s.rowid, s.content, s.subjects, s.created_at_ms, 1 FROM memories AS s "
         f"WHERE s.scope_key = c.scope_key AND {near_sql} AND (s.created_at_ms, s.rowid) > (c.created_at_ms, c.rowid) "
         "ORDER BY s.created_at_ms, s.rowid LIMIT %s) UNION ALL "
-        "SELECT c.rowid, c.content, c.subjects, c.created_at_ms) AS n "
+        "SELECT c.rowid, c.content, c.subjects, c.created_at_ms, 0) AS n "
         f"WHERE c.rowid = ANY(%s) AND {centre_sql}"
     )
     params = (*near_params, reach, *near_params, reach, wanted, *centre_params)
     if unit is None or generation is None:
         return f"SELECT centre, rowid, content, subjects, created_at_ms, NULL FROM ({sql}) AS h", params
-    # Every row's cosine with the rows: the candidates' and their neighbours' (the ranking reads
-    # those that can still reach the top) need no statement of their own.
+    # The cosines the ranking can read come with the rows: each candidate's and those of the
+    # rows right before and after it (the ones it may join, ``_worth_a_cosine``).
     return (
-        f"SELECT h.centre, h.rowid, h.content, h.subjects, h.created_at_ms, v.embedding <=> %s FROM ({sql}) AS h "
-        "LEFT JOIN memory_vectors AS v ON v.scope_key = h.scope_key AND v.rowid = h.rowid "
-        f"AND v.generation = {int(generation)}",
+        "SELECT h.centre, h.rowid, h.content, h.subjects, h.created_at_ms, CASE WHEN h.side = 0 OR "
+        "row_number() OVER (PARTITION BY h.centre, h.side ORDER BY h.side * h.created_at_ms, h.side * h.rowid) = 1 "
+        "THEN (SELECT v.embedding <=> %s FROM memory_vectors AS v WHERE v.scope_key = h.scope_key "
+        f"AND v.rowid = h.rowid AND v.generation = {int(generation)}) END FROM ({sql}) AS h",
         (unit, *params),
     )
 
@@ -541,8 +547,8 @@ def _neighbourhood(wanted: list[int], rows: Sequence[Sequence[Any]]) -> tuple[Ne
         rowid = int(rowid)
         if rowid not in hood.rows:
             hood.rows[rowid] = Row(rowid, _text(content, subjects), int(created))
-            if distance is not None:
-                cosines[rowid] = 1.0 - float(distance)
+        if distance is not None:
+            cosines[rowid] = 1.0 - float(distance)
         chains.setdefault(int(centre), []).append((int(created), rowid))
     for chain in chains.values():
         chain.sort()
@@ -663,6 +669,12 @@ def _search(
                 bigs[key] = big
         if not sizing:
             nearest_cursor = _issue_knn(conn, scope, unit, generation, coarse_k(depth), now_ms, bigs)
+    # With every count known (common terms, full scope keys), the keyword statements go now.
+    ranking_cursors = (
+        _send_keywords(conn, scope, keys, measuring, term_tokens, depth, now_ms)
+        if all(each.ready for each in measuring)
+        else None
+    )
     semantic = unit is not None and generation is not None
     if current is not None:
         found_generation = current.fetchone()
@@ -680,11 +692,8 @@ def _search(
         nearest_cursor = _issue_knn(conn, scope, unit, generation, coarse_k(depth), now_ms, bigs)
 
     # Round trip 2: the keyword candidates of each scope key (and the KNN, when it waited).
-    ranking_cursors = [
-        conn.execute(*statement)
-        for key, (counts, size) in zip(keys if measured else [], measured, strict=True)
-        if (statement := keyword_statement(scope, key, term_tokens, depth, now_ms, counts, size)) is not None
-    ]
+    if ranking_cursors is None:
+        ranking_cursors = _send_keywords(conn, scope, keys, measuring, term_tokens, depth, now_ms)
     by_words = merge_keys([keyword_hits(cursor.fetchall(), depth) for cursor in ranking_cursors], depth)
     by_people = _people_order(people.fetchall(), focus, depth) if people is not None and focus is not None else []
     summed: dict[str, int] = {}
@@ -742,6 +751,24 @@ def _search(
 
     # Round trip 4: the hits' records, each with the people it is about.
     return ranked, cosines, relevant, terms, _send_records(conn, scope, [rowid for rowid, _ in ranked], now_ms)
+
+
+def _send_keywords(
+    conn: Conn,
+    scope: Scope,
+    keys: list[str],
+    measuring: list[Measuring],
+    term_tokens: dict[str, list[str]],
+    depth: int,
+    now_ms: int,
+) -> list[psycopg.Cursor[Any]]:
+    cursors = []
+    for key, each in zip(keys if measuring else [], measuring, strict=True):
+        counts, size = each.result()
+        statement = keyword_statement(scope, key, term_tokens, depth, now_ms, counts, size)
+        if statement is not None:
+            cursors.append(conn.execute(*statement))
+    return cursors
 
 
 #: The caller's own people a memory is linked to, by the person's age (``annotate``'s names).
