@@ -297,7 +297,7 @@ def keyword_statement(
         window, params = _window_statement(scope, key, term_tokens, depth, now_ms, present, "true")
         return f"SELECT 1 AS part, rowid, score FROM {window} AS c", params
     window, params = _window_statement(
-        scope, key, term_tokens, 2 * depth, now_ms, present, f"(SELECT count(*) FROM r) < {int(depth)}"
+        scope, key, term_tokens, depth, now_ms, present, f"(SELECT count(*) FROM r) < {int(depth)}"
     )
     return (
         f"WITH r AS MATERIALIZED ({bm25}) SELECT 0 AS part, rowid, score FROM r "
