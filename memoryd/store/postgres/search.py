@@ -14,11 +14,12 @@ The candidate rules, features and model are the SQLite backend's (``store/rankin
   model's features, the semantic guard, the people retriever's list fused in, diversification.
 
 A search is one transaction on one connection in pipeline mode: statements that do not need
-each other's results are sent together and cost one round trip.  It takes four: (1) the vector
-space's generation, each scope key's term counts and the KNN; (2) the keyword candidates, one
-statement per scope key that ranks the rare terms and, only when they find too few, the recent
-window; (3) the candidates' neighbourhood with every row's cosine; (4) the records of the hits
-with the people they are about, and the COMMIT.
+each other's results are sent together and cost one round trip.  It takes three: (1) BEGIN, the
+vector space's generation, the KNN and, per scope key, one statement that counts the terms not
+known to be common (``ScopeStats``), ranks the rare ones and, only when they find too few, the
+recent window; (2) the candidates' neighbourhood with the cosines the ranking reads; (3) the
+records of the hits with the people they are about, and COMMIT.  A term first found common
+costs one more (its key's statement is sent again, as a common term's).
 """
 
 from __future__ import annotations
@@ -141,8 +142,11 @@ class Measuring:
         self.size = COMMON_DOCS if stats and stats.full(key) else None
         self.unknown = [t for t in term_tokens if t not in self.counts]
         self._cursor: psycopg.Cursor[Any] | None = None
+        self._ranking: psycopg.Cursor[Any] | None = None
+        self._speculating = False
 
     def send(self, conn: Conn) -> None:
+        """Send the statement that counts what ``stats`` does not know (``result`` reads it)."""
         if self.ready:
             return
         parts = [
@@ -161,24 +165,59 @@ class Measuring:
             params += [self.key, COMMON_DOCS]
         self._cursor = conn.execute("SELECT " + ", ".join(parts), params)
 
+    def send_ranking(self, conn: Conn, scope: Scope, depth: int, now_ms: int) -> None:
+        """Send the keyword candidates' statement: ``keyword_statement`` when every count is
+        known, else ``_speculative_statement`` (which measures the rest itself)."""
+        if self.ready:
+            counts, size = self.result()
+            statement = keyword_statement(scope, self.key, self.term_tokens, depth, now_ms, counts, size)
+            self._ranking = conn.execute(*statement) if statement is not None else None
+            return
+        statement = _speculative_statement(scope, self.key, self.term_tokens, depth, now_ms, self.unknown, self.size)
+        self._ranking = conn.execute(*statement)
+        self._speculating = True
+
+    def ranking_rows(self, conn: Conn, scope: Scope, depth: int, now_ms: int) -> list[tuple[int, int, float]]:
+        """The rows ``keyword_statement`` gives; when a guessed-rare term turned out common, that
+        statement runs now (one more round trip, until ``stats`` knows the term)."""
+        if self._ranking is None:
+            return []
+        rows = self._ranking.fetchall()
+        self._ranking = None
+        if not self._speculating:
+            return rows
+        self._speculating = False
+        values = {int(index): int(count) for part, index, count in rows if part == -1}
+        guessed = self.unknown
+        self._learn([values[i] for i in range(len(guessed))], values[-1] if self.size is None else None)
+        if all(self.counts[t] < COMMON_DOCS for t in guessed):
+            return [row for row in rows if row[0] >= 0]
+        counts, size = self.result()
+        statement = keyword_statement(scope, self.key, self.term_tokens, depth, now_ms, counts, size)
+        return conn.execute(*statement).fetchall() if statement is not None else []
+
     @property
     def ready(self) -> bool:
         """Whether every count is known without a statement."""
         return not self.unknown and self.size is not None
+
+    def _learn(self, counts: list[int], size: int | None) -> None:
+        for term, count in zip(self.unknown, counts, strict=True):
+            self.counts[term] = count
+            if count >= COMMON_DOCS and self.stats is not None:
+                self.stats.put(True, "term", self.key, tuple(self.term_tokens[term]), COMMON_DOCS)
+        if size is not None:
+            self.size = size
+            if size >= COMMON_DOCS and self.stats is not None:
+                self.stats.put(True, "size", self.key, COMMON_DOCS)
+        self.unknown = []
 
     def result(self) -> tuple[dict[str, int], int]:
         """(counts, size), the terms in the query's order."""
         if self._cursor is not None:
             values = [int(v) for v in self._cursor.fetchone() or ()]
             self._cursor = None
-            for term, count in zip(self.unknown, values, strict=False):
-                self.counts[term] = count
-                if count >= COMMON_DOCS and self.stats is not None:
-                    self.stats.put(True, "term", self.key, tuple(self.term_tokens[term]), COMMON_DOCS)
-            if self.size is None:
-                self.size = values[-1]
-                if self.size >= COMMON_DOCS and self.stats is not None:
-                    self.stats.put(True, "size", self.key, COMMON_DOCS)
+            self._learn(values[: len(self.unknown)], values[-1] if self.size is None else None)
         return {t: self.counts[t] for t in self.term_tokens}, int(self.size or 0)
 
 
@@ -304,6 +343,74 @@ def keyword_statement(
         f"UNION ALL SELECT 1 AS part, rowid, score FROM {window} AS c ORDER BY part, score, rowid DESC",
         (*bm25_params, *params),
     )
+
+
+def _speculative_statement(
+    scope: Scope,
+    key: str,
+    term_tokens: dict[str, list[str]],
+    depth: int,
+    now_ms: int,
+    unknown: list[str],
+    size: int | None,
+) -> Statement:
+    """``keyword_statement`` for a scope key whose terms ``unknown`` are not known to be common,
+    assuming they are rare: their counts (and the key's size when ``size`` is None) are measured
+    by the statement itself, which ranks them by BM25 with the IDFs of those counts.  Its rows:
+    (-1, term's index in ``unknown`` or -1 for the size, count), then ``keyword_statement``'s.
+    Right when every count it finds is below COMMON_DOCS (the caller checks)."""
+    counting = [
+        "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
+        f"AND terms @> %s LIMIT %s) AS t) AS c{i}"
+        for i in range(len(unknown))
+    ]
+    params: list[object] = []
+    for term in unknown:
+        params += [key, term_tokens[term], COMMON_DOCS]
+    if size is None:
+        counting.append(
+            "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
+            "LIMIT %s) AS s) AS size"
+        )
+        params += [key, COMMON_DOCS]
+    else:
+        counting.append(f"{int(size)}::bigint AS size")
+    where, visible = predicate(scope, now_ms=now_ms, key=key)
+    n = len(unknown)
+    # ``_bm25_statement``'s IDF, from the counts measured here (terms found nowhere match no row).
+    docs = f"greatest(c.size, {', '.join(f'c.c{i}' for i in range(n))})"
+    idfs = ", ".join(
+        f"greatest(1e-6, ln((({docs} - c.c{i})::float8 + 0.5) / (c.c{i}::float8 + 0.5))) AS i{i}" for i in range(n)
+    )
+    freqs = ", ".join(f"w.term_freqs[array_position(w.terms, %s)] AS f{i}" for i in range(n))
+    parts = " + ".join(
+        f"coalesce(i.i{i} * f{i} * {K1 + 1} / (f{i} + {K1} * ({1 - B} + {B} * doc_len / a.avg_len)), 0)"
+        for i in range(n)
+    )
+    alternatives = " OR ".join("m.terms @> %s" for _ in unknown)
+    counted = " UNION ALL ".join(
+        [f"SELECT -1, {i}, c.c{i}::float8 FROM c" for i in range(n)] + ["SELECT -1, -1, c.size::float8 FROM c"]
+    )
+    sql = (
+        f"WITH c AS MATERIALIZED (SELECT {', '.join(counting)}), "
+        f"i AS (SELECT {idfs} FROM c), "
+        "w AS (SELECT m.rowid, m.terms, m.term_freqs, m.doc_len FROM memories AS m "
+        f"WHERE {where} AND ({alternatives}) ORDER BY m.rowid DESC LIMIT %s), "
+        "a AS (SELECT greatest(avg(doc_len), 1e-6) AS avg_len FROM w), "
+        f"r AS MATERIALIZED (SELECT rowid, -({parts}) AS score FROM (SELECT w.rowid, w.doc_len, {freqs} FROM w "
+        "OFFSET 0) AS f CROSS JOIN a CROSS JOIN i ORDER BY score, rowid DESC LIMIT %s) "
+        f"{counted} UNION ALL SELECT 0 AS part, rowid, score FROM r"
+    )
+    params += [*visible, *[term_tokens[t] for t in unknown], RECENT_WINDOW, *[term_tokens[t][0] for t in unknown]]
+    params.append(depth)
+    common = [t for t in term_tokens if t not in unknown]
+    if common:
+        window, window_params = _window_statement(
+            scope, key, term_tokens, depth, now_ms, [*common, *unknown], f"(SELECT count(*) FROM r) < {int(depth)}"
+        )
+        sql += f" UNION ALL SELECT 1 AS part, rowid, score FROM {window} AS x"
+        params += window_params
+    return sql + " ORDER BY 1, 3, 2 DESC", tuple(params)
 
 
 def keyword_hits(rows: Sequence[Sequence[Any]], depth: int) -> list[tuple[int, float]]:
@@ -649,11 +756,12 @@ def _search(
     depth = candidate_depth(limit)
     keys = scope.visible_keys()
 
-    # Round trip 1: the generation, the term counts, the KNN (or the sizes that choose its plan).
+    # Round trip 1: the generation, the keyword candidates, the KNN (or the sizes that choose its plan).
     current = conn.execute("SELECT value FROM meta WHERE key = 'vector_generation'") if generation is not None else None
+    # Each scope key's keyword candidates, its unknown counts measured by the same statement.
     measuring = [Measuring(key, term_tokens, stats) for key in keys] if term_tokens else []
     for each in measuring:
-        each.send(conn)
+        each.send_ranking(conn, scope, depth, now_ms)
     people = (
         conn.execute(*_people_statement(scope, focus, now_ms)) if focus is not None and focus.ranked_people else None
     )
@@ -669,18 +777,13 @@ def _search(
                 bigs[key] = big
         if not sizing:
             nearest_cursor = _issue_knn(conn, scope, unit, generation, coarse_k(depth), now_ms, bigs)
-    # With every count known (common terms, full scope keys), the keyword statements go now.
-    ranking_cursors = (
-        _send_keywords(conn, scope, keys, measuring, term_tokens, depth, now_ms)
-        if all(each.ready for each in measuring)
-        else None
-    )
     semantic = unit is not None and generation is not None
     if current is not None:
         found_generation = current.fetchone()
         if found_generation is None or int(found_generation[0]) != generation:
             log.warning("search: vector space changed under this process; keyword results only")
             semantic, nearest_cursor = False, None
+    per_key = [keyword_hits(each.ranking_rows(conn, scope, depth, now_ms), depth) for each in measuring]
     measured = [each.result() for each in measuring]
     if semantic and sizing:
         assert unit is not None and generation is not None
@@ -691,10 +794,7 @@ def _search(
                 stats.put(bigs[key], "vectors", key, generation, HNSW_FROM)
         nearest_cursor = _issue_knn(conn, scope, unit, generation, coarse_k(depth), now_ms, bigs)
 
-    # Round trip 2: the keyword candidates of each scope key (and the KNN, when it waited).
-    if ranking_cursors is None:
-        ranking_cursors = _send_keywords(conn, scope, keys, measuring, term_tokens, depth, now_ms)
-    by_words = merge_keys([keyword_hits(cursor.fetchall(), depth) for cursor in ranking_cursors], depth)
+    by_words = merge_keys(per_key, depth)
     by_people = _people_order(people.fetchall(), focus, depth) if people is not None and focus is not None else []
     summed: dict[str, int] = {}
     for counts, _ in measured:
@@ -709,7 +809,7 @@ def _search(
         by_vector = [rowid for rowid, _ in nearest[:depth]]
         cosines = dict(nearest)
 
-    # Round trip 3: the candidates' neighbourhood, every row with its cosine.
+    # Round trip 2: the candidates' neighbourhood, every row with its cosine.
     found = list(dict.fromkeys([*by_words, *by_vector, *by_people]))
     hood, hood_cosines = Neighbourhood(centres=set()), dict[int, float]()
     if found:
@@ -749,26 +849,8 @@ def _search(
     ranked = relevance.at_least(ranked, relevant, min_relevance)
     ranked = ranking.diversify(restrict(conn, focus, ranked), created)[:limit]
 
-    # Round trip 4: the hits' records, each with the people it is about.
+    # Round trip 3: the hits' records, each with the people it is about.
     return ranked, cosines, relevant, terms, _send_records(conn, scope, [rowid for rowid, _ in ranked], now_ms)
-
-
-def _send_keywords(
-    conn: Conn,
-    scope: Scope,
-    keys: list[str],
-    measuring: list[Measuring],
-    term_tokens: dict[str, list[str]],
-    depth: int,
-    now_ms: int,
-) -> list[psycopg.Cursor[Any]]:
-    cursors = []
-    for key, each in zip(keys if measuring else [], measuring, strict=True):
-        counts, size = each.result()
-        statement = keyword_statement(scope, key, term_tokens, depth, now_ms, counts, size)
-        if statement is not None:
-            cursors.append(conn.execute(*statement))
-    return cursors
 
 
 #: The caller's own people a memory is linked to, by the person's age (``annotate``'s names).
