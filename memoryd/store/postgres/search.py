@@ -189,9 +189,13 @@ class Measuring:
         self._speculating = False
         values = {int(index): int(count) for part, index, count in rows if part == -1}
         guessed = self.unknown
-        self._learn([values[i] for i in range(len(guessed))], values[-1] if self.size is None else None)
-        if all(self.counts[t] < COMMON_DOCS for t in guessed):
-            return [row for row in rows if row[0] >= 0]
+        if values[-2] >= RECENT_WINDOW:
+            # More matches than one read holds: the counts are measured on their own.
+            self.send(conn)
+        else:
+            self._learn([values[i] for i in range(len(guessed))], values[-1] if self.size is None else None)
+            if all(self.counts[t] < COMMON_DOCS for t in guessed):
+                return [row for row in rows if row[0] >= 0]
         counts, size = self.result()
         statement = keyword_statement(scope, self.key, self.term_tokens, depth, now_ms, counts, size)
         return conn.execute(*statement).fetchall() if statement is not None else []
@@ -355,28 +359,23 @@ def _speculative_statement(
     size: int | None,
 ) -> Statement:
     """``keyword_statement`` for a scope key whose terms ``unknown`` are not known to be common,
-    assuming they are rare: their counts (and the key's size when ``size`` is None) are measured
-    by the statement itself, which ranks them by BM25 with the IDFs of those counts.  Its rows:
-    (-1, term's index in ``unknown`` or -1 for the size, count), then ``keyword_statement``'s.
-    Right when every count it finds is below COMMON_DOCS (the caller checks)."""
-    counting = [
-        "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
-        f"AND terms @> %s LIMIT %s) AS t) AS c{i}"
-        for i in range(len(unknown))
-    ]
-    params: list[object] = []
-    for term in unknown:
-        params += [key, term_tokens[term], COMMON_DOCS]
-    if size is None:
-        counting.append(
-            "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
-            "LIMIT %s) AS s) AS size"
-        )
-        params += [key, COMMON_DOCS]
-    else:
-        counting.append(f"{int(size)}::bigint AS size")
-    where, visible = predicate(scope, now_ms=now_ms, key=key)
+    assuming they are rare: one read of their newest RECENT_WINDOW matches gives their counts
+    (all of them, when the read holds fewer) and the rows their BM25 ranks, with the IDFs of
+    those counts.  Its rows: (-1, term's index in ``unknown``, count), (-1, -1, the key's size),
+    (-1, -2, the matches read), then ``keyword_statement``'s.  Right when every count is below
+    COMMON_DOCS and fewer than RECENT_WINDOW matches were read (the caller checks)."""
     n = len(unknown)
+    shown, visible = predicate(scope, now_ms=now_ms, key=key)
+    if size is None:
+        sizing = (
+            "(SELECT count(*) FROM (SELECT 1 FROM memories WHERE scope_key = %s AND deleted_at_ms IS NULL "
+            "LIMIT %s) AS s)"
+        )
+        size_params: list[object] = [key, COMMON_DOCS]
+    else:
+        sizing, size_params = f"{int(size)}::bigint", []
+    alternatives = " OR ".join("m.terms @> %s" for _ in unknown)
+    counted = ", ".join(f"least(count(*) FILTER (WHERE terms @> %s), {COMMON_DOCS}) AS c{i}" for i in range(n))
     # ``_bm25_statement``'s IDF, from the counts measured here (terms found nowhere match no row).
     docs = f"greatest(c.size, {', '.join(f'c.c{i}' for i in range(n))})"
     idfs = ", ".join(
@@ -387,22 +386,25 @@ def _speculative_statement(
         f"coalesce(i.i{i} * f{i} * {K1 + 1} / (f{i} + {K1} * ({1 - B} + {B} * doc_len / a.avg_len)), 0)"
         for i in range(n)
     )
-    alternatives = " OR ".join("m.terms @> %s" for _ in unknown)
-    counted = " UNION ALL ".join(
-        [f"SELECT -1, {i}, c.c{i}::float8 FROM c" for i in range(n)] + ["SELECT -1, -1, c.size::float8 FROM c"]
+    counts = " UNION ALL ".join(
+        [f"SELECT -1, {i}, c.c{i}::float8 FROM c" for i in range(n)]
+        + ["SELECT -1, -1, c.size::float8 FROM c", "SELECT -1, -2, c.matches::float8 FROM c"]
     )
     sql = (
-        f"WITH c AS MATERIALIZED (SELECT {', '.join(counting)}), "
+        "WITH m0 AS MATERIALIZED (SELECT m.rowid, m.terms, m.term_freqs, m.doc_len, "
+        f"({shown}) AS shown FROM memories AS m WHERE m.scope_key = %s AND m.deleted_at_ms IS NULL "
+        f"AND ({alternatives}) ORDER BY m.rowid DESC LIMIT %s), "
+        f"c AS MATERIALIZED (SELECT {counted}, count(*) AS matches, {sizing} AS size FROM m0), "
         f"i AS (SELECT {idfs} FROM c), "
-        "w AS (SELECT m.rowid, m.terms, m.term_freqs, m.doc_len FROM memories AS m "
-        f"WHERE {where} AND ({alternatives}) ORDER BY m.rowid DESC LIMIT %s), "
+        "w AS (SELECT rowid, terms, term_freqs, doc_len FROM m0 WHERE shown), "
         "a AS (SELECT greatest(avg(doc_len), 1e-6) AS avg_len FROM w), "
         f"r AS MATERIALIZED (SELECT rowid, -({parts}) AS score FROM (SELECT w.rowid, w.doc_len, {freqs} FROM w "
         "OFFSET 0) AS f CROSS JOIN a CROSS JOIN i ORDER BY score, rowid DESC LIMIT %s) "
-        f"{counted} UNION ALL SELECT 0 AS part, rowid, score FROM r"
+        f"{counts} UNION ALL SELECT 0 AS part, rowid, score FROM r"
     )
-    params += [*visible, *[term_tokens[t] for t in unknown], RECENT_WINDOW, *[term_tokens[t][0] for t in unknown]]
-    params.append(depth)
+    tokens_ = [term_tokens[t] for t in unknown]
+    params: list[object] = [*visible, key, *tokens_, RECENT_WINDOW, *tokens_, *size_params]
+    params += [*[term_tokens[t][0] for t in unknown], depth]
     common = [t for t in term_tokens if t not in unknown]
     if common:
         window, window_params = _window_statement(
