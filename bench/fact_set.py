@@ -11,6 +11,7 @@ persona also scores an unseen style).  Pure data handling: no daemon, no store.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,3 +57,25 @@ def _keyed(name: str, line: str) -> tuple[str, str]:
     if not sep or not text.strip():
         raise ValueError(f"{name}: expected 'key: text', got {line!r}")
     return key.strip(), text.strip()
+
+
+#: A second set of answerable questions, kept by the tests (tests/data/paraphrase.json): 27
+#: questions each answered by one of 60 memories, worded unlike their facts.
+PARAPHRASE = Path(__file__).resolve().parents[1] / "tests" / "data" / "paraphrase.json"
+PARAPHRASE_NAME = "paraphrase"
+
+
+def paraphrase(path: Path = PARAPHRASE) -> Persona:
+    """The tests' paraphrase set as one more persona, its facts and distractors interleaved as
+    the test adds them; it has no unanswerable or unrelated questions."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    facts = [item["fact"] for item in data["questions"]]
+    distractors = data["distractors"]
+    memories: dict[str, str] = {}
+    for i in range(max(len(facts), len(distractors))):
+        if i < len(facts):
+            memories[f"fact{i}"] = facts[i]
+        if i < len(distractors):
+            memories[f"other{i}"] = distractors[i]
+    questions = [(f"fact{i}", item["question"]) for i, item in enumerate(data["questions"])]
+    return Persona(PARAPHRASE_NAME, memories, questions, [], [])

@@ -33,6 +33,7 @@ import locomo  # noqa: E402
 import reference_retrievers  # noqa: E402
 from retrieval import default_data  # noqa: E402
 
+from memoryd.embed.query_form import embedded_form  # noqa: E402
 from memoryd.ids import now_ms  # noqa: E402
 from memoryd.store import ranking  # noqa: E402
 from memoryd.store.sqlite.db.database import open_connection  # noqa: E402
@@ -73,7 +74,9 @@ def collect(db_dir: Path, conversations: list[locomo.Conversation]) -> list[list
         space = vectors.read_space(db)
         ids = dict(db.execute("SELECT rowid, id FROM memories"))
         out: list[list[Question]] = []
-        for conversation, units in zip(conversations, reference_retrievers.embed_questions(conversations), strict=True):
+        for conversation, units in zip(
+            conversations, reference_retrievers.embed_questions(conversations, embedded_form), strict=True
+        ):
             questions = []
             for question, unit in zip(conversation.questions, units, strict=True):
                 query = search_parts.SearchQuery(question.text, locomo.LIMIT, unit, space, now_ms())

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
@@ -27,12 +28,14 @@ from memoryd.store.visibility import Scope, personal_key
 RRF_DEPTH = 50
 
 
-def embed_questions(conversations: list[locomo.Conversation]) -> list[np.ndarray]:
+def embed_questions(conversations: list[locomo.Conversation], form: Callable[[str], str] = str) -> list[np.ndarray]:
+    """Each conversation's questions' unit vectors, of ``form(question)`` (the daemon embeds
+    query_form.embedded_form of a query; the reference retrievers read the question as it is)."""
     model = SentenceModel(bundled_model_path(), expected_sha256=BUNDLED_SHA256)
     try:
         out = []
         for c in conversations:
-            matrix = model.embed([q.text for q in c.questions])
+            matrix = model.embed([form(q.text) for q in c.questions])
             out.append(matrix / np.linalg.norm(matrix, axis=1, keepdims=True))
         return out
     finally:

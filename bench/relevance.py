@@ -16,7 +16,8 @@ with the daemon's defaults:
 - unrelated: the same two shares for messages not about the user at all (general knowledge,
   tasks), where both should be empty;
 
-per persona and overall, and the LoCoMo dev-set figures of bench/retrieval.py (recall@10,
+per persona and overall (and for the tests' paraphrase set, tests/data/paraphrase.json, apart:
+answerable questions only), and the LoCoMo dev-set figures of bench/retrieval.py (recall@10,
 session_any@10, MRR; ``--data``, default ``../shared/eval/locomo-dev.json``).  ``--split``
 names personas (comma-separated file stems) to report apart, e.g. the ones held out of a fit.
 ``--keep DIR`` keeps the fact store and its labels for bench/fit_relevance.py.
@@ -181,12 +182,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--misses", action="store_true", help="list the questions whose first hit is wrong")
     args = parser.parse_args(argv)
     personas = fact_set.load()
+    check = fact_set.paraphrase()
     work = Path(tempfile.mkdtemp(prefix="mdrel-", dir="/tmp"))
     try:
         print(f"load average before: {load_average()}", flush=True)
-        scores = run_facts(work, personas, args.keep)
+        scores = run_facts(work, [*personas, check], args.keep)
         names = [p.name for p in personas]
-        groups = {"all": names, **{name: [name] for name in names}}
+        groups = {"all": names, **{name: [name] for name in names}, f"{check.name} (answerable only)": [check.name]}
         held = [name for name in args.split.split(",") if name]
         if held:
             groups["held out: " + ",".join(held)] = held

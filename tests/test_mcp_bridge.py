@@ -19,7 +19,23 @@ from tests.conftest import make_config
 from tests.mcp_bridge import MODERN, RawBridge, bridge_argv, bridge_env, build_pyz, check_schema, sdk_client, validate
 
 SECRET = "4d" * 32
-TOOL_NAMES = {"remember", "recall", "context", "list_memories", "forget", "memory_history", "people"}
+TOOL_NAMES = {
+    "remember",
+    "recall",
+    "context",
+    "list_memories",
+    "forget",
+    "pin_memory",
+    "unpin_memory",
+    "forget_person",
+    "forget_everything",
+    "memory_history",
+    "people",
+}
+WRITES = {"remember", "forget", "pin_memory", "unpin_memory", "forget_person", "forget_everything"}
+DESTRUCTIVE = {"forget", "forget_person", "forget_everything"}
+#: Destructive beyond one memory: these need confirm: true.
+CONFIRMED = {"forget_person", "forget_everything"}
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +116,11 @@ async def test_the_sdk_client_lists_and_uses_every_tool(
             # No tool lets the model say who the caller is.
             assert not {"user_id", "chat_id", "context_token", "token"} & set(tool["inputSchema"]["properties"]), name
             hints = tool["annotations"]
-            assert hints["readOnlyHint"] is (name not in {"remember", "forget"}), name
-            assert hints["destructiveHint"] is (name == "forget"), name
+            assert hints["readOnlyHint"] is (name not in WRITES), name
+            assert hints["destructiveHint"] is (name in DESTRUCTIVE), name
+            if name in CONFIRMED:
+                assert "confirm" in tool["inputSchema"]["required"], name
+                assert tool["inputSchema"]["properties"]["confirm"]["const"] is True, name
 
         first = await checked.ok("remember", {"content": "The team standup is at 10:00", "shared": True})
         assert (first["status"], first["scope"], first["replaced"]) == ("added", "group", [])
@@ -137,6 +156,56 @@ async def test_the_sdk_client_lists_and_uses_every_tool(
         assert "nothing was deleted" in await checked.failed("forget", {"id": sarah["id"]})
         assert "No memory visible to you" in await checked.failed("memory_history", {"id": sarah["id"]})
         assert "limit" in await checked.failed("recall", {"query": "x", "limit": 0})
+
+
+async def test_pinning_and_forgetting_a_person_or_everything_through_the_sdk_client(
+    token_daemon: Daemon, pyz: Path
+) -> None:
+    async with sdk_client(pyz, env_for(token_daemon, "alice", "alice-dm"), "auto") as alice_client:
+        alice = await Checked.listing(alice_client)
+        allergy = await alice.ok("remember", {"content": "I am allergic to penicillin", "expires_in_days": 5})
+        assert allergy["expires_at"]
+        pinned = await alice.ok("pin_memory", {"id": allergy["id"][:10]})
+        assert pinned["pinned"] is True and pinned["memory"]["pinned"] is True
+        assert pinned["memory"]["id"] == allergy["id"] and pinned["memory"]["expires_at"] is None
+        listed = await alice.ok("list_memories", {})
+        assert [m.get("pinned") for m in listed["memories"]] == [True]
+        unpinned = await alice.ok("unpin_memory", {"id": allergy["id"]})
+        assert unpinned["pinned"] is False and "pinned" not in unpinned["memory"]
+        assert "No memory visible to you" in await alice.failed("pin_memory", {"id": "01JZZZZZZZZZZZZZZZZZZZZZZZ"})
+
+        await alice.ok("remember", {"content": "Sarah loves jazz", "about": ["Sarah"]})
+        await alice.ok("remember", {"content": "Sarah lives in Lyon", "about": ["Sarah"]})
+        await alice.ok("remember", {"content": "Tom plays chess", "about": ["Tom"]})
+        # Without confirm: true nothing is deleted, and the model is told to ask the user first.
+        for arguments in ({"name": "Sarah"}, {"name": "Sarah", "confirm": False}, {"name": "Sarah", "confirm": "yes"}):
+            refusal = await alice.failed("forget_person", arguments)
+            assert "confirm: must be true" in refusal and "ask the user" in refusal, refusal
+        assert {p["name"] for p in (await alice.ok("people", {}))["people"]} == {"Sarah", "Tom"}
+        gone = await alice.ok("forget_person", {"name": "Sarah", "confirm": True})
+        assert gone["person"]["name"] == "Sarah" and gone["person_deleted"] is True and len(gone["deleted"]) == 2
+        assert [p["name"] for p in (await alice.ok("people", {}))["people"]] == ["Tom"]
+        assert "Sarah" not in json.dumps(await alice.ok("recall", {"query": "Sarah jazz Lyon"}))
+        assert "None of your people" in (await alice.failed("forget_person", {"name": "Sarah", "confirm": True}))
+
+        for arguments in ({}, {"confirm": False}, {"include_group": True}):
+            refusal = await alice.failed("forget_everything", arguments)
+            assert "confirm: must be true" in refusal, refusal
+        assert len((await alice.ok("list_memories", {}))["memories"]) == 2
+        async with sdk_client(pyz, env_for(token_daemon, "bob", "bob-dm"), "auto") as bob_client:
+            bob = await Checked.listing(bob_client)
+            await bob.ok("remember", {"content": "Bob likes hiking"})
+            erased = await alice.ok("forget_everything", {"confirm": True})
+            # Every state counts: the two live ones, and Sarah's two that forget_person deleted.
+            assert erased["erased"]["memories"] == 4 and erased["erased"]["people"] == 1
+            assert erased["include_group"] is False
+            assert (await alice.ok("list_memories", {}))["memories"] == []
+            assert (await alice.ok("people", {}))["people"] == []
+            # Another user's memories are untouched, and an erasure cannot be aimed at them.
+            assert [m["content"] for m in (await bob.ok("list_memories", {}))["memories"]] == ["Bob likes hiking"]
+            refusal = await alice.failed("forget_everything", {"confirm": True, "user_id": "bob"})
+            assert "identity is never taken from tool arguments" in refusal
+            assert len((await bob.ok("list_memories", {}))["memories"]) == 1
 
 
 async def test_a_replaced_memory_is_reported_with_its_old_content(token_daemon: Daemon, pyz: Path) -> None:

@@ -117,6 +117,9 @@ def test_serve_skips_an_oversized_line_and_answers_the_next() -> None:
             "a.c: is required",
         ),
         ("z", {"enum": ["x", "y"]}, "must be one of 'x', 'y'"),
+        (1, {"const": True}, "must be true"),  # 1 == True in Python, not in JSON
+        (False, {"const": True}, "must be true"),
+        (True, {"const": True}, None),
         (None, {"type": ["string", "null"]}, None),
     ],
 )

@@ -97,6 +97,32 @@ async def test_sessions_waiting_for_extraction_are_bounded_per_user(
     assert fake.seen == []
 
 
+async def test_sessions_waiting_for_extraction_are_counted_in_the_store_so_a_restart_keeps_the_bound(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    """The rates and the hourly sessions are counted in the process; the sessions that wait for
+    extraction (each an LLM request to come) are read from the store, so they survive a restart."""
+    fake.default = Answer({"facts": []})
+    settings: dict[str, Any] = {
+        "llm": {"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0},
+        "extraction": {"debounce_seconds": 600.0},
+        "limits": {"max_queued_extractions_per_user": 2},
+    }
+    config = make_config(short_tmp, **settings)
+    async with trio.open_nursery() as first_life:
+        daemon = Daemon(config)
+        await first_life.start(daemon.run)
+        peer = await NdjsonPeer.connect(config.socket_path)
+        for key in ("s1", "s2"):
+            await call_ok(peer, "memory.observe", {**ALICE, "session_key": key, "messages": messages(1)})
+        await peer.aclose()
+        daemon.request_stop()
+    daemon, peer = await start(short_tmp, nursery, **settings)
+    error = await call_error(peer, "memory.observe", {**ALICE, "session_key": "s3", "messages": messages(1)})
+    assert_overloaded(error, "max_queued_extractions_per_user", 700)
+    assert held(daemon) == 2 and fake.seen == []
+
+
 def test_the_rate_window_slides() -> None:
     now = [0.0]
     quota = ObserveQuota(

@@ -21,7 +21,7 @@ import trio
 from memoryd.config import Config, load_config
 from memoryd.errors import ConfigError
 from memoryd.server.daemon import Daemon
-from memoryd.store import relevance
+from memoryd.store import answer_kind, relevance
 from memoryd_client import AsyncMemoryClient
 from tests import test_cli_output
 from tests.conftest import make_config
@@ -57,10 +57,27 @@ async def test_a_message_nothing_stored_is_about_gets_no_memories(local_peer: Nd
     context = await call_ok(local_peer, "memory.context", {**USER, "message": message})
     assert context["memories"] == []
     assert "Relevant memories:" not in context["text"]
-    # The floor is what leaves them out: with none, the same search returns the store.
+    # The query-level gate is what leaves them out: with no threshold, the same search returns
+    # the store, none of it reaching the gate; any threshold above 0 brings the gate back.
     everything = await call_ok(local_peer, "memory.search", {**USER, "query": message, "min_relevance": 0})
     assert len(everything) == len(FACTS)
-    assert all(0.0 <= hit["relevance"] < relevance.SEARCH_FLOOR for hit in everything)
+    assert all(0.0 <= hit["relevance"] < relevance.SEARCH_GATE for hit in everything)
+    assert await call_ok(local_peer, "memory.search", {**USER, "query": message, "min_relevance": 1e-9}) == []
+
+
+async def test_a_related_query_keeps_hits_below_the_gate_that_clear_the_floor(local_peer: NdjsonPeer) -> None:
+    # The gate is decided once per query, on its best candidate; once a query clears it, each
+    # hit only has to clear the (lower) per-hit floor.
+    await seed(local_peer)
+    query = "Does my wife eat meat?"
+    hits = await call_ok(local_peer, "memory.search", {**USER, "query": query})
+    everything = await call_ok(local_peer, "memory.search", {**USER, "query": query, "min_relevance": 0})
+    assert hits[0]["content"] == "Sarah has been vegetarian since university."
+    assert hits[0]["relevance"] >= relevance.SEARCH_GATE
+    assert any(relevance.SEARCH_FLOOR <= hit["relevance"] < relevance.SEARCH_GATE for hit in hits), hits
+    assert [hit["id"] for hit in hits] == [
+        hit["id"] for hit in everything if hit["relevance"] >= relevance.SEARCH_FLOOR
+    ]
 
 
 async def test_a_paraphrased_question_finds_its_fact_in_search_and_context(local_peer: NdjsonPeer) -> None:
@@ -185,7 +202,7 @@ def test_relevance_is_a_probability_rising_with_the_evidence() -> None:
 
 
 def test_the_context_threshold_is_a_config_key_with_an_env_var() -> None:
-    assert load_config(flags={}, environ={}).context.min_relevance == 0.15
+    assert load_config(flags={}, environ={}).context.min_relevance == 0.25
     assert load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "0.5"}).context.min_relevance == 0.5
     with pytest.raises(ConfigError, match="context.min_relevance"):
         load_config(flags={}, environ={"MEMORYD_CONTEXT_MIN_RELEVANCE": "1.5"})
@@ -219,3 +236,91 @@ def test_context_injects_nothing_below_the_threshold_and_then_what_reaches_a_sha
     assert relevance.for_context(values, 0.15, 2) == [1, 2]
     assert relevance.for_context(values, best, 5) == [1, 2, 4]
     assert relevance.for_context(values, best + 0.01, 5) == []
+
+
+def test_search_returns_nothing_unless_the_best_candidate_clears_the_gate() -> None:
+    ranked = [(1, 3.0), (2, 2.0), (3, 1.0)]
+    gate, floor = relevance.SEARCH_GATE, relevance.SEARCH_FLOOR
+    weak = {1: gate * 0.9, 2: floor, 3: floor / 2}
+    assert relevance.at_least(ranked, weak, floor) == []
+    assert relevance.at_least(ranked, weak, 0.0) == ranked  # no threshold at all
+    assert relevance.at_least(ranked, weak, floor, gate=0.0) == ranked[:2]  # the floor alone
+    strong = {**weak, 2: gate}
+    assert relevance.at_least(ranked, strong, floor) == ranked[:2]  # one clears it: the floor decides the rest
+    # A threshold above the gate is its own gate.
+    assert relevance.at_least(ranked, strong, gate * 2) == []
+    assert relevance.query_gate(0.0) == 0.0
+    assert relevance.query_gate(floor) == gate
+    assert relevance.query_gate(0.5) == 0.5
+    assert relevance.at_least(ranked, {}, floor) == []
+
+
+async def test_context_leaves_out_memories_that_cannot_hold_the_number_or_time_asked_for(
+    local_peer: NdjsonPeer,
+) -> None:
+    await seed(local_peer)
+    # The coffee fact is on the topic, and relevant enough to inject, but holds no number.
+    question = "How many cups of coffee do I drink a day?"
+    hits = await call_ok(local_peer, "memory.search", {**USER, "query": question})
+    assert hits[0]["content"] == "I take my coffee black with no sugar."
+    assert hits[0]["relevance"] >= 0.15
+    context = await call_ok(local_peer, "memory.context", {**USER, "message": question})
+    assert context["memories"] == []
+    assert "Relevant memories:" not in context["text"]
+    # With no threshold at all, nothing is checked.
+    everything = await call_ok(local_peer, "memory.context", {**USER, "message": question, "min_relevance": 0})
+    assert everything["memories"]
+    # A question asking for a time that its fact holds still gets it.
+    when = await call_ok(local_peer, "memory.context", {**USER, "message": "When is my language class?"})
+    assert "I have Spanish lessons every Tuesday evening." in [m["content"] for m in when["memories"]]
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("When is my dentist appointment?", "time"),
+        ("what time does the shop open", "time"),
+        ("Which year did we move?", "time"),
+        ("How many children do I have?", "number"),
+        ("How much is my rent?", "number"),
+        ("What's my shoe size?", "number"),
+        ("What is my  student ID number?", "number"),
+        ("What's my spouse's name?", None),
+        ("Where do I live?", None),
+        ("Do I like coffee?", None),
+    ],
+)
+def test_what_kind_of_answer_a_question_asks_for(question: str, kind: str | None) -> None:
+    assert answer_kind.asks_for(question) == kind
+
+
+def test_whether_a_memory_can_hold_a_number_or_a_time() -> None:
+    assert answer_kind.holds("Rent is 1450 a month.", "number")
+    assert answer_kind.holds("We have twin boys who just turned eight.", "number")
+    assert not answer_kind.holds("My student loan covers rent but not much else.", "number")
+    assert answer_kind.holds("Spanish lessons every Tuesday evening.", "time")
+    assert answer_kind.holds("bday 30/7", "time")
+    assert not answer_kind.holds("I am terrified of flying.", "time")
+    # Only a question asking for one of the two kinds is checked, against any of the texts.
+    assert answer_kind.can_answer("Where do I live?", [])
+    assert not answer_kind.can_answer("How much is my rent?", ["My loan covers rent.", "I live in Leeds."])
+    assert answer_kind.can_answer("How much is my rent?", ["My loan covers rent.", "Rent: 900 a month."])
+
+
+def test_a_time_may_be_written_in_words() -> None:
+    assert answer_kind.holds("My alarm rings at half past five", "time")
+    assert answer_kind.holds("I was born on the third of March", "time")
+
+
+async def test_a_context_threshold_below_the_search_gate_is_the_context_own(local_peer: NdjsonPeer) -> None:
+    # memory.context decides with its own threshold: a caller asking for a threshold below the
+    # search's gate gets what reaches it, not the search's query-level decision.
+    await seed(local_peer)
+    message = UNRELATED[0]
+    everything = await call_ok(local_peer, "memory.search", {**USER, "query": message, "min_relevance": 0})
+    best = max(hit["relevance"] for hit in everything)
+    assert 0.0 < best < relevance.SEARCH_GATE
+    low = await call_ok(local_peer, "memory.context", {**USER, "message": message, "min_relevance": best})
+    assert best in [m["relevance"] for m in low["memories"]]
+    above = await call_ok(local_peer, "memory.context", {**USER, "message": message, "min_relevance": best * 1.01})
+    assert above["memories"] == []

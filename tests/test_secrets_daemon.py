@@ -175,3 +175,30 @@ async def test_lookalike_letters_names_and_aliases_are_screened(short_tmp: Path,
     db = apsw.Connection(str(make_config(short_tmp).db_path), flags=apsw.SQLITE_OPEN_READONLY)
     stored = db.execute("SELECT username, display_name FROM observed_messages").fetchall()
     assert len(stored) == 1 and not leaked(GITHUB_TOKEN, str(stored)) and not leaked(AWS_SECRET, str(stored))
+
+
+@pytest.mark.parametrize("mode", ["refuse", "redact"])
+async def test_a_session_key_holding_a_credential_is_refused_and_nothing_stored(
+    short_tmp: Path, nursery: trio.Nursery, mode: str
+) -> None:
+    """A session key is an identifier: redacting it would make every credential-keyed session
+    the same one, so it is refused in either mode, naming the field, and nothing is stored."""
+    peer = await start(short_tmp, nursery, mode)
+    message = {"role": "user", "content": "the meeting moved to noon"}
+    for key in (GITHUB_TOKEN, "DATABASE_PASSWORD=Sup3rS3cret!2024", f"aws_secret_access_key = {AWS_SECRET}"):
+        error = await call_error(peer, "memory.observe", {**ALICE, "session_key": key, "messages": [message]})
+        assert error["code"] == -32602 and error["data"]["field"] == "session_key", error
+        assert not leaked(GITHUB_TOKEN, json.dumps(error)) and "Sup3rS3cret" not in json.dumps(error)
+    # An ordinary key is stored as sent.
+    await call_ok(peer, "memory.observe", {**ALICE, "session_key": "telegram:42:2025-06", "messages": [message]})
+    db_path = make_config(short_tmp).db_path
+    db = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    assert db.execute("SELECT count(*) FROM observed_messages").fetchone() == (1,)
+    # Not a byte of the refused keys in the database or its WAL; the ordinary one is there.
+    files = [db_path, db_path.with_name(db_path.name + "-wal")]
+    everything = b"".join(f.read_bytes() for f in files if f.exists()).decode("latin-1")
+    assert "telegram:42:2025-06" in everything
+    assert not leaked(GITHUB_TOKEN, everything) and "Sup3rS3cret" not in everything
+    assert not leaked(AWS_SECRET, everything)
+    health = await call_ok(peer, "system.health", {})
+    assert health["secrets"]["refused"] == 3

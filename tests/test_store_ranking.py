@@ -80,6 +80,74 @@ def test_the_guard_covers_long_queries_among_candidates_that_show_no_exchange() 
     assert not ranking.guards(terms)
 
 
+def test_among_notes_the_closest_meaning_comes_first_however_small_the_lead() -> None:
+    notes = np.zeros((3, len(ranking.FEATURES)))
+    scored = {1: 0.9, 2: 0.8, 3: 0.4}
+    cosines = {1: 0.40, 2: 0.30, 3: 0.42}  # 3 leads by less than SEMANTIC_MARGIN
+    texts = dict.fromkeys(scored, "some note")
+    terms = ["which", "sort", "car", "drive", "daily"]
+    ranked = ranking.search_order(scored, cosines, terms, notes, "Which sort of car do I drive daily?", texts)
+    assert [rowid for rowid, _ in ranked] == [3, 1, 2]
+    # Among an exchange the weights are trusted for a long query, and the margin holds for a short one.
+    turns = notes.copy()
+    turns[1, ranking.FEATURES.index("is_question")] = 1.0
+    ranked = ranking.search_order(scored, cosines, terms, turns, "Which sort of car do I drive daily?", texts)
+    assert [rowid for rowid, _ in ranked] == [1, 2, 3]
+    assert [rowid for rowid, _ in ranking.search_order(scored, cosines, ["car"], turns, "car", texts)] == [1, 3, 2]
+
+
+def test_among_notes_a_question_asking_for_a_specific_prefers_a_memory_holding_one() -> None:
+    notes = np.zeros((2, len(ranking.FEATURES)))
+    scored = {1: 0.5, 2: 0.5}
+    cosines = {1: 0.33, 2: 0.32}
+    texts = {1: "I played the piano as a child", 2: "Our daughter was born in 2019."}
+    asked = ranking.search_order(scored, cosines, ["old", "kid"], notes, "How old is our kid?", texts)
+    assert [rowid for rowid, _ in asked] == [2, 1]
+    # Not a question for a specific: the meaning alone decides.
+    plain = ranking.search_order(scored, cosines, ["kid", "like"], notes, "What does our kid like?", texts)
+    assert [rowid for rowid, _ in plain] == [1, 2]
+    # The bonus is less than a clear lead in meaning.
+    cosines = {1: 0.33 + ranking.SPECIFIC_BONUS, 2: 0.22}
+    asked = ranking.search_order(scored, cosines, ["old", "kid"], notes, "How old is our kid?", texts)
+    assert [rowid for rowid, _ in asked] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("Who looks after my teeth?", True),
+        ("where do we keep the spare key", True),
+        ("When is my language class?", True),
+        ("How many kids do I have?", True),
+        ("How long have we lived here?", True),
+        ("What's my spouse's name?", True),
+        ("What do I do for a living?", False),
+        ("How do I like my coffee?", False),
+        ("Does my partner eat meat?", False),
+        ("Tell me somewhere nice, and when it opens", False),
+    ],
+)
+def test_which_queries_ask_for_a_specific(query: str, asks: bool) -> None:
+    assert ranking.asks_specific(query) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        ("My parking spot is number 42", True),
+        ("commute is the 17:42 train", True),
+        ("My wife is called Priya", True),
+        ("GP: Dr. Berg, Praxis am Markt", True),
+        ("I'm allergic to shellfish.", False),
+        ("Shellfish makes me ill. Nuts too.", False),  # capitalised only where a sentence starts
+        ("Car: none, we use car sharing.", False),
+        ("coffee black, and I take no sugar", False),  # "I" is no name
+    ],
+)
+def test_which_texts_hold_a_specific(text: str, holds: bool) -> None:
+    assert ranking.holds_specific(text) is holds
+
+
 async def test_a_strong_semantic_match_beats_a_weak_keyword_match(store: Store) -> None:
     store.configure_vector_space("test:m", DIM)
     contents = {

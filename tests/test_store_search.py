@@ -128,7 +128,8 @@ async def test_a_memory_found_by_both_retrievers_ranks_first(store: Store) -> No
     # "cake only": keyword #1 or #2 and vector #1; "tea and cake": both lists too.
     assert {hits[0].content, hits[1].content} == {"cake only", "tea and cake"}
     assert hits[-1].content == "tea notes one"
-    assert hits[0].score > hits[1].score > hits[2].score
+    # Among notes the closer meaning moves first and takes the score of the place it passes.
+    assert hits[0].score >= hits[1].score > hits[2].score
 
 
 async def test_no_terms_and_no_vector_finds_nothing(store: Store) -> None:

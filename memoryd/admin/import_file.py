@@ -171,6 +171,8 @@ def _validate(line: MemoryLine, max_subjects: int) -> None:
 
 def _screened(line: MemoryLine, guard: SecretsGuard) -> MemoryLine:
     """``line`` with the secrets filter applied to every text memory.add screens."""
+    if line.source_session is not None:
+        guard.screen_identifier("source_session", line.source_session)  # refused in either mode
     changes = {
         "content": guard.screen_add("content", line.content),
         "source": guard.screen_add("source", line.source),

@@ -2,7 +2,10 @@
 
 Two passes: the whole file is parsed and validated first, without touching the database (a
 bad line is reported with its number and nothing is imported); then every memory is inserted
-in ONE write transaction.  Ids already in the store are skipped, so importing twice is
+in ONE write transaction.  A person line that would give its owner more than
+``limits.max_people_per_owner`` people is the exception: the bound depends on what the store
+holds, so it is applied in the insert pass, where that line alone is left out, reported by
+number, and the command exits 1.  Ids already in the store are skipped, so importing twice is
 harmless.  Live memories get embed jobs; a running daemon's backfill finds them within its
 idle poll (30 s).  The write lock is held for the insert pass (about 0.7 s per 10k
 memories), during which the daemon's adds wait up to ``storage.busy_timeout_ms``; import files
@@ -59,12 +62,17 @@ def validate(path: Path, rules: ImportRules = _DEFAULT_RULES) -> tuple[int, list
     return len(first_line_of), errors
 
 
-def _memories(path: Path, rules: ImportRules) -> Iterator[MemoryLine | PersonLine]:
+def _memories(path: Path, rules: ImportRules, line_of: dict[str, int]) -> Iterator[MemoryLine | PersonLine]:
+    """The file's lines, parsed again; ``line_of`` gets each person line's number by id (the
+    store reports a refused person by its id)."""
     with open(path, "rb") as file:
         lines = read_lines(file)
         next(lines)  # the header, validated already
         for number, raw in lines:
-            yield parse_line(number, raw, rules)
+            line = parse_line(number, raw, rules)
+            if isinstance(line, PersonLine):
+                line_of[line.id] = number
+            yield line
 
 
 def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -78,9 +86,11 @@ def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = s
         more = " (stopped after the first problems)" if len(errors) >= MAX_REPORTED else ""
         err.write(f"memoryd: nothing imported: {len(errors)} bad lines{more}\n")
         return EXIT_PROBLEMS
+    max_people = config.limits.max_people_per_owner or None
+    line_of: dict[str, int] = {}
     with open_store(config, create=True) as store:
         try:
-            report = store.maintenance.import_memories(_memories(path, rules))
+            report = store.maintenance.import_memories(_memories(path, rules, line_of), max_people=max_people)
         except LineError as exc:  # the file changed between the passes
             err.write(f"memoryd: {path}: {exc}\nmemoryd: nothing imported\n")
             return EXIT_PROBLEMS
@@ -94,4 +104,15 @@ def run(config: Config, *, path: Path, out: TextIO = sys.stdout, err: TextIO = s
             f"imported {people.imported} people ({people.already_present} already present, "
             f"{people.merged} merged into a person of the same name)\n"
         )
+    if people.refused:
+        err.writelines(
+            f"memoryd: {path}: line {line_of.get(person_id, '?')}: person {person_id} not imported: its owner "
+            f"already has {max_people} people (limits.max_people_per_owner)\n"
+            for person_id in people.refused
+        )
+        err.write(
+            f"memoryd: {len(people.refused)} people not imported (limits.max_people_per_owner = {max_people}); "
+            "everything else was; their memories are imported without the link to them\n"
+        )
+        return EXIT_PROBLEMS
     return EXIT_OK

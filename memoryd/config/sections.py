@@ -225,7 +225,7 @@ class ContextConfig(Section, frozen=True):
     #: memory helps answer the message, memoryd/store/relevance.py) reaches this; then those
     #: reaching relevance.CONTEXT_SHARE of the best are.  A call's own ``min_relevance`` overrides
     #: it.  The default was chosen held out by bench/fit_relevance.py.
-    min_relevance: Annotated[float, Meta(ge=0, le=1)] = 0.15
+    min_relevance: Annotated[float, Meta(ge=0, le=1)] = 0.25
 
 
 class Config(Section, frozen=True):

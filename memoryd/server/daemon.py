@@ -326,9 +326,14 @@ def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
 
 def _changed_elsewhere(services: Any, keys: set[str]) -> None:
     """Another daemon changed memories under these scope keys, or an owner's people
-    (``people:<owner>``): the caches built from them are out of date."""
+    (``people:<owner>``), or a process erased a user (``erased:<user>``: `memoryd forget-user`
+    or memory.forget_all): the caches built from them are out of date."""
     for key in keys:
-        if key.startswith("people:"):
+        if key.startswith("erased:"):
+            services.summaries.forget_user(key.removeprefix("erased:"))
+            if services.people is not None:
+                services.people.forget_directory(key.removeprefix("erased:"))
+        elif key.startswith("people:"):
             if services.people is not None:
                 services.people.forget_directory(key.removeprefix("people:"))
         else:

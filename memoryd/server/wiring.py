@@ -18,6 +18,7 @@ from memoryd.errors import ConfigError
 from memoryd.rpc.dispatch import MethodTable
 from memoryd.service.backfill import EmbeddingBackfill
 from memoryd.service.conversation import ConversationService
+from memoryd.service.erasure_watch import ErasureWatch
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.extractor import Extractor
 from memoryd.service.health import HealthReporter
@@ -85,6 +86,10 @@ def build_services(
     service.on_erased.append(summaries.forget_user)
     service.on_erased.append(people.forget_directory)
     people.on_changed.append(summaries.note_deleted)
+    # `memoryd forget-user` beside this daemon: checked before a cached summary is answered.
+    erasures = ErasureWatch(store.people)
+    erasures.on_erased += [summaries.forget_everyone, people.forget_directories]
+    summaries.erasure_watch = people.erasure_watch = erasures
     conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)
     table = build_method_table(service, health, people, summaries, conversations, config.context)

@@ -23,7 +23,7 @@ from memoryd.service.provenance import caller_scope
 from memoryd.service.summary import SummaryService
 from memoryd.service.summary_digest import person_label
 from memoryd.service.validation import check_text
-from memoryd.store import Scope, SearchHit, StoredPerson, relevance
+from memoryd.store import Scope, SearchHit, StoredPerson, answer_kind, relevance
 from memoryd.store.records import EPISODE
 
 SUMMARY_HEADING = "About the user:"
@@ -65,15 +65,20 @@ class ContextService:
         """The memories to inject, facts first (prefer_facts).  The search reaches twice as far
         as ``limit``, at search's own floor; the facts kept are those relevance.for_context
         chooses (nothing unless the best clears the threshold, then those within a share of the
-        best), and episodes only fill the room the facts leave, each clearing the threshold."""
+        best), and episodes only fill the room the facts leave, each clearing the threshold.
+        None at all when the message asks for a number or a time and none of them holds one
+        (answer_kind.py)."""
         depth = min(MAX_DEPTH, 2 * limit)
         if threshold <= 0:
             return prefer_facts(await self.memory.search_in(scope, message, depth), limit, threshold)
-        floor = min(threshold, relevance.SEARCH_FLOOR)
+        # The search's own query-level check must not be stricter than the threshold here.
+        floor = min(threshold, relevance.SEARCH_FLOOR) if threshold >= relevance.SEARCH_GATE else 0.0
         found = await self.memory.search_in(scope, message, depth, min_relevance=floor)
         chosen = set(relevance.for_context([hit.relevance for hit in found], threshold, depth))
         kept = [hit for i, hit in enumerate(found) if i in chosen or hit.memory_type == EPISODE]
-        return prefer_facts(kept, limit, threshold)
+        injected = prefer_facts(kept, limit, threshold)
+        # A message asking for a number or a time that none of them holds is not answered by them.
+        return injected if answer_kind.can_answer(message, (hit.content for hit in injected)) else []
 
 
 def prefer_facts(hits: Sequence[SearchHit], limit: int, min_relevance: float) -> list[SearchHit]:

@@ -73,7 +73,7 @@ class ConversationService:
         caller = identify(params, ctx, self.authenticator)
         scope = scope_of(caller, params)
         _check_messages(params.messages)
-        session = SessionRef(scope.user_id, scope.chat_id, params.session_key)
+        session = SessionRef(scope.user_id, scope.chat_id, self._session_key(params.session_key))
         kept = [message for message in params.messages if message.content.strip()]
         if kept and self.quota is not None:
             try:
@@ -123,7 +123,7 @@ class ConversationService:
             caller,
             scope,
             params,
-            session_key=optional_text(params.session_key),
+            session_key=self._session_key(optional_text(params.session_key)),
             message_id=optional_text(_text_id(params.message_id)),
             all_shared=params.shared,
         )
@@ -166,6 +166,13 @@ class ConversationService:
         if self.worker is not None:
             state.update(self.worker.describe())
         return state
+
+    def _session_key(self, key: str | None) -> str | None:
+        """``key`` as the sessions table and a memory's ``source_session`` store it: a key that
+        holds a credential is refused (-32602, ``session_key``) before anything is stored."""
+        if key is None or self.secrets is None:
+            return key
+        return self.secrets.screen_identifier("session_key", key)
 
     def _llm(self) -> LlmClient:
         if self.llm is None:

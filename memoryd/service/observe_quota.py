@@ -4,8 +4,9 @@ observe_bytes_per_minute, max_observed_sessions_per_user, max_queued_extractions
 
 Each refusal is -32003 Overloaded whose data names the ``limit`` and says in ``retry_after``
 (seconds) when the same call would be accepted; nothing of a refused call is stored.  The rates
-and the sessions are counted in this process (a restart forgets them); the queued extractions
-are counted in the store.
+and the sessions are counted in this process (a restart forgets them, which a client cannot
+cause; each daemon on a shared PostgreSQL database counts its own); the queued extractions,
+which bound LLM requests, are read from the store at each call.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from memoryd.knowledge.people import MAX_HIDDEN_PICKS, SELF_WORDS, new_subjects
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.secrets import scan
+from memoryd.service.erasure_watch import ErasureWatch
 from memoryd.service.params import MAX_SUBJECT_BYTES
 from memoryd.service.people_params import (
     ForgetPersonParams,
@@ -81,6 +82,8 @@ class PeopleService:
         self._counts: dict[str, int] = {}
         #: Told when a person's memories or names changed (summary freshness).
         self.on_changed: list[Callable[[Scope], None]] = []
+        #: Erasures by other processes, checked before a cached directory decides a refusal.
+        self.erasure_watch: ErasureWatch | None = None
 
     # -- used by the other services ------------------------------------------------------------
 
@@ -109,6 +112,8 @@ class PeopleService:
         count = self._counts.get(scope.user_id)
         if count is not None and count + len(subjects) <= limit:
             return  # far from the bound: no need to look at the people themselves
+        if self.erasure_watch is not None:
+            await self.erasure_watch.check()  # an erased owner's old people must not count
         directory = await self._directory(scope.user_id)
         have = len(directory.by_id)
         if have + len(subjects) <= limit:
@@ -219,6 +224,11 @@ class PeopleService:
 
     def forget_directory(self, owner: str) -> None:
         self._directories.pop(owner, None)
+
+    def forget_directories(self) -> None:
+        """Some user was erased by another process (``ErasureWatch``): every owner's go."""
+        self._directories.clear()
+        self._counts.clear()
 
     def _changed(self, scope: Scope) -> None:
         self.forget_directory(scope.user_id)

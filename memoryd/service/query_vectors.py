@@ -16,6 +16,7 @@ import numpy as np
 import trio
 
 from memoryd.embed import Embedder, ImmediateEmbedder
+from memoryd.embed.query_form import embedded_form
 from memoryd.errors import EmbedderError
 from memoryd.log import fields
 from memoryd.store.query_vector import QueryVector
@@ -36,8 +37,10 @@ class QueryVectors:
         self._timeout = timeout
 
     def vector(self, query: str) -> QueryVector:
-        """The vector of ``query`` for a search: awaited, or started at once when it can be."""
-        return QueryVector(functools.partial(self.embed, query), functools.partial(self.start, query))
+        """The vector of ``query`` for a search (of its embedded_form): awaited, or started at
+        once when it can be."""
+        text = embedded_form(query)
+        return QueryVector(functools.partial(self.embed, text), functools.partial(self.start, text))
 
     async def embed(self, query: str) -> np.ndarray | None:
         """The vector, or None (keyword only)."""

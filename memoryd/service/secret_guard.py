@@ -1,7 +1,7 @@
 """The secrets policy at the service's door: ``memory.add`` refuses or redacts credentials in
 every text it stores (content, source, subjects, key, metadata keys and values), observed
-messages are stored redacted, and extraction's filter reports what it found; ``system.health``
-shows the counts since start."""
+messages are stored redacted, a session key holding one is refused, and extraction's filter
+reports what it found; ``system.health`` shows the counts since start."""
 
 from __future__ import annotations
 
@@ -35,6 +35,20 @@ class SecretsGuard:
             )
         self.redacted += 1
         return screened
+
+    def screen_identifier(self, field: str, text: str) -> str:
+        """An identifier the caller chose (a session key): refused with -32602 naming ``field``
+        when it holds a secret, whatever the mode, because a redacted identifier would name
+        another thing (every session keyed by a credential would become the one "[redacted]")."""
+        result = scan(text)
+        if result.clean:
+            return text
+        self.found.update(result.found)
+        self.refused += 1
+        kinds = ", ".join(sorted(result.found))
+        raise InvalidParams.for_field(
+            field, f"looks like it holds a secret ({kinds}); memoryd does not store credentials, use another key"
+        )
 
     def screen_metadata(self, field: str, value: Any) -> Any:
         """``value`` (decoded JSON) with every string in it, keys included, screened as

@@ -29,6 +29,7 @@ from memoryd.errors import LlmError
 from memoryd.ids import iso_from_ms, now_ms
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
+from memoryd.service.erasure_watch import ErasureWatch
 from memoryd.service.people_params import SummaryParams
 from memoryd.service.provenance import caller_scope
 from memoryd.service.summary_digest import digest, facts_for_llm
@@ -77,6 +78,10 @@ class SummaryService:
         self.llm = llm
         self.settings = settings
         self._cache: OrderedDict[Scope, _Entry] = OrderedDict()
+        #: Counts the drops for erasures: a build that began before one is not cached.
+        self._erasures = 0
+        #: Erasures by other processes, checked before a cached summary is answered.
+        self.erasure_watch: ErasureWatch | None = None
         self._wake = trio.Event()
         self.rebuilt = 0  # background rebuilds done (tests wait on it)
 
@@ -94,8 +99,14 @@ class SummaryService:
 
     def forget_user(self, user_id: str) -> None:
         """The user's data was erased: their cached summaries go now, not at the next rebuild."""
+        self._erasures += 1
         for scope in [scope for scope in self._cache if scope.user_id == user_id]:
             del self._cache[scope]
+
+    def forget_everyone(self) -> None:
+        """Some user was erased by another process (``ErasureWatch``): every summary goes."""
+        self._erasures += 1
+        self._cache.clear()
 
     def note_changed_key(self, scope_key: str) -> None:
         """Another process (a daemon sharing the store) changed memories under ``scope_key``:
@@ -117,13 +128,16 @@ class SummaryService:
     async def summary_for(self, scope: Scope) -> dict[str, Any]:
         """Never waits for the LLM (memory.context calls this before every reply): the first
         call for a scope answers the digest and has the narrative written in the background."""
+        if self.erasure_watch is not None:
+            await self.erasure_watch.check()
         entry = self._cache.get(scope)
         if entry is None or (entry.dirty_since is not None and self.llm is None):
             entry = await self._build(scope, use_llm=False)
             if self.llm is not None and entry.memories:
                 entry.dirty_since = trio.current_time() - self.settings.debounce_seconds  # due now
                 self._wake.set()
-        self._cache.move_to_end(scope)
+        if scope in self._cache:
+            self._cache.move_to_end(scope)
         return {
             "summary": entry.text,
             "source": entry.source,
@@ -133,7 +147,7 @@ class SummaryService:
         }
 
     async def _build(self, scope: Scope, *, use_llm: bool) -> _Entry:
-        started = trio.current_time()
+        started, erasures = trio.current_time(), self._erasures
         material = await self.people.summary_material(scope, self.settings.max_memories)
         text, source = digest(material, self.settings.max_chars), "digest"
         if use_llm and self.llm is not None and material.records:
@@ -146,6 +160,8 @@ class SummaryService:
             except LlmError as exc:
                 log.warning("summary.digest_instead", extra=fields(reason=type(exc).__name__))
         entry = _Entry(text, source, now_ms(), len(material.records))
+        if erasures != self._erasures:
+            return entry  # a user was erased meanwhile: the material may hold them, keep none of it
         previous = self._cache.get(scope)
         if previous is not None and previous.dirty_since is not None and previous.dirty_since > started:
             entry.dirty_since = previous.dirty_since  # changed again while we were building

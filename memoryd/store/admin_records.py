@@ -44,6 +44,9 @@ class PeopleReport:
     already_present: int = 0
     #: Lines folded into a person of the same owner and name that the store already had.
     merged: int = 0
+    #: Ids of the person lines not imported because their owner already had ``max_people``
+    #: people (limits.max_people_per_owner); their memories are imported without the link.
+    refused: list[str] = field(default_factory=list)
 
 
 FORMAT = "memoryd-export"

@@ -30,8 +30,9 @@ one-step model over ``ranker`` (computed with a cosine of 0) and its plain ``cov
 The weights come from bench/fit_relevance.py, fitted on short first-person facts
 (bench/data/relevance/) and LoCoMo dialogue turns, held out one persona and one conversation at a
 time; docs/relevance.md gives the figures.  Nothing in them names a user, word or question: the
-features are the same for any store.  Thresholds on relevance: memory.search drops hits below
-SEARCH_FLOOR unless told otherwise; memory.context injects nothing unless the best reaches its
+features are the same for any store.  Thresholds on relevance: memory.search returns nothing
+unless the best candidate reaches SEARCH_GATE, and then drops hits below SEARCH_FLOOR, unless
+told otherwise (:func:`at_least`); memory.context injects nothing unless the best reaches its
 config's ``[context] min_relevance``, and then what reaches CONTEXT_SHARE of the best
 (:func:`for_context`).
 """
@@ -39,7 +40,7 @@ config's ``[context] min_relevance``, and then what reaches CONTEXT_SHARE of the
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,10 +55,16 @@ PEERS = 5
 BACKGROUND = 0.1
 #: Where the cosine's term bends (``cosine_above``).
 COSINE_KNEE = 0.3
-#: memory.search's default floor: low, so that it drops only clearly unrelated memories (a
-#: message nothing stored is about returns nothing) and keeps the weaker matches a long
-#: conversation's answers are often found among.
-SEARCH_FLOOR = 0.004
+#: memory.search's default floor on each hit: low, so that it drops only clearly unrelated
+#: memories and keeps the weaker matches a long conversation's answers are often found among.
+SEARCH_FLOOR = 0.00075
+#: Whether anything stored is about a query at all is decided once per query, on its best
+#: candidate: with a threshold above 0, a search whose best candidate is below this (or below
+#: the threshold, if higher) returns nothing (:func:`at_least`).  A message nothing stored is
+#: about meets only weak matches; a long conversation's question has a strong one even when its
+#: answers lie far down the list, where a per-hit floor this high would lose them.  Both were
+#: chosen held out by bench/fit_relevance.py (:func:`choose_search` there; docs/relevance.md).
+SEARCH_GATE = 0.0075
 
 #: memory.context, once a message's best memory clears its threshold, also injects the next best
 #: that reach this share of the best one's relevance (see :func:`for_context`).
@@ -83,12 +90,12 @@ class Weights:
 
 #: Fitted by bench/fit_relevance.py on everything (its held-out figures are in docs/relevance.md).
 SHIPPED = Weights(
-    query={"best_cosine": 23.54, "best_standout": -1.83, "best_ranker": 0.4, "best_coverage": -2.8, "intercept": -7.23},
+    query={"best_cosine": 26.85, "best_standout": -5.65, "best_ranker": 0.19, "best_coverage": -2.26, "intercept": -7.26},
     memory={
-        "cosine": 8.13, "standout": 18.86, "ranker": 0.93, "coverage": -1.02, "cosine_above": -15.84,
-        "intercept": -6.11,
+        "cosine": 9.67, "standout": 18.58, "ranker": 0.95, "coverage": -1.08, "cosine_above": -18.25,
+        "intercept": -6.47,
     },
-    words={"ranker": 0.35, "coverage": 2.24, "intercept": -4.3},
+    words={"ranker": 0.35, "coverage": 2.27, "intercept": -4.31},
 )  # fmt: skip
 
 
@@ -156,10 +163,26 @@ def by_rowid(rowids: list[int], matrix: Array, cosines: Mapping[int, float]) -> 
     return dict(zip(rowids, estimate(matrix, has_vector).tolist(), strict=True))
 
 
-def at_least(ranked: list[tuple[int, float]], relevant: Mapping[int, float], floor: float) -> list[tuple[int, float]]:
+def at_least(
+    ranked: list[tuple[int, float]], relevant: Mapping[int, float], floor: float, gate: float | None = None
+) -> list[tuple[int, float]]:
     """``ranked`` without the candidates whose relevance is below ``floor`` (order kept); a
-    candidate with no estimate counts as 0."""
+    candidate with no estimate counts as 0.  Nothing at all unless the query clears ``gate``
+    (:func:`query_gate`; by default the one a floor above 0 implies)."""
+    if not answers_anything(relevant.values(), query_gate(floor) if gate is None else gate):
+        return []
     return [(rowid, score) for rowid, score in ranked if relevant.get(rowid, 0.0) >= floor]
+
+
+def query_gate(floor: float) -> float:
+    """The query-level threshold a per-hit ``floor`` comes with: none for 0 (no threshold at
+    all), else the higher of the floor and SEARCH_GATE."""
+    return 0.0 if floor <= 0 else max(floor, SEARCH_GATE)
+
+
+def answers_anything(relevances: Iterable[float], gate: float) -> bool:
+    """Whether a query's candidates hold anything about it: the best reaches ``gate``."""
+    return gate <= 0 or max(relevances, default=0.0) >= gate
 
 
 def for_context(relevances: Sequence[float], threshold: float, limit: int) -> list[int]:

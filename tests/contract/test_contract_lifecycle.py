@@ -6,6 +6,7 @@ import io
 
 from memoryd.admin.import_file import parse_header, parse_line, read_lines
 from memoryd.store import Scope
+from memoryd.store.admin_records import PersonLine
 from memoryd.store.interfaces import Backend
 from memoryd.store.supersession_records import Plan
 from tests.contract.helpers import embed_all, note, unit
@@ -111,3 +112,42 @@ async def test_housekeeping_and_access_counts(backend: Backend) -> None:
     assert backend.maintenance.maintain().complete
     assert backend.maintenance.maintain(compact=True, release_space=True).complete
     assert [f.ok for f in backend.maintenance.check()] == [True] * len(backend.maintenance.check())
+
+
+async def test_an_import_creates_no_person_past_max_people_and_imports_the_rest(
+    backend: Backend, another: Backend, clock: Clock
+) -> None:
+    clock.at = T0
+    for text in ("My wife Sarah loves jazz", "My brother Tom plays chess", "My friend Ines runs"):
+        record, _ = await backend.memories.add(note(text))
+        await backend.people.learn("alice", record.id, record.content, [], ("alice",))
+    bob, _ = await backend.memories.add(note("My sister Uma sings", "bob"))
+    await backend.people.learn("bob", bob.id, bob.content, [], ("bob",))
+    out = io.BytesIO()
+    backend.maintenance.export(out.write, user=None)
+    lines = read_lines(out.getvalue().splitlines(keepends=True))
+    parse_header(*next(lines))
+    parsed = [parse_line(number, raw) for number, raw in lines]
+    # The target already knows one of alice's people by name, and one other person of hers.
+    known, _ = await another.memories.add(note("Sarah is my wife"))
+    await another.people.learn("alice", known.id, known.content, ["Sarah"], ("alice",))
+    other, _ = await another.memories.add(note("My cousin Lea paints"))
+    await another.people.learn("alice", other.id, other.content, [], ("alice",))
+
+    report = another.maintenance.import_memories(parsed, max_people=3)
+    assert report.imported == 4  # every memory, whatever happens to the people
+    people = report.people
+    # Sarah merges into the one the target has; of Tom and Ines (exported in either order) the
+    # first fits as the third, the other would be a fourth; bob's one person is within his bound.
+    assert (people.imported, people.merged, len(people.refused)) == (2, 1, 1)
+    [refused] = [line.name for line in parsed if isinstance(line, PersonLine) and line.id in people.refused]
+    assert refused in ("Tom", "Ines")
+    [fitted] = {"Tom", "Ines"} - {refused}
+    assert sorted(p.name for p in await another.people.people_of("alice")) == sorted(["Lea", "Sarah", fitted])
+    assert [p.name for p in await another.people.people_of("bob")] == ["Uma"]
+    # The refused line's memory is in, without a link to a person.
+    theirs = [r for r in await another.memories.list(ALICE, limit=10) if refused in r.content]
+    assert len(theirs) == 1
+    # Without a bound (memoryd migrate copies a whole store), every person goes in.
+    again = another.maintenance.import_memories(parsed)
+    assert (again.people.imported, again.people.refused) == (1, [])

@@ -121,3 +121,22 @@ async def test_episodes_are_the_observers_own_and_follow_the_disclosure_rules(ba
     clock.at = T0 + 100 * DAY
     assert backend.conversations.prune_episodes(retention_ms=90 * DAY) == 2
     assert await backend.memories.list(here, limit=5, types=["episode"]) == []
+
+
+async def test_every_erasure_changes_the_erasure_mark_or_the_engine_notifies_instead(
+    backend: Backend, backend_name: str
+) -> None:
+    """A daemon compares the mark to learn of an erasure another process made; an engine that
+    notifies daemons itself (PostgreSQL) answers None and is never read."""
+    await backend.memories.add(note("likes green tea"))
+    before = await backend.people.erasure_mark()
+    backend.maintenance.erase_user("alice", actor="operator", dry_run=True)
+    assert await backend.people.erasure_mark() == before  # counting erases nothing
+    backend.maintenance.erase_user("alice", actor="operator")
+    first = await backend.people.erasure_mark()
+    backend.maintenance.erase_user("bob", actor="operator")  # even one with nothing to erase
+    second = await backend.people.erasure_mark()
+    if backend_name == "postgres":
+        assert before is first is second is None
+    else:
+        assert before is None and first is not None and second is not None and first != second

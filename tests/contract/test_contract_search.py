@@ -149,3 +149,26 @@ async def test_every_hit_carries_a_relevance_and_min_relevance_drops_the_hits_be
     assert [hit.content for hit in kept] == [hit.content for hit in every if hit.relevance >= floor]
     assert [hit.content for hit in kept] == ["alice drinks green tea every morning"]
     assert await backend.memories.search(scope, "green tea", limit=50, vector=vector, min_relevance=1.0) == []
+
+
+async def test_among_notes_the_closest_meaning_comes_first_and_a_specific_answers_where(backend: Backend) -> None:
+    # Notes added one at a time (no memory asks anything), none sharing a word with the queries.
+    query = unit(1)
+    vectors = {
+        "Usually beside the old fruit bowl": unit(0.60, 0.80),  # the closest, no specific in it
+        "It lives in drawer 3 downstairs": unit(0.55, 0, 0.835),  # holds a number, 0.05 less close
+        "Bought a new kettle last spring": unit(0.2, 0, 0, 0.98),
+    }
+    for content in vectors:
+        await backend.memories.add(note(content))
+    await embed_all(backend, vectors.__getitem__)
+    scope = Scope("alice")
+
+    async def first(text: str) -> str:
+        hits = await backend.memories.search(scope, text, limit=5, vector=QueryVector.at_hand(query))
+        return hits[0].content
+
+    # A question asking for a place, a time or an amount prefers the memory holding one when the
+    # two lie within ranking.SPECIFIC_BONUS in meaning; any other question takes the closest.
+    assert await first("Where do I put the spare key?") == "It lives in drawer 3 downstairs"
+    assert await first("What colour is the spare key?") == "Usually beside the old fruit bowl"

@@ -73,4 +73,10 @@ class Maintenance(Protocol):
 
     def export(self, write: Callable[[bytes], object], *, user: str | None) -> int: ...
 
-    def import_memories(self, lines: Iterable[MemoryLine | PersonLine]) -> ImportReport: ...
+    def import_memories(
+        self, lines: Iterable[MemoryLine | PersonLine], *, max_people: int | None = None
+    ) -> ImportReport:
+        """Insert the lines whose ids are new, all in one transaction.  ``max_people``
+        (limits.max_people_per_owner): a person line that would give its owner more people than
+        this is not imported and its id is listed in ``report.people.refused``; the rest goes in."""
+        ...

@@ -85,3 +85,10 @@ class PeopleStore(Protocol):
         ...
 
     async def summary_material(self, scope: Scope, limit: int) -> SummaryMaterial: ...
+
+    async def erasure_mark(self) -> object | None:
+        """A value that changes whenever a user is erased (``Maintenance.erase_user``) by any
+        process using the store, such as `memoryd forget-user` beside a running daemon: a
+        daemon that sees it change drops what it caches of people and summaries.  None when the
+        engine tells the daemon of erasures itself (PostgreSQL: NOTIFY), so nothing is read."""
+        ...

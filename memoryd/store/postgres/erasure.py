@@ -129,7 +129,11 @@ def erase_user(
         )
     conn.execute("UPDATE audit_events SET actor = %s WHERE actor = %s", (ERASED, user_id))
     rows.audit(conn, personal_key(ERASED), "", "erased", actor, now_ms, {kind: counts[kind] for kind in KINDS})
-    conn.execute("SELECT pg_notify('memoryd_changes', %s)", (personal_key(user_id),))
+    # Every daemon (this one too) drops the user's cached summaries and people when it commits.
+    conn.execute(
+        "SELECT pg_notify('memoryd_changes', %s), pg_notify('memoryd_changes', %s)",
+        (personal_key(user_id), f"erased:{user_id}"),
+    )
     return dict(counts)
 
 

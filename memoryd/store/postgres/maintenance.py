@@ -313,7 +313,9 @@ def export(conn: Conn, write: Callable[[bytes], object], user: str | None, now_m
     return count
 
 
-def import_lines(conn: Conn, lines: Iterable[MemoryLine | PersonLine], now_ms: int) -> ImportReport:
+def import_lines(
+    conn: Conn, lines: Iterable[MemoryLine | PersonLine], now_ms: int, max_people: int | None = None
+) -> ImportReport:
     """Insert the memories and people whose ids are new, all in this transaction."""
     report = ImportReport()
     generation = rows.vector_generation(conn)
@@ -356,15 +358,18 @@ def import_lines(conn: Conn, lines: Iterable[MemoryLine | PersonLine], now_ms: i
         if generation is not None and live:
             rows.enqueue(conn, scope_key, rows.EMBED, rowid, now_ms)
             report.embed_jobs += 1
-    report.people = import_people(conn, persons, now_ms)
+    report.people = import_people(conn, persons, now_ms, max_people)
     if report.embed_jobs:
         job_rows.notify(conn)
     return report
 
 
-def import_people(conn: Conn, lines: Iterable[PersonLine], now_ms: int) -> PeopleReport:
+def import_people(conn: Conn, lines: Iterable[PersonLine], now_ms: int, max_people: int | None = None) -> PeopleReport:
+    """The SQLite import's rules (``sqlite.admin.transfer_people.import_people``): a new person
+    past ``max_people`` for its owner is refused and listed in ``report.refused``."""
     report = PeopleReport()
     by_name: dict[str, dict[str, StoredPerson]] = {}
+    have: dict[str, int] = {}
     for line in lines:
         if conn.execute("SELECT 1 FROM people WHERE id = %s", (line.id,)).fetchone() is not None:
             report.already_present += 1
@@ -372,10 +377,16 @@ def import_people(conn: Conn, lines: Iterable[PersonLine], now_ms: int) -> Peopl
         named = by_name.get(line.owner)
         if named is None:
             named = by_name[line.owner] = {}
-            for person in people.people_of(conn, line.owner):
+            owned = people.people_of(conn, line.owner)
+            have[line.owner] = len(owned)
+            for person in owned:
                 named.setdefault(normalise_name(person.name), person)
         known = named.get(normalise_name(line.name))
+        if known is None and max_people is not None and have[line.owner] >= max_people:
+            report.refused.append(line.id)
+            continue
         if known is None:
+            have[line.owner] += 1
             person = StoredPerson(0, line.id, line.owner, line.name, list(line.aliases), line.relationship,
                                   ms_from_iso(line.created_at), ms_from_iso(line.updated_at))  # fmt: skip
             people.insert(conn, person)
@@ -530,5 +541,7 @@ class Maintenance:
 
         return self._db.run_sync(run)
 
-    def import_memories(self, lines: Iterable[MemoryLine | PersonLine]) -> ImportReport:
-        return self._db.run_sync(import_lines, list(lines), self._clock())
+    def import_memories(
+        self, lines: Iterable[MemoryLine | PersonLine], *, max_people: int | None = None
+    ) -> ImportReport:
+        return self._db.run_sync(import_lines, list(lines), self._clock(), max_people)

@@ -416,6 +416,10 @@ class People:
     async def people_of(self, owner: str) -> list[StoredPerson]:
         return await self._db.run(people_of, owner)
 
+    async def erasure_mark(self) -> object | None:
+        """None: an erasure tells every daemon itself (``erased:<user>`` on memoryd_changes)."""
+        return None
+
     async def visible_people(self, scope: Scope) -> list[StoredPerson]:
         return await self._db.run(visible_people, scope, self._clock())
 

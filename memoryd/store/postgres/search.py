@@ -840,7 +840,8 @@ def _search(
 
     scored = dict(zip(rowids, ranking.scores(features).tolist(), strict=True))
     relevant = relevance.by_rowid(rowids, features, cosines)
-    ranked = ranking.order(scored, cosines, guard=ranking.guards(terms, features))
+    texts = {rowid: hood.rows[rowid].text for rowid in rowids}
+    ranked = ranking.search_order(scored, cosines, terms, features, text, texts)
     if by_people:
         # Each place keeps the score of the model's same place, so scores still fall down the list.
         places = sorted((score for _, score in ranked), reverse=True)

@@ -1,7 +1,7 @@
 """Checks tool arguments against the tools' own input schemas (standard library only).
 
 Only the JSON Schema keywords the tool schemas use are understood (``type``, ``properties``,
-``required``, ``additionalProperties``, ``items``, ``enum``, the length and range bounds); a
+``required``, ``additionalProperties``, ``items``, ``enum``, ``const``, the length and range bounds); a
 schema using another keyword would pass unchecked, so ``test_mcp_schemas`` holds every tool
 schema to this subset.  The error names the argument, so a model can correct its call.
 """
@@ -19,6 +19,7 @@ KNOWN_KEYWORDS = frozenset(
         "additionalProperties",
         "items",
         "enum",
+        "const",
         "minLength",
         "maxLength",
         "minItems",
@@ -67,6 +68,8 @@ def first_error(value: Any, schema: Dict[str, Any], path: str = "") -> Optional[
     kinds = _type_names(schema)
     if kinds and not any(_is_type(value, kind) for kind in kinds):
         return f"{where}must be {' or '.join(kinds)}, got {_json_type(value)}"
+    if "const" in schema and not (_json_type(value) == _json_type(schema["const"]) and value == schema["const"]):
+        return f"{where}must be {_literal(schema['const'])}"
     if "enum" in schema and value not in schema["enum"]:
         choices = ", ".join(repr(choice) for choice in schema["enum"])
         return f"{where}must be one of {choices}"
@@ -108,6 +111,12 @@ def first_error(value: Any, schema: Dict[str, Any], path: str = "") -> Optional[
                 if error:
                     return error
     return None
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return repr(value)
 
 
 def _join(path: str, name: str) -> str:

@@ -73,6 +73,7 @@ MEMORY: Json = {
         },
         "superseded_by": {**_nullable("string"), "description": "the id of the memory that replaced this one"},
         "supersede_reason": _nullable("string"),
+        "pinned": {"type": "boolean", "description": "kept for good: never expired or evicted (present when true)"},
     },
     "required": ["id", "content", "about", "scope", "created_at"],
     "additionalProperties": False,
@@ -117,6 +118,8 @@ def memory_view(record: Json) -> Json:
     if record.get("superseded_by"):
         view["superseded_by"] = record["superseded_by"]
         view["supersede_reason"] = record.get("supersede_reason")
+    if record.get("pinned") is True:
+        view["pinned"] = True
     return view
 
 
@@ -143,7 +146,8 @@ def _memory_lines(memories: Sequence[Json], empty: str) -> List[str]:
     lines = []
     for memory in memories:
         about = f" (about {', '.join(memory['about'])})" if memory["about"] else ""
-        lines.append(f"- [{ids[memory['id']]}] {render.one_line(memory['content'])}{about}")
+        pinned = " (pinned)" if memory.get("pinned") else ""
+        lines.append(f"- [{ids[memory['id']]}] {render.one_line(memory['content'])}{about}{pinned}")
     return lines
 
 
@@ -220,6 +224,34 @@ def _forget(client: MemoryClient, args: Json) -> Outcome:
     return {"deleted": True, "id": result["id"]}, f"Forgot memory {result['id'][: render.MIN_SHORT_ID]}."
 
 
+def _pin(client: MemoryClient, args: Json) -> Outcome:
+    memory = memory_view(client.pin(args["id"]))
+    short = memory["id"][: render.MIN_SHORT_ID]
+    return {"memory": memory, "pinned": True}, f"Pinned memory {short}: it is kept for good."
+
+
+def _unpin(client: MemoryClient, args: Json) -> Outcome:
+    memory = memory_view(client.unpin(args["id"]))
+    short = memory["id"][: render.MIN_SHORT_ID]
+    return {"memory": memory, "pinned": False}, f"Unpinned memory {short}: it may be evicted again like any other."
+
+
+def _forget_person(client: MemoryClient, args: Json) -> Outcome:
+    result = client.forget_person(args["name"])
+    person = person_view(result["person"])
+    deleted = list(result.get("deleted") or [])
+    structured = {"person": person, "person_deleted": bool(result.get("person_deleted")), "deleted": deleted}
+    return structured, f"Forgot {person['name']}: {len(deleted)} memories about them deleted."
+
+
+def _forget_everything(client: MemoryClient, args: Json) -> Outcome:
+    result = client.forget_all(include_group=bool(args.get("include_group", False)))
+    erased = {kind: int(count) for kind, count in (result.get("erased") or {}).items()}
+    listed = ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in erased.items() if count)
+    text = "Erased everything stored about you" + (f": {listed}." if listed else " (there was nothing).")
+    return {"erased": erased, "include_group": bool(result.get("include_group"))}, text
+
+
 def _memory_history(client: MemoryClient, args: Json) -> Outcome:
     versions = [memory_view(record) for record in client.history(args["id"])]
     lines = []
@@ -269,6 +301,9 @@ class Tool:
     destructive: bool
     idempotent: bool
     run: Callable[[MemoryClient, Json], Outcome]
+    #: Destructive beyond one memory: the call needs ``confirm: true``, and this says what it
+    #: would destroy when that is missing.
+    confirm: Optional[str] = None
 
     def definition(self) -> Json:
         return {
@@ -295,6 +330,11 @@ class Tool:
                     f"{name}: not accepted. This server acts only for the user it was started for "
                     "(from its environment); identity is never taken from tool arguments."
                 )
+        if self.confirm is not None and arguments.get("confirm") is not True:
+            raise ToolFailed(
+                f"confirm: must be true. {self.confirm} It cannot be undone: ask the user whether they want "
+                "this, and only if they say so call again with confirm: true. Nothing was deleted."
+            )
         error = first_error(arguments, self.input_schema)
         if error:
             raise ToolFailed(f"Invalid arguments for {self.name}: {error}")
@@ -312,6 +352,23 @@ _ABOUT = {
     "maxLength": 200,
     "description": 'a person: name, alias or relationship ("Sarah", "my wife")',
 }
+_CONFIRM = {
+    "type": "boolean",
+    "const": True,
+    "description": "must be true, and set only after the user has said yes to exactly this",
+}
+_ERASED_KINDS = (
+    "memories",
+    "episodes",
+    "group_memories_deleted",
+    "group_memories_anonymised",
+    "people",
+    "messages",
+    "sessions",
+    "jobs",
+    "vectors",
+    "audit_events",
+)
 
 TOOLS: Tuple[Tool, ...] = (
     Tool(
@@ -490,6 +547,94 @@ TOOLS: Tuple[Tool, ...] = (
         destructive=True,
         idempotent=True,
         run=_forget,
+    ),
+    Tool(
+        name="pin_memory",
+        title="Pin a memory",
+        description=(
+            "Keep one memory for good, by its id (or a unique prefix of 8+ characters) as shown by recall or "
+            "list_memories: a pinned memory never expires and is never evicted when the store is full. Call it "
+            'when the user says something must always be remembered ("never forget that I am allergic to '
+            "penicillin\"). Pinning clears the memory's expiry. Undo with unpin_memory."
+        ),
+        input_schema=_object({"id": _ID}, ["id"]),
+        output_schema=_object({"memory": MEMORY, "pinned": {"type": "boolean"}}, ["memory", "pinned"]),
+        read_only=False,
+        destructive=False,
+        idempotent=True,
+        run=_pin,
+    ),
+    Tool(
+        name="unpin_memory",
+        title="Unpin a memory",
+        description=(
+            "Undo pin_memory: the memory stays, but may be evicted again like any other when the store is "
+            "full (an expiry that pinning cleared stays cleared). Call it when the user says a pinned memory "
+            "no longer needs to be kept for good. Nothing is deleted."
+        ),
+        input_schema=_object({"id": _ID}, ["id"]),
+        output_schema=_object({"memory": MEMORY, "pinned": {"type": "boolean"}}, ["memory", "pinned"]),
+        read_only=False,
+        destructive=False,
+        idempotent=True,
+        run=_unpin,
+    ),
+    Tool(
+        name="forget_person",
+        title="Forget a person",
+        description=(
+            "Delete every memory about one person that is visible here, and the person, for good. Call it only "
+            "when the user asks you to forget someone, and only after they confirmed: pass confirm: true once "
+            "they said yes. To forget one memory, use 'forget' instead."
+        ),
+        input_schema=_object({"name": _ABOUT, "confirm": _CONFIRM}, ["name", "confirm"]),
+        output_schema=_object(
+            {"person": PERSON, "person_deleted": {"type": "boolean"}, "deleted": _STRINGS},
+            ["person", "person_deleted", "deleted"],
+        ),
+        read_only=False,
+        destructive=True,
+        idempotent=True,
+        run=_forget_person,
+        confirm="This deletes every memory about that person and the person.",
+    ),
+    Tool(
+        name="forget_everything",
+        title="Erase everything about the user",
+        description=(
+            "Erase everything stored about the user, at once and for good: every personal memory, the people, "
+            "the observed conversations. Group memories the user added stay with their chat without the "
+            "user's name, unless include_group is true. Call it only when the user explicitly asks you to "
+            "forget everything about them, and only after they confirmed: pass confirm: true once they said yes."
+        ),
+        input_schema=_object(
+            {
+                "confirm": _CONFIRM,
+                "include_group": {
+                    "type": "boolean",
+                    "description": "also delete the group memories the user added (default: they stay, anonymised)",
+                },
+            },
+            ["confirm"],
+        ),
+        output_schema=_object(
+            {
+                "erased": {
+                    "type": "object",
+                    "description": "how many records of each kind were erased",
+                    "properties": {kind: {"type": "integer", "minimum": 0} for kind in _ERASED_KINDS},
+                    "required": list(_ERASED_KINDS),
+                    "additionalProperties": {"type": "integer", "minimum": 0},
+                },
+                "include_group": {"type": "boolean"},
+            },
+            ["erased", "include_group"],
+        ),
+        read_only=False,
+        destructive=True,
+        idempotent=True,
+        run=_forget_everything,
+        confirm="This erases everything stored about the user: every memory, the people, the conversations.",
     ),
     Tool(
         name="memory_history",

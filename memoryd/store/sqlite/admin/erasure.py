@@ -22,6 +22,7 @@ m015); the caller then checkpoints with TRUNCATE, which empties the WAL that hel
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -31,12 +32,16 @@ import apsw
 import msgspec
 
 from memoryd.store.admin_records import ERASURE_KINDS as KINDS
+from memoryd.store.sqlite.db import meta
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.vectors import vectors
 
 #: What an erased user's id becomes where a row must keep an owner (a group memory).
 ERASED = "(erased)"
+#: The ``meta`` key every erasure sets to a new random value.
+ERASURE_MARK = "erasure_mark"
+_random = random.SystemRandom()
 
 
 def erase_user(
@@ -137,7 +142,15 @@ def erase_user(
         )
     db.execute("UPDATE audit_events SET actor = ? WHERE actor = ?", (ERASED, user_id))
     memories.audit(db, "", "erased", actor, now_ms, {kind: counts[kind] for kind in KINDS})
+    # Daemons running beside this process compare it at their next context or summary and
+    # drop their caches (``PeopleStore.erasure_mark``).  A random number, like the people
+    # generation: a rolled-back erasure's value never comes back.
+    meta.put(db, ERASURE_MARK, str(_random.getrandbits(62)))
     return dict(counts)
+
+
+def erasure_mark(db: apsw.Connection) -> str | None:
+    return meta.get(db, ERASURE_MARK)
 
 
 def _anonymise_query(user_id: str, names: Sequence[str], include_group: bool) -> tuple[str, tuple[Any, ...]]:

@@ -183,10 +183,12 @@ class Lifecycle:
         """Stream the export format through ``write`` from one read snapshot; memories written."""
         return self._db.read_sync(transfer.export_memories, write, user=user, now_ms=self._clock())
 
-    def import_memories(self, lines: Iterable[MemoryLine | PersonLine]) -> ImportReport:
+    def import_memories(
+        self, lines: Iterable[MemoryLine | PersonLine], *, max_people: int | None = None
+    ) -> ImportReport:
         """Insert validated lines (memories, then people) whose ids are new, in ONE write
-        transaction (all or nothing)."""
-        return self._db.write_sync(transfer.import_memories, lines, self._clock())
+        transaction (all or nothing); a person past ``max_people`` per owner is refused."""
+        return self._db.write_sync(transfer.import_memories, lines, self._clock(), max_people=max_people)
 
 
 def _fts_merge_step(db: apsw.Connection, pages: int) -> bool:

@@ -128,7 +128,9 @@ def _lines(db: apsw.Connection, user: str | None) -> Iterator[MemoryLine | Perso
 # -- import -------------------------------------------------------------------------------------
 
 
-def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine], now_ms: int) -> ImportReport:
+def import_memories(
+    db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine], now_ms: int, *, max_people: int | None = None
+) -> ImportReport:
     """Insert the memories and people whose ids are new; run it in ONE write transaction (all or
     nothing).  People are linked after every memory is in, whatever the order of the lines.
 
@@ -197,5 +199,5 @@ def import_memories(db: apsw.Connection, lines: Iterable[MemoryLine | PersonLine
         if space is not None and live:
             jobs.enqueue_embed(db, rowid, now_ms)
             report.embed_jobs += 1
-    report.people = import_people(db, persons, now_ms)
+    report.people = import_people(db, persons, now_ms, max_people=max_people)
     return report

@@ -51,11 +51,16 @@ def person_lines(db: apsw.Connection, *, user: str | None) -> Iterator[PersonLin
         )
 
 
-def import_people(db: apsw.Connection, lines: Iterable[PersonLine], now_ms: int) -> PeopleReport:
+def import_people(
+    db: apsw.Connection, lines: Iterable[PersonLine], now_ms: int, *, max_people: int | None = None
+) -> PeopleReport:
     """Insert the people whose ids are new and link them to the memories the store has; run it
-    in the import's one write transaction, after its memories."""
+    in the import's one write transaction, after its memories.  A new person that would give its
+    owner more than ``max_people`` is refused (``report.refused``), as memory.add refuses a
+    subject past the bound; a line folded into a person the owner has still goes in."""
     report = PeopleReport()
     by_name: dict[str, dict[str, people.StoredPerson]] = {}  # owner -> normalised name -> person
+    have: dict[str, int] = {}  # owner -> how many people they have now
     for line in lines:
         if db.execute("SELECT 1 FROM people WHERE id = ?", (line.id,)).fetchone() is not None:
             report.already_present += 1
@@ -63,10 +68,16 @@ def import_people(db: apsw.Connection, lines: Iterable[PersonLine], now_ms: int)
         named = by_name.get(line.owner)
         if named is None:
             named = by_name[line.owner] = {}
-            for person in people.people_of(db, line.owner):  # oldest first: it wins a shared name
+            owned = people.people_of(db, line.owner)
+            have[line.owner] = len(owned)
+            for person in owned:  # oldest first: it wins a shared name
                 named.setdefault(normalise_name(person.name), person)
         known = named.get(normalise_name(line.name))
+        if known is None and max_people is not None and have[line.owner] >= max_people:
+            report.refused.append(line.id)
+            continue
         if known is None:
+            have[line.owner] += 1
             person = people.StoredPerson(
                 0, line.id, line.owner, line.name, list(line.aliases), line.relationship,
                 ms_from_iso(line.created_at), ms_from_iso(line.updated_at),

@@ -17,6 +17,7 @@ from memoryd.ids import is_id_prefix
 from memoryd.knowledge import normalise_name, resolve_person
 from memoryd.store.people_records import AliasTaken, Forgotten, Merge, SummaryMaterial
 from memoryd.store.records import MemoryRecord
+from memoryd.store.sqlite.admin import erasure
 from memoryd.store.sqlite.db.database import Database
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.people import people, people_learning
@@ -200,6 +201,10 @@ class PeopleRepository:
             return Forgotten(person, deleted, delete_person)
 
         return await self._db.write(run)
+
+    async def erasure_mark(self) -> object | None:
+        """The ``meta`` value every erasure replaces (``admin.erasure``): one key look-up."""
+        return await self._db.read(erasure.erasure_mark)
 
     async def summary_material(self, scope: Scope, limit: int) -> SummaryMaterial:
         """The newest ``limit`` memories ``scope`` may see (with ``about``), and the owner's

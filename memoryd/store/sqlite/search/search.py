@@ -47,6 +47,7 @@ class Candidates:
     cosines: dict[int, float]
     terms: list[str]
     created_at_ms: dict[int, int]  # of the candidates, for ranking.diversify
+    texts: dict[int, str]  # of the candidates, for ranking.search_order
 
 
 def candidates(
@@ -101,7 +102,8 @@ def candidates(
     features = np.vstack([features, table.matrix(joining, cosines)])
     rowids = pool + joining
     created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
-    return Candidates(rowids, features, cosines, words.terms, created)
+    texts = {rowid: hood.rows[rowid].text for rowid in rowids}
+    return Candidates(rowids, features, cosines, words.terms, created, texts)
 
 
 def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart) -> bool:
@@ -160,7 +162,7 @@ def search(
     found = candidates(db, scope, query, words=words, semantic=semantic)
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     relevant = relevance.by_rowid(found.rowids, found.features, found.cosines)
-    ranked = ranking.order(scored, found.cosines, guard=ranking.guards(found.terms, found.features))
+    ranked = ranking.search_order(scored, found.cosines, found.terms, found.features, query.text, found.texts)
     if by_people:
         # The mentioned people's memories have no feature of their own in the model: their
         # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
