@@ -7,6 +7,7 @@ stay far below the 108-byte AF_UNIX limit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,73 @@ def process_memory(pid: int) -> dict[str, int]:
     with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as file:
         out["db_maps"] = sum(1 for line in file if line.rstrip().endswith("/memoryd.db"))
     return out
+
+
+def cpu_seconds(pid: int, *, reaped: bool = False) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; with ``reaped``,
+    also those of its children it has waited for.  0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(pgdata: Path) -> float:
+    """CPU seconds of the PostgreSQL server of data directory ``pgdata``: the postmaster with
+    the backends it has reaped, and every process it still runs (backends, WAL writer, ...)."""
+    postmaster = int((pgdata / "postmaster.pid").read_text(encoding="ascii").split()[0])
+    total = cpu_seconds(postmaster, reaped=True)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as file:
+                parent = int(file.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if parent == postmaster:
+            total += cpu_seconds(int(entry))
+    return total
+
+
+@contextlib.contextmanager
+def cpu_limited(pids: list[int], cores: float) -> Iterator[bool]:
+    """Each process (with its threads) in a CPU cgroup of its own, allowed ``cores`` of CPU
+    time, as if it ran on a host of its own that small; yields False, limiting nothing, where
+    no cgroup can be made (not root, no cpu controller).  cgroup v1's cpu controller or v2."""
+    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+    made: list[Path] = []
+    try:
+        for pid in pids:
+            if (v1 / "cpu.cfs_quota_us").exists():
+                group = v1 / f"memoryd-bench-{pid}"
+                group.mkdir(exist_ok=True)
+                made.append(group)
+                (group / "cpu.cfs_period_us").write_text("100000")
+                (group / "cpu.cfs_quota_us").write_text(str(int(cores * 100_000)))
+            elif "cpu" in (v2 / "cgroup.subtree_control").read_text().split():
+                group = v2 / f"memoryd-bench-{pid}"
+                group.mkdir(exist_ok=True)
+                made.append(group)
+                (group / "cpu.max").write_text(f"{int(cores * 100_000)} 100000")
+            else:
+                raise OSError("no cgroup cpu controller")
+            (group / "cgroup.procs").write_text(str(pid))
+    except OSError:
+        yield False
+    else:
+        yield True
+    finally:
+        for group in made:
+            try:  # the processes leave first (to the root group), then the group goes
+                for pid in (group / "cgroup.procs").read_text().split():
+                    (group.parent / "cgroup.procs").write_text(pid)
+                group.rmdir()
+            except OSError:
+                pass
 
 
 def compile_tree(tree: Path) -> None:

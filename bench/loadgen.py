@@ -219,6 +219,13 @@ def main() -> None:
     parser.add_argument("--queries-file")
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--first-user",
+        type=int,
+        default=0,
+        help="connection c makes the calls of connection first-user + c "
+        "(add: writes as user bench-<first-user + c>), so that several load generators use users of their own",
+    )
     args = parser.parse_args()
     if not args.client_cost and not args.socket:
         parser.error("--socket is required (or --client-cost)")
@@ -230,6 +237,7 @@ def main() -> None:
     make = workload(args.workload, user=args.user, queries=queries, limit=args.limit, seed=args.seed)
 
     def requests(conn: int, first: int, count: int) -> list[bytes]:
+        conn += args.first_user
         return [encode(make(conn, call), call + 1, args.framing) for call in range(first, first + count)]
 
     if args.client_cost:

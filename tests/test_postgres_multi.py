@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import trio
 
-from memoryd.errors import StoreUnreachable
-from memoryd.store import NewMemory, QueryVector, Scope
-from memoryd.store.supersession_records import Plan
+from memoryd.errors import PeopleLimitReached, StoreUnreachable
+from memoryd.store import MemoryRecord, NewMemory, QueryVector, Scope
+from memoryd.store.supersession_records import Plan, Ruling
 from tests.conftest import make_config
 from tests.contract.helpers import DIM, unit
 from tests.postgres_server import Server, pg_ctl, shared
@@ -131,6 +131,90 @@ async def test_concurrent_supersession_of_one_users_facts_ends_as_one_daemon_wou
     history = await second.supersession.history(scope, live[0].id)
     assert history is not None and len(history) == 40
     assert sum(record.superseded_by is None for record in history) == 1
+
+
+async def test_judged_supersession_and_people_of_one_user_from_two_daemons_end_as_one_daemon_would(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    """An add reads its attribute candidates and the owner's people with its first statements,
+    under the scope's lock: concurrent adds still see every earlier one."""
+    first, second = two_stores
+    scope = Scope("alice")
+
+    def judge(old: MemoryRecord, new: MemoryRecord) -> Ruling:
+        return Ruling(True, "a newer home", "rules", "home")
+
+    plan = Plan(attributes=("home",), judge=judge, owner_names=("alice",))
+
+    async def move(store: PostgresStore, value: int) -> None:
+        await store.supersession.add(scope, note(f"My wife Sarah and I live in town {value}"), plan)
+
+    async with trio.open_nursery() as nursery:
+        for value in range(30):
+            nursery.start_soon(move, first if value % 2 else second, value)
+    live = await first.memories.list(scope, limit=100)
+    assert len(live) == 1  # each add replaced the one before it
+    history = await second.supersession.history(scope, live[0].id)
+    assert history is not None and len(history) == 30
+    assert [p.name for p in await first.people.people_of("alice")] == ["Sarah"]
+
+
+async def test_a_refused_add_writes_nothing_and_leaves_its_connection_usable(url: str, clock: Clock) -> None:
+    """An add fails inside its pipelined transaction: rolled back whole, and the pool's
+    connections serve the next calls."""
+    with PostgresStore(url, pool_size=1, clock=clock) as store:
+        scope = Scope("alice")
+        limited = Plan(owner_names=("alice",), max_people=0)
+        new = NewMemory(
+            content="Dinner with Tom", owner="alice", chat_id=None, shared=False, source="t", subjects=["Tom"]
+        )
+        for _ in range(3):
+            with pytest.raises(PeopleLimitReached):
+                await store.supersession.add(scope, new, limited)
+        assert await store.memories.list(scope, limit=10) == []
+        stored = await store.supersession.add(scope, note("Dinner with Tom"), Plan(owner_names=("alice",)))
+        assert [r.id for r in await store.memories.list(scope, limit=10)] == [stored.record.id]
+
+
+async def test_concurrent_adds_notify_the_other_daemons_in_few_batches(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    """Notifications go out after the adds commit, many adds' in one batch, and none is lost."""
+    first, second = two_stores
+    owners = {f"user{i}" for i in range(40)}
+    seen: set[str] = set()
+    arrived = trio.Event()
+
+    def changed(keys: set[str]) -> None:
+        seen.update(keys)
+        if {f"u:{owner}" for owner in owners} <= seen:
+            arrived.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.listen_for_work, lambda: None, changed)
+        async with trio.open_nursery() as adds:
+            for owner in sorted(owners):
+                adds.start_soon(first.memories.add, note(f"{owner} likes tea", owner))
+        with trio.fail_after(10):
+            await arrived.wait()
+        nursery.cancel_scope.cancel()
+    announcer = first.db.announcer
+    assert announcer.sent >= len(owners) and announcer.batches < len(owners)
+
+
+async def test_pooled_connections_the_server_terminated_are_replaced_before_use(
+    url: str, server: Server, clock: Clock
+) -> None:
+    name = f"pooled-{id(clock)}"
+    with PostgresStore(f"{url}&application_name={name}", pool_size=2, clock=clock) as store:
+        async with trio.open_nursery() as nursery:  # both pooled connections opened
+            for i in range(4):
+                nursery.start_soon(store.memories.add, note(f"before {i}"))
+        server.admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'")
+        await trio.sleep(0.2)  # the termination notices reach the idle connections
+        for i in range(4):  # no call fails: each finds its connection closed and takes a new one
+            await store.memories.add(note(f"after {i}"))
+        assert len(await store.memories.list(Scope("alice"), limit=10)) == 8
 
 
 async def test_people_learned_from_two_daemons_at_once_are_one_person(

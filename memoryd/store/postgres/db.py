@@ -15,9 +15,8 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import select
 import threading
-import time
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -29,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memoryd.errors import StoreError, StoreRefused, StoreUnreachable
 from memoryd.store.connection_urls import redacted
+from memoryd.store.postgres import notices
 from memoryd.store.storage_state import OK, Condition
 
 log = logging.getLogger("memoryd.store")
@@ -85,8 +85,7 @@ class Database:
             # A call waits this long for a connection (the server down: then it fails, retryable).
             timeout=min(connect_timeout_s, 5.0),
             # A connection the server dropped (restart, failover) is found and replaced before use.
-            check=_check,
-            reset=_returned,
+            check=_check_connection,
             # The pool's own retries back off exponentially without a cap: after a long outage
             # they would wait minutes.  So each attempt gives up after a few seconds, and the
             # next call that needs a connection starts a fresh one (the daemon reconnects as
@@ -95,6 +94,7 @@ class Database:
             name="memoryd",
             configure=_configure,
         )
+        self.announcer = notices.Announcer(functools.partial(self.run_sync, notices.send_all, pipeline=True))
         self._closed = False
         self._lock = threading.Lock()
         self._condition = OK
@@ -137,13 +137,19 @@ class Database:
             self.url, connect_timeout=int(self._connect_timeout), **{**self._connect_kwargs, **extra}
         )
 
-    def run_sync(self, fn: Callable[..., T], *args: Any, own_transaction: bool = False) -> T:
+    def run_sync(self, fn: Callable[..., T], *args: Any, pipeline: bool = False, own_transaction: bool = False) -> T:
         """``fn(conn, *args)`` in one transaction: committed when it returns, rolled back when it raises.
+
+        ``pipeline``: in libpq's pipeline mode, where a statement whose result is not read is
+        sent with the next one that is, and the commit with them (one round trip for several
+        statements).  ``fn`` must then read a statement's result (``fetchone``, iterating)
+        before it uses it: a cursor's ``rowcount`` is unknown until then.
 
         ``own_transaction``: ``fn`` gets the connection in autocommit mode and opens its own
         transaction, so that BEGIN and COMMIT can travel with its statements in pipeline mode
         (psycopg's own transactions in a pipeline cost a round trip each); whatever it leaves
-        open is rolled back."""
+        open is rolled back.
+        """
         from memoryd.ids import now_ms
 
         try:
@@ -153,6 +159,9 @@ class Database:
             with self._pool.connection(timeout=wait) as conn:
                 if own_transaction:
                     result = _autocommitted(conn, fn, *args)
+                elif pipeline:
+                    with conn.pipeline(), conn.transaction():
+                        result = fn(conn, *args)
                 else:
                     with conn.transaction():
                         result = fn(conn, *args)
@@ -168,10 +177,17 @@ class Database:
             log.info("store: PostgreSQL reachable again")
         return result
 
-    async def run(self, fn: Callable[..., T], *args: Any, own_transaction: bool = False) -> T:
-        return await trio.to_thread.run_sync(
-            functools.partial(self.run_sync, fn, *args, own_transaction=own_transaction), limiter=self._limiter
-        )
+    async def run(self, fn: Callable[..., T], *args: Any, pipeline: bool = False, own_transaction: bool = False) -> T:
+        """``run_sync`` on a worker thread; the notifications ``fn`` sends go out once its
+        transaction has committed, coalesced with other calls' (``notices``)."""
+
+        def call() -> tuple[T, dict[notices.Notice, None]]:
+            with notices.deferred() as pending:
+                return self.run_sync(fn, *args, pipeline=pipeline, own_transaction=own_transaction), pending
+
+        result, pending = await trio.to_thread.run_sync(call, limiter=self._limiter)
+        await self.announcer.announce(pending)
+        return result
 
     def size_bytes(self) -> int:
         return int(
@@ -186,26 +202,21 @@ class Database:
         self._pool.close()
 
 
-#: A connection back in the pool for less than this is handed out again without a check.
-RECENT_S = 1.0
-_last_returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
-_returns_lock = threading.Lock()
+def _check_connection(conn: psycopg.Connection[Any]) -> None:
+    """Before a pooled connection is used: raise if the server closed it (a restart, a
+    failover, an administrator's terminate), without a round trip while it is sound.
 
-
-def _returned(conn: psycopg.Connection[Any]) -> None:
-    with _returns_lock:
-        _last_returned[conn] = time.monotonic()
-
-
-def _check(conn: psycopg.Connection[Any]) -> None:
-    """The pool's check (a round trip to the server), skipped for a connection that worked
-    within RECENT_S: a busy daemon then pays no extra round trip a call.  A connection dropped
-    in that second fails its call with the retryable error and is replaced."""
-    with _returns_lock:
-        last = _last_returned.get(conn)
-    if last is not None and time.monotonic() - last < RECENT_S and conn.pgconn.status == psycopg.pq.ConnStatus.OK:
-        return
-    ConnectionPool.check_connection(conn)
+    A server that ends a session sends its reason and closes the socket, so only an idle
+    connection with something to read needs the pool's full check (a round trip, which fails
+    on a closed one).  One with nothing to read is used as it is: if it breaks during the call,
+    the call fails with the retryable error and the pool drops it.
+    """
+    if conn.closed or conn.broken or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+        raise psycopg.OperationalError("the connection is closed")
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    if poller.poll(0):
+        ConnectionPool.check_connection(conn)
 
 
 def _autocommitted(conn: psycopg.Connection[Any], fn: Callable[..., T], *args: Any) -> T:

@@ -29,6 +29,7 @@ import psycopg
 
 from memoryd.store.admin_records import ERASURE_KINDS as KINDS
 from memoryd.store.postgres import memories as rows
+from memoryd.store.postgres import notices
 from memoryd.store.visibility import personal_key
 
 Conn = psycopg.Connection[Any]
@@ -129,11 +130,9 @@ def erase_user(
         )
     conn.execute("UPDATE audit_events SET actor = %s WHERE actor = %s", (ERASED, user_id))
     rows.audit(conn, personal_key(ERASED), "", "erased", actor, now_ms, {kind: counts[kind] for kind in KINDS})
-    # Every daemon (this one too) drops the user's cached summaries and people when it commits.
-    conn.execute(
-        "SELECT pg_notify('memoryd_changes', %s), pg_notify('memoryd_changes', %s)",
-        (personal_key(user_id), f"erased:{user_id}"),
-    )
+    # Every daemon (this one too) drops the user's cached summaries and people once it commits.
+    notices.send(conn, notices.CHANGES, personal_key(user_id))
+    notices.send(conn, notices.CHANGES, f"erased:{user_id}")
     return dict(counts)
 
 

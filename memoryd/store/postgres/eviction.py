@@ -146,9 +146,15 @@ def store_caps(conn: Conn, per_user: int, per_chat: int, protect_recent_ms: int)
         conn.execute("DELETE FROM meta WHERE key = %s", (CAPS_KEY,))
 
 
-def hold_cap(conn: Conn, scope_key: str, now_ms: int) -> int:
-    """After an add: evict what takes ``scope_key`` past its cap, in the add's transaction."""
-    row = conn.execute("SELECT value FROM meta WHERE key = %s", (CAPS_KEY,)).fetchone()
+def read_caps(conn: Conn) -> psycopg.Cursor[Any]:
+    """The configured caps' query, sent (an add sends it with its first reads: ``hold_cap``)."""
+    return conn.execute("SELECT value FROM meta WHERE key = %s", (CAPS_KEY,))
+
+
+def hold_cap(conn: Conn, scope_key: str, now_ms: int, caps: psycopg.Cursor[Any] | None = None) -> int:
+    """After an add: evict what takes ``scope_key`` past its cap, in the add's transaction.
+    ``caps``: ``read_caps`` sent earlier in this transaction (else it is read now)."""
+    row = (caps or read_caps(conn)).fetchone()
     if row is None or row[0] is None:
         return 0
     per_user, per_chat, protect_recent_ms = (int(part) for part in str(row[0]).split())

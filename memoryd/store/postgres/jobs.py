@@ -18,6 +18,7 @@ import numpy.typing as npt
 import psycopg
 
 from memoryd.errors import EmbeddingModelMismatch
+from memoryd.store.postgres import notices
 from memoryd.store.postgres.memories import EMBED, SUPERSEDE, vector_generation
 from memoryd.store.records import EmbedJob
 
@@ -29,7 +30,7 @@ FIRST_BACKOFF_MS = 2_000
 MAX_BACKOFF_MS = 10 * 60 * 1000
 MAX_ERROR_CHARS = 500
 #: The channel that wakes idle workers of every daemon when work is queued.
-CHANNEL = "memoryd_work"
+CHANNEL = notices.WORK
 
 
 def backoff_ms(attempts: int, rng: random.Random | None = None) -> int:
@@ -188,20 +189,17 @@ def enqueue_missing(conn: Conn, now_ms: int, *, reset: bool = False) -> int:
     return int(added) + int(reset_count)
 
 
-#: The channel that tells every daemon which scope keys (``u:``/``c:``) or owners' people
-#: (``people:<owner>``) changed, so that their caches of them are rebuilt.
-CHANGES = "memoryd_changes"
+CHANGES = notices.CHANGES
 
 
 def changed(conn: Conn, key: str) -> None:
-    """Tell the other daemons ``key`` changed (delivered when this transaction commits)."""
-    conn.execute("SELECT pg_notify(%s, %s)", (CHANGES, key))
+    """Tell the other daemons ``key`` changed (once this transaction commits: ``notices``)."""
+    notices.send(conn, CHANGES, key)
 
 
 def notify(conn: Conn, *, changed: str | None = None) -> None:
-    """Wake idle workers of every daemon (delivered when this transaction commits); with
-    ``changed``, also tell them that scope key changed (one statement for both)."""
-    if changed is None:
-        conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
-    else:
-        conn.execute("SELECT pg_notify(%s, ''), pg_notify(%s, %s)", (CHANNEL, CHANGES, changed))
+    """Wake idle workers of every daemon (once this transaction commits: ``notices``); with
+    ``changed``, also tell them that scope key changed."""
+    notices.send(conn, CHANNEL)
+    if changed is not None:
+        notices.send(conn, CHANGES, changed)

@@ -1,8 +1,8 @@
 """LISTEN/NOTIFY: idle workers of every daemon wake when another daemon queues work.
 
 Writes that queue work (an add's embed job, observed messages, a deferred supersession, an
-import) call ``pg_notify`` in their own transaction (``jobs.notify``), delivered when it
-commits.  Each daemon listens on one dedicated connection outside the pool, awaited natively
+import) send a notification once their transaction has committed (``jobs.notify``, coalesced
+across calls by ``notices.Announcer``).  Each daemon listens on one dedicated connection outside the pool, awaited natively
 (``trio.lowlevel.wait_readable`` on its socket, then libpq's ``consume_input``/``notifies``),
 and wakes its workers; a lost connection is opened again, with a wake, since notifications sent
 meanwhile were missed.  Workers still poll (``service/wakeup.py``), so a missed wake delays work,

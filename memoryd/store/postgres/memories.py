@@ -16,7 +16,7 @@ import psycopg
 
 from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
 from memoryd.ids import MIN_PREFIX_LENGTH, new_id
-from memoryd.store.postgres import tokens
+from memoryd.store.postgres import notices, tokens
 from memoryd.store.postgres.visibility import live, predicate
 from memoryd.store.records import (
     DEFAULT_MEMORY_TYPE,
@@ -86,33 +86,35 @@ def vector_generation(conn: Conn) -> int | None:
 
 def _duplicate(
     conn: Conn, new: NewMemory, digest: bytes, now_ms: int, seen_by: Scope | None = None
-) -> MemoryRecord | None:
+) -> psycopg.Cursor[Any]:
     """An identical live memory learned in the same chat with the same disclosure code; with
     ``seen_by`` (the adder), only one the adder may see: a memory hidden from the adder's chat
-    is never answered as its duplicate."""
+    is never answered as its duplicate.  The query, sent: its row is read by the caller (in a
+    pipeline, together with the statements sent after it)."""
     live_sql, live_params = live(now_ms=now_ms)
     if seen_by is not None:
         visible_sql, visible_params = predicate(seen_by, now_ms=now_ms)
         live_sql, live_params = f"{live_sql} AND {visible_sql}", (*live_params, *visible_params)
     provenance = new.provenance or NO_PROVENANCE
     code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
-    row = conn.execute(
+    return conn.execute(
         f"SELECT {RECORD_COLUMNS} FROM memories AS m WHERE m.scope_key = %s AND m.content_hash = %s AND {live_sql} "
         "AND m.disclosure = %s AND m.chat_id IS NOT DISTINCT FROM %s ORDER BY m.rowid LIMIT 1",
         (new.scope_key, digest, *live_params, code, new.chat_id),
-    ).fetchone()
-    return None if row is None else record(row)
+    )
+
+
+def _prefix_taken(conn: Conn, memory_id: str) -> psycopg.Cursor[Any]:
+    """Whether a stored id starts as ``memory_id`` does (a row if so); sent, read by the caller."""
+    prefix = memory_id[:MIN_PREFIX_LENGTH]
+    return conn.execute("SELECT 1 FROM memories WHERE id >= %s AND id < %s LIMIT 1", (prefix, prefix + "~"))
 
 
 def unused_id(conn: Conn) -> str:
     """A new id whose first MIN_PREFIX_LENGTH characters no stored id starts with."""
     while True:
         memory_id = new_id()
-        prefix = memory_id[:MIN_PREFIX_LENGTH]
-        if (
-            conn.execute("SELECT 1 FROM memories WHERE id >= %s AND id < %s LIMIT 1", (prefix, prefix + "~")).fetchone()
-            is None
-        ):
+        if _prefix_taken(conn, memory_id).fetchone() is None:
             return memory_id
 
 
@@ -121,6 +123,15 @@ _INSERT = (
     "INSERT INTO memories AS m (scope_key, id, content, owner, chat_id, shared, source, subjects, created_at_ms, "
     f"updated_at_ms, expires_at_ms, confidence, metadata, content_hash, disclosure, terms, term_freqs, doc_len, "
     f"{_PROVENANCE_NAMES}) VALUES ({', '.join(['%s'] * (18 + len(PROVENANCE_COLUMNS)))}) RETURNING {RECORD_COLUMNS}"
+)
+#: The insert and its embed job in one statement (one round trip); the job only once a vector
+#: space exists (until then there is nothing to embed into).  The last column: whether a job
+#: was queued (the other daemons' idle workers are then woken).
+_INSERT_QUEUED = (
+    f"WITH new AS ({_INSERT}), queued AS (INSERT INTO jobs (scope_key, kind, memory_rowid, due_at_ms, created_at_ms) "
+    "SELECT %s, %s, new.rowid, %s, %s FROM new WHERE EXISTS (SELECT 1 FROM meta WHERE key = 'vector_generation') "
+    "ON CONFLICT (scope_key, kind, memory_rowid) DO NOTHING RETURNING 1) "
+    "SELECT new.*, EXISTS (SELECT 1 FROM queued) FROM new"
 )
 
 
@@ -148,11 +159,19 @@ def insert_record(
     queue_embed: bool = True,
 ) -> tuple[int, MemoryRecord]:
     """``insert``, with the stored record (read back by the INSERT itself)."""
+    rowid, stored, _queued = _insert(conn, new, now_ms, memory_id, created_at_ms, queue_embed)
+    return rowid, stored
+
+
+def _insert(
+    conn: Conn, new: NewMemory, now_ms: int, memory_id: str | None, created_at_ms: int | None, queue_embed: bool
+) -> tuple[int, MemoryRecord, bool]:
+    """(rowid, record, whether an embed job was queued)."""
     memory_id = memory_id or unused_id(conn)
     provenance = new.provenance or NO_PROVENANCE
     code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
     row = conn.execute(
-        _INSERT,
+        _INSERT_QUEUED if queue_embed else _INSERT,
         (
             new.scope_key,
             memory_id,
@@ -171,19 +190,13 @@ def insert_record(
             code,
             *tokens.document_terms(new.content, new.subjects),
             *[getattr(provenance, name) for name in PROVENANCE_COLUMNS],
+            *((new.scope_key, EMBED, now_ms, now_ms) if queue_embed else ()),
         ),
     ).fetchone()
     assert row is not None
-    rowid = int(row[0])
     if queue_embed:
-        # Only once a vector space exists (until then there is nothing to embed into).
-        conn.execute(
-            "INSERT INTO jobs (scope_key, kind, memory_rowid, due_at_ms, created_at_ms) "
-            "SELECT %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM meta WHERE key = 'vector_generation') "
-            "ON CONFLICT (scope_key, kind, memory_rowid) DO NOTHING",
-            (new.scope_key, EMBED, rowid, now_ms, now_ms),
-        )
-    return rowid, record(row)
+        return int(row[0]), record(row[:-1]), bool(row[-1])
+    return int(row[0]), record(row), False
 
 
 def enqueue(conn: Conn, scope_key: str, kind: str, rowid: int, now_ms: int) -> None:
@@ -204,18 +217,28 @@ class Added(NamedTuple):
     rowid: int
     record: MemoryRecord
     duplicate: bool
+    #: Whether an embed job was queued (idle workers are to be woken).
+    queued: bool = False
 
 
 def add(conn: Conn, new: NewMemory, now_ms: int, seen_by: Scope | None = None) -> Added:
-    existing = _duplicate(conn, new, content_hash(new.content), now_ms, seen_by)
-    if existing is not None:
+    """Dedupe, then insert (the caller holds the scope's lock).  The duplicate check and the
+    new id's prefix check are sent together: in a pipeline, one round trip for both."""
+    found = _duplicate(conn, new, content_hash(new.content), now_ms, seen_by)
+    memory_id = new_id()
+    taken = _prefix_taken(conn, memory_id)
+    row = found.fetchone()
+    if row is not None:
+        existing = record(row)
         (rowid,) = conn.execute(
             "UPDATE memories SET updated_at_ms = %s WHERE scope_key = %s AND id = %s RETURNING rowid",
             (now_ms, new.scope_key, existing.id),
         ).fetchone() or (0,)
         return Added(int(rowid), existing, True)
-    rowid, stored = insert_record(conn, new, now_ms)
-    return Added(rowid, stored, False)
+    if taken.fetchone() is not None:
+        memory_id = unused_id(conn)
+    rowid, stored, queued = _insert(conn, new, now_ms, memory_id, None, True)
+    return Added(rowid, stored, False, queued)
 
 
 def insert_many(conn: Conn, news: Iterable[NewMemory], now_ms: int) -> int:
@@ -285,7 +308,7 @@ def delete(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> str | None:
     rowid, full_id, key = match
     mark_deleted(conn, [rowid], now_ms)
     audit(conn, key, full_id, "deleted", scope.user_id, now_ms, {"chat_id": scope.chat_id})
-    conn.execute("SELECT pg_notify('memoryd_changes', %s)", (key,))
+    notices.send(conn, notices.CHANGES, key)
     return full_id
 
 
@@ -372,7 +395,7 @@ def pin(conn: Conn, scope: Scope, prefix: str, now_ms: int, *, pinned: bool) -> 
         if pinned and expires_at_ms is not None:
             detail["expires_at_ms"] = int(expires_at_ms)
         audit(conn, key, full_id, "pinned" if pinned else "unpinned", scope.user_id, now_ms, detail)
-        conn.execute("SELECT pg_notify('memoryd_changes', %s)", (key,))
+        notices.send(conn, notices.CHANGES, key)
     return fetch_visible(conn, scope, [rowid], now_ms, include_superseded=True).get(rowid)
 
 

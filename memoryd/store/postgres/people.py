@@ -35,6 +35,7 @@ from memoryd.store.people_records import (
     SummaryMaterial,
 )
 from memoryd.store.postgres import memories as rows
+from memoryd.store.postgres import notices
 from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.search import annotate
 from memoryd.store.postgres.visibility import predicate
@@ -62,16 +63,22 @@ def lock_owner(conn: Conn, owner: str) -> None:
 
 
 def announce(conn: Conn, owner: str) -> None:
-    conn.execute("SELECT pg_notify('memoryd_changes', %s)", (f"people:{owner}",))
+    notices.send(conn, notices.CHANGES, f"people:{owner}")
 
 
 def people_of(conn: Conn, owner: str) -> list[StoredPerson]:
-    return [
-        _person(r)
-        for r in conn.execute(
-            f"SELECT {_COLUMNS} FROM people WHERE scope_key = %s ORDER BY rowid", (personal_key(owner),)
-        )
-    ]
+    return [_person(r) for r in _people_query(conn, owner)]
+
+
+def _people_query(conn: Conn, owner: str) -> psycopg.Cursor[Any]:
+    return conn.execute(f"SELECT {_COLUMNS} FROM people WHERE scope_key = %s ORDER BY rowid", (personal_key(owner),))
+
+
+def read_people(conn: Conn, owner: str) -> psycopg.Cursor[Any]:
+    """``lock_owner``, then the owner's people: both sent, the rows read by ``learn`` (an add
+    sends them with its first reads, in one round trip)."""
+    lock_owner(conn, owner)
+    return _people_query(conn, owner)
 
 
 def _seen_through(scope: Scope, now_ms: int) -> tuple[str, tuple[object, ...]]:
@@ -183,6 +190,7 @@ def learn(
     max_people: int | None = None,
     strict: bool = False,
     seen_by: Scope | None = None,
+    people: psycopg.Cursor[Any] | None = None,
 ) -> Learned:
     """What a memory teaches about the owner's people (the SQLite backend's rules, in order:
     relationship statements, subjects, mentions of known people).  ``seen_by``: the adder; the
@@ -191,9 +199,10 @@ def learn(
 
     ``max_people``: the owner never has more people than this; a person the content names past
     it is not created, and with ``strict`` (memory.add: the caller chose the subjects) a subject
-    that would create one raises PeopleLimitReached (the caller's transaction then rolls back)."""
-    lock_owner(conn, owner)
-    known = people_of(conn, owner)
+    that would create one raises PeopleLimitReached (the caller's transaction then rolls back).
+
+    ``people``: ``read_people(conn, owner)`` sent earlier in this transaction (else it is now)."""
+    known = [_person(r) for r in (people or read_people(conn, owner))]
     by_id = {person.id: person for person in known}
     seen: dict[int, bool] = {}
 
@@ -511,7 +520,7 @@ class People:
                 delete(conn, person)
             announce(conn, scope.user_id)
             for key in scope.visible_keys():
-                conn.execute("SELECT pg_notify('memoryd_changes', %s)", (key,))
+                notices.send(conn, notices.CHANGES, key)
             rows.audit(conn, personal_key(scope.user_id), person.id, "person_forgotten", scope.user_id, now,
                        {"memories": len(found), "person_deleted": delete_person, "chat_id": scope.chat_id})  # fmt: skip
             return Forgotten(person, [record.id for _, record in found], delete_person)

@@ -102,7 +102,7 @@ class Memories:
         self._clock = store.clock
 
     async def add(self, new: NewMemory) -> tuple[MemoryRecord, bool]:
-        added = await self._db.run(self._store.locked_add, new, self._clock())
+        added = await self._db.run(self._store.locked_add, new, self._clock(), pipeline=True)
         return added.record, added.duplicate
 
     def add_many(self, news: Iterable[NewMemory]) -> int:
@@ -325,10 +325,13 @@ class PostgresStore:
     def locked_add(self, conn: Conn, new: NewMemory, now: int) -> rows.Added:
         """An add decides on what its scope holds (dedupe): one decision per scope at a time."""
         lock_scope(conn, new.scope_key)
+        caps = eviction.read_caps(conn)
         added = rows.add(conn, new, now)
         if not added.duplicate:
-            eviction.hold_cap(conn, new.scope_key, now)
-            job_rows.notify(conn, changed=new.scope_key)
+            eviction.hold_cap(conn, new.scope_key, now, caps)
+            job_rows.changed(conn, new.scope_key)
+            if added.queued:
+                job_rows.notify(conn)
         self.write_count += 1
         return added
 

@@ -56,6 +56,16 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
     from memoryd.store.postgres.store import lock_scope
 
     lock_scope(conn, new.scope_key)
+    # The reads that do not depend on the insert go with the duplicate check (one round trip
+    # in the pipeline): the cap, the owner's people, and (when nothing else is replaced first)
+    # the attribute candidates, all older than the new memory since the scope is locked.
+    caps = eviction.read_caps(conn)
+    known = None if plan.owner_names is None else people.read_people(conn, scope.user_id)
+    judged = plan.judge is not None and bool(plan.attributes) and not plan.defer
+    attributes = list(dict.fromkeys(plan.attributes))
+    candidates = None
+    if judged and plan.supersedes is None and plan.key is None:
+        candidates = send_candidates(conn, scope, new.scope_key, attributes, plan.max_candidates, now_ms)
     target: tuple[int, str, str] | None = None
     if plan.supersedes:
         target = rows.resolve(conn, scope, plan.supersedes, now_ms)
@@ -75,7 +85,9 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
             seen = rows.resolve(conn, scope, superseded_by, now_ms) is not None
             raise SupersedeRefused(f"was already superseded{f' by {superseded_by}' if seen else ''}", found=True)
     added = rows.add(conn, new, now_ms, seen_by=scope)
-    rowid, record, deduplicated = added
+    rowid, record, deduplicated, queued = added
+    if queued:
+        job_rows.notify(conn)
     stored = Stored(record, rowid, deduplicated)
     if plan.key is not None:
         conn.execute("UPDATE memories SET key = %s WHERE rowid = %s AND key IS NULL", (plan.key, rowid))
@@ -110,8 +122,10 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         if plan.defer:
             rows.enqueue(conn, new.scope_key, rows.SUPERSEDE, rowid, now_ms)
             job_rows.notify(conn)
-        elif plan.judge is not None and plan.attributes:
-            for old_rowid, old in attribute_candidates(conn, scope, rowid, record, plan.max_candidates, now_ms):
+        elif plan.judge is not None and judged:
+            if candidates is None:
+                candidates = send_candidates(conn, scope, new.scope_key, attributes, plan.max_candidates, now_ms, rowid)
+            for old_rowid, old in matching(candidates, record, plan.max_candidates):
                 ruling = plan.judge(old, record)
                 if ruling.supersedes:
                     _apply(conn, stored, old_rowid, ruling, scope.user_id, now_ms)
@@ -121,10 +135,11 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         learned = people.learn(
             conn, owner=scope.user_id, memory_rowid=rowid, content=record.content, subjects=record.subjects,
             owner_names=plan.owner_names, now_ms=now_ms, max_people=plan.max_people, strict=True, seen_by=scope,
+            people=known,
         )  # fmt: skip
         stored.people_changed, stored.people_count = learned.changed, learned.people
     if not deduplicated:
-        eviction.hold_cap(conn, new.scope_key, now_ms)
+        eviction.hold_cap(conn, new.scope_key, now_ms, caps)
     if not deduplicated or stored.superseded:
         job_rows.changed(conn, new.scope_key)
     stored.short_id = (
@@ -156,44 +171,67 @@ def mark_superseded(
 
 
 def attribute_candidates(
-    conn: Conn, scope: Scope, rowid: int, record: MemoryRecord, limit: int, now_ms: int, extra: Sequence[int] = ()
+    conn: Conn,
+    scope: Scope,
+    rowid: int,
+    record: MemoryRecord,
+    limit: int,
+    now_ms: int,
+    extra: Sequence[int] = (),
+    *,
+    scope_key: str | None = None,
+    attributes: Sequence[str] | None = None,
 ) -> list[tuple[int, MemoryRecord]]:
     """Older live memories of the same scope key and subjects that set one of the new memory's
-    attribute keys (plus ``extra``), newest first; only those ``scope`` may see."""
-    scope_key = _key_of(conn, rowid)
-    attributes = [
-        a
-        for (a,) in conn.execute(
-            "SELECT attribute FROM memory_attributes WHERE scope_key = %s AND memory_rowid = %s", (scope_key, rowid)
-        )
-    ]
-    found = list(extra)
-    if attributes:
-        found += [
-            int(r)
-            for (r,) in conn.execute(
-                "SELECT DISTINCT memory_rowid FROM memory_attributes WHERE scope_key = %s AND attribute = ANY(%s) "
-                "AND memory_rowid < %s ORDER BY memory_rowid DESC LIMIT %s",
-                (scope_key, attributes, rowid, 4 * limit),
+    attribute keys (plus ``extra``), newest first; only those ``scope`` may see.  An add passes
+    the memory's scope key and attributes it just stored (else they are read): then one query."""
+    if scope_key is None:
+        scope_key = _key_of(conn, rowid)
+    if attributes is None:
+        attributes = [
+            a
+            for (a,) in conn.execute(
+                "SELECT attribute FROM memory_attributes WHERE scope_key = %s AND memory_rowid = %s",
+                (scope_key, rowid),
             )
         ]
-    wanted = list(dict.fromkeys(found))
-    if not wanted:
+    if not attributes and not extra:
         return []
+    return matching(send_candidates(conn, scope, scope_key, attributes, limit, now_ms, rowid, extra), record, limit)
+
+
+def send_candidates(
+    conn: Conn,
+    scope: Scope,
+    scope_key: str,
+    attributes: Sequence[str],
+    limit: int,
+    now_ms: int,
+    before: int | None = None,
+    extra: Sequence[int] = (),
+) -> psycopg.Cursor[Any]:
+    """The query of ``attribute_candidates``, sent (``matching`` reads it): the newest
+    4 x ``limit`` memories of ``scope_key`` setting one of ``attributes``, and ``extra``, that
+    ``scope`` may see, older than rowid ``before`` (None: every stored one)."""
     visible, params = predicate(scope, now_ms=now_ms)
-    older = {
-        int(row[0]): (rows.record(row), row)
-        for row in conn.execute(
-            f"SELECT {rows.RECORD_COLUMNS}, m.scope_key FROM memories AS m WHERE m.rowid = ANY(%s) AND m.rowid < %s AND {visible}",
-            (wanted, rowid, *params),
-        )
-    }
-    matching = [
+    bound = 1 << 62 if before is None else before
+    return conn.execute(
+        f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.scope_key = %s AND m.rowid < %s AND {visible} "
+        "AND m.rowid IN (SELECT unnest(%s::bigint[]) UNION ALL (SELECT DISTINCT memory_rowid FROM memory_attributes "
+        "WHERE scope_key = %s AND attribute = ANY(%s) AND memory_rowid < %s ORDER BY memory_rowid DESC LIMIT %s))",
+        (scope_key, bound, *params, list(extra), scope_key, list(attributes), bound, 4 * limit),
+    )
+
+
+def matching(found: psycopg.Cursor[Any], record: MemoryRecord, limit: int) -> list[tuple[int, MemoryRecord]]:
+    """The rows of ``send_candidates`` about ``record``'s subjects, by its author, newest first."""
+    older = {int(row[0]): rows.record(row) for row in found}
+    chosen = [
         (r, old)
-        for r, (old, row) in sorted(older.items(), reverse=True)
-        if row[-1] == scope_key and same_subjects(old.subjects, record.subjects) and same_author(old, record)
+        for r, old in sorted(older.items(), reverse=True)
+        if same_subjects(old.subjects, record.subjects) and same_author(old, record)
     ]
-    return matching[:limit]
+    return chosen[:limit]
 
 
 def history(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> list[MemoryRecord] | None:
@@ -317,7 +355,7 @@ class Supersessions:
         self._clock = store.clock
 
     async def add(self, scope: Scope, new: NewMemory, plan: Plan) -> Stored:
-        stored = await self._db.run(add, scope, new, plan, self._clock())
+        stored = await self._db.run(add, scope, new, plan, self._clock(), pipeline=True)
         self._store.write_count += 1
         return stored
 
