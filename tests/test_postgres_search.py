@@ -107,3 +107,30 @@ async def test_relevance_is_the_sqlite_engines_for_the_same_memories_and_query(t
             assert sorted(c for c, _ in b) == sorted(c for c, _ in a)
             expected = dict(a)
             assert [r for _, r in b] == [pytest.approx(expected[c], rel=0.25) for c, _ in b]
+
+
+async def test_common_terms_rank_the_recent_window_as_the_sqlite_engine_does(tmp_path: Path) -> None:
+    """A word in 1000 memories or more of the scope is common: the rare words rank first and,
+    when they find too few, the newest matches of every word follow, by the summed IDF over that
+    window.  Both engines give the same hits in the same order with the same relevance."""
+    from memoryd.store.sqlite import Store
+
+    fillers = ["sunny", "rainy", "windy", "quiet", "busy", "early", "late"]
+    # "note" is in every memory (common); each "wN" in about nine (rare).
+    contents = [f"alice note w{i % 150} {fillers[i % 7]} {' '.join(['more'] * (i % 3))}" for i in range(1300)]
+    queries = ["note", "note w5", "note w7 w8", "w9 w10", "sunny note w11"]
+    engines = [Store(tmp_path / "memory.db", readers=1), PostgresStore(shared().fresh_database(), pool_size=2)]
+    found: list[list[list[tuple[str, float]]]] = []
+    for engine in engines:
+        with engine:
+            engine.memories.add_many(NewMemory(content, "alice", None, False, "t") for content in contents)
+            found.append(
+                [
+                    [(hit.content, hit.relevance) for hit in await engine.memories.search(Scope("alice"), q, limit=10)]
+                    for q in queries
+                ]
+            )
+    on_sqlite, on_postgres = found
+    for a, b in zip(on_sqlite, on_postgres, strict=True):
+        assert len(a) == 10
+        assert b == [(content, pytest.approx(r, rel=1e-9)) for content, r in a]

@@ -137,13 +137,18 @@ class Database:
             self.url, connect_timeout=int(self._connect_timeout), **{**self._connect_kwargs, **extra}
         )
 
-    def run_sync(self, fn: Callable[..., T], *args: Any, pipeline: bool = False) -> T:
+    def run_sync(self, fn: Callable[..., T], *args: Any, pipeline: bool = False, own_transaction: bool = False) -> T:
         """``fn(conn, *args)`` in one transaction: committed when it returns, rolled back when it raises.
 
         ``pipeline``: in libpq's pipeline mode, where a statement whose result is not read is
         sent with the next one that is, and the commit with them (one round trip for several
         statements).  ``fn`` must then read a statement's result (``fetchone``, iterating)
         before it uses it: a cursor's ``rowcount`` is unknown until then.
+
+        ``own_transaction``: ``fn`` gets the connection in autocommit mode and opens its own
+        transaction, so that BEGIN and COMMIT can travel with its statements in pipeline mode
+        (psycopg's own transactions in a pipeline cost a round trip each); whatever it leaves
+        open is rolled back.
         """
         from memoryd.ids import now_ms
 
@@ -152,7 +157,9 @@ class Database:
             # pool's full timeout: the caller gets its retryable error at once.
             wait = 1.0 if self.unreachable_since_ms is not None else None
             with self._pool.connection(timeout=wait) as conn:
-                if pipeline:
+                if own_transaction:
+                    result = _autocommitted(conn, fn, *args)
+                elif pipeline:
                     with conn.pipeline(), conn.transaction():
                         result = fn(conn, *args)
                 else:
@@ -170,13 +177,13 @@ class Database:
             log.info("store: PostgreSQL reachable again")
         return result
 
-    async def run(self, fn: Callable[..., T], *args: Any, pipeline: bool = False) -> T:
+    async def run(self, fn: Callable[..., T], *args: Any, pipeline: bool = False, own_transaction: bool = False) -> T:
         """``run_sync`` on a worker thread; the notifications ``fn`` sends go out once its
         transaction has committed, coalesced with other calls' (``notices``)."""
 
         def call() -> tuple[T, dict[notices.Notice, None]]:
             with notices.deferred() as pending:
-                return self.run_sync(fn, *args, pipeline=pipeline), pending
+                return self.run_sync(fn, *args, pipeline=pipeline, own_transaction=own_transaction), pending
 
         result, pending = await trio.to_thread.run_sync(call, limiter=self._limiter)
         await self.announcer.announce(pending)
@@ -210,6 +217,20 @@ def _check_connection(conn: psycopg.Connection[Any]) -> None:
     poller.register(conn.pgconn.socket, select.POLLIN)
     if poller.poll(0):
         ConnectionPool.check_connection(conn)
+
+
+def _autocommitted(conn: psycopg.Connection[Any], fn: Callable[..., T], *args: Any) -> T:
+    conn.autocommit = True
+    try:
+        return fn(conn, *args)
+    finally:
+        # A connection the server dropped is discarded by the pool as it is; any other goes back
+        # idle and out of autocommit, as the pool's connections are.
+        status = conn.info.transaction_status
+        if not conn.closed and status != psycopg.pq.TransactionStatus.UNKNOWN:
+            if status != psycopg.pq.TransactionStatus.IDLE:
+                conn.rollback()
+            conn.autocommit = False
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

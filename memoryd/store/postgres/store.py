@@ -171,14 +171,11 @@ class Memories:
         generation = space.generation if space is not None and unit is not None else None
 
         def run(conn: Conn) -> builtins.list[SearchHit]:
-            if generation is not None:
-                current = read_space(conn)
-                if current is None or current.generation != generation:
-                    log.warning("search: vector space changed under this process; keyword results only")
-                    return searching.search(conn, scope, query, limit, None, None, people_focus, now, min_relevance)
-            return searching.search(conn, scope, query, limit, unit, generation, people_focus, now, min_relevance)
+            return searching.search(
+                conn, scope, query, limit, unit, generation, people_focus, now, min_relevance, self._store.scope_stats
+            )
 
-        hits = await self._db.run(run)
+        hits = await self._db.run(run, own_transaction=True)
         self._store.hits.note((hit.id for hit in hits), now)
         return hits
 
@@ -285,6 +282,8 @@ class PostgresStore:
         self.owner = f"{self.node}/{uuid.uuid4().hex[:12]}"
         self.write_count = 0
         self.hits = Hits()
+        #: What searches learned of the scope keys (their plans).
+        self.scope_stats = searching.ScopeStats()
         self.db = Database(url, pool_size=pool_size, statement_timeout_ms=statement_timeout_ms, password=password)
 
         def prepare(conn: Conn) -> tuple[int, str, int]:
