@@ -134,3 +134,35 @@ async def test_common_terms_rank_the_recent_window_as_the_sqlite_engine_does(tmp
     for a, b in zip(on_sqlite, on_postgres, strict=True):
         assert len(a) == 10
         assert b == [(content, pytest.approx(r, rel=1e-9)) for content, r in a]
+
+
+def test_the_hnsw_index_is_over_halfvec_and_an_older_float_index_is_replaced(store: PostgresStore) -> None:
+    """The index of the current vectors is built over their half-precision copies; a database
+    whose index is over the float32 vectors (schema v3) gets a halfvec one when it migrates."""
+    import psycopg
+
+    from memoryd.store.postgres import schema
+
+    def definition(conn: psycopg.Connection[object]) -> str:
+        row = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s AND schemaname = current_schema()",
+            (searching.hnsw_index(1),),
+        )
+        return str((row.fetchone() or ("",))[0])
+
+    assert "halfvec_cosine_ops" in store.db.run_sync(definition)
+
+    def downgrade(conn: psycopg.Connection[object]) -> None:
+        conn.execute(f"DROP INDEX {searching.hnsw_index(1)}")
+        conn.execute(
+            f"CREATE INDEX {searching.hnsw_index(1)} ON memory_vectors "
+            f"USING hnsw ((embedding::vector({DIM})) vector_cosine_ops) WHERE generation = 1"
+        )
+        conn.execute("DELETE FROM memoryd_schema WHERE version > 3")
+
+    store.db.run_sync(downgrade)
+    assert "vector_cosine_ops" in store.db.run_sync(definition)
+    assert store.db.run_sync(schema.migrate) == len(schema.MIGRATIONS)
+    migrated = store.db.run_sync(definition)
+    assert f"(embedding)::halfvec({DIM})" in migrated and "halfvec_cosine_ops" in migrated
+    assert "WHERE (generation = 1)" in migrated

@@ -505,6 +505,17 @@ def hnsw_index(generation: int) -> str:
     return f"memory_vectors_hnsw_{int(generation)}"
 
 
+def hnsw_definition(generation: int, dim: int) -> str:
+    """The HNSW index of ``generation``'s vectors: over the vectors cast to half precision
+    (``halfvec`` of their length: the column itself has none), which halves the index and its
+    build and makes a scan 2-4x faster for the same recall; the distances a search returns are
+    the float32 vectors' own (``_knn_statement``)."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS {hnsw_index(generation)} ON memory_vectors "
+        f"USING hnsw ((embedding::halfvec({int(dim)})) halfvec_cosine_ops) WHERE generation = {int(generation)}"
+    )
+
+
 def _size_statement(key: str, generation: int) -> Statement:
     return (
         "SELECT count(*) FROM (SELECT 1 FROM memory_vectors WHERE scope_key = %s AND generation = %s LIMIT %s) AS v",
@@ -546,16 +557,17 @@ def _knn_statement(
     bindings: list[object] = []
     for key in scope.visible_keys():
         where, params = predicate(scope, now_ms=now_ms, key=key)
-        distance = "v.embedding <=> %s"
+        order, ordering = "distance", []
         if bigs[key]:
-            # The index's own expression (the vector cast to its length), so the planner can use it.
-            distance = f"v.embedding::vector({unit.size}) <=> %s::vector({unit.size})"
+            # The index's own expression (``hnsw_definition``), so the planner can use it; the
+            # distance returned is still the float32 vectors'.
+            order, ordering = f"v.embedding::halfvec({unit.size}) <=> %s::halfvec({unit.size})", [unit]
         selects.append(
-            f"(SELECT v.rowid, {distance} AS distance FROM memory_vectors AS v JOIN memories AS m "
+            "(SELECT v.rowid, v.embedding <=> %s AS distance FROM memory_vectors AS v JOIN memories AS m "
             "ON m.scope_key = v.scope_key AND m.rowid = v.rowid "
-            f"WHERE v.scope_key = %s AND v.generation = {int(generation)} AND {where} ORDER BY distance LIMIT %s)"
+            f"WHERE v.scope_key = %s AND v.generation = {int(generation)} AND {where} ORDER BY {order} LIMIT %s)"
         )
-        bindings += [unit, key, *params, k]
+        bindings += [unit, key, *params, *ordering, k]
     sql = f"SELECT rowid, distance FROM ({' UNION ALL '.join(selects)}) AS near ORDER BY distance, rowid DESC LIMIT %s"
     return sql, (*bindings, k)
 
