@@ -88,11 +88,30 @@ def build_sqlite(data: Path, memories: int) -> None:
 
 
 def build_postgres(url: str, memories: int) -> None:
+    """The store ``build_sqlite`` builds; as a bulk load is done, the HNSW index is built once
+    after the vectors are in (rather than kept up to date through every vector)."""
+    import psycopg
+
     from memoryd.store.postgres import PostgresStore
+    from memoryd.store.postgres import search as searching
 
     rng = np.random.default_rng(1)
     with PostgresStore(url, pool_size=2) as store:
+        configure = store.configure_vector_space
+
+        def configure_without_index(model: str, dim: int) -> None:
+            configure(model, dim)
+            with psycopg.connect(url, autocommit=True) as conn:
+                assert store.space is not None
+                conn.execute(f"DROP INDEX {searching.hnsw_index(store.space.generation)}")  # type: ignore[arg-type]
+
+        store.configure_vector_space = configure_without_index  # type: ignore[method-assign]
         bench_store.build(store, rng, bench_store.TextMaker(rng), memories, 1000, model=LOCAL_MODEL_ID)  # type: ignore[arg-type]
+        space = store.space
+        assert space is not None
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            conn.execute(searching.hnsw_definition(space.generation, space.dim))  # type: ignore[arg-type]
         store.maintenance.maintain(compact=True)
 
 
