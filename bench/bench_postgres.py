@@ -127,15 +127,6 @@ def database_bytes(url: str) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def search(
-    work: Path, name: str, data: Path, env: dict[str, str] | None, queries: Path, count: int
-) -> tuple[float, float]:
-    with Server.memoryd_daemon(work, name, data, "local", env=env) as daemon:
-        report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
-                         queries_file=queries, user="alice")  # fmt: skip
-    return p50(report["latencies"]), p99(report["latencies"])
-
-
 def search_interleaved(
     work: Path, daemons: list[tuple[str, Path, dict[str, str] | None]], queries: list[Any], rounds: int = 5
 ) -> list[tuple[float, float]]:
@@ -263,8 +254,6 @@ def run(quick: bool = False, results: list[tuple[str, str, str, str]] | None = N
     try:
         rng = np.random.default_rng(7)
         queries = bench_store.query_texts(rng, bench_store.TextMaker(rng), queries_count)
-        queries_path = work / "queries.json"
-        queries_path.write_text(json.dumps(queries))
         print(f"memory.search through the daemon, --embedder local, {queries_count} queries, limit 10, alice's scope")
         for memories in sizes:
             label = f"{memories // 1000}k"
@@ -284,8 +273,12 @@ def run(quick: bool = False, results: list[tuple[str, str, str, str]] | None = N
                 f"{sqlite_bytes / total:.0f} B",
                 f"{database_bytes(postgres.url(database)) / total:.0f} B",
             )
-            s = search(work, f"s{label}", sqlite_data, None, queries_path, queries_count)
-            p = search(work, f"p{label}", work / f"pgdata-{label}", postgres.env(database), queries_path, queries_count)
+            # Both daemons up at once, the queries alternating between them in rounds.
+            s, p = search_interleaved(
+                work,
+                [(f"s{label}", sqlite_data, None), (f"p{label}", work / f"pgdata-{label}", postgres.env(database))],
+                queries,
+            )
             row(f"search p50 / p99 at {label}", f"{ms(s[0])} / {ms(s[1])}", f"{ms(p[0])} / {ms(p[1])}")
             if memories == sizes[0]:
                 row(
