@@ -244,8 +244,9 @@ BEGIN
         WHERE tablename = 'memory_vectors' AND schemaname = current_schema()
             AND indexname ~ '^memory_vectors_hnsw_[0-9]+$' AND indexdef NOT LIKE '%halfvec%'
     LOOP
-        EXECUTE format('DROP INDEX %I', found.indexname);
+        -- (An index exists only beside the vector space that created it, so dim is known.)
         IF dim IS NOT NULL THEN
+            EXECUTE format('DROP INDEX %I', found.indexname);
             EXECUTE format(
                 'CREATE INDEX %I ON memory_vectors USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops) '
                 'WHERE generation = %s',
