@@ -26,9 +26,9 @@ the vector-only search's recall@10 against exact cosine for a sample of those se
 engines, and the HNSW index's own recall@10 and latency over all million vectors (what one
 scope of a million would search through).  ``--quick``: about 50k memories.  ``--store DIR``
 keeps both stores in DIR and reuses them on the next run (``--build sqlite`` or ``--build
-postgres`` only builds that one, so two processes can build both at once).  ``--halfvec`` also
-builds an HNSW index of the vectors cast to ``halfvec`` and measures it the same way (then drops
-it).
+postgres`` only builds that one, so two processes can build both at once).  ``--float32`` also
+builds an HNSW index of the float32 vectors (memoryd's index indexes them cast to ``halfvec``)
+and measures it the same way (then drops it).
 
 PostgreSQL is the test extra's embedded server (pgvector 0.8), on this machine, sharing its CPUs
 with the daemons and the load generator, as SQLite does.
@@ -88,11 +88,30 @@ def build_sqlite(data: Path, memories: int) -> None:
 
 
 def build_postgres(url: str, memories: int) -> None:
+    """The store ``build_sqlite`` builds; as a bulk load is done, the HNSW index is built once
+    after the vectors are in (rather than kept up to date through every vector)."""
+    import psycopg
+
     from memoryd.store.postgres import PostgresStore
+    from memoryd.store.postgres import search as searching
 
     rng = np.random.default_rng(1)
     with PostgresStore(url, pool_size=2) as store:
+        configure = store.configure_vector_space
+
+        def configure_without_index(model: str, dim: int) -> None:
+            configure(model, dim)
+            with psycopg.connect(url, autocommit=True) as conn:
+                assert store.space is not None
+                conn.execute(f"DROP INDEX {searching.hnsw_index(store.space.generation)}")  # type: ignore[arg-type]
+
+        store.configure_vector_space = configure_without_index  # type: ignore[method-assign]
         bench_store.build(store, rng, bench_store.TextMaker(rng), memories, 1000, model=LOCAL_MODEL_ID)  # type: ignore[arg-type]
+        space = store.space
+        assert space is not None
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            conn.execute(searching.hnsw_definition(space.generation, space.dim))  # type: ignore[arg-type]
         store.maintenance.maintain(compact=True)
 
 
@@ -106,15 +125,6 @@ def database_bytes(url: str) -> int:
             "WHERE n.nspname = 'public' AND c.relkind = 'r'"
         ).fetchone()
     return int(row[0] or 0) if row else 0
-
-
-def search(
-    work: Path, name: str, data: Path, env: dict[str, str] | None, queries: Path, count: int
-) -> tuple[float, float]:
-    with Server.memoryd_daemon(work, name, data, "local", env=env) as daemon:
-        report = loadgen(daemon.socket_path, workload="search", clients=1, requests=count, warmup=10,
-                         queries_file=queries, user="alice")  # fmt: skip
-    return p50(report["latencies"]), p99(report["latencies"])
 
 
 def search_interleaved(
@@ -244,8 +254,6 @@ def run(quick: bool = False, results: list[tuple[str, str, str, str]] | None = N
     try:
         rng = np.random.default_rng(7)
         queries = bench_store.query_texts(rng, bench_store.TextMaker(rng), queries_count)
-        queries_path = work / "queries.json"
-        queries_path.write_text(json.dumps(queries))
         print(f"memory.search through the daemon, --embedder local, {queries_count} queries, limit 10, alice's scope")
         for memories in sizes:
             label = f"{memories // 1000}k"
@@ -265,8 +273,12 @@ def run(quick: bool = False, results: list[tuple[str, str, str, str]] | None = N
                 f"{sqlite_bytes / total:.0f} B",
                 f"{database_bytes(postgres.url(database)) / total:.0f} B",
             )
-            s = search(work, f"s{label}", sqlite_data, None, queries_path, queries_count)
-            p = search(work, f"p{label}", work / f"pgdata-{label}", postgres.env(database), queries_path, queries_count)
+            # Both daemons up at once, the queries alternating between them in rounds.
+            s, p = search_interleaved(
+                work,
+                [(f"s{label}", sqlite_data, None), (f"p{label}", work / f"pgdata-{label}", postgres.env(database))],
+                queries,
+            )
             row(f"search p50 / p99 at {label}", f"{ms(s[0])} / {ms(s[1])}", f"{ms(p[0])} / {ms(p[1])}")
             if memories == sizes[0]:
                 row(
@@ -323,7 +335,7 @@ def run_million(
     build_only: str | None = None,
     results: list[tuple[str, str, str, str]] | None = None,
     *,
-    halfvec: bool = False,
+    float32: bool = False,
 ) -> None:
     layout = million.Layout.of(50_000) if quick else million.Layout()
     searches, recall_queries, global_queries, starts = (60, 30, 10, 2) if quick else (300, 100, 30, 5)
@@ -428,14 +440,14 @@ def run_million(
                 "(no ANN index)",
                 f"{recall:.3f}, {ms(took)} (exact {ms(exact_took)})",
             )
-        if halfvec:
-            seconds, size = halfvec_index(url)
+        if float32:
+            seconds, size = float32_index(url)
             try:
-                row(f"halfvec HNSW over all {label} vectors: build, size", "", f"{seconds:.0f} s, {size / 1e6:.0f} MB")
-                for ef_search, (recall, took, _) in hnsw_recall(url, global_vectors, "halfvec").items():
-                    row(f"halfvec HNSW, ef_search {ef_search}: recall@10, p50", "", f"{recall:.3f}, {ms(took)}")
+                row(f"float32 HNSW over all {label} vectors: build, size", "", f"{seconds:.0f} s, {size / 1e6:.0f} MB")
+                for ef_search, (recall, took, _) in hnsw_recall(url, global_vectors, "vector").items():
+                    row(f"float32 HNSW, ef_search {ef_search}: recall@10, p50", "", f"{recall:.3f}, {ms(took)}")
             finally:
-                drop_halfvec_index(url)
+                drop_float32_index(url)
     finally:
         if postgres is not None:
             postgres.stop()
@@ -529,11 +541,11 @@ def store_searches(
 EF_SEARCHES = (40, 100, 200, 400)
 
 
-def hnsw_recall(url: str, vectors: np.ndarray, kind: str = "vector") -> dict[int, tuple[float, float, float]]:
+def hnsw_recall(url: str, vectors: np.ndarray, kind: str = "halfvec") -> dict[int, tuple[float, float, float]]:
     """The HNSW index over every vector, unfiltered (as one scope holding them all would be
     searched), at each of EF_SEARCHES: recall@10 against an exact scan, the index scan's p50
-    and the exact scan's.  ``kind``: the index's type, ``vector`` (memoryd's) or ``halfvec``
-    (``halfvec_index``)."""
+    and the exact scan's.  ``kind``: the index's type, ``halfvec`` (memoryd's) or ``vector``
+    (``float32_index``)."""
     import psycopg
     from pgvector.psycopg import register_vector
 
@@ -569,31 +581,31 @@ def hnsw_recall(url: str, vectors: np.ndarray, kind: str = "vector") -> dict[int
     return {ef: (found[ef] / (10 * len(vectors)), p50(approximate[ef]), p50(exact)) for ef in EF_SEARCHES}
 
 
-def halfvec_index(url: str, maintenance_work_mem: str = "4GB") -> tuple[float, int]:
-    """Build an HNSW index of the vectors cast to ``halfvec`` (half the bytes) beside memoryd's:
-    (seconds, bytes).  ``drop_halfvec_index`` removes it."""
+def float32_index(url: str, maintenance_work_mem: str = "4GB") -> tuple[float, int]:
+    """Build an HNSW index of the float32 vectors (twice the bytes of memoryd's ``halfvec``
+    one) beside memoryd's: (seconds, bytes).  ``drop_float32_index`` removes it."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         (dim,) = conn.execute("SELECT value::int FROM meta WHERE key = 'vector_dim'").fetchone() or (million.DIM,)
         (generation,) = conn.execute("SELECT value::int FROM meta WHERE key = 'vector_generation'").fetchone() or (1,)
         conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
-        conn.execute("DROP INDEX IF EXISTS bench_halfvec_hnsw")
+        conn.execute("DROP INDEX IF EXISTS bench_float32_hnsw")
         started = time.perf_counter()
         conn.execute(
-            f"CREATE INDEX bench_halfvec_hnsw ON memory_vectors USING hnsw ((embedding::halfvec({int(dim)})) "
-            f"halfvec_cosine_ops) WHERE generation = {int(generation)}"
+            f"CREATE INDEX bench_float32_hnsw ON memory_vectors USING hnsw ((embedding::vector({int(dim)})) "
+            f"vector_cosine_ops) WHERE generation = {int(generation)}"
         )
         seconds = time.perf_counter() - started
-        (size,) = conn.execute("SELECT pg_relation_size('bench_halfvec_hnsw')").fetchone() or (0,)
+        (size,) = conn.execute("SELECT pg_relation_size('bench_float32_hnsw')").fetchone() or (0,)
     return seconds, int(size)
 
 
-def drop_halfvec_index(url: str) -> None:
+def drop_float32_index(url: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DROP INDEX IF EXISTS bench_halfvec_hnsw")
+        conn.execute("DROP INDEX IF EXISTS bench_float32_hnsw")
 
 
 def main() -> None:
@@ -602,13 +614,13 @@ def main() -> None:
     parser.add_argument("--1m", dest="million", action="store_true", help="a million memories over 10k users")
     parser.add_argument("--store", type=Path, metavar="DIR", help="with --1m: keep (and reuse) both stores in DIR")
     parser.add_argument("--build", choices=["sqlite", "postgres"], help="with --1m: only build this engine's store")
-    parser.add_argument("--halfvec", action="store_true",
-                        help="with --1m: also build and measure an HNSW index of halfvec (then drop it)")  # fmt: skip
+    parser.add_argument("--float32", action="store_true",
+                        help="with --1m: also build and measure an HNSW index of the float32 vectors (then drop it)")  # fmt: skip
     args = parser.parse_args()
     kind = ("1M " if args.million else "") + ("quick" if args.quick else "full")
     print(f"bench_postgres ({kind}), load average {load_average()} at start")
     if args.million:
-        run_million(args.quick, args.store, args.build, halfvec=args.halfvec)
+        run_million(args.quick, args.store, args.build, float32=args.float32)
     else:
         run(args.quick)
     print(f"load average {load_average()} at the end")

@@ -134,3 +134,63 @@ async def test_common_terms_rank_the_recent_window_as_the_sqlite_engine_does(tmp
     for a, b in zip(on_sqlite, on_postgres, strict=True):
         assert len(a) == 10
         assert b == [(content, pytest.approx(r, rel=1e-9)) for content, r in a]
+
+
+def test_the_hnsw_index_is_over_halfvec_and_an_older_float_index_is_replaced(store: PostgresStore) -> None:
+    """The index of the current vectors is built over their half-precision copies; a database
+    whose index is over the float32 vectors (schema v3) gets a halfvec one when it migrates."""
+    import psycopg
+
+    from memoryd.store.postgres import schema
+
+    def definition(conn: psycopg.Connection[object]) -> str:
+        row = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s AND schemaname = current_schema()",
+            (searching.hnsw_index(1),),
+        )
+        return str((row.fetchone() or ("",))[0])
+
+    assert "halfvec_cosine_ops" in store.db.run_sync(definition)
+
+    def downgrade(conn: psycopg.Connection[object]) -> None:
+        conn.execute(f"DROP INDEX {searching.hnsw_index(1)}")
+        conn.execute(
+            f"CREATE INDEX {searching.hnsw_index(1)} ON memory_vectors "
+            f"USING hnsw ((embedding::vector({DIM})) vector_cosine_ops) WHERE generation = 1"
+        )
+        conn.execute("DELETE FROM memoryd_schema WHERE version > 3")
+
+    store.db.run_sync(downgrade)
+    assert "vector_cosine_ops" in store.db.run_sync(definition)
+    assert store.db.run_sync(schema.migrate) == len(schema.MIGRATIONS)
+    migrated = store.db.run_sync(definition)
+    assert f"(embedding)::halfvec({DIM})" in migrated and "halfvec_cosine_ops" in migrated
+    assert "WHERE (generation = 1)" in migrated
+
+
+async def test_words_first_met_in_a_scope_with_more_matches_than_one_read_rank_as_on_sqlite(tmp_path: Path) -> None:
+    """A search whose words the daemon has not met yet reads their newest matches assuming
+    they are rare; with more matches than that read holds, the same statement counts each word
+    on its own.  The hits are the SQLite engine's, whether the words are new or known."""
+    from memoryd.store.sqlite import Store
+
+    fillers = ["sunny", "rainy", "windy", "quiet", "busy", "early", "late"]
+    count = searching.RECENT_WINDOW + 600
+    contents = [f"alice note w{i % 400} {fillers[i % 7]} {' '.join(['more'] * (i % 3))}" for i in range(count)]
+    queries = ["note w5", "w9 note w10", "sunny note", "note"]
+    sqlite, postgres = Store(tmp_path / "memory.db", readers=1), PostgresStore(shared().fresh_database(), pool_size=2)
+    with sqlite, postgres:
+        for engine in (sqlite, postgres):
+            engine.memories.add_many(NewMemory(content, "alice", None, False, "t") for content in contents)
+        for q in queries:
+            expected = [(h.content, h.relevance) for h in await sqlite.memories.search(Scope("alice"), q, limit=10)]
+            assert len(expected) == 10
+            postgres.scope_stats = searching.ScopeStats()  # every word new to the daemon
+            new = await postgres.memories.search(Scope("alice"), q, limit=10)
+            known = await postgres.memories.search(Scope("alice"), q, limit=10)
+            for hits in (new, known):
+                assert [(h.content, h.relevance) for h in hits] == [
+                    (c, pytest.approx(r, rel=1e-9)) for c, r in expected
+                ]
+        assert postgres.scope_stats.common("u:alice", ["note"])
+        assert not postgres.scope_stats.common("u:alice", ["w5"])

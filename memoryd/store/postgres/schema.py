@@ -229,13 +229,45 @@ CREATE INDEX memory_vectors_rowid ON memory_vectors (rowid);
 CREATE INDEX jobs_memory ON jobs (memory_rowid);
 """
 
+M004 = """
+-- The HNSW index of the current vectors is built over their half-precision copies (halfvec):
+-- half the size and build time, scans 2-4x faster, the same recall.  An index of full-precision
+-- vectors is replaced (rebuilt once, by the first daemon of this version to start).
+DO $$
+DECLARE
+    found record;
+    dim integer := (SELECT value::integer FROM meta WHERE key = 'vector_dim');
+BEGIN
+    FOR found IN
+        SELECT indexname, substring(indexname FROM 'memory_vectors_hnsw_([0-9]+)$') AS generation
+        FROM pg_indexes
+        WHERE tablename = 'memory_vectors' AND schemaname = current_schema()
+            AND indexname ~ '^memory_vectors_hnsw_[0-9]+$' AND indexdef NOT LIKE '%halfvec%'
+    LOOP
+        -- (An index exists only beside the vector space that created it, so dim is known.)
+        IF dim IS NOT NULL THEN
+            EXECUTE format('DROP INDEX %I', found.indexname);
+            EXECUTE format(
+                'CREATE INDEX %I ON memory_vectors USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops) '
+                'WHERE generation = %s',
+                found.indexname, dim, found.generation
+            );
+        END IF;
+    END LOOP;
+END
+$$;
+"""
+
 #: Migration n is MIGRATIONS[n - 1].
-MIGRATIONS: tuple[str, ...] = (M001, M002, M003)
+MIGRATIONS: tuple[str, ...] = (M001, M002, M003, M004)
 
 
 def migrate(conn: psycopg.Connection[Any]) -> int:
     """Bring the schema to this memoryd's version, once across daemons; the version."""
     with conn.transaction():
+        # A migration may build an index over every row (minutes on a big store): neither it nor
+        # the daemons waiting for its lock give up after the configured statement_timeout.
+        conn.execute("SET LOCAL statement_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(
             "CREATE TABLE IF NOT EXISTS memoryd_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"

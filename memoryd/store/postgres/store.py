@@ -406,12 +406,8 @@ class PostgresStore:
                 "AND schemaname = current_schema()"
             ).fetchall():
                 conn.execute(f"DROP INDEX IF EXISTS {old}")  # our own index names
-            # The big scopes' ANN index (searching.HNSW_FROM): partial on this generation, over
-            # the vectors cast to their length (the column itself has none).
-            conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {searching.hnsw_index(space.generation)} ON memory_vectors "
-                f"USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) WHERE generation = {int(space.generation)}"
-            )
+            # The big scopes' ANN index (searching.HNSW_FROM): partial on this generation.
+            conn.execute(searching.hnsw_definition(space.generation, dim))
             queued = job_rows.enqueue_missing(conn, now, reset=True)
             return space, True, queued
 
