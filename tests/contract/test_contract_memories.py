@@ -95,8 +95,19 @@ async def test_short_ids_are_unique_among_what_the_caller_sees(backend: Backend)
 
 
 async def test_health_counts_and_condition(backend: Backend) -> None:
+    empty = await backend.memories.health_counts()
+    assert (empty["memories_active"], empty["users"]) == (0, 0)
     await backend.memories.add(note("one"))
     await backend.memories.add(note("two", "bob"))
     counts = await backend.memories.health_counts()
     assert counts["memories_active"] == 2 and counts["users"] == 2 and counts["db_bytes"] > 0
+    # Users are the owners of live memories: several memories are one user, and an owner whose
+    # every memory is deleted is none.
+    for i in range(3):
+        await backend.memories.add(note(f"more {i}", "carol"))
+    gone, _ = await backend.memories.add(note("only one", "dave"))
+    assert (await backend.memories.health_counts())["users"] == 4
+    assert await backend.memories.delete(Scope("dave"), gone.id) == gone.id
+    counts = await backend.memories.health_counts()
+    assert (counts["memories_active"], counts["memories_deleted"], counts["users"]) == (5, 1, 3)
     assert backend.condition.state == "ok" and backend.memories.storage.state == "ok"
