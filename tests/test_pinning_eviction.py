@@ -83,7 +83,10 @@ async def test_a_memory_found_by_searches_outlives_one_never_found(short_tmp: Pa
     await call_ok(peer, "memory.add", {**ALICE, "content": "Saw a red car today"})
     await call_ok(peer, "memory.add", {**ALICE, "content": "Bus 42 was late"})
     for _ in range(5):
-        assert await call_ok(peer, "memory.search", {**ALICE, "query": "wifi password"})
+        # One hit a search: the other two are never found (with more hits a weak match could be
+        # returned too, and count as found).
+        hits = await call_ok(peer, "memory.search", {**ALICE, "query": "wifi password", "limit": 1})
+        assert [hit["content"] for hit in hits] == ["The wifi password at home is orchid"]
     assert daemon.maintenance is not None
     await daemon.maintenance.lifecycle.flush_hits()  # the hit counts reach the rows
     db = short_tmp / "data" / "memoryd.db"
