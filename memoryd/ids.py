@@ -16,6 +16,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -77,6 +78,18 @@ def normalize_id_prefix(text: str) -> str:
 
 def is_id_prefix(text: str) -> bool:
     return all(ch in CROCKFORD for ch in text)
+
+
+def unique_prefix(memory_id: str, neighbours: Iterable[str | None]) -> str:
+    """The shortest prefix of ``memory_id`` (at least MIN_PREFIX_LENGTH characters) that none of
+    ``neighbours`` starts with.  Ids sort, so an id's two neighbours among the ids a caller sees
+    are all it has to differ from (None: no neighbour on that side)."""
+    longest = 0
+    for neighbour in neighbours:
+        if neighbour is not None:
+            shared = next((n for n, (x, y) in enumerate(zip(memory_id, neighbour, strict=False)) if x != y), None)
+            longest = max(longest, min(len(memory_id), len(neighbour)) if shared is None else shared)
+    return memory_id[: max(MIN_PREFIX_LENGTH, longest + 1)]
 
 
 def iso_from_ms(ms: int | None) -> str | None:

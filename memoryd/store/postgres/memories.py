@@ -15,7 +15,7 @@ import msgspec
 import psycopg
 
 from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
-from memoryd.ids import MIN_PREFIX_LENGTH, new_id
+from memoryd.ids import MIN_PREFIX_LENGTH, new_id, unique_prefix
 from memoryd.store.postgres import notices, tokens
 from memoryd.store.postgres.visibility import live, predicate
 from memoryd.store.records import (
@@ -420,15 +420,6 @@ def hide_unseen_successors(conn: Conn, scope: Scope, records: Iterable[MemoryRec
             r.supersede_reason = None
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def short_ids(conn: Conn, scope: Scope, ids: Iterable[str], now_ms: int) -> dict[str, str]:
     result: dict[str, str] = {}
     where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
@@ -438,8 +429,7 @@ def short_ids(conn: Conn, scope: Scope, ids: Iterable[str], now_ms: int) -> dict
             f"(SELECT min(m.id) FROM memories AS m WHERE {where} AND m.id > %s)",
             (*params, memory_id, *params, memory_id),
         ).fetchone() or (None, None)
-        longest = max((_common_prefix(memory_id, n) for n in (before, after) if n is not None), default=0)
-        result[memory_id] = memory_id[: max(MIN_PREFIX_LENGTH, longest + 1)]
+        result[memory_id] = unique_prefix(memory_id, (before, after))
     return result
 
 

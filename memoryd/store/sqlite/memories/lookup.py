@@ -14,7 +14,7 @@ import apsw
 import msgspec
 
 from memoryd.errors import AmbiguousIdPrefix
-from memoryd.ids import MIN_PREFIX_LENGTH
+from memoryd.ids import unique_prefix
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.memories import memories
@@ -116,15 +116,6 @@ def hide_unseen_successors(db: apsw.Connection, scope: Scope, records: Iterable[
             record.supersede_reason = None
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def short_ids(db: apsw.Connection, scope: Scope, ids: Iterable[str], now_ms: int) -> dict[str, str]:
     """Shortest prefix (>= MIN_PREFIX_LENGTH) of each id that no other visible memory shares.
 
@@ -132,13 +123,11 @@ def short_ids(db: apsw.Connection, scope: Scope, ids: Iterable[str], now_ms: int
     """
     result: dict[str, str] = {}
     for memory_id in ids:
-        longest = 0
+        neighbours: list[str | None] = []
         for key in scope.visible_keys():
             where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True, key=key)
             (before,) = one(db, f"SELECT max(id) FROM memories WHERE {where} AND id < ?", (*params, memory_id))
             (after,) = one(db, f"SELECT min(id) FROM memories WHERE {where} AND id > ?", (*params, memory_id))
-            for neighbour in (before, after):
-                if neighbour is not None:
-                    longest = max(longest, _common_prefix(memory_id, neighbour))
-        result[memory_id] = memory_id[: max(MIN_PREFIX_LENGTH, longest + 1)]
+            neighbours += (before, after)
+        result[memory_id] = unique_prefix(memory_id, neighbours)
     return result
