@@ -3,11 +3,12 @@ what was stored (``Stored``), and a queued ``supersede`` job."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from memoryd.errors import SupersedeRefused
 from memoryd.store.records import EmbedJob, MemoryRecord
-from memoryd.store.visibility import Scope
+from memoryd.store.visibility import Scope, kind_of_key
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,36 @@ class SupersedeJob:
 
 #: The reason of a refused ``supersedes`` that names nothing visible (the words memory.get uses).
 NOT_VISIBLE = "no visible memory has this id or prefix"
+
+
+def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
+    """A fact about Sarah never replaces a general one, nor the reverse."""
+    return {s.casefold() for s in a} == {s.casefold() for s in b}
+
+
+def same_author(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether ``new`` may replace ``old`` on its own judgement (rules, LLM, upsert key): both
+    were added by the same user.  In a group chat Bob's "I live in Paris" is about Bob: it never
+    replaces Alice's "I live in Berlin" (who said what under one user id, the rules judge from
+    the speakers: ``knowledge.conflict``)."""
+    return old.owner == new.owner
+
+
+def refuse_unreplaceable(
+    target_key: str, new_key: str, superseded_by: str | None, successor_visible: Callable[[str], bool]
+) -> None:
+    """Raise SupersedeRefused when the visible memory an add names in ``supersedes`` cannot be
+    replaced by it: it lies in another scope, or it was already superseded.  The successor is
+    named only when ``successor_visible`` says the caller may see it (it may be a private chat's)."""
+    if target_key != new_key:
+        raise SupersedeRefused(
+            f"is a {kind_of_key(target_key)} memory and the new one is {kind_of_key(new_key)}: "
+            "a memory only replaces one of its own scope",
+            found=True,
+        )
+    if superseded_by is not None:
+        seen = successor_visible(superseded_by)
+        raise SupersedeRefused(f"was already superseded{f' by {superseded_by}' if seen else ''}", found=True)
 
 
 @dataclass(frozen=True)

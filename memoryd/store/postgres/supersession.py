@@ -29,22 +29,14 @@ from memoryd.store.supersession_records import (
     Stored,
     SupersedeJob,
     learned_scope,
+    refuse_unreplaceable,
+    same_author,
+    same_subjects,
 )
-from memoryd.store.visibility import Scope, kind_of_key
+from memoryd.store.visibility import Scope
 
 Conn = psycopg.Connection[Any]
 MAX_CHAIN = 200
-
-
-def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
-    return {s.casefold() for s in a} == {s.casefold() for s in b}
-
-
-def same_author(old: MemoryRecord, new: MemoryRecord) -> bool:
-    """Whether ``new`` may replace ``old`` on its own judgement (rules, LLM, upsert key): both
-    were added by the same user (in a group chat Bob's "I live in Paris" never replaces
-    Alice's "I live in Berlin")."""
-    return old.owner == new.owner
 
 
 def _key_of(conn: Conn, rowid: int) -> str:
@@ -74,16 +66,12 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         key, superseded_by = conn.execute(
             "SELECT scope_key, superseded_by FROM memories WHERE rowid = %s", (target[0],)
         ).fetchone() or ("", None)
-        if key != new.scope_key:
-            raise SupersedeRefused(
-                f"is a {kind_of_key(key)} memory and the new one is {kind_of_key(new.scope_key)}: "
-                "a memory only replaces one of its own scope",
-                found=True,
-            )
-        if superseded_by is not None:
-            # The successor is named only when the caller may see it (it may be a private chat's).
-            seen = rows.resolve(conn, scope, superseded_by, now_ms) is not None
-            raise SupersedeRefused(f"was already superseded{f' by {superseded_by}' if seen else ''}", found=True)
+        refuse_unreplaceable(
+            key,
+            new.scope_key,
+            superseded_by,
+            lambda successor: rows.resolve(conn, scope, successor, now_ms) is not None,
+        )
     added = rows.add(conn, new, now_ms, seen_by=scope)
     rowid, record, deduplicated, queued = added
     if queued:

@@ -30,24 +30,19 @@ from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import lookup, memories
 from memoryd.store.sqlite.people import people_learning
 from memoryd.store.sqlite.visibility_sql import predicate
-from memoryd.store.supersession_records import NOT_VISIBLE, Plan, Ruling, Stored
-from memoryd.store.visibility import Scope, kind_of_key
+from memoryd.store.supersession_records import (
+    NOT_VISIBLE,
+    Plan,
+    Ruling,
+    Stored,
+    refuse_unreplaceable,
+    same_author,
+    same_subjects,
+)
+from memoryd.store.visibility import Scope
 
 #: Links history follows at most (a chain is a handful of versions; this bounds a cycle bug).
 MAX_CHAIN = 200
-
-
-def same_subjects(a: Sequence[str], b: Sequence[str]) -> bool:
-    """A fact about Sarah never replaces a general one, nor the reverse."""
-    return {s.casefold() for s in a} == {s.casefold() for s in b}
-
-
-def same_author(old: MemoryRecord, new: MemoryRecord) -> bool:
-    """Whether ``new`` may replace ``old`` on its own judgement (rules, LLM, upsert key): both
-    were added by the same user.  In a group chat Bob's "I live in Paris" is about Bob: it never
-    replaces Alice's "I live in Berlin" (who said what under one user id, the rules judge from
-    the speakers: ``knowledge.conflict``)."""
-    return old.owner == new.owner
 
 
 def _rowid_of(db: apsw.Connection, memory_id: str) -> int:
@@ -64,16 +59,12 @@ def _target(db: apsw.Connection, scope: Scope, prefix: str, new: NewMemory, now_
     if match is None:
         raise SupersedeRefused(NOT_VISIBLE, found=False)
     scope_key, superseded_by = one(db, "SELECT scope_key, superseded_by FROM memories WHERE rowid = ?", (match[0],))
-    if scope_key != new.scope_key:
-        raise SupersedeRefused(
-            f"is a {kind_of_key(scope_key)} memory and the new one is {kind_of_key(new.scope_key)}: "
-            "a memory only replaces one of its own scope",
-            found=True,
-        )
-    if superseded_by is not None:
-        # The successor is named only when the caller may see it (it may be a private chat's).
-        seen = lookup.resolve_visible(db, scope, superseded_by, now_ms) is not None
-        raise SupersedeRefused(f"was already superseded{f' by {superseded_by}' if seen else ''}", found=True)
+    refuse_unreplaceable(
+        scope_key,
+        new.scope_key,
+        superseded_by,
+        lambda successor: lookup.resolve_visible(db, scope, successor, now_ms) is not None,
+    )
     return match
 
 
