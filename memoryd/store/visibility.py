@@ -227,3 +227,25 @@ def vector_branches(scope: Scope) -> list[tuple[tuple[int, ...], str | None]]:
     if here:
         branches.append((here, scope.chat_id))
     return branches
+
+
+def codes_in(column: str, codes: tuple[int, ...]) -> str:
+    """``column IN (codes)``: the codes are our own ints, so the SQL is safe as written."""
+    return f"{column} IN ({', '.join(str(int(code)) for code in codes)})"
+
+
+def disclosure_terms(scope: Scope, alias: str, placeholder: str) -> tuple[list[str], tuple[object, ...]] | None:
+    """The disclosure rules for ``scope`` as SQL alternatives over table ``alias`` (their OR is
+    what it may see), with ``placeholder`` the engine's parameter mark; None when every
+    disclosure shows (no clause needed), no alternatives when none does."""
+    if len(visible_codes(scope)[0]) == len(ALL_DISCLOSURES):
+        return None
+    parts: list[str] = []
+    params: tuple[object, ...] = ()
+    for codes, learned_chat in vector_branches(scope):
+        if learned_chat is None:
+            parts.append(codes_in(f"{alias}.disclosure", codes))
+        else:
+            parts.append(f"({alias}.chat_id = {placeholder} AND {codes_in(f'{alias}.disclosure', codes)})")
+            params = (learned_chat,)
+    return parts, params

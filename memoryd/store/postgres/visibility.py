@@ -8,7 +8,7 @@ caller builds its WHERE clause here.
 from __future__ import annotations
 
 from memoryd.errors import BrokenInvariant
-from memoryd.store.visibility import ALL_DISCLOSURES, Scope, visible_codes
+from memoryd.store.visibility import Scope, disclosure_terms
 
 Clause = tuple[str, tuple[object, ...]]
 
@@ -22,24 +22,12 @@ def live(alias: str = "m", *, now_ms: int, include_expired: bool = False, includ
     return f"{sql} AND ({alias}.expires_at_ms IS NULL OR {alias}.expires_at_ms > %s)", (now_ms,)
 
 
-def _in(column: str, codes: tuple[int, ...]) -> str:
-    return f"{column} IN ({', '.join(str(int(code)) for code in codes)})"
-
-
 def disclosure_clause(scope: Scope, alias: str = "m") -> Clause:
-    elsewhere, here = visible_codes(scope)
-    if len(elsewhere) == len(ALL_DISCLOSURES):
+    terms = disclosure_terms(scope, alias, "%s")
+    if terms is None:
         return "true", ()
-    parts: list[str] = []
-    params: tuple[object, ...] = ()
-    if elsewhere:
-        parts.append(_in(f"{alias}.disclosure", elsewhere))
-    if here:
-        parts.append(f"({alias}.chat_id = %s AND {_in(f'{alias}.disclosure', here)})")
-        params = (scope.chat_id,)
-    if not parts:
-        return "false", ()
-    return f"({' OR '.join(parts)})", params
+    parts, params = terms
+    return (f"({' OR '.join(parts)})", params) if parts else ("false", ())
 
 
 def predicate(

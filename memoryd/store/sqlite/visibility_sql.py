@@ -9,7 +9,7 @@ search) builds its WHERE clause from :func:`predicate` (the vec0 scan from
 from __future__ import annotations
 
 from memoryd.errors import BrokenInvariant
-from memoryd.store.visibility import ALL_DISCLOSURES, Scope, vector_branches, visible_codes
+from memoryd.store.visibility import Scope, codes_in, disclosure_terms, vector_branches
 
 #: A WHERE fragment and its bindings, in order.
 Clause = tuple[str, tuple[object, ...]]
@@ -35,25 +35,13 @@ DISCLOSURE_SQL = (
 )
 
 
-def _in(column: str, codes: tuple[int, ...]) -> str:
-    return f"{column} IN ({', '.join(str(code) for code in codes)})"  # our own ints: safe SQL
-
-
 def disclosure_clause(scope: Scope, alias: str = "memories") -> Clause:
     """The disclosure rules for ``scope`` as SQL over table ``alias``."""
-    elsewhere, here = visible_codes(scope)
-    if len(elsewhere) == len(ALL_DISCLOSURES):
+    terms = disclosure_terms(scope, alias, "?")
+    if terms is None:
         return "1", ()
-    parts: list[str] = []
-    params: tuple[object, ...] = ()
-    if elsewhere:
-        parts.append(_in(f"{alias}.disclosure", elsewhere))
-    if here:
-        parts.append(f"({alias}.chat_id = ? AND {_in(f'{alias}.disclosure', here)})")
-        params = (scope.chat_id,)
-    if not parts:
-        return "0", ()
-    return f"({' OR '.join(parts)})", params
+    parts, params = terms
+    return (f"({' OR '.join(parts)})", params) if parts else ("0", ())
 
 
 def predicate(
@@ -104,9 +92,9 @@ def vector_filters(scope: Scope, now_ms: int) -> list[Clause]:
     filters: list[Clause] = []
     for codes, learned_chat in vector_branches(scope):
         if learned_chat is None:
-            filters.append((f"expires_at > ? AND {_in('disclosure', codes)}", (now_ms,)))
+            filters.append((f"expires_at > ? AND {codes_in('disclosure', codes)}", (now_ms,)))
         else:
             filters.append(
-                (f"expires_at > ? AND learned_chat = ? AND {_in('disclosure', codes)}", (now_ms, learned_chat))
+                (f"expires_at > ? AND learned_chat = ? AND {codes_in('disclosure', codes)}", (now_ms, learned_chat))
             )
     return filters
