@@ -98,7 +98,11 @@ def ask(
             want = ids[persona.name][key]
             right = bool(hits) and hits[0]["id"] == want
             scores.top1.setdefault(persona.name, []).append(right)
-            scores.in_context.setdefault(persona.name, []).append(any(m["id"] == want for m in context["memories"]))
+            in_context = any(m["id"] == want for m in context["memories"])
+            scores.in_context.setdefault(persona.name, []).append(in_context)
+            if not in_context:
+                best = hits[0]["relevance"] if hits else 0.0
+                scores.misses.append(f"{persona.name}: not in context (best {best:.3f}): {question!r}")
             if not right:
                 first = hits[0]["content"] if hits else "(nothing)"
                 scores.misses.append(f"{persona.name}: {question!r} -> {first!r}")
@@ -106,6 +110,11 @@ def ask(
             hits = conn.call("memory.search", {**user, "query": question, "limit": SEARCH_LIMIT})
             context = conn.call("memory.context", {**user, "message": question})
             scores.injected.setdefault(persona.name, []).append(bool(context["memories"]))
+            if context["memories"]:
+                first = context["memories"][0]
+                scores.misses.append(
+                    f"{persona.name}: unanswerable, injected ({first['relevance']:.3f}): {question!r} -> {first['content']!r}"
+                )
             scores.searched.setdefault(persona.name, []).append(bool(hits))
         for message in persona.unrelated:
             hits = conn.call("memory.search", {**user, "query": message, "limit": SEARCH_LIMIT})
