@@ -1,0 +1,533 @@
+"""A params fuzzer driven by the method table: every method, every field, through a live daemon.
+
+The methods and their fields are read from the daemon's own method table (``MethodTable.params_type``)
+and ``msgspec.inspect``, so a method or field added later is fuzzed without touching this file.
+Against one daemon subprocess on its real Unix socket:
+
+* a value of a JSON type the field does not accept, and an unknown extra field, are refused
+  with -32602 whose ``data.field`` names that field (the message too);
+* type-valid extreme values (empty, blank, over the limits, NUL, lone surrogates, control
+  characters, huge and negative numbers, long and duplicated lists, ids that do not exist or
+  belong to someone else) never get -32603 and never drop the connection: a result, or an error
+  with a code from the table; a -32602 names a field that was changed;
+* a refused call leaves the caller's memories as they were;
+* after every example the daemon answers system.health, and a second client of another user on
+  another connection still adds and finds its memories.
+
+The budget is small in the suite.  For a long run by hand:
+``MEMORYD_FUZZ_LONG=1 ./dev test tests/test_params_fuzz.py`` (or ``--fuzz-long``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from msgspec import inspect as mi
+
+from memoryd.auth import Authenticator
+from memoryd.server.wiring import build_services
+from memoryd.store.backends import open_store
+from memoryd_client.errors import ErrorCode
+from tests.conftest import DaemonProcess, make_config
+
+LONG = os.environ.get("MEMORYD_FUZZ_LONG") == "1"
+CODES = {int(code) for code in ErrorCode}
+EXTREME_FUZZ = settings(
+    max_examples=20_000 if LONG else 60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+#: The user whose client misbehaves, another user it may name, and the bystander it must not hurt.
+ATTACKER, OTHER, BYSTANDER = "fuzz-a", "fuzz-b", "fuzz-bystander"
+CHAT = "fuzz-chat"
+
+
+# -- the method table, as the daemon builds it ----------------------------------------------------
+
+
+def method_params() -> dict[str, type[msgspec.Struct]]:
+    """Method name → params Struct, from the method table the daemon serves."""
+    base = Path(tempfile.mkdtemp(prefix="md-pt-", dir="/tmp"))
+    try:
+        config = make_config(base)
+        (base / "data").mkdir()
+        store = open_store(config)
+        try:
+            services = build_services(config, store, None, None, Authenticator.from_config(config.auth), lambda: b"{}")
+            return {name: services.table.params_type(name) for name in services.table.names()}
+        finally:
+            store.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+METHODS = method_params()
+
+# -- reading types ----------------------------------------------------------------------------------
+
+KINDS = ("str", "int", "float", "bool", "null", "array", "object")
+#: One JSON value of each kind: a field refuses every one whose kind it does not accept.
+WRONG = {"str": "not-a-number", "int": 7, "float": 2.5, "bool": True, "null": None, "array": [1], "object": {"k": 1}}
+
+
+def unwrap(t: mi.Type) -> mi.Type:
+    while isinstance(t, mi.Metadata):
+        t = t.type
+    return t
+
+
+def members(t: mi.Type) -> list[mi.Type]:
+    t = unwrap(t)
+    return [unwrap(m) for m in t.types] if isinstance(t, mi.UnionType) else [t]
+
+
+def kinds(t: mi.Type) -> set[str]:
+    """The JSON kinds a value of type ``t`` may be written as."""
+    found: set[str] = set()
+    for m in members(t):
+        if isinstance(m, mi.AnyType):
+            return set(KINDS)
+        if isinstance(m, mi.StrType | mi.DateTimeType | mi.DateType | mi.TimeType | mi.UUIDType | mi.BytesType):
+            found.add("str")
+        elif isinstance(m, mi.BoolType):
+            found.add("bool")
+        elif isinstance(m, mi.IntType):
+            found.add("int")
+        elif isinstance(m, mi.FloatType):
+            found |= {"int", "float"}
+        elif isinstance(m, mi.NoneType):
+            found.add("null")
+        elif isinstance(m, mi.ListType | mi.SetType | mi.FrozenSetType | mi.VarTupleType | mi.TupleType):
+            found.add("array")
+        elif isinstance(m, mi.DictType | mi.StructType | mi.TypedDictType | mi.DataclassType):
+            found.add("object")
+        elif isinstance(m, mi.LiteralType | mi.EnumType):
+            for value in (m.values if isinstance(m, mi.LiteralType) else [member.value for member in m.cls]):
+                found.add("str" if isinstance(value, str) else "int" if isinstance(value, int) else "null")
+        else:
+            raise AssertionError(f"the fuzzer does not know the type {m!r}: teach it")
+    return found
+
+
+def samples(t: mi.Type) -> list[Any]:
+    """Valid values of ``t`` to build a request that passes, most ordinary first."""
+    out: list[Any] = []
+    for m in members(t):
+        if isinstance(m, mi.StrType):
+            low, high = m.min_length or 1, m.max_length or 64
+            out.append(("fuzz value " * 8)[: max(low, min(high, 10))])
+        elif isinstance(m, mi.BoolType):
+            out += [False, True]
+        elif isinstance(m, mi.IntType | mi.FloatType):
+            low = m.ge if m.ge is not None else (m.gt + 1 if m.gt is not None else 1)
+            out.append(max(1, low) if m.le is None or m.le >= 1 else low)
+        elif isinstance(m, mi.LiteralType):
+            out += list(m.values)
+        elif isinstance(m, mi.EnumType):
+            out += [member.value for member in m.cls]
+        elif isinstance(m, mi.ListType):
+            out.append([samples(m.item_type)[0] for _ in range(max(1, m.min_length or 0))])
+        elif isinstance(m, mi.StructType):
+            out.append({f.encode_name: samples(f.type)[0] for f in m.fields if f.required})
+        elif isinstance(m, mi.DictType):
+            out.append({})
+        elif isinstance(m, mi.DateTimeType):
+            out.append("2024-01-02T03:04:05Z")
+        elif isinstance(m, mi.NoneType | mi.AnyType):
+            out.append(None)
+    return out
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a method's params, at ``path`` in the params object (``messages[0].role``)."""
+
+    path: tuple[str | int, ...]
+    type: mi.Type
+    required: bool
+
+    @property
+    def name(self) -> str:
+        text = ""
+        for part in self.path:
+            text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+        return text
+
+    @property
+    def root(self) -> str:
+        return str(self.path[0])
+
+
+def fields_of(struct: mi.StructType, prefix: tuple[str | int, ...] = ()) -> Iterator[Field]:
+    """Every field, and the fields of the objects inside a required list field's first item
+    (the request that passes holds that item)."""
+    for f in struct.fields:
+        path = (*prefix, f.encode_name)
+        yield Field(path, f.type, f.required)
+        for m in members(f.type) if f.required else []:
+            if isinstance(m, mi.ListType) and isinstance(unwrap(m.item_type), mi.StructType):
+                yield from fields_of(unwrap(m.item_type), (*path, 0))  # type: ignore[arg-type]
+
+
+def struct_info(method: str) -> mi.StructType:
+    info = mi.type_info(METHODS[method])
+    assert isinstance(info, mi.StructType)
+    return info
+
+
+def with_value(params: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    """A deep copy of ``params`` with ``value`` at ``path``."""
+    copy: Any = json.loads(json.dumps(params))
+    node = copy
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return copy  # type: ignore[no-any-return]
+
+
+def names_field(error: dict[str, Any], roots: set[str]) -> bool:
+    """The -32602 names one of ``roots`` (or a path inside it) in its data and its message."""
+    data = error.get("data")
+    field = data.get("field") if isinstance(data, dict) else None
+    if not isinstance(field, str) or field not in error["message"]:
+        return False
+    return any(field == root or field.startswith((root + ".", root + "[")) for root in roots)
+
+
+# -- talking to the daemon --------------------------------------------------------------------------
+
+
+class Client:
+    """One NDJSON connection, kept open across calls (a dropped connection is a failure)."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(30)
+        self.sock.connect(str(path))
+        self.buffer = b""
+        self.ids = itertools.count(1)
+
+    def call(self, method: str, params: Any) -> dict[str, Any]:
+        id_ = next(self.ids)
+        payload = json.dumps({"jsonrpc": "2.0", "method": method, "params": params, "id": id_}).encode()
+        self.sock.sendall(payload + b"\n")
+        while b"\n" not in self.buffer:
+            chunk = self.sock.recv(1 << 20)
+            assert chunk, f"the daemon closed the connection on {method} {payload[:300]!r}"
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        reply: dict[str, Any] = json.loads(line)
+        assert reply.get("id") == id_, (method, params, reply)
+        return reply
+
+    def result(self, method: str, params: Any) -> Any:
+        reply = self.call(method, params)
+        assert "result" in reply, (method, params, reply)
+        return reply["result"]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass
+class Live:
+    process: DaemonProcess
+    attacker: Client
+    bystander: Client
+    #: Ids of memories the attacker may name: its own, another user's, a group's.
+    ids: list[str]
+    bases: dict[str, dict[str, Any]]
+    checks: int = 0
+
+    def reconnect(self) -> None:
+        self.attacker.close()
+        self.attacker = Client(self.process.socket)
+
+    def still_serves_everyone(self) -> None:
+        """The daemon answers health, and the bystander adds a memory and finds it."""
+        assert self.attacker.result("system.health", {})["status"] == "ok"
+        self.checks += 1
+        word = f"bystander{self.checks}marker"
+        added = self.bystander.result("memory.add", {"user_id": BYSTANDER, "content": f"the {word} is safe"})
+        hits = self.bystander.result("memory.search", {"user_id": BYSTANDER, "query": word})
+        assert added["id"] in [hit["id"] for hit in hits], hits
+        assert self.process.proc is not None and self.process.proc.poll() is None
+
+    def attacker_ids(self) -> set[str]:
+        page = self.attacker.result(
+            "memory.list",
+            {"user_id": ATTACKER, "limit": 1000, "include_expired": True, "include_superseded": True},
+        )
+        return {item["id"] for item in page}
+
+
+def base_params(client: Client, method: str, id_pool: list[str]) -> dict[str, Any]:
+    """The smallest params the method accepts: required fields, then whatever a -32602 asks for.
+
+    Rules beyond the types (one of two fields required, a confirmation, an id that must look
+    like one) are learnt from the daemon's own refusals, trying the field's sample values and
+    the known memory ids until the refusal no longer names that field."""
+    struct = struct_info(method)
+    by_name = {f.encode_name: f for f in struct.fields}
+    params: dict[str, Any] = {"user_id": ATTACKER} if "user_id" in by_name else {}
+    for f in struct.fields:
+        if f.required:
+            params[f.encode_name] = samples(f.type)[0]
+    tried: set[tuple[str, str]] = set()
+    for _ in range(40):
+        reply = client.call(method, params)
+        error = reply.get("error")
+        if error is None or error["code"] != ErrorCode.INVALID_PARAMS:
+            return params
+        field = str(error["data"]["field"]).split(".")[0].split("[")[0]
+        assert field in by_name, (method, params, error)
+        candidates = samples(by_name[field].type)
+        if "str" in kinds(by_name[field].type):
+            candidates += id_pool
+        for candidate in candidates:
+            key = (field, json.dumps(candidate))
+            if key not in tried:
+                tried.add(key)
+                params[field] = candidate
+                break
+        else:
+            raise AssertionError(f"no params found that {method} accepts: {params} -> {error}")
+    raise AssertionError(f"no params found that {method} accepts: {params}")
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[Live]:
+    base = Path(tempfile.mkdtemp(prefix="md-pf-", dir="/tmp"))
+    process = DaemonProcess(base).start()
+    attacker, bystander = Client(process.socket), Client(process.socket)
+    ids = [
+        attacker.result("memory.add", {"user_id": user, "content": text, **extra})["id"]
+        for user, text, extra in [
+            (ATTACKER, "the attacker likes tea", {}),
+            (ATTACKER, "the attacker walks at dawn", {"subjects": ["Alice"]}),
+            (OTHER, "another user's secret plan", {}),
+            (OTHER, "a group plan in the chat", {"chat_id": CHAT, "shared": True}),
+        ]
+    ]
+    bystander.result("memory.add", {"user_id": BYSTANDER, "content": "the bystander keeps this"})
+    live = Live(process, attacker, bystander, ids, {})
+    live.bases = {method: base_params(attacker, method, ids) for method in METHODS}
+    yield live
+    attacker.close()
+    bystander.close()
+    alive = process.proc is not None and process.proc.poll() is None
+    process.stop()
+    log = process.stderr()
+    shutil.rmtree(base, ignore_errors=True)
+    assert alive, f"the daemon died during the fuzz: {log[-3000:]}"
+    assert "Traceback" not in log, log[-5000:]
+
+
+def check_reply(reply: dict[str, Any], roots: set[str], context: Any) -> None:
+    assert ("result" in reply) != ("error" in reply), (context, reply)
+    if "error" in reply:
+        error = reply["error"]
+        assert error["code"] in CODES, (context, reply)
+        assert error["code"] != ErrorCode.INTERNAL_ERROR, (context, reply)
+        assert isinstance(error["message"], str) and error["message"], (context, reply)
+        if error["code"] == ErrorCode.INVALID_PARAMS:
+            assert names_field(error, roots), (context, reply)
+
+
+# -- every field, a value of the wrong JSON type, an unknown field ------------------------------------
+
+
+def wrong_type_cases() -> list[tuple[str, Field, Any]]:
+    cases = []
+    for method in METHODS:
+        for field in fields_of(struct_info(method)):
+            accepted = kinds(field.type)
+            cases += [(method, field, WRONG[kind]) for kind in KINDS if kind not in accepted]
+    return cases
+
+
+def test_the_table_is_read_not_listed() -> None:
+    """Every method is here, with fields and wrong values to send (an empty walk would pass anything)."""
+    assert {"memory.add", "memory.search", "person.merge", "system.health"} <= set(METHODS)
+    cases = wrong_type_cases()
+    assert {method for method, _, _ in cases} == set(METHODS)
+    assert any(field.name == "messages[0].role" for _, field, _ in cases)
+    assert any(field.name == "from" for _, field, _ in cases)  # the encoded name, not from_
+
+
+def test_every_field_refuses_a_value_of_the_wrong_type(live: Live) -> None:
+    cases = wrong_type_cases()
+    for method, field, value in cases:
+        params = with_value(live.bases[method], field.path, value)
+        reply = live.attacker.call(method, params)
+        assert reply.get("error", {}).get("code") == ErrorCode.INVALID_PARAMS, (method, field.name, value, reply)
+        error = reply["error"]
+        assert error["data"]["field"] == field.name, (method, field.name, value, reply)
+        assert field.name in error["message"], (method, field.name, value, reply)
+    live.still_serves_everyone()
+
+
+def test_every_method_refuses_an_unknown_field(live: Live) -> None:
+    for method in METHODS:
+        objects: list[tuple[str | int, ...]] = [()]
+        objects += [f.path[:-1] for f in fields_of(struct_info(method)) if f.path[:-1] not in objects]
+        for at in objects:
+            params = live.bases[method]
+            known = {f.path[-1] for f in fields_of(struct_info(method)) if f.path[:-1] == at}
+            for name in {"zz_unknown", "User_ID", "from_", ""} - known:
+                field = Field((*at, name), mi.AnyType(), False)
+                reply = live.attacker.call(method, with_value(params, field.path, 1))
+                error = reply.get("error", {})
+                assert error.get("code") == ErrorCode.INVALID_PARAMS, (method, field.name, reply)
+                assert error["data"]["field"] == field.name, (method, field.name, reply)
+    live.still_serves_everyone()
+
+
+# -- type-valid extreme values ----------------------------------------------------------------------
+
+LONE_SURROGATES = ["\ud800", "a\udfffb", "\udc00x", "\ud83d"]
+ODD_TEXT = [
+    "",
+    " ",
+    " \t\n\r ",
+    "\u00a0\u2028\u3000",
+    "a\x00b",
+    "\x00",
+    "\x01\x02\x1b[31m\x7f",
+    "\u200b\u200e\u202e",
+    "\ufeff",
+    "😀" * 3,
+    "e\u0301" * 5,
+    "%s%n{0}",
+    "'; DROP TABLE memories; --",
+    '"',
+    "\\",
+    "NEAR(a b)",
+    "a* OR b",
+    "-",
+    "0",
+    "00",
+    "null",
+    "user:" + OTHER,
+    OTHER,
+    CHAT,
+    *LONE_SURROGATES,
+]
+
+
+def text_values(t: mi.StrType, ids: list[str]) -> st.SearchStrategy[str]:
+    limits = [n for n in (t.min_length, t.max_length) if n is not None]
+    lengths = sorted({0, 1, *limits, *(n - 1 for n in limits if n > 0), *(n + 1 for n in limits), 4097, 70_000})
+    sized = st.builds(lambda n, ch: ch * n, st.sampled_from(lengths), st.sampled_from(["x", "é", "😀", " ", "\x00"]))
+    id_like = st.sampled_from(ids) | st.builds(
+        lambda i, n: i[:n], st.sampled_from(ids), st.integers(1, 30)
+    ) | st.builds(str.lower, st.sampled_from(ids)) | st.sampled_from(["0" * 26, "Z" * 26, "I" * 26, "U" * 26])
+    return st.one_of(st.sampled_from(ODD_TEXT), sized, id_like, st.text(max_size=40))
+
+
+def int_values(t: mi.IntType | mi.FloatType) -> st.SearchStrategy[int]:
+    edges = [0, 1, -1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30, -(10**30)]
+    for bound in (t.ge, t.gt, t.le, t.lt):
+        if bound is not None:
+            edges += [int(bound) - 1, int(bound), int(bound) + 1]
+    return st.sampled_from(edges) | st.integers(-(2**70), 2**70)
+
+
+def float_values(t: mi.FloatType) -> st.SearchStrategy[Any]:
+    edges: list[Any] = [0.0, -0.0, 1e308, -1e308, 5e-324, -5e-324, 1e-300, 0.5, 1.0, 1.0000000001]
+    for bound in (t.ge, t.gt, t.le, t.lt):
+        if bound is not None:
+            edges += [float(bound), float(bound) * (1 + 1e-15) + 1e-300, float(bound) - 1e-9, float(bound) + 1e-9]
+    return st.sampled_from(edges) | st.floats(allow_nan=False, allow_infinity=False) | int_values(t)
+
+
+def extreme_values(t: mi.Type, ids: list[str], depth: int = 0) -> st.SearchStrategy[Any]:
+    """Values of a type ``t`` accepts as JSON, chosen at and past the edges."""
+    options: list[st.SearchStrategy[Any]] = []
+    for m in members(t):
+        if isinstance(m, mi.StrType):
+            options.append(text_values(m, ids))
+        elif isinstance(m, mi.BoolType):
+            options.append(st.booleans())
+        elif isinstance(m, mi.IntType):
+            options.append(int_values(m))
+        elif isinstance(m, mi.FloatType):
+            options.append(float_values(m))
+        elif isinstance(m, mi.NoneType):
+            options.append(st.none())
+        elif isinstance(m, mi.LiteralType | mi.EnumType):
+            values = list(m.values) if isinstance(m, mi.LiteralType) else [e.value for e in m.cls]
+            options.append(st.sampled_from(values) | st.sampled_from([str(v).upper() for v in values] + [""]))
+        elif isinstance(m, mi.DateTimeType):
+            options.append(
+                st.sampled_from(["2024-01-02T03:04:05Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2024-13-40"])
+            )
+        elif isinstance(m, mi.ListType) and depth < 2:
+            item = extreme_values(m.item_type, ids, depth + 1)
+            limits = [n for n in (m.min_length, m.max_length) if n is not None]
+            sizes = sorted({0, 1, 2, *limits, *(n + 1 for n in limits), 1000})
+            same = st.builds(lambda v, n: [v] * n, item, st.sampled_from(sizes))
+            options.append(st.lists(item, max_size=5) | same)
+        elif isinstance(m, mi.StructType) and depth < 3:
+            fields = {f.encode_name: extreme_values(f.type, ids, depth + 1) for f in m.fields}
+            required = {f.encode_name: fields[f.encode_name] for f in m.fields if f.required}
+            optional = {name: s for name, s in fields.items() if name not in required}
+            options.append(st.fixed_dictionaries(required, optional=optional))
+        elif isinstance(m, mi.DictType | mi.AnyType) and depth < 2:
+            leaf = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8)
+            deep: Any = "x"
+            for _ in range(200):
+                deep = {"k": deep}
+            options.append(
+                st.dictionaries(st.text(max_size=6), leaf, max_size=4)
+                | st.just({"k": "v" * 5000})
+                | st.just({f"k{i}": i for i in range(600)})
+                | st.just(deep)
+            )
+    return st.one_of(options) if options else st.none()
+
+
+def field_choices(method: str) -> list[Field]:
+    return list(fields_of(struct_info(method)))
+
+
+@st.composite
+def extreme_calls(draw: st.DrawFn, ids: list[str]) -> tuple[str, dict[str, Any], set[str], list[str]]:
+    method = draw(st.sampled_from(sorted(METHODS)))
+    fields = draw(st.lists(st.sampled_from(field_choices(method)), min_size=1, max_size=3, unique_by=lambda f: f.name))
+    return method, {f.name: draw(extreme_values(f.type, ids)) for f in fields}, {f.root for f in fields}, [
+        f.name for f in fields
+    ]
+
+
+@EXTREME_FUZZ
+@given(st.data())
+def test_extreme_values_never_break_the_daemon(live: Live, data: st.DataObject) -> None:
+    method, values, roots, names = data.draw(extreme_calls(live.ids))
+    params = live.bases[method]
+    by_name = {f.name: f for f in field_choices(method)}
+    for name, value in values.items():
+        params = with_value(params, by_name[name].path, value)
+    before = live.attacker_ids()
+    try:
+        reply = live.attacker.call(method, params)
+    except (AssertionError, OSError):
+        live.reconnect()
+        raise
+    check_reply(reply, roots, (method, names, params))
+    if "error" in reply:
+        assert live.attacker_ids() == before, ("a refused call changed the caller's memories", method, params, reply)
+    live.still_serves_everyone()
