@@ -487,7 +487,7 @@ def extreme_values(t: mi.Type, ids: list[str], depth: int = 0) -> st.SearchStrat
             optional = {name: s for name, s in fields.items() if name not in required}
             options.append(st.fixed_dictionaries(required, optional=optional))
         elif isinstance(m, mi.DictType | mi.AnyType) and depth < 2:
-            leaf = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8)
+            leaf = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
             deep: Any = "x"
             for _ in range(200):
                 deep = {"k": deep}

@@ -89,7 +89,9 @@ class MemoryService:
 
     async def add(self, params: AddParams, ctx: CallContext) -> dict[str, Any]:
         caller = identify(params, ctx, self.authenticator)
-        scope = scope_of(caller, params)
+        # ``this_chat`` narrows what search and list show; an add ignores it (what it may
+        # supersede or match as a duplicate is the caller's whole view).
+        scope = dataclasses.replace(scope_of(caller, params), this_chat=False)
         metadata = params.metadata or {}
         check_memory_fields(
             content=params.content,
