@@ -1,15 +1,42 @@
-"""Params the method-table fuzzer (tests/test_params_fuzz.py) found mishandled, each through a real socket."""
+"""Params the method-table fuzzer (tests/test_params_fuzz.py) found mishandled, each through a
+real socket, on both storage engines: the reply names the field, and a refused call stores nothing."""
 
 from __future__ import annotations
 
-from tests.wire import NdjsonPeer, call_ok
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from memoryd.server.daemon import Daemon
+from tests.conftest import make_config
+from tests.wire import NdjsonPeer, call_error, call_ok
 
 ALICE = {"user_id": "alice"}
 
 
-async def test_add_with_this_chat_and_no_chat_is_stored_and_deduplicated(peer: NdjsonPeer) -> None:
-    # this_chat is a filter of search and list: an add ignores it (it once reached the
-    # duplicate check as "no disclosure shows" and SQLite refused the query: -32603).
+@pytest.fixture(params=["sqlite", "postgres"])
+async def engine_peer(
+    request: pytest.FixtureRequest, short_tmp: Path, nursery: trio.Nursery
+) -> AsyncIterator[NdjsonPeer]:
+    storage: dict[str, Any] = {}
+    if request.param == "postgres":
+        pytest.importorskip("psycopg")
+        from tests.postgres_server import shared
+
+        storage = {"storage": {"backend": "postgres", "url": shared().fresh_database()}}
+    instance = Daemon(make_config(short_tmp, **storage))
+    await nursery.start(instance.run)
+    yield await NdjsonPeer.connect(instance.config.socket_path)
+    instance.request_stop()
+
+
+async def test_add_with_this_chat_and_no_chat_is_stored_and_deduplicated(engine_peer: NdjsonPeer) -> None:
+    # this_chat is a filter of search and list: an add ignores it (it once reached SQLite's
+    # duplicate check as "no disclosure shows", a query SQLite refused: -32603).
+    peer = engine_peer
     first = await call_ok(peer, "memory.add", {**ALICE, "content": "tea at five", "this_chat": True})
     again = await call_ok(peer, "memory.add", {**ALICE, "content": "tea at five", "this_chat": True})
     assert (again["id"], again["deduplicated"]) == (first["id"], True)
@@ -18,3 +45,31 @@ async def test_add_with_this_chat_and_no_chat_is_stored_and_deduplicated(peer: N
     assert not in_chat["deduplicated"]  # learned in another chat: a memory of its own
     hits = await call_ok(peer, "memory.search", {**ALICE, "query": "tea"})
     assert sorted(hit["id"] for hit in hits) == sorted([first["id"], in_chat["id"]])
+
+
+@pytest.mark.parametrize("field", ["chat_type", "source_username", "source_display_name", "message_id"])
+async def test_a_routing_field_with_a_nul_is_refused_by_name(engine_peer: NdjsonPeer, field: str) -> None:
+    # Stored with the memory's provenance: PostgreSQL cannot store a NUL (it was -32603 there).
+    params = {**ALICE, "content": "the spare key is under the mat", field: "a\x00b"}
+    error = await call_error(engine_peer, "memory.add", params)
+    assert (error["code"], error["data"]["field"]) == (-32602, field)
+    assert "NUL" in error["message"]
+    assert await call_ok(engine_peer, "memory.list", ALICE) == []
+    # A blank routing field still means "unknown", as ash sends an unset one.
+    assert await call_ok(engine_peer, "memory.add", {**params, field: " "})
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["session_key", "messages[0].id", "messages[0].username", "messages[0].display_name", "messages[0].user_id"],
+)
+async def test_observed_text_with_a_nul_is_refused_by_name(engine_peer: NdjsonPeer, field: str) -> None:
+    message: dict[str, Any] = {"role": "user", "content": "we moved to Lisbon"}
+    params: dict[str, Any] = {**ALICE, "chat_id": "dm-al", "messages": [message]}
+    if field == "session_key":
+        params["session_key"] = "s\x00k"
+    else:
+        message[field.removeprefix("messages[0].")] = "x\x00"
+    error = await call_error(engine_peer, "memory.observe", params)
+    assert (error["code"], error["data"]["field"]) == (-32602, field)
+    assert (await call_ok(engine_peer, "system.health", {}))["status"] == "ok"

@@ -137,7 +137,7 @@ class ConversationService:
         if params.message_id is not None:
             message_id = str(params.message_id)
             found = await self.conversations.window(
-                SessionRef(scope.user_id, scope.chat_id, params.session_key or None),
+                SessionRef(scope.user_id, scope.chat_id, _key_text(params.session_key) or None),
                 message_id,
                 self.extractor.settings.context_messages,
             )
@@ -170,6 +170,7 @@ class ConversationService:
     def _session_key(self, key: str | None) -> str | None:
         """``key`` as the sessions table and a memory's ``source_session`` store it: a key that
         holds a credential is refused (-32602, ``session_key``) before anything is stored."""
+        key = _key_text(key)
         if key is None or self.secrets is None:
             return key
         return self.secrets.screen_identifier("session_key", key)
@@ -213,7 +214,18 @@ class ConversationService:
 
 def _check_messages(messages: Sequence[MessageParam]) -> None:
     for index, message in enumerate(messages):
-        check_text(f"messages[{index}].content", message.content, max_bytes=MAX_CONTENT_BYTES, allow_blank=True)
+        field = f"messages[{index}]"
+        check_text(f"{field}.content", message.content, max_bytes=MAX_CONTENT_BYTES, allow_blank=True)
+        # Stored beside the content: text every engine can store (no NUL), like the content.
+        for name in ("id", "username", "display_name", "user_id"):
+            value = getattr(message, name)
+            if isinstance(value, str):
+                check_text(f"{field}.{name}", value, allow_blank=True)
+
+
+def _key_text(key: str | None) -> str | None:
+    """A session key every engine can store and look up (no NUL: -32602 naming it)."""
+    return None if key is None else check_text("session_key", key, allow_blank=True)
 
 
 def _text_id(value: object) -> object:

@@ -10,22 +10,24 @@ from __future__ import annotations
 from memoryd.auth import Authenticator, Caller, Routing
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.params import AddParams, CallerParams
+from memoryd.service.validation import check_text
 from memoryd.store import Provenance, Scope
 
 
-def _text(value: str | None) -> str | None:
-    # ash sends an unset env var as null, a set-but-empty one as "": both mean unknown.
-    text = value.strip() if value is not None else ""
+def _text(field: str, value: str | None) -> str | None:
+    # ash sends an unset env var as null, a set-but-empty one as "": both mean unknown.  What is
+    # kept is stored with what the call writes, so it must be text every engine can store.
+    text = check_text(field, value, allow_blank=True).strip() if value is not None else ""
     return text or None
 
 
 def routing_of(params: CallerParams) -> Routing:
-    """The routing params as sent, blank ones as None."""
+    """The routing params as sent, blank ones as None (-32602 for text no engine can store)."""
     return Routing(
-        chat_type=_text(params.chat_type),
-        source_username=_text(params.source_username),
-        source_display_name=_text(params.source_display_name),
-        message_id=_text(None if params.message_id is None else str(params.message_id)),
+        chat_type=_text("chat_type", params.chat_type),
+        source_username=_text("source_username", params.source_username),
+        source_display_name=_text("source_display_name", params.source_display_name),
+        message_id=_text("message_id", None if params.message_id is None else str(params.message_id)),
     )
 
 
