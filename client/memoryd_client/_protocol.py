@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from .errors import MemorydRpcError, PayloadTooLarge, ProtocolError, error_from_object
+from .errors import InvalidParams, MemorydRpcError, PayloadTooLarge, ProtocolError, error_from_object
 
 #: Replies larger than this are refused rather than buffered without bound (a list of 1000
 #: long memories is a few MiB).
@@ -22,7 +22,24 @@ def encode_request(request_id: int, method: str, params: Dict[str, Any]) -> byte
     message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
     # allow_nan=False: NaN/Infinity are not JSON and the daemon would reject the whole line.
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.encode("utf-8") + b"\n"
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        raise _not_unicode(params) from None
+
+
+def _not_unicode(params: Dict[str, Any]) -> InvalidParams:
+    """The daemon's own refusal of text with a lone surrogate (what Python makes of argv or
+    environment bytes that are not UTF-8), raised before sending: such text has no UTF-8 form."""
+    field = "params"
+    for name, value in params.items():
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            field = name
+            break
+    reason = "must be valid Unicode (it has a lone surrogate)"
+    return InvalidParams(f"Invalid params: {field}: {reason}", {"field": field, "reason": reason})
 
 
 class LineReader:
