@@ -21,12 +21,14 @@ The budget is small in the suite.  For a long run by hand:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
 import shutil
 import socket
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,6 +261,8 @@ class Live:
     bases: dict[str, dict[str, Any]]
     checks: int = 0
     examples: int = 0
+    #: Replies by error code (0: a result), for the long run's summary.
+    codes: Counter[int] = dataclasses.field(default_factory=Counter)
 
     def reconnect(self) -> None:
         self.attacker.close()
@@ -341,7 +345,7 @@ def live(request: pytest.FixtureRequest) -> Iterator[Live]:
     live = Live(process, attacker, bystander, ids, {})
     live.bases = {method: base_params(attacker, method, ids) for method in METHODS}
     yield live
-    print(f"\nparams fuzz: {live.checks} checks of health and a bystander, {live.examples} extreme calls")
+    print(f"\nparams fuzz: {live.checks} checks of health and a bystander, {live.examples} extreme calls, {live.codes}")
     attacker.close()
     bystander.close()
     alive = process.proc is not None and process.proc.poll() is None
@@ -352,7 +356,9 @@ def live(request: pytest.FixtureRequest) -> Iterator[Live]:
     assert "Traceback" not in log, log[-5000:]
 
 
-def check_reply(reply: dict[str, Any], roots: set[str], context: Any) -> None:
+def check_reply(reply: dict[str, Any], roots: set[str], sent: set[str], context: Any) -> None:
+    """A result, or an error from the table that is never -32603; a -32602 names one of
+    ``roots``, a -32001 (no such memory or person) one of the fields ``sent``."""
     assert ("result" in reply) != ("error" in reply), (context, reply)
     if "error" in reply:
         error = reply["error"]
@@ -361,6 +367,8 @@ def check_reply(reply: dict[str, Any], roots: set[str], context: Any) -> None:
         assert isinstance(error["message"], str) and error["message"], (context, reply)
         if error["code"] == ErrorCode.INVALID_PARAMS:
             assert names_field(error, roots), (context, reply)
+        if error["code"] == ErrorCode.NOT_FOUND:
+            assert error["data"]["field"] in sent, (context, reply)
 
 
 # -- every field, a value of the wrong JSON type, an unknown field ------------------------------------
@@ -566,7 +574,8 @@ def test_extreme_values_never_break_the_daemon(live: Live, data: st.DataObject) 
     # A rule across fields may name the one the call left out ("chat_id: is required for a
     # shared memory"): a field of the method the params do not set counts as named well too.
     unset = {f.encode_name for f in struct_info(method).fields if params.get(f.encode_name) is None}
-    check_reply(reply, roots | unset, (method, names, params))
+    check_reply(reply, roots | unset, set(params), (method, names, params))
+    live.codes[reply["error"]["code"] if "error" in reply else 0] += 1
     if "error" in reply:
         assert live.attacker_ids() == before, ("a refused call changed the caller's memories", method, params, reply)
     if params.get("user_id") != OTHER:
