@@ -320,17 +320,21 @@ def base_params(client: Client, method: str, id_pool: list[str]) -> dict[str, An
     raise AssertionError(f"no params found that {method} accepts: {params}")
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=["sqlite", "postgres-local"])
 def live(request: pytest.FixtureRequest) -> Iterator[Live]:
-    """One daemon subprocess per storage engine, its state kept across the examples."""
+    """One daemon subprocess per storage engine, its state kept across the examples; the
+    PostgreSQL one embeds with the local model (vector search and query embedding in the path)."""
     env: dict[str, str] = {}
-    if request.param == "postgres":
+    args: list[str] = []
+    if request.param.startswith("postgres"):
         pytest.importorskip("psycopg")
         from tests.postgres_server import shared
 
         env = {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": shared().fresh_database()}
+    if request.param.endswith("-local"):
+        args = ["--embedder", "local"]
     base = Path(tempfile.mkdtemp(prefix="md-pf-", dir="/tmp"))
-    process = DaemonProcess(base, env=env).start()
+    process = DaemonProcess(base, *args, env=env).start()
     attacker, bystander = Client(process.socket), Client(process.socket)
     ids = [
         attacker.result("memory.add", {"user_id": user, "content": text, **extra})["id"]
