@@ -29,7 +29,7 @@ import shutil
 import socket
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from memoryd.auth import Authenticator
 from memoryd.config import LimitsConfig
 from memoryd.server.wiring import build_services
 from memoryd.store.backends import open_store
+from memoryd_client import mint_token
 from memoryd_client.errors import ErrorCode
 from tests.conftest import DaemonProcess, make_config
 
@@ -56,6 +57,8 @@ EXTREME_FUZZ = settings(
 )
 #: The user whose client misbehaves, another user it may name, and the bystander it must not hurt.
 ATTACKER, OTHER, BYSTANDER = "fuzz-a", "fuzz-b", "fuzz-bystander"
+#: The token mode daemon's secret: its callers send a context token instead of a user_id.
+SECRET = "5e" * 32
 CHAT = "fuzz-chat"
 MAX_MESSAGE_BYTES = LimitsConfig().max_message_bytes
 
@@ -251,9 +254,20 @@ class Client:
         self.sock.close()
 
 
+def trusting(user: str, chat: str | None = None) -> dict[str, Any]:
+    """Identity params for a daemon in trust mode: the ids themselves."""
+    return {"user_id": user, **({} if chat is None else {"chat_id": chat})}
+
+
+def tokens(user: str, chat: str | None = None) -> dict[str, Any]:
+    """Identity params for a daemon in token mode: a context token signed by the host."""
+    return {"context_token": mint_token(SECRET, user, chat, ttl="1d")}
+
+
 @dataclass
 class Live:
     process: DaemonProcess
+    identity: Callable[..., dict[str, Any]]
     attacker: Client
     bystander: Client
     #: Ids of memories the attacker may name: its own, another user's, a group's.
@@ -273,20 +287,20 @@ class Live:
         assert self.attacker.result("system.health", {})["status"] == "ok"
         self.checks += 1
         word = f"bystander{self.checks}marker"
-        added = self.bystander.result("memory.add", {"user_id": BYSTANDER, "content": f"the {word} is safe"})
-        hits = self.bystander.result("memory.search", {"user_id": BYSTANDER, "query": word})
+        added = self.bystander.result("memory.add", {**self.identity(BYSTANDER), "content": f"the {word} is safe"})
+        hits = self.bystander.result("memory.search", {**self.identity(BYSTANDER), "query": word})
         assert added["id"] in [hit["id"] for hit in hits], hits
         assert self.process.proc is not None and self.process.proc.poll() is None
 
     def attacker_ids(self) -> set[str]:
         page = self.attacker.result(
             "memory.list",
-            {"user_id": ATTACKER, "limit": 1000, "include_expired": True, "include_superseded": True},
+            {**self.identity(ATTACKER), "limit": 1000, "include_expired": True, "include_superseded": True},
         )
         return {item["id"] for item in page}
 
 
-def base_params(client: Client, method: str, id_pool: list[str]) -> dict[str, Any]:
+def base_params(client: Client, method: str, id_pool: list[str], identity: dict[str, Any]) -> dict[str, Any]:
     """The smallest params the method accepts: required fields, then whatever a -32602 asks for.
 
     Rules beyond the types (one of two fields required, a confirmation, an id that must look
@@ -294,7 +308,7 @@ def base_params(client: Client, method: str, id_pool: list[str]) -> dict[str, An
     the known memory ids until the refusal no longer names that field."""
     struct = struct_info(method)
     by_name = {f.encode_name: f for f in struct.fields}
-    params: dict[str, Any] = {"user_id": ATTACKER} if "user_id" in by_name else {}
+    params: dict[str, Any] = dict(identity) if "user_id" in by_name else {}
     for f in struct.fields:
         if f.required:
             params[f.encode_name] = samples(f.type)[0]
@@ -320,34 +334,39 @@ def base_params(client: Client, method: str, id_pool: list[str]) -> dict[str, An
     raise AssertionError(f"no params found that {method} accepts: {params}")
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres-local"])
+@pytest.fixture(scope="module", params=["sqlite", "postgres-local-token"])
 def live(request: pytest.FixtureRequest) -> Iterator[Live]:
-    """One daemon subprocess per storage engine, its state kept across the examples; the
-    PostgreSQL one embeds with the local model (vector search and query embedding in the path)."""
+    """One daemon subprocess per storage engine, its state kept across the examples.  The
+    PostgreSQL one also embeds with the local model (vector search and query embedding in the
+    path) and runs in token mode (identity and routing from signed claims, as ash's sandboxes call)."""
     env: dict[str, str] = {}
     args: list[str] = []
+    identity = trusting
+    if request.param.endswith("-token"):
+        env |= {"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": SECRET}
+        identity = tokens
     if request.param.startswith("postgres"):
         pytest.importorskip("psycopg")
         from tests.postgres_server import shared
 
-        env = {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": shared().fresh_database()}
-    if request.param.endswith("-local"):
+        env |= {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": shared().fresh_database()}
+    if "-local" in request.param:
         args = ["--embedder", "local"]
     base = Path(tempfile.mkdtemp(prefix="md-pf-", dir="/tmp"))
     process = DaemonProcess(base, *args, env=env).start()
     attacker, bystander = Client(process.socket), Client(process.socket)
     ids = [
-        attacker.result("memory.add", {"user_id": user, "content": text, **extra})["id"]
-        for user, text, extra in [
-            (ATTACKER, "the attacker likes tea", {}),
-            (ATTACKER, "the attacker walks at dawn", {"subjects": ["Alice"]}),
-            (OTHER, "another user's secret plan", {}),
-            (OTHER, "a group plan in the chat", {"chat_id": CHAT, "shared": True}),
+        attacker.result("memory.add", {**identity(user, chat), "content": text, **extra})["id"]
+        for user, chat, text, extra in [
+            (ATTACKER, None, "the attacker likes tea", {}),
+            (ATTACKER, None, "the attacker walks at dawn", {"subjects": ["Alice"]}),
+            (OTHER, None, "another user's secret plan", {}),
+            (OTHER, CHAT, "a group plan in the chat", {"shared": True}),
         ]
     ]
-    bystander.result("memory.add", {"user_id": BYSTANDER, "content": "the bystander keeps this"})
-    live = Live(process, attacker, bystander, ids, {})
-    live.bases = {method: base_params(attacker, method, ids) for method in METHODS}
+    bystander.result("memory.add", {**identity(BYSTANDER), "content": "the bystander keeps this"})
+    live = Live(process, identity, attacker, bystander, ids, {})
+    live.bases = {method: base_params(attacker, method, ids, identity(ATTACKER)) for method in METHODS}
     yield live
     print(f"\nparams fuzz: {live.checks} checks of health and a bystander, {live.examples} extreme calls, {live.codes}")
     attacker.close()
@@ -584,6 +603,6 @@ def test_extreme_values_never_break_the_daemon(live: Live, data: st.DataObject) 
         assert live.attacker_ids() == before, ("a refused call changed the caller's memories", method, params, reply)
     if params.get("user_id") != OTHER:
         # Naming another user's memory never reaches it (only that user may change it).
-        reply = live.bystander.call("memory.get", {"user_id": OTHER, "memory_id": live.ids[2]})
+        reply = live.bystander.call("memory.get", {**live.identity(OTHER), "memory_id": live.ids[2]})
         assert "result" in reply, ("another user's memory was touched", method, params, reply)
     live.still_serves_everyone()
