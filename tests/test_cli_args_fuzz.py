@@ -146,7 +146,7 @@ def run_cli(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[Any, st
 
 
 @CLI_FUZZ
-@given(command_lines(), STDIN, st.sampled_from(["fuzz-cli", "", " ", "bad\tuser", "u" * 300]))
+@given(command_lines(), STDIN, st.sampled_from(["fuzz-cli", "", " ", "bad\tuser", "u" * 300, "\udcff"]))
 def test_bad_arguments_get_a_message_and_an_exit_code(
     daemon_socket: Path, argv: list[str], stdin: bytes, user: str
 ) -> None:
