@@ -55,6 +55,11 @@ EXTREME_FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
+PIPELINED_FUZZ = settings(
+    max_examples=500 if LONG else 15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 #: The user whose client misbehaves, another user it may name, and the bystander it must not hurt.
 ATTACKER, OTHER, BYSTANDER = "fuzz-a", "fuzz-b", "fuzz-bystander"
 #: The token mode daemon's secret: its callers send a context token instead of a user_id.
@@ -282,9 +287,10 @@ class Live:
         self.attacker.close()
         self.attacker = Client(self.process.socket)
 
-    def still_serves_everyone(self) -> None:
-        """The daemon answers health, and the bystander adds a memory and finds it."""
-        assert self.attacker.result("system.health", {})["status"] == "ok"
+    def still_serves_everyone(self, health_on: Client | None = None) -> None:
+        """The daemon answers health (on the attacker's connection unless told), and the
+        bystander adds a memory and finds it."""
+        assert (health_on or self.attacker).result("system.health", {})["status"] == "ok"
         self.checks += 1
         word = f"bystander{self.checks}marker"
         added = self.bystander.result("memory.add", {**self.identity(BYSTANDER), "content": f"the {word} is safe"})
@@ -574,14 +580,20 @@ def extreme_calls(draw: st.DrawFn, ids: list[str]) -> tuple[str, dict[str, Any],
     )
 
 
-@EXTREME_FUZZ
-@given(st.data())
-def test_extreme_values_never_break_the_daemon(live: Live, data: st.DataObject) -> None:
-    method, values, roots, names = data.draw(extreme_calls(live.ids))
+def extreme_params(live: Live, call: tuple[str, dict[str, Any], set[str], list[str]]) -> dict[str, Any]:
+    method, values, _, _ = call
     params = live.bases[method]
     by_name = {f.name: f for f in field_choices(method)}
     for name, value in values.items():
         params = with_value(params, by_name[name].path, value)
+    return params
+
+
+@EXTREME_FUZZ
+@given(st.data())
+def test_extreme_values_never_break_the_daemon(live: Live, data: st.DataObject) -> None:
+    method, values, roots, names = call = data.draw(extreme_calls(live.ids))
+    params = extreme_params(live, call)
     before = live.attacker_ids()
     live.examples += 1
     try:
@@ -606,3 +618,38 @@ def test_extreme_values_never_break_the_daemon(live: Live, data: st.DataObject) 
         reply = live.bystander.call("memory.get", {**live.identity(OTHER), "memory_id": live.ids[2]})
         assert "result" in reply, ("another user's memory was touched", method, params, reply)
     live.still_serves_everyone()
+
+
+@PIPELINED_FUZZ
+@given(st.data())
+def test_a_pipelined_flood_of_extremes_holds_up_no_one_else(live: Live, data: st.DataObject) -> None:
+    """Extreme calls sent without waiting, on one connection: while they are in flight another
+    user's client adds and finds its memory, then every call gets its own reply."""
+    calls = data.draw(st.lists(extreme_calls(live.ids), min_size=2, max_size=12))
+    sent: dict[int, tuple[str, dict[str, Any], set[str]]] = {}
+    stream = b""
+    for method, values, roots, _ in calls:
+        params = extreme_params(live, (method, values, roots, []))
+        size = len(json.dumps(params))
+        if size > MAX_MESSAGE_BYTES // 16:
+            continue  # the flood stays well under the daemon's buffers (a reply is owed to each)
+        id_ = next(live.attacker.ids)
+        unset = {f.encode_name for f in struct_info(method).fields if params.get(f.encode_name) is None}
+        sent[id_] = (method, params, roots | unset)
+        stream += json.dumps({"jsonrpc": "2.0", "method": method, "params": params, "id": id_}).encode() + b"\n"
+    try:
+        live.attacker.sock.sendall(stream)
+        live.still_serves_everyone(health_on=live.bystander)
+        for _ in range(len(sent)):
+            while b"\n" not in live.attacker.buffer:
+                chunk = live.attacker.sock.recv(1 << 20)
+                assert chunk, "the daemon closed the flooding connection"
+                live.attacker.buffer += chunk
+            line, _, live.attacker.buffer = live.attacker.buffer.partition(b"\n")
+            reply = json.loads(line)
+            method, params, roots = sent.pop(reply["id"])
+            check_reply(reply, roots, set(params), (method, params))
+    except BaseException:
+        live.reconnect()  # replies still owed must not reach the next example
+        raise
+    assert not sent
