@@ -649,6 +649,8 @@ def test_a_pipelined_flood_of_extremes_holds_up_no_one_else(live: Live, data: st
             reply = json.loads(line)
             method, params, roots = sent.pop(reply["id"])
             check_reply(reply, roots, set(params), (method, params))
+            live.examples += 1
+            live.codes[reply["error"]["code"] if "error" in reply else 0] += 1
     except BaseException:
         live.reconnect()  # replies still owed must not reach the next example
         raise
