@@ -2,21 +2,25 @@
 
 The methods and their fields are read from the daemon's own method table (``MethodTable.params_type``)
 and ``msgspec.inspect``, so a method or field added later is fuzzed without touching this file.
-Against one daemon subprocess on its real Unix socket:
+Against a daemon subprocess on its real Unix socket, one per variant (SQLite in trust mode;
+PostgreSQL with the local embedder in token mode):
 
 * a value of a JSON type the field does not accept, and an unknown extra field, are refused
   with -32602 whose ``data.field`` names that field (the message too);
 * type-valid extreme values (empty, blank, over the limits, NUL, lone surrogates, control
   characters, huge and negative numbers, long and duplicated lists, ids that do not exist or
   belong to someone else) never get -32603 and never drop the connection: a result, or an error
-  with a code from the table; a -32602 names a field that was changed;
-* a refused call leaves the caller's memories as they were;
+  with a code from the table; a -32602 names a field the call set (or one it left out that a
+  rule across fields requires), a -32001 one it sent;
+* a refused call leaves the caller's memories as they were, and another user's memory named by
+  id is never touched;
 * after every example the daemon answers system.health, and a second client of another user on
-  another connection still adds and finds its memories.
+  another connection still adds and finds its memories, also while a flood of extreme calls is
+  in flight on the first client's connection.
 
 The budget is small in the suite.  For a long run by hand:
 ``MEMORYD_FUZZ_LONG=1 ./dev test tests/test_params_fuzz.py -s`` (or ``--fuzz-long``): 5,000
-extreme calls per engine, and ``-s`` shows how they were answered.
+extreme calls and 500 floods per variant, and ``-s`` shows how they were answered.
 """
 
 from __future__ import annotations
