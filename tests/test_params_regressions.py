@@ -12,6 +12,7 @@ import trio
 
 from memoryd.server.daemon import Daemon
 from tests.conftest import make_config
+from tests.fake_llm import Answer, FakeLlm
 from tests.wire import NdjsonPeer, call_error, call_ok
 
 ALICE = {"user_id": "alice"}
@@ -73,3 +74,25 @@ async def test_observed_text_with_a_nul_is_refused_by_name(engine_peer: NdjsonPe
     error = await call_error(engine_peer, "memory.observe", params)
     assert (error["code"], error["data"]["field"]) == (-32602, field)
     assert (await call_ok(engine_peer, "system.health", {}))["status"] == "ok"
+
+
+async def test_extract_from_messages_with_this_chat_and_no_chat_stores_its_facts(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # The extracted facts are added like memory.add's: this_chat once reached the duplicate
+    # check there too (-32603 with no fact stored).
+    fake.default = Answer(
+        {"facts": [{"content": "Alice is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99}]}
+    )
+    config = make_config(
+        short_tmp, llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 5.0}
+    )
+    instance = Daemon(config)
+    await nursery.start(instance.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    said = {**ALICE, "this_chat": True, "messages": [{"role": "user", "content": "I am allergic to peanuts."}]}
+    first = await call_ok(peer, "memory.extract_from_messages", said)
+    assert first["stored"] == 1
+    again = await call_ok(peer, "memory.extract_from_messages", said)
+    assert (again["stored"], again["refreshed"]) == (0, first["ids"])
+    instance.request_stop()

@@ -32,7 +32,7 @@ from memoryd.service.params import (
     MessageParam,
     ObserveParams,
 )
-from memoryd.service.provenance import identify, scope_of
+from memoryd.service.provenance import adding_scope, identify
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.validation import check_group_chat, check_text, optional_text
 from memoryd.store import ConversationStore, Scope, SessionContext, SessionRef, StoredMessage
@@ -71,7 +71,7 @@ class ConversationService:
 
     async def observe(self, params: ObserveParams, ctx: CallContext) -> dict[str, Any]:
         caller = identify(params, ctx, self.authenticator)
-        scope = scope_of(caller, params)
+        scope = adding_scope(caller, params)
         _check_messages(params.messages)
         session = SessionRef(scope.user_id, scope.chat_id, self._session_key(params.session_key))
         kept = [message for message in params.messages if message.content.strip()]
@@ -113,7 +113,7 @@ class ConversationService:
     async def extract_from_messages(self, params: ExtractFromMessagesParams, ctx: CallContext) -> dict[str, Any]:
         llm = self._llm()
         caller = identify(params, ctx, self.authenticator)
-        scope = scope_of(caller, params)
+        scope = adding_scope(caller, params)
         _check_messages(params.messages)
         check_group_chat(params.shared, scope.chat_id)
         messages = [_conversation_message(message) for message in params.messages]
@@ -131,7 +131,7 @@ class ConversationService:
     async def extract(self, params: ExtractParams, ctx: CallContext) -> dict[str, Any]:
         llm = self._llm()
         caller = identify(params, ctx, self.authenticator)
-        scope = scope_of(caller, params)
+        scope = adding_scope(caller, params)
         check_group_chat(params.shared, scope.chat_id)
         found = None
         if params.message_id is not None:

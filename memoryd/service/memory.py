@@ -29,7 +29,7 @@ from memoryd.service.params import (
     SearchParams,
 )
 from memoryd.service.people import PeopleService
-from memoryd.service.provenance import caller_scope, identify, owner_names, provenance_of, scope_of
+from memoryd.service.provenance import adding_scope, caller_scope, identify, owner_names, provenance_of
 from memoryd.service.query_vectors import QueryVectors
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.supersession import Supersession
@@ -89,9 +89,7 @@ class MemoryService:
 
     async def add(self, params: AddParams, ctx: CallContext) -> dict[str, Any]:
         caller = identify(params, ctx, self.authenticator)
-        # ``this_chat`` narrows what search and list show; an add ignores it (what it may
-        # supersede or match as a duplicate is the caller's whole view).
-        scope = dataclasses.replace(scope_of(caller, params), this_chat=False)
+        scope = adding_scope(caller, params)
         metadata = params.metadata or {}
         check_memory_fields(
             content=params.content,

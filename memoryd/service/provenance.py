@@ -7,6 +7,8 @@ disclosure rules of the call (``Scope.chat_type``) and what memory.add records o
 
 from __future__ import annotations
 
+import dataclasses
+
 from memoryd.auth import Authenticator, Caller, Routing
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.params import AddParams, CallerParams
@@ -39,6 +41,13 @@ def scope_of(caller: Caller, params: CallerParams) -> Scope:
         this_chat=bool(params.this_chat),
         verified=caller.verified,
     )
+
+
+def adding_scope(caller: Caller, params: CallerParams) -> Scope:
+    """The scope of a call that stores memories (memory.add, the extract methods): ``this_chat``
+    narrows what search and list show, never what an add may match as a duplicate or supersede
+    (without a chat it would match nothing, not even the memory's own duplicate)."""
+    return dataclasses.replace(scope_of(caller, params), this_chat=False)
 
 
 def provenance_of(caller: Caller, params: AddParams) -> Provenance:
