@@ -25,6 +25,7 @@ extreme calls and 500 floods per variant, and ``-s`` shows how they were answere
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -51,6 +52,7 @@ from memoryd.store.backends import open_store
 from memoryd_client import mint_token
 from memoryd_client.errors import ErrorCode
 from tests.conftest import DaemonProcess, make_config
+from tests.fake_llm import Answer, FakeLlm
 
 LONG = os.environ.get("MEMORYD_FUZZ_LONG") == "1"
 CODES = {int(code) for code in ErrorCode}
@@ -69,6 +71,13 @@ ATTACKER, OTHER, BYSTANDER = "fuzz-a", "fuzz-b", "fuzz-bystander"
 #: The token mode daemon's secret: its callers send a context token instead of a user_id.
 SECRET = "5e" * 32
 CHAT = "fuzz-chat"
+#: What the fake LLM extracts from any conversation.
+FACT = {
+    "content": "The attacker drinks tea at dawn.",
+    "memory_type": "preference",
+    "confidence": 0.9,
+    "subjects": ["Alice"],
+}
 MAX_MESSAGE_BYTES = LimitsConfig().max_message_bytes
 
 
@@ -344,24 +353,39 @@ def base_params(client: Client, method: str, id_pool: list[str], identity: dict[
     raise AssertionError(f"no params found that {method} accepts: {params}")
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres-local-token"])
+@pytest.fixture(scope="module", params=["sqlite-llm", "postgres-local-token"])
 def live(request: pytest.FixtureRequest) -> Iterator[Live]:
-    """One daemon subprocess per storage engine, its state kept across the examples.  The
-    PostgreSQL one also embeds with the local model (vector search and query embedding in the
+    """One daemon subprocess per storage engine, its state kept across the examples.  The SQLite
+    one extracts with a fake LLM on loopback (the extract methods run through to the store).
+    The PostgreSQL one embeds with the local model (vector search and query embedding in the
     path) and runs in token mode (identity and routing from signed claims, as ash's sandboxes call)."""
+    with contextlib.ExitStack() as stack:
+        yield from _live(request.param, stack)
+
+
+def _live(variant: str, stack: contextlib.ExitStack) -> Iterator[Live]:
     env: dict[str, str] = {}
     args: list[str] = []
     identity = trusting
-    if request.param.endswith("-token"):
+    if variant.endswith("-token"):
         env |= {"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": SECRET}
         identity = tokens
-    if request.param.startswith("postgres"):
+    if variant.startswith("postgres"):
         pytest.importorskip("psycopg")
         from tests.postgres_server import shared
 
         env |= {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": shared().fresh_database()}
-    if "-local" in request.param:
+    if "-local" in variant:
         args = ["--embedder", "local"]
+    if "-llm" in variant:
+        fake = stack.enter_context(FakeLlm())
+        fake.default = Answer({"facts": [FACT]})
+        env |= {
+            "MEMORYD_LLM_PROVIDER": "openai",
+            "MEMORYD_LLM_URL": fake.url,
+            "MEMORYD_LLM_MODEL": "fake-model",
+            "MEMORYD_LLM_RETRIES": "0",
+        }
     base = Path(tempfile.mkdtemp(prefix="md-pf-", dir="/tmp"))
     process = DaemonProcess(base, *args, env=env).start()
     attacker, bystander = Client(process.socket), Client(process.socket)
