@@ -110,9 +110,10 @@ class MethodTable:
         """Registered method names, in registration order."""
         return list(self._methods)
 
-    def params_type(self, name: str) -> Any:
+    def params_type(self, name: str) -> type[msgspec.Struct]:
         """The params Struct ``name`` was registered with (what its params decode into)."""
-        return self._methods[name].decoder.type
+        params_type: type[msgspec.Struct] = self._methods[name].decoder.type
+        return params_type
 
     async def dispatch(self, request: Request, ctx: CallContext) -> bytes | None:
         """The encoded reply to one call; None for a notification, even when it failed."""
