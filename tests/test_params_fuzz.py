@@ -71,6 +71,11 @@ ATTACKER, OTHER, BYSTANDER = "fuzz-a", "fuzz-b", "fuzz-bystander"
 #: The token mode daemon's secret: its callers send a context token instead of a user_id.
 SECRET = "5e" * 32
 CHAT = "fuzz-chat"
+#: The attacker's own memories (live.ids[0] and [1]), added again whenever a call removed one.
+OWN_MEMORIES: tuple[dict[str, Any], ...] = (
+    {"content": "the attacker likes tea"},
+    {"content": "the attacker walks at dawn", "subjects": ["Alice"]},
+)
 #: What the fake LLM extracts from any conversation.
 FACT = {
     "content": "The attacker drinks tea at dawn.",
@@ -311,6 +316,20 @@ class Live:
         assert added["id"] in [hit["id"] for hit in hits], hits
         assert self.process.proc is not None and self.process.proc.poll() is None
 
+    def revive(self) -> None:
+        """Add the attacker's own memories again where a call deleted, erased or replaced them,
+        so that the calls naming them keep reaching a memory (not only "not found")."""
+        for index, memory in enumerate(OWN_MEMORIES):
+            old = self.ids[index]
+            if "result" in self.attacker.call("memory.get", {**self.identity(ATTACKER), "memory_id": old}):
+                continue
+            new = self.attacker.result("memory.add", {**self.identity(ATTACKER), **memory})["id"]
+            self.ids[index] = new
+            for params in self.bases.values():
+                for name, value in params.items():
+                    if value == old:
+                        params[name] = new
+
     def attacker_ids(self) -> set[str]:
         page = self.attacker.result(
             "memory.list",
@@ -390,12 +409,12 @@ def _live(variant: str, stack: contextlib.ExitStack) -> Iterator[Live]:
     process = DaemonProcess(base, *args, env=env).start()
     attacker, bystander = Client(process.socket), Client(process.socket)
     ids = [
-        attacker.result("memory.add", {**identity(user, chat), "content": text, **extra})["id"]
-        for user, chat, text, extra in [
-            (ATTACKER, None, "the attacker likes tea", {}),
-            (ATTACKER, None, "the attacker walks at dawn", {"subjects": ["Alice"]}),
-            (OTHER, None, "another user's secret plan", {}),
-            (OTHER, CHAT, "a group plan in the chat", {"shared": True}),
+        attacker.result("memory.add", {**identity(user, chat), **memory})["id"]
+        for user, chat, memory in [
+            (ATTACKER, None, OWN_MEMORIES[0]),
+            (ATTACKER, None, OWN_MEMORIES[1]),
+            (OTHER, None, {"content": "another user's secret plan"}),
+            (OTHER, CHAT, {"content": "a group plan in the chat", "shared": True}),
         ]
     ]
     bystander.result("memory.add", {**identity(BYSTANDER), "content": "the bystander keeps this"})
@@ -621,6 +640,7 @@ def extreme_params(live: Live, call: tuple[str, dict[str, Any], set[str], list[s
 @given(st.data())
 def test_extreme_values_never_break_the_daemon(live: Live, data: st.DataObject) -> None:
     method, values, roots, names = call = data.draw(extreme_calls(live.ids))
+    live.revive()
     params = extreme_params(live, call)
     before = live.attacker_ids()
     live.examples += 1
@@ -653,6 +673,7 @@ def test_extreme_values_never_break_the_daemon(live: Live, data: st.DataObject) 
 def test_a_pipelined_flood_of_extremes_holds_up_no_one_else(live: Live, data: st.DataObject) -> None:
     """Extreme calls sent without waiting, on one connection: while they are in flight another
     user's client adds and finds its memory, then every call gets its own reply."""
+    live.revive()
     calls = data.draw(st.lists(extreme_calls(live.ids), min_size=2, max_size=12))
     sent: dict[int, tuple[str, dict[str, Any], set[str]]] = {}
     stream = b""
