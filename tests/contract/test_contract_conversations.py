@@ -96,3 +96,22 @@ async def test_queued_extractions_counts_the_owners_waiting_sessions(backend: Ba
     assert await conversations.queued_extractions(SESSION) == (2, True)
     assert await conversations.queued_extractions(SessionRef("alice", "chat-9", "new")) == (2, False)
     assert await conversations.queued_extractions(SessionRef("bob", "chat-1", "s1")) == (1, True)
+
+
+async def test_the_facts_of_a_job_erased_while_the_llm_answered_are_not_stored(backend: Backend, clock: Clock) -> None:
+    # forget_all while the extraction worker waits on the LLM: what it learned from the erased
+    # messages must not come back as memories (SQLite once stored them).
+    clock.at = T0
+    await backend.conversations.observe(SESSION, CONTEXT, messages("I like tea"), extract_after_ms=0)
+    (job,) = await backend.conversations.claim(5, 50)
+    await backend.memories.erase_user("alice", actor="alice", include_group=True, usernames=[])
+    try:
+        learned = await backend.conversations.store_facts(
+            [fact("alice likes tea")], [None], scope=Scope("alice"), normalize=str.casefold, completes=job
+        )
+    except Exception as exc:  # PostgreSQL: the job's lease went with the job
+        assert type(exc).__name__ == "LeaseLost"
+    else:
+        assert learned == []
+    assert await backend.memories.list(Scope("alice"), limit=10) == []
+    assert await backend.conversations.claim(5, 50) == []

@@ -71,3 +71,16 @@ async def test_a_deferred_decision_is_a_leased_job_completed_once(backend: Backe
         assert replaced == [old.record.id]
     assert await backend.supersession.claim_jobs(10) == []
     assert await backend.supersession.next_due_ms() is None
+
+
+async def test_a_job_whose_memory_was_erased_after_its_claim_has_no_candidates(backend: Backend) -> None:
+    # forget_all between the worker's claim and its read of the candidates: the worker once
+    # failed on the missing row (SQLite: "no row where one was expected"), and the daemon with it.
+    await backend.supersession.add(ALICE, note("I work at Acme"), Plan())
+    await backend.supersession.add(ALICE, note("I work at Globex"), Plan(defer=True))
+    (job,) = await backend.supersession.claim_jobs(10)
+    await backend.memories.erase_user("alice", actor="alice", include_group=True, usernames=[])
+    for wait in (True, False):
+        assert await backend.supersession.job_candidates(job, similarity=0.0, limit=5, wait_for_vector=wait) is None
+    assert await backend.supersession.complete_job(job, []) == []
+    assert await backend.supersession.claim_jobs(10) == []

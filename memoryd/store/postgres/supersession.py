@@ -297,12 +297,18 @@ def vector_neighbours(conn: Conn, rowid: int, similarity: float, depth: int, now
 def job_candidates(
     conn: Conn, job: SupersedeJob, similarity: float, limit: int, now_ms: int, wait_for_vector: bool
 ) -> tuple[MemoryRecord, list[tuple[int, MemoryRecord]]] | None:
+    """The job's memory and its candidates; None while its vector is still to come (unless
+    ``wait_for_vector`` is False), and None once the memory is gone (erased since the claim)."""
+    found = conn.execute(f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.rowid = %s", (job.memory_rowid,))
+    row = found.fetchone()
+    if row is None:
+        return None
+    record = rows.record(row)
     near = vector_neighbours(conn, job.memory_rowid, similarity, limit, now_ms)
     if near is None:
         if wait_for_vector:
             return None
         near = []
-    record = rows.fetch(conn, job.memory_rowid)
     return record, attribute_candidates(
         conn, learned_scope(record), job.memory_rowid, record, limit, now_ms, extra=near
     )

@@ -79,14 +79,14 @@ class ConversationLog:
     ) -> builtins.list[Learned]:
         """Add or refresh the facts the caller ``scope`` learned (matching only what it may
         see); with ``completes``, advance that job's high-water mark in the same transaction
-        (a crash either stores the facts and the mark, or neither)."""
+        (a crash either stores the facts and the mark, or neither).  A job erased since its
+        claim (forget_all while the LLM answered) stores nothing: what it learned is gone too."""
         now = self._clock()
 
         def write(db: Any) -> builtins.list[Learned]:
-            result = learned.store_facts(db, news, fact_vectors, now, scope=scope, normalize=normalize, plans=plans)
-            if completes is not None:
-                extraction_jobs.advance(db, completes, now)
-            return result
+            if completes is not None and not extraction_jobs.advance(db, completes, now):
+                return []
+            return learned.store_facts(db, news, fact_vectors, now, scope=scope, normalize=normalize, plans=plans)
 
         return await self._db.write(write)
 

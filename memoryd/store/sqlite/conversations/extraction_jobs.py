@@ -99,10 +99,12 @@ def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> li
     return claimed
 
 
-def advance(db: apsw.Connection, job: ExtractionJob, now_ms: int) -> None:
+def advance(db: apsw.Connection, job: ExtractionJob, now_ms: int) -> bool:
     """The job's messages are extracted: move the mark past them.  Still due only when newer
-    messages wait (observe set their due time; a second chunk of a long backlog is due now)."""
-    db.execute(
+    messages wait (observe set their due time; a second chunk of a long backlog is due now).
+    False when the job is gone: its session was erased since the claim."""
+    changed = rows_changed(
+        db,
         """
         UPDATE extraction_jobs SET done_seq = max(done_seq, ?1), attempts = 0, last_error = NULL,
             leased_until_ms = NULL, updated_at_ms = ?2,
@@ -112,6 +114,7 @@ def advance(db: apsw.Connection, job: ExtractionJob, now_ms: int) -> None:
         """,
         (job.last_seq, now_ms, job.session.key),
     )
+    return changed > 0
 
 
 def fail(

@@ -71,7 +71,10 @@ def job_candidates(
     db: apsw.Connection, job: SupersedeJob, similarity: float, limit: int, now_ms: int, *, wait_for_vector: bool
 ) -> tuple[MemoryRecord, list[tuple[int, MemoryRecord]]] | None:
     """The job's memory and its candidates; None while its vector is still to come (unless
-    ``wait_for_vector`` is False: then the attribute candidates alone)."""
+    ``wait_for_vector`` is False: then the attribute candidates alone), and None once the
+    memory is gone (erased since the claim, its job with it: nothing left to decide)."""
+    if db.execute("SELECT 1 FROM memories WHERE rowid = ?", (job.memory_rowid,)).fetchone() is None:
+        return None
     near = vector_neighbours(db, job.memory_rowid, similarity, limit, now_ms)
     if near is None:
         if wait_for_vector:
