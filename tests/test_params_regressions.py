@@ -1,5 +1,6 @@
-"""Params the method-table fuzzer (tests/test_params_fuzz.py) found mishandled, each through a
-real socket, on both storage engines: the reply names the field, and a refused call stores nothing."""
+"""What the method-table fuzzer (tests/test_params_fuzz.py) found mishandled, each through a real
+socket: params refused by name on both storage engines with nothing stored, and forget_all while
+background work (the supersession and extraction workers) waits on the LLM."""
 
 from __future__ import annotations
 
@@ -95,4 +96,54 @@ async def test_extract_from_messages_with_this_chat_and_no_chat_stores_its_facts
     assert first["stored"] == 1
     again = await call_ok(peer, "memory.extract_from_messages", said)
     assert (again["stored"], again["refreshed"]) == (0, first["ids"])
+    instance.request_stop()
+
+
+async def test_forget_all_while_the_supersession_worker_asks_the_llm(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # The worker claims the adds' jobs in a batch and asks the LLM about each in turn; erased
+    # in between, the next job's memory was a missing row that stopped the daemon.
+    fake.default = Answer({"supersedes": False}, delay=0.3)
+    config = make_config(
+        short_tmp, llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 5.0}
+    )
+    instance = Daemon(config)
+    await nursery.start(instance.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    for employer in ("Acme", "Globex", "Initech"):
+        await call_ok(peer, "memory.add", {**ALICE, "content": f"Bob works at {employer}", "subjects": ["Bob"]})
+    with trio.fail_after(10):
+        while not fake.seen:  # the worker is waiting on its first answer
+            await trio.sleep(0.01)
+    erased = await call_ok(peer, "memory.forget_all", {**ALICE, "confirm": True})
+    assert erased["erased"]["memories"] == 3
+    await trio.sleep(1.0)  # the worker goes on to the erased jobs
+    assert (await call_ok(peer, "system.health", {}))["status"] == "ok"
+    assert await call_ok(peer, "memory.list", ALICE) == []
+    instance.request_stop()
+
+
+async def test_forget_all_while_the_extraction_worker_asks_the_llm_keeps_nothing(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # What the worker learns from messages erased while the LLM answered must not come back.
+    fact = {"content": "Alice likes tea.", "memory_type": "preference", "confidence": 0.9}
+    fake.default = Answer({"facts": [fact]}, delay=0.5)
+    config = make_config(
+        short_tmp,
+        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 5.0},
+        extraction={"debounce_seconds": 0.05},
+    )
+    instance = Daemon(config)
+    await nursery.start(instance.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    said = {**ALICE, "messages": [{"role": "user", "content": "I like tea."}]}
+    assert (await call_ok(peer, "memory.observe", said))["accepted"] == 1
+    with trio.fail_after(10):
+        while not fake.seen:
+            await trio.sleep(0.01)
+    await call_ok(peer, "memory.forget_all", {**ALICE, "confirm": True})
+    await trio.sleep(1.0)  # past the LLM's answer and the worker's write
+    assert await call_ok(peer, "memory.list", ALICE) == []
     instance.request_stop()
