@@ -24,6 +24,7 @@ from memoryd.store.records import (
     PROVENANCE_COLUMNS,
     MemoryRecord,
     NewMemory,
+    record_columns,
     record_from_row,
 )
 from memoryd.store.visibility import Disclosure, Scope
@@ -34,30 +35,8 @@ _encode = msgspec.json.encode
 EMBED = "embed"
 SUPERSEDE = "supersede"
 
-#: The columns of ``record_from_row``, in its order (the rowid first).
-RECORD_COLUMNS = ", ".join(
-    f"m.{column}"
-    for column in (
-        "rowid",
-        "id",
-        "content",
-        "source",
-        "subjects",
-        "shared",
-        "owner",
-        "chat_id",
-        "created_at_ms",
-        "expires_at_ms",
-        "metadata",
-        "confidence",
-        *PROVENANCE_COLUMNS,
-        "superseded_by",
-        "superseded_at_ms",
-        "supersede_reason",
-        "key",
-        "pinned",
-    )
-)
+#: The select list of ``record_from_row`` (the memories table aliased ``m``).
+RECORD_COLUMNS = record_columns("m")
 
 
 def record(row: Sequence[Any]) -> MemoryRecord:
