@@ -208,6 +208,25 @@ async def test_pinning_and_forgetting_a_person_or_everything_through_the_sdk_cli
             assert len((await bob.ok("list_memories", {}))["memories"]) == 1
 
 
+async def test_remember_takes_subjects_by_either_name_and_integers_written_as_floats(
+    token_daemon: Daemon, pyz: Path
+) -> None:
+    """``subjects`` (memory.add's name) works as ``about`` does; ``5.0`` is an integer to JSON Schema."""
+    async with sdk_client(pyz, env_for(token_daemon, "alice"), "auto") as client:
+        checked = await Checked.listing(client)
+        assert checked.tools["remember"]["inputSchema"]["properties"]["subjects"]["type"] == "array"
+        await checked.ok("remember", {"content": "Sarah plays the violin", "subjects": ["Sarah"]})
+        await checked.ok("remember", {"content": "Tom plays the drums", "about": ["Tom"]})
+        people = await checked.ok("people", {})
+        assert sorted((p["name"], p["memory_count"]) for p in people["people"]) == [("Sarah", 1), ("Tom", 1)]
+        both = await checked.failed("remember", {"content": "x", "about": ["Sarah"], "subjects": ["Tom"]})
+        assert "subjects" in both and "not both" in both
+        found = await checked.ok("recall", {"query": "plays", "limit": 1.0})
+        assert len(found["memories"]) == 1
+        assert len((await checked.ok("list_memories", {"limit": 2.0}))["memories"]) == 2
+        assert "limit: must be integer" in await checked.failed("recall", {"query": "plays", "limit": 1.5})
+
+
 async def test_a_replaced_memory_is_reported_with_its_old_content(token_daemon: Daemon, pyz: Path) -> None:
     async with sdk_client(pyz, env_for(token_daemon, "alice"), "auto") as client:
         checked = await Checked.listing(client)
@@ -372,6 +391,20 @@ async def test_two_users_bridges_cannot_reach_each_others_memories(token_daemon:
         for leak in ("4711", secret["id"][:8]):
             assert leak not in blob, blob
         assert "Bob likes hiking" in blob
+        # Nor may an error tell her ids from ids that never existed, by id or by prefix.
+        never = "Z" * 26
+        for cut in (26, 12, 8):
+            for name in ("forget", "memory_history", "pin_memory", "unpin_memory", "list_memories"):
+                key = "before_id" if name == "list_memories" else "id"
+                hers = await bob.failed(name, {key: secret["id"][:cut]})
+                nobodys = await bob.failed(name, {key: never[:cut]})
+                assert hers.replace(secret["id"][:cut], "<id>") == nobodys.replace(never[:cut], "<id>"), name
+        by_name: list[tuple[str, dict[str, Any]]] = [
+            ("forget_person", {"name": "Sarah", "confirm": True}),
+            ("people", {"name": "Sarah"}),
+        ]
+        for name, arguments in by_name:
+            assert await bob.failed(name, arguments) == await bob.failed(name, {**arguments, "name": "Nobody"})
         # An argument naming another user is refused, never honoured.
         for name, arguments in [
             ("recall", {"query": "locker", "user_id": "alice"}),
@@ -381,9 +414,9 @@ async def test_two_users_bridges_cannot_reach_each_others_memories(token_daemon:
         ]:
             refusal = await bob.failed(name, arguments)
             assert "identity is never taken from tool arguments" in refusal, refusal
-        # Alice's memory is intact, and nothing was planted in her name.
+        # Alice's memory is intact (not pinned by Bob either), and nothing was planted in her name.
         mine = await alice.ok("list_memories", {})
-        assert [m["content"] for m in mine["memories"]] == ["Alice's locker code is 4711"]
+        assert [(m["content"], m.get("pinned")) for m in mine["memories"]] == [("Alice's locker code is 4711", None)]
 
 
 async def test_an_expired_token_is_the_daemons_refusal_for_the_model_to_read(token_daemon: Daemon, pyz: Path) -> None:

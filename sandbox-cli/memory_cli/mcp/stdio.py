@@ -49,7 +49,7 @@ class Bridge:
 
     def call_tool(self, name: str, arguments: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
         tool = tool_table.BY_NAME[name]
-        tool.check_arguments(arguments)
+        arguments = tool.check_arguments(arguments)
         try:
             outcome = tool.run(self.client, arguments)
         except MissingIdentity:
