@@ -367,6 +367,36 @@ async def test_bad_input_gets_its_error_and_the_bridge_keeps_serving(token_daemo
         assert listed["structuredContent"] == {"memories": []}, "nothing refused was stored"
 
 
+async def test_bad_input_in_the_stateless_revision_gets_the_same_errors(token_daemon: Daemon, pyz: Path) -> None:
+    async with RawBridge.open(pyz, env_for(token_daemon, "alice")) as bridge:
+
+        async def still_serving() -> None:
+            assert (await bridge.modern("tools/list"))["result"]["tools"]
+
+        await still_serving()
+        await bridge.send_bytes(b'{"jsonrpc": "2.0", "id": 7, "method": \n')
+        assert (await bridge.receive())["error"]["code"] == -32700
+        await still_serving()
+        unknown_method = await bridge.modern("resources/list")
+        assert unknown_method["error"]["code"] == -32601 and "resources/list" in unknown_method["error"]["message"]
+        unknown_tool = await bridge.modern("tools/call", {"name": "drop_database", "arguments": {}})
+        assert unknown_tool["error"]["code"] == -32602 and "drop_database" in unknown_tool["error"]["message"]
+        not_an_object = await bridge.modern("tools/call", {"name": "recall", "arguments": "query"})
+        assert not_an_object["error"]["code"] == -32602
+        await still_serving()
+        for name, arguments, named in [
+            ("recall", {"query": "tea", "limit": 101}, "limit: must be at most 100"),
+            ("remember", {"content": "x" * 20_000}, "content: must be at most 16384 characters"),
+            ("remember", {"content": "tea", "user_id": "bob"}, "user_id: not accepted"),
+        ]:
+            result = await bridge.call_tool(name, arguments, modern=True)
+            assert result["isError"] is True and named in result["content"][0]["text"], (arguments, result)
+            assert result["resultType"] == "complete" and "structuredContent" not in result
+        await still_serving()
+        listed = await bridge.call_tool("list_memories", {}, modern=True)
+        assert listed["structuredContent"] == {"memories": []}, "nothing refused was stored"
+
+
 async def test_two_users_bridges_cannot_reach_each_others_memories(token_daemon: Daemon, pyz: Path) -> None:
     alice_env, bob_env = env_for(token_daemon, "alice", "alice-dm"), env_for(token_daemon, "bob", "bob-dm")
     async with sdk_client(pyz, alice_env, "auto") as alice_client, sdk_client(pyz, bob_env, "auto") as bob_client:
@@ -460,6 +490,28 @@ async def test_without_an_identity_the_bridge_does_not_start(pyz: Path, short_tm
     )
     assert done.returncode == 2 and done.stdout == b""
     assert b"MEMORY_CONTEXT_TOKEN" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("identity", "field"),
+    [
+        ({"MEMORY_USER_ID": "   "}, b"user_id"),
+        ({"MEMORY_USER_ID": "alice", "MEMORY_CHAT_ID": "team\u200b"}, b"chat_id"),
+    ],
+)
+async def test_with_an_identity_that_breaks_the_rule_the_bridge_does_not_start(
+    pyz: Path, short_tmp: Path, identity: dict[str, str], field: bytes
+) -> None:
+    done = await trio.run_process(
+        bridge_argv(pyz),
+        env=bridge_env(short_tmp / "memoryd.sock", **identity),
+        stdin=b"",
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == b""
+    assert field in done.stderr and b"identifier rule" in done.stderr
 
 
 @pytest.mark.parametrize("client", ["claude", "cursor", "codex"])
