@@ -346,7 +346,7 @@ class Tool:
 _ID = {
     "type": "string",
     "minLength": 1,
-    "maxLength": 64,
+    "maxLength": 26,  # a full id; memoryd refuses anything longer
     "description": "a memory id, or a unique prefix of it (8+ characters)",
 }
 _ABOUT = {
