@@ -54,9 +54,17 @@ _PRESENT = re.compile(
     r"|remains|let(?:'s)?|use|using|call|don't|do\s+not)\b|(?<=\w)'s\b|\b(?!(?:some|any|every|no)thing\b|morning\b|evening\b|during\b|spring\b)\w+ing\b",
     re.IGNORECASE,
 )
+#: "have"/"has" before a past participle (perfect: "I have lived here for 3 months"); alone they
+#: say what someone holds now ("I have a rental car until Friday"), which looks ahead.
+_PERFECT = (
+    r"\b(?:have|has)\s+(?:(?:not|never|just|always|also|only|\w+ly)\s+)?(?:\w+ed|\w+en|had|done|gone|got|kept|"
+    r"left|spent|made|held|led|met|paid|said|sat|slept|run|come|become|brought|bought|caught|taught|thought|"
+    r"felt|lost|sold|told|found|stood|heard|read|won|worn|begun|sung|swum|drunk|dealt|meant|lent|sent|built)\b"
+)
 _PAST = re.compile(
-    r"\b(?:was|were|had|did|been|ago|used\s+to|'ve|have|has|'d|last|previously|once|back\s+in|already)\b"
-    r"|\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+)?\w+ed\b"
+    r"\b(?:was|were|had|did|been|ago|used\s+to|'ve|'d|last|previously|once|back\s+in|already)\b|"
+    + _PERFECT
+    + r"|\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+)?\w+ed\b"
     r"|\b(?:i|we|he|she|they|you)\s+(?:spent|went|left|took|got|lived|stayed|worked|ran|kept|sat|slept|ate|knew|"
     r"drove|flew|taught|felt|made|lost|held|led|met|paid|said|saw|thought|wore|wrote|studied|tried|came|became)\b",
     re.IGNORECASE,
