@@ -62,6 +62,23 @@ def test_a_verb_object_change_needs_a_named_subject_and_a_change_word():
     assert not decide(s("Ren drives a Honda Civic"), s("Ana drives a Tesla now")).supersedes
 
 
+def test_now_before_the_verb_and_new_before_the_key_say_the_value_changed():
+    assert decide(s("I drive a Toyota Corolla"), s("I now drive a Honda Accord")).supersedes
+    assert decide(s("Ren drives a Honda Civic"), s("Ren now drives a Tesla")).supersedes
+    assert not decide(s("Kenji plays the violin"), s("Kenji currently plays the piano")).supersedes
+    assert decide(s("My phone number is 555-1234"), s("My new phone number is 555-9876")).supersedes
+    assert decide(s("Gate code: 4411"), s("New gate code: 9020")).supersedes
+    assert not decide(s("My phone number is 555-1234"), s("My new work phone number is 555-9876")).supersedes
+    assert not decide(s("My hobby is chess"), s("My new hobby is climbing")).supersedes
+
+
+def test_offline_rules_keep_precision_on_pairs_written_before_a_change():
+    # holdout5 was written before the two rules above and scored once after them
+    # (recall 0.333 before, 0.733 after): precision must hold, recall is not asserted.
+    overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name("supersession_holdout5.jsonl")))
+    assert overall.total >= 30 and overall.precision == 1.0, format_table(overall, {})
+
+
 def test_evaluate_prints_the_table(capsys):
     assert main(["--errors"]) == 0
     out = capsys.readouterr().out

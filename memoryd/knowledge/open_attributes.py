@@ -64,6 +64,10 @@ _AUXILIARIES = frozenset(
     "also not never no just still really usually often always sometimes already".split()
 )
 _PREPOSITIONS = frozenset("by at in for with on to from as into".split())
+#: Before a verb they say when, not what is done: "I now drive a Civic" reads as "I drive a Civic".
+_WHEN_ADVERBS = frozenset("now currently nowadays".split())
+#: Before a key they mark the value as the latest: "my new phone number" is "my phone number".
+_LATEST = frozenset("new latest updated".split())
 _DETERMINERS = frozenset("it this that there these those he she they we you i here what who which".split())
 
 _NAME = r"(?:[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*){0,2})"
@@ -179,6 +183,9 @@ def _possessed(key: str) -> tuple[str, str]:
 def _key_value(owner: str, key: str, value: str, changed: bool, *, note: bool) -> OpenFact | None:
     key = " ".join(key.casefold().replace("favourite", "favorite").replace("colour", "color").split())
     words = key.split()
+    if len(words) > 1 and words[0] in _LATEST:
+        words = words[1:]
+        key = " ".join(words)
     if not words or len(words) > 6 or words[0] in ("a", "an", "one", "another", "some", "any", "no"):
         return None
     head_index = next((i for i, word in enumerate(words) if word in _PREPOSITIONS | {"of"}), len(words)) - 1
@@ -199,6 +206,8 @@ def _key_value(owner: str, key: str, value: str, changed: bool, *, note: bool) -
 
 def _verb_object(owner: str, rest: str, changed: bool) -> OpenFact | None:
     words = rest.split()
+    while words and words[0].casefold() in _WHEN_ADVERBS:
+        words = words[1:]
     if len(words) < 2:
         return None
     first = words[0].casefold()
