@@ -123,13 +123,21 @@ async def test_superseded_memories_are_evicted_before_live_ones(short_tmp: Path,
     assert rows == [(1,)]
 
 
-async def test_memoryd_gc_enforces_the_cap(short_tmp: Path, nursery: trio.Nursery) -> None:
+async def test_memoryd_gc_enforces_the_cap_and_its_dry_run_counts(short_tmp: Path, nursery: trio.Nursery) -> None:
     daemon, peer = await start(nursery, short_tmp)
     for number in range(6):
         await call_ok(peer, "memory.add", {**ALICE, "content": f"Note {number}"})
     daemon.request_stop()
     await trio.sleep(0.5)
-    done = memoryd("gc", "--json", data_dir=short_tmp / "data", env={"MEMORYD_LIFECYCLE_MAX_ENTRIES_PER_USER": "4"})
+    capped = {"MEMORYD_LIFECYCLE_MAX_ENTRIES_PER_USER": "4"}
+    dry = memoryd("gc", "--dry-run", data_dir=short_tmp / "data", env=capped)
+    assert dry.returncode == 0 and "would evict up to 2 memories past max_entries" in text(dry), text(dry)
+    assert (
+        json.loads(memoryd("gc", "--dry-run", "--json", data_dir=short_tmp / "data", env=capped).stdout)["evicted"] == 2
+    )
+    live = sql(short_tmp / "data" / "memoryd.db", "SELECT count(*) FROM memories WHERE deleted_at_ms IS NULL")
+    assert live == [(6,)]  # a dry run evicts nothing
+    done = memoryd("gc", "--json", data_dir=short_tmp / "data", env=capped)
     assert done.returncode == 0, text(done)
     assert json.loads(done.stdout)["evicted"] == 2
     live = sql(short_tmp / "data" / "memoryd.db", "SELECT count(*) FROM memories WHERE deleted_at_ms IS NULL")

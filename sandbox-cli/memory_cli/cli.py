@@ -162,7 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--json", **json_flag)
 
     observe = commands.add_parser(
-        "observe", help="post conversation messages (JSON lines on stdin) for background extraction"
+        "observe",
+        help="post conversation messages (JSON lines on stdin): searchable at once as episodes, and "
+        "extracted into memories in the background when the daemon has an LLM",
     )
     observe.add_argument("--session-key", metavar="KEY", help="the conversation they belong to (default: the chat)")
     observe.add_argument("--json", **json_flag)
