@@ -83,6 +83,12 @@ UNSET = [
     "We have been married for 5 years",
     "He has taught maths for 20 years",
     "I have never smoked for a week",
+    # How long each time lasts, or a span that starts later, is not how long the memory holds.
+    "I'm going to the gym for 2 hours every day",
+    "I'm learning Spanish for 2 hours a week",
+    "I'm going on vacation for 2 weeks in July",
+    "I'm planning to visit Japan for 10 days next year",
+    "We are in Rome for a week this summer",
 ]
 
 
