@@ -151,3 +151,13 @@ async def test_an_import_creates_no_person_past_max_people_and_imports_the_rest(
     # Without a bound (memoryd migrate copies a whole store), every person goes in.
     again = another.maintenance.import_memories(parsed)
     assert (again.people.imported, again.people.refused) == (1, [])
+
+
+async def test_eviction_among_equals_added_in_one_millisecond_takes_the_first_added(
+    backend: Backend, clock: Clock
+) -> None:
+    clock.at = T0
+    added = [(await backend.memories.add(note(f"remark {i}")))[0].id for i in range(8)]
+    report = backend.maintenance.enforce_max_entries(per_user=5, per_chat=0, protect_recent_ms=0)
+    assert report.evicted == 3
+    assert sorted(r.id for r in await backend.memories.list(ALICE, limit=10)) == sorted(added[3:])

@@ -448,16 +448,20 @@ class Maintenance:
         report.seconds = time.perf_counter() - started
         return report
 
-    def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
+    def enforce_max_entries(
+        self, *, per_user: int, per_chat: int, protect_recent_ms: int, dry_run: bool = False
+    ) -> EvictionReport:
         report = EvictionReport()
+        if not dry_run:
+            self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         if not per_user and not per_chat:
-            self.set_caps(per_user=0, per_chat=0, protect_recent_ms=protect_recent_ms)
             return report
-        self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         now = self._clock()
         for scope_key, count, limit in self._db.run_sync(eviction.over_limit, per_user, per_chat):
             report.scopes[scope_key] = (count, limit)
-            while evicted := self._db.run_sync(_evict_locked, scope_key, limit, now, now - protect_recent_ms):
+            while not dry_run and (
+                evicted := self._db.run_sync(_evict_locked, scope_key, limit, now, now - protect_recent_ms)
+            ):
                 report.evicted += evicted
         return report
 
