@@ -88,7 +88,7 @@ def build_services(
     people.on_changed.append(summaries.note_deleted)
     # `memoryd forget-user` beside this daemon: checked before a cached summary is answered.
     erasures = ErasureWatch(store.people)
-    erasures.on_erased += [summaries.forget_everyone, people.forget_directories]
+    erasures.on_erased += [summaries.forget_erased, people.forget_erased]
     summaries.erasure_watch = people.erasure_watch = erasures
     conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)

@@ -89,6 +89,20 @@ def purge_counts(conn: Conn, cutoff_ms: int) -> Counter[str]:
     return Counter(deleted=int(deleted), expired=int(expired), superseded=int(superseded))
 
 
+def fold_counts(conn: Conn) -> None:
+    """``memory_counts`` (one row per write, schema M005) as one row: system.health sums it.  One
+    daemon at a time (another gc finds the lock taken and leaves it); writes appending rows
+    meanwhile are not seen by the DELETE and stay, so the sum never changes."""
+    (locked,) = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (schema.MIGRATION_LOCK + 2,)).fetchone() or (
+        False,
+    )
+    if locked:
+        conn.execute(
+            "WITH gone AS (DELETE FROM memory_counts RETURNING live, deleted) "
+            "INSERT INTO memory_counts (live, deleted) SELECT coalesce(sum(live), 0), coalesce(sum(deleted), 0) FROM gone"
+        )
+
+
 def purge_batch(conn: Conn, cutoff_ms: int, now_ms: int) -> Counter[str]:
     doomed: dict[int, tuple[str, str, str]] = {}
     for reason, where in (
@@ -445,6 +459,7 @@ class Maintenance:
                 if batch.total() < BATCH:
                     break
             report.events_pruned = self._db.run_sync(prune_events, report.cutoff_ms)
+            self._db.run_sync(fold_counts)
         report.seconds = time.perf_counter() - started
         return report
 
