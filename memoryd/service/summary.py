@@ -108,6 +108,15 @@ class SummaryService:
         for scope in [scope for scope in self._cache if erased(scope.user_id)]:
             del self._cache[scope]
 
+    def forget_group_chats(self) -> None:
+        """An erasure deleted group memories: every cached summary of a chat goes, since other
+        members' summaries of the erased user's chats were built from them.  The erasure does
+        not say which chats (the SQLite log names none); erasures are rare, and a dropped
+        summary is rebuilt from the store on next use."""
+        self._erasures += 1
+        for scope in [scope for scope in self._cache if scope.chat_id is not None]:
+            del self._cache[scope]
+
     def note_changed_key(self, scope_key: str) -> None:
         """Another process (a daemon sharing the store) changed memories under ``scope_key``:
         summaries that see that key are out of date."""

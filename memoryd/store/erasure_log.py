@@ -14,6 +14,11 @@ missed, and drops every cache: the safe answer, rebuilt from the store on next u
 An entry holds a salted digest of the user id, not the id: the erasure removes every other
 record of the user, and the daemon only needs to recognise the users it has cached.  Marks are
 random, like the people generation: a rolled-back erasure's mark never comes back.
+
+An entry also says whether the erasure deleted group memories (``--include-group``): other
+members' cached summaries of a group chat were built from them, so a daemon then drops every
+cached summary of a group chat (the log names no chat; erasures are rare and a summary is
+rebuilt from the store on next use).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ UNREADABLE = -1
 
 #: Whether a user was erased (and their caches must go).
 Erased = Callable[[str], bool]
+#: The PostgreSQL notice (on ``memoryd_changes``) of an erasure that deleted group memories.
+GROUP_ERASED = "erased-group"
 _random = random.SystemRandom()
 
 
@@ -44,6 +51,8 @@ class ErasureLog(msgspec.Struct, frozen=True):
     salt: str
     #: (mark, digest of the user id), oldest first.
     entries: tuple[tuple[int, str], ...] = ()
+    #: The marks of the entries whose erasure deleted group memories.
+    group: tuple[int, ...] = ()
 
     @property
     def last(self) -> int | None:
@@ -53,28 +62,43 @@ class ErasureLog(msgspec.Struct, frozen=True):
     def digest(self, user_id: str) -> str:
         return hashlib.sha256(f"{self.salt}\0{user_id}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
-    def appended(self, user_id: str) -> ErasureLog:
-        """This log with ``user_id``'s erasure as its newest entry (the oldest beyond KEEP dropped)."""
+    def appended(self, user_id: str, *, group: bool = False) -> ErasureLog:
+        """This log with ``user_id``'s erasure as its newest entry (the oldest beyond KEEP
+        dropped); ``group``: the erasure deleted group memories."""
         mark = _random.getrandbits(62)
         entries = (*self.entries, (mark, self.digest(user_id)))[-KEEP:]
-        return ErasureLog(self.salt, entries)
+        kept = {entry[0] for entry in entries}
+        return ErasureLog(self.salt, entries, tuple(m for m in (*self.group, *([mark] if group else [])) if m in kept))
 
     def erased_since(self, mark: int | None) -> Erased:
         """The users erased after the entry ``mark`` (None: after none, the reader saw no log);
         everyone when the log no longer reaches back that far or cannot be read."""
-        marks = [entry[0] for entry in self.entries]
-        if mark is None and len(marks) < KEEP:
-            start = 0  # nothing was dropped from the front: these are all the erasures there were
-        elif mark is not None and mark in marks:
-            start = marks.index(mark) + 1
-        else:
-            return everyone
-        if UNREADABLE in marks:
+        start = self._start(mark)
+        if start is None:
             return everyone
         digests = frozenset(digest for _, digest in self.entries[start:])
         if not digests:
             return lambda user_id: False
         return lambda user_id: self.digest(user_id) in digests
+
+    def group_erased_since(self, mark: int | None) -> bool:
+        """Whether an erasure after the entry ``mark`` deleted group memories (True when the log
+        cannot tell: no longer reaching back that far, or unreadable)."""
+        start = self._start(mark)
+        if start is None:
+            return True
+        return any(entry[0] in self.group for entry in self.entries[start:])
+
+    def _start(self, mark: int | None) -> int | None:
+        """The index of the first entry after ``mark``; None when the log cannot tell."""
+        marks = [entry[0] for entry in self.entries]
+        if UNREADABLE in marks:
+            return None
+        if mark is None and len(marks) < KEEP:
+            return 0  # nothing was dropped from the front: these are all the erasures there were
+        if mark is not None and mark in marks:
+            return marks.index(mark) + 1
+        return None
 
 
 def read(value: str | None) -> ErasureLog | None:
@@ -88,9 +112,10 @@ def read(value: str | None) -> ErasureLog | None:
         return ErasureLog(salt="", entries=((UNREADABLE, ""),))
 
 
-def append(value: str | None, user_id: str) -> str:
-    """The stored log ``value`` with ``user_id``'s erasure appended, to be stored in its place."""
+def append(value: str | None, user_id: str, *, group: bool = False) -> str:
+    """The stored log ``value`` with ``user_id``'s erasure appended, to be stored in its place
+    (``group``: the erasure deleted group memories)."""
     log = read(value)
     if log is None or log.last == UNREADABLE:
         log = ErasureLog(salt=f"{_random.getrandbits(128):032x}")
-    return msgspec.json.encode(log.appended(user_id)).decode()
+    return msgspec.json.encode(log.appended(user_id, group=group)).decode()

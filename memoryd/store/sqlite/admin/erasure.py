@@ -143,8 +143,10 @@ def erase_user(
     db.execute("UPDATE audit_events SET actor = ? WHERE actor = ?", (ERASED, user_id))
     memories.audit(db, "", "erased", actor, now_ms, {kind: counts[kind] for kind in KINDS})
     # Daemons running beside this process read it at their next context or summary and drop
-    # this user's caches (``PeopleStore.erasure_mark``).
-    meta.put(db, ERASURE_LOG, erasure_log.append(meta.get(db, ERASURE_LOG), user_id))
+    # this user's caches (``PeopleStore.erasure_mark``), and every cached summary of a group
+    # chat when group memories went (other members' summaries were built from them).
+    log = erasure_log.append(meta.get(db, ERASURE_LOG), user_id, group=bool(counts["group_memories_deleted"]))
+    meta.put(db, ERASURE_LOG, log)
     return dict(counts)
 
 
