@@ -389,6 +389,10 @@ async def test_forget_all_with_include_group_drops_others_group_summaries(
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     await bob_caches_a_team_narrative(peer, daemon, fake)
+    # The daemon drops them itself: not through the erasure log it would also read (which
+    # PostgreSQL has not), nor through its own notice (which may arrive after the next call).
+    assert daemon.summaries is not None
+    daemon.summaries.erasure_watch = None
 
     reply = await call_ok(peer, "memory.forget_all", {**ALICE_IN_TEAM, "confirm": True, "include_group": True})
     assert reply["erased"]["group_memories_deleted"] == 1
