@@ -110,6 +110,59 @@ async def test_every_memory_method_refuses_without_a_valid_matching_token(
     assert (error["data"]["field"], error["data"]["code"]) == (field, code)
 
 
+#: A call each method would answer, but for the caller's identity ({id}: Alice's memory).
+CALLS: dict[str, dict[str, Any]] = {
+    "memory.add": {"content": "planted"},
+    "memory.search": {"query": "tea"},
+    "memory.list": {},
+    "memory.get": {"memory_id": "{id}"},
+    "memory.delete": {"memory_id": "{id}"},
+    "memory.pin": {"memory_id": "{id}"},
+    "memory.unpin": {"memory_id": "{id}"},
+    "memory.history": {"memory_id": "{id}"},
+    "memory.forget_all": {"confirm": True},
+    "memory.observe": {"messages": [{"role": "user", "content": "planted"}]},
+    "memory.extract": {"message_id": "m1"},
+    "memory.extract_from_messages": {"messages": [{"role": "user", "content": "I like tea"}]},
+    "memory.forget_person": {"person": "Sarah"},
+    "memory.context": {"message": "what about Sarah?"},
+    "memory.summary": {},
+    "person.list": {},
+    "person.get": {"name": "Sarah"},
+    "person.merge": {"from": "Tom", "into": "Sarah"},
+    "person.alias": {"name": "Sarah", "alias": "Sal"},
+}
+
+
+async def test_every_method_but_health_needs_a_valid_token_of_the_caller(token_daemon: Daemon) -> None:
+    assert token_daemon.server is not None
+    # A method added later must be listed in CALLS, so it is checked here too.
+    assert set(token_daemon.server.table.names()) == {*CALLS, "system.health"}
+    peer = await NdjsonPeer.connect(token_daemon.config.socket_path)
+    alice = {"context_token": token_for("alice")}
+    kept = await call_ok(
+        peer, "memory.add", {**alice, "content": "Sarah and Tom like green tea", "subjects": ["Sarah", "Tom"]}
+    )
+    before = await call_ok(peer, "person.list", alice)
+    for method, template in CALLS.items():
+        params = {key: kept["id"] if value == "{id}" else value for key, value in template.items()}
+        for identity, code in (
+            ({"user_id": "alice"}, "missing"),
+            ({"context_token": token_for("bob"), "user_id": "alice"}, "mismatch"),
+            ({"context_token": token_for("alice", ttl=60, now=1_000_000)}, "expired"),
+            ({"context_token": mint_token(OTHER_SECRET, "alice")}, "signature"),
+        ):
+            error = await refused(peer, method, {**params, **identity})
+            assert error["data"]["code"] == code, (method, identity, error)
+    # None of the refused calls did anything: Alice's memory and people are as they were.
+    listed = await call_ok(peer, "memory.list", alice)
+    assert [(m["id"], m["pinned"], m["content"]) for m in listed] == [
+        (kept["id"], False, "Sarah and Tom like green tea")
+    ]
+    assert await call_ok(peer, "person.list", alice) == before
+    assert await call_ok(peer, "memory.list", {"context_token": token_for("bob")}) == []
+
+
 async def test_the_claims_are_the_provenance_and_unclaimed_params_are_ignored(peer: NdjsonPeer) -> None:
     claimed = {"context_token": token_for("alice", "team", chat_type="group", source_username="al", message_id="m1")}
     added = await call_ok(peer, "memory.add", {**claimed, "chat_type": "group", "content": "al said so"})
