@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,23 @@ async def test_every_method_but_health_needs_a_valid_token_of_the_caller(token_d
     ]
     assert await call_ok(peer, "person.list", alice) == before
     assert await call_ok(peer, "memory.list", {"context_token": token_for("bob")}) == []
+
+
+async def test_the_daemon_allows_thirty_seconds_of_clock_skew_and_no_more(peer: NdjsonPeer) -> None:
+    now = time.time()
+    # exp 20 s ago and iat 20 s ahead are skew; 45 s is not (10 s of margin for a slow machine).
+    for ttl, issued, accepted in (
+        (60, now - 80, True),
+        (60, now - 105, False),
+        (600, now + 20, True),
+        (600, now + 45, False),
+    ):
+        params = {"context_token": token_for("alice", ttl=ttl, now=issued)}
+        if accepted:
+            assert await call_ok(peer, "memory.list", params) == []
+        else:
+            error = await refused(peer, "memory.list", params)
+            assert error["data"]["code"] == ("expired" if issued < now else "not_yet_valid")
 
 
 async def test_the_claims_are_the_provenance_and_unclaimed_params_are_ignored(peer: NdjsonPeer) -> None:
@@ -391,3 +409,11 @@ def test_memoryd_config_never_prints_the_secret() -> None:
     done = run_memoryd("config", env={"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": SECRET})
     assert done.returncode == 0, done.stderr
     assert SECRET not in done.stdout and '"token_secret": "***"' in done.stdout
+
+
+def test_memoryd_token_lasts_fifteen_minutes_unless_told_otherwise() -> None:
+    done = run_memoryd("token", "--user", "alice", env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET})
+    assert done.returncode == 0, done.stderr
+    claims = verify_token(done.stdout.strip(), SECRET)
+    assert (claims.user_id, claims.chat_id, claims.expires_at - claims.issued_at) == ("alice", None, 15 * 60)
+    assert done.stdout.count("\n") == 1  # the token alone, for $(memoryd token ...)
