@@ -47,6 +47,16 @@ async def test_red_then_blue_search_returns_only_blue_and_history_shows_both(pee
     assert got["superseded_by"] == blue["id"]
 
 
+async def test_favorite_color_red_then_blue_in_the_words_of_the_users(peer: NdjsonPeer) -> None:
+    red = await add(peer, ALICE, "Favorite color is red")
+    blue = await add(peer, ALICE, "favorite color is blue")
+    assert blue["superseded"] == [red["id"]]
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "favorite color"})
+    assert [h["content"] for h in hits] == ["favorite color is blue"]
+    chain = await call_ok(peer, "memory.history", {**ALICE, "memory_id": blue["id"]})
+    assert [m["content"] for m in chain] == ["Favorite color is red", "favorite color is blue"]
+
+
 async def test_include_superseded_shows_old_versions_in_search_and_list(peer: NdjsonPeer) -> None:
     red = await add(peer, ALICE, "My favorite color is red")
     blue = await add(peer, ALICE, "My favorite color is blue")
