@@ -181,6 +181,35 @@ async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_b
     assert len(fake.seen) == 1
 
 
+async def test_a_message_posted_with_the_owners_user_id_names_the_owner(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # The call names no speaker; the message says who wrote it, with the caller's user_id.
+    fact = {"content": "Alice L is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99}
+    fake.default = Answer({"facts": [{**fact, "subjects": ["Alice L"]}]})
+    _, peer = await start(nursery, llm_config(short_tmp, fake))
+    message = {
+        "role": "user",
+        "content": "I am allergic to peanuts",
+        "id": "m1",
+        "user_id": "alice",
+        "username": "al",
+        "display_name": "Alice L",
+        "timestamp": "2026-11-20T10:00:00Z",
+    }
+    await call_ok(peer, "memory.observe", {**ALICE, "messages": [message]})
+    await wait_extraction(peer, idle_after(1))
+    asked = fake.seen[0].prompt
+    assert "Owner of this memory: @al (Alice L)" in asked and '"Alice L"' in asked and '"alice"' in asked
+    assert '<message role="user" from="@al (Alice L)" at="2026-11-20 10:00">' in asked
+    (memory,) = await call_ok(peer, "memory.list", ALICE)
+    # The owner is not a subject of their own fact, and is the one who stated it.
+    assert memory["subjects"] == [] and memory["trust"] == "fact"
+    assert memory["source_username"] == "al" and memory["source_display_name"] == "Alice L"
+    assert memory["source_message_id"] == "m1"
+    assert await call_ok(peer, "person.list", ALICE) == []
+
+
 async def test_a_fact_about_the_group_becomes_a_group_memory_in_a_group_chat(
     short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
 ) -> None:
