@@ -265,6 +265,21 @@ async def test_a_refusing_llm_parks_the_job_until_jobs_retry(
     assert [m["content"] for m in await call_ok(peer, "memory.list", ALICE)] == ["Alice is allergic to peanuts."]
 
 
+async def test_a_server_that_keeps_failing_parks_the_job_after_max_attempts_keeping_the_messages(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Raw(500, b'{"error": "still broken"}')
+    _, peer = await start(nursery, llm_config(short_tmp, fake, max_attempts=2))
+    await observe_all(peer, ALICE)
+    parked = await wait_extraction(peer, lambda s: s["parked_sessions"] == 1)
+    # Retried once after a backoff, then parked with the reason; the messages wait for it.
+    assert len(fake.seen) == 2 and "HTTP 500" in parked["last_error"]
+    assert parked["pending_sessions"] == 0 and parked["failing_sessions"] == 0 and parked["messages_held"] == 6
+    await call_ok(peer, "memory.observe", {**ALICE, "messages": [{"role": "user", "content": "One more thing."}]})
+    await trio.sleep(0.5)
+    assert len(fake.seen) == 2 and (await extraction_state(peer))["parked_sessions"] == 1
+
+
 async def test_an_llm_that_hangs_never_slows_add_observe_or_search(
     short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
 ) -> None:
