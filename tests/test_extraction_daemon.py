@@ -343,6 +343,21 @@ async def test_extract_reads_the_observed_session_around_the_message(
     assert len(fake.seen) == 1
 
 
+async def test_an_llm_slower_than_the_request_deadline_but_within_its_timeout_still_answers(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # A local model may take longer than limits.request_timeout; llm.timeout is what bounds it.
+    fake.default = Answer({"facts": [FACTS["facts"][2]]}, delay=1.5)
+    config = make_config(
+        short_tmp,
+        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 10.0},
+        limits={"request_timeout": 0.5},
+    )
+    _, peer = await start(nursery, config)
+    reply = await call_ok(peer, "memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[2]})
+    assert reply["stored"] == 1
+
+
 async def test_an_llm_error_in_extract_from_messages_is_reported(
     short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
 ) -> None:
