@@ -5,6 +5,7 @@ what is kept out, the debounce, an LLM that is down then back, parking and `jobs
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,26 @@ async def test_a_server_that_keeps_failing_parks_the_job_after_max_attempts_keep
     await call_ok(peer, "memory.observe", {**ALICE, "messages": [{"role": "user", "content": "One more thing."}]})
     await trio.sleep(0.5)
     assert len(fake.seen) == 2 and (await extraction_state(peer))["parked_sessions"] == 1
+
+
+async def test_messages_and_facts_never_reach_the_log_at_info(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="memoryd")
+    # A server error, then the facts (one refused as a secret), then a garbage reply: every
+    # path logs, none with contents.
+    fake.script.append(Raw(500, b'{"error": "overloaded"}'))
+    fake.default = Answer(FACTS)
+    _, peer = await start(nursery, llm_config(short_tmp, fake, max_attempts=5))
+    await observe_all(peer, ALICE, session_key="s1")
+    await wait_extraction(peer, idle_after(1), timeout=30)
+    fake.script.append(Answer("My wife Sarah loves Italian food, not JSON"))
+    failed = await peer.call("memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[0]})
+    assert failed["error"]["code"] == -32603  # the model never answered in shape: the operator's to fix
+    logged = "\n".join(f"{r.getMessage()} {getattr(r, 'fields', '')} {r.exc_text or ''}" for r in caplog.records)
+    assert "extraction.done" in logged or "extracted" in logged
+    for text in ("Sarah", "Italian", "Rome", "peanuts", "sk-abc", "Noted!"):
+        assert text not in logged, [line for line in logged.splitlines() if text in line]
 
 
 async def test_an_llm_that_hangs_never_slows_add_observe_or_search(
