@@ -60,7 +60,7 @@ def author(message: ConversationMessage, speaker: Speaker) -> Speaker:
     return speaker
 
 
-def owners_names(messages: Sequence[ConversationMessage], user_id: str) -> Speaker | None:
+def owner_as_author(messages: Sequence[ConversationMessage], user_id: str) -> Speaker | None:
     """The names the owner wrote under, from a message that carries the owner's ``user_id``
     (the newest that names its author), or None: a host that posts a message's ``user_id``
     says who the owner is in the conversation even when the call names no speaker."""

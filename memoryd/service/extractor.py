@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from memoryd.config import ExtractionConfig
-from memoryd.extract import ConversationMessage, Speaker, extract_facts, owners_names
+from memoryd.extract import ConversationMessage, Speaker, extract_facts, owner_as_author
 from memoryd.service.learning import FactLearner, Origin
 from memoryd.service.provenance import owner_names
 from memoryd.service.secret_guard import SecretsGuard
@@ -43,7 +43,7 @@ class Extractor:
         job's mark moves past its messages in the same transaction."""
         # A message posted with the owner's user_id names the owner as it speaks there: the model
         # is told those names are the owner's, and they speak for an unnamed session speaker.
-        own = owners_names(messages, scope.user_id)
+        own = owner_as_author(messages, scope.user_id)
         if own is not None and speaker.name() is None:
             speaker = own
             if origin.speaker.name() is None:
