@@ -301,6 +301,22 @@ async def test_messages_and_facts_never_reach_the_log_at_info(
         assert text not in logged, [line for line in logged.splitlines() if text in line]
 
 
+async def test_replies_that_never_decode_are_asked_again_then_park_the_job_with_the_reason(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer('{"facts": [{"content": "Alice is allergic')  # cut short: never decodes
+    config = make_config(
+        short_tmp,
+        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 1, "timeout": 5.0},
+        extraction={"debounce_seconds": 0.2},
+    )
+    _, peer = await start(nursery, config)
+    await observe_all(peer, ALICE)
+    parked = await wait_extraction(peer, lambda s: s["parked_sessions"] == 1)
+    assert len(fake.seen) == 2 and parked["last_error"].startswith("LlmBadReply")
+    assert await call_ok(peer, "memory.list", ALICE) == []
+
+
 async def test_an_llm_that_hangs_never_slows_add_observe_or_search(
     short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
 ) -> None:
