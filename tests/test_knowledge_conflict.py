@@ -106,6 +106,15 @@ def test_newer_value_of_a_single_valued_attribute_wins():
     assert "'red' -> 'blue'" in decision.reason
 
 
+def test_a_note_that_leaves_out_its_owner_is_the_owners_favorite():
+    # A terse note, as agents store them: no "my", the owner's all the same.
+    decision = decide(s("Favorite color is red"), s("favorite color is blue"))
+    assert decision.supersedes and decision.key == "favorite:color"
+    assert decide(s("Favourite colour is red"), s("My favorite color is blue")).supersedes
+    # About Sarah (by its subjects) it stays hers: a general fact never replaces it.
+    assert decide(s("Favorite color is green", subjects=["Sarah"]), s("Favorite color is blue")).verdict != "conflict"
+
+
 def test_similar_wording_alone_never_supersedes():
     assert decide(s("I like cats"), s("I like dogs")).verdict == "coexist"
     assert decide(s("I went to the gym today"), s("I went to the cinema today")).verdict == "unknown"

@@ -47,6 +47,27 @@ async def test_red_then_blue_search_returns_only_blue_and_history_shows_both(pee
     assert got["superseded_by"] == blue["id"]
 
 
+async def test_favorite_color_red_then_blue_in_the_words_of_the_users(peer: NdjsonPeer) -> None:
+    red = await add(peer, ALICE, "Favorite color is red")
+    blue = await add(peer, ALICE, "favorite color is blue")
+    assert blue["superseded"] == [red["id"]]
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "favorite color"})
+    assert [h["content"] for h in hits] == ["favorite color is blue"]
+    chain = await call_ok(peer, "memory.history", {**ALICE, "memory_id": blue["id"]})
+    assert [m["content"] for m in chain] == ["Favorite color is red", "favorite color is blue"]
+
+
+async def test_what_sarah_says_of_herself_beats_what_tom_said_of_her_and_not_the_reverse(peer: NdjsonPeer) -> None:
+    said_by = {"tom": {"source_username": "tom"}, "sarah": {"source_username": "sarah", "source_display_name": "Sarah"}}
+    hearsay = await add(peer, ALICE, "Sarah lives in Boston", subjects=["Sarah"], **said_by["tom"])
+    own_word = await add(peer, ALICE, "Sarah lives in Chicago", subjects=["Sarah"], **said_by["sarah"])
+    assert own_word["superseded"] == [hearsay["id"]]
+    later_hearsay = await add(peer, ALICE, "Sarah lives in Denver", subjects=["Sarah"], **said_by["tom"])
+    assert later_hearsay["superseded"] == []
+    listed = {m["content"]: m["trust"] for m in await call_ok(peer, "memory.list", ALICE)}
+    assert listed == {"Sarah lives in Chicago": "fact", "Sarah lives in Denver": "hearsay"}
+
+
 async def test_include_superseded_shows_old_versions_in_search_and_list(peer: NdjsonPeer) -> None:
     red = await add(peer, ALICE, "My favorite color is red")
     blue = await add(peer, ALICE, "My favorite color is blue")

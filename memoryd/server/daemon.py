@@ -38,6 +38,7 @@ from memoryd.server.socketfile import bind_socket_file, remove_socket_file, sock
 from memoryd.server.wiring import build_services
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.maintenance import Maintenance
+from memoryd.service.methods import WAITS_FOR_LLM
 from memoryd.service.summary import SummaryService
 from memoryd.store import backends
 from memoryd.store.erasure_log import GROUP_ERASED
@@ -209,7 +210,7 @@ class Daemon:
         services = build_services(config, store, embedder, self.llm, self.authenticator, self._server_stats_json)
         self.summaries, self.extraction = services.summaries, services.extraction
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
-        server = RpcServer(services.table, config.limits, config.auth.trusted_uids)
+        server = RpcServer(services.table, config.limits, config.auth.trusted_uids, _llm_deadlines(config, self.llm))
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -314,6 +315,15 @@ def _close_store(store: Backend) -> None:
             extra=fields(error=str(exc)),
         )
     store.close()
+
+
+def _llm_deadlines(config: Config, llm: LlmClient | None) -> dict[str, float]:
+    """The extract methods ask the LLM while their caller waits: they get its longest call
+    (llm.timeout per attempt, llm.retries, the waits between) on top of limits.request_timeout,
+    so a model that answers within llm.timeout is never cut off by the request deadline."""
+    if llm is None:
+        return {}
+    return dict.fromkeys(WAITS_FOR_LLM, config.limits.request_timeout + llm.longest_call())
 
 
 def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
