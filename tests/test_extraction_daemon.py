@@ -17,6 +17,7 @@ import trio
 
 from memoryd.admin import jobs as jobs_command
 from memoryd.server.daemon import Daemon
+from memoryd_client import AsyncMemoryClient, MemoryClient, RequestTimeout
 from tests.conftest import make_config
 from tests.fake_llm import Answer, FakeLlm, Raw
 from tests.wire import NdjsonPeer, call_ok, drained
@@ -393,6 +394,28 @@ async def test_an_llm_slower_than_the_request_deadline_but_within_its_timeout_st
     _, peer = await start(nursery, config)
     reply = await call_ok(peer, "memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[2]})
     assert reply["stored"] == 1
+
+
+async def test_the_clients_extract_methods_outwait_their_own_timeout_unless_told(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # The daemon gives these two methods its LLM's longest call; the client's per-call timeout
+    # (here 0.5 s) is for the others.
+    fake.default = Answer({"facts": [FACTS["facts"][2]]}, delay=1.5)
+    config = make_config(
+        short_tmp, llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 10.0}
+    )
+    await start(nursery, config)
+    async with AsyncMemoryClient(socket_path=str(config.socket_path), user_id="alice", timeout=0.5) as client:
+        reply = await client.extract_from_messages(EXCHANGES[2])
+        assert reply["stored"] == 1
+        with pytest.raises(RequestTimeout, match="within 0.2 s"):
+            await client.extract_from_messages(EXCHANGES[2], timeout=0.2)
+    with MemoryClient(socket_path=str(config.socket_path), user_id="alice", timeout=0.5) as sync_client:
+        reply = await trio.to_thread.run_sync(lambda: sync_client.extract_from_messages(EXCHANGES[2]))
+        assert "stored" in reply
+        with pytest.raises(RequestTimeout, match="within 0.2 s"):
+            await trio.to_thread.run_sync(lambda: sync_client.extract_from_messages(EXCHANGES[2], timeout=0.2))
 
 
 async def test_an_llm_error_in_extract_from_messages_is_reported(

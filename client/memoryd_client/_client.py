@@ -6,7 +6,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from . import _methods
 from ._base import RECV_BYTES, Broken, ClientBase
@@ -130,10 +130,14 @@ class MemoryClient(ClientBase):
         result: Record = self.call("memory.observe", **_methods.observe_params(messages, session_key))
         return result
 
-    def extract(self, message_id: str, *, session_key: Optional[str] = None) -> Record:
+    def extract(
+        self, message_id: str, *, session_key: Optional[str] = None, timeout: Optional[float] = _methods.EXTRACT_TIMEOUT
+    ) -> Record:
         """Extract now from the observed session around ``message_id``: ``{"stored", "ids"}``, or
-        ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM."""
-        result: Record = self.call("memory.extract", **_methods.extract_params(message_id, session_key))
+        ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM.
+        ``timeout``: seconds to wait for the daemon's answer (None: no limit), longer than the
+        client's own by default since the daemon waits on its LLM."""
+        result: Record = self._call("memory.extract", _methods.extract_params(message_id, session_key), timeout)
         return result
 
     def extract_from_messages(
@@ -145,12 +149,14 @@ class MemoryClient(ClientBase):
         source_username: Optional[str] = None,
         source_display_name: Optional[str] = None,
         chat_type: Optional[str] = None,
+        timeout: Optional[float] = _methods.EXTRACT_TIMEOUT,
     ) -> Record:
-        """Extract now from ``messages`` and store the facts: ``{"stored", "ids", "refreshed"}``."""
+        """Extract now from ``messages`` and store the facts: ``{"stored", "ids", "refreshed"}``.
+        ``timeout`` as for :meth:`extract`."""
         params = _methods.extract_from_messages_params(
             messages, message_id, shared, source_username, source_display_name, chat_type
         )
-        result: Record = self.call("memory.extract_from_messages", **params)
+        result: Record = self._call("memory.extract_from_messages", params, timeout)
         return result
 
     def health(self) -> Record:
@@ -206,16 +212,19 @@ class MemoryClient(ClientBase):
 
     def call(self, method: str, /, **params: Any) -> Any:
         """Call any method; identity parameters are added unless ``params`` names them."""
+        return self._call(method, params, self.timeout)
+
+    def _call(self, method: str, params: Dict[str, Any], timeout: Optional[float]) -> Any:
         with self._lock:
             request_id, payload = self._request(method, params)
-            deadline = None if self.timeout is None else time.monotonic() + self.timeout
+            deadline = None if timeout is None else time.monotonic() + timeout
             try:
                 try:
-                    response = self._exchange(payload, deadline)
+                    response = self._exchange(payload, deadline, timeout)
                 except Broken:
                     # Typically the daemon restarted since our last call: resend once.
                     self._drop()
-                    response = self._exchange(payload, deadline)
+                    response = self._exchange(payload, deadline, timeout)
             except Broken as exc:
                 self._drop()
                 raise self._broke_twice(method) from exc
@@ -228,7 +237,7 @@ class MemoryClient(ClientBase):
                 self._drop()
             return outcome(response, request_id, len(payload))
 
-    def _exchange(self, payload: bytes, deadline: Optional[float]) -> Response:
+    def _exchange(self, payload: bytes, deadline: Optional[float], timeout: Optional[float]) -> Response:
         sock = self._connection(deadline)
         try:
             sock.settimeout(_remaining(deadline))
@@ -250,7 +259,7 @@ class MemoryClient(ClientBase):
                     raise Broken("EOF before the reply")
                 self._reader.feed(data)
         except socket.timeout as exc:
-            raise self._timed_out() from exc
+            raise self._timed_out(timeout) from exc
         except OSError as exc:
             raise Broken(str(exc)) from exc
 

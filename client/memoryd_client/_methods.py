@@ -120,6 +120,12 @@ def observe_params(messages: Sequence[Record], session_key: Optional[str]) -> Di
     return _drop_none({"messages": [dict(message) for message in messages], "session_key": session_key})
 
 
+#: Seconds the two extract methods wait by default: they wait on the daemon's LLM, which the
+#: daemon itself gives its request timeout plus the LLM's longest call (about 450 s with the
+#: default ``[limits]`` and ``[llm]``), so the client's per-call timeout would cut them short.
+EXTRACT_TIMEOUT = 600.0
+
+
 def extract_params(message_id: str, session_key: Optional[str]) -> Dict[str, Any]:
     return _drop_none({"message_id": message_id, "session_key": session_key})
 
