@@ -111,6 +111,13 @@ class Database:
             raise StoreRefused(
                 f"PostgreSQL at {redacted(self.url)} could not be reached: {type(exc).__name__}: {exc}"
             ) from None
+        except psycopg.Error as exc:
+            # The server answered but refused the schema set-up: most often a role that may not
+            # create the vector extension or tables in its schema.
+            raise StoreRefused(
+                f"PostgreSQL at {redacted(self.url)} refused memoryd's schema set-up: {exc} "
+                "(the role and privileges memoryd needs: docs/postgres.md)"
+            ) from None
         try:
             self._pool.open(wait=True, timeout=self._connect_timeout)
         except PoolTimeout as exc:

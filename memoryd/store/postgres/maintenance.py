@@ -497,7 +497,8 @@ class Maintenance:
         with self._db.connect(autocommit=True) as conn:
             for table in tables:
                 conn.execute(f"{statement} {table}")  # our own names
-        return MaintenanceReport(compact_steps=len(tables) if compact else 0)
+        done = "vacuumed and analyzed" if release_space else "analyzed"
+        return MaintenanceReport(compact_steps=len(tables) if compact else 0, done=f"{len(tables)} tables {done}")
 
     def record_maintenance(self, summary: dict[str, object]) -> None:
         value = msgspec.json.encode(summary).decode()
