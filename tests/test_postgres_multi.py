@@ -300,6 +300,42 @@ async def test_two_daemons_share_one_memory(two_daemons: tuple[Daemon, Daemon]) 
     assert (await peer_a.call("memory.search", {"user_id": "alice", "query": "cello"}))["result"] == []
 
 
+async def test_people_and_summaries_a_daemon_cached_follow_the_other_daemons_writes(
+    two_daemons: tuple[Daemon, Daemon],
+) -> None:
+    """Daemon b caches alice's people and her summary; what daemon a learns, replaces or forgets
+    reaches b's answers (by notification: b's next answers, within moments)."""
+    a, b = two_daemons
+    peer_a = await NdjsonPeer.connect(a.config.socket_path)
+    peer_b = await NdjsonPeer.connect(b.config.socket_path)
+    alice = {"user_id": "alice"}
+
+    async def context_on_b() -> dict[str, Any]:
+        reply = await peer_b.call("memory.context", {**alice, "message": "how is Tom doing in Lyon?"})
+        return dict(reply["result"])
+
+    async def b_sees(check: Any) -> dict[str, Any]:
+        with trio.fail_after(10):
+            while not check(result := await context_on_b()):
+                await trio.sleep(0.05)
+        return result
+
+    await peer_a.call("memory.add", {**alice, "content": "I enjoy hiking in the Alps"})
+    assert (await context_on_b())["people"] == []  # b has built alice's people and summary now
+    tom = (await peer_a.call("memory.add", {**alice, "content": "My brother Tom is a chef in Lyon"}))["result"]
+    seen = await b_sees(lambda r: [p["name"] for p in r["people"]] == ["Tom"])
+    assert "Tom (brother)" in seen["summary"]
+    # A replacement through a: b's summary holds the new fact, not the old one.
+    moved = {**alice, "content": "My brother Tom is a chef in Paris now", "supersedes": tom["id"]}
+    assert "result" in await peer_a.call("memory.add", moved)
+    seen = await b_sees(lambda r: "Paris" in r["summary"])
+    assert "Lyon" not in seen["summary"]
+    # Forgetting the person through a: b no longer mentions Tom anywhere.
+    assert "result" in await peer_a.call("memory.forget_person", {**alice, "person": "Tom"})
+    seen = await b_sees(lambda r: r["people"] == [] and "Tom" not in r["summary"])
+    assert all("Tom" not in m["content"] for m in seen["memories"])
+
+
 async def test_the_database_going_away_degrades_health_fails_calls_retryably_and_heals(
     two_daemons: tuple[Daemon, Daemon], server: Server
 ) -> None:
