@@ -466,3 +466,60 @@ async def test_a_daemon_killed_mid_embedding_loses_nothing_and_another_finishes_
         with psycopg.connect(url) as conn:
             assert (conn.execute("SELECT count(*) FROM memory_vectors").fetchone() or (0,))[0] == 3
         second.request_stop()
+
+
+async def test_a_daemon_killed_mid_extraction_loses_nothing_and_another_stores_its_facts_once(
+    url: str, short_tmp: Path, fake: Any
+) -> None:
+    """kill -9 of a daemon while the LLM holds its extraction reply: the job stays, leased to the
+    dead daemon; once the lease runs out, another daemon (another host: its own data dir) runs it
+    and stores the facts exactly once."""
+    import signal
+
+    import psycopg
+
+    from tests.conftest import DaemonProcess
+    from tests.fake_llm import Answer
+    from tests.wire import sync_call
+
+    fact = {"content": "Alice is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99}
+    fake.script.append(Answer({"facts": [fact]}, delay=60))  # held until the test ends
+    fake.default = Answer({"facts": [fact]})
+    env = {
+        "MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url,
+        "MEMORYD_LLM_PROVIDER": "openai", "MEMORYD_LLM_URL": fake.url, "MEMORYD_LLM_MODEL": "fake-model",
+        "MEMORYD_LLM_RETRIES": "0", "MEMORYD_EXTRACTION_DEBOUNCE_SECONDS": "0.1",
+    }  # fmt: skip
+    hosts = []
+    for name in ("a", "b"):
+        (short_tmp / name).mkdir()
+        hosts.append(DaemonProcess(short_tmp / name, env=env))
+    first, second = hosts
+    alice = {"user_id": "alice", "chat_id": "chat-1"}
+    try:
+        first.start()
+        messages = [{"role": "user", "content": "I am allergic to peanuts.", "id": "m1"}]
+        assert sync_call(first.socket, "memory.observe", {**alice, "messages": messages})["result"] == {"accepted": 1}
+        with trio.fail_after(30):
+            while len(fake.seen) < 1:
+                await trio.sleep(0.05)
+        first.stop(signal.SIGKILL)
+        with psycopg.connect(url, autocommit=True) as conn:
+            held = conn.execute("SELECT count(*) FROM extraction_jobs WHERE lease_owner IS NOT NULL").fetchone()
+            assert held == (1,)  # nothing lost: the job is still there, leased to the dead daemon
+            # The lease runs out (fifteen minutes pass: the test moves the lease, not the clock).
+            conn.execute("UPDATE extraction_jobs SET leased_until_ms = 0 WHERE lease_owner IS NOT NULL")
+        second.start()
+        with trio.fail_after(30):
+            while not sync_call(second.socket, "memory.list", alice)["result"]:
+                await trio.sleep(0.05)
+        await trio.sleep(0.5)  # time enough for a second (wrong) extraction to show
+        listed = sync_call(second.socket, "memory.list", alice)["result"]
+        assert [m["content"] for m in listed] == ["Alice is allergic to peanuts."]
+        assert len(fake.seen) == 2
+        assert sync_call(second.socket, "system.health", {})["result"]["extraction"]["pending_sessions"] == 0
+    finally:
+        for host in hosts:
+            if host.proc is not None and host.proc.poll() is None:
+                host.proc.kill()
+                host.proc.wait()

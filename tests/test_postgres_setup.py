@@ -150,6 +150,28 @@ def test_a_role_that_may_not_create_the_vector_extension_is_refused_with_a_messa
     assert sync_call(served.socket, "system.health")["result"]["status"] == "ok"
 
 
+def test_a_daemon_refuses_to_start_without_the_database_or_on_a_newer_schema(
+    server: Server, daemon_process: Any, short_tmp: Path
+) -> None:
+    # Nothing listens where the URL points: exit 4 at once, saying so, password masked.
+    nowhere = f"postgresql://memoryd:N0-Such-Pw@/memoryd?host={short_tmp}&connect_timeout=2"
+    down = daemon_process(env={"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": nowhere})
+    assert down.start(wait=False).proc.wait(60) == 4
+    assert "could not be reached" in down.stderr() and "N0-Such-Pw" not in down.stderr()
+    # A database a newer memoryd has migrated: this one does not write in a shape it does not know.
+    url = server.fresh_database()
+    import psycopg
+
+    from memoryd.store.postgres import PostgresStore, schema
+
+    PostgresStore(url, pool_size=1).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO memoryd_schema (version) VALUES (%s)", (len(schema.MIGRATIONS) + 1,))
+    newer = daemon_process(env={"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url})
+    assert newer.start(wait=False).proc.wait(60) == 4
+    assert "upgrade memoryd" in newer.stderr()
+
+
 def test_memoryd_gc_on_postgres_reports_what_postgres_did(server: Server, tmp_path: Path) -> None:
     env = {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": server.fresh_database()}
     env["MEMORYD_EMBEDDER"] = "none"
