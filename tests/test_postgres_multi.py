@@ -336,6 +336,50 @@ async def test_people_and_summaries_a_daemon_cached_follow_the_other_daemons_wri
     assert all("Tom" not in m["content"] for m in seen["memories"])
 
 
+async def test_a_daemon_that_missed_notifications_drops_what_it_cached(
+    url: str, short_tmp: Path, nursery: trio.Nursery
+) -> None:
+    """Daemon b's listening connection is lost while daemon a forgets a person b had cached:
+    the notification never reaches b, and once b listens again its answers no longer hold her."""
+    import psycopg
+
+    daemons = []
+    for name in ("a", "b"):
+        (short_tmp / name).mkdir()
+        daemon = Daemon(postgres_config(short_tmp / name, f"{url}&application_name=host-{name}"))  # type: ignore[arg-type]
+        await nursery.start(daemon.run)
+        daemons.append(daemon)
+    a, b = daemons
+    peer_a = await NdjsonPeer.connect(a.config.socket_path)
+    peer_b = await NdjsonPeer.connect(b.config.socket_path)
+    alice = {"user_id": "alice"}
+    question = {**alice, "message": "how is Sarah doing?"}
+    await peer_a.call("memory.add", {**alice, "content": "My wife Sarah is a violinist"})
+    with trio.fail_after(10):
+        while [p["name"] for p in (await peer_b.call("memory.context", question))["result"]["people"]] != ["Sarah"]:
+            await trio.sleep(0.05)
+
+    listening = (
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'host-b' AND query LIKE 'LISTEN%%'"
+        " AND pid <> pg_backend_pid()"
+    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        (lost,) = conn.execute(listening).fetchone() or (None,)
+        assert lost is not None
+        conn.execute("SELECT pg_terminate_backend(%s)", (lost,))
+        # While b is not listening (it waits a second before it listens again), a forgets Sarah.
+        assert "result" in await peer_a.call("memory.forget_person", {**alice, "person": "Sarah"})
+        with trio.fail_after(10):
+            while (conn.execute(listening).fetchone() or (lost,))[0] == lost:
+                await trio.sleep(0.05)
+    with trio.fail_after(10):  # b has handled its reconnection once its answers forget her
+        while (context := (await peer_b.call("memory.context", question))["result"])["people"]:
+            await trio.sleep(0.05)
+    assert "Sarah" not in context["summary"]
+    for daemon in daemons:
+        daemon.request_stop()
+
+
 async def test_the_database_going_away_degrades_health_fails_calls_retryably_and_heals(
     two_daemons: tuple[Daemon, Daemon], server: Server
 ) -> None:

@@ -246,3 +246,44 @@ def test_the_postgres_backend_without_its_extra_says_what_to_install(tmp_path: P
     env = {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": "postgresql://memoryd@db.internal/memoryd"}
     done = without_extra("stats", "--data-dir", str(tmp_path / "data"), env=env)
     assert done.returncode != 0 and "pip install 'memoryd[postgres]'" in done.stderr.decode()
+
+
+def test_an_outage_is_logged_in_the_daemons_format_and_heals(server: Server, daemon_process: Any) -> None:
+    """The database refuses connections for a while (its connections ended, new ones not
+    allowed): calls fail retryably, health says so, and every log line stays a JSON line (the
+    driver's own warnings included), the interruption told once, not once a second."""
+    import json
+    from urllib.parse import urlsplit
+
+    url = server.empty_database()
+    database = urlsplit(url).path.lstrip("/")
+    server.admin("CREATE EXTENSION vector", database=database)
+    env = {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url, "MEMORYD_LOG_FORMAT": "json"}
+    process = daemon_process(env=env).start()
+    assert "result" in sync_call(process.socket, "memory.add", {"user_id": "alice", "content": "before the outage"})
+    server.admin(
+        f"ALTER DATABASE {database} ALLOW_CONNECTIONS false",
+        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'",
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the failed attempts to reconnect, a second apart, go on meanwhile
+            failed = sync_call(process.socket, "memory.add", {"user_id": "alice", "content": "during"})
+            if "error" in failed or time.monotonic() > deadline:
+                break
+        assert failed["error"]["code"] == -32007 and failed["error"]["data"]["backend"] == "postgres"
+        health = sync_call(process.socket, "system.health")["result"]
+        assert health["status"] == "degraded" and health["storage"]["state"] == "unavailable"
+        time.sleep(3)  # three reconnection attempts of the listening connection, and the pool's
+    finally:
+        server.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+    deadline = time.monotonic() + 30
+    while "result" not in sync_call(process.socket, "memory.add", {"user_id": "alice", "content": "after"}):
+        assert time.monotonic() < deadline, "the daemon did not reconnect"
+        time.sleep(0.1)
+    assert sync_call(process.socket, "system.health")["result"]["status"] == "ok"
+    assert process.stop() == 0
+    lines = [json.loads(line) for line in process.stderr().splitlines() if line.strip()]
+    events = [line["event"] for line in lines]
+    assert any(line["logger"].startswith("psycopg") for line in lines)  # the driver's, in our format
+    assert sum("work notifications interrupted" in event for event in events) == 1

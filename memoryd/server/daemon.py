@@ -327,9 +327,14 @@ def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
 def _changed_elsewhere(services: Any, keys: set[str]) -> None:
     """Another daemon changed memories under these scope keys, or an owner's people
     (``people:<owner>``), or a process erased a user (``erased:<user>``: `memoryd forget-user`
-    or memory.forget_all): the caches built from them are out of date."""
+    or memory.forget_all), or ``*``: changes may have been missed (the store's listening
+    connection was lost): the caches built from them are out of date."""
     for key in keys:
-        if key.startswith("erased:"):
+        if key == "*":
+            services.summaries.forget_everyone()
+            if services.people is not None:
+                services.people.forget_directories()
+        elif key.startswith("erased:"):
             services.summaries.forget_user(key.removeprefix("erased:"))
             if services.people is not None:
                 services.people.forget_directory(key.removeprefix("erased:"))

@@ -442,7 +442,8 @@ class PostgresStore:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Call ``wake`` whenever any daemon on this database queues background work, and
-        ``changed`` with the scope keys (and ``people:<owner>``) any daemon changed."""
+        ``changed`` with the scope keys (and ``people:<owner>``) any daemon changed, or with
+        ``*`` when changes may have been missed (the listening connection was lost)."""
         from memoryd.store.postgres.listen import listen_for_work
 
         await listen_for_work(self.db, wake, changed, task_status=task_status)
