@@ -159,6 +159,19 @@ async def test_judged_supersession_and_people_of_one_user_from_two_daemons_end_a
     assert [p.name for p in await first.people.people_of("alice")] == ["Sarah"]
 
 
+async def test_two_daemons_adding_to_one_scope_at_once_never_take_it_past_its_cap(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two_stores
+    first.maintenance.set_caps(per_user=10, per_chat=0, protect_recent_ms=0)
+    async with trio.open_nursery() as nursery:
+        for number in range(30):
+            store = first if number % 2 else second
+            nursery.start_soon(store.memories.add, note(f"passing remark {number} about the weather"))
+    live = await second.memories.list(Scope("alice"), limit=100)
+    assert len(live) == 10
+
+
 async def test_a_refused_add_writes_nothing_and_leaves_its_connection_usable(url: str, clock: Clock) -> None:
     """An add fails inside its pipelined transaction: rolled back whole, and the pool's
     connections serve the next calls."""
