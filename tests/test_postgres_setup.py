@@ -172,13 +172,18 @@ def test_a_daemon_refuses_to_start_without_the_database_or_on_a_newer_schema(
     assert "upgrade memoryd" in newer.stderr()
 
 
-def test_memoryd_gc_on_postgres_reports_what_postgres_did(server: Server, tmp_path: Path) -> None:
+def test_memoryd_gc_and_stats_on_postgres_report_what_postgres_did(server: Server, tmp_path: Path) -> None:
     env = {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": server.fresh_database()}
     env["MEMORYD_EMBEDDER"] = "none"
     done = memoryd("gc", data_dir=tmp_path, env=env)
     assert done.returncode == 0, text(done)
     out = done.stdout.decode()
     assert "vacuumed and analyzed" in out and "FTS" not in out and "WAL" not in out
+    # `memoryd stats` shows the database's size, not SQLite's WAL and free pages.
+    stats = memoryd("stats", data_dir=tmp_path, env=env)
+    assert stats.returncode == 0, text(stats)
+    database = [line for line in stats.stdout.decode().splitlines() if line.startswith("database")]
+    assert len(database) == 1 and "WAL" not in database[0] and "free pages" not in database[0]
 
 
 # -- SQLite users install nothing new --------------------------------------------------------
