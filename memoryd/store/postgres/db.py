@@ -175,6 +175,10 @@ class Database:
         except (psycopg.OperationalError, PoolTimeout) as exc:
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 raise StoreError(f"statement cancelled: {exc}") from None
+            if not _lost_server(exc):
+                # The server answered and refused this statement (a row too big, a resource
+                # limit): the call fails; the server is not down, and health must not say so.
+                raise StoreError(f"PostgreSQL refused the statement: {type(exc).__name__}: {exc}") from None
             if self.unreachable_since_ms is None:
                 self.unreachable_since_ms = now_ms()
                 log.warning("store: PostgreSQL unreachable (%s)", type(exc).__name__)
@@ -207,6 +211,13 @@ class Database:
                 return
             self._closed = True
         self._pool.close()
+
+
+def _lost_server(exc: Exception) -> bool:
+    """Whether ``exc`` means the server cannot be reached: no connection (no SQLSTATE, or class
+    08) or the server ending the session (57P01-57P05), not a statement it refused."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(("08", "57P"))
 
 
 def _check_connection(conn: psycopg.Connection[Any]) -> None:
