@@ -52,6 +52,22 @@ def test_an_unreachable_server_is_refused_without_showing_the_password(tmp_path:
     assert "s3cret-pw" not in str(refused.value) and "could not be reached" in str(refused.value)
     assert "s3cret-pw" not in redacted(url) and "***" in redacted(url)
     assert "s3cret-pw" not in redacted("host=db password=s3cret-pw dbname=memoryd")
+    # libpq's keyword strings allow spaces around '=' and quoted values with spaces.
+    assert redacted("host=db password = s3cret-pw dbname=memoryd") == "host=db password = *** dbname=memoryd"
+    assert redacted("host=db password='s3cret pw' dbname=memoryd") == "host=db password=*** dbname=memoryd"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://memoryd:s3cret-pw@/memoryd?host=/nowhere&no_such_option=1",
+        "host=/nowhere password=s3cret-pw dbname",
+    ],
+)
+def test_a_url_libpq_cannot_read_is_refused_naming_the_key_without_the_password(url: str) -> None:
+    with pytest.raises(StoreRefused, match="storage.url is not a libpq connection") as refused:
+        PostgresStore(url, pool_size=1)
+    assert "s3cret-pw" not in str(refused.value)
 
 
 def test_the_password_comes_from_a_file(tmp_path: Path) -> None:

@@ -64,8 +64,16 @@ class Database:
     ) -> None:
         self.url = url
         self.backend = "postgres"
+        try:
+            parsed = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            # libpq quotes the part it could not read, which may be a piece of the password.
+            raise StoreRefused(
+                f"storage.url is not a libpq connection URL or keyword string: {redacted(str(exc).strip())} "
+                f"({redacted(url)})"
+            ) from None
         # The URL's own options (a search_path, say) are kept; ours follow them.
-        given = conninfo_to_dict(url).get("options") or ""
+        given = parsed.get("options") or ""
         options = f"{given} -c plan_cache_mode=force_custom_plan".strip()
         if statement_timeout_ms:
             options += f" -c statement_timeout={int(statement_timeout_ms)}"
