@@ -117,3 +117,17 @@ def test_the_cap_at_every_add_keeps_the_allergy_and_evicts_the_oldest_remarks() 
             lambda c: c.execute("SELECT count(*) FROM audit_events WHERE event = 'evicted'").fetchone()
         )
         assert evicted == (4,)
+
+
+def test_the_vacuum_of_gc_and_of_an_erasure_is_not_cut_short_by_statement_timeout() -> None:
+    """statement_timeout bounds the calls' statements; a big table's VACUUM takes longer (here
+    every statement over a millisecond would be cancelled)."""
+    with PostgresStore(shared().fresh_database(), pool_size=1) as store:
+        trio.run(store.memories.add, note("a remark about the weather", "alice"))
+    with PostgresStore(store.url, pool_size=1, statement_timeout_ms=1) as strict:
+        report = strict.maintenance.maintain(compact=True, release_space=True)
+        assert report.done == "7 tables vacuumed and analyzed"
+        with strict.db.connect(autocommit=True) as conn:
+            from memoryd.store.postgres import erasure
+
+            erasure.vacuum(conn)

@@ -495,6 +495,9 @@ class Maintenance:
             "extraction_jobs",
         )
         with self._db.connect(autocommit=True) as conn:
+            # A big table's VACUUM outlasts statement_timeout (meant for the calls); it holds no
+            # lock a daemon waits for.
+            conn.execute("SET statement_timeout = 0")
             for table in tables:
                 conn.execute(f"{statement} {table}")  # our own names
         done = "vacuumed and analyzed" if release_space else "analyzed"
