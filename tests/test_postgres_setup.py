@@ -175,6 +175,9 @@ def test_a_daemon_refuses_to_start_without_the_database_or_on_a_newer_schema(
 def test_memoryd_gc_and_stats_on_postgres_report_what_postgres_did(server: Server, tmp_path: Path) -> None:
     env = {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": server.fresh_database()}
     env["MEMORYD_EMBEDDER"] = "none"
+    # A read-only command on a database no daemon has set up yet says so.
+    empty = memoryd("stats", data_dir=tmp_path, env=env)
+    assert empty.returncode == 1 and "no memoryd store in the database" in text(empty)
     done = memoryd("gc", data_dir=tmp_path, env=env)
     assert done.returncode == 0, text(done)
     out = done.stdout.decode()

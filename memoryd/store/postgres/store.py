@@ -289,6 +289,11 @@ class PostgresStore:
         def prepare(conn: Conn) -> tuple[int, str, int]:
             major, vector = check_versions(conn)
             version = schema.schema_version(conn) if readonly else schema.migrate(conn)
+            if readonly and version == 0:
+                raise StoreError(
+                    f"no memoryd store in the database at {redacted(url)} yet (check storage.url; "
+                    "the first `memoryd serve` on it creates one)"
+                )
             if readonly and version != len(schema.MIGRATIONS):
                 raise StoreError(f"the database has schema v{version} and this memoryd reads v{len(schema.MIGRATIONS)}")
             return major, vector, version
