@@ -580,3 +580,22 @@ async def test_a_daemon_killed_mid_extraction_loses_nothing_and_another_stores_i
             if host.proc is not None and host.proc.poll() is None:
                 host.proc.kill()
                 host.proc.wait()
+
+
+def test_a_daemon_stopped_while_the_database_is_down_stops_cleanly_and_at_once(
+    url: str, server: Server, daemon_process: Any
+) -> None:
+    """systemctl stop during a database outage: exit 0 within the grace, no traceback (a
+    stopping daemon leaves the database's housekeeping to the server)."""
+    import signal
+    import time
+
+    process = daemon_process(env={"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url}).start()
+    pg_ctl(server, "-m", "fast", "stop")
+    try:
+        started = time.monotonic()
+        assert process.stop(signal.SIGTERM) == 0, process.stderr()
+        assert time.monotonic() - started < 5
+    finally:
+        pg_ctl(server, "start")
+    assert "Traceback" not in process.stderr()
