@@ -98,3 +98,24 @@ def test_memoryd_config_never_prints_the_database_password(
     out = capsys.readouterr().out
     assert "pg-secret-42" not in out
     assert json.loads(out)["storage"]["url"] == "postgresql://memoryd:***@db.internal/memoryd?sslmode=verify-full"
+
+
+@pytest.mark.parametrize(
+    ("floor", "message"),
+    [(("MIN_SERVER", 99), "PostgreSQL 1[5-9] is too old: memoryd needs PostgreSQL 99"),
+     (("MIN_VECTOR", (99, 0)), r"pgvector 0\.\d+\.\d+ is too old: memoryd needs pgvector 99\.0")],
+)  # fmt: skip
+def test_a_server_or_pgvector_older_than_memoryd_needs_is_refused_naming_both_versions(
+    monkeypatch: pytest.MonkeyPatch, floor: tuple[str, object], message: str
+) -> None:
+    """The real server's versions against a floor raised above them (no older server is at hand)."""
+    from memoryd.store.postgres import db
+
+    monkeypatch.setattr(db, *floor)
+    url = shared().fresh_database()
+    with pytest.raises(StoreRefused, match=message):
+        PostgresStore(url, pool_size=1)
+    import psycopg
+
+    with psycopg.connect(url) as conn:  # refused before anything was written
+        assert conn.execute("SELECT to_regclass('memoryd_schema')").fetchone() == (None,)
