@@ -114,6 +114,8 @@ class Database:
         pool's connections need the vector type to exist), then open the pool."""
         try:
             with self.connect(autocommit=True) as conn:
+                # The start-up checks and migrations are not calls: statement_timeout is for those.
+                conn.execute("SET statement_timeout = 0")
                 result = prepare(conn)
         except psycopg.OperationalError as exc:
             raise StoreRefused(
