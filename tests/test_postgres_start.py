@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,40 @@ def test_a_server_or_pgvector_older_than_memoryd_needs_is_refused_naming_both_ve
 
     with psycopg.connect(url) as conn:  # refused before anything was written
         assert conn.execute("SELECT to_regclass('memoryd_schema')").fetchone() == (None,)
+
+
+async def test_a_database_from_before_the_health_tallies_counts_its_memories_when_it_migrates() -> None:
+    """Schema v5 keeps system.health's memory counts as the writes' own tallies: a database of
+    v4 with memories gets them counted once when it migrates (and again, not twice, should the
+    step run again), and every write from then on adds its own."""
+    from memoryd.store import NewMemory, Scope
+
+    with PostgresStore(shared().fresh_database(), pool_size=1) as store:
+        added = [
+            (
+                await store.memories.add(
+                    NewMemory(content=f"note {i}", owner="alice", chat_id=None, shared=False, source="t")
+                )
+            )[0]
+            for i in range(4)
+        ]
+        await store.memories.delete(Scope("alice"), added[0].id)
+
+        def downgrade(conn: Any) -> None:
+            for trigger in ("insert", "delete", "update"):
+                conn.execute(f"DROP TRIGGER memory_counts_{trigger} ON memories")
+            conn.execute("DROP TABLE memory_counts")
+            conn.execute("DROP INDEX memories_live_expiry")
+            conn.execute("DELETE FROM memoryd_schema WHERE version > 4")
+
+        store.db.run_sync(downgrade)
+        await store.memories.add(
+            NewMemory(content="written by v4", owner="bob", chat_id=None, shared=False, source="t")
+        )
+        assert store.db.run_sync(schema.migrate) == len(schema.MIGRATIONS)
+        counts = await store.memories.health_counts()
+        assert (counts["memories_active"], counts["memories_deleted"]) == (4, 1)
+        store.db.run_sync(lambda conn: conn.execute(schema.M005))  # run again: counted afresh
+        await store.memories.add(NewMemory(content="after", owner="bob", chat_id=None, shared=False, source="t"))
+        counts = await store.memories.health_counts()
+        assert (counts["memories_active"], counts["memories_deleted"]) == (5, 1)

@@ -232,6 +232,16 @@ async def test_a_note_with_the_same_key_supersedes_through_the_socket(peer: Ndjs
     assert "kv:phone number" in reason
 
 
+async def test_now_before_the_verb_and_new_before_the_key_supersede_through_the_socket(peer: NdjsonPeer) -> None:
+    car = await add(peer, ALICE, "I drive a Toyota Corolla")
+    honda = await add(peer, ALICE, "I now drive a Honda Accord")
+    assert honda["superseded"] == [car["id"]]
+    phone = await add(peer, ALICE, "My phone number is 555-1234")
+    work = await add(peer, ALICE, "My new work phone number is 555-4444")
+    new = await add(peer, ALICE, "My new phone number is 555-9876")
+    assert work["superseded"] == [] and new["superseded"] == [phone["id"]]
+
+
 async def test_a_verb_object_statement_supersedes_only_when_it_says_it_changed(peer: NdjsonPeer) -> None:
     violin = await add(peer, ALICE, "Kenji plays the violin")
     piano = await add(peer, ALICE, "Kenji plays the piano")

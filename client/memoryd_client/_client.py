@@ -60,14 +60,16 @@ class MemoryClient(ClientBase):
         include_superseded: bool = False,
         this_chat: bool = False,
         min_relevance: Optional[float] = None,
+        types: Optional[Sequence[str]] = None,
     ) -> Records:
         """Best hits first, each with ``score``, ``relevance``, ``similarity`` and ``about``;
         ``about`` (a name, alias or "my wife") keeps only the memories about that person;
         ``include_superseded`` also returns memories a newer one replaced; ``this_chat`` keeps
         only the memories learned in the client's chat; ``min_relevance`` (0..1, the estimated
         probability that a memory helps) leaves out the hits below it (the daemon's default
-        floor drops only clearly unrelated ones)."""
-        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance)
+        floor drops only clearly unrelated ones); ``types`` keeps only those memory types
+        (``["episode"]``: observed messages only)."""
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance, types)
         result: Records = self.call("memory.search", **params)
         return result
 
@@ -80,9 +82,14 @@ class MemoryClient(ClientBase):
         about: Optional[str] = None,
         include_superseded: bool = False,
         this_chat: bool = False,
+        *,
+        types: Optional[Sequence[str]] = None,
     ) -> Records:
-        """Newest first; pass the last id as ``before_id`` for the next page."""
-        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded, this_chat)
+        """Newest first; pass the last id as ``before_id`` for the next page.  Episodes are
+        left out unless ``types`` asks for them (``types=["episode"]``)."""
+        params = _methods.list_params(
+            limit, offset, before_id, include_expired, about, include_superseded, this_chat, types
+        )
         result: Records = self.call("memory.list", **params)
         return result
 

@@ -47,6 +47,7 @@ def search_params(
     include_superseded: bool = False,
     this_chat: bool = False,
     min_relevance: Optional[float] = None,
+    types: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     # The flags are sent only when set, so a client works with daemons that predate them.
     return _drop_none(
@@ -57,6 +58,7 @@ def search_params(
             "include_superseded": include_superseded or None,
             "this_chat": this_chat or None,
             "min_relevance": min_relevance,
+            "types": _types(types),
         }
     )
 
@@ -69,6 +71,7 @@ def list_params(
     about: Optional[str] = None,
     include_superseded: bool = False,
     this_chat: bool = False,
+    types: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -79,8 +82,16 @@ def list_params(
             "about": about,
             "include_superseded": include_superseded or None,
             "this_chat": this_chat or None,
+            "types": _types(types),
         }
     )
+
+
+def _types(types: Optional[Sequence[str]]) -> Optional[List[str]]:
+    """Memory types as the list the daemon takes (a bare string is one type, not its letters)."""
+    if types is None:
+        return None
+    return [types] if isinstance(types, str) else list(types)
 
 
 def context_params(

@@ -56,8 +56,9 @@ class AsyncMemoryClient(ClientBase):
         include_superseded: bool = False,
         this_chat: bool = False,
         min_relevance: Optional[float] = None,
+        types: Optional[Sequence[str]] = None,
     ) -> Records:
-        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance)
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance, types)
         result: Records = await self.call("memory.search", **params)
         return result
 
@@ -70,8 +71,12 @@ class AsyncMemoryClient(ClientBase):
         about: Optional[str] = None,
         include_superseded: bool = False,
         this_chat: bool = False,
+        *,
+        types: Optional[Sequence[str]] = None,
     ) -> Records:
-        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded, this_chat)
+        params = _methods.list_params(
+            limit, offset, before_id, include_expired, about, include_superseded, this_chat, types
+        )
         result: Records = await self.call("memory.list", **params)
         return result
 

@@ -90,6 +90,20 @@ def purge_counts(conn: Conn, cutoff_ms: int) -> Counter[str]:
     return Counter(deleted=int(deleted), expired=int(expired), superseded=int(superseded))
 
 
+def fold_counts(conn: Conn) -> None:
+    """``memory_counts`` (one row per write, schema M005) as one row: system.health sums it.  One
+    daemon at a time (another gc finds the lock taken and leaves it); writes appending rows
+    meanwhile are not seen by the DELETE and stay, so the sum never changes."""
+    (locked,) = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (schema.MIGRATION_LOCK + 2,)).fetchone() or (
+        False,
+    )
+    if locked:
+        conn.execute(
+            "WITH gone AS (DELETE FROM memory_counts RETURNING live, deleted) "
+            "INSERT INTO memory_counts (live, deleted) SELECT coalesce(sum(live), 0), coalesce(sum(deleted), 0) FROM gone"
+        )
+
+
 def purge_batch(conn: Conn, cutoff_ms: int, now_ms: int) -> Counter[str]:
     doomed: dict[int, tuple[str, str, str]] = {}
     for reason, where in (
@@ -446,19 +460,24 @@ class Maintenance:
                 if batch.total() < BATCH:
                     break
             report.events_pruned = self._db.run_sync(prune_events, report.cutoff_ms)
+            self._db.run_sync(fold_counts)
         report.seconds = time.perf_counter() - started
         return report
 
-    def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
+    def enforce_max_entries(
+        self, *, per_user: int, per_chat: int, protect_recent_ms: int, dry_run: bool = False
+    ) -> EvictionReport:
         report = EvictionReport()
+        if not dry_run:
+            self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         if not per_user and not per_chat:
-            self.set_caps(per_user=0, per_chat=0, protect_recent_ms=protect_recent_ms)
             return report
-        self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         now = self._clock()
         for scope_key, count, limit in self._db.run_sync(eviction.over_limit, per_user, per_chat):
             report.scopes[scope_key] = (count, limit)
-            while evicted := self._db.run_sync(_evict_locked, scope_key, limit, now, now - protect_recent_ms):
+            while not dry_run and (
+                evicted := self._db.run_sync(_evict_locked, scope_key, limit, now, now - protect_recent_ms)
+            ):
                 report.evicted += evicted
         return report
 
