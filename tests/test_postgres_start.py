@@ -53,6 +53,22 @@ def test_an_unreachable_server_is_refused_without_showing_the_password(tmp_path:
     assert "s3cret-pw" not in str(refused.value) and "could not be reached" in str(refused.value)
     assert "s3cret-pw" not in redacted(url) and "***" in redacted(url)
     assert "s3cret-pw" not in redacted("host=db password=s3cret-pw dbname=memoryd")
+    # libpq's keyword strings allow spaces around '=' and quoted values with spaces.
+    assert redacted("host=db password = s3cret-pw dbname=memoryd") == "host=db password = *** dbname=memoryd"
+    assert redacted("host=db password='s3cret pw' dbname=memoryd") == "host=db password=*** dbname=memoryd"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://memoryd:s3cret-pw@/memoryd?host=/nowhere&no_such_option=1",
+        "host=/nowhere password=s3cret-pw dbname",
+    ],
+)
+def test_a_url_libpq_cannot_read_is_refused_naming_the_key_without_the_password(url: str) -> None:
+    with pytest.raises(StoreRefused, match="storage.url is not a libpq connection") as refused:
+        PostgresStore(url, pool_size=1)
+    assert "s3cret-pw" not in str(refused.value)
 
 
 def test_the_password_comes_from_a_file(tmp_path: Path) -> None:
@@ -83,6 +99,27 @@ def test_memoryd_config_never_prints_the_database_password(
     out = capsys.readouterr().out
     assert "pg-secret-42" not in out
     assert json.loads(out)["storage"]["url"] == "postgresql://memoryd:***@db.internal/memoryd?sslmode=verify-full"
+
+
+@pytest.mark.parametrize(
+    ("floor", "message"),
+    [(("MIN_SERVER", 99), "PostgreSQL 1[5-9] is too old: memoryd needs PostgreSQL 99"),
+     (("MIN_VECTOR", (99, 0)), r"pgvector 0\.\d+\.\d+ is too old: memoryd needs pgvector 99\.0")],
+)  # fmt: skip
+def test_a_server_or_pgvector_older_than_memoryd_needs_is_refused_naming_both_versions(
+    monkeypatch: pytest.MonkeyPatch, floor: tuple[str, object], message: str
+) -> None:
+    """The real server's versions against a floor raised above them (no older server is at hand)."""
+    from memoryd.store.postgres import db
+
+    monkeypatch.setattr(db, *floor)
+    url = shared().fresh_database()
+    with pytest.raises(StoreRefused, match=message):
+        PostgresStore(url, pool_size=1)
+    import psycopg
+
+    with psycopg.connect(url) as conn:  # refused before anything was written
+        assert conn.execute("SELECT to_regclass('memoryd_schema')").fetchone() == (None,)
 
 
 async def test_a_database_from_before_the_health_tallies_counts_its_memories_when_it_migrates() -> None:

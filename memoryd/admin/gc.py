@@ -1,5 +1,6 @@
 """`memoryd gc [--dry-run]`: hard-remove what was deleted or expired more than retention_days
-ago, evict what max_entries does not allow, then merge the FTS index and checkpoint the WAL."""
+ago, evict what max_entries does not allow, then the engine's housekeeping (SQLite: merge the FTS
+index and checkpoint the WAL; PostgreSQL: VACUUM (ANALYZE) of memoryd's tables)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from memoryd.store.admin_records import PURGE_REASONS
 def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdout) -> int:
     retention_days = config.lifecycle.retention_days
     complete: bool | None = None
+    done = ""
     with open_store(config) as store:
         report = store.maintenance.gc(retention_ms=int(retention_days * DAY_MS), dry_run=dry_run)
         lifecycle = config.lifecycle
@@ -29,6 +31,7 @@ def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdou
         if not dry_run:
             housekeeping = store.maintenance.maintain(compact=True, release_space=True)
             report.optimize_steps, complete = housekeeping.compact_steps, housekeeping.complete
+            done = housekeeping.done
     data = {**report.to_dict(), "retention_days": retention_days, "evicted": evicted}
     if complete is not None:
         data["checkpoint_complete"] = complete
@@ -43,7 +46,6 @@ def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdou
     )
     if evicted:
         out.write(f"{'would evict up to' if dry_run else 'evicted'} {evicted} memories past max_entries\n")
-    if complete is not None:
-        state = "checkpointed" if complete else "checkpoint deferred (the daemon was busy; it completes later)"
-        out.write(f"FTS index merged in {report.optimize_steps} steps; WAL {state}\n")
+    if done:
+        out.write(done + "\n")
     return EXIT_OK

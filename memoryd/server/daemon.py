@@ -41,7 +41,7 @@ from memoryd.service.maintenance import Maintenance
 from memoryd.service.methods import WAITS_FOR_LLM
 from memoryd.service.summary import SummaryService
 from memoryd.store import backends
-from memoryd.store.erasure_log import GROUP_ERASED
+from memoryd.store.erasure_log import GROUP_ERASED, everyone
 from memoryd.store.interfaces import Backend, StartupCheck
 
 if TYPE_CHECKING:
@@ -338,10 +338,15 @@ def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
 def _changed_elsewhere(services: Any, keys: set[str]) -> None:
     """Another daemon changed memories under these scope keys, or an owner's people
     (``people:<owner>``), or a process erased a user (``erased:<user>``: `memoryd forget-user`
-    or memory.forget_all) and maybe their group memories (``erased-group``): the caches built
-    from them are out of date."""
+    or memory.forget_all) and maybe their group memories (``erased-group``), or ``*``: changes may
+    have been missed (the store's listening connection was lost): the caches built from them are
+    out of date."""
     for key in keys:
-        if key == GROUP_ERASED:
+        if key == "*":
+            services.summaries.forget_erased(everyone)
+            if services.people is not None:
+                services.people.forget_erased(everyone)
+        elif key == GROUP_ERASED:
             services.summaries.forget_group_chats()
         elif key.startswith("erased:"):
             services.summaries.forget_user(key.removeprefix("erased:"))

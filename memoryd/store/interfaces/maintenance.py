@@ -16,6 +16,9 @@ class MaintenanceReport:
     #: False when something (a reader, another process) kept the work from finishing: it
     #: finishes on a later call.
     complete: bool = True
+    #: What the engine did, in its own words, for an operator (`memoryd gc`): each engine's
+    #: housekeeping means something different.
+    done: str = ""
 
 
 class Maintenance(Protocol):

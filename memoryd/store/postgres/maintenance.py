@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import psycopg
 
+from memoryd.errors import StoreUnreachable
 from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.knowledge import attribute_keys, normalise_name
 from memoryd.store.admin_records import (
@@ -499,9 +500,11 @@ class Maintenance:
 
     def maintain(self, *, compact: bool = False, release_space: bool = False) -> MaintenanceReport:
         """PostgreSQL's autovacuum does the routine work; ``compact`` refreshes the planner's
-        statistics of memoryd's tables, ``release_space`` vacuums them (never VACUUM FULL,
-        which would lock out every daemon)."""
-        if not (compact or release_space):
+        statistics of memoryd's tables, with ``release_space`` (`memoryd gc`) it vacuums them
+        too (never VACUUM FULL, which would lock out every daemon).  ``release_space`` alone (a
+        daemon stopping) does nothing: the server keeps its own log, and one daemon of several
+        stopping is no reason to vacuum the database they share."""
+        if not compact:
             return MaintenanceReport()
         statement = "VACUUM (ANALYZE)" if release_space else "ANALYZE"
         tables = (
@@ -513,10 +516,17 @@ class Maintenance:
             "observed_messages",
             "extraction_jobs",
         )
-        with self._db.connect(autocommit=True) as conn:
-            for table in tables:
-                conn.execute(f"{statement} {table}")  # our own names
-        return MaintenanceReport(compact_steps=len(tables) if compact else 0)
+        try:
+            with self._db.connect(autocommit=True) as conn:
+                # A big table's VACUUM outlasts statement_timeout (meant for the calls); it holds
+                # no lock a daemon waits for.
+                conn.execute("SET statement_timeout = 0")
+                for table in tables:
+                    conn.execute(f"{statement} {table}")  # our own names
+        except psycopg.OperationalError as exc:
+            raise StoreUnreachable("postgres", type(exc).__name__) from None
+        done = "vacuumed and analyzed" if release_space else "analyzed"
+        return MaintenanceReport(compact_steps=len(tables) if compact else 0, done=f"{len(tables)} tables {done}")
 
     def record_maintenance(self, summary: dict[str, object]) -> None:
         value = msgspec.json.encode(summary).decode()

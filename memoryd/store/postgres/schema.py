@@ -315,8 +315,17 @@ CREATE INDEX IF NOT EXISTS memories_live_expiry ON memories (expires_at_ms)
     WHERE deleted_at_ms IS NULL AND expires_at_ms IS NOT NULL;
 """
 
+M006 = """
+-- Vectors stay inline while the row fits a page (out-of-line vectors made exact scans 2x slower),
+-- and go out of line, uncompressed, only when it does not: STORAGE PLAIN refused every vector of
+-- more than about 2030 dimensions ("row is too big"), OpenAI's 3072 for one.  Both settings
+-- change the catalog only: no row is rewritten.
+ALTER TABLE memory_vectors ALTER COLUMN embedding SET STORAGE EXTERNAL;
+ALTER TABLE memory_vectors SET (toast_tuple_target = 8160);
+"""
+
 #: Migration n is MIGRATIONS[n - 1].
-MIGRATIONS: tuple[str, ...] = (M001, M002, M003, M004, M005)
+MIGRATIONS: tuple[str, ...] = (M001, M002, M003, M004, M005, M006)
 
 
 def migrate(conn: psycopg.Connection[Any]) -> int:
