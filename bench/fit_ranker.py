@@ -35,9 +35,9 @@ from retrieval import default_data  # noqa: E402
 
 from memoryd.embed.query_form import embedded_form  # noqa: E402
 from memoryd.ids import now_ms  # noqa: E402
-from memoryd.store import ranking  # noqa: E402
+from memoryd.store import query_terms, ranking  # noqa: E402
 from memoryd.store.sqlite.db.database import open_connection  # noqa: E402
-from memoryd.store.sqlite.search import fts_query, search, search_parts  # noqa: E402
+from memoryd.store.sqlite.search import search, search_parts  # noqa: E402
 from memoryd.store.sqlite.vectors import vectors  # noqa: E402
 from memoryd.store.visibility import Scope  # noqa: E402
 
@@ -117,7 +117,7 @@ def score(
         linear = q.matrix @ weights[: len(ranking.FEATURES)]
         scored = {rowid: float(value) for rowid, value in zip(q.rowids, linear, strict=True)}
         cosines = {rowid: float(value) for rowid, value in zip(q.rowids, q.matrix[:, 0], strict=True)}
-        guard = ranking.guards(fts_query.extract_terms(q.question.text))
+        guard = ranking.guards(query_terms.extract_terms(q.question.text))
         ranked = [rowid for rowid, _ in ranking.diversify(ranking.order(scored, cosines, guard=guard), q.created_at_ms)]
         scores.add(q.question, [labels_of.get(rowid, []) for rowid in ranked[: locomo.LIMIT]])
 

@@ -19,8 +19,9 @@ import numpy as np
 from memoryd.embed.local import BUNDLED_SHA256, bundled_model_path
 from memoryd.embed.sentence_model import SentenceModel
 from memoryd.ids import now_ms
+from memoryd.store import query_terms
 from memoryd.store.sqlite.db.database import open_connection
-from memoryd.store.sqlite.search import fts_query, keyword, search, search_parts
+from memoryd.store.sqlite.search import keyword, search, search_parts
 from memoryd.store.sqlite.vectors import vector_codec, vectors
 from memoryd.store.visibility import Scope, personal_key
 
@@ -57,7 +58,9 @@ def rankings(
     assert space is not None, "the database has no vectors"
     key = personal_key(conversation.user_id)
     now = now_ms()
-    words = keyword.candidates(db, Scope(conversation.user_id), fts_query.extract_terms(question.text), RRF_DEPTH, now)
+    words = keyword.candidates(
+        db, Scope(conversation.user_id), query_terms.extract_terms(question.text), RRF_DEPTH, now
+    )
     dense = _dense(db, space, key, unit)
     fused = search.fuse([words, dense[:RRF_DEPTH]])
     query = search_parts.SearchQuery(question.text, locomo.LIMIT, unit, space, now)

@@ -72,7 +72,9 @@ def _add_admin_commands(commands: Any) -> None:
     stats.add_argument("--json", action="store_true", help="print JSON (every user, not only the top ones)")
 
     gc = commands.add_parser(
-        "gc", help="hard-remove memories deleted or expired more than lifecycle.retention_days ago, then optimize"
+        "gc",
+        help="hard-remove memories deleted or expired more than lifecycle.retention_days ago, evict past "
+        "lifecycle.max_entries_per_user / _per_chat, then optimize",
     )
     _add_config_flags(gc)
     gc.add_argument("--dry-run", action="store_true", help="only count what would be removed")

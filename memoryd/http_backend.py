@@ -244,6 +244,11 @@ class HttpBackend:
         await self._http.aclose()
         self._state = "closed"
 
+    def longest_call(self) -> float:
+        """Seconds one call may take at most: every attempt's timeout and the longest waits
+        between them (a wait for a free slot not counted)."""
+        return (self._retries + 1) * self._http.timeout + self._retries * self._max_backoff
+
     def connection_status(self) -> dict[str, Any]:
         """The part of ``system.health``'s view of a backend that every backend has."""
         return {"state": self._state, "last_error": self._last_error, "url": self._http.shown_url}

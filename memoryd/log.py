@@ -109,3 +109,10 @@ def setup_logging(level: str = "info", fmt: str = "kv", stream: Any = None) -> N
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    # The PostgreSQL driver's pool warns about every failed connection attempt (each second
+    # while the server is down): through the same format and repeat limit, not as bare lines
+    # that break a JSON log.
+    driver = logging.getLogger("psycopg")
+    driver.handlers[:] = [handler]
+    driver.setLevel(logging.WARNING)
+    driver.propagate = False

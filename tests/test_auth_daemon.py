@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,76 @@ async def test_every_memory_method_refuses_without_a_valid_matching_token(
     args = {"memory.add": {"content": "x"}, "memory.search": {"query": "x"}, "memory.delete": {"memory_id": "0" * 26}}
     error = await refused(peer, method, {**params, **args.get(method, {})})
     assert (error["data"]["field"], error["data"]["code"]) == (field, code)
+
+
+#: A call each method would answer, but for the caller's identity ({id}: Alice's memory).
+CALLS: dict[str, dict[str, Any]] = {
+    "memory.add": {"content": "planted"},
+    "memory.search": {"query": "tea"},
+    "memory.list": {},
+    "memory.get": {"memory_id": "{id}"},
+    "memory.delete": {"memory_id": "{id}"},
+    "memory.pin": {"memory_id": "{id}"},
+    "memory.unpin": {"memory_id": "{id}"},
+    "memory.history": {"memory_id": "{id}"},
+    "memory.forget_all": {"confirm": True},
+    "memory.observe": {"messages": [{"role": "user", "content": "planted"}]},
+    "memory.extract": {"message_id": "m1"},
+    "memory.extract_from_messages": {"messages": [{"role": "user", "content": "I like tea"}]},
+    "memory.forget_person": {"person": "Sarah"},
+    "memory.context": {"message": "what about Sarah?"},
+    "memory.summary": {},
+    "person.list": {},
+    "person.get": {"name": "Sarah"},
+    "person.merge": {"from": "Tom", "into": "Sarah"},
+    "person.alias": {"name": "Sarah", "alias": "Sal"},
+}
+
+
+async def test_every_method_but_health_needs_a_valid_token_of_the_caller(token_daemon: Daemon) -> None:
+    assert token_daemon.server is not None
+    # A method added later must be listed in CALLS, so it is checked here too.
+    assert set(token_daemon.server.table.names()) == {*CALLS, "system.health"}
+    peer = await NdjsonPeer.connect(token_daemon.config.socket_path)
+    alice = {"context_token": token_for("alice")}
+    kept = await call_ok(
+        peer, "memory.add", {**alice, "content": "Sarah and Tom like green tea", "subjects": ["Sarah", "Tom"]}
+    )
+    before = await call_ok(peer, "person.list", alice)
+    for method, template in CALLS.items():
+        params = {key: kept["id"] if value == "{id}" else value for key, value in template.items()}
+        for identity, code in (
+            ({"user_id": "alice"}, "missing"),
+            ({"context_token": token_for("bob"), "user_id": "alice"}, "mismatch"),
+            ({"context_token": token_for("alice", ttl=60, now=1_000_000)}, "expired"),
+            ({"context_token": mint_token(OTHER_SECRET, "alice")}, "signature"),
+        ):
+            error = await refused(peer, method, {**params, **identity})
+            assert error["data"]["code"] == code, (method, identity, error)
+    # None of the refused calls did anything: Alice's memory and people are as they were.
+    listed = await call_ok(peer, "memory.list", alice)
+    assert [(m["id"], m["pinned"], m["content"]) for m in listed] == [
+        (kept["id"], False, "Sarah and Tom like green tea")
+    ]
+    assert await call_ok(peer, "person.list", alice) == before
+    assert await call_ok(peer, "memory.list", {"context_token": token_for("bob")}) == []
+
+
+async def test_the_daemon_allows_thirty_seconds_of_clock_skew_and_no_more(peer: NdjsonPeer) -> None:
+    now = time.time()
+    # exp 20 s ago and iat 20 s ahead are skew; 45 s is not (10 s of margin for a slow machine).
+    for ttl, issued, accepted in (
+        (60, now - 80, True),
+        (60, now - 105, False),
+        (600, now + 20, True),
+        (600, now + 45, False),
+    ):
+        params = {"context_token": token_for("alice", ttl=ttl, now=issued)}
+        if accepted:
+            assert await call_ok(peer, "memory.list", params) == []
+        else:
+            error = await refused(peer, "memory.list", params)
+            assert error["data"]["code"] == ("expired" if issued < now else "not_yet_valid")
 
 
 async def test_the_claims_are_the_provenance_and_unclaimed_params_are_ignored(peer: NdjsonPeer) -> None:
@@ -338,3 +409,11 @@ def test_memoryd_config_never_prints_the_secret() -> None:
     done = run_memoryd("config", env={"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": SECRET})
     assert done.returncode == 0, done.stderr
     assert SECRET not in done.stdout and '"token_secret": "***"' in done.stdout
+
+
+def test_memoryd_token_lasts_fifteen_minutes_unless_told_otherwise() -> None:
+    done = run_memoryd("token", "--user", "alice", env={"MEMORYD_AUTH_TOKEN_SECRET": SECRET})
+    assert done.returncode == 0, done.stderr
+    claims = verify_token(done.stdout.strip(), SECRET)
+    assert (claims.user_id, claims.chat_id, claims.expires_at - claims.issued_at) == ("alice", None, 15 * 60)
+    assert done.stdout.count("\n") == 1  # the token alone, for $(memoryd token ...)

@@ -78,6 +78,23 @@ async def test_observe_posts_json_lines_from_stdin(memory_pyz: Path, daemon: Dae
     assert refused.returncode == 1 and "messages[0].role" in refused.stderr.decode()
 
 
+async def test_observed_messages_are_found_as_episodes_and_type_selects(memory_pyz: Path, daemon: Daemon) -> None:
+    cli = cli_for(memory_pyz, daemon, MEMORY_USER_ID="alice", MEMORY_CHAT_ID="dm", MEMORY_CHAT_TYPE="private")
+    said = json.dumps({"role": "user", "content": "We adopted a greyhound called Biscuit", "username": "alice"})
+    assert out(await cli("observe", stdin=said.encode())) == "Accepted 1 message for extraction\n"
+    fact = json.loads(out(await cli("add", "Biscuit the greyhound eats twice a day", "--json")))
+    found = json.loads(out(await cli("search", "greyhound Biscuit", "--json")))
+    assert {hit["memory_type"] for hit in found} == {"episode", "knowledge"}
+    episodes = json.loads(out(await cli("search", "greyhound Biscuit", "-t", "episode", "--json")))
+    assert [hit["memory_type"] for hit in episodes] == ["episode"]
+    assert "We adopted a greyhound called Biscuit" in episodes[0]["content"]
+    facts = json.loads(out(await cli("search", "greyhound Biscuit", "--type", "knowledge", "--json")))
+    assert [hit["id"] for hit in facts] == [fact["id"]]
+    # A user's list holds what they manage; episodes are listed when asked for.
+    assert [m["id"] for m in json.loads(out(await cli("list", "--json")))] == [fact["id"]]
+    assert [m["memory_type"] for m in json.loads(out(await cli("list", "-t", "episode", "--json")))] == ["episode"]
+
+
 async def test_a_misplaced_flag_gets_the_subcommands_usage(memory_pyz: Path, daemon: Daemon) -> None:
     cli = cli_for(memory_pyz, daemon, MEMORY_USER_ID="alice")
     for args, usage in [

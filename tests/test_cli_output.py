@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -223,6 +224,44 @@ async def test_a_token_alone_supplies_the_identity(memory_pyz: Path, short_tmp: 
     assert refused.stderr.decode() == "Error: Unauthorized: user_id does not match the context token\n"
     expired = await cli("list", env={"MEMORY_CONTEXT_TOKEN": mint_token(SECRET, "dave", ttl=60, now=1_000_000)})
     assert (expired.returncode, expired.stderr.decode()) == (1, "Error: Unauthorized: context token expired\n")
+
+
+async def test_ashs_sandbox_environment_alone_is_enough(
+    memory_pyz: Path, short_tmp: Path, nursery: trio.Nursery
+) -> None:
+    # What ash puts into a sandbox: its socket variable and its token variable, nothing else.
+    instance = Daemon(make_config(short_tmp, auth={"mode": "token", "token_secret": SECRET}))
+    await nursery.start(instance.run)
+    ash_env = {
+        "ASH_RPC_SOCKET": str(instance.config.socket_path),
+        "ASH_CONTEXT_TOKEN": mint_token(SECRET, "fay", "den"),
+    }
+    cli = Cli(memory_pyz, ash_env)
+    assert out(await cli("add", "fay's shared note", "--shared")).startswith("Memory added (shared): ")
+    [memory] = json.loads(out(await cli("list", "--json")))
+    assert (memory["owner"], memory["chat_id"], memory["scope"]) == ("fay", "den", "group")
+    # MEMORY_CONTEXT_TOKEN wins over ASH_CONTEXT_TOKEN, as MEMORYD_SOCKET over ASH_RPC_SOCKET.
+    other = {"MEMORY_CONTEXT_TOKEN": mint_token(SECRET, "gus"), "MEMORYD_SOCKET": str(instance.config.socket_path)}
+    assert json.loads(out(await cli("list", "--json", env={**other, "ASH_RPC_SOCKET": "/nonexistent"}))) == []
+
+
+def test_the_installed_console_script_is_the_same_command(memory_pyz: Path) -> None:
+    # `pip install ./client ./sandbox-cli` installs this entry point as `memory`.
+    with open(REPO / "sandbox-cli" / "pyproject.toml", "rb") as handle:
+        assert tomllib.load(handle)["project"]["scripts"] == {"memory": "memory_cli.cli:main"}
+    script = Path(sys.executable).parent / "memory"
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    zipapp = subprocess.run([BARE_PYTHON, "-I", "-S", str(memory_pyz), "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == zipapp.stdout != ""
+    unreachable = subprocess.run(
+        [str(script), "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "MEMORYD_SOCKET": "/nonexistent/memoryd.sock", "MEMORY_USER_ID": "alice"},
+    )
+    assert unreachable.returncode == 3 and "/nonexistent/memoryd.sock" in unreachable.stderr
 
 
 async def test_missing_daemon_exits_3_naming_the_socket(memory_pyz: Path, short_tmp: Path) -> None:

@@ -120,6 +120,18 @@ async def test_async_client_sends_identity_and_typed_params(sock_path: str, nurs
     assert [r["id"] for r in daemon.requests] == [1, 2, 3, 4, 5, 6]
 
 
+async def test_async_client_sends_memory_types(sock_path: str, nursery: trio.Nursery) -> None:
+    from memoryd_client import AsyncMemoryClient
+
+    daemon = FakeDaemon()
+    await nursery.start(daemon.run, sock_path)
+    async with AsyncMemoryClient(sock_path, user_id="alice") as client:
+        assert (await client.search("tea", types=["episode"]))["params"]["types"] == ["episode"]
+        listed = await client.list(types=("preference", "identity"))
+        assert listed["params"]["types"] == ["preference", "identity"]
+        assert "types" not in (await client.search("tea"))["params"]
+
+
 async def test_async_client_identity_from_environment(
     sock_path: str, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -205,6 +205,8 @@ def test_sensitivity_this_chat_and_chat_type_are_sent_only_when_set(
         assert client.add("y", sensitivity="sensitive")["params"]["sensitivity"] == "sensitive"
         assert client.search("tea", this_chat=True)["params"]["this_chat"] is True
         assert client.list(this_chat=True)["params"]["this_chat"] is True
+        assert client.search("tea", types=["episode"])["params"]["types"] == ["episode"]
+        assert client.list(types="episode")["params"]["types"] == ["episode"]
         assert client.list()["params"] == {
             "user_id": "alice",
             "chat_id": "dm",

@@ -332,3 +332,57 @@ async def test_a_hidden_person_never_joins_two_subjects_for_supersession(world: 
     # In the private chat, where she is known, the same pair is one subject.
     green = await world.ok("memory.add", p1, content="Sarah's favorite color is green")
     assert set(green["superseded"]) == {red["id"], blue["id"]}
+
+
+async def test_a_hidden_id_or_person_is_refused_as_one_that_never_existed(world: World) -> None:
+    """No error tells a memory or person the caller may not see from one that never existed:
+    the same reply, word for word, by full id and by prefix, from another chat and another user."""
+    p1, g2, bob = (
+        world.who("alice", "p1", "private"),
+        world.who("alice", "g2", "group"),
+        world.who("bob", "g2", "group"),
+    )
+    hidden = (
+        await world.ok(
+            "memory.add", p1, content="My diagnosis is lupus", sensitivity="sensitive", subjects=["Dr Kovacs"]
+        )
+    )["id"]
+    await world.ok("memory.add", g2, content="The group likes pizza")
+    await world.ok("memory.add", bob, content="Bob likes tea")
+    never = "Z" * 26
+
+    async def reply(method: str, who: dict[str, Any], params: dict[str, Any]) -> str:
+        answer = await world.peer.call(method, {**who, **params})
+        answer.pop("id", None)
+        return json.dumps(answer)
+
+    calls: list[tuple[str, str, dict[str, Any]]] = [
+        ("memory.get", "memory_id", {}),
+        ("memory.history", "memory_id", {}),
+        ("memory.pin", "memory_id", {}),
+        ("memory.unpin", "memory_id", {}),
+        ("memory.delete", "memory_id", {}),
+        ("memory.list", "before_id", {}),
+        ("memory.add", "supersedes", {"content": "I eat fish on Fridays"}),
+    ]
+    for who in (g2, bob):
+        for cut in (26, 12, 8):
+            for method, field, params in calls:
+                theirs = await reply(method, who, {**params, field: hidden[:cut]})
+                nobodys = await reply(method, who, {**params, field: never[:cut]})
+                assert theirs.replace(hidden[:cut], "<id>") == nobodys.replace(never[:cut], "<id>"), (method, cut)
+    (kovacs,) = await world.ok("person.list", p1)
+    for who in (g2, bob):
+        for method, params in [
+            ("person.get", {"name": "{}"}),
+            ("person.alias", {"name": "{}", "alias": "Doc"}),
+            ("memory.forget_person", {"person": "{}"}),
+            ("person.merge", {"from": "{}", "into": "{}"}),
+        ]:
+            theirs = await reply(method, who, {k: v.format(kovacs["id"]) for k, v in params.items()})
+            nobodys = await reply(method, who, {k: v.format(never) for k, v in params.items()})
+            assert theirs.replace(kovacs["id"], "<id>") == nobodys.replace(never, "<id>"), method
+    # And none of those calls changed anything where the memory is visible.
+    kept = await world.ok("memory.get", p1, memory_id=hidden)
+    assert kept["pinned"] is False and kept["superseded_by"] is None
+    assert [p["aliases"] for p in await world.ok("person.list", p1)] == [[]]

@@ -11,6 +11,7 @@ from typing import Any
 import trio
 
 from memoryd.server.daemon import Daemon
+from memoryd_client import mint_token
 from tests.conftest import make_config
 from tests.fake_llm import Answer, FakeLlm
 from tests.test_extraction_daemon import llm_config
@@ -42,6 +43,20 @@ async def test_an_observed_message_is_found_as_an_episode_with_its_provenance(pe
     assert said["chat_id"] == "dm-alice" and said["scope"] == "personal"
     reply = next(hit for hit in hits if hit["source_message_id"] == "m2")
     assert reply["metadata"]["role"] == "assistant" and reply["content"].startswith("assistant: ")
+
+
+async def test_an_episode_records_the_speaker_its_text_names(short_tmp: Path, nursery: trio.Nursery) -> None:
+    # ash's sandbox: the speaker is in the token's claims, the message itself names nobody.
+    secret = "4b" * 32
+    _, peer = await start(nursery, short_tmp, auth={"mode": "token", "token_secret": secret})
+    token = mint_token(secret, "yan", "g9", chat_type="group", source_username="yan", source_display_name="Yan")
+    message = {"role": "user", "content": "I booked the pottery class for Thursday", "id": "m7"}
+    await call_ok(peer, "memory.observe", {"context_token": token, "messages": [message]})
+    [said] = await call_ok(peer, "memory.search", {"context_token": token, "query": "pottery class"})
+    assert said["content"] == "Yan: I booked the pottery class for Thursday"
+    assert (said["source_username"], said["source_display_name"], said["chat_type"]) == ("yan", "Yan", "group")
+    # ash shows the speaker's name as the source, and what they say of themselves as fact.
+    assert (said["source"], said["source_label"], said["trust"]) == ("Yan", "conversation", "fact")
 
 
 async def test_search_finds_facts_and_episodes_and_types_selects(peer: NdjsonPeer) -> None:

@@ -50,6 +50,11 @@ SETS = [
     ("The dog is with my neighbour over the weekend until Sunday", midnight(2026, 3, 16)),
     ("Meetings are in room 3 for the next 2 weeks, then back to room 1", NOW + timedelta(weeks=2)),
     ("The password stays hunter2 until next week", midnight(2026, 3, 23)),
+    # "have"/"has" of what someone holds now is not a perfect tense.
+    ("I have a rental car until the end of the month", midnight(2026, 4, 1)),
+    ("She has the car until Friday", midnight(2026, 3, 14)),
+    ("We have a babysitter this week only", midnight(2026, 3, 16)),
+    ("My wife has a cold for the next few days", NOW + timedelta(days=3)),
 ]
 
 UNSET = [
@@ -73,6 +78,17 @@ UNSET = [
     "Keep the secret until I say otherwise",
     "Stay here until further notice",
     "I have a 2 weeks holiday in August",
+    "She has worked at the bank for 3 years",
+    "I have had this car for 2 years",
+    "We have been married for 5 years",
+    "He has taught maths for 20 years",
+    "I have never smoked for a week",
+    # How long each time lasts, or a span that starts later, is not how long the memory holds.
+    "I'm going to the gym for 2 hours every day",
+    "I'm learning Spanish for 2 hours a week",
+    "I'm going on vacation for 2 weeks in July",
+    "I'm planning to visit Japan for 10 days next year",
+    "We are in Rome for a week this summer",
 ]
 
 

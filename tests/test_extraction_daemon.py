@@ -5,6 +5,7 @@ what is kept out, the debounce, an LLM that is down then back, parking and `jobs
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import trio
 
 from memoryd.admin import jobs as jobs_command
 from memoryd.server.daemon import Daemon
+from memoryd_client import AsyncMemoryClient, MemoryClient, RequestTimeout
 from tests.conftest import make_config
 from tests.fake_llm import Answer, FakeLlm, Raw
 from tests.wire import NdjsonPeer, call_ok, drained
@@ -181,6 +183,35 @@ async def test_three_exchanges_are_extracted_once_after_the_debounce_and_found_b
     assert len(fake.seen) == 1
 
 
+async def test_a_message_posted_with_the_owners_user_id_names_the_owner(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # The call names no speaker; the message says who wrote it, with the caller's user_id.
+    fact = {"content": "Alice L is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99}
+    fake.default = Answer({"facts": [{**fact, "subjects": ["Alice L"]}]})
+    _, peer = await start(nursery, llm_config(short_tmp, fake))
+    message = {
+        "role": "user",
+        "content": "I am allergic to peanuts",
+        "id": "m1",
+        "user_id": "alice",
+        "username": "al",
+        "display_name": "Alice L",
+        "timestamp": "2026-11-20T10:00:00Z",
+    }
+    await call_ok(peer, "memory.observe", {**ALICE, "messages": [message]})
+    await wait_extraction(peer, idle_after(1))
+    asked = fake.seen[0].prompt
+    assert "Owner of this memory: @al (Alice L)" in asked and '"Alice L"' in asked and '"alice"' in asked
+    assert '<message role="user" from="@al (Alice L)" at="2026-11-20 10:00">' in asked
+    (memory,) = await call_ok(peer, "memory.list", ALICE)
+    # The owner is not a subject of their own fact, and is the one who stated it.
+    assert memory["subjects"] == [] and memory["trust"] == "fact"
+    assert memory["source_username"] == "al" and memory["source_display_name"] == "Alice L"
+    assert memory["source_message_id"] == "m1"
+    assert await call_ok(peer, "person.list", ALICE) == []
+
+
 async def test_a_fact_about_the_group_becomes_a_group_memory_in_a_group_chat(
     short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
 ) -> None:
@@ -234,6 +265,57 @@ async def test_a_refusing_llm_parks_the_job_until_jobs_retry(
     daemon.extraction.notify()  # a running daemon would see it at its next poll
     await wait_extraction(peer, idle_after(1))
     assert [m["content"] for m in await call_ok(peer, "memory.list", ALICE)] == ["Alice is allergic to peanuts."]
+
+
+async def test_a_server_that_keeps_failing_parks_the_job_after_max_attempts_keeping_the_messages(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Raw(500, b'{"error": "still broken"}')
+    _, peer = await start(nursery, llm_config(short_tmp, fake, max_attempts=2))
+    await observe_all(peer, ALICE)
+    parked = await wait_extraction(peer, lambda s: s["parked_sessions"] == 1)
+    # Retried once after a backoff, then parked with the reason; the messages wait for it.
+    assert len(fake.seen) == 2 and "HTTP 500" in parked["last_error"]
+    assert parked["pending_sessions"] == 0 and parked["failing_sessions"] == 0 and parked["messages_held"] == 6
+    await call_ok(peer, "memory.observe", {**ALICE, "messages": [{"role": "user", "content": "One more thing."}]})
+    await trio.sleep(0.5)
+    assert len(fake.seen) == 2 and (await extraction_state(peer))["parked_sessions"] == 1
+
+
+async def test_messages_and_facts_never_reach_the_log_at_info(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="memoryd")
+    # A server error, then the facts (one refused as a secret), then a garbage reply: every
+    # path logs, none with contents.
+    fake.script.append(Raw(500, b'{"error": "overloaded"}'))
+    fake.default = Answer(FACTS)
+    _, peer = await start(nursery, llm_config(short_tmp, fake, max_attempts=5))
+    await observe_all(peer, ALICE, session_key="s1")
+    await wait_extraction(peer, idle_after(1), timeout=30)
+    fake.script.append(Answer("My wife Sarah loves Italian food, not JSON"))
+    failed = await peer.call("memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[0]})
+    assert failed["error"]["code"] == -32603  # the model never answered in shape: the operator's to fix
+    logged = "\n".join(f"{r.getMessage()} {getattr(r, 'fields', '')} {r.exc_text or ''}" for r in caplog.records)
+    assert "extraction.done" in logged or "extracted" in logged
+    for text in ("Sarah", "Italian", "Rome", "peanuts", "sk-abc", "Noted!"):
+        assert text not in logged, [line for line in logged.splitlines() if text in line]
+
+
+async def test_replies_that_never_decode_are_asked_again_then_park_the_job_with_the_reason(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    fake.default = Answer('{"facts": [{"content": "Alice is allergic')  # cut short: never decodes
+    config = make_config(
+        short_tmp,
+        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 1, "timeout": 5.0},
+        extraction={"debounce_seconds": 0.2},
+    )
+    _, peer = await start(nursery, config)
+    await observe_all(peer, ALICE)
+    parked = await wait_extraction(peer, lambda s: s["parked_sessions"] == 1)
+    assert len(fake.seen) == 2 and parked["last_error"].startswith("LlmBadReply")
+    assert await call_ok(peer, "memory.list", ALICE) == []
 
 
 async def test_an_llm_that_hangs_never_slows_add_observe_or_search(
@@ -297,6 +379,43 @@ async def test_extract_reads_the_observed_session_around_the_message(
     # Bob's call never reads Alice's session.
     assert (await call_ok(peer, "memory.extract", {**BOB, "message_id": "m3"}))["stored"] == 0
     assert len(fake.seen) == 1
+
+
+async def test_an_llm_slower_than_the_request_deadline_but_within_its_timeout_still_answers(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # A local model may take longer than limits.request_timeout; llm.timeout is what bounds it.
+    fake.default = Answer({"facts": [FACTS["facts"][2]]}, delay=1.5)
+    config = make_config(
+        short_tmp,
+        llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 10.0},
+        limits={"request_timeout": 0.5},
+    )
+    _, peer = await start(nursery, config)
+    reply = await call_ok(peer, "memory.extract_from_messages", {**ALICE, "messages": EXCHANGES[2]})
+    assert reply["stored"] == 1
+
+
+async def test_the_clients_extract_methods_outwait_their_own_timeout_unless_told(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # The daemon gives these two methods its LLM's longest call; the client's per-call timeout
+    # (here 0.5 s) is for the others.
+    fake.default = Answer({"facts": [FACTS["facts"][2]]}, delay=1.5)
+    config = make_config(
+        short_tmp, llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 10.0}
+    )
+    await start(nursery, config)
+    async with AsyncMemoryClient(socket_path=str(config.socket_path), user_id="alice", timeout=0.5) as client:
+        reply = await client.extract_from_messages(EXCHANGES[2])
+        assert reply["stored"] == 1
+        with pytest.raises(RequestTimeout, match="within 0.2 s"):
+            await client.extract_from_messages(EXCHANGES[2], timeout=0.2)
+    with MemoryClient(socket_path=str(config.socket_path), user_id="alice", timeout=0.5) as sync_client:
+        reply = await trio.to_thread.run_sync(lambda: sync_client.extract_from_messages(EXCHANGES[2]))
+        assert "stored" in reply
+        with pytest.raises(RequestTimeout, match="within 0.2 s"):
+            await trio.to_thread.run_sync(lambda: sync_client.extract_from_messages(EXCHANGES[2], timeout=0.2))
 
 
 async def test_an_llm_error_in_extract_from_messages_is_reported(

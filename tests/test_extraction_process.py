@@ -1,5 +1,6 @@
 """Extraction survives kill -9: a `memoryd serve` child is killed while the fake LLM holds its
-reply; after a restart the job runs again and its facts are stored exactly once."""
+reply; after a restart the job runs again and its facts are stored exactly once.  The same for
+a supersession the LLM decides."""
 
 from __future__ import annotations
 
@@ -51,4 +52,31 @@ def test_kill_9_mid_extraction_then_restart_completes_the_job_once(daemon_proces
     assert len(fake.seen) == 2 and fake.seen[0].prompt_without_clock == fake.seen[1].prompt_without_clock
     extraction = result(second.socket, "system.health", {})["extraction"]
     assert extraction["pending_sessions"] == 0 and extraction["sessions_extracted_since_start"] == 1
+    second.stop()
+
+
+def test_kill_9_while_the_llm_decides_a_supersession_then_restart_decides_it(
+    daemon_process: Any, fake: FakeLlm
+) -> None:
+    env = {
+        "MEMORYD_LLM_PROVIDER": "openai",
+        "MEMORYD_LLM_URL": fake.url,
+        "MEMORYD_LLM_MODEL": "fake-model",
+        "MEMORYD_LLM_RETRIES": "0",
+    }
+    fake.script.append(Answer({"decision": "conflict", "reason": "held"}, delay=60))  # held until the test ends
+    fake.default = Answer({"decision": "conflict", "reason": "a new favourite"})
+    first = daemon_process(env=env).start()
+    red = result(first.socket, "memory.add", {**ALICE, "content": "My favorite color is red"})
+    blue = result(first.socket, "memory.add", {**ALICE, "content": "My favorite color is blue"})
+    wait_until(lambda: len(fake.seen) == 1)
+    first.stop(signal.SIGKILL)
+
+    second = daemon_process(env=env).start()
+    history = {**ALICE, "memory_id": blue["id"]}
+    wait_until(lambda: len(result(second.socket, "memory.history", history)) == 2)
+    chain = result(second.socket, "memory.history", history)
+    assert [m["id"] for m in chain] == [red["id"], blue["id"]]
+    assert chain[0]["supersede_reason"] == "a new favourite"
+    assert [m["id"] for m in result(second.socket, "memory.list", ALICE)] == [blue["id"]]
     second.stop()

@@ -62,6 +62,34 @@ def test_a_verb_object_change_needs_a_named_subject_and_a_change_word():
     assert not decide(s("Ren drives a Honda Civic"), s("Ana drives a Tesla now")).supersedes
 
 
+def test_now_before_the_verb_and_new_before_the_key_say_the_value_changed():
+    assert decide(s("I drive a Toyota Corolla"), s("I now drive a Honda Accord")).supersedes
+    assert decide(s("Ren drives a Honda Civic"), s("Ren now drives a Tesla")).supersedes
+    assert not decide(s("Kenji plays the violin"), s("Kenji currently plays the piano")).supersedes
+    assert decide(s("My phone number is 555-1234"), s("My new phone number is 555-9876")).supersedes
+    assert decide(s("Gate code: 4411"), s("New gate code: 9020")).supersedes
+    assert not decide(s("My phone number is 555-1234"), s("My new work phone number is 555-9876")).supersedes
+    assert not decide(s("My hobby is chess"), s("My new hobby is climbing")).supersedes
+
+
+def test_we_speaks_for_the_household_and_a_switch_names_a_key_of_several_words():
+    assert decide(s("Our wifi password is sunflower"), s("We changed the wifi password to moonbeam")).supersedes
+    assert decide(s("Our internet provider is Comcast"), s("We switched internet provider to Starlink")).supersedes
+    assert decide(s("The office code is 1234"), s("The new office code is 9981")).supersedes
+    assert not decide(s("The office code is 1234"), s("The garage code is 9981")).supersedes
+    assert not decide(
+        s("Our wifi password is sunflower"), s("We changed the guest wifi password to moonbeam")
+    ).supersedes
+
+
+@pytest.mark.parametrize("name", ["supersession_holdout5.jsonl", "supersession_holdout6.jsonl"])
+def test_offline_rules_keep_precision_on_pairs_written_before_a_change(name):
+    # Each was written before a change of the rules above and scored once after it (see
+    # docs/lifecycle.md): precision must hold, recall is not asserted.
+    overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name(name)))
+    assert overall.total >= 30 and overall.precision == 1.0, format_table(overall, {})
+
+
 def test_evaluate_prints_the_table(capsys):
     assert main(["--errors"]) == 0
     out = capsys.readouterr().out
@@ -76,6 +104,15 @@ def test_newer_value_of_a_single_valued_attribute_wins():
     decision = decide(s("My favorite color is red"), s("My favorite color is blue"))
     assert decision.supersedes and decision.key == "favorite:color"
     assert "'red' -> 'blue'" in decision.reason
+
+
+def test_a_note_that_leaves_out_its_owner_is_the_owners_favorite():
+    # A terse note, as agents store them: no "my", the owner's all the same.
+    decision = decide(s("Favorite color is red"), s("favorite color is blue"))
+    assert decision.supersedes and decision.key == "favorite:color"
+    assert decide(s("Favourite colour is red"), s("My favorite color is blue")).supersedes
+    # About Sarah (by its subjects) it stays hers: a general fact never replaces it.
+    assert decide(s("Favorite color is green", subjects=["Sarah"]), s("Favorite color is blue")).verdict != "conflict"
 
 
 def test_similar_wording_alone_never_supersedes():

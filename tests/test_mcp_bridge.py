@@ -208,6 +208,25 @@ async def test_pinning_and_forgetting_a_person_or_everything_through_the_sdk_cli
             assert len((await bob.ok("list_memories", {}))["memories"]) == 1
 
 
+async def test_remember_takes_subjects_by_either_name_and_integers_written_as_floats(
+    token_daemon: Daemon, pyz: Path
+) -> None:
+    """``subjects`` (memory.add's name) works as ``about`` does; ``5.0`` is an integer to JSON Schema."""
+    async with sdk_client(pyz, env_for(token_daemon, "alice"), "auto") as client:
+        checked = await Checked.listing(client)
+        assert checked.tools["remember"]["inputSchema"]["properties"]["subjects"]["type"] == "array"
+        await checked.ok("remember", {"content": "Sarah plays the violin", "subjects": ["Sarah"]})
+        await checked.ok("remember", {"content": "Tom plays the drums", "about": ["Tom"]})
+        people = await checked.ok("people", {})
+        assert sorted((p["name"], p["memory_count"]) for p in people["people"]) == [("Sarah", 1), ("Tom", 1)]
+        both = await checked.failed("remember", {"content": "x", "about": ["Sarah"], "subjects": ["Tom"]})
+        assert "subjects" in both and "not both" in both
+        found = await checked.ok("recall", {"query": "plays", "limit": 1.0})
+        assert len(found["memories"]) == 1
+        assert len((await checked.ok("list_memories", {"limit": 2.0}))["memories"]) == 2
+        assert "limit: must be integer" in await checked.failed("recall", {"query": "plays", "limit": 1.5})
+
+
 async def test_a_replaced_memory_is_reported_with_its_old_content(token_daemon: Daemon, pyz: Path) -> None:
     async with sdk_client(pyz, env_for(token_daemon, "alice"), "auto") as client:
         checked = await Checked.listing(client)
@@ -348,6 +367,36 @@ async def test_bad_input_gets_its_error_and_the_bridge_keeps_serving(token_daemo
         assert listed["structuredContent"] == {"memories": []}, "nothing refused was stored"
 
 
+async def test_bad_input_in_the_stateless_revision_gets_the_same_errors(token_daemon: Daemon, pyz: Path) -> None:
+    async with RawBridge.open(pyz, env_for(token_daemon, "alice")) as bridge:
+
+        async def still_serving() -> None:
+            assert (await bridge.modern("tools/list"))["result"]["tools"]
+
+        await still_serving()
+        await bridge.send_bytes(b'{"jsonrpc": "2.0", "id": 7, "method": \n')
+        assert (await bridge.receive())["error"]["code"] == -32700
+        await still_serving()
+        unknown_method = await bridge.modern("resources/list")
+        assert unknown_method["error"]["code"] == -32601 and "resources/list" in unknown_method["error"]["message"]
+        unknown_tool = await bridge.modern("tools/call", {"name": "drop_database", "arguments": {}})
+        assert unknown_tool["error"]["code"] == -32602 and "drop_database" in unknown_tool["error"]["message"]
+        not_an_object = await bridge.modern("tools/call", {"name": "recall", "arguments": "query"})
+        assert not_an_object["error"]["code"] == -32602
+        await still_serving()
+        for name, arguments, named in [
+            ("recall", {"query": "tea", "limit": 101}, "limit: must be at most 100"),
+            ("remember", {"content": "x" * 20_000}, "content: must be at most 16384 characters"),
+            ("remember", {"content": "tea", "user_id": "bob"}, "user_id: not accepted"),
+        ]:
+            result = await bridge.call_tool(name, arguments, modern=True)
+            assert result["isError"] is True and named in result["content"][0]["text"], (arguments, result)
+            assert result["resultType"] == "complete" and "structuredContent" not in result
+        await still_serving()
+        listed = await bridge.call_tool("list_memories", {}, modern=True)
+        assert listed["structuredContent"] == {"memories": []}, "nothing refused was stored"
+
+
 async def test_two_users_bridges_cannot_reach_each_others_memories(token_daemon: Daemon, pyz: Path) -> None:
     alice_env, bob_env = env_for(token_daemon, "alice", "alice-dm"), env_for(token_daemon, "bob", "bob-dm")
     async with sdk_client(pyz, alice_env, "auto") as alice_client, sdk_client(pyz, bob_env, "auto") as bob_client:
@@ -372,6 +421,20 @@ async def test_two_users_bridges_cannot_reach_each_others_memories(token_daemon:
         for leak in ("4711", secret["id"][:8]):
             assert leak not in blob, blob
         assert "Bob likes hiking" in blob
+        # Nor may an error tell her ids from ids that never existed, by id or by prefix.
+        never = "Z" * 26
+        for cut in (26, 12, 8):
+            for name in ("forget", "memory_history", "pin_memory", "unpin_memory", "list_memories"):
+                key = "before_id" if name == "list_memories" else "id"
+                hers = await bob.failed(name, {key: secret["id"][:cut]})
+                nobodys = await bob.failed(name, {key: never[:cut]})
+                assert hers.replace(secret["id"][:cut], "<id>") == nobodys.replace(never[:cut], "<id>"), name
+        by_name: list[tuple[str, dict[str, Any]]] = [
+            ("forget_person", {"name": "Sarah", "confirm": True}),
+            ("people", {"name": "Sarah"}),
+        ]
+        for name, arguments in by_name:
+            assert await bob.failed(name, arguments) == await bob.failed(name, {**arguments, "name": "Nobody"})
         # An argument naming another user is refused, never honoured.
         for name, arguments in [
             ("recall", {"query": "locker", "user_id": "alice"}),
@@ -381,9 +444,9 @@ async def test_two_users_bridges_cannot_reach_each_others_memories(token_daemon:
         ]:
             refusal = await bob.failed(name, arguments)
             assert "identity is never taken from tool arguments" in refusal, refusal
-        # Alice's memory is intact, and nothing was planted in her name.
+        # Alice's memory is intact (not pinned by Bob either), and nothing was planted in her name.
         mine = await alice.ok("list_memories", {})
-        assert [m["content"] for m in mine["memories"]] == ["Alice's locker code is 4711"]
+        assert [(m["content"], m.get("pinned")) for m in mine["memories"]] == [("Alice's locker code is 4711", None)]
 
 
 async def test_an_expired_token_is_the_daemons_refusal_for_the_model_to_read(token_daemon: Daemon, pyz: Path) -> None:
@@ -427,6 +490,28 @@ async def test_without_an_identity_the_bridge_does_not_start(pyz: Path, short_tm
     )
     assert done.returncode == 2 and done.stdout == b""
     assert b"MEMORY_CONTEXT_TOKEN" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("identity", "field"),
+    [
+        ({"MEMORY_USER_ID": "   "}, b"user_id"),
+        ({"MEMORY_USER_ID": "alice", "MEMORY_CHAT_ID": "team\u200b"}, b"chat_id"),
+    ],
+)
+async def test_with_an_identity_that_breaks_the_rule_the_bridge_does_not_start(
+    pyz: Path, short_tmp: Path, identity: dict[str, str], field: bytes
+) -> None:
+    done = await trio.run_process(
+        bridge_argv(pyz),
+        env=bridge_env(short_tmp / "memoryd.sock", **identity),
+        stdin=b"",
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == b""
+    assert field in done.stderr and b"identifier rule" in done.stderr
 
 
 @pytest.mark.parametrize("client", ["claude", "cursor", "codex"])

@@ -90,6 +90,24 @@ def test_modern_ping_is_gone_but_discover_is_there() -> None:
     ] == {"tools": {}}
 
 
+def test_a_ping_before_initialize_is_answered_and_decides_nothing() -> None:
+    session = Session(echo_tool, "0")
+    assert line(session, {"jsonrpc": "2.0", "id": 1, "method": "ping"})["result"] == {}
+    assert session.era is None
+    reply = line(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": META}})
+    assert reply["result"]["tools"] and session.era == "modern"
+
+
+@pytest.mark.parametrize("version", [None, 20260728, ["2026-07-28"]])
+def test_a_stateless_version_that_is_not_a_string_is_invalid_params(version: Any) -> None:
+    """Not a version to negotiate (-32022), a malformed envelope: the SDK's ladder says -32602."""
+    session = Session(echo_tool, "0")
+    meta = {**META, "io.modelcontextprotocol/protocolVersion": version}
+    reply = line(session, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}})
+    assert reply["error"]["code"] == -32602 and "protocolVersion" in reply["error"]["message"]
+    assert session.era is None
+
+
 def test_serve_skips_an_oversized_line_and_answers_the_next() -> None:
     stdin = io.BytesIO(
         b'{"x": "'
@@ -108,6 +126,8 @@ def test_serve_skips_an_oversized_line_and_answers_the_next() -> None:
     [
         (True, {"type": "integer"}, "must be integer, got boolean"),
         (1.5, {"type": "integer"}, "must be integer, got number"),
+        (2.0, {"type": "integer", "minimum": 1}, None),  # JSON Schema: 2.0 is an integer
+        (0.0, {"type": "integer", "minimum": 1}, "must be at least 1"),
         (3, {"type": "number", "exclusiveMinimum": 3}, "must be greater than 3"),
         ("", {"type": "string", "minLength": 1}, "must not be empty"),
         ([1, "a"], {"type": "array", "items": {"type": "integer"}}, "[1]: must be integer"),

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from memoryd.server.daemon import Daemon
+from tests.store_helpers import sql
 from tests.wire import NdjsonPeer, call_error, call_ok
 
 ALICE = {"user_id": "alice"}
@@ -132,6 +134,18 @@ async def test_forget_person_removes_what_it_should_and_nothing_else(peer: Ndjso
     # A chat's group memory was not visible from the private call: it stays, for that chat.
     assert group_elsewhere in {m["id"] for m in await call_ok(peer, "memory.list", {**ALICE, "chat_id": "c1"})}
     assert await call_ok(peer, "memory.search", {**ALICE, "query": "Italian food"}) == []
+
+
+async def test_forget_person_is_audited_by_ids_without_contents(daemon: Daemon, peer: NdjsonPeer) -> None:
+    await add(peer, "My wife's name is Sarah")
+    food = await add(peer, "Sarah likes Italian food")
+    result = await call_ok(peer, "memory.forget_person", {**ALICE, "person": "Sarah"})
+    events = sql(daemon.config.db_path, "SELECT memory_id, event, actor, detail FROM events ORDER BY at_ms, event")
+    deleted = {memory_id for memory_id, event, _, detail in events if event == "deleted" and "forget_person" in detail}
+    assert food in deleted and deleted == set(result["deleted"])
+    (forgotten,) = [event for event in events if event[1] == "person_forgotten"]
+    assert forgotten[0] == result["person"]["id"] and forgotten[2] == "alice"
+    assert all("Italian" not in str(event) and "Sarah" not in str(event[3]) for event in events)
 
 
 async def test_forget_person_with_ashs_params_can_keep_the_person(peer: NdjsonPeer) -> None:

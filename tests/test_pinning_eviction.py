@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from memoryd.server.daemon import Daemon
-from tests.admin_cli import memoryd, text
+from tests.admin_cli import export_lines, memoryd, text
 from tests.conftest import make_config
 from tests.store_helpers import sql
 from tests.wire import NdjsonPeer, call_ok
@@ -123,14 +123,43 @@ async def test_superseded_memories_are_evicted_before_live_ones(short_tmp: Path,
     assert rows == [(1,)]
 
 
-async def test_memoryd_gc_enforces_the_cap(short_tmp: Path, nursery: trio.Nursery) -> None:
+async def test_memoryd_gc_enforces_the_cap_and_its_dry_run_counts(short_tmp: Path, nursery: trio.Nursery) -> None:
     daemon, peer = await start(nursery, short_tmp)
     for number in range(6):
         await call_ok(peer, "memory.add", {**ALICE, "content": f"Note {number}"})
     daemon.request_stop()
     await trio.sleep(0.5)
-    done = memoryd("gc", "--json", data_dir=short_tmp / "data", env={"MEMORYD_LIFECYCLE_MAX_ENTRIES_PER_USER": "4"})
+    capped = {"MEMORYD_LIFECYCLE_MAX_ENTRIES_PER_USER": "4"}
+    dry = memoryd("gc", "--dry-run", data_dir=short_tmp / "data", env=capped)
+    assert dry.returncode == 0 and "would evict up to 2 memories past max_entries" in text(dry), text(dry)
+    assert (
+        json.loads(memoryd("gc", "--dry-run", "--json", data_dir=short_tmp / "data", env=capped).stdout)["evicted"] == 2
+    )
+    live = sql(short_tmp / "data" / "memoryd.db", "SELECT count(*) FROM memories WHERE deleted_at_ms IS NULL")
+    assert live == [(6,)]  # a dry run evicts nothing
+    done = memoryd("gc", "--json", data_dir=short_tmp / "data", env=capped)
     assert done.returncode == 0, text(done)
     assert json.loads(done.stdout)["evicted"] == 2
     live = sql(short_tmp / "data" / "memoryd.db", "SELECT count(*) FROM memories WHERE deleted_at_ms IS NULL")
     assert live == [(4,)]
+
+
+async def test_an_import_past_the_cap_is_evicted_by_memoryd_gc(short_tmp: Path, nursery: trio.Nursery) -> None:
+    daemon, peer = await start(nursery, short_tmp)
+    kept = await call_ok(peer, "memory.add", {**ALICE, "content": "Note kept"})
+    await call_ok(peer, "memory.pin", {**ALICE, "memory_id": kept["id"]})
+    for number in range(5):
+        await call_ok(peer, "memory.add", {**ALICE, "content": f"Note {number}"})
+    daemon.request_stop()
+    await trio.sleep(0.5)
+    dump = short_tmp / "export.jsonl"
+    dump.write_bytes(b"".join(export_lines(short_tmp / "data")))
+    capped = {"MEMORYD_LIFECYCLE_MAX_ENTRIES_PER_USER": "4"}
+    restored = short_tmp / "restored"
+    done = memoryd("import", str(dump), data_dir=restored, env=capped)
+    assert done.returncode == 0, text(done)
+    done = memoryd("gc", "--json", data_dir=restored, env=capped)
+    assert done.returncode == 0, text(done)
+    assert json.loads(done.stdout)["evicted"] == 2
+    live = sql(restored / "memoryd.db", "SELECT id FROM memories WHERE deleted_at_ms IS NULL")
+    assert len(live) == 4 and (kept["id"],) in live

@@ -117,3 +117,35 @@ def test_the_cap_at_every_add_keeps_the_allergy_and_evicts_the_oldest_remarks() 
             lambda c: c.execute("SELECT count(*) FROM audit_events WHERE event = 'evicted'").fetchone()
         )
         assert evicted == (4,)
+
+
+def test_the_vacuum_of_gc_and_of_an_erasure_is_not_cut_short_by_statement_timeout() -> None:
+    """statement_timeout bounds the calls' statements; a big table's VACUUM takes longer.  Here
+    the VACUUM waits for another session's lock for longer than the 300 ms timeout."""
+    import threading
+
+    from memoryd.store.postgres import erasure
+
+    with PostgresStore(shared().fresh_database(), pool_size=1, statement_timeout_ms=300) as store:
+        trio.run(store.memories.add, note("a remark about the weather", "alice"))
+
+        def vacuum_while_locked(vacuum: Any) -> None:
+            with psycopg.connect(store.url) as holder:
+                holder.execute("LOCK TABLE memories IN SHARE UPDATE EXCLUSIVE MODE")
+                release = threading.Timer(1.0, holder.commit)
+                release.start()
+                try:
+                    vacuum()
+                finally:
+                    release.join()
+
+        def maintain() -> None:
+            report = store.maintenance.maintain(compact=True, release_space=True)
+            assert report.done == "7 tables vacuumed and analyzed"
+
+        def erasure_vacuum() -> None:
+            with store.db.connect(autocommit=True) as conn:
+                erasure.vacuum(conn)
+
+        vacuum_while_locked(maintain)
+        vacuum_while_locked(erasure_vacuum)

@@ -159,6 +159,19 @@ async def test_judged_supersession_and_people_of_one_user_from_two_daemons_end_a
     assert [p.name for p in await first.people.people_of("alice")] == ["Sarah"]
 
 
+async def test_two_daemons_adding_to_one_scope_at_once_never_take_it_past_its_cap(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two_stores
+    first.maintenance.set_caps(per_user=10, per_chat=0, protect_recent_ms=0)
+    async with trio.open_nursery() as nursery:
+        for number in range(30):
+            store = first if number % 2 else second
+            nursery.start_soon(store.memories.add, note(f"passing remark {number} about the weather"))
+    live = await second.memories.list(Scope("alice"), limit=100)
+    assert len(live) == 10
+
+
 async def test_a_refused_add_writes_nothing_and_leaves_its_connection_usable(url: str, clock: Clock) -> None:
     """An add fails inside its pipelined transaction: rolled back whole, and the pool's
     connections serve the next calls."""
@@ -300,6 +313,86 @@ async def test_two_daemons_share_one_memory(two_daemons: tuple[Daemon, Daemon]) 
     assert (await peer_a.call("memory.search", {"user_id": "alice", "query": "cello"}))["result"] == []
 
 
+async def test_people_and_summaries_a_daemon_cached_follow_the_other_daemons_writes(
+    two_daemons: tuple[Daemon, Daemon],
+) -> None:
+    """Daemon b caches alice's people and her summary; what daemon a learns, replaces or forgets
+    reaches b's answers (by notification: b's next answers, within moments)."""
+    a, b = two_daemons
+    peer_a = await NdjsonPeer.connect(a.config.socket_path)
+    peer_b = await NdjsonPeer.connect(b.config.socket_path)
+    alice = {"user_id": "alice"}
+
+    async def context_on_b() -> dict[str, Any]:
+        reply = await peer_b.call("memory.context", {**alice, "message": "how is Tom doing in Lyon?"})
+        return dict(reply["result"])
+
+    async def b_sees(check: Any) -> dict[str, Any]:
+        with trio.fail_after(10):
+            while not check(result := await context_on_b()):
+                await trio.sleep(0.05)
+        return result
+
+    await peer_a.call("memory.add", {**alice, "content": "I enjoy hiking in the Alps"})
+    assert (await context_on_b())["people"] == []  # b has built alice's people and summary now
+    tom = (await peer_a.call("memory.add", {**alice, "content": "My brother Tom is a chef in Lyon"}))["result"]
+    seen = await b_sees(lambda r: [p["name"] for p in r["people"]] == ["Tom"])
+    assert "Tom (brother)" in seen["summary"]
+    # A replacement through a: b's summary holds the new fact, not the old one.
+    moved = {**alice, "content": "My brother Tom is a chef in Paris now", "supersedes": tom["id"]}
+    assert "result" in await peer_a.call("memory.add", moved)
+    seen = await b_sees(lambda r: "Paris" in r["summary"])
+    assert "Lyon" not in seen["summary"]
+    # Forgetting the person through a: b no longer mentions Tom anywhere.
+    assert "result" in await peer_a.call("memory.forget_person", {**alice, "person": "Tom"})
+    seen = await b_sees(lambda r: r["people"] == [] and "Tom" not in r["summary"])
+    assert all("Tom" not in m["content"] for m in seen["memories"])
+
+
+async def test_a_daemon_that_missed_notifications_drops_what_it_cached(
+    url: str, short_tmp: Path, nursery: trio.Nursery
+) -> None:
+    """Daemon b's listening connection is lost while daemon a forgets a person b had cached:
+    the notification never reaches b, and once b listens again its answers no longer hold her."""
+    import psycopg
+
+    daemons = []
+    for name in ("a", "b"):
+        (short_tmp / name).mkdir()
+        daemon = Daemon(postgres_config(short_tmp / name, f"{url}&application_name=host-{name}"))  # type: ignore[arg-type]
+        await nursery.start(daemon.run)
+        daemons.append(daemon)
+    a, b = daemons
+    peer_a = await NdjsonPeer.connect(a.config.socket_path)
+    peer_b = await NdjsonPeer.connect(b.config.socket_path)
+    alice = {"user_id": "alice"}
+    question = {**alice, "message": "how is Sarah doing?"}
+    await peer_a.call("memory.add", {**alice, "content": "My wife Sarah is a violinist"})
+    with trio.fail_after(10):
+        while [p["name"] for p in (await peer_b.call("memory.context", question))["result"]["people"]] != ["Sarah"]:
+            await trio.sleep(0.05)
+
+    listening = (
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'host-b' AND query LIKE 'LISTEN%%'"
+        " AND pid <> pg_backend_pid()"
+    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        (lost,) = conn.execute(listening).fetchone() or (None,)
+        assert lost is not None
+        conn.execute("SELECT pg_terminate_backend(%s)", (lost,))
+        # While b is not listening (it waits a second before it listens again), a forgets Sarah.
+        assert "result" in await peer_a.call("memory.forget_person", {**alice, "person": "Sarah"})
+        with trio.fail_after(10):
+            while (conn.execute(listening).fetchone() or (lost,))[0] == lost:
+                await trio.sleep(0.05)
+    with trio.fail_after(10):  # b has handled its reconnection once its answers forget her
+        while (context := (await peer_b.call("memory.context", question))["result"])["people"]:
+            await trio.sleep(0.05)
+    assert "Sarah" not in context["summary"]
+    for daemon in daemons:
+        daemon.request_stop()
+
+
 async def test_the_database_going_away_degrades_health_fails_calls_retryably_and_heals(
     two_daemons: tuple[Daemon, Daemon], server: Server
 ) -> None:
@@ -430,3 +523,79 @@ async def test_a_daemon_killed_mid_embedding_loses_nothing_and_another_finishes_
         with psycopg.connect(url) as conn:
             assert (conn.execute("SELECT count(*) FROM memory_vectors").fetchone() or (0,))[0] == 3
         second.request_stop()
+
+
+async def test_a_daemon_killed_mid_extraction_loses_nothing_and_another_stores_its_facts_once(
+    url: str, short_tmp: Path, fake: Any
+) -> None:
+    """kill -9 of a daemon while the LLM holds its extraction reply: the job stays, leased to the
+    dead daemon; once the lease runs out, another daemon (another host: its own data dir) runs it
+    and stores the facts exactly once."""
+    import signal
+
+    import psycopg
+
+    from tests.conftest import DaemonProcess
+    from tests.fake_llm import Answer
+    from tests.wire import sync_call
+
+    fact = {"content": "Alice is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99}
+    fake.script.append(Answer({"facts": [fact]}, delay=60))  # held until the test ends
+    fake.default = Answer({"facts": [fact]})
+    env = {
+        "MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url,
+        "MEMORYD_LLM_PROVIDER": "openai", "MEMORYD_LLM_URL": fake.url, "MEMORYD_LLM_MODEL": "fake-model",
+        "MEMORYD_LLM_RETRIES": "0", "MEMORYD_EXTRACTION_DEBOUNCE_SECONDS": "0.1",
+    }  # fmt: skip
+    hosts = []
+    for name in ("a", "b"):
+        (short_tmp / name).mkdir()
+        hosts.append(DaemonProcess(short_tmp / name, env=env))
+    first, second = hosts
+    alice = {"user_id": "alice", "chat_id": "chat-1"}
+    try:
+        first.start()
+        messages = [{"role": "user", "content": "I am allergic to peanuts.", "id": "m1"}]
+        assert sync_call(first.socket, "memory.observe", {**alice, "messages": messages})["result"] == {"accepted": 1}
+        with trio.fail_after(30):
+            while len(fake.seen) < 1:
+                await trio.sleep(0.05)
+        first.stop(signal.SIGKILL)
+        with psycopg.connect(url, autocommit=True) as conn:
+            held = conn.execute("SELECT count(*) FROM extraction_jobs WHERE lease_owner IS NOT NULL").fetchone()
+            assert held == (1,)  # nothing lost: the job is still there, leased to the dead daemon
+            # The lease runs out (fifteen minutes pass: the test moves the lease, not the clock).
+            conn.execute("UPDATE extraction_jobs SET leased_until_ms = 0 WHERE lease_owner IS NOT NULL")
+        second.start()
+        with trio.fail_after(30):
+            while not sync_call(second.socket, "memory.list", alice)["result"]:
+                await trio.sleep(0.05)
+        await trio.sleep(0.5)  # time enough for a second (wrong) extraction to show
+        listed = sync_call(second.socket, "memory.list", alice)["result"]
+        assert [m["content"] for m in listed] == ["Alice is allergic to peanuts."]
+        assert len(fake.seen) == 2
+        assert sync_call(second.socket, "system.health", {})["result"]["extraction"]["pending_sessions"] == 0
+    finally:
+        for host in hosts:
+            if host.proc is not None and host.proc.poll() is None:
+                host.proc.kill()
+                host.proc.wait()
+
+
+def test_a_daemon_stopped_while_the_database_is_down_stops_cleanly_and_at_once(
+    url: str, server: Server, daemon_process: Any
+) -> None:
+    """systemctl stop during a database outage: exit 0 within the grace, no traceback (a
+    stopping daemon leaves the database's housekeeping to the server)."""
+    import signal
+    import time
+
+    process = daemon_process(env={"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url}).start()
+    pg_ctl(server, "-m", "fast", "stop")
+    try:
+        started = time.monotonic()
+        assert process.stop(signal.SIGTERM) == 0, process.stderr()
+        assert time.monotonic() - started < 5
+    finally:
+        pg_ctl(server, "start")
+    assert "Traceback" not in process.stderr()

@@ -194,3 +194,37 @@ async def test_words_first_met_in_a_scope_with_more_matches_than_one_read_rank_a
                 ]
         assert postgres.scope_stats.common("u:alice", ["note"])
         assert not postgres.scope_stats.common("u:alice", ["w5"])
+
+
+@pytest.mark.parametrize("dim", [384, 3072])
+async def test_vectors_are_stored_inline_while_they_fit_a_page_and_bigger_ones_still_work(dim: int) -> None:
+    """A 384-d vector is read in place by exact scans (nothing out of line); a 3072-d one
+    (OpenAI's text-embedding-3-large) does not fit a page and is stored out of line, and found."""
+    with PostgresStore(shared().fresh_database(), pool_size=2) as store:
+        store.configure_vector_space("dims:test", dim)
+        await store.memories.add(
+            NewMemory(content="a wide vector", owner="alice", chat_id=None, shared=False, source="t")
+        )
+        [job] = await store.jobs.claim_embed(10)
+        vector = np.ones(dim, dtype=np.float32) / np.sqrt(dim)
+        await store.jobs.complete_embed([(job, vector)])
+        [hit] = await store.memories.search(Scope("alice"), "", limit=5, vector=QueryVector.at_hand(vector))
+        assert hit.similarity == pytest.approx(1.0, abs=1e-3) and store.condition.state == "ok"
+        (out_of_line,) = store.db.run_sync(
+            lambda conn: conn.execute(
+                "SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'memory_vectors'::regclass"
+            ).fetchone()
+        )
+        assert (out_of_line > 0) == (dim > 2000)
+
+
+def test_a_statement_the_server_refuses_is_an_error_of_the_call_not_an_outage() -> None:
+    """pgvector indexes at most 4000 dimensions: the refusal names the limit, and the store does
+    not report the server as unreachable (health stays ok)."""
+    from memoryd.errors import StoreError, StoreUnreachable
+
+    with PostgresStore(shared().fresh_database(), pool_size=2) as store:
+        with pytest.raises(StoreError, match="4000 dimensions") as refused:
+            store.configure_vector_space("dims:test", 4001)
+        assert not isinstance(refused.value, StoreUnreachable)
+        assert store.condition.state == "ok"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,22 @@ def test_an_unreachable_server_is_refused_without_showing_the_password(tmp_path:
     assert "s3cret-pw" not in str(refused.value) and "could not be reached" in str(refused.value)
     assert "s3cret-pw" not in redacted(url) and "***" in redacted(url)
     assert "s3cret-pw" not in redacted("host=db password=s3cret-pw dbname=memoryd")
+    # libpq's keyword strings allow spaces around '=' and quoted values with spaces.
+    assert redacted("host=db password = s3cret-pw dbname=memoryd") == "host=db password = *** dbname=memoryd"
+    assert redacted("host=db password='s3cret pw' dbname=memoryd") == "host=db password=*** dbname=memoryd"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://memoryd:s3cret-pw@/memoryd?host=/nowhere&no_such_option=1",
+        "host=/nowhere password=s3cret-pw dbname",
+    ],
+)
+def test_a_url_libpq_cannot_read_is_refused_naming_the_key_without_the_password(url: str) -> None:
+    with pytest.raises(StoreRefused, match="storage.url is not a libpq connection") as refused:
+        PostgresStore(url, pool_size=1)
+    assert "s3cret-pw" not in str(refused.value)
 
 
 def test_the_password_comes_from_a_file(tmp_path: Path) -> None:
@@ -82,3 +99,61 @@ def test_memoryd_config_never_prints_the_database_password(
     out = capsys.readouterr().out
     assert "pg-secret-42" not in out
     assert json.loads(out)["storage"]["url"] == "postgresql://memoryd:***@db.internal/memoryd?sslmode=verify-full"
+
+
+@pytest.mark.parametrize(
+    ("floor", "message"),
+    [(("MIN_SERVER", 99), "PostgreSQL 1[5-9] is too old: memoryd needs PostgreSQL 99"),
+     (("MIN_VECTOR", (99, 0)), r"pgvector 0\.\d+\.\d+ is too old: memoryd needs pgvector 99\.0")],
+)  # fmt: skip
+def test_a_server_or_pgvector_older_than_memoryd_needs_is_refused_naming_both_versions(
+    monkeypatch: pytest.MonkeyPatch, floor: tuple[str, object], message: str
+) -> None:
+    """The real server's versions against a floor raised above them (no older server is at hand)."""
+    from memoryd.store.postgres import db
+
+    monkeypatch.setattr(db, *floor)
+    url = shared().fresh_database()
+    with pytest.raises(StoreRefused, match=message):
+        PostgresStore(url, pool_size=1)
+    import psycopg
+
+    with psycopg.connect(url) as conn:  # refused before anything was written
+        assert conn.execute("SELECT to_regclass('memoryd_schema')").fetchone() == (None,)
+
+
+async def test_a_database_from_before_the_health_tallies_counts_its_memories_when_it_migrates() -> None:
+    """Schema v5 keeps system.health's memory counts as the writes' own tallies: a database of
+    v4 with memories gets them counted once when it migrates (and again, not twice, should the
+    step run again), and every write from then on adds its own."""
+    from memoryd.store import NewMemory, Scope
+
+    with PostgresStore(shared().fresh_database(), pool_size=1) as store:
+        added = [
+            (
+                await store.memories.add(
+                    NewMemory(content=f"note {i}", owner="alice", chat_id=None, shared=False, source="t")
+                )
+            )[0]
+            for i in range(4)
+        ]
+        await store.memories.delete(Scope("alice"), added[0].id)
+
+        def downgrade(conn: Any) -> None:
+            for trigger in ("insert", "delete", "update"):
+                conn.execute(f"DROP TRIGGER memory_counts_{trigger} ON memories")
+            conn.execute("DROP TABLE memory_counts")
+            conn.execute("DROP INDEX memories_live_expiry")
+            conn.execute("DELETE FROM memoryd_schema WHERE version > 4")
+
+        store.db.run_sync(downgrade)
+        await store.memories.add(
+            NewMemory(content="written by v4", owner="bob", chat_id=None, shared=False, source="t")
+        )
+        assert store.db.run_sync(schema.migrate) == len(schema.MIGRATIONS)
+        counts = await store.memories.health_counts()
+        assert (counts["memories_active"], counts["memories_deleted"]) == (4, 1)
+        store.db.run_sync(lambda conn: conn.execute(schema.M005))  # run again: counted afresh
+        await store.memories.add(NewMemory(content="after", owner="bob", chat_id=None, shared=False, source="t"))
+        counts = await store.memories.health_counts()
+        assert (counts["memories_active"], counts["memories_deleted"]) == (5, 1)

@@ -73,6 +73,20 @@ async def test_a_call_past_its_deadline_is_cancelled_and_answered_deadline_excee
     assert record.fields == {"method": "sleep", "conn": 5}  # type: ignore[attr-defined]
 
 
+async def test_a_method_given_a_longer_deadline_gets_it_and_the_others_do_not(autojump_clock: trio.abc.Clock) -> None:
+    table, finished = sleepy_table()
+    table.register("slow", Seconds, lambda params, ctx: trio.sleep(params.seconds))
+    # A shorter one is ignored: no method gets less than request_timeout.
+    guard = RequestGuard(request_timeout=2.0, method_timeouts={"sleep": 30.0, "slow": 1.0})
+    guarded = table.guarded_by(guard)
+    assert (await answer(guarded, request(20.0)))["result"] == "slept"
+    late = await answer(guarded, request(40.0))
+    assert late["error"]["code"] == -32005 and late["error"]["data"] == {"timeout_seconds": 30.0}
+    assert (await answer(guarded, request(1.5, method="slow")))["result"] is None
+    assert (await answer(guarded, request(3.0, method="slow")))["error"]["data"] == {"timeout_seconds": 2.0}
+    assert finished == ["sleep"]
+
+
 async def test_the_unguarded_table_has_no_deadline(autojump_clock: trio.abc.Clock) -> None:
     table, _ = sleepy_table()
     table.guarded_by(RequestGuard(request_timeout=1.0))  # a guarded view does not change the table

@@ -18,7 +18,7 @@ from memoryd.store import Provenance, Scope, neighbourhood, ranking
 from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.db.database import open_connection
 from memoryd.store.sqlite.search import keyword, neighbours, scope_stats
-from memoryd.store.sqlite.search.term_match import TermWeights
+from memoryd.store.sqlite.search.term_match import term_weights
 from tests.store_helpers import note, reading
 
 ALICE = Scope("alice")
@@ -174,7 +174,7 @@ def test_coverage_with_its_pre_check_matches_full_tokenization(seed: int) -> Non
                   "night", "nights", "shift", "nurse", "nursing", "toronto", "lives", "living"]  # fmt: skip
     separators = [" ", ", ", "_", "-", "'", "(", ") ", "\n", "?", "."]
     terms = rng.sample(["play", "violin", "happy", "cat", "run", "nurse", "living", "x", "emma"], 4)
-    weights = TermWeights(apsw.Connection(":memory:"), terms, {t: rng.randint(0, 9) for t in terms}, scope_docs=50)
+    weights = term_weights(apsw.Connection(":memory:"), terms, {t: rng.randint(0, 9) for t in terms}, scope_docs=50)
     for _ in range(200):
         words = [rng.choice(vocabulary).upper() if rng.random() < 0.2 else rng.choice(vocabulary) for _ in range(8)]
         text = "".join(word + rng.choice(separators) for word in words)

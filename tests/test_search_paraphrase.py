@@ -11,7 +11,7 @@ import apsw
 import pytest
 import trio
 
-from memoryd.store.sqlite.search import fts_query
+from memoryd.store import query_terms
 from tests.wire import NdjsonPeer, call_ok
 
 DATA = json.loads((Path(__file__).parent / "data" / "paraphrase.json").read_text())
@@ -21,7 +21,7 @@ USER = {"user_id": "pat"}
 def stems(text: str) -> set[str]:
     """The index tokens (porter, as memories_fts) of ``text``'s words, stopwords left out."""
     tokenize = apsw.Connection(":memory:").fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
-    words = " ".join(fts_query.extract_terms(text))
+    words = " ".join(query_terms.extract_terms(text))
     return set(tokenize(words.encode(), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False))
 
 

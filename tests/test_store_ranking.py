@@ -14,7 +14,8 @@ from memoryd.ids import now_ms
 from memoryd.store import NewMemory, Provenance, QueryVector, Scope, neighbourhood, ranking
 from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.search import keyword, neighbours
-from memoryd.store.sqlite.search.term_match import TermWeights, idf
+from memoryd.store.sqlite.search.term_match import term_weights
+from memoryd.store.term_match import idf
 from tests.store_helpers import Clock, keyword_found, note, reading
 
 DIM = 8
@@ -250,7 +251,7 @@ def test_idf_is_never_negative_and_falls_with_the_document_count() -> None:
 
 def test_coverage_weighs_rare_terms_above_common_ones_and_matches_stems() -> None:
     db = apsw.Connection(":memory:")
-    weights = TermWeights(db, ["played", "violin"], {"played": 40, "violin": 1}, scope_docs=50)
+    weights = term_weights(db, ["played", "violin"], {"played": 40, "violin": 1}, scope_docs=50)
     assert weights.coverage("She plays the VIOLIN") == pytest.approx(1.0)
     only_common = weights.coverage("we play chess")
     only_rare = weights.coverage("a violin")
@@ -283,13 +284,13 @@ def test_more_of_the_querys_words_never_lowers_a_memorys_score() -> None:
 def test_the_substring_shortcut_never_hides_a_stem_match(word: str) -> None:
     # coverage() skips tokenizing an ASCII text lacking every token minus its last letter;
     # the word's own token must never be skipped that way.
-    weights = TermWeights(apsw.Connection(":memory:"), [word], {word: 1}, scope_docs=10)
+    weights = term_weights(apsw.Connection(":memory:"), [word], {word: 1}, scope_docs=10)
     assert weights.coverage(f"some text with {word} inside") == pytest.approx(1.0)
     assert weights.coverage(f"{word.upper()}!") == pytest.approx(1.0)
 
 
 def test_non_ascii_texts_are_always_tokenized() -> None:
-    weights = TermWeights(apsw.Connection(":memory:"), ["naive", "cafe"], {}, scope_docs=10)
+    weights = term_weights(apsw.Connection(":memory:"), ["naive", "cafe"], {}, scope_docs=10)
     assert weights.coverage("Un café naïve") == pytest.approx(1.0)
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from memoryd.errors import EmbeddingModelMismatch
-from memoryd.store import QueryVector, Scope
+from memoryd.store import QueryVector, Scope, query_terms
 from memoryd.store.sqlite import Store
-from memoryd.store.sqlite.search import fts_query, keyword
+from memoryd.store.sqlite.search import keyword
 from tests.store_helpers import embed_all as embed
 from tests.store_helpers import keyword_found, note
 from tests.store_helpers import unit as unit_of
@@ -71,7 +71,7 @@ HOSTILE = [
 async def test_hostile_queries_never_error(store: Store, query: str) -> None:
     await store.memories.add(note("green tea and black coffee"))
     found = await keyword_found(store, query)
-    terms = fts_query.extract_terms(query)
+    terms = query_terms.extract_terms(query)
     if "tea" in terms:
         assert found == ["green tea and black coffee"]
     if not terms:
@@ -79,12 +79,12 @@ async def test_hostile_queries_never_error(store: Store, query: str) -> None:
 
 
 def test_terms_are_folded_words_without_syntax() -> None:
-    terms = fts_query.extract_terms('Thé AND "café" NEAR(x*) o\'clock')
+    terms = query_terms.extract_terms('Thé AND "café" NEAR(x*) o\'clock')
     assert terms == ["cafe", "near", "x", "o", "clock"]  # stopwords go when other words remain
-    assert fts_query.extract_terms("what is it") == ["what", "is", "it"]
-    assert fts_query.extract_terms("☕ ***") == []
-    assert fts_query.extract_terms("\uff54\uff45\uff41") == ["tea"]  # full-width
-    assert len(fts_query.extract_terms(" ".join(f"w{i}" for i in range(100)))) == fts_query.MAX_TERMS
+    assert query_terms.extract_terms("what is it") == ["what", "is", "it"]
+    assert query_terms.extract_terms("☕ ***") == []
+    assert query_terms.extract_terms("\uff54\uff45\uff41") == ["tea"]  # full-width
+    assert len(query_terms.extract_terms(" ".join(f"w{i}" for i in range(100)))) == query_terms.MAX_TERMS
 
 
 async def test_questions_do_not_match_on_their_stopwords_and_stems_match(store: Store) -> None:

@@ -47,6 +47,27 @@ async def test_red_then_blue_search_returns_only_blue_and_history_shows_both(pee
     assert got["superseded_by"] == blue["id"]
 
 
+async def test_favorite_color_red_then_blue_in_the_words_of_the_users(peer: NdjsonPeer) -> None:
+    red = await add(peer, ALICE, "Favorite color is red")
+    blue = await add(peer, ALICE, "favorite color is blue")
+    assert blue["superseded"] == [red["id"]]
+    hits = await call_ok(peer, "memory.search", {**ALICE, "query": "favorite color"})
+    assert [h["content"] for h in hits] == ["favorite color is blue"]
+    chain = await call_ok(peer, "memory.history", {**ALICE, "memory_id": blue["id"]})
+    assert [m["content"] for m in chain] == ["Favorite color is red", "favorite color is blue"]
+
+
+async def test_what_sarah_says_of_herself_beats_what_tom_said_of_her_and_not_the_reverse(peer: NdjsonPeer) -> None:
+    said_by = {"tom": {"source_username": "tom"}, "sarah": {"source_username": "sarah", "source_display_name": "Sarah"}}
+    hearsay = await add(peer, ALICE, "Sarah lives in Boston", subjects=["Sarah"], **said_by["tom"])
+    own_word = await add(peer, ALICE, "Sarah lives in Chicago", subjects=["Sarah"], **said_by["sarah"])
+    assert own_word["superseded"] == [hearsay["id"]]
+    later_hearsay = await add(peer, ALICE, "Sarah lives in Denver", subjects=["Sarah"], **said_by["tom"])
+    assert later_hearsay["superseded"] == []
+    listed = {m["content"]: m["trust"] for m in await call_ok(peer, "memory.list", ALICE)}
+    assert listed == {"Sarah lives in Chicago": "fact", "Sarah lives in Denver": "hearsay"}
+
+
 async def test_include_superseded_shows_old_versions_in_search_and_list(peer: NdjsonPeer) -> None:
     red = await add(peer, ALICE, "My favorite color is red")
     blue = await add(peer, ALICE, "My favorite color is blue")
@@ -230,6 +251,16 @@ async def test_a_note_with_the_same_key_supersedes_through_the_socket(peer: Ndjs
     assert sorted(await ids_of(peer, "memory.list", {**ALICE})) == sorted([work["id"], new["id"]])
     reason = (await call_ok(peer, "memory.get", {**ALICE, "memory_id": old["id"]}))["supersede_reason"]
     assert "kv:phone number" in reason
+
+
+async def test_now_before_the_verb_and_new_before_the_key_supersede_through_the_socket(peer: NdjsonPeer) -> None:
+    car = await add(peer, ALICE, "I drive a Toyota Corolla")
+    honda = await add(peer, ALICE, "I now drive a Honda Accord")
+    assert honda["superseded"] == [car["id"]]
+    phone = await add(peer, ALICE, "My phone number is 555-1234")
+    work = await add(peer, ALICE, "My new work phone number is 555-4444")
+    new = await add(peer, ALICE, "My new phone number is 555-9876")
+    assert work["superseded"] == [] and new["superseded"] == [phone["id"]]
 
 
 async def test_a_verb_object_statement_supersedes_only_when_it_says_it_changed(peer: NdjsonPeer) -> None:

@@ -56,6 +56,9 @@ async def test_the_model_says_conflict_and_the_older_memory_is_superseded(peer: 
     assert chain[0]["supersede_reason"] == "new favorite"
     asked = fake.seen[0].prompt
     assert "My favorite color is red" in asked and "My favorite color is blue" in asked
+    # Both dates go with the texts, so the model can tell which is newer.
+    assert f"Older memory (recorded {red['created_at']})" in asked
+    assert f"Newer memory (recorded {blue['created_at']})" in asked
     hits = await call_ok(peer, "memory.search", {**ALICE, "query": "favorite color"})
     assert [h["id"] for h in hits] == [blue["id"]]
 

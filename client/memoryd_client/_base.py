@@ -74,8 +74,8 @@ class ClientBase:
     def _broke_twice(self, method: str) -> ConnectionLost:
         return ConnectionLost(f"connection to memoryd at {self._socket_path} broke twice during {method}")
 
-    def _timed_out(self) -> RequestTimeout:
-        return RequestTimeout(f"memoryd at {self._socket_path} did not answer within {self.timeout} s")
+    def _timed_out(self, timeout: Optional[float]) -> RequestTimeout:
+        return RequestTimeout(f"memoryd at {self._socket_path} did not answer within {timeout} s")
 
     def _unavailable(self, reason: str) -> DaemonUnavailable:
         return DaemonUnavailable(self._socket_path, self._socket_origin, reason)

@@ -6,7 +6,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from . import _methods
 from ._base import RECV_BYTES, Broken, ClientBase
@@ -60,14 +60,16 @@ class MemoryClient(ClientBase):
         include_superseded: bool = False,
         this_chat: bool = False,
         min_relevance: Optional[float] = None,
+        types: Optional[Sequence[str]] = None,
     ) -> Records:
         """Best hits first, each with ``score``, ``relevance``, ``similarity`` and ``about``;
         ``about`` (a name, alias or "my wife") keeps only the memories about that person;
         ``include_superseded`` also returns memories a newer one replaced; ``this_chat`` keeps
         only the memories learned in the client's chat; ``min_relevance`` (0..1, the estimated
         probability that a memory helps) leaves out the hits below it (the daemon's default
-        floor drops only clearly unrelated ones)."""
-        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance)
+        floor drops only clearly unrelated ones); ``types`` keeps only those memory types
+        (``["episode"]``: observed messages only)."""
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance, types)
         result: Records = self.call("memory.search", **params)
         return result
 
@@ -80,9 +82,14 @@ class MemoryClient(ClientBase):
         about: Optional[str] = None,
         include_superseded: bool = False,
         this_chat: bool = False,
+        *,
+        types: Optional[Sequence[str]] = None,
     ) -> Records:
-        """Newest first; pass the last id as ``before_id`` for the next page."""
-        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded, this_chat)
+        """Newest first; pass the last id as ``before_id`` for the next page.  Episodes are
+        left out unless ``types`` asks for them (``types=["episode"]``)."""
+        params = _methods.list_params(
+            limit, offset, before_id, include_expired, about, include_superseded, this_chat, types
+        )
         result: Records = self.call("memory.list", **params)
         return result
 
@@ -123,10 +130,14 @@ class MemoryClient(ClientBase):
         result: Record = self.call("memory.observe", **_methods.observe_params(messages, session_key))
         return result
 
-    def extract(self, message_id: str, *, session_key: Optional[str] = None) -> Record:
+    def extract(
+        self, message_id: str, *, session_key: Optional[str] = None, timeout: Optional[float] = _methods.EXTRACT_TIMEOUT
+    ) -> Record:
         """Extract now from the observed session around ``message_id``: ``{"stored", "ids"}``, or
-        ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM."""
-        result: Record = self.call("memory.extract", **_methods.extract_params(message_id, session_key))
+        ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM.
+        ``timeout``: seconds to wait for the daemon's answer (None: no limit), longer than the
+        client's own by default since the daemon waits on its LLM."""
+        result: Record = self._call("memory.extract", _methods.extract_params(message_id, session_key), timeout)
         return result
 
     def extract_from_messages(
@@ -138,12 +149,14 @@ class MemoryClient(ClientBase):
         source_username: Optional[str] = None,
         source_display_name: Optional[str] = None,
         chat_type: Optional[str] = None,
+        timeout: Optional[float] = _methods.EXTRACT_TIMEOUT,
     ) -> Record:
-        """Extract now from ``messages`` and store the facts: ``{"stored", "ids", "refreshed"}``."""
+        """Extract now from ``messages`` and store the facts: ``{"stored", "ids", "refreshed"}``.
+        ``timeout`` as for :meth:`extract`."""
         params = _methods.extract_from_messages_params(
             messages, message_id, shared, source_username, source_display_name, chat_type
         )
-        result: Record = self.call("memory.extract_from_messages", **params)
+        result: Record = self._call("memory.extract_from_messages", params, timeout)
         return result
 
     def health(self) -> Record:
@@ -199,16 +212,19 @@ class MemoryClient(ClientBase):
 
     def call(self, method: str, /, **params: Any) -> Any:
         """Call any method; identity parameters are added unless ``params`` names them."""
+        return self._call(method, params, self.timeout)
+
+    def _call(self, method: str, params: Dict[str, Any], timeout: Optional[float]) -> Any:
         with self._lock:
             request_id, payload = self._request(method, params)
-            deadline = None if self.timeout is None else time.monotonic() + self.timeout
+            deadline = None if timeout is None else time.monotonic() + timeout
             try:
                 try:
-                    response = self._exchange(payload, deadline)
+                    response = self._exchange(payload, deadline, timeout)
                 except Broken:
                     # Typically the daemon restarted since our last call: resend once.
                     self._drop()
-                    response = self._exchange(payload, deadline)
+                    response = self._exchange(payload, deadline, timeout)
             except Broken as exc:
                 self._drop()
                 raise self._broke_twice(method) from exc
@@ -221,7 +237,7 @@ class MemoryClient(ClientBase):
                 self._drop()
             return outcome(response, request_id, len(payload))
 
-    def _exchange(self, payload: bytes, deadline: Optional[float]) -> Response:
+    def _exchange(self, payload: bytes, deadline: Optional[float], timeout: Optional[float]) -> Response:
         sock = self._connection(deadline)
         try:
             sock.settimeout(_remaining(deadline))
@@ -243,7 +259,7 @@ class MemoryClient(ClientBase):
                     raise Broken("EOF before the reply")
                 self._reader.feed(data)
         except socket.timeout as exc:
-            raise self._timed_out() from exc
+            raise self._timed_out(timeout) from exc
         except OSError as exc:
             raise Broken(str(exc)) from exc
 

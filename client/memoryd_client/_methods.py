@@ -47,6 +47,7 @@ def search_params(
     include_superseded: bool = False,
     this_chat: bool = False,
     min_relevance: Optional[float] = None,
+    types: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     # The flags are sent only when set, so a client works with daemons that predate them.
     return _drop_none(
@@ -57,6 +58,7 @@ def search_params(
             "include_superseded": include_superseded or None,
             "this_chat": this_chat or None,
             "min_relevance": min_relevance,
+            "types": _types(types),
         }
     )
 
@@ -69,6 +71,7 @@ def list_params(
     about: Optional[str] = None,
     include_superseded: bool = False,
     this_chat: bool = False,
+    types: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     return _drop_none(
         {
@@ -79,8 +82,16 @@ def list_params(
             "about": about,
             "include_superseded": include_superseded or None,
             "this_chat": this_chat or None,
+            "types": _types(types),
         }
     )
+
+
+def _types(types: Optional[Sequence[str]]) -> Optional[List[str]]:
+    """Memory types as the list the daemon takes (a bare string is one type, not its letters)."""
+    if types is None:
+        return None
+    return [types] if isinstance(types, str) else list(types)
 
 
 def context_params(
@@ -107,6 +118,12 @@ def merge_params(from_: str, into: str) -> Dict[str, Any]:
 
 def observe_params(messages: Sequence[Record], session_key: Optional[str]) -> Dict[str, Any]:
     return _drop_none({"messages": [dict(message) for message in messages], "session_key": session_key})
+
+
+#: Seconds the two extract methods wait by default: they wait on the daemon's LLM, which the
+#: daemon itself gives its request timeout plus the LLM's longest call (about 450 s with the
+#: default ``[limits]`` and ``[llm]``), so the client's per-call timeout would cut them short.
+EXTRACT_TIMEOUT = 600.0
 
 
 def extract_params(message_id: str, session_key: Optional[str]) -> Dict[str, Any]:

@@ -6,7 +6,7 @@ trio is not installed.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import trio
 
@@ -56,8 +56,9 @@ class AsyncMemoryClient(ClientBase):
         include_superseded: bool = False,
         this_chat: bool = False,
         min_relevance: Optional[float] = None,
+        types: Optional[Sequence[str]] = None,
     ) -> Records:
-        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance)
+        params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance, types)
         result: Records = await self.call("memory.search", **params)
         return result
 
@@ -70,8 +71,12 @@ class AsyncMemoryClient(ClientBase):
         about: Optional[str] = None,
         include_superseded: bool = False,
         this_chat: bool = False,
+        *,
+        types: Optional[Sequence[str]] = None,
     ) -> Records:
-        params = _methods.list_params(limit, offset, before_id, include_expired, about, include_superseded, this_chat)
+        params = _methods.list_params(
+            limit, offset, before_id, include_expired, about, include_superseded, this_chat, types
+        )
         result: Records = await self.call("memory.list", **params)
         return result
 
@@ -111,10 +116,14 @@ class AsyncMemoryClient(ClientBase):
         result: Record = await self.call("memory.observe", **_methods.observe_params(messages, session_key))
         return result
 
-    async def extract(self, message_id: str, *, session_key: Optional[str] = None) -> Record:
+    async def extract(
+        self, message_id: str, *, session_key: Optional[str] = None, timeout: Optional[float] = _methods.EXTRACT_TIMEOUT
+    ) -> Record:
         """Extract now from the observed session around ``message_id``: ``{"stored", "ids"}``, or
-        ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM."""
-        result: Record = await self.call("memory.extract", **_methods.extract_params(message_id, session_key))
+        ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM.
+        ``timeout``: seconds to wait for the daemon's answer (None: no limit), longer than the
+        client's own by default since the daemon waits on its LLM."""
+        result: Record = await self._call("memory.extract", _methods.extract_params(message_id, session_key), timeout)
         return result
 
     async def extract_from_messages(
@@ -126,12 +135,14 @@ class AsyncMemoryClient(ClientBase):
         source_username: Optional[str] = None,
         source_display_name: Optional[str] = None,
         chat_type: Optional[str] = None,
+        timeout: Optional[float] = _methods.EXTRACT_TIMEOUT,
     ) -> Record:
-        """Extract now from ``messages`` and store the facts: ``{"stored", "ids", "refreshed"}``."""
+        """Extract now from ``messages`` and store the facts: ``{"stored", "ids", "refreshed"}``.
+        ``timeout`` as for :meth:`extract`."""
         params = _methods.extract_from_messages_params(
             messages, message_id, shared, source_username, source_display_name, chat_type
         )
-        result: Record = await self.call("memory.extract_from_messages", **params)
+        result: Record = await self._call("memory.extract_from_messages", params, timeout)
         return result
 
     async def health(self) -> Record:
@@ -180,9 +191,12 @@ class AsyncMemoryClient(ClientBase):
 
     async def call(self, method: str, /, **params: Any) -> Any:
         """Call any method; identity parameters are added unless ``params`` names them."""
+        return await self._call(method, params, self.timeout)
+
+    async def _call(self, method: str, params: Dict[str, Any], timeout: Optional[float]) -> Any:
         async with self._lock:
             request_id, payload = self._request(method, params)
-            deadline = trio.current_time() + self.timeout if self.timeout is not None else float("inf")
+            deadline = trio.current_time() + timeout if timeout is not None else float("inf")
             with trio.CancelScope(deadline=deadline) as scope:
                 try:
                     try:
@@ -200,7 +214,7 @@ class AsyncMemoryClient(ClientBase):
                     await self._drop()
                     raise
             if scope.cancelled_caught:
-                raise self._timed_out()
+                raise self._timed_out(timeout)
             if response.id != request_id:
                 await self._drop()
             return outcome(response, request_id, len(payload))

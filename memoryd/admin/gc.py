@@ -1,5 +1,6 @@
 """`memoryd gc [--dry-run]`: hard-remove what was deleted or expired more than retention_days
-ago, evict what max_entries does not allow, then merge the FTS index and checkpoint the WAL."""
+ago, evict what max_entries does not allow, then the engine's housekeeping (SQLite: merge the FTS
+index and checkpoint the WAL; PostgreSQL: VACUUM (ANALYZE) of memoryd's tables)."""
 
 from __future__ import annotations
 
@@ -15,18 +16,22 @@ from memoryd.store.admin_records import PURGE_REASONS
 def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdout) -> int:
     retention_days = config.lifecycle.retention_days
     complete: bool | None = None
+    done = ""
     with open_store(config) as store:
         report = store.maintenance.gc(retention_ms=int(retention_days * DAY_MS), dry_run=dry_run)
-        evicted = 0
+        lifecycle = config.lifecycle
+        eviction = store.maintenance.enforce_max_entries(
+            per_user=lifecycle.max_entries_per_user,
+            per_chat=lifecycle.max_entries_per_chat,
+            protect_recent_ms=int(lifecycle.protect_recent_days * DAY_MS),
+            dry_run=dry_run,
+        )
+        # A dry run counts what is over the caps: pinned memories count but stay, so at most that goes.
+        evicted = sum(count - limit for count, limit in eviction.scopes.values()) if dry_run else eviction.evicted
         if not dry_run:
-            lifecycle = config.lifecycle
-            evicted = store.maintenance.enforce_max_entries(
-                per_user=lifecycle.max_entries_per_user,
-                per_chat=lifecycle.max_entries_per_chat,
-                protect_recent_ms=int(lifecycle.protect_recent_days * DAY_MS),
-            ).evicted
             housekeeping = store.maintenance.maintain(compact=True, release_space=True)
             report.optimize_steps, complete = housekeeping.compact_steps, housekeeping.complete
+            done = housekeeping.done
     data = {**report.to_dict(), "retention_days": retention_days, "evicted": evicted}
     if complete is not None:
         data["checkpoint_complete"] = complete
@@ -40,8 +45,7 @@ def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdou
         f" and {report.events_pruned} old audit events in {report.seconds:.2f} s\n"
     )
     if evicted:
-        out.write(f"evicted {evicted} memories past max_entries\n")
-    if complete is not None:
-        state = "checkpointed" if complete else "checkpoint deferred (the daemon was busy; it completes later)"
-        out.write(f"FTS index merged in {report.optimize_steps} steps; WAL {state}\n")
+        out.write(f"{'would evict up to' if dry_run else 'evicted'} {evicted} memories past max_entries\n")
+    if done:
+        out.write(done + "\n")
     return EXIT_OK

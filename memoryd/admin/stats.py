@@ -85,12 +85,14 @@ def render(data: dict[str, Any]) -> list[str]:
     access = data["access"]
     lines += _entry("access", f"{access['memories_retrieved']} memories retrieved {access['retrievals']} times")
     database, pages = data["database"], data["pages"]
-    lines += _entry(
-        "database",
-        f"{human_bytes(database['bytes'])} ({human_bytes(database.get('file', 0))} + "
-        f"WAL {human_bytes(database.get('wal', 0))}; {pages['free_pages']} free pages), schema v{data['schema_version']}",
-        database["path"],
-    )
+    if database.get("engine") == "postgres":  # the server's files: its WAL and free space are its own
+        size = f"{human_bytes(database['bytes'])} (the whole database), schema v{data['schema_version']}"
+    else:
+        size = (
+            f"{human_bytes(database['bytes'])} ({human_bytes(database.get('file', 0))} + "
+            f"WAL {human_bytes(database.get('wal', 0))}; {pages['free_pages']} free pages), schema v{data['schema_version']}"
+        )
+    lines += _entry("database", size, database["path"])
     last = data["last_maintenance"]
     if last:
         lines += _entry(

@@ -16,7 +16,7 @@ from memoryd.extract.facts import (
     Sensitivity,
 )
 from memoryd.extract.filters import Filtered, filter_facts, normalized_text
-from memoryd.extract.messages import ConversationMessage, Speaker, around
+from memoryd.extract.messages import ConversationMessage, Speaker, around, owner_as_author
 from memoryd.extract.prompt import SYSTEM_PROMPT, build_prompt
 
 __all__ = [
@@ -38,4 +38,5 @@ __all__ = [
     "extract_facts",
     "filter_facts",
     "normalized_text",
+    "owner_as_author",
 ]

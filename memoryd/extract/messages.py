@@ -60,6 +60,16 @@ def author(message: ConversationMessage, speaker: Speaker) -> Speaker:
     return speaker
 
 
+def owner_as_author(messages: Sequence[ConversationMessage], user_id: str) -> Speaker | None:
+    """The names the owner wrote under, from a message that carries the owner's ``user_id``
+    (the newest that names its author), or None: a host that posts a message's ``user_id``
+    says who the owner is in the conversation even when the call names no speaker."""
+    for message in reversed(messages):
+        if message.role == "user" and message.user_id == user_id and (message.username or message.display_name):
+            return Speaker(username=message.username, display_name=message.display_name)
+    return None
+
+
 def around(messages: Sequence[ConversationMessage], message_id: str, radius: int) -> list[ConversationMessage] | None:
     """The message ``message_id`` with ``radius`` messages either side (``memory.extract``'s
     window, ``extraction.context_messages``), or None when no message has that id."""

@@ -330,6 +330,7 @@ _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
     )
 )
 _ALLERGIES = _rule(r"^allerg(?:y|ies)\s+(?:is|are|include|includes)\s+" + _TAIL)
+_LATEST = _rule(r"^(?:new|latest|updated)\s+(?=\w+\s)")
 
 
 def possessive_facts(rest: str) -> list[Found]:
@@ -340,6 +341,7 @@ def possessive_facts(rest: str) -> list[Found]:
         return [Found("favorite:" + m["thing"], m["value"], negated=past)]
     if m := _ALLERGIES.match(rest):
         return [Found("allergy", v, multi_valued=True) for v in _split_list(m["value"])]
+    rest = _LATEST.sub("", rest)  # "my new phone number is ..." sets the phone number
     for pattern, key in _POSSESSED:
         if m := pattern.match(rest):
             kind = m.groupdict().get("kind")

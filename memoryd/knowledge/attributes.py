@@ -106,6 +106,9 @@ _INVERTED_FAVORITE = LazyPattern(
     re.IGNORECASE,
 )
 _ONE_OF = LazyPattern(r"^one\s+of\s+", re.IGNORECASE)
+#: A note that leaves out whose favourite it is ("Favorite color is blue"): the owner's, as
+#: "Works at Acme" is, unless the memory names its subjects.
+_OWNERLESS_FAVORITE = LazyPattern(r"^favou?rite\s", re.IGNORECASE)
 _CALL_ME = LazyPattern(rf"^(?:please\s+)?call\s+me\s+(?P<value>{_NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
 _FILLER = LazyPattern(
@@ -225,6 +228,8 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
             facts = [Found("favorites:" + f.key.partition(":")[2], f.value, True) for f in facts]
         if facts:
             return [_attribute(f, subject) for f in facts]
+    if _OWNERLESS_FAVORITE.match(clause) and (facts := possessive_facts(clause)):
+        return [_attribute(f, Subject("", IMPLICIT)) for f in facts]  # a note: "Favorite color is red"
     if (m := _NOMINATIVE.match(clause)) and (subject := _subject(m)):
         rest = clause[m.end() :]
     elif clause[:1].isalpha():

@@ -5,7 +5,8 @@ whenever the wording may describe the past or a lasting state: "I worked there f
 and "I have lived here for 3 months" say how long something lasted, not when the memory ends.
 A duration counts only when the sentence looks ahead: a "next"/"coming" before it, an
 instruction to keep it ("remember", "note") or a present or future verb in its clause, and no
-past or perfect verb there.  Calendar bounds ("until Friday", "until the end of the month")
+past or perfect verb there, nor a repetition ("every day") or a later time ("in July") that makes
+it how long each time or a later event lasts.  Calendar bounds ("until Friday", "until the end of the month")
 end at the end of that day in the caller's timezone.
 """
 
@@ -54,11 +55,33 @@ _PRESENT = re.compile(
     r"|remains|let(?:'s)?|use|using|call|don't|do\s+not)\b|(?<=\w)'s\b|\b(?!(?:some|any|every|no)thing\b|morning\b|evening\b|during\b|spring\b)\w+ing\b",
     re.IGNORECASE,
 )
+#: "have"/"has" before a past participle (perfect: "I have lived here for 3 months"); alone they
+#: say what someone holds now ("I have a rental car until Friday"), which looks ahead.
+_PERFECT = (
+    r"\b(?:have|has)\s+(?:(?:not|never|just|always|also|only|\w+ly)\s+)?(?:\w+ed|\w+en|had|done|gone|got|kept|"
+    r"left|spent|made|held|led|met|paid|said|sat|slept|run|come|become|brought|bought|caught|taught|thought|"
+    r"felt|lost|sold|told|found|stood|heard|read|won|worn|begun|sung|swum|drunk|dealt|meant|lent|sent|built)\b"
+)
 _PAST = re.compile(
-    r"\b(?:was|were|had|did|been|ago|used\s+to|'ve|have|has|'d|last|previously|once|back\s+in|already)\b"
-    r"|\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+)?\w+ed\b"
+    r"\b(?:was|were|had|did|been|ago|used\s+to|'ve|'d|last|previously|once|back\s+in|already)\b|"
+    + _PERFECT
+    + r"|\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+)?\w+ed\b"
     r"|\b(?:i|we|he|she|they|you)\s+(?:spent|went|left|took|got|lived|stayed|worked|ran|kept|sat|slept|ate|knew|"
     r"drove|flew|taught|felt|made|lost|held|led|met|paid|said|saw|thought|wore|wrote|studied|tried|came|became)\b",
+    re.IGNORECASE,
+)
+#: A duration in a clause that repeats ("for 2 hours every day", "twice a week") is how long each
+#: time lasts, not how long the memory holds.
+_HABIT = re.compile(
+    r"\b(?:every|each|daily|nightly|weekly|monthly|yearly|per|twice|usually|always|often|sometimes|normally)\b"
+    r"|\b(?:a|an)\s+(?:day|night|week|month|year|morning|evening)\b",
+    re.IGNORECASE,
+)
+#: A duration in a clause that places it later ("for 2 weeks in July", "for 10 days next year")
+#: starts then, not now: the rules do not guess when it ends.
+_LATER = re.compile(
+    r"\b(?:" + "|".join(_MONTH_NAMES + _WEEKDAYS) + r"|spring|summer|autumn|fall|winter|tomorrow"
+    r"|next\s+(?:week|weekend|month|year|time))\b",
     re.IGNORECASE,
 )
 #: Every phrase above holds one of these words or phrases: a text without any is skipped at once.
@@ -118,6 +141,8 @@ def _duration(text: str, now: datetime) -> datetime | None:
             continue
         if match.group("ahead") and _past_in_clause(text, match.start(), match.end()):
             continue
+        if _elsewhen(text, match.start(), match.end()):
+            continue
         return _add(now, _count(match.group("count")), match.group("unit").lower())
     return None
 
@@ -125,6 +150,8 @@ def _duration(text: str, now: datetime) -> datetime | None:
 def _whole(text: str, now: datetime) -> datetime | None:
     match = _WHOLE.search(text)
     if match is None or not _looks_ahead(text, match.start(), match.end()):
+        return None
+    if _elsewhen(text, match.start(), match.end()):
         return None
     return _add(now, 1, match.group("unit").lower())
 
@@ -175,6 +202,12 @@ def _clause(text: str, start: int, end: int) -> str:
 
 def _past_in_clause(text: str, start: int, end: int) -> bool:
     return _PAST.search(_clause(text, start, end)) is not None
+
+
+def _elsewhen(text: str, start: int, end: int) -> bool:
+    """Does the clause of a duration make it a habit's or a later event's, not the memory's?"""
+    clause = _clause(text, start, end)
+    return _HABIT.search(clause) is not None or _LATER.search(clause) is not None
 
 
 def _looks_ahead(text: str, start: int, end: int) -> bool:

@@ -64,17 +64,23 @@ _AUXILIARIES = frozenset(
     "also not never no just still really usually often always sometimes already".split()
 )
 _PREPOSITIONS = frozenset("by at in for with on to from as into".split())
+#: Before a verb they say when, not what is done: "I now drive a Civic" reads as "I drive a Civic".
+_WHEN_ADVERBS = frozenset("now currently nowadays".split())
+#: Before a key they mark the value as the latest: "my new phone number" is "my phone number".
+_LATEST = frozenset("new latest updated".split())
 _DETERMINERS = frozenset("it this that there these those he she they we you i here what who which".split())
 
 _NAME = r"(?:[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*){0,2})"
-_SELF_WORDS = r"(?:the\s+user|i|me|myself)"
+#: "We" speaks for the speaker's household, as "our" does ("We changed the wifi password to ...").
+_SELF_WORDS = r"(?:the\s+user|i|me|myself|we)"
 #: "Noor's", "the user's", "Parents'", "my": a possessor at the start of a clause.
 _POSSESSOR = re.compile(rf"^(?P<owner>{_NAME}|the\s+user|my|our|(?:[A-Za-z]+s))(?:'s|')?\s+", re.IGNORECASE)
 _KEY = r"(?P<key>[A-Za-z][\w\-]*(?:\s+[A-Za-z][\w\-]*){0,5}?)"
 _NOTE = re.compile(rf"^{_KEY}\s*:\s+(?P<value>\S.*)$")
 _IS = re.compile(rf"^{_KEY}\s+(?:is|=)\s+(?:now\s+)?(?:called\s+|named\s+|set\s+(?:for|to)\s+|at\s+)?(?P<value>\S.*)$")
 _SWITCH = re.compile(
-    r"^(?:switched|changed|moved)\s+(?:(?:my|his|her|their|the|our)\s+)?(?P<key>[a-z]+?)(?:e?s)?\s+to\s+(?P<value>\S.*)$",
+    r"^(?:switched|changed|moved)\s+(?:(?:my|his|her|their|the|our)\s+)?(?P<key>[a-z]+?(?:\s+[a-z]+?){0,2}?)(?:e?s)?"
+    r"\s+to\s+(?P<value>\S.*)$",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[a-z']+")
@@ -179,6 +185,11 @@ def _possessed(key: str) -> tuple[str, str]:
 def _key_value(owner: str, key: str, value: str, changed: bool, *, note: bool) -> OpenFact | None:
     key = " ".join(key.casefold().replace("favourite", "favorite").replace("colour", "color").split())
     words = key.split()
+    if len(words) > 1 and words[0] == "the":  # "The office code is 1234": the key is "office code"
+        words = words[1:]
+    if len(words) > 1 and words[0] in _LATEST:
+        words = words[1:]
+    key = " ".join(words)
     if not words or len(words) > 6 or words[0] in ("a", "an", "one", "another", "some", "any", "no"):
         return None
     head_index = next((i for i, word in enumerate(words) if word in _PREPOSITIONS | {"of"}), len(words)) - 1
@@ -199,6 +210,8 @@ def _key_value(owner: str, key: str, value: str, changed: bool, *, note: bool) -
 
 def _verb_object(owner: str, rest: str, changed: bool) -> OpenFact | None:
     words = rest.split()
+    while words and words[0].casefold() in _WHEN_ADVERBS:
+        words = words[1:]
     if len(words) < 2:
         return None
     first = words[0].casefold()

@@ -1,6 +1,7 @@
 """Where a request's deadline comes from: every call runs under ``RequestGuard.run``.
 
-A call gets ``request_timeout`` seconds (``limits.request_timeout``), then it is cancelled and
+A call gets ``request_timeout`` seconds (``limits.request_timeout``), or its method's own
+deadline when it has a longer one (a method that waits on an LLM), then it is cancelled and
 answered DeadlineExceeded.  Once shutdown has begun, new calls are answered ShuttingDown without
 running; calls still running when the grace period ends are cancelled and answered ShuttingDown.
 Both are raised, not replied: they become replies where every error does (rpc/errormap.py).
@@ -12,7 +13,7 @@ the method table runs calls under it (``MethodTable.guarded_by``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import trio
@@ -32,10 +33,14 @@ T = TypeVar("T")
 class RequestGuard:
     """Deadline and shutdown policy for calls, and the count of calls it let run."""
 
-    def __init__(self, request_timeout: float) -> None:
+    def __init__(self, request_timeout: float, method_timeouts: Mapping[str, float] | None = None) -> None:
+        """``method_timeouts``: methods that get longer than ``request_timeout`` (never shorter)."""
         if request_timeout <= 0:
             raise ValueError("request_timeout must be > 0")
         self.request_timeout = request_timeout
+        self.method_timeouts = {
+            method: timeout for method, timeout in (method_timeouts or {}).items() if timeout > request_timeout
+        }
         self.refusing = False
         self.grace_expired = False
         self.requests_total = 0
@@ -51,7 +56,8 @@ class RequestGuard:
         if self.refusing:
             raise ShuttingDown()
         self.requests_total += 1
-        scope = trio.CancelScope(deadline=trio.current_time() + self.request_timeout)
+        timeout = self.method_timeouts.get(request.method, self.request_timeout)
+        scope = trio.CancelScope(deadline=trio.current_time() + timeout)
         self._running.add(scope)
         try:
             with scope:
@@ -62,7 +68,7 @@ class RequestGuard:
         if self.grace_expired:
             raise ShuttingDown()
         log.warning("request.deadline", extra=fields(method=request.method, conn=ctx.connection_id))
-        raise DeadlineExceeded(data={"timeout_seconds": self.request_timeout})
+        raise DeadlineExceeded(data={"timeout_seconds": timeout})
 
     def run_now(self, call: Callable[[Request, CallContext], Any], request: Request, ctx: CallContext) -> Any:
         """``call(request, ctx)``, synchronous, so no deadline applies (nothing can cancel it and

@@ -38,8 +38,10 @@ from memoryd.server.socketfile import bind_socket_file, remove_socket_file, sock
 from memoryd.server.wiring import build_services
 from memoryd.service.extraction import ExtractionWorker
 from memoryd.service.maintenance import Maintenance
+from memoryd.service.methods import WAITS_FOR_LLM
 from memoryd.service.summary import SummaryService
 from memoryd.store import backends
+from memoryd.store.erasure_log import GROUP_ERASED, everyone
 from memoryd.store.interfaces import Backend, StartupCheck
 
 if TYPE_CHECKING:
@@ -208,7 +210,7 @@ class Daemon:
         services = build_services(config, store, embedder, self.llm, self.authenticator, self._server_stats_json)
         self.summaries, self.extraction = services.summaries, services.extraction
         coalescer = embedder if isinstance(embedder, CoalescingEmbedder) else None
-        server = RpcServer(services.table, config.limits, config.auth.trusted_uids)
+        server = RpcServer(services.table, config.limits, config.auth.trusted_uids, _llm_deadlines(config, self.llm))
         self.server = server
         identity: tuple[int, int] | None = None
         if self._listen_socket is not None:
@@ -315,6 +317,15 @@ def _close_store(store: Backend) -> None:
     store.close()
 
 
+def _llm_deadlines(config: Config, llm: LlmClient | None) -> dict[str, float]:
+    """The extract methods ask the LLM while their caller waits: they get its longest call
+    (llm.timeout per attempt, llm.retries, the waits between) on top of limits.request_timeout,
+    so a model that answers within llm.timeout is never cut off by the request deadline."""
+    if llm is None:
+        return {}
+    return dict.fromkeys(WAITS_FOR_LLM, config.limits.request_timeout + llm.longest_call())
+
+
 def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
     """Another daemon queued work: the workers look for it now."""
     if services.backfill is not None:
@@ -327,9 +338,17 @@ def _wake(services: Any, extraction: ExtractionWorker | None) -> None:
 def _changed_elsewhere(services: Any, keys: set[str]) -> None:
     """Another daemon changed memories under these scope keys, or an owner's people
     (``people:<owner>``), or a process erased a user (``erased:<user>``: `memoryd forget-user`
-    or memory.forget_all): the caches built from them are out of date."""
+    or memory.forget_all) and maybe their group memories (``erased-group``), or ``*``: changes may
+    have been missed (the store's listening connection was lost): the caches built from them are
+    out of date."""
     for key in keys:
-        if key.startswith("erased:"):
+        if key == "*":
+            services.summaries.forget_erased(everyone)
+            if services.people is not None:
+                services.people.forget_erased(everyone)
+        elif key == GROUP_ERASED:
+            services.summaries.forget_group_chats()
+        elif key.startswith("erased:"):
             services.summaries.forget_user(key.removeprefix("erased:"))
             if services.people is not None:
                 services.people.forget_directory(key.removeprefix("erased:"))

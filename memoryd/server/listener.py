@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 import logging
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -70,11 +70,17 @@ _CONNECTION_SETTINGS = ("max_message_bytes", "idle_timeout", "frame_timeout", "m
 
 
 class RpcServer:
-    def __init__(self, table: MethodTable, limits: LimitsConfig, trusted_uids: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        table: MethodTable,
+        limits: LimitsConfig,
+        trusted_uids: Iterable[int] = (),
+        method_timeouts: Mapping[str, float] | None = None,
+    ) -> None:
         """``trusted_uids`` (auth.trusted_uids) are exempt from the per-uid share and may use the
-        reserved slots."""
+        reserved slots; ``method_timeouts``: the methods given longer than limits.request_timeout."""
         self.limits = limits
-        self.guard = RequestGuard(limits.request_timeout)
+        self.guard = RequestGuard(limits.request_timeout, method_timeouts)
         self.table = table.guarded_by(self.guard)
         self.connection_limits = ConnectionLimits(
             max_inflight=limits.max_inflight_per_connection,

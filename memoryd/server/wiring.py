@@ -85,10 +85,12 @@ def build_services(
     service.on_deleted.append(summaries.note_deleted)
     service.on_erased.append(summaries.forget_user)
     service.on_erased.append(people.forget_directory)
+    service.on_group_erased.append(summaries.forget_group_chats)
     people.on_changed.append(summaries.note_deleted)
     # `memoryd forget-user` beside this daemon: checked before a cached summary is answered.
     erasures = ErasureWatch(store.people)
-    erasures.on_erased += [summaries.forget_everyone, people.forget_directories]
+    erasures.on_erased += [summaries.forget_erased, people.forget_erased]
+    erasures.on_group_erased.append(summaries.forget_group_chats)
     summaries.erasure_watch = people.erasure_watch = erasures
     conversations, extraction = _conversations(config, store, service, people, guard, llm, authenticator)
     health = HealthReporter(service, backfill, server_stats, jobs=store.jobs, conversations=conversations)

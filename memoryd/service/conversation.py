@@ -111,8 +111,9 @@ class ConversationService:
         quota.admit(session.owner, session.key, len(stored), size)
 
     async def extract_from_messages(self, params: ExtractFromMessagesParams, ctx: CallContext) -> dict[str, Any]:
-        llm = self._llm()
+        # Who is calling first: a caller without a valid token learns nothing, not even the config.
         caller = identify(params, ctx, self.authenticator)
+        llm = self._llm()
         scope = adding_scope(caller, params)
         _check_messages(params.messages)
         check_group_chat(params.shared, scope.chat_id)
@@ -129,8 +130,8 @@ class ConversationService:
         )
 
     async def extract(self, params: ExtractParams, ctx: CallContext) -> dict[str, Any]:
-        llm = self._llm()
         caller = identify(params, ctx, self.authenticator)
+        llm = self._llm()
         scope = adding_scope(caller, params)
         check_group_chat(params.shared, scope.chat_id)
         found = None

@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from memoryd.config import ExtractionConfig
-from memoryd.extract import ConversationMessage, Speaker, extract_facts
+from memoryd.extract import ConversationMessage, Speaker, extract_facts, owner_as_author
 from memoryd.service.learning import FactLearner, Origin
+from memoryd.service.provenance import owner_names
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.store import ExtractionJob, Learned, Scope
 
@@ -40,8 +41,21 @@ class Extractor:
     ) -> list[Learned]:
         """Extract facts from ``messages`` and store them in ``scope``; with ``completes``, that
         job's mark moves past its messages in the same transaction."""
+        # A message posted with the owner's user_id names the owner as it speaks there: the model
+        # is told those names are the owner's, and they speak for an unnamed session speaker.
+        own = owner_as_author(messages, scope.user_id)
+        if own is not None and speaker.name() is None:
+            speaker = own
+            if origin.speaker.name() is None:
+                origin = dataclasses.replace(origin, speaker=own)
         outcome = await extract_facts(
-            llm, messages, speaker=speaker, now=datetime.now(UTC), timezone_name=timezone, settings=self.settings
+            llm,
+            messages,
+            speaker=speaker,
+            now=datetime.now(UTC),
+            owner_names=owner_names(scope, *((own.username, own.display_name) if own else ())),
+            timezone_name=timezone,
+            settings=self.settings,
         )
         self.guard.count_extracted(
             outcome.secrets,

@@ -81,6 +81,8 @@ class MemoryService:
         self.on_deleted: list[DeletedListener] = []
         #: Told the id of a user whose data was erased (caches holding their data drop it).
         self.on_erased: list[Callable[[str], None]] = []
+        #: Called after an erasure that deleted group memories (``include_group``).
+        self.on_group_erased: list[Callable[[], None]] = []
         self.memories = memories
         self.embedder = embedder
         self._query_vectors = None if embedder is None else QueryVectors(embedder, query_timeout)
@@ -286,6 +288,9 @@ class MemoryService:
         log.info("memory.forgot_all", extra=fields(**counts))
         for listener in self.on_erased:
             listener(scope.user_id)
+        if counts.get("group_memories_deleted"):
+            for dropped in self.on_group_erased:
+                dropped()
         return {"erased": counts, "include_group": params.include_group}
 
     async def pin(self, params: DeleteParams, ctx: CallContext) -> MemoryRecord:

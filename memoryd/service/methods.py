@@ -35,6 +35,9 @@ from memoryd.service.people_params import (
 )
 from memoryd.service.summary import SummaryService
 
+#: Methods that wait for the LLM while the caller waits: their deadline covers the LLM's
+#: longest call (the daemon's RpcServer gives it), not only limits.request_timeout.
+WAITS_FOR_LLM = ("memory.extract", "memory.extract_from_messages")
 #: memory.context's settings when the caller passes none (the config's defaults).
 _CONTEXT_DEFAULTS = ContextConfig()
 

@@ -33,6 +33,7 @@ from memoryd.service.people_params import (
 from memoryd.service.provenance import caller_scope
 from memoryd.service.validation import check_text
 from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleStore, Scope, StoredPerson
+from memoryd.store.erasure_log import Erased
 
 log = logging.getLogger("memoryd.service")
 
@@ -225,10 +226,13 @@ class PeopleService:
     def forget_directory(self, owner: str) -> None:
         self._directories.pop(owner, None)
 
-    def forget_directories(self) -> None:
-        """Some user was erased by another process (``ErasureWatch``): every owner's go."""
-        self._directories.clear()
-        self._counts.clear()
+    def forget_erased(self, erased: Erased) -> None:
+        """Users were erased by another process (``ErasureWatch``): their directories and
+        people counts go."""
+        for owner in [owner for owner in self._directories if erased(owner)]:
+            del self._directories[owner]
+        for owner in [owner for owner in self._counts if erased(owner)]:
+            del self._counts[owner]
 
     def _changed(self, scope: Scope) -> None:
         self.forget_directory(scope.user_id)

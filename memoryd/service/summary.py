@@ -34,6 +34,7 @@ from memoryd.service.people_params import SummaryParams
 from memoryd.service.provenance import caller_scope
 from memoryd.service.summary_digest import digest, facts_for_llm
 from memoryd.store import MemoryRecord, PeopleStore, Scope
+from memoryd.store.erasure_log import Erased
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -99,14 +100,22 @@ class SummaryService:
 
     def forget_user(self, user_id: str) -> None:
         """The user's data was erased: their cached summaries go now, not at the next rebuild."""
+        self.forget_erased(lambda erased: erased == user_id)
+
+    def forget_erased(self, erased: Erased) -> None:
+        """Users were erased by another process (``ErasureWatch``): their summaries go."""
         self._erasures += 1
-        for scope in [scope for scope in self._cache if scope.user_id == user_id]:
+        for scope in [scope for scope in self._cache if erased(scope.user_id)]:
             del self._cache[scope]
 
-    def forget_everyone(self) -> None:
-        """Some user was erased by another process (``ErasureWatch``): every summary goes."""
+    def forget_group_chats(self) -> None:
+        """An erasure deleted group memories: every cached summary of a chat goes, since other
+        members' summaries of the erased user's chats were built from them.  The erasure does
+        not say which chats (the SQLite log names none); erasures are rare, and a dropped
+        summary is rebuilt from the store on next use."""
         self._erasures += 1
-        self._cache.clear()
+        for scope in [scope for scope in self._cache if scope.chat_id is not None]:
+            del self._cache[scope]
 
     def note_changed_key(self, scope_key: str) -> None:
         """Another process (a daemon sharing the store) changed memories under ``scope_key``:

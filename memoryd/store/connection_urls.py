@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 
 _URL_PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
-_KEYWORD_PASSWORD = re.compile(r"(password=)[^&\s]*")
+# A URL's query parameter, or a keyword string's ``password = value`` (libpq allows spaces
+# around '=' and single-quoted values holding spaces).
+_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)")
 
 
 def redacted(url: str) -> str:

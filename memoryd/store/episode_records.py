@@ -22,13 +22,21 @@ from memoryd.store.records import EPISODE, NewMemory, Provenance
 SOURCE = "conversation"
 
 
+def author_of(message: StoredMessage, context: SessionContext) -> tuple[str | None, str | None]:
+    """``(username, display_name)`` of who said it: the message's author, else (for the user's
+    own messages) the session's speaker; ``(None, None)`` when nobody is named."""
+    username, display_name = (message.username or "").lstrip("@") or None, message.display_name or None
+    if not (username or display_name) and message.role == "user":
+        username = (context.speaker_username or "").lstrip("@") or None
+        display_name = context.speaker_display_name or None
+    return username, display_name
+
+
 def speaker_of(message: StoredMessage, context: SessionContext) -> str:
-    """Who said it: the message's author, else (for the user's own messages) the session's
-    speaker, else the role."""
-    named = message.display_name or (message.username or "").lstrip("@")
-    if not named and message.role == "user":
-        named = context.speaker_display_name or (context.speaker_username or "").lstrip("@")
-    return named or message.role
+    """Who said it, as the episode's text names them: the author's display name, else their
+    username, else the role."""
+    username, display_name = author_of(message, context)
+    return display_name or username or message.role
 
 
 def episode_of(session: SessionRef, context: SessionContext, message: StoredMessage) -> NewMemory:
@@ -42,6 +50,8 @@ def episode_of(session: SessionRef, context: SessionContext, message: StoredMess
     # memory.add's redact mode would (the conversation log, read only by extraction, keeps the
     # message as sent; extraction screens what it stores).
     said = f"{speaker_of(message, context)}: {secrets.scan(message.content.strip()).text}"
+    # The speaker the text names is the one recorded: ``source`` and ``trust`` follow from it.
+    username, display_name = author_of(message, context)
     return NewMemory(
         content=f"[{when}] {said}" if when else said,
         owner=session.owner,
@@ -51,8 +61,8 @@ def episode_of(session: SessionRef, context: SessionContext, message: StoredMess
         metadata=metadata,
         provenance=Provenance(
             chat_type=context.chat_type,
-            source_username=(message.username or "").lstrip("@") or None,
-            source_display_name=message.display_name,
+            source_username=username,
+            source_display_name=display_name,
             source_message_id=message.message_id,
             source_session=session.session_key,
             memory_type=EPISODE,

@@ -138,28 +138,33 @@ class EmbedJob(msgspec.Struct, frozen=True):
 #: Supersession columns, in record order (schema m005 and m002's superseded_by).
 SUPERSESSION_COLUMNS = ("superseded_by", "superseded_at_ms", "supersede_reason", "key")
 
-#: The memories columns every record query selects (qualified: some queries join), in
-#: ``record_from_row`` order.
-RECORD_COLUMNS = ", ".join(
-    f"memories.{column}"
-    for column in (
-        "rowid",
-        "id",
-        "content",
-        "source",
-        "subjects",
-        "shared",
-        "owner",
-        "chat_id",
-        "created_at_ms",
-        "expires_at_ms",
-        "metadata",
-        "confidence",
-        *PROVENANCE_COLUMNS,
-        *SUPERSESSION_COLUMNS,
-        "pinned",
-    )
+#: The memories columns of ``record_from_row``, in its order (the rowid first).
+RECORD_FIELDS = (
+    "rowid",
+    "id",
+    "content",
+    "source",
+    "subjects",
+    "shared",
+    "owner",
+    "chat_id",
+    "created_at_ms",
+    "expires_at_ms",
+    "metadata",
+    "confidence",
+    *PROVENANCE_COLUMNS,
+    *SUPERSESSION_COLUMNS,
+    "pinned",
 )
+
+
+def record_columns(table: str) -> str:
+    """``RECORD_FIELDS`` qualified by ``table`` (some queries join), for a select list."""
+    return ", ".join(f"{table}.{column}" for column in RECORD_FIELDS)
+
+
+#: The select list every SQLite record query uses (the table by its name).
+RECORD_COLUMNS = record_columns("memories")
 
 
 def record_from_row(row: tuple[Any, ...]) -> MemoryRecord:

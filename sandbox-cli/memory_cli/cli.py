@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
     search.add_argument("--min-relevance", type=_fraction, metavar="P",
                         help="only hits at least this relevant, 0..1 (default: the daemon's floor)")  # fmt: skip
+    search.add_argument("-t", "--type", action="append", dest="types", metavar="TYPE",
+                        help="only memories of TYPE (repeatable), e.g. episode, preference")  # fmt: skip
     search.add_argument("--json", **json_flag)
 
     add = commands.add_parser("add", help="store a memory (CONTENT '-' reads stdin)")
@@ -119,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--include-expired", action="store_true", help="include expired memories")
     listing.add_argument("-a", "--about", metavar="PERSON", help='only memories about PERSON ("Sarah", "my wife")')
     listing.add_argument("--this-chat", action="store_true", help="only memories learned in the current chat")
+    listing.add_argument("-t", "--type", action="append", dest="types", metavar="TYPE",
+                         help="only memories of TYPE (repeatable; episodes are listed only this way)")  # fmt: skip
     listing.add_argument("--json", **json_flag)
 
     delete = commands.add_parser("delete", help="delete a memory by id or unique id prefix (>= 8 chars)")
@@ -158,7 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--json", **json_flag)
 
     observe = commands.add_parser(
-        "observe", help="post conversation messages (JSON lines on stdin) for background extraction"
+        "observe",
+        help="post conversation messages (JSON lines on stdin): searchable at once as episodes, and "
+        "extracted into memories in the background when the daemon has an LLM",
     )
     observe.add_argument("--session-key", metavar="KEY", help="the conversation they belong to (default: the chat)")
     observe.add_argument("--json", **json_flag)
@@ -237,7 +243,12 @@ Outcome = Tuple[Any, List[str], int]
 
 def _search(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     hits = client.search(
-        args.query, limit=args.limit, about=args.about, this_chat=args.this_chat, min_relevance=args.min_relevance
+        args.query,
+        limit=args.limit,
+        about=args.about,
+        this_chat=args.this_chat,
+        min_relevance=args.min_relevance,
+        types=args.types,
     )
     return hits, render.search_lines(hits), EXIT_OK
 
@@ -271,7 +282,11 @@ def _content_of(client: MemoryClient, memory_id: str) -> Optional[str]:
 
 def _list(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     memories = client.list(
-        limit=args.limit, include_expired=args.include_expired, about=args.about, this_chat=args.this_chat
+        limit=args.limit,
+        include_expired=args.include_expired,
+        about=args.about,
+        this_chat=args.this_chat,
+        types=args.types,
     )
     width = shutil.get_terminal_size((100, 24)).columns
     return memories, render.list_lines(memories, width), EXIT_OK

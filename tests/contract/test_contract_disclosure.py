@@ -1,6 +1,6 @@
 """ash's disclosure rules, the same in every retriever (list, get, delete, keyword, vector), on every backend.
 
-The rules, as the README's table states them (written here on their own, not imported):
+The rules, as the table in docs/protocol.md states them (written here on their own, not imported):
 a sensitive memory only in a private chat; a conversation-private memory, or any memory under
 ``this_chat``, only in the chat where it was learned; in a group chat, a memory learned
 elsewhere only if it was learned in a group.  A caller of unknown chat type gets no group rule,

@@ -151,3 +151,69 @@ async def test_an_import_creates_no_person_past_max_people_and_imports_the_rest(
     # Without a bound (memoryd migrate copies a whole store), every person goes in.
     again = another.maintenance.import_memories(parsed)
     assert (again.people.imported, again.people.refused) == (1, [])
+
+
+async def test_eviction_among_equals_added_in_one_millisecond_takes_the_first_added(
+    backend: Backend, clock: Clock
+) -> None:
+    clock.at = T0
+    added = [(await backend.memories.add(note(f"remark {i}")))[0].id for i in range(8)]
+    report = backend.maintenance.enforce_max_entries(per_user=5, per_chat=0, protect_recent_ms=0)
+    assert report.evicted == 3
+    assert sorted(r.id for r in await backend.memories.list(ALICE, limit=10)) == sorted(added[3:])
+
+
+async def test_health_counts_stay_exact_through_every_kind_of_write(
+    backend: Backend, another: Backend, clock: Clock
+) -> None:
+    """system.health's memory counts after adds, a duplicate, supersession, deletes, expiry,
+    eviction, gc, erasure and an import: what the writes make them, and what a full count
+    (``stats``) finds."""
+
+    async def counts() -> tuple[int, int, int]:
+        found = await backend.memories.health_counts()
+        whole = backend.maintenance.stats()["memories"]
+        active, expired, deleted = found["memories_active"], found["memories_expired"], found["memories_deleted"]
+        assert (active + expired, deleted) == (
+            whole["active"] + whole["expired"] + whole["superseded"],
+            whole["deleted"],
+        )
+        return active, expired, deleted
+
+    clock.at = T0
+    assert await counts() == (0, 0, 0)
+    for i in range(5):
+        await backend.memories.add(note(f"alice {i}"))
+    await backend.memories.add(note("alice 0"))  # a duplicate refreshes, adds nothing
+    await backend.memories.add(note("soon gone", expires_at_ms=T0 + DAY))
+    bobs = [(await backend.memories.add(note(f"bob {i}", "bob")))[0] for i in range(3)]
+    await backend.memories.add(note("team lunch", "bob", chat_id="team", shared=True))
+    assert await counts() == (10, 0, 0)
+    old = await backend.supersession.add(ALICE, note("I live in Paris"), Plan())
+    await backend.supersession.add(ALICE, note("I live in Berlin"), Plan(supersedes=old.record.id))
+    assert await counts() == (12, 0, 0)  # a superseded memory is still live
+    await backend.memories.delete(Scope("bob"), bobs[0].id)
+    assert await backend.memories.delete(Scope("bob"), bobs[0].id) is None  # twice deletes once
+    assert await counts() == (11, 0, 1)
+    clock.at = T0 + 2 * DAY
+    assert await counts() == (10, 1, 1)
+    backend.maintenance.mark_expired()
+    assert await counts() == (10, 1, 1)
+    clock.at = T0 + 3 * DAY
+    assert backend.maintenance.enforce_max_entries(per_user=4, per_chat=0, protect_recent_ms=0).evicted > 0
+    evicted = await counts()
+    assert evicted[0] + evicted[1] < 11 and evicted[2] > 1
+    clock.at = T0 + 40 * DAY
+    purged = backend.maintenance.gc(retention_ms=30 * DAY).purged
+    assert purged >= evicted[2] and await counts() == (evicted[0] + evicted[1] - (purged - evicted[2]), 0, 0)
+    live = (await counts())[0]
+    erased = backend.maintenance.erase_user("bob", actor="operator", include_group=True)
+    assert await counts() == (live - erased["memories"] - erased["group_memories_deleted"], 0, 0)
+    assert erased["memories"] + erased["group_memories_deleted"] == 3  # two personal, one group memory
+    out = io.BytesIO()
+    exported = backend.maintenance.export(out.write, user=None)
+    lines = read_lines(out.getvalue().splitlines(keepends=True))
+    parse_header(*next(lines))
+    assert another.maintenance.import_memories([parse_line(n, raw) for n, raw in lines]).imported == exported
+    imported = await another.memories.health_counts()
+    assert (imported["memories_active"], imported["memories_deleted"]) == ((await counts())[0], 0)

@@ -16,6 +16,9 @@ class MaintenanceReport:
     #: False when something (a reader, another process) kept the work from finishing: it
     #: finishes on a later call.
     complete: bool = True
+    #: What the engine did, in its own words, for an operator (`memoryd gc`): each engine's
+    #: housekeeping means something different.
+    done: str = ""
 
 
 class Maintenance(Protocol):
@@ -27,9 +30,12 @@ class Maintenance(Protocol):
         """Remove memories deleted, expired or superseded more than ``retention_ms`` ago."""
         ...
 
-    def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
+    def enforce_max_entries(
+        self, *, per_user: int, per_chat: int, protect_recent_ms: int, dry_run: bool = False
+    ) -> EvictionReport:
         """Evict the weakest memories of over-full scopes (never pinned ones, never episodes),
-        and record the caps as ``set_caps`` does."""
+        and record the caps as ``set_caps`` does.  ``dry_run``: only find the over-full scopes
+        (``scopes``); nothing is evicted or recorded."""
         ...
 
     def set_caps(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from memoryd.store.erasure_log import ErasureLog
 from memoryd.store.people_records import Forgotten, Merge, StoredPerson, SummaryMaterial
 from memoryd.store.records import MemoryRecord
 from memoryd.store.visibility import Scope
@@ -86,9 +87,10 @@ class PeopleStore(Protocol):
 
     async def summary_material(self, scope: Scope, limit: int) -> SummaryMaterial: ...
 
-    async def erasure_mark(self) -> object | None:
-        """A value that changes whenever a user is erased (``Maintenance.erase_user``) by any
-        process using the store, such as `memoryd forget-user` beside a running daemon: a
-        daemon that sees it change drops what it caches of people and summaries.  None when the
-        engine tells the daemon of erasures itself (PostgreSQL: NOTIFY), so nothing is read."""
+    async def erasure_mark(self) -> ErasureLog | None:
+        """The log of recent erasures (``Maintenance.erase_user``) by any process using the
+        store, such as `memoryd forget-user` beside a running daemon; it changes with every
+        erasure, and a daemon drops what it caches of the users erased since it last read it
+        (``store/erasure_log.py``).  None when the engine tells the daemon of erasures itself
+        (PostgreSQL: NOTIFY), so nothing is read."""
         ...

@@ -64,8 +64,16 @@ class Database:
     ) -> None:
         self.url = url
         self.backend = "postgres"
+        try:
+            parsed = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            # libpq quotes the part it could not read, which may be a piece of the password.
+            raise StoreRefused(
+                f"storage.url is not a libpq connection URL or keyword string: {redacted(str(exc).strip())} "
+                f"({redacted(url)})"
+            ) from None
         # The URL's own options (a search_path, say) are kept; ours follow them.
-        given = conninfo_to_dict(url).get("options") or ""
+        given = parsed.get("options") or ""
         options = f"{given} -c plan_cache_mode=force_custom_plan".strip()
         if statement_timeout_ms:
             options += f" -c statement_timeout={int(statement_timeout_ms)}"
@@ -106,10 +114,19 @@ class Database:
         pool's connections need the vector type to exist), then open the pool."""
         try:
             with self.connect(autocommit=True) as conn:
+                # The start-up checks and migrations are not calls: statement_timeout is for those.
+                conn.execute("SET statement_timeout = 0")
                 result = prepare(conn)
         except psycopg.OperationalError as exc:
             raise StoreRefused(
                 f"PostgreSQL at {redacted(self.url)} could not be reached: {type(exc).__name__}: {exc}"
+            ) from None
+        except psycopg.Error as exc:
+            # The server answered but refused the schema set-up: most often a role that may not
+            # create the vector extension or tables in its schema.
+            raise StoreRefused(
+                f"PostgreSQL at {redacted(self.url)} refused memoryd's schema set-up: {exc} "
+                "(the role and privileges memoryd needs: docs/postgres.md)"
             ) from None
         try:
             self._pool.open(wait=True, timeout=self._connect_timeout)
@@ -168,6 +185,10 @@ class Database:
         except (psycopg.OperationalError, PoolTimeout) as exc:
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 raise StoreError(f"statement cancelled: {exc}") from None
+            if not _lost_server(exc):
+                # The server answered and refused this statement (a row too big, a resource
+                # limit): the call fails; the server is not down, and health must not say so.
+                raise StoreError(f"PostgreSQL refused the statement: {type(exc).__name__}: {exc}") from None
             if self.unreachable_since_ms is None:
                 self.unreachable_since_ms = now_ms()
                 log.warning("store: PostgreSQL unreachable (%s)", type(exc).__name__)
@@ -200,6 +221,13 @@ class Database:
                 return
             self._closed = True
         self._pool.close()
+
+
+def _lost_server(exc: Exception) -> bool:
+    """Whether ``exc`` means the server cannot be reached: no connection (no SQLSTATE, or class
+    08) or the server ending the session (57P01-57P05), not a statement it refused."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(("08", "57P"))
 
 
 def _check_connection(conn: psycopg.Connection[Any]) -> None:

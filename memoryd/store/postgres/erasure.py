@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 
 from memoryd.store.admin_records import ERASURE_KINDS as KINDS
+from memoryd.store.erasure_log import GROUP_ERASED
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
 from memoryd.store.visibility import personal_key
@@ -130,15 +131,21 @@ def erase_user(
         )
     conn.execute("UPDATE audit_events SET actor = %s WHERE actor = %s", (ERASED, user_id))
     rows.audit(conn, personal_key(ERASED), "", "erased", actor, now_ms, {kind: counts[kind] for kind in KINDS})
-    # Every daemon (this one too) drops the user's cached summaries and people once it commits.
+    # Every daemon (this one too) drops the user's cached summaries and people once it commits,
+    # and every cached summary of a group chat when group memories went (other members'
+    # summaries were built from them).
     notices.send(conn, notices.CHANGES, personal_key(user_id))
     notices.send(conn, notices.CHANGES, f"erased:{user_id}")
+    if counts["group_memories_deleted"]:
+        notices.send(conn, notices.CHANGES, GROUP_ERASED)
     return dict(counts)
 
 
 def vacuum(conn: Conn) -> None:
     """After an erasure (on an autocommit connection): VACUUM the touched tables, so the erased
-    rows' dead versions are reclaimed now rather than whenever autovacuum comes by."""
+    rows' dead versions are reclaimed now rather than whenever autovacuum comes by.  Without
+    statement_timeout: a big table's VACUUM takes longer, and it holds no lock a daemon waits for."""
+    conn.execute("SET statement_timeout = 0")
     for table in TOUCHED:
         conn.execute(f"VACUUM {table}")  # our own names
 

@@ -115,7 +115,7 @@ def eviction_candidates(
         take(conn.execute(
             f"SELECT rowid, id, {_FLAGS} FROM (SELECT * FROM memories WHERE scope_key = %(key)s AND {_LIVE_UNPINNED} "
             "ORDER BY created_at_ms, rowid LIMIT %(pool)s) AS oldest "
-            f"ORDER BY {STRENGTH} ASC, created_at_ms ASC, id ASC LIMIT %(wanted)s",
+            f"ORDER BY {STRENGTH} ASC, created_at_ms ASC, rowid ASC LIMIT %(wanted)s",
             {**params, "pool": max(STRENGTH_POOL, 4 * count), "wanted": count + len(chosen)},
         ))  # fmt: skip
     return list(chosen.values())

@@ -6,7 +6,8 @@ across calls by ``notices.Announcer``).  Each daemon listens on one dedicated co
 (``trio.lowlevel.wait_readable`` on its socket, then libpq's ``consume_input``/``notifies``),
 and wakes its workers; a lost connection is opened again, with a wake, since notifications sent
 meanwhile were missed.  Workers still poll (``service/wakeup.py``), so a missed wake delays work,
-never loses it.
+never loses it.  Caches have no poll: after a reconnection ``changed`` gets ``EVERYTHING``, so a
+change or an erasure made elsewhere while this daemon was not listening is never served from them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ log = logging.getLogger("memoryd.store")
 
 RECONNECT_SECONDS = 1.0
 
+#: The key ``changed`` gets when notifications may have been missed: every cache is out of date.
+EVERYTHING = "*"
+
 
 async def listen_for_work(
     db: Database,
@@ -33,8 +37,9 @@ async def listen_for_work(
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``wake()`` when work was queued; ``changed(keys)`` with the scope keys (and
-    ``people:<owner>``) another daemon changed."""
+    ``people:<owner>``) another daemon changed, or ``EVERYTHING`` after a reconnection."""
     started = False
+    interrupted = False
     while True:
         conn: psycopg.Connection[object] | None = None
         try:
@@ -46,7 +51,13 @@ async def listen_for_work(
                 task_status.started()
                 started = True
             else:
-                wake()  # notifications sent while this daemon was not listening were missed
+                # Notifications sent while this daemon was not listening were missed.
+                wake()
+                if changed is not None:
+                    changed({EVERYTHING})
+            if interrupted:
+                log.info("store: work notifications listened to again")
+                interrupted = False
             pgconn = listening.pgconn
             while True:
                 await trio.lowlevel.wait_readable(pgconn.socket)
@@ -63,7 +74,13 @@ async def listen_for_work(
                 if keys and changed is not None:
                     changed(keys)
         except (psycopg.OperationalError, psycopg.errors.AdminShutdown, OSError) as exc:
-            log.info("store: work notifications interrupted (%s); listening again", type(exc).__name__)
+            # Once per outage at info: the attempts repeat every second while the server is down.
+            log.log(
+                logging.DEBUG if interrupted else logging.INFO,
+                "store: work notifications interrupted (%s); reconnecting",
+                type(exc).__name__,
+            )
+            interrupted = True
             if not started:
                 task_status.started()
                 started = True

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import psycopg
 
+from memoryd.errors import StoreUnreachable
 from memoryd.ids import iso_from_ms, ms_from_iso
 from memoryd.knowledge import attribute_keys, normalise_name
 from memoryd.store.admin_records import (
@@ -87,6 +88,20 @@ def purge_counts(conn: Conn, cutoff_ms: int) -> Counter[str]:
         {"c": cutoff_ms},
     ).fetchone() or (0, 0, 0)
     return Counter(deleted=int(deleted), expired=int(expired), superseded=int(superseded))
+
+
+def fold_counts(conn: Conn) -> None:
+    """``memory_counts`` (one row per write, schema M005) as one row: system.health sums it.  One
+    daemon at a time (another gc finds the lock taken and leaves it); writes appending rows
+    meanwhile are not seen by the DELETE and stay, so the sum never changes."""
+    (locked,) = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (schema.MIGRATION_LOCK + 2,)).fetchone() or (
+        False,
+    )
+    if locked:
+        conn.execute(
+            "WITH gone AS (DELETE FROM memory_counts RETURNING live, deleted) "
+            "INSERT INTO memory_counts (live, deleted) SELECT coalesce(sum(live), 0), coalesce(sum(deleted), 0) FROM gone"
+        )
 
 
 def purge_batch(conn: Conn, cutoff_ms: int, now_ms: int) -> Counter[str]:
@@ -445,19 +460,24 @@ class Maintenance:
                 if batch.total() < BATCH:
                     break
             report.events_pruned = self._db.run_sync(prune_events, report.cutoff_ms)
+            self._db.run_sync(fold_counts)
         report.seconds = time.perf_counter() - started
         return report
 
-    def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
+    def enforce_max_entries(
+        self, *, per_user: int, per_chat: int, protect_recent_ms: int, dry_run: bool = False
+    ) -> EvictionReport:
         report = EvictionReport()
+        if not dry_run:
+            self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         if not per_user and not per_chat:
-            self.set_caps(per_user=0, per_chat=0, protect_recent_ms=protect_recent_ms)
             return report
-        self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         now = self._clock()
         for scope_key, count, limit in self._db.run_sync(eviction.over_limit, per_user, per_chat):
             report.scopes[scope_key] = (count, limit)
-            while evicted := self._db.run_sync(_evict_locked, scope_key, limit, now, now - protect_recent_ms):
+            while not dry_run and (
+                evicted := self._db.run_sync(_evict_locked, scope_key, limit, now, now - protect_recent_ms)
+            ):
                 report.evicted += evicted
         return report
 
@@ -480,9 +500,11 @@ class Maintenance:
 
     def maintain(self, *, compact: bool = False, release_space: bool = False) -> MaintenanceReport:
         """PostgreSQL's autovacuum does the routine work; ``compact`` refreshes the planner's
-        statistics of memoryd's tables, ``release_space`` vacuums them (never VACUUM FULL,
-        which would lock out every daemon)."""
-        if not (compact or release_space):
+        statistics of memoryd's tables, with ``release_space`` (`memoryd gc`) it vacuums them
+        too (never VACUUM FULL, which would lock out every daemon).  ``release_space`` alone (a
+        daemon stopping) does nothing: the server keeps its own log, and one daemon of several
+        stopping is no reason to vacuum the database they share."""
+        if not compact:
             return MaintenanceReport()
         statement = "VACUUM (ANALYZE)" if release_space else "ANALYZE"
         tables = (
@@ -494,10 +516,17 @@ class Maintenance:
             "observed_messages",
             "extraction_jobs",
         )
-        with self._db.connect(autocommit=True) as conn:
-            for table in tables:
-                conn.execute(f"{statement} {table}")  # our own names
-        return MaintenanceReport(compact_steps=len(tables) if compact else 0)
+        try:
+            with self._db.connect(autocommit=True) as conn:
+                # A big table's VACUUM outlasts statement_timeout (meant for the calls); it holds
+                # no lock a daemon waits for.
+                conn.execute("SET statement_timeout = 0")
+                for table in tables:
+                    conn.execute(f"{statement} {table}")  # our own names
+        except psycopg.OperationalError as exc:
+            raise StoreUnreachable("postgres", type(exc).__name__) from None
+        done = "vacuumed and analyzed" if release_space else "analyzed"
+        return MaintenanceReport(compact_steps=len(tables) if compact else 0, done=f"{len(tables)} tables {done}")
 
     def record_maintenance(self, summary: dict[str, object]) -> None:
         value = msgspec.json.encode(summary).decode()

@@ -24,6 +24,7 @@ from memoryd.store.records import (
     PROVENANCE_COLUMNS,
     MemoryRecord,
     NewMemory,
+    record_columns,
     record_from_row,
 )
 from memoryd.store.visibility import Disclosure, Scope
@@ -34,30 +35,8 @@ _encode = msgspec.json.encode
 EMBED = "embed"
 SUPERSEDE = "supersede"
 
-#: The columns of ``record_from_row``, in its order (the rowid first).
-RECORD_COLUMNS = ", ".join(
-    f"m.{column}"
-    for column in (
-        "rowid",
-        "id",
-        "content",
-        "source",
-        "subjects",
-        "shared",
-        "owner",
-        "chat_id",
-        "created_at_ms",
-        "expires_at_ms",
-        "metadata",
-        "confidence",
-        *PROVENANCE_COLUMNS,
-        "superseded_by",
-        "superseded_at_ms",
-        "supersede_reason",
-        "key",
-        "pinned",
-    )
-)
+#: The select list of ``record_from_row`` (the memories table aliased ``m``).
+RECORD_COLUMNS = record_columns("m")
 
 
 def record(row: Sequence[Any]) -> MemoryRecord:
@@ -446,15 +425,18 @@ _OWNERS = (
 
 
 def health_counts(conn: Conn, now_ms: int) -> dict[str, Any]:
-    active, expired, deleted, users = conn.execute(
-        "SELECT count(*) FILTER (WHERE deleted_at_ms IS NULL AND (expires_at_ms IS NULL OR expires_at_ms > %s)), "
-        "count(*) FILTER (WHERE deleted_at_ms IS NULL AND expires_at_ms <= %s), "
-        f"count(*) FILTER (WHERE deleted_at_ms IS NOT NULL), ({_OWNERS}) FROM memories",
-        (now_ms, now_ms),
+    """Exact counts without reading every row: live and deleted memories from ``memory_counts``
+    (the writes' own tallies, schema M005), the expired among the live through the expiry index
+    (only memories given an expiry), the users through the owner index."""
+    live, deleted, expired, users = conn.execute(
+        "SELECT t.live, t.deleted, "
+        "(SELECT count(*) FROM memories WHERE expires_at_ms <= %s AND deleted_at_ms IS NULL), "
+        f"({_OWNERS}) FROM (SELECT coalesce(sum(live), 0), coalesce(sum(deleted), 0) FROM memory_counts) AS t(live, deleted)",
+        (now_ms,),
     ).fetchone() or (0, 0, 0, 0)
     (size,) = conn.execute("SELECT pg_database_size(current_database())").fetchone() or (0,)
     return {
-        "memories_active": int(active),
+        "memories_active": int(live) - int(expired),
         "memories_expired": int(expired),
         "memories_deleted": int(deleted),
         "users": int(users),

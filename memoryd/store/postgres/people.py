@@ -27,6 +27,7 @@ from memoryd.knowledge import (
     resolve_person,
 )
 from memoryd.knowledge.people import RelationshipFact, is_relationship_phrase, new_subjects
+from memoryd.store.erasure_log import ErasureLog
 from memoryd.store.people_records import (
     AliasTaken,
     Forgotten,
@@ -425,7 +426,7 @@ class People:
     async def people_of(self, owner: str) -> list[StoredPerson]:
         return await self._db.run(people_of, owner)
 
-    async def erasure_mark(self) -> object | None:
+    async def erasure_mark(self) -> ErasureLog | None:
         """None: an erasure tells every daemon itself (``erased:<user>`` on memoryd_changes)."""
         return None
 

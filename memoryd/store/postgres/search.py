@@ -28,7 +28,6 @@ import heapq
 import itertools
 import logging
 import math
-import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -38,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from memoryd.store import ranking, relevance
+from memoryd.store import query_terms, ranking, relevance
 from memoryd.store.fusion import fuse
 from memoryd.store.neighbourhood import Neighbourhood, Row
 from memoryd.store.people_records import PeopleFocus
@@ -46,8 +45,7 @@ from memoryd.store.postgres import tokens
 from memoryd.store.postgres.memories import RECORD_COLUMNS, hide_unseen_successors, record
 from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import MemoryRecord, SearchHit, hit_from_record
-from memoryd.store.sqlite.search import fts_query
-from memoryd.store.sqlite.search.term_match import TermWeights
+from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
 
 Conn = psycopg.Connection[Any]
@@ -445,13 +443,6 @@ def merge_keys(per_key: list[list[tuple[int, float]]], depth: int) -> list[int]:
 # -- people retriever ------------------------------------------------------------------------
 
 
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s", "e"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
 def _people_statement(scope: Scope, focus: PeopleFocus, now_ms: int) -> Statement:
     """The newest RANK_POOL visible memories linked to the focus's people."""
     where, params = predicate(scope, now_ms=now_ms)
@@ -466,15 +457,7 @@ def _people_statement(scope: Scope, focus: PeopleFocus, now_ms: int) -> Statemen
 def _people_order(rows: Sequence[Sequence[Any]], focus: PeopleFocus, depth: int) -> list[int]:
     """The pool, those sharing the most of the question's other words first."""
     pool = [(int(rowid), _text(content, subjects)) for rowid, content, subjects in rows]
-    stems = sorted({_stem(term) for term in fts_query.extract_terms(focus.rest)}, key=len, reverse=True)
-    if stems:
-        words = re.compile(r"\b(" + "|".join(map(re.escape, stems)) + r")[a-z]{0,4}\b")
-
-        def shared(text: str) -> int:
-            plain = text.lower() if text.isascii() else " ".join(fts_query.extract_all_words(text))
-            return len(set(words.findall(plain)))
-
-        pool = sorted(pool, key=lambda row: -shared(row[1]))
+    pool = query_terms.by_shared_words(pool, focus.rest)
     return [rowid for rowid, _ in pool[:depth]]
 
 
@@ -755,7 +738,7 @@ def search(
         if rowid in cosines:
             similarity = min(1.0, max(0.0, cosines[rowid]))
         else:
-            similarity = fts_query.term_fraction(terms, found_record.content, " ".join(found_record.subjects))
+            similarity = query_terms.term_fraction(terms, found_record.content, " ".join(found_record.subjects))
         hits.append(hit_from_record(found_record, score, similarity, relevant.get(rowid, 0.0)))
     return hits
 
@@ -774,7 +757,7 @@ def _search(
 ) -> tuple[list[tuple[int, float]], dict[int, float], dict[int, float], list[str], psycopg.Cursor[Any] | None]:
     """The ranked rowids with what their hits are built from: the cosines, the relevances, the
     query's terms and the records' statement, sent, not yet read."""
-    terms = fts_query.extract_terms(text)
+    terms = query_terms.extract_terms(text)
     term_tokens = _term_tokens(terms)
     depth = candidate_depth(limit)
     keys = scope.visible_keys()
@@ -823,7 +806,7 @@ def _search(
     for counts, _ in measured:
         for term, count in counts.items():
             summed[term] = summed.get(term, 0) + count
-    weights = TermWeights(tokens.connection(), terms, summed, sum(size for _, size in measured))
+    weights = TermWeights(tokens.tokens, terms, summed, sum(size for _, size in measured))
 
     cosines: dict[int, float] = {}
     by_vector: list[int] = []

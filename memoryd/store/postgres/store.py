@@ -289,6 +289,11 @@ class PostgresStore:
         def prepare(conn: Conn) -> tuple[int, str, int]:
             major, vector = check_versions(conn)
             version = schema.schema_version(conn) if readonly else schema.migrate(conn)
+            if readonly and version == 0:
+                raise StoreError(
+                    f"no memoryd store in the database at {redacted(url)} yet (check storage.url; "
+                    "the first `memoryd serve` on it creates one)"
+                )
             if readonly and version != len(schema.MIGRATIONS):
                 raise StoreError(f"the database has schema v{version} and this memoryd reads v{len(schema.MIGRATIONS)}")
             return major, vector, version
@@ -442,7 +447,8 @@ class PostgresStore:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Call ``wake`` whenever any daemon on this database queues background work, and
-        ``changed`` with the scope keys (and ``people:<owner>``) any daemon changed."""
+        ``changed`` with the scope keys (and ``people:<owner>``) any daemon changed, or with
+        ``*`` when changes may have been missed (the listening connection was lost)."""
         from memoryd.store.postgres.listen import listen_for_work
 
         await listen_for_work(self.db, wake, changed, task_status=task_status)

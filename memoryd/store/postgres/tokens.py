@@ -1,7 +1,7 @@
 """The keyword index's tokens: SQLite FTS5's own porter tokenizer, run in this process.
 
 Words are stored and queried as the tokens ``porter unicode61 remove_diacritics 2`` makes of
-them, exactly as the SQLite backend's FTS5 index and its term matching (``term_match.py``) do,
+them, exactly as the SQLite backend's FTS5 index and the term matching (``store/term_match.py``) do,
 so the same query matches the same memories on both backends and the ranking model sees the
 same coverage.  The tokenizer comes from an in-memory SQLite connection (apsw is a dependency
 of memoryd anyway); each thread gets its own.
@@ -19,7 +19,7 @@ _local = threading.local()
 
 
 def connection() -> apsw.Connection:
-    """This thread's in-memory SQLite connection (the tokenizer's and TermWeights' host)."""
+    """This thread's in-memory SQLite connection (the tokenizer's host)."""
     db = getattr(_local, "db", None)
     if db is None:
         db = _local.db = apsw.Connection(":memory:")

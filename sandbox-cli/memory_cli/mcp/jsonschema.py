@@ -41,7 +41,10 @@ def _is_type(value: Any, name: str) -> bool:
     if name == "string":
         return isinstance(value, str)
     if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
+        # JSON Schema counts 2.0 as an integer: some clients send every number as a float.
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
     if name == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if name == "boolean":
@@ -111,6 +114,16 @@ def first_error(value: Any, schema: Dict[str, Any], path: str = "") -> Optional[
                 if error:
                     return error
     return None
+
+
+def with_integers(arguments: Dict[str, Any], schema: Dict[str, Any]) -> Dict[str, Any]:
+    """``arguments`` (already checked against ``schema``) with each integer-typed property that
+    arrived as a float (``5.0``) as the int it stands for, which is what memoryd accepts."""
+    properties: Dict[str, Any] = schema.get("properties", {})
+    return {
+        name: int(value) if isinstance(value, float) and "integer" in _type_names(properties.get(name, {})) else value
+        for name, value in arguments.items()
+    }
 
 
 def _literal(value: Any) -> str:

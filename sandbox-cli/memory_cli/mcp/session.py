@@ -150,6 +150,9 @@ class Session:
                     "requests carrying the 2026-07-28 _meta envelope are not accepted on it",
                 )
             return self._handshake_request(method, params)
+        if method == "ping" and self.era is None and not modern:
+            # The handshake revisions allow a ping before initialize.
+            return {}
         if not modern:
             raise ProtocolError(
                 INVALID_PARAMS,
@@ -190,6 +193,14 @@ class Session:
 
     def _modern_request(self, method: str, params: Json, meta: Json) -> Json:
         requested = meta.get(VERSION_KEY)
+        if not isinstance(requested, str):
+            # A malformed envelope, not a version to negotiate: -32022 would stop the client
+            # from falling back to the handshake.
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"Invalid params: _meta.{VERSION_KEY} must be a string",
+                {"field": f"_meta.{VERSION_KEY}"},
+            )
         if requested not in MODERN_VERSIONS:
             raise ProtocolError(
                 UNSUPPORTED_PROTOCOL_VERSION,

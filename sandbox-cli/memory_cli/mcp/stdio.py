@@ -21,6 +21,7 @@ from memory_cli.mcp.session import INVALID_REQUEST, Session, _error
 from memoryd_client import (
     ConnectionLost,
     DaemonUnavailable,
+    InvalidIdentity,
     MemoryClient,
     MemoryClientError,
     MemorydRpcError,
@@ -49,7 +50,7 @@ class Bridge:
 
     def call_tool(self, name: str, arguments: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
         tool = tool_table.BY_NAME[name]
-        tool.check_arguments(arguments)
+        arguments = tool.check_arguments(arguments)
         try:
             outcome = tool.run(self.client, arguments)
         except MissingIdentity:
@@ -114,6 +115,12 @@ def run(socket_path: Optional[str], timeout: float, log_level: str = "warning") 
     identity = resolve_identity()
     if not identity.user_id and not identity.context_token:
         print(f"memory mcp: {NO_IDENTITY}", file=sys.stderr)
+        return 2
+    try:
+        identity.params()
+    except InvalidIdentity as exc:
+        # Every call would fail the same way: better a server the client reports as failed.
+        print(f"memory mcp: {exc}", file=sys.stderr)
         return 2
     client = MemoryClient(socket_path=socket_path, timeout=timeout)
     log.info("memory mcp: serving memoryd at %s over stdio", client.socket_path)

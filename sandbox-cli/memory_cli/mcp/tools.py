@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from memory_cli import render
-from memory_cli.mcp.jsonschema import first_error
+from memory_cli.mcp.jsonschema import first_error, with_integers
 from memoryd_client import MemoryClient, NotFound
 
 Json = Dict[str, Any]
@@ -157,10 +157,12 @@ Outcome = Tuple[Json, str]
 
 
 def _remember(client: MemoryClient, args: Json) -> Outcome:
+    if "about" in args and "subjects" in args:
+        raise ToolFailed("subjects: the same as about; pass one of them, not both")
     result = client.add(
         args["content"],
         expires_days=args.get("expires_in_days"),
-        subjects=args.get("about"),
+        subjects=args.get("about", args.get("subjects")),
         shared=bool(args.get("shared", False)),
     )
     replaced = []
@@ -322,8 +324,8 @@ class Tool:
             },
         }
 
-    def check_arguments(self, arguments: Json) -> None:
-        """Raise :class:`ToolFailed` naming the bad argument."""
+    def check_arguments(self, arguments: Json) -> Json:
+        """The arguments to run the tool with; raise :class:`ToolFailed` naming a bad one."""
         for name in arguments:
             if name in IDENTITY_ARGUMENTS:
                 raise ToolFailed(
@@ -338,12 +340,13 @@ class Tool:
         error = first_error(arguments, self.input_schema)
         if error:
             raise ToolFailed(f"Invalid arguments for {self.name}: {error}")
+        return with_integers(arguments, self.input_schema)
 
 
 _ID = {
     "type": "string",
     "minLength": 1,
-    "maxLength": 64,
+    "maxLength": 26,  # a full id; memoryd refuses anything longer
     "description": "a memory id, or a unique prefix of it (8+ characters)",
 }
 _ABOUT = {
@@ -351,6 +354,12 @@ _ABOUT = {
     "minLength": 1,
     "maxLength": 200,
     "description": 'a person: name, alias or relationship ("Sarah", "my wife")',
+}
+_SUBJECTS = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": 200},
+    "maxItems": 32,
+    "description": 'the people it is about, by name ("Sarah"); omit for the user themself',
 }
 _CONFIRM = {
     "type": "boolean",
@@ -390,12 +399,9 @@ TOOLS: Tuple[Tool, ...] = (
                     "maxLength": MAX_CONTENT_CHARS,
                     "description": "the fact, as a sentence",
                 },
-                "about": {
-                    "type": "array",
-                    "items": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "maxItems": 32,
-                    "description": 'the people it is about, by name ("Sarah"); omit for the user themself',
-                },
+                "about": _SUBJECTS,
+                # memory.add's own name for the same list, for callers that use it.
+                "subjects": {**_SUBJECTS, "description": "the same as about (memoryd's name for it)"},
                 "expires_in_days": {
                     "type": "number",
                     "exclusiveMinimum": 0,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import apsw
 
+from memoryd.store import query_terms
 from memoryd.store.admin_records import Finding
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.jobs import jobs
@@ -82,7 +83,7 @@ def check_fts_sample(db: apsw.Connection, sample: int = FTS_SAMPLE) -> Finding:
     lost = 0
     tried = 0
     for rowid, content, subjects, scope_key in rows:
-        terms = fts_query.extract_terms(f"{content} {subjects}")[:4]
+        terms = query_terms.extract_terms(f"{content} {subjects}")[:4]
         if not terms:
             continue
         tried += 1

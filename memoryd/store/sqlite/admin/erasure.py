@@ -22,7 +22,6 @@ m015); the caller then checkpoints with TRUNCATE, which empties the WAL that hel
 
 from __future__ import annotations
 
-import random
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -31,7 +30,9 @@ from typing import Any
 import apsw
 import msgspec
 
+from memoryd.store import erasure_log
 from memoryd.store.admin_records import ERASURE_KINDS as KINDS
+from memoryd.store.erasure_log import ErasureLog
 from memoryd.store.sqlite.db import meta
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
@@ -39,9 +40,8 @@ from memoryd.store.sqlite.vectors import vectors
 
 #: What an erased user's id becomes where a row must keep an owner (a group memory).
 ERASED = "(erased)"
-#: The ``meta`` key every erasure sets to a new random value.
-ERASURE_MARK = "erasure_mark"
-_random = random.SystemRandom()
+#: The ``meta`` key of the erasure log (``store/erasure_log.py``): whom the recent erasures were about.
+ERASURE_LOG = "erasure_log"
 
 
 def erase_user(
@@ -142,15 +142,16 @@ def erase_user(
         )
     db.execute("UPDATE audit_events SET actor = ? WHERE actor = ?", (ERASED, user_id))
     memories.audit(db, "", "erased", actor, now_ms, {kind: counts[kind] for kind in KINDS})
-    # Daemons running beside this process compare it at their next context or summary and
-    # drop their caches (``PeopleStore.erasure_mark``).  A random number, like the people
-    # generation: a rolled-back erasure's value never comes back.
-    meta.put(db, ERASURE_MARK, str(_random.getrandbits(62)))
+    # Daemons running beside this process read it at their next context or summary and drop
+    # this user's caches (``PeopleStore.erasure_mark``), and every cached summary of a group
+    # chat when group memories went (other members' summaries were built from them).
+    log = erasure_log.append(meta.get(db, ERASURE_LOG), user_id, group=bool(counts["group_memories_deleted"]))
+    meta.put(db, ERASURE_LOG, log)
     return dict(counts)
 
 
-def erasure_mark(db: apsw.Connection) -> str | None:
-    return meta.get(db, ERASURE_MARK)
+def erasure_mark(db: apsw.Connection) -> ErasureLog | None:
+    return erasure_log.read(meta.get(db, ERASURE_LOG))
 
 
 def _anonymise_query(user_id: str, names: Sequence[str], include_group: bool) -> tuple[str, tuple[Any, ...]]:

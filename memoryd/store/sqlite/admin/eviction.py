@@ -10,7 +10,7 @@ Eviction order within an over-full scope (first evicted first):
 0. superseded memories (hidden already: kept only for audit and history);
 1. expired memories;
 2. the lowest ``STRENGTH`` (see below) among the scope's ``STRENGTH_POOL`` oldest memories,
-   then the oldest, then id (deterministic).
+   then the oldest (by insertion when two share a millisecond).
 
 Strength adds up what makes a memory worth keeping (each term is bounded, so none swamps the
 others):
@@ -132,7 +132,7 @@ def eviction_candidates(
                 SELECT * FROM memories INDEXED BY memories_scope_time
                 WHERE scope_key = :key AND deleted_at_ms IS NULL AND pinned = 0 AND memory_type IS NOT 'episode'
                 ORDER BY created_at_ms, rowid LIMIT :pool)
-            ORDER BY {STRENGTH} ASC, created_at_ms ASC, id ASC
+            ORDER BY {STRENGTH} ASC, created_at_ms ASC, rowid ASC
             LIMIT :count + :taken
             """,
             {**params, "pool": pool, "taken": len(chosen)},

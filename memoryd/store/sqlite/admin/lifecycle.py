@@ -70,18 +70,23 @@ class Lifecycle:
         report.seconds = time.perf_counter() - started
         return report
 
-    def enforce_max_entries(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> EvictionReport:
+    def enforce_max_entries(
+        self, *, per_user: int, per_chat: int, protect_recent_ms: int, dry_run: bool = False
+    ) -> EvictionReport:
         """Evict (soft-delete, audited) the lowest-value memories of over-full scopes, and
-        record the caps so that every add holds them from now on."""
+        record the caps so that every add holds them from now on (``dry_run``: neither)."""
         report = EvictionReport()
-        self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
+        if not dry_run:
+            self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
         if not per_user and not per_chat:
             return report
         now_ms = self._clock()
         protect_since_ms = now_ms - protect_recent_ms
         for scope_key, count, limit in self._db.read_sync(eviction.over_limit, per_user, per_chat):
             report.scopes[scope_key] = (count, limit)
-            while evicted := self._db.write_sync(eviction.evict_batch, scope_key, limit, now_ms, protect_since_ms):
+            while not dry_run and (
+                evicted := self._db.write_sync(eviction.evict_batch, scope_key, limit, now_ms, protect_since_ms)
+            ):
                 report.evicted += evicted
         return report
 
@@ -137,7 +142,10 @@ class Lifecycle:
         with ``release_space``, TRUNCATE (also empties the WAL file)."""
         steps = self.optimize() if compact else 0
         busy, _, _ = self.checkpoint("TRUNCATE" if release_space else "PASSIVE")
-        return MaintenanceReport(compact_steps=steps, complete=busy == 0)
+        state = "checkpointed" if busy == 0 else "checkpoint deferred (the daemon was busy; it completes later)"
+        return MaintenanceReport(
+            compact_steps=steps, complete=busy == 0, done=f"FTS index merged in {steps} steps; WAL {state}"
+        )
 
     def record_maintenance(self, summary: dict[str, object]) -> None:
         """Remember the last maintenance run (shown by `memoryd stats`)."""

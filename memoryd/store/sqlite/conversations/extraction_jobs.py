@@ -140,8 +140,11 @@ def fail(
 
 
 def clear_leases(db: apsw.Connection) -> None:
-    """At start-up: nothing can still be extracting for a previous run."""
+    """At start-up: nothing can still be extracting for a previous run, nor asking the LLM about
+    a supersession (the LLM's other job: its worker starts after this; the embed jobs' leases
+    are the backfill's to clear, once its embedder is up)."""
     lease.release_all(db, "extraction_jobs")
+    db.execute("UPDATE jobs SET leased_until_ms = NULL WHERE kind = 'supersede' AND leased_until_ms IS NOT NULL")
 
 
 def next_due_ms(db: apsw.Connection) -> int | None:

@@ -15,6 +15,7 @@ import msgspec
 
 from memoryd.ids import is_id_prefix
 from memoryd.knowledge import normalise_name, resolve_person
+from memoryd.store.erasure_log import ErasureLog
 from memoryd.store.people_records import AliasTaken, Forgotten, Merge, SummaryMaterial
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.admin import erasure
@@ -202,8 +203,8 @@ class PeopleRepository:
 
         return await self._db.write(run)
 
-    async def erasure_mark(self) -> object | None:
-        """The ``meta`` value every erasure replaces (``admin.erasure``): one key look-up."""
+    async def erasure_mark(self) -> ErasureLog | None:
+        """The ``meta`` value every erasure appends to (``admin.erasure``): one key look-up."""
         return await self._db.read(erasure.erasure_mark)
 
     async def summary_material(self, scope: Scope, limit: int) -> SummaryMaterial:

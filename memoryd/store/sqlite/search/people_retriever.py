@@ -12,17 +12,16 @@ record's ``about`` with the names of the caller's own people it is linked to.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import apsw
 import msgspec
 
 from memoryd.store.people_records import PeopleFocus
+from memoryd.store.query_terms import by_shared_words
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.memories import lookup
 from memoryd.store.sqlite.people import people
-from memoryd.store.sqlite.search import fts_query
 from memoryd.store.visibility import Scope
 
 _encode = msgspec.json.encode
@@ -38,25 +37,8 @@ def ranking(db: apsw.Connection, scope: Scope, focus: PeopleFocus | None, depth:
     if focus is None or not focus.ranked_people:
         return []
     pool = people.texts_about(db, scope, focus.ranked_people, now_ms, limit=RANK_POOL)
-    stems = sorted({_stem(term) for term in fts_query.extract_terms(focus.rest)}, key=len, reverse=True)
-    if stems:
-        # One regex per query ("like" matches "likes", "liked"): C speed over the pool.
-        words = re.compile(r"\b(" + "|".join(map(re.escape, stems)) + r")[a-z]{0,4}\b")
-
-        def shared(text: str) -> int:
-            plain = text.lower() if text.isascii() else " ".join(fts_query.extract_all_words(text))
-            return len(set(words.findall(plain)))
-
-        pool = sorted(pool, key=lambda row: -shared(row[1]))  # stable: newest first among equals
+    pool = by_shared_words(pool, focus.rest)  # stable: newest first among equals
     return [rowid for rowid, _ in pool[:depth]]
-
-
-def _stem(word: str) -> str:
-    """A crude English stem ("likes", "liked" -> "like"); FTS5's porter is not reachable here."""
-    for suffix in ("ing", "ed", "es", "s", "e"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
 
 
 def restrict(db: apsw.Connection, focus: PeopleFocus | None, fused: list[tuple[int, float]]) -> list[tuple[int, float]]:

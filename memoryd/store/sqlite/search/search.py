@@ -4,7 +4,7 @@ Both retrievers are confined to the caller's scopes inside SQL (FTS: the scope t
 into the MATCH; vec0: the scope is the partition key of the scan), so nobody's memories crowd
 out anybody else's.  Their candidates, and the memories added right before and after each
 (neighbours.py), are scored by ranking.py from the cosine, the scope-weighted share of query
-terms (term_match.py) and the neighbours' features.  A final fetch re-checks scope, deletion
+terms (store/term_match.py) and the neighbours' features.  A final fetch re-checks scope, deletion
 and expiry.
 
 The retrievers' parts (the keyword plan of ``keyword.py``, the scoped KNN of
@@ -20,11 +20,11 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import ranking, relevance
+from memoryd.store import query_terms, ranking, relevance
 from memoryd.store.fusion import fuse
 from memoryd.store.records import SearchHit, hit_from_record
 from memoryd.store.sqlite.memories import memories
-from memoryd.store.sqlite.search import fts_query, neighbours, people_retriever
+from memoryd.store.sqlite.search import neighbours, people_retriever
 from memoryd.store.sqlite.search.search_parts import (
     REACH,
     KeywordPart,
@@ -187,6 +187,6 @@ def search(
         if rowid in found.cosines:
             similarity = min(1.0, max(0.0, found.cosines[rowid]))
         else:
-            similarity = fts_query.term_fraction(found.terms, record.content, " ".join(record.subjects))
+            similarity = query_terms.term_fraction(found.terms, record.content, " ".join(record.subjects))
         hits.append(hit_from_record(record, score, similarity, relevant.get(rowid, 0.0)))
     return hits

@@ -16,10 +16,11 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import ranking
-from memoryd.store.sqlite.search import fts_query, keyword, neighbours, people_retriever, scope_stats
-from memoryd.store.sqlite.search.term_match import TermWeights
+from memoryd.store import query_terms, ranking
+from memoryd.store.sqlite.search import keyword, neighbours, people_retriever, scope_stats
+from memoryd.store.sqlite.search.term_match import term_weights
 from memoryd.store.sqlite.vectors import vector_search, vectors
+from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
 
 log = logging.getLogger("memoryd.store")
@@ -81,7 +82,7 @@ class SearchQuery:
 @dataclass(frozen=True, slots=True)
 class KeywordPart:
     """What a search finds without the query's vector: the query terms, their weights in the
-    caller's scope (term_match.py), the keyword and people retrievers' lists.  The daemon
+    caller's scope (store/term_match.py), the keyword and people retrievers' lists.  The daemon
     gathers it while the query is being embedded (``overlapped_search.py``)."""
 
     terms: list[str]
@@ -96,13 +97,13 @@ class KeywordPart:
 def keyword_part(
     db: apsw.Connection, scope: Scope, query: SearchQuery, people_focus: people_retriever.PeopleFocus | None = None
 ) -> KeywordPart:
-    terms = fts_query.extract_terms(query.text)
+    terms = query_terms.extract_terms(query.text)
     depth, now_ms = candidate_depth(query.limit), query.now_ms
     measured = [scope_stats.measure(db, key, terms) for key in scope.visible_keys()] if terms else []
     counts = [per_term for per_term, _ in measured]
     by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
     by_people = people_retriever.ranking(db, scope, people_focus, depth, now_ms)
-    weights = TermWeights(db, terms, _summed(counts), sum(size for _, size in measured))
+    weights = term_weights(db, terms, _summed(counts), sum(size for _, size in measured))
     return KeywordPart(terms, by_words, by_people, weights)
 
 

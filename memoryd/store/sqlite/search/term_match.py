@@ -1,55 +1,28 @@
-"""Which of the query's terms a memory holds, weighted by how rare each is in the caller's scope.
+"""The keyword index's tokenizer for the shared term weights (``store/term_match.py``).
 
-FTS5's BM25 uses table-wide statistics, so a word that is rare among all users but sits in half
-of one user's memories (their own name, their town) weighs like a rare word, and a memory that
-repeats it outranks one holding the question's real subject.  The ranker reads the scope's own
-document frequencies instead (keyword.py measures them anyway to plan its query) and computes a
-memory's *coverage*: the IDF-weighted share of the query's terms it contains, each term counted
-once however often it occurs.
-
-Words are compared after FTS5's own tokenizer (the one in schema.py: porter over unicode61,
-diacritics removed), so "played" in a memory matches "play" in a question exactly as MATCH does.
+``memories_fts`` (schema.py) tokenizes with ``porter unicode61 remove_diacritics 2``; the term
+weights compare a memory's words with the query's through that same tokenizer, taken from the
+search's own connection.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 
 import apsw
 
-#: The tokenizer of ``memories_fts`` (schema.py): ``porter unicode61 remove_diacritics 2``.
+from memoryd.store.term_match import TermWeights, Tokenize
+
+#: The tokenizer of ``memories_fts`` (schema.py).
 _TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
 
 
-class TermWeights:
-    """The query's terms (as index tokens) with their IDF in the caller's scope."""
+def tokenizer(db: apsw.Connection) -> Tokenize:
+    """``memories_fts``'s tokenizer on ``db``: a text's index tokens, in order."""
+    tokenize = db.fts5_tokenizer(*_TOKENIZER)
 
-    def __init__(self, db: apsw.Connection, terms: list[str], doc_counts: Mapping[str, int], scope_docs: int) -> None:
-        self._tokenize = db.fts5_tokenizer(*_TOKENIZER)
-        self.weights: dict[str, float] = {}
-        for term in terms:
-            for token in self.tokens(term)[:1]:
-                self.weights[token] = self.weights.get(token, 0.0) + idf(doc_counts.get(term, 0), scope_docs)
-        self.total = sum(self.weights.values())
-        self._weighed = tuple(self.weights.items())
-        # Porter only rewrites the end of a word, and every rewrite keeps the stem's last-but-one
-        # letter in place ("happi" <- happy, "relat" <- relational), so an ASCII text can hold a
-        # token only if it holds the token minus its last letter: a substring test (C speed)
-        # spares tokenizing the many candidates that share no word with the query.
-        hints = "|".join(map(re.escape, sorted({token[:-1] or token for token in self.weights})))
-        # One alternation scans a text once, where a test per hint scans it once per term.  (Stemming
-        # only the words that hold a hint was measured slower on conversations: the speakers' names
-        # put a hint in nearly every text, and one tokenizer call per text is cheap.)
-        self._hinted = re.compile(hints).search
-        # A text's coverage is asked again when the search measured it ahead (search_parts.KeywordPart).
-        self._known: dict[str, float] = {}
-
-    def tokens(self, text: str) -> list[str]:
-        if not text:
-            return []
-        found: list[str] = self._tokenize(
+    def tokens(text: str) -> list[str]:
+        found: list[str] = tokenize(
             text.encode("utf-8", "replace"),
             apsw.FTS5_TOKENIZE_DOCUMENT,
             None,
@@ -58,24 +31,9 @@ class TermWeights:
         )
         return found
 
-    def coverage(self, text: str) -> float:
-        """The IDF-weighted share (0..1) of the query's terms found in ``text``."""
-        known = self._known.get(text)
-        if known is None:
-            known = self._known[text] = self._measure(text)
-        return known
-
-    def _measure(self, text: str) -> float:
-        if self.total <= 0.0:
-            return 0.0
-        if text.isascii() and self._hinted(text.lower()) is None:
-            return 0.0
-        found = set(self.tokens(text))
-        # A list, not a generator: the same sum in the same order, without a frame per term.
-        return sum([weight for token, weight in self._weighed if token in found]) / self.total
+    return tokens
 
 
-def idf(doc_count: int, scope_docs: int) -> float:
-    """BM25's inverse document frequency, never negative (a term in every document weighs ~0)."""
-    docs = max(scope_docs, doc_count)
-    return math.log(1.0 + (docs - doc_count + 0.5) / (doc_count + 0.5))
+def term_weights(db: apsw.Connection, terms: list[str], doc_counts: Mapping[str, int], scope_docs: int) -> TermWeights:
+    """The query's term weights in the caller's scope, tokenized as ``memories_fts`` does."""
+    return TermWeights(tokenizer(db), terms, doc_counts, scope_docs)
