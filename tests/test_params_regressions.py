@@ -147,3 +147,13 @@ async def test_forget_all_while_the_extraction_worker_asks_the_llm_keeps_nothing
     await trio.sleep(1.0)  # past the LLM's answer and the worker's write
     assert await call_ok(peer, "memory.list", ALICE) == []
     instance.request_stop()
+
+
+@pytest.mark.parametrize("method", ["memory.list", "memory.search"])
+async def test_a_memory_type_with_a_nul_is_refused_by_name(engine_peer: NdjsonPeer, method: str) -> None:
+    # memory.list looks the types up in the store: PostgreSQL cannot take a NUL (it was -32603).
+    params = {**ALICE, "query": "tea", "types": ["preference", "a\x00b"]}
+    if method == "memory.list":
+        del params["query"]
+    error = await call_error(engine_peer, method, params)
+    assert (error["code"], error["data"]["field"]) == (-32602, "types[1]")

@@ -201,7 +201,7 @@ class MemoryService:
         # A types filter reads deeper, then keeps the wanted types: the ranking stays the
         # store's, and the types a search returns are what it would return unfiltered (each
         # above the same relevance threshold).
-        wanted = set(params.types)
+        wanted = set(_type_names(params.types) or ())
         depth = min(MAX_SEARCH_DEPTH, max(params.limit * TYPE_FILTER_DEPTH, params.limit))
         hits = await self.search_in(scope, params.query, depth, about=params.about, min_relevance=floor)
         return [hit for hit in hits if hit.memory_type in wanted][: params.limit]
@@ -244,7 +244,7 @@ class MemoryService:
                 before_id=before_id,
                 include_expired=params.include_expired,
                 about=about,
-                types=params.types,
+                types=_type_names(params.types),
             )
 
     async def get(self, params: GetParams, ctx: CallContext) -> MemoryRecord:
@@ -334,3 +334,10 @@ def _unique(names: list[str]) -> list[str]:
     for name in names:
         seen.setdefault(name.strip(), None)
     return list(seen)
+
+
+def _type_names(types: builtins.list[str] | None) -> builtins.list[str] | None:
+    """search and list's ``types``, as text every engine can look up (no NUL: -32602 naming it)."""
+    return (
+        None if types is None else [check_text(f"types[{i}]", name, allow_blank=True) for i, name in enumerate(types)]
+    )
