@@ -166,6 +166,27 @@ def test_check_and_stats_work_on_a_read_only_data_dir() -> None:
         assert b'"active": 50' in stats.stdout
 
 
+def test_every_reading_admin_command_works_on_a_read_only_data_dir_and_writers_fail_in_one_line() -> None:
+    with tmpfs() as disk:
+        build_store(disk / "data" / "memoryd.db", memories=50)
+        remount_read_only(disk)
+        exported = memoryd("export", data_dir=disk / "data")
+        assert exported.returncode == 0, text(exported)
+        assert exported.stdout.count(b'"content"') == 50
+        dry = memoryd("gc", "--dry-run", data_dir=disk / "data")
+        assert dry.returncode == 0 and "gc would remove 0 memories" in text(dry), text(dry)
+        with tmpfs() as elsewhere:
+            copied = memoryd("backup", str(elsewhere / "copy.db"), data_dir=disk / "data")
+            assert copied.returncode == 0, text(copied)
+            assert (elsewhere / "copy.db").stat().st_size > 0
+        # Commands that must write say so in one line, no traceback.
+        for command in (("gc",), ("check", "--repair")):
+            refused = memoryd(*command, data_dir=disk / "data")
+            assert refused.returncode == 1, text(refused)
+            assert "Traceback" not in text(refused)
+            assert f"cannot open database {disk / 'data' / 'memoryd.db'}" in text(refused), text(refused)
+
+
 def test_check_and_stats_work_in_a_data_dir_the_user_cannot_write(short_tmp: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root, to drop root's power to write anywhere")

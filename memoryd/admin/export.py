@@ -15,7 +15,8 @@ from memoryd.config import Config
 
 def run(config: Config, *, user: str | None, out: BinaryIO | None = None, err: TextIO = sys.stderr) -> int:
     sink = out if out is not None else sys.stdout.buffer
-    with open_store(config) as store:
+    # Only reads: works on a read-only disk, next to a daemon, and never migrates the store.
+    with open_store(config, readonly=True) as store:
         count = store.maintenance.export(sink.write, user=user)
     sink.flush()
     err.write(f"exported {count} memories{f' of {printable(user)}' if user else ''}\n")

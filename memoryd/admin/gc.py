@@ -17,7 +17,8 @@ def run(config: Config, *, dry_run: bool, as_json: bool, out: TextIO = sys.stdou
     retention_days = config.lifecycle.retention_days
     complete: bool | None = None
     done = ""
-    with open_store(config) as store:
+    # A dry run only reads: it works on a read-only disk and never migrates the store.
+    with open_store(config, readonly=dry_run) as store:
         report = store.maintenance.gc(retention_ms=int(retention_days * DAY_MS), dry_run=dry_run)
         lifecycle = config.lifecycle
         eviction = store.maintenance.enforce_max_entries(

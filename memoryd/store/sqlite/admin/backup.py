@@ -23,7 +23,7 @@ import apsw
 from memoryd.errors import StoreError
 from memoryd.store.admin_records import BackupReport
 from memoryd.store.sqlite.db.connection import create_private_file
-from memoryd.store.sqlite.db.database import open_connection
+from memoryd.store.sqlite.db.database import open_connection, readable_only_as_immutable
 
 
 def _fsync(path: Path, *, directory: bool = False) -> None:
@@ -66,7 +66,13 @@ def _copy(source_path: Path, partial: Path, busy_timeout_ms: int, *, compact: bo
     VACUUM INTO, which writes only the pages in use (a store whose upgrades freed pages gets a
     file of its new size); else the backup API, page for page."""
     # No mmap: the copy streams through the page cache, so RSS stays small for any file size.
-    source = open_connection(source_path, busy_timeout_ms=busy_timeout_ms, readonly=True, mmap_bytes=0)
+    source = open_connection(
+        source_path,
+        busy_timeout_ms=busy_timeout_ms,
+        readonly=True,
+        mmap_bytes=0,
+        immutable=readable_only_as_immutable(source_path),
+    )
     try:
         if compact:
             create_private_file(partial)  # VACUUM INTO takes an empty file; this one is 0600 whatever the umask

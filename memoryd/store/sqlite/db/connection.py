@@ -94,16 +94,18 @@ def open_connection(
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:
         connection = apsw.Connection(name, flags=flags)
+        # After the hooks, which set a short busy timeout of their own.
+        connection.set_busy_timeout(busy_timeout_ms)
+        connection.pragma("mmap_size", mmap_bytes)
+        # The first statement that reads the file: where a WAL file or -shm that cannot be
+        # created (a read-only mount) shows as CantOpenError.
+        connection.pragma("cache_size", -CACHE_KIB)
     except (apsw.CorruptError, apsw.NotADBError) as exc:
         # The connection hooks already read the schema: a damaged file shows here, before the
         # start-up integrity check may have finished, and is refused as damaged all the same.
         raise StoreCorrupt(f"cannot open database {path}: {exc}") from exc
     except apsw.Error as exc:
         raise StoreError(f"cannot open database {path}: {exc}") from exc
-    # After the hooks, which set a short busy timeout of their own.
-    connection.set_busy_timeout(busy_timeout_ms)
-    connection.pragma("mmap_size", mmap_bytes)
-    connection.pragma("cache_size", -CACHE_KIB)
     # Query planner stability: plans never depend on a bound value.  Without it, SQLite's STAT4
     # statistics (PRAGMA optimize writes them) make every statement that binds a value to an
     # indexed column (scope_key = ?, expires_at_ms > ?) re-prepare itself on each execution,

@@ -61,9 +61,7 @@ class Database:
         self.condition = StorageCondition(path)
         self._busy_timeout_ms = busy_timeout_ms
         self._mmap_bytes = mmap_bytes
-        # Without write access to the directory SQLite cannot create the -shm file; with no WAL
-        # left to replay, nobody can be writing the file, so it may be read as immutable.
-        self._immutable = readonly and not os.access(path.parent, os.W_OK) and not _has_wal(path)
+        self._immutable = readonly and readable_only_as_immutable(path)
         self._writer: apsw.Connection | None = open_connection(
             path, busy_timeout_ms=busy_timeout_ms, mmap_bytes=mmap_bytes, readonly=readonly, immutable=self._immutable
         )
@@ -256,6 +254,13 @@ def _read_in_snapshot(
     with reader:
         result = fn(reader, *args, **kwargs)
     return result
+
+
+def readable_only_as_immutable(path: Path) -> bool:
+    """Without write access to the directory SQLite cannot create the -shm file a WAL reader
+    needs; with no WAL left to replay, nobody can be writing the file, so it may be read as
+    immutable (a read-only mount, a directory this user may not write)."""
+    return not os.access(path.parent, os.W_OK) and not _has_wal(path)
 
 
 def _has_wal(path: Path) -> bool:
