@@ -132,6 +132,21 @@ def test_an_empty_database_alone_in_its_directory_is_a_new_store(daemon_process:
     assert process.stop() == 0
 
 
+def test_admin_commands_never_turn_an_empty_database_among_other_files_into_a_new_store(short_tmp: Path) -> None:
+    data = short_tmp / "data"
+    data.mkdir(mode=0o700)
+    (data / "memoryd.db").touch()
+    (data / "memoryd.db-wal").write_bytes(b"\0" * 4096)  # what a truncated store may leave
+    export = short_tmp / "export.jsonl"
+    export.write_text('{"format":"memoryd-export","version":4,"exported_at":"2026-01-01T00:00:00.000Z","user":null}\n')
+    for command in (("gc",), ("import", str(export)), ("stats",), ("check",), ("gc", "--dry-run")):
+        refused = memoryd(*command, data_dir=data)
+        assert refused.returncode == 1, (command, text(refused))
+        assert "empty (0 bytes)" in text(refused) and "Traceback" not in text(refused), text(refused)
+    # Had gc or import made a store of it, `memoryd serve` would now serve it as if nothing was lost.
+    assert (data / "memoryd.db").stat().st_size == 0
+
+
 _DIGITS_TO_LETTERS = str.maketrans("0123456789", "ghijklmnop")
 
 

@@ -9,7 +9,8 @@ from typing import Any, TextIO
 import msgspec
 
 from memoryd.config import Config
-from memoryd.errors import StoreError
+from memoryd.errors import StoreError, StoreRefused
+from memoryd.server import data_dir
 from memoryd.store import backends
 from memoryd.store.interfaces import Backend
 
@@ -30,6 +31,13 @@ def open_store(config: Config, *, create: bool = False, readonly: bool = False) 
         if not create:
             raise StoreError(f"no database at {path} (check --data-dir / data_dir)")
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    elif config.storage.backend == "sqlite":
+        # The rule `memoryd serve` applies: a command that writes must not turn what may be a
+        # truncated store into a fresh one, which the daemon would then serve as if nothing was lost.
+        try:
+            data_dir.refuse_unexpectedly_empty(path)
+        except StoreRefused as exc:
+            raise StoreError(str(exc)) from None
     return backends.open_store(config, readers=1, whole_scans=True, readonly=readonly)
 
 

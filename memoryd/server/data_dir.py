@@ -40,7 +40,7 @@ def prepare(data_dir: Path, db_path: Path, *, accept_empty_db: bool = False) -> 
             os.close(os.open(db_path, os.O_RDWR | os.O_CLOEXEC))
         except OSError as exc:
             raise _unusable(db_path, exc) from None
-        _refuse_unexpectedly_empty(db_path, accept_empty_db)
+        refuse_unexpectedly_empty(db_path, accept_empty_db)
 
 
 def opening_failure(db_path: Path, exc: StoreError) -> StoreRefused | StorageUnusable | None:
@@ -90,7 +90,7 @@ def _probe_write(data_dir: Path) -> None:
             log.warning("data_dir.probe_left", extra=fields(path=str(probe), error=str(exc)))
 
 
-def _refuse_unexpectedly_empty(db_path: Path, accept_empty_db: bool) -> None:
+def refuse_unexpectedly_empty(db_path: Path, accept_empty_db: bool = False) -> None:
     """A zero-length database in a directory with other files is more likely a truncated
     store (a failed copy, a full disk) than a new one: serving it would start an empty store
     over the remains of the old one."""
