@@ -202,6 +202,16 @@ def test_every_reading_admin_command_works_on_a_read_only_data_dir_and_writers_f
             assert f"cannot open database {disk / 'data' / 'memoryd.db'}" in text(refused), text(refused)
 
 
+def test_a_backup_onto_a_full_disk_says_so_in_one_line_and_leaves_nothing(short_tmp: Path) -> None:
+    build_store(short_tmp / "data" / "memoryd.db", memories=2000)  # about 2 MB
+    with tmpfs("1m") as disk:
+        for compact in ((), ("--compact",)):
+            done = memoryd("backup", str(disk / "copy.db"), *compact, data_dir=short_tmp / "data")
+            assert done.returncode == 1, text(done)
+            assert text(done) == f"memoryd: backup failed: {disk}: No space left on device\n", text(done)
+            assert list(disk.iterdir()) == []  # neither the copy nor its partial file
+
+
 def test_check_and_stats_work_in_a_data_dir_the_user_cannot_write(short_tmp: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root, to drop root's power to write anywhere")

@@ -14,6 +14,7 @@ bytes per memory) gets a file of its new size without stopping the daemon for a 
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -88,6 +89,9 @@ def _copy(source_path: Path, partial: Path, busy_timeout_ms: int, *, compact: bo
             return int(dest.pragma("page_count"))
         finally:
             dest.close()
+    except apsw.FullError:
+        # The backup step reports SQLITE_FULL with the message "not an error": name the cause.
+        raise StoreError(f"backup failed: {partial.parent}: {os.strerror(errno.ENOSPC)}") from None
     except apsw.Error as exc:
         raise StoreError(f"backup failed: {exc}") from exc
     finally:
