@@ -270,3 +270,36 @@ def test_system_service_sandbox_leaves_memoryd_working(manager: UserManager) -> 
     )
     assert manager.systemctl("start", "memoryd-probe.service").returncode != 0
     assert "PermissionError" in (rig / "probe.log").read_text()
+
+
+def test_a_frozen_daemon_is_restarted_by_the_watchdog(manager: UserManager) -> None:
+    """WatchdogSec= with Restart=on-failure, as shipped: a daemon whose pings stop (frozen here
+    with SIGSTOP, as a wedged event loop would be) is killed and started again, and serves."""
+    data = manager.runtime.parent / "data"
+    manager.install("memoryd.socket", (REPO / "systemd/user/memoryd.socket").read_text())
+    manager.install(
+        "memoryd.service",
+        _with_venv_memoryd((REPO / "systemd/user/memoryd.service").read_text()),
+        # Shorter than the shipped 60 s so the test is quick; the restart policy is the unit's own.
+        f"Environment=MEMORYD_DATA_DIR={data} MEMORYD_EMBEDDER=none\nWatchdogSec=2\nRestartSec=0.2\n"
+        f"TimeoutAbortSec=2\nStandardError=file:{data}.log\n",
+    )
+    assert manager.systemctl("start", "memoryd.socket").returncode == 0
+    path = manager.runtime / "memoryd" / "memoryd.sock"
+    added = _call(path, manager, "memory.add", {"user_id": "u1", "content": "kept across the restart"})
+    assert "result" in added, added
+    # Serving and pinging for longer than WatchdogSec: the pings arrive.
+    time.sleep(3)
+    before = manager.show("memoryd.service", "MainPID", "NRestarts", "ActiveState")
+    assert before["ActiveState"] == "active" and before["NRestarts"] == "0", before
+    os.kill(int(before["MainPID"]), signal.SIGSTOP)
+    deadline = time.monotonic() + 30
+    while True:
+        after = manager.show("memoryd.service", "MainPID", "NRestarts", "ActiveState", "SubState")
+        if after["NRestarts"] != "0" and after["ActiveState"] == "active" and after["SubState"] == "running":
+            break
+        assert time.monotonic() < deadline, (after, manager.systemctl("status", "memoryd.service").stdout)
+        time.sleep(0.2)
+    assert after["MainPID"] != before["MainPID"]
+    hits = _call(path, manager, "memory.list", {"user_id": "u1"})
+    assert [hit["content"] for hit in hits["result"]] == ["kept across the restart"]

@@ -98,6 +98,41 @@ def test_the_socket_unit_and_the_service_agree_on_the_socket_path() -> None:
     assert _unit_value(UNITS / "memoryd.socket", "SocketGroup") == "memoryd"
 
 
+def _settings(path: Path) -> dict[str, list[str]]:
+    """Every ``Key=value`` of a unit file (a key set twice keeps both values, in order)."""
+    found: dict[str, list[str]] = {}
+    for key, value in re.findall(r"^(\w+)=(.*)$", path.read_text(), flags=re.MULTILINE):
+        found.setdefault(key, []).append(value)
+    return found
+
+
+def test_the_system_service_has_every_operating_and_hardening_setting() -> None:
+    unit = _settings(UNITS / "memoryd.service")
+    expected = {
+        "Type": ["notify"],
+        "Restart": ["on-failure"],
+        "User": ["memoryd"],  # made by sysusers.d/memoryd.conf
+        "StateDirectory": ["memoryd"],
+        "RuntimeDirectory": ["memoryd"],
+        "ProtectSystem": ["strict"],
+        "ProtectHome": ["yes"],
+        "PrivateTmp": ["yes"],
+        "NoNewPrivileges": ["yes"],
+        "MemoryDenyWriteExecute": ["yes"],
+    }
+    assert {key: unit.get(key) for key in expected} == expected
+    assert int(unit["WatchdogSec"][0]) > 0
+    assert unit["SystemCallFilter"][0] == "@system-service"
+    # AF_UNIX, plus only what the HTTP embedders and LLM servers need.
+    assert set(unit["RestrictAddressFamilies"][0].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
+
+
+def test_the_user_service_is_a_notify_service_with_a_watchdog_and_restarts() -> None:
+    unit = _settings(UNITS / "user/memoryd.service")
+    assert unit["Type"] == ["notify"] and unit["Restart"] == ["on-failure"] and int(unit["WatchdogSec"][0]) > 0
+    assert _unit_value(UNITS / "user/memoryd.service", "ExecStart").split()[1] == "serve"
+
+
 def test_the_user_socket_is_where_clients_look_by_default() -> None:
     listen = _unit_value(UNITS / "user/memoryd.socket", "ListenStream")
     # %t is $XDG_RUNTIME_DIR in a user manager.
