@@ -212,6 +212,18 @@ def test_a_backup_onto_a_full_disk_says_so_in_one_line_and_leaves_nothing(short_
             assert list(disk.iterdir()) == []  # neither the copy nor its partial file
 
 
+def test_admin_commands_on_a_full_data_dir_name_the_cause_in_one_line() -> None:
+    with tmpfs("8m") as disk:
+        build_store(disk / "data" / "memoryd.db", memories=2000)
+        fill(disk)  # no room left for the -shm file a reader of a WAL database needs
+        for command in ("stats", "gc"):
+            done = memoryd(command, data_dir=disk / "data")
+            assert done.returncode == 1, text(done)
+            assert text(done) == (
+                f"memoryd: cannot open database {disk / 'data' / 'memoryd.db'}: disk I/O error (No space left on device)\n"
+            )
+
+
 def test_check_and_stats_work_in_a_data_dir_the_user_cannot_write(short_tmp: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root, to drop root's power to write anywhere")

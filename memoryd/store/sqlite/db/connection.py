@@ -7,6 +7,7 @@ the pragmas memoryd runs with, 0600 files, and the write transaction every write
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import threading
@@ -105,7 +106,7 @@ def open_connection(
         # start-up integrity check may have finished, and is refused as damaged all the same.
         raise StoreCorrupt(f"cannot open database {path}: {exc}") from exc
     except apsw.Error as exc:
-        raise StoreError(f"cannot open database {path}: {exc}") from exc
+        raise StoreError(f"cannot open database {path}: {_open_failure_cause(path, exc)}") from exc
     # Query planner stability: plans never depend on a bound value.  Without it, SQLite's STAT4
     # statistics (PRAGMA optimize writes them) make every statement that binds a value to an
     # indexed column (scope_key = ?, expires_at_ms > ?) re-prepare itself on each execution,
@@ -120,6 +121,18 @@ def open_connection(
         # (``erasure.py``) must leave no trace in the file.
         connection.pragma("secure_delete", 1)
     return connection
+
+
+def _open_failure_cause(path: Path, exc: apsw.Error) -> str:
+    """SQLite says "disk I/O error" when a full disk leaves no room for the -shm file: name the cause."""
+    if isinstance(exc, (apsw.IOError, apsw.FullError)):
+        try:
+            full = os.statvfs(path.parent).f_bavail == 0
+        except OSError:
+            full = False
+        if full:
+            return f"{exc} ({os.strerror(errno.ENOSPC)})"
+    return str(exc)
 
 
 @contextlib.contextmanager
