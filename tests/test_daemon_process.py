@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memoryd_client.tokens import mint_token
 from tests.conftest import REPO
 from tests.wire import sync_call, sync_listed_ids
 
@@ -113,6 +114,31 @@ def test_info_logs_carry_no_memory_contents(daemon_process: Any) -> None:
     logs = process.stderr()
     assert "daemon.ready" in logs and "memory.added" in logs
     assert "vault" not in logs and "4411" not in logs
+
+
+def test_info_logs_carry_no_tokens_or_secret(daemon_process: Any) -> None:
+    secret = "0123456789abcdef0123456789abcdef"
+    env = {"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": secret}
+    process = daemon_process(env=env).start()
+    good = mint_token(secret, "u", "c")
+    expired = mint_token(secret, "u", "c", ttl=60, now=time.time() - 3600)
+    forged = mint_token("f" * 32, "u", "c")
+    calls = [
+        ("memory.add", {"context_token": good, "content": "a note"}),
+        ("memory.add", {"context_token": good, "user_id": "someone-else", "content": "a note"}),
+        ("memory.search", {"context_token": expired, "query": "note"}),
+        ("memory.list", {"context_token": forged}),
+        ("memory.list", {"context_token": good[:-4] + "AAAA"}),
+    ]
+    answers = [sync_call(process.socket, method, params) for method, params in calls]
+    assert "result" in answers[0] and all(answer["error"]["code"] == -32002 for answer in answers[1:])
+    process.stop()
+    logs = process.stderr()
+    assert "daemon.ready" in logs
+    for token in (good, expired, forged, good[:-4] + "AAAA"):
+        # Any of a token's three parts would let a reader replay or study it.
+        assert not any(part in logs for part in token.split(".")), token
+    assert secret not in logs
 
 
 def test_sigterm_under_load_answers_every_request(daemon_process: Any) -> None:
