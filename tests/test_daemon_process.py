@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import signal
@@ -39,6 +40,21 @@ def test_sigint_also_stops_cleanly(daemon_process: Any) -> None:
 def test_socket_mode_is_configurable(daemon_process: Any) -> None:
     process = daemon_process(env={"MEMORYD_SOCKET_MODE": "0660"}).start()
     assert stat.S_IMODE(process.socket.lstat().st_mode) == 0o660
+
+
+def test_socket_group_is_configurable_and_an_unknown_one_stops_start_up(daemon_process: Any) -> None:
+    # A group other than the one the socket would get anyway, when this process may use one:
+    # root may give any group; others a supplementary group of their own.
+    others = [g.gr_gid for g in grp.getgrall()] if os.geteuid() == 0 else os.getgroups()
+    gid = next((g for g in others if g != os.getegid()), os.getegid())
+    name = grp.getgrgid(gid).gr_name
+    process = daemon_process(env={"MEMORYD_SOCKET_MODE": "0660", "MEMORYD_SOCKET_GROUP": name}).start()
+    info = process.socket.lstat()
+    assert (stat.S_IMODE(info.st_mode), info.st_gid) == (0o660, gid)
+    process.stop()
+    unknown = daemon_process(env={"MEMORYD_SOCKET_GROUP": "no-such-group-here"}).start(wait=False)
+    assert unknown.proc.wait(30) != 0
+    assert "socket_group 'no-such-group-here'" in unknown.stderr() and not unknown.socket.exists()
 
 
 def test_second_daemon_on_a_live_socket_refuses(daemon_process: Any) -> None:
