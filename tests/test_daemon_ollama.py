@@ -101,7 +101,7 @@ def test_an_add_made_while_ollama_is_down_is_embedded_after_a_restart(daemon_pro
     added = ok(down, "memory.add", {**ALICE, "content": "allergic to penicillin"})
     assert time.monotonic() - start < 5.0 and added["embedded"] is False
     assert [hit["id"] for hit in ok(down, "memory.search", {**ALICE, "query": "penicillin"})] == [added["id"]]
-    health = ok(down, "system.health", {})
+    health = wait_for(down, lambda h: bool(h["embedder"].get("last_error")))
     assert health["backlog"]["embed"] == 1 and health["status"] == "degraded"
     assert down.stop() == 0
     # The job is a table row: the next daemon, with the backend up, embeds the memory.
