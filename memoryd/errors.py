@@ -233,6 +233,16 @@ class StoreUnreachable(StoreError):
 class EmbeddingModelMismatch(StoreError):
     """The store's vectors come from another model; mixing vector spaces is refused."""
 
+    @classmethod
+    def between(cls, stored: str, stored_dim: int, model: str, dim: int | None = None) -> EmbeddingModelMismatch:
+        """The refusal, naming both models and the way out (``dim`` None: not known yet)."""
+        embedder = model if dim is None else f"{model} (dim {dim})"
+        return cls(
+            f"the store's vectors come from {stored} (dim {stored_dim}), but the embedder is "
+            f"{embedder}; run `memoryd reindex` to re-embed every memory with the new model, "
+            "or configure the old one again"
+        )
+
 
 class AmbiguousIdPrefix(StoreError):
     """An id prefix matches ``count`` (>= 2) memories the caller can see; the service turns it

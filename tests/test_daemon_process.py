@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memoryd_client.tokens import mint_token
 from tests.conftest import REPO
 from tests.wire import sync_call, sync_listed_ids
 
@@ -38,6 +40,21 @@ def test_sigint_also_stops_cleanly(daemon_process: Any) -> None:
 def test_socket_mode_is_configurable(daemon_process: Any) -> None:
     process = daemon_process(env={"MEMORYD_SOCKET_MODE": "0660"}).start()
     assert stat.S_IMODE(process.socket.lstat().st_mode) == 0o660
+
+
+def test_socket_group_is_configurable_and_an_unknown_one_stops_start_up(daemon_process: Any) -> None:
+    # A group other than the one the socket would get anyway, when this process may use one:
+    # root may give any group; others a supplementary group of their own.
+    others = [g.gr_gid for g in grp.getgrall()] if os.geteuid() == 0 else os.getgroups()
+    gid = next((g for g in others if g != os.getegid()), os.getegid())
+    name = grp.getgrgid(gid).gr_name
+    process = daemon_process(env={"MEMORYD_SOCKET_MODE": "0660", "MEMORYD_SOCKET_GROUP": name}).start()
+    info = process.socket.lstat()
+    assert (stat.S_IMODE(info.st_mode), info.st_gid) == (0o660, gid)
+    process.stop()
+    unknown = daemon_process(env={"MEMORYD_SOCKET_GROUP": "no-such-group-here"}).start(wait=False)
+    assert unknown.proc.wait(30) != 0
+    assert "socket_group 'no-such-group-here'" in unknown.stderr() and not unknown.socket.exists()
 
 
 def test_second_daemon_on_a_live_socket_refuses(daemon_process: Any) -> None:
@@ -113,6 +130,31 @@ def test_info_logs_carry_no_memory_contents(daemon_process: Any) -> None:
     logs = process.stderr()
     assert "daemon.ready" in logs and "memory.added" in logs
     assert "vault" not in logs and "4411" not in logs
+
+
+def test_info_logs_carry_no_tokens_or_secret(daemon_process: Any) -> None:
+    secret = "0123456789abcdef0123456789abcdef"
+    env = {"MEMORYD_AUTH_MODE": "token", "MEMORYD_AUTH_TOKEN_SECRET": secret}
+    process = daemon_process(env=env).start()
+    good = mint_token(secret, "u", "c")
+    expired = mint_token(secret, "u", "c", ttl=60, now=time.time() - 3600)
+    forged = mint_token("f" * 32, "u", "c")
+    calls = [
+        ("memory.add", {"context_token": good, "content": "a note"}),
+        ("memory.add", {"context_token": good, "user_id": "someone-else", "content": "a note"}),
+        ("memory.search", {"context_token": expired, "query": "note"}),
+        ("memory.list", {"context_token": forged}),
+        ("memory.list", {"context_token": good[:-4] + "AAAA"}),
+    ]
+    answers = [sync_call(process.socket, method, params) for method, params in calls]
+    assert "result" in answers[0] and all(answer["error"]["code"] == -32002 for answer in answers[1:])
+    process.stop()
+    logs = process.stderr()
+    assert "daemon.ready" in logs
+    for token in (good, expired, forged, good[:-4] + "AAAA"):
+        # Any of a token's three parts would let a reader replay or study it.
+        assert not any(part in logs for part in token.split(".")), token
+    assert secret not in logs
 
 
 def test_sigterm_under_load_answers_every_request(daemon_process: Any) -> None:

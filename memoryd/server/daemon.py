@@ -187,14 +187,18 @@ class Daemon:
         else:
             embedder = head.embedder  # the local model is loading since the head start
         await embedder.start()
-        if embedder.dim is not None:
-            assert embedder.model_id is not None
-            try:
+        try:
+            if embedder.dim is not None:
+                assert embedder.model_id is not None
                 await trio.to_thread.run_sync(store.configure_vector_space, embedder.model_id, embedder.dim)
-            except EmbeddingModelMismatch as exc:
-                if self._owns_embedder:
-                    await embedder.aclose()
-                raise StartupError(str(exc)) from None
+            elif embedder.model_id is not None:
+                # An HTTP backend learns its dimension from its first reply, which may come much
+                # later: another model's name is refused now, not after start-up.
+                await trio.to_thread.run_sync(store.check_vector_model, embedder.model_id)
+        except EmbeddingModelMismatch as exc:
+            if self._owns_embedder:
+                await embedder.aclose()
+            raise StartupError(str(exc)) from None
         self.embedder = embedder
         # Concurrent searches' query embeddings and the backfill share one backend call.
         return CoalescingEmbedder(embedder, max_batch=self.config.embed.batch_size)

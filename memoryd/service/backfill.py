@@ -37,6 +37,10 @@ class EmbeddingBackfill:
         self.embedder = embedder
         self.batch_size = batch_size
         self.vector_space_ready = False
+        #: The store had no vector space when this worker started, and has none yet: memories
+        #: stored meanwhile get no embed job until the first one exists (every live memory is
+        #: then queued), so health counts them as the embed backlog.
+        self.awaiting_first_space = False
         self.last_error: str | None = None
         self.embedded_total = 0
         #: Adds that embedded their own text, and those that left it to the worker.
@@ -147,6 +151,7 @@ class EmbeddingBackfill:
     async def _establish_vector_space(self) -> None:
         """Learn the embedder's dimension (HTTP backends may be down at start) and set up the store."""
         delay = 1.0
+        self.awaiting_first_space = await trio.to_thread.run_sync(self.store.vector_space) is None
         while self.embedder.dim is None:
             try:
                 await self.embedder.embed([PROBE_TEXT])
@@ -166,6 +171,7 @@ class EmbeddingBackfill:
             await trio.sleep_forever()
         queued = await trio.to_thread.run_sync(self.store.jobs.enqueue_missing_embeddings)
         self.vector_space_ready = True
+        self.awaiting_first_space = False
         if queued:
             log.info("backfill.queued", extra=fields(jobs=queued))
 

@@ -141,6 +141,12 @@ class HealthReporter:
         if unreadable:
             report.update(status="degraded", reason=storage.reason or "the store could not be read")
         counts, backlog, _ = numbers
+        backfill = self.backfill
+        if backfill is not None and backfill.awaiting_first_space and counts:
+            # No vector space yet (the embedder has not answered since the store was new): no
+            # memory has an embed job, and every active one waits for the embedder (superseded
+            # ones count too, so this is an upper bound until the first space exists).
+            backlog = {**backlog, "embed": backlog.get("embed", 0) + int(counts.get("memories_active", 0))}
         report["storage"] = storage.to_dict()
         report["counts"] = counts
         report["embedder"] = embedder

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from memoryd.errors import EmbeddingModelMismatch
 from memoryd.store import QueryVector, Scope
 from memoryd.store.interfaces import Backend
 from tests.contract.helpers import note, unit
@@ -46,3 +47,16 @@ async def test_a_memory_deleted_while_embedding_gets_no_vector(backend: Backend)
     await backend.memories.delete(ALICE, record.id)
     await backend.jobs.complete_embed([(job, unit(*[1.0] * 8))])
     assert await backend.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(unit(*[1.0] * 8))) == []
+
+
+def test_another_model_name_is_refused_before_its_dimension_is_known(backend: Backend) -> None:
+    backend.check_vector_model("contract:test")  # the store's own model
+    with pytest.raises(EmbeddingModelMismatch, match="memoryd reindex"):
+        backend.check_vector_model("contract:other")
+    backend.request_reindex("contract:other")  # `memoryd reindex` with the dimension unknown
+    backend.check_vector_model("contract:other")
+    backend.configure_vector_space("contract:other", 4)
+    space = backend.vector_space()
+    assert space is not None and (space.model, space.dim) == ("contract:other", 4)
+    with pytest.raises(EmbeddingModelMismatch, match="memoryd reindex"):
+        backend.check_vector_model("contract:test")

@@ -59,6 +59,11 @@ class Backend(Protocol):
 
     def request_reindex(self, model: str, dim: int | None = None) -> None: ...
 
+    def check_vector_model(self, model: str) -> None:
+        """Refuse (EmbeddingModelMismatch) an embedder of another model than the store's vectors
+        unless a reindex to it was requested: start-up's check while the dimension is unknown."""
+        ...
+
     def vector_space(self) -> VectorSpaceInfo | None: ...
 
     def close(self) -> None:

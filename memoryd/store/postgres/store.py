@@ -390,11 +390,7 @@ class PostgresStore:
             if current is not None and not wanted:
                 if (current.model, current.dim) == (model, dim):
                     return current, False, 0
-                raise EmbeddingModelMismatch(
-                    f"the store's vectors come from {current.model} (dim {current.dim}), but the embedder is "
-                    f"{model} (dim {dim}); run `memoryd reindex` to re-embed every memory with the new model, "
-                    "or configure the old one again"
-                )
+                raise EmbeddingModelMismatch.between(current.model, current.dim, model, dim)
             last = int(
                 (conn.execute("SELECT value FROM meta WHERE key = 'vector_last_generation'").fetchone() or ("0",))[0]
             )
@@ -433,6 +429,18 @@ class PostgresStore:
             _put(conn, "reindex_dim", None if dim is None else str(int(dim)))
 
         self.db.run_sync(request)
+
+    def check_vector_model(self, model: str) -> None:
+        def check(conn: Conn) -> None:
+            current = read_space(conn)
+            if current is None or current.model == model:
+                return
+            target = conn.execute("SELECT value FROM meta WHERE key = 'reindex_model'").fetchone()
+            if target is not None and target[0] == model:
+                return
+            raise EmbeddingModelMismatch.between(current.model, current.dim, model)
+
+        self.db.run_sync(check)
 
     def vector_space(self) -> VectorSpace | None:
         return self.db.run_sync(read_space)

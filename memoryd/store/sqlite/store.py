@@ -138,6 +138,9 @@ class Store:
         """Allow the next ``configure_vector_space(model, dim)`` to replace the vector space."""
         self._db.write_sync(vectors.request_reindex, model, dim)
 
+    def check_vector_model(self, model: str) -> None:
+        self._db.write_sync(vectors.check_model, model)
+
     def vector_space(self) -> VectorSpace | None:
         """The current (model, dim, generation), or None before an embedder was configured."""
         return self._db.write_sync(vectors.read_space)

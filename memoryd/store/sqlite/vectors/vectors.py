@@ -103,6 +103,18 @@ def read_reindex_target(db: apsw.Connection) -> tuple[str, int | None] | None:
     return model, (int(dim) if dim else None)
 
 
+def check_model(db: apsw.Connection, model: str) -> None:
+    """``configure``'s refusal for an embedder whose dimension is not known yet (HTTP backends
+    learn it from their first reply): only the model name is compared."""
+    current = read_space(db)
+    if current is None or current.model == model:
+        return
+    target = read_reindex_target(db)
+    if target is not None and target[0] == model:
+        return
+    raise EmbeddingModelMismatch.between(current.model, current.dim, model)
+
+
 def request_reindex(db: apsw.Connection, model: str, dim: int | None) -> None:
     meta.put(db, META_REINDEX_MODEL, model)
     meta.put(db, META_REINDEX_DIM, None if dim is None else str(int(dim)))
@@ -125,11 +137,7 @@ def configure(db: apsw.Connection, model: str, dim: int) -> tuple[VectorSpace, b
         return _start_generation(db, None, model, dim), True
     if (current.model, current.dim) == (model, dim):
         return current, False
-    raise EmbeddingModelMismatch(
-        f"the store's vectors come from {current.model} (dim {current.dim}), but the embedder is "
-        f"{model} (dim {dim}); run `memoryd reindex` to re-embed every memory with the new model, "
-        "or configure the old one again"
-    )
+    raise EmbeddingModelMismatch.between(current.model, current.dim, model, dim)
 
 
 def _start_generation(db: apsw.Connection, old: VectorSpace | None, model: str, dim: int) -> VectorSpace:
