@@ -31,6 +31,7 @@ without one), anything else as -32603 with a log line.
     ├── StoreError               the database refused something
     │   ├── StoreBusy            the database stayed locked past busy_timeout (callers: Unavailable)
     │   ├── StoreUnreachable     the database server is down or unreachable (callers: Unavailable)
+    │   ├── StoreConflict        concurrent transactions kept deadlocking (callers: Unavailable)
     │   ├── DiskFull             SQLITE_FULL: nothing was written (callers: StorageFull)
     │   ├── StoreCorrupt         SQLite found the file damaged; writes stop (callers: Unavailable)
     │   ├── EmbeddingModelMismatch  the store was built with another model (run `memoryd reindex`)
@@ -208,6 +209,15 @@ class StoreBusy(StoreError):
     def __init__(self, busy_timeout_ms: int) -> None:
         super().__init__(f"the database stayed locked for {busy_timeout_ms} ms")
         self.busy_timeout_ms = busy_timeout_ms
+
+
+class StoreConflict(StoreError):
+    """A database server (PostgreSQL) rolled the transaction back as a deadlock or a
+    serialization failure on every try; nothing was written, the call can be retried."""
+
+    def __init__(self, tries: int, detail: str) -> None:
+        super().__init__(f"concurrent transactions conflicted on {tries} tries: {detail}")
+        self.tries = tries
 
 
 class DiskFull(StoreError):

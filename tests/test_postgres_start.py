@@ -157,3 +157,55 @@ async def test_a_database_from_before_the_health_tallies_counts_its_memories_whe
         await store.memories.add(NewMemory(content="after", owner="bob", chat_id=None, shared=False, source="t"))
         counts = await store.memories.health_counts()
         assert (counts["memories_active"], counts["memories_deleted"]) == (5, 1)
+
+
+def test_a_transaction_rolled_back_as_a_deadlock_is_run_again() -> None:
+    """Two transactions locking two rows in opposite orders: the server rolls one back as a
+    deadlock (40P01), and ``run_sync`` runs it again instead of failing the call."""
+    import threading
+
+    import psycopg
+
+    from memoryd.errors import StoreConflict
+    from memoryd.store.postgres.db import CONFLICT_TRIES
+
+    store = PostgresStore(shared().fresh_database(), pool_size=2)
+    pg_db = store.db
+
+    pg_db.run_sync(lambda conn: conn.execute("CREATE TABLE IF NOT EXISTS deadlock_probe (k int PRIMARY KEY, v int)"))
+    pg_db.run_sync(
+        lambda conn: conn.execute(
+            "INSERT INTO deadlock_probe VALUES (1, 0), (2, 0) ON CONFLICT (k) DO UPDATE SET v = 0"
+        )
+    )
+    both_hold_one = threading.Barrier(2, timeout=10)
+    tries: list[int] = []
+
+    def locker(first: int, second: int) -> None:
+        def transaction(conn: Any) -> None:
+            tries.append(first)
+            conn.execute("UPDATE deadlock_probe SET v = v + 1 WHERE k = %s", (first,))
+            if len([t for t in tries if t == first]) == 1:
+                both_hold_one.wait()  # only the first try of each meets the other half-way
+            conn.execute("UPDATE deadlock_probe SET v = v + 1 WHERE k = %s", (second,))
+
+        pg_db.run_sync(transaction)
+
+    threads = [threading.Thread(target=locker, args=order) for order in ((1, 2), (2, 1))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    # Both committed: each row was raised once by each transaction, and one of them ran twice.
+    values = pg_db.run_sync(lambda conn: conn.execute("SELECT v FROM deadlock_probe ORDER BY k").fetchall())
+    assert [v for (v,) in values] == [2, 2]
+    assert len(tries) == 3
+
+    def always_deadlocks(conn: Any) -> None:
+        raise psycopg.errors.DeadlockDetected("deadlock detected")
+
+    try:
+        with pytest.raises(StoreConflict, match=f"on {CONFLICT_TRIES} tries"):
+            pg_db.run_sync(always_deadlocks)
+    finally:
+        store.close()

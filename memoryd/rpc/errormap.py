@@ -37,6 +37,7 @@ from memoryd.errors import (
     StorageFull,
     StorageUnusable,
     StoreBusy,
+    StoreConflict,
     StoreCorrupt,
     StoreError,
     StoreRefused,
@@ -113,6 +114,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     StoreError: _internal,
     StoreBusy: _store_busy,
     StoreUnreachable: lambda exc: Unavailable("Database unavailable, retry later", {"backend": exc.backend}),
+    StoreConflict: lambda exc: Unavailable("Concurrent writes conflicted, retry"),
     DiskFull: _disk_full,
     StoreCorrupt: _store_corrupt,
     EmbeddingModelMismatch: _internal,  # the daemon refuses to start with it; mid-call it is a bug

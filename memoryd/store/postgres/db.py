@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import re
 import select
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -26,7 +28,7 @@ import trio
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memoryd.errors import StoreError, StoreRefused, StoreUnreachable
+from memoryd.errors import StoreConflict, StoreError, StoreRefused, StoreUnreachable
 from memoryd.store.connection_urls import redacted
 from memoryd.store.postgres import notices
 from memoryd.store.storage_state import OK, Condition
@@ -35,6 +37,12 @@ log = logging.getLogger("memoryd.store")
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+#: How many times a transaction the server rolled back as a deadlock or a serialization
+#: failure is run before the call fails with a retryable error.
+CONFLICT_TRIES = 3
+#: serialization_failure, deadlock_detected.
+CONFLICTS = frozenset({"40001", "40P01"})
 
 #: Oldest server and pgvector this backend runs on.
 MIN_SERVER = 15
@@ -170,18 +178,19 @@ class Database:
         from memoryd.ids import now_ms
 
         try:
-            # While the server is known to be down, a call fails fast instead of waiting the
-            # pool's full timeout: the caller gets its retryable error at once.
-            wait = 1.0 if self.unreachable_since_ms is not None else None
-            with self._pool.connection(timeout=wait) as conn:
-                if own_transaction:
-                    result = _autocommitted(conn, fn, *args)
-                elif pipeline:
-                    with conn.pipeline(), conn.transaction():
-                        result = fn(conn, *args)
-                else:
-                    with conn.transaction():
-                        result = fn(conn, *args)
+            for attempt in range(1, CONFLICT_TRIES + 1):
+                try:
+                    result = self._attempt(fn, args, pipeline, own_transaction)
+                    break
+                except psycopg.Error as exc:
+                    # A deadlock or a serialization failure: the server rolled the whole
+                    # transaction back, so running it again is safe, and usually succeeds
+                    # once the other transaction is through.
+                    if getattr(exc, "sqlstate", None) not in CONFLICTS:
+                        raise
+                    if attempt == CONFLICT_TRIES:
+                        raise StoreConflict(attempt, type(exc).__name__) from None
+                    time.sleep(random.uniform(0.005, 0.05) * attempt)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 raise StoreError(f"statement cancelled: {exc}") from None
@@ -197,6 +206,19 @@ class Database:
             self.unreachable_since_ms = None
             log.info("store: PostgreSQL reachable again")
         return result
+
+    def _attempt(self, fn: Callable[..., T], args: tuple[Any, ...], pipeline: bool, own_transaction: bool) -> T:
+        # While the server is known to be down, a call fails fast instead of waiting the
+        # pool's full timeout: the caller gets its retryable error at once.
+        wait = 1.0 if self.unreachable_since_ms is not None else None
+        with self._pool.connection(timeout=wait) as conn:
+            if own_transaction:
+                return _autocommitted(conn, fn, *args)
+            if pipeline:
+                with conn.pipeline(), conn.transaction():
+                    return fn(conn, *args)
+            with conn.transaction():
+                return fn(conn, *args)
 
     async def run(self, fn: Callable[..., T], *args: Any, pipeline: bool = False, own_transaction: bool = False) -> T:
         """``run_sync`` on a worker thread; the notifications ``fn`` sends go out once its
