@@ -2,7 +2,7 @@
 its caller receives, and nothing else in memoryd makes that choice.
 
 An ``RpcError`` is its own reply.  Every other ``MemorydError`` class has its own entry in
-``ERROR_REPLIES``: adding a class to ``memoryd/errors.py`` means adding one line here, and
+``ERROR_REPLIES``: adding a class to ``memoryd/errors/`` means adding one line here, and
 tests/test_rpc_errormap.py fails until there is one (httpx's ``test_httpcore_all_exceptions_mapped``
 keeps its transport's mapping whole the same way).  Anything else is a bug: -32603.
 
