@@ -127,8 +127,7 @@ class Connection:
                 return
             # The scope fired: a deadline that has really passed ends the connection (the next
             # event is Close); one that moved later since is waited for in a new scope.
-            if trio.current_time() >= protocol.read_deadline(trio.current_time()):
-                protocol.read_timed_out()
+            protocol.read_wait_ended(trio.current_time())
 
     async def _serve_until_closed(self, messages: trio.Nursery) -> Close | None:
         """Run the protocol's events until it says Close.  Every await here may be cancelled by
