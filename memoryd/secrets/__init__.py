@@ -14,6 +14,9 @@ What counts (each a :data:`SecretKind`):
 
 The patterns lean towards missing an odd secret rather than refusing ordinary sentences: a
 memory store that refuses "my password manager is 1Password" is one people stop using.
+
+The patterns and their substring hints are in ``patterns.py``, the rules that tell a credential
+from prose in ``rules.py``, the normalised views of the text in ``views.py``.
 """
 
 from __future__ import annotations

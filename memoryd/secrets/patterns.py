@@ -14,6 +14,8 @@ SecretKind = Literal["api_key", "password", "bearer_token", "jwt", "private_key"
 
 @dataclass(frozen=True)
 class Finding:
+    """A secret of ``kind`` at ``text[start:end]``."""
+
     kind: SecretKind
     start: int
     end: int
