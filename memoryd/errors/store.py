@@ -106,3 +106,13 @@ class PeopleLimitReached(StoreError):
 class BrokenInvariant(StoreError):
     """A value breaks one of the store's invariants (a shared memory without a chat, a scope
     without a user).  Input is validated in ``memoryd.service`` first: reaching this is a bug."""
+
+
+class ExtractionJobGone(StoreError):
+    """An extraction job could not be completed because it is no longer this daemon's: its
+    session was erased while the LLM answered (``memory.forget_all``), or, on a shared database,
+    its lease ran out and another daemon claimed it.  Nothing it learned was stored; there is
+    nothing to retry."""
+
+    def __init__(self) -> None:
+        super().__init__("the extraction job was erased or taken over since it was claimed")
