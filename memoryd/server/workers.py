@@ -20,6 +20,7 @@ from memoryd.server.wiring import Services
 from memoryd.service.maintenance import Maintenance
 from memoryd.store.erasure_log import GROUP_ERASED, everyone
 from memoryd.store.interfaces import Backend
+from memoryd.store.visibility import personal_key
 
 
 async def start_workers(
@@ -89,7 +90,11 @@ def changed_elsewhere(services: Services, keys: set[str]) -> None:
             if services.people is not None:
                 services.people.forget_directory(key.removeprefix("erased:"))
         elif key.startswith("people:"):
+            owner = key.removeprefix("people:")
             if services.people is not None:
-                services.people.forget_directory(key.removeprefix("people:"))
+                services.people.forget_directory(owner)
+            # A merge, an alias or a relationship changes no memory's scope key, but the owner's
+            # summaries group their memories by person: as when this daemon changes people.
+            services.summaries.note_changed_key(personal_key(owner))
         else:
             services.summaries.note_changed_key(key)
