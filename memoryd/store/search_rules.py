@@ -1,7 +1,8 @@
 """The steps of a hybrid search that every engine takes the same way, once its candidates are read.
 
-Each engine gathers candidates its own way (SQL, index, round trips); from the ranking model's
-features on, the rules are these: which neighbours are worth a cosine lookup, the model's order
+Each engine gathers candidates its own way (SQL, index, round trips): as many from each
+retriever, with as many neighbours around each.  From the ranking model's features on, the
+rules are these: which neighbours are worth a cosine lookup, the model's order
 with the people retriever's list fused in and the relevance floor applied, the ``about`` filter,
 and the hits built from the records read last.
 """
@@ -21,6 +22,15 @@ from memoryd.store.records import MemoryRecord, SearchHit, hit_from_record
 
 #: (rowid, score), best first.
 Ranked = list[tuple[int, float]]
+
+#: How far around each candidate the ranker reads (the window of ranking.py, plus one step
+#: for the neighbours that become candidates themselves).
+REACH = ranking.WINDOW + 1
+
+
+def candidate_depth(limit: int) -> int:
+    """How many candidates each retriever contributes to the fusion."""
+    return max(limit, 20)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ What earlier searches learned of each scope key is kept in ``ScopeStats`` (``sco
 
 from __future__ import annotations
 
-from memoryd.store.postgres.search.hybrid import candidate_depth, coarse_k, search
+from memoryd.store.postgres.search.hybrid import coarse_k, search
 from memoryd.store.postgres.search.keyword import (
     COMMON_DOCS,
     RECENT_WINDOW,
@@ -49,7 +49,6 @@ __all__ = [
     "ScopeStats",
     "annotate",
     "around",
-    "candidate_depth",
     "coarse_k",
     "cosines_for",
     "explain_knn",

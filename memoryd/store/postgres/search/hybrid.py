@@ -28,21 +28,16 @@ from memoryd.store.postgres.search import hit_records, keyword, neighbours, peop
 from memoryd.store.postgres.search.measuring import Measuring
 from memoryd.store.postgres.search.scope_stats import ScopeStats
 from memoryd.store.records import SearchHit
-from memoryd.store.search_rules import Candidates
+from memoryd.store.search_rules import REACH, Candidates, candidate_depth
 from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("memoryd.store")
 
-REACH = ranking.WINDOW + 1
-
-
-def candidate_depth(limit: int) -> int:
-    return max(limit, 20)
-
 
 def coarse_k(depth: int) -> int:
+    """How many nearest vectors the KNN returns (their cosines all join the ranking)."""
     return max(3 * depth, 64)
 
 

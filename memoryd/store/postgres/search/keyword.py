@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from memoryd.store.postgres import tokens
 from memoryd.store.postgres.visibility import predicate
@@ -28,24 +28,26 @@ K1, B = 1.2, 0.75
 Statement = tuple[str, tuple[object, ...]]
 
 
+class KeyQuery(NamedTuple):
+    """One scope key's keyword query: what each of its statements is built from."""
+
+    scope: Scope
+    key: str
+    term_tokens: dict[str, list[str]]  # each query term's index tokens (``term_tokens``)
+    depth: int  # the candidates wanted
+    now_ms: int
+
+
 def term_tokens(terms: list[str]) -> dict[str, list[str]]:
     """Each query term's index tokens (the terms with none left out)."""
     return {term: found for term in terms if (found := tokens.query_tokens(term))}
 
 
-def bm25_statement(
-    scope: Scope,
-    key: str,
-    term_tokens: dict[str, list[str]],
-    depth: int,
-    now_ms: int,
-    counts: dict[str, int],
-    size: int,
-    present: list[str],
-) -> Statement:
+def bm25_statement(query: KeyQuery, counts: dict[str, int], size: int, present: list[str]) -> Statement:
     """The ``depth`` best visible matches of ``present`` in scope key ``key`` by FTS5's BM25
     formula, computed by the server from the stored term frequencies, over the scope's newest
     RECENT_WINDOW matches: (rowid, score), lower is better, as FTS5's."""
+    scope, key, term_tokens, depth, now_ms = query
     where, params = predicate(scope, now_ms=now_ms, key=key)
     # IDF with the scope standing for the table (the counts are capped at COMMON_DOCS: a common
     # term's IDF is ~0 either way).
@@ -76,14 +78,13 @@ def bm25_statement(
     )
 
 
-def window_statement(
-    scope: Scope, key: str, term_tokens: dict[str, list[str]], depth: int, now_ms: int, present: list[str], gate: str
-) -> Statement:
+def window_statement(query: KeyQuery, present: list[str], gate: str) -> Statement:
     """The SQLite backend's plan for common terms: the scope key's newest RECENT_WINDOW matches
     of any term, ranked by the summed IDF (FTS5's formula, the window standing for the table)
     of the terms each holds, newer first among equals; what the caller may see of them.  A
     one-term-frequency, average-length document scores that under BM25, so the scores merge
     with BM25's.  ``gate``: a condition that skips the scan when false (SQL, no parameters)."""
+    scope, key, term_tokens, depth, now_ms = query
     shown, params = predicate(scope, now_ms=now_ms, key=key)
     wanted = [term_tokens[t] for t in present]
     holding: list[object]
@@ -113,15 +114,7 @@ def window_statement(
     return sql, (*params, *holding, key, *matching, RECENT_WINDOW, depth)
 
 
-def keyword_statement(
-    scope: Scope,
-    key: str,
-    term_tokens: dict[str, list[str]],
-    depth: int,
-    now_ms: int,
-    counts: dict[str, int],
-    size: int,
-) -> Statement | None:
+def keyword_statement(query: KeyQuery, counts: dict[str, int], size: int) -> Statement | None:
     """The keyword candidates of one scope key as one statement, rows of (part, rowid, score):
     part 0 the BM25 hits, part 1 the recent window's.
 
@@ -129,20 +122,19 @@ def keyword_statement(
     scope), every match is ranked; otherwise the rare terms rank alone (common terms have an IDF
     near zero, they barely move BM25), and only when they find fewer than ``depth`` is the
     recent window of every term ranked (the server skips it otherwise)."""
+    term_tokens, depth = query.term_tokens, query.depth
     present = [t for t in term_tokens if counts.get(t, 0) > 0]
     if not present:
         return None
     rare = [t for t in present if counts[t] < COMMON_DOCS]
     if rare:
-        bm25, bm25_params = bm25_statement(scope, key, term_tokens, depth, now_ms, counts, size, rare)
+        bm25, bm25_params = bm25_statement(query, counts, size, rare)
     if len(rare) == len(present):
         return f"SELECT 0 AS part, rowid, score FROM ({bm25}) AS r", bm25_params
     if not rare:
-        window, params = window_statement(scope, key, term_tokens, depth, now_ms, present, "true")
+        window, params = window_statement(query, present, "true")
         return f"SELECT 1 AS part, rowid, score FROM {window} AS c", params
-    window, params = window_statement(
-        scope, key, term_tokens, depth, now_ms, present, f"(SELECT count(*) FROM r) < {int(depth)}"
-    )
+    window, params = window_statement(query, present, f"(SELECT count(*) FROM r) < {int(depth)}")
     return (
         f"WITH r AS MATERIALIZED ({bm25}) SELECT 0 AS part, rowid, score FROM r "
         f"UNION ALL SELECT 1 AS part, rowid, score FROM {window} AS c ORDER BY part, score, rowid DESC",

@@ -17,6 +17,7 @@ from memoryd.store.postgres.search.keyword import (
     K1,
     RECENT_WINDOW,
     B,
+    KeyQuery,
     Statement,
     keyword_statement,
     window_statement,
@@ -68,10 +69,10 @@ class Measuring:
         known, else ``speculative_statement`` (which measures the rest itself)."""
         if self.ready:
             counts, size = self.result()
-            statement = keyword_statement(scope, self.key, self.term_tokens, depth, now_ms, counts, size)
+            statement = keyword_statement(self._query(scope, depth, now_ms), counts, size)
             self._ranking = conn.execute(*statement) if statement is not None else None
             return
-        statement = speculative_statement(scope, self.key, self.term_tokens, depth, now_ms, self.unknown, self.size)
+        statement = speculative_statement(self._query(scope, depth, now_ms), self.unknown, self.size)
         self._ranking = conn.execute(*statement)
         self._speculating = True
 
@@ -93,8 +94,11 @@ class Measuring:
         if values[-2] < RECENT_WINDOW and all(self.counts[t] < COMMON_DOCS for t in guessed):
             return [row for row in rows if row[0] >= 0]
         counts, size = self.result()
-        statement = keyword_statement(scope, self.key, self.term_tokens, depth, now_ms, counts, size)
+        statement = keyword_statement(self._query(scope, depth, now_ms), counts, size)
         return conn.execute(*statement).fetchall() if statement is not None else []
+
+    def _query(self, scope: Scope, depth: int, now_ms: int) -> KeyQuery:
+        return KeyQuery(scope, self.key, self.term_tokens, depth, now_ms)
 
     @property
     def ready(self) -> bool:
@@ -128,15 +132,7 @@ def measure(conn: Conn, key: str, term_tokens: dict[str, list[str]]) -> tuple[di
     return measuring.result()
 
 
-def speculative_statement(
-    scope: Scope,
-    key: str,
-    term_tokens: dict[str, list[str]],
-    depth: int,
-    now_ms: int,
-    unknown: list[str],
-    size: int | None,
-) -> Statement:
+def speculative_statement(query: KeyQuery, unknown: list[str], size: int | None) -> Statement:
     """``keyword_statement`` for a scope key whose terms ``unknown`` are not known to be common,
     assuming they are rare: one read of their newest RECENT_WINDOW matches gives their counts
     (all of them, when the read holds fewer; else each term's is measured on its own, capped at
@@ -144,6 +140,7 @@ def speculative_statement(
     counts.  Its rows: (-1, term's index in ``unknown``, count), (-1, -1, the key's size),
     (-1, -2, the matches read), then ``keyword_statement``'s.  Right when every count is below
     COMMON_DOCS and fewer than RECENT_WINDOW matches were read (the caller checks)."""
+    scope, key, term_tokens, depth, now_ms = query
     n = len(unknown)
     shown, visible = predicate(scope, now_ms=now_ms, key=key)
     if size is None:
@@ -197,9 +194,7 @@ def speculative_statement(
     params += [*[term_tokens[t][0] for t in unknown], depth]
     common = [t for t in term_tokens if t not in unknown]
     if common:
-        window, window_params = window_statement(
-            scope, key, term_tokens, depth, now_ms, [*common, *unknown], f"(SELECT count(*) FROM r) < {int(depth)}"
-        )
+        window, window_params = window_statement(query, [*common, *unknown], f"(SELECT count(*) FROM r) < {int(depth)}")
         sql += f" UNION ALL SELECT 1 AS part, rowid, score FROM {window} AS x"
         params += window_params
     return sql + " ORDER BY 1, 3, 2 DESC", tuple(params)

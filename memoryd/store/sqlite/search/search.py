@@ -19,18 +19,10 @@ import numpy as np
 
 from memoryd.store import ranking, search_rules
 from memoryd.store.records import SearchHit
-from memoryd.store.search_rules import Candidates
+from memoryd.store.search_rules import REACH, Candidates, candidate_depth
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.search import neighbours, people_retriever
-from memoryd.store.sqlite.search.search_parts import (
-    REACH,
-    KeywordPart,
-    SearchQuery,
-    VectorPart,
-    candidate_depth,
-    keyword_part,
-    vector_part,
-)
+from memoryd.store.sqlite.search.search_parts import KeywordPart, SearchQuery, VectorPart, keyword_part, vector_part
 from memoryd.store.sqlite.vectors import vector_search, vectors
 from memoryd.store.visibility import Scope
 
