@@ -1,5 +1,6 @@
 """How an attribute's key and value are written down, so that two wordings of one fact compare
-equal: "Favourite Colours" -> favorite:color, "Acme Corp, since 2020" -> acme corp.
+equal: favorite:Foods -> favorite:food, favorite:colour -> favorite:color, "Acme Corp, since
+2020" -> acme corp.
 """
 
 from __future__ import annotations
