@@ -225,5 +225,6 @@ def _looks_ahead(text: str, start: int, end: int) -> bool:
 
 
 def _count(word: str) -> float:
+    """A duration's count, written in digits ("2", "1.5") or words ("two", "a couple of")."""
     word = " ".join(word.lower().split())
     return float(_NUMBERS[word]) if word in _NUMBERS else float(word)
