@@ -29,22 +29,6 @@ def _forget(client: MemoryClient, args: Json) -> Outcome:
     return {"deleted": True, "id": result["id"]}, f"Forgot memory {result['id'][: render.MIN_SHORT_ID]}."
 
 
-def _forget_person(client: MemoryClient, args: Json) -> Outcome:
-    result = client.forget_person(args["name"])
-    person = person_view(result["person"])
-    deleted = list(result.get("deleted") or [])
-    structured = {"person": person, "person_deleted": bool(result.get("person_deleted")), "deleted": deleted}
-    return structured, f"Forgot {person['name']}: {len(deleted)} memories about them deleted."
-
-
-def _forget_everything(client: MemoryClient, args: Json) -> Outcome:
-    result = client.forget_all(include_group=bool(args.get("include_group", False)))
-    erased = {kind: int(count) for kind, count in (result.get("erased") or {}).items()}
-    listed = ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in erased.items() if count)
-    text = "Erased everything stored about you" + (f": {listed}." if listed else " (there was nothing).")
-    return {"erased": erased, "include_group": bool(result.get("include_group"))}, text
-
-
 FORGET = Tool(
     name="forget",
     title="Forget a memory",
@@ -61,6 +45,14 @@ FORGET = Tool(
     idempotent=True,
     run=_forget,
 )
+
+
+def _forget_person(client: MemoryClient, args: Json) -> Outcome:
+    result = client.forget_person(args["name"])
+    person = person_view(result["person"])
+    deleted = list(result.get("deleted") or [])
+    structured = {"person": person, "person_deleted": bool(result.get("person_deleted")), "deleted": deleted}
+    return structured, f"Forgot {person['name']}: {len(deleted)} memories about them deleted."
 
 
 FORGET_PERSON = Tool(
@@ -82,6 +74,14 @@ FORGET_PERSON = Tool(
     run=_forget_person,
     confirm="This deletes every memory about that person and the person.",
 )
+
+
+def _forget_everything(client: MemoryClient, args: Json) -> Outcome:
+    result = client.forget_all(include_group=bool(args.get("include_group", False)))
+    erased = {kind: int(count) for kind, count in (result.get("erased") or {}).items()}
+    listed = ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in erased.items() if count)
+    text = "Erased everything stored about you" + (f": {listed}." if listed else " (there was nothing).")
+    return {"erased": erased, "include_group": bool(result.get("include_group"))}, text
 
 
 FORGET_EVERYTHING = Tool(

@@ -15,44 +15,6 @@ def _recall(client: MemoryClient, args: Json) -> Outcome:
     return {"memories": memories}, "\n".join(memory_lines(memories, "No memories found."))
 
 
-def _context(client: MemoryClient, args: Json) -> Outcome:
-    result = client.context(args["message"], limit=args.get("limit"), max_chars=args.get("max_chars"))
-    structured: Json = {
-        "text": result.get("text") or "",
-        "summary": result.get("summary"),
-        "memories": [memory_view(memory) for memory in result.get("memories") or []],
-        "people": [person_view(person) for person in result.get("people") or []],
-    }
-    return structured, structured["text"] or "Nothing known yet."
-
-
-def _list_memories(client: MemoryClient, args: Json) -> Outcome:
-    limit = args.get("limit", 20)
-    records = client.list(limit=limit, before_id=args.get("before_id"), about=args.get("about"))
-    memories = [memory_view(record) for record in records]
-    structured: Json = {"memories": memories}
-    lines = memory_lines(memories, "No memories.")
-    if len(memories) == limit:
-        structured["next_before_id"] = memories[-1]["id"]
-        lines.append(f"(more: pass before_id={memories[-1]['id']})")
-    return structured, "\n".join(lines)
-
-
-def _memory_history(client: MemoryClient, args: Json) -> Outcome:
-    versions = [memory_view(record) for record in client.history(args["id"])]
-    lines = []
-    for version in versions:
-        state = (
-            f"replaced by {version['superseded_by'][: render.MIN_SHORT_ID]}"
-            if version.get("superseded_by")
-            else "current"
-        )
-        lines.append(
-            f"- [{version['id'][: render.MIN_SHORT_ID]}] {version['created_at'][:10]} {render.one_line(version['content'])} ({state})"
-        )
-    return {"versions": versions}, "\n".join(lines) or "No history."
-
-
 RECALL = Tool(
     name="recall",
     title="Search memories",
@@ -86,6 +48,17 @@ RECALL = Tool(
     idempotent=True,
     run=_recall,
 )
+
+
+def _context(client: MemoryClient, args: Json) -> Outcome:
+    result = client.context(args["message"], limit=args.get("limit"), max_chars=args.get("max_chars"))
+    structured: Json = {
+        "text": result.get("text") or "",
+        "summary": result.get("summary"),
+        "memories": [memory_view(memory) for memory in result.get("memories") or []],
+        "people": [person_view(person) for person in result.get("people") or []],
+    }
+    return structured, structured["text"] or "Nothing known yet."
 
 
 CONTEXT = Tool(
@@ -136,6 +109,18 @@ CONTEXT = Tool(
 )
 
 
+def _list_memories(client: MemoryClient, args: Json) -> Outcome:
+    limit = args.get("limit", 20)
+    records = client.list(limit=limit, before_id=args.get("before_id"), about=args.get("about"))
+    memories = [memory_view(record) for record in records]
+    structured: Json = {"memories": memories}
+    lines = memory_lines(memories, "No memories.")
+    if len(memories) == limit:
+        structured["next_before_id"] = memories[-1]["id"]
+        lines.append(f"(more: pass before_id={memories[-1]['id']})")
+    return structured, "\n".join(lines)
+
+
 LIST_MEMORIES = Tool(
     name="list_memories",
     title="List memories",
@@ -162,6 +147,21 @@ LIST_MEMORIES = Tool(
     idempotent=True,
     run=_list_memories,
 )
+
+
+def _memory_history(client: MemoryClient, args: Json) -> Outcome:
+    versions = [memory_view(record) for record in client.history(args["id"])]
+    lines = []
+    for version in versions:
+        state = (
+            f"replaced by {version['superseded_by'][: render.MIN_SHORT_ID]}"
+            if version.get("superseded_by")
+            else "current"
+        )
+        lines.append(
+            f"- [{version['id'][: render.MIN_SHORT_ID]}] {version['created_at'][:10]} {render.one_line(version['content'])} ({state})"
+        )
+    return {"versions": versions}, "\n".join(lines) or "No history."
 
 
 MEMORY_HISTORY = Tool(
