@@ -18,13 +18,19 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
 
+def _command(commands: Any, name: str, **options: Any) -> argparse.ArgumentParser:
+    """A subcommand that reads the configuration: it takes the config flags first."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, **options)
+    _add_config_flags(parser)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memoryd", description="Long-term memory daemon for AI assistants.")
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run the daemon in the foreground")
-    _add_config_flags(serve)
+    serve = _command(commands, "serve", help="run the daemon in the foreground")
     serve.add_argument("--socket", metavar="PATH", help="Unix socket path")
     serve.add_argument(
         "--accept-empty-db",
@@ -32,11 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="start a new store over a zero-length memoryd.db even though the data dir holds other files",
     )
 
-    reindex = commands.add_parser(
+    _command(
+        commands,
         "reindex",
         help="switch the store to the configured embedder; the next `memoryd serve` re-embeds in the background",
     )
-    _add_config_flags(reindex)
 
     token = commands.add_parser(
         "token",
@@ -57,8 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ttl", default="15m", metavar="DURATION", help="lifetime: seconds, or e.g. 90s, 15m, 2h, 1d (default 15m)"
     )
 
-    show = commands.add_parser("config", help="print the effective configuration, or every default")
-    _add_config_flags(show)
+    show = _command(commands, "config", help="print the effective configuration, or every default")
     show.add_argument("--socket", metavar="PATH")
     show.add_argument("--defaults", action="store_true", help="print every key with its default")
     _add_admin_commands(commands)
@@ -67,23 +72,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_admin_commands(commands: Any) -> None:
     """The host-side admin commands (memoryd.admin): they open the database file directly."""
-    stats = commands.add_parser("stats", help="memories by state, scope, user and source; size, embedding, backlog")
-    _add_config_flags(stats)
+    stats = _command(commands, "stats", help="memories by state, scope, user and source; size, embedding, backlog")
     stats.add_argument("--json", action="store_true", help="print JSON (every user, not only the top ones)")
 
-    gc = commands.add_parser(
+    gc = _command(
+        commands,
         "gc",
         help="hard-remove memories deleted or expired more than lifecycle.retention_days ago, evict past "
         "lifecycle.max_entries_per_user / _per_chat, then optimize",
     )
-    _add_config_flags(gc)
     gc.add_argument("--dry-run", action="store_true", help="only count what would be removed")
     gc.add_argument("--json", action="store_true")
 
-    forget = commands.add_parser(
-        "forget-user", help="erase everything stored about USER_ID, physically and at once (not backups)"
+    forget = _command(
+        commands, "forget-user", help="erase everything stored about USER_ID, physically and at once (not backups)"
     )
-    _add_config_flags(forget)
     forget.add_argument("user_id", metavar="USER_ID")
     forget.add_argument("--dry-run", action="store_true", help="only count what would be erased")
     forget.add_argument("--include-group", action="store_true",
@@ -92,36 +95,32 @@ def _add_admin_commands(commands: Any) -> None:
                         help="a chat username of the user, to clear from group memories (repeatable)")  # fmt: skip
     forget.add_argument("--json", action="store_true")
 
-    export = commands.add_parser(
-        "export", help="write every memory and person as versioned JSON Lines to stdout (no vectors)"
+    export = _command(
+        commands, "export", help="write every memory and person as versioned JSON Lines to stdout (no vectors)"
     )
-    _add_config_flags(export)
     export.add_argument("--user", metavar="USER_ID", help="only the memories this user added, and their people")
 
-    load = commands.add_parser("import", help="import a `memoryd export` file: all of it or nothing; idempotent")
-    _add_config_flags(load)
+    load = _command(commands, "import", help="import a `memoryd export` file: all of it or nothing; idempotent")
     load.add_argument("file", type=Path, metavar="FILE")
 
-    backup = commands.add_parser("backup", help="consistent online copy of the database to PATH")
-    _add_config_flags(backup)
+    backup = _command(commands, "backup", help="consistent online copy of the database to PATH")
     backup.add_argument("path", type=Path, metavar="PATH")
     backup.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
     backup.add_argument("--compact", action="store_true",
                         help="VACUUM INTO: only the pages in use, packed (a smaller file after an upgrade)")  # fmt: skip
 
-    check = commands.add_parser("check", help="integrity_check plus FTS and vector index consistency")
-    _add_config_flags(check)
+    check = _command(commands, "check", help="integrity_check plus FTS and vector index consistency")
     check.add_argument("--repair", action="store_true", help="rebuild FTS and re-queue embeddings where needed")
     check.add_argument("--json", action="store_true")
 
-    migrate = commands.add_parser(
-        "migrate", help="copy the store between SQLite (data_dir) and PostgreSQL (--url); re-runnable, checked"
+    migrate = _command(
+        commands,
+        "migrate",
+        help="copy the store between SQLite (data_dir) and PostgreSQL (--url); re-runnable, checked",
     )
-    _add_config_flags(migrate)
     migrate.add_argument("--to", choices=["postgres", "sqlite"], required=True, help="the engine to copy into")
     migrate.add_argument("--url", required=True, help="the PostgreSQL database (libpq URL)")
 
-    jobs = commands.add_parser("jobs", help="background jobs: `memoryd jobs retry` re-queues parked and failing jobs")
-    _add_config_flags(jobs)
+    jobs = _command(commands, "jobs", help="background jobs: `memoryd jobs retry` re-queues parked and failing jobs")
     jobs.add_argument("action", choices=["retry"], help="retry: parked extraction jobs and failing embeddings, now")
     jobs.add_argument("--json", action="store_true")

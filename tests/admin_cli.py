@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -37,3 +38,31 @@ def export_lines(data: Path, *args: str) -> list[bytes]:
     done = memoryd("export", *args, data_dir=data)
     assert done.returncode == 0, text(done)
     return done.stdout.splitlines(keepends=True)
+
+
+#: A memory as ``memoryd export`` writes it: import tests change one field at a time.
+GOOD_MEMORY: dict[str, Any] = {
+    "id": "01JBBBBBBBBBBBBBBBBBBBBBBB",
+    "scope": "personal",
+    "owner": "carol",
+    "chat_id": None,
+    "source": "agent",
+    "content": "a good memory",
+    "subjects": [],
+    "metadata": {},
+    "confidence": 1.0,
+    "created_at": "2025-01-02T03:04:05.678Z",
+    "updated_at": "2025-01-02T03:04:05.678Z",
+    "expires_at": None,
+    "deleted_at": None,
+    "expiry_recorded_at": None,
+    "superseded_by": None,
+    "access_count": 0,
+    "last_access_at": None,
+}
+
+
+def good_line(number: int, **changes: Any) -> bytes:
+    """An export line of ``GOOD_MEMORY`` with an id of its own (``number``) and ``changes``."""
+    line = {**GOOD_MEMORY, "id": f"01JBBBBBBBBBBBBBBBBBBBBB{number:02d}", **changes}
+    return json.dumps(line).encode() + b"\n"

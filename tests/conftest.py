@@ -43,6 +43,29 @@ def clock() -> Clock:
 
 
 @pytest.fixture
+def clean_client_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None of the caller's socket or identity variables reaches the client under test."""
+    for name in (
+        "MEMORYD_SOCKET",
+        "ASH_RPC_SOCKET",
+        "MEMORY_USER_ID",
+        "MEMORY_CHAT_ID",
+        "ASH_USER_ID",
+        "ASH_CHAT_ID",
+        "MEMORY_CONTEXT_TOKEN",
+        "ASH_CONTEXT_TOKEN",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def no_memoryd_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None of the caller's MEMORYD_* variables reaches the configuration under test."""
+    for name in [name for name in os.environ if name.startswith("MEMORYD_")]:
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture
 def store(tmp_path: Path, clock: Clock) -> Iterator[Store]:
     """A fresh store file (no vector space: a test module may override this fixture to add one)."""
     with Store(tmp_path / "memory.db", readers=2, clock=clock) as opened:

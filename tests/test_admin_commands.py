@@ -15,7 +15,7 @@ from memoryd.ids import now_ms
 from memoryd.store import Provenance, Scope
 from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.db.database import open_connection
-from tests.admin_cli import export_lines, memoryd, text
+from tests.admin_cli import GOOD_MEMORY, export_lines, good_line, memoryd, text
 from tests.store_helpers import embed_all, note, sql
 
 
@@ -232,47 +232,23 @@ async def test_export_of_one_user_has_only_the_memories_they_added(tmp_path: Pat
     assert [json.loads(line)["id"] for line in lines[1:]] == [ids["bob"]]
 
 
-GOOD = {
-    "id": "01JBBBBBBBBBBBBBBBBBBBBBBB",
-    "scope": "personal",
-    "owner": "carol",
-    "chat_id": None,
-    "source": "agent",
-    "content": "a good memory",
-    "subjects": [],
-    "metadata": {},
-    "confidence": 1.0,
-    "created_at": "2025-01-02T03:04:05.678Z",
-    "updated_at": "2025-01-02T03:04:05.678Z",
-    "expires_at": None,
-    "deleted_at": None,
-    "expiry_recorded_at": None,
-    "superseded_by": None,
-    "access_count": 0,
-    "last_access_at": None,
-}
 HEADER = b'{"format":"memoryd-export","version":1,"exported_at":"2025-01-02T03:04:05.678Z","user":null}\n'
-
-
-def good(number: int, **changes: Any) -> bytes:
-    line = {**GOOD, "id": f"01JBBBBBBBBBBBBBBBBBBBBB{number:02d}", **changes}
-    return json.dumps(line).encode() + b"\n"
 
 
 @pytest.mark.parametrize(
     ("bad_line", "reason"),
     [
         (b"{not json\n", "malformed"),
-        (json.dumps({k: v for k, v in GOOD.items() if k != "content"}).encode() + b"\n", "`content`"),
-        (json.dumps({**GOOD, "vector": [1, 2]}).encode() + b"\n", "unknown field `vector`"),
-        (good(3, created_at="yesterday"), "created_at"),
-        (good(3, expires_at="2025-02-30T00:00:00.000Z"), "not a valid date"),
-        (good(3, id="not-an-id"), "not a memory id"),
-        (good(3, scope="group"), "chat_id is required for a shared (group) memory"),
-        (good(3, scope="world"), "`$.scope`"),
-        (good(3, content="   "), "content must not be empty"),
-        (good(3, confidence="high"), "`$.confidence`"),
-        (good(1), "duplicate id"),
+        (json.dumps({k: v for k, v in GOOD_MEMORY.items() if k != "content"}).encode() + b"\n", "`content`"),
+        (json.dumps({**GOOD_MEMORY, "vector": [1, 2]}).encode() + b"\n", "unknown field `vector`"),
+        (good_line(3, created_at="yesterday"), "created_at"),
+        (good_line(3, expires_at="2025-02-30T00:00:00.000Z"), "not a valid date"),
+        (good_line(3, id="not-an-id"), "not a memory id"),
+        (good_line(3, scope="group"), "chat_id is required for a shared (group) memory"),
+        (good_line(3, scope="world"), "`$.scope`"),
+        (good_line(3, content="   "), "content must not be empty"),
+        (good_line(3, confidence="high"), "`$.confidence`"),
+        (good_line(1), "duplicate id"),
         (b"\xff\xfe garbage\n", "line 4"),
     ],
 )
@@ -283,7 +259,7 @@ async def test_a_malformed_line_is_reported_with_its_number_and_nothing_is_impor
     with open_store(data) as store:
         await store.memories.add(note("already here", source="agent"))
     dump = tmp_path / "bad.jsonl"
-    dump.write_bytes(HEADER + good(1) + good(2) + bad_line + good(5))
+    dump.write_bytes(HEADER + good_line(1) + good_line(2) + bad_line + good_line(5))
     done = memoryd("import", str(dump), data_dir=data)
     assert done.returncode == 1
     err = done.stderr.decode()
@@ -297,7 +273,7 @@ async def test_a_malformed_line_is_reported_with_its_number_and_nothing_is_impor
         (b"", "line 1: the file is empty"),
         (b'{"format":"something-else","version":1,"exported_at":"x"}\n', "line 1: format is 'something-else'"),
         (HEADER.replace(b'"version":1', b'"version":5'), "line 1: format version 5 is not supported"),
-        (good(1), "line 1: not a memoryd export header"),
+        (good_line(1), "line 1: not a memoryd export header"),
     ],
 )
 def test_a_file_without_a_valid_header_is_refused(tmp_path: Path, content: bytes, reason: str) -> None:

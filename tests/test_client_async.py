@@ -85,19 +85,7 @@ def sock_path() -> Iterator[str]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "MEMORYD_SOCKET",
-        "ASH_RPC_SOCKET",
-        "MEMORY_USER_ID",
-        "MEMORY_CHAT_ID",
-        "ASH_USER_ID",
-        "ASH_CHAT_ID",
-        "MEMORY_CONTEXT_TOKEN",
-        "ASH_CONTEXT_TOKEN",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_client_env")
 
 
 async def test_async_client_sends_identity_and_typed_params(sock_path: str, nursery: trio.Nursery) -> None:

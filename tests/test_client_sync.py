@@ -138,22 +138,7 @@ def server(sock_dir: Path) -> Iterator[FakeDaemon]:
         daemon.stop()
 
 
-@pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "MEMORYD_SOCKET",
-        "ASH_RPC_SOCKET",
-        "MEMORY_USER_ID",
-        "MEMORY_CHAT_ID",
-        "ASH_USER_ID",
-        "ASH_CHAT_ID",
-        "MEMORY_CONTEXT_TOKEN",
-        "ASH_CONTEXT_TOKEN",
-    ):
-        monkeypatch.delenv(name, raising=False)
-
-
-pytestmark = pytest.mark.usefixtures("clean_env")
+pytestmark = pytest.mark.usefixtures("clean_client_env")
 
 
 def test_calls_carry_the_identity_and_the_typed_params(server: FakeDaemon) -> None:

@@ -11,7 +11,7 @@ import trio
 
 from memoryd.errors import SupersedeRefused
 from memoryd.extract import normalized_text
-from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store import Learned, NewMemory, Scope, SessionContext, SessionRef, StoredMessage
 from memoryd.store.sqlite import Store
 from memoryd.store.sqlite.conversations import conversations
 from memoryd.store.sqlite.supersession.supersession import Plan
@@ -196,20 +196,15 @@ async def test_facts_stored_with_plans_supersede_and_return_the_stored_record(tm
     with Store(tmp_path / "v.db", readers=1, clock=clock) as vstore:
         vstore.configure_vector_space("test-model", 4)
         keyed = Plan(key="drink")
-        (tea,) = await vstore.conversations.store_facts(
-            [fact("Alice drinks tea")],
-            [np.array([1.0, 0.0, 0.0, 0.0])],
-            scope=CALLER,
-            normalize=normalized_text,
-            plans=[keyed],
-        )
-        (coffee,) = await vstore.conversations.store_facts(
-            [fact("Alice drinks coffee")],
-            [np.array([0.0, 1.0, 0.0, 0.0])],
-            scope=CALLER,
-            normalize=normalized_text,
-            plans=[keyed],
-        )
+
+        async def drink(text: str, vector: list[float]) -> Learned:
+            (learned,) = await vstore.conversations.store_facts(
+                [fact(text)], [np.array(vector)], scope=CALLER, normalize=normalized_text, plans=[keyed]
+            )
+            return learned
+
+        tea = await drink("Alice drinks tea", [1.0, 0.0, 0.0, 0.0])
+        coffee = await drink("Alice drinks coffee", [0.0, 1.0, 0.0, 0.0])
         assert not coffee.refreshed and coffee.record is not None
         # The record handed to the add listeners is the stored row as a get shows it (its key included).
         assert coffee.record == await vstore.memories.get(Scope("alice", "chat-1"), coffee.memory_id)

@@ -8,6 +8,8 @@ import os
 import signal
 import stat
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,15 @@ NOBODY = 65534
 PR_CAPBSET_DROP = 24
 CAP_DAC_OVERRIDE = 1
 CAP_DAC_READ_SEARCH = 2
+
+
+@contextmanager
+def read_only_data_dir(memories: int) -> Iterator[Path]:
+    """A data dir holding a store of ``memories``, on a tmpfs remounted read-only."""
+    with tmpfs() as disk:
+        build_store(disk / "data" / "memoryd.db", memories=memories)
+        remount_read_only(disk)
+        yield disk / "data"
 
 
 def _fails_with_one_line(process: Any, status: int) -> str:
@@ -170,36 +181,32 @@ def test_sigterm_on_a_full_disk_exits_0_and_says_the_wal_is_durable(daemon_proce
 
 
 def test_check_and_stats_work_on_a_read_only_data_dir() -> None:
-    with tmpfs() as disk:
-        build_store(disk / "data" / "memoryd.db", memories=50)
-        remount_read_only(disk)
-        checked = memoryd("check", data_dir=disk / "data")
+    with read_only_data_dir(memories=50) as data:
+        checked = memoryd("check", data_dir=data)
         assert checked.returncode == 0, text(checked)
         assert "the database is consistent" in text(checked)
-        stats = memoryd("stats", "--json", data_dir=disk / "data")
+        stats = memoryd("stats", "--json", data_dir=data)
         assert stats.returncode == 0, text(stats)
         assert b'"active": 50' in stats.stdout
 
 
 def test_every_reading_admin_command_works_on_a_read_only_data_dir_and_writers_fail_in_one_line() -> None:
-    with tmpfs() as disk:
-        build_store(disk / "data" / "memoryd.db", memories=50)
-        remount_read_only(disk)
-        exported = memoryd("export", data_dir=disk / "data")
+    with read_only_data_dir(memories=50) as data:
+        exported = memoryd("export", data_dir=data)
         assert exported.returncode == 0, text(exported)
         assert exported.stdout.count(b'"content"') == 50
-        dry = memoryd("gc", "--dry-run", data_dir=disk / "data")
+        dry = memoryd("gc", "--dry-run", data_dir=data)
         assert dry.returncode == 0 and "gc would remove 0 memories" in text(dry), text(dry)
         with tmpfs() as elsewhere:
-            copied = memoryd("backup", str(elsewhere / "copy.db"), data_dir=disk / "data")
+            copied = memoryd("backup", str(elsewhere / "copy.db"), data_dir=data)
             assert copied.returncode == 0, text(copied)
             assert (elsewhere / "copy.db").stat().st_size > 0
         # Commands that must write say so in one line, no traceback.
         for command in (("gc",), ("check", "--repair")):
-            refused = memoryd(*command, data_dir=disk / "data")
+            refused = memoryd(*command, data_dir=data)
             assert refused.returncode == 1, text(refused)
             assert "Traceback" not in text(refused)
-            assert f"cannot open database {disk / 'data' / 'memoryd.db'}" in text(refused), text(refused)
+            assert f"cannot open database {data / 'memoryd.db'}" in text(refused), text(refused)
 
 
 def test_a_backup_onto_a_full_disk_says_so_in_one_line_and_leaves_nothing(short_tmp: Path) -> None:

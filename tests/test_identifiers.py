@@ -7,6 +7,7 @@ Nothing is trimmed or rewritten: an id that could be mistaken for another ("alic
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -23,7 +24,6 @@ from memoryd.server.daemon import Daemon
 from memoryd.store.sqlite import Store
 from memoryd_client import InvalidIdentity, MemoryClient, mint_token
 from memoryd_client.identifiers import MAX_IDENTIFIER_CHARS, identifier_problem
-from memoryd_client.tokens import _b64url_encode
 from tests.admin_cli import memoryd, text
 from tests.conftest import REPO, make_config
 from tests.store_helpers import note
@@ -67,17 +67,22 @@ METHODS = [
 ]
 
 
+def b64url(data: bytes) -> str:
+    """Unpadded base64url, as the token format writes each segment."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
 def forged(claims: dict[str, Any]) -> str:
     """A correctly signed token with exactly these claims (mint_token refuses bad ids)."""
     header = {"alg": "HS256", "typ": "ASH_CONTEXT", "ver": 1}
 
     def segment(value: dict[str, Any]) -> str:
-        return _b64url_encode(json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8", "surrogatepass"))
+        return b64url(json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8", "surrogatepass"))
 
     signing_input = f"{segment(header)}.{segment(claims)}"
     key = bytes.fromhex(SECRET)
     signature = hmac.new(key, signing_input.encode("ascii"), hashlib.sha256).digest()
-    return f"{signing_input}.{_b64url_encode(signature)}"
+    return f"{signing_input}.{b64url(signature)}"
 
 
 def claims_for(sub: str, **more: Any) -> dict[str, Any]:

@@ -11,31 +11,12 @@ import pytest
 import trio
 
 from memoryd.server.daemon import Daemon
-from tests.admin_cli import memoryd, text
+from tests.admin_cli import good_line, memoryd, text
 from tests.conftest import make_config
 from tests.store_helpers import sql
 from tests.wire import NdjsonPeer, call_error, call_ok
 
 GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
-GOOD = {
-    "id": "01JBBBBBBBBBBBBBBBBBBBBBBB",
-    "scope": "personal",
-    "owner": "carol",
-    "chat_id": None,
-    "source": "agent",
-    "content": "a good memory",
-    "subjects": [],
-    "metadata": {},
-    "confidence": 1.0,
-    "created_at": "2025-01-02T03:04:05.678Z",
-    "updated_at": "2025-01-02T03:04:05.678Z",
-    "expires_at": None,
-    "deleted_at": None,
-    "expiry_recorded_at": None,
-    "superseded_by": None,
-    "access_count": 0,
-    "last_access_at": None,
-}
 PERSON = {
     "record": "person",
     "id": "01JCCCCCCCCCCCCCCCCCCCCC01",
@@ -50,33 +31,30 @@ PERSON = {
 HEADER = b'{"format":"memoryd-export","version":2,"exported_at":"2025-01-02T03:04:05.678Z","user":null}\n'
 
 
-def good(number: int, **changes: Any) -> bytes:
-    line = {**GOOD, "id": f"01JBBBBBBBBBBBBBBBBBBBBB{number:02d}", **changes}
-    return json.dumps(line).encode() + b"\n"
-
-
 def person(**changes: Any) -> bytes:
     return json.dumps({**PERSON, **changes}).encode() + b"\n"
 
 
 BAD_LINES = [
-    pytest.param(good(3, content="x" * 100_000), "content", id="100KB-content"),
-    pytest.param(good(3, content="x" * 5_000_000), "content", id="5MB-content"),
-    pytest.param(good(3, owner="o" * 300), "owner", id="300-char-owner"),
-    pytest.param(good(3, owner="   "), "owner", id="blank-owner"),
-    pytest.param(good(3, scope="group", chat_id="c" * 300), "chat_id", id="300-char-chat"),
-    pytest.param(good(3, subjects=[f"P{i}" for i in range(10_000)]), "subjects", id="10000-subjects"),
-    pytest.param(good(3, subjects=[f"P{i}" for i in range(33)]), "subjects", id="33-subjects"),
-    pytest.param(good(3, subjects=["n" * 201]), "subjects[0]", id="long-subject"),
-    pytest.param(good(3, metadata={"blob": "m" * 1_000_000}), "metadata", id="1MB-metadata"),
-    pytest.param(good(3, metadata={"blob": "m" * 5000}), "metadata", id="5KB-metadata"),
-    pytest.param(good(3, source="s" * 65), "source", id="long-source"),
-    pytest.param(good(3, key="k" * 201), "key", id="long-key"),
-    pytest.param(good(3, content=f"deploy token {GITHUB_TOKEN}"), "content", id="secret-content"),
-    pytest.param(good(3, metadata={"note": "DATABASE_PASSWORD=Sup3rS3cret!2024"}), "metadata", id="secret-metadata"),
-    pytest.param(good(3, subjects=[GITHUB_TOKEN]), "subjects[0]", id="secret-subject"),
-    pytest.param(good(3, key=GITHUB_TOKEN), "key", id="secret-key"),
-    pytest.param(good(3, source_session=f"s-{GITHUB_TOKEN}"), "source_session", id="secret-session"),
+    pytest.param(good_line(3, content="x" * 100_000), "content", id="100KB-content"),
+    pytest.param(good_line(3, content="x" * 5_000_000), "content", id="5MB-content"),
+    pytest.param(good_line(3, owner="o" * 300), "owner", id="300-char-owner"),
+    pytest.param(good_line(3, owner="   "), "owner", id="blank-owner"),
+    pytest.param(good_line(3, scope="group", chat_id="c" * 300), "chat_id", id="300-char-chat"),
+    pytest.param(good_line(3, subjects=[f"P{i}" for i in range(10_000)]), "subjects", id="10000-subjects"),
+    pytest.param(good_line(3, subjects=[f"P{i}" for i in range(33)]), "subjects", id="33-subjects"),
+    pytest.param(good_line(3, subjects=["n" * 201]), "subjects[0]", id="long-subject"),
+    pytest.param(good_line(3, metadata={"blob": "m" * 1_000_000}), "metadata", id="1MB-metadata"),
+    pytest.param(good_line(3, metadata={"blob": "m" * 5000}), "metadata", id="5KB-metadata"),
+    pytest.param(good_line(3, source="s" * 65), "source", id="long-source"),
+    pytest.param(good_line(3, key="k" * 201), "key", id="long-key"),
+    pytest.param(good_line(3, content=f"deploy token {GITHUB_TOKEN}"), "content", id="secret-content"),
+    pytest.param(
+        good_line(3, metadata={"note": "DATABASE_PASSWORD=Sup3rS3cret!2024"}), "metadata", id="secret-metadata"
+    ),
+    pytest.param(good_line(3, subjects=[GITHUB_TOKEN]), "subjects[0]", id="secret-subject"),
+    pytest.param(good_line(3, key=GITHUB_TOKEN), "key", id="secret-key"),
+    pytest.param(good_line(3, source_session=f"s-{GITHUB_TOKEN}"), "source_session", id="secret-session"),
     pytest.param(person(owner="o" * 300), "owner", id="person-300-char-owner"),
     pytest.param(person(name="n" * 201), "name", id="person-long-name"),
     pytest.param(person(aliases=["a" * 201]), "aliases[0]", id="person-long-alias"),
@@ -88,7 +66,7 @@ def test_what_memory_add_refuses_is_reported_by_line_and_field_and_nothing_impor
     tmp_path: Path, bad_line: bytes, field: str
 ) -> None:
     dump = tmp_path / "dump.jsonl"
-    dump.write_bytes(HEADER + good(1) + bad_line + good(4))
+    dump.write_bytes(HEADER + good_line(1) + bad_line + good_line(4))
     done = memoryd("import", str(dump), data_dir=tmp_path / "data")
     err = done.stderr.decode()
     assert done.returncode == 1, text(done)
@@ -101,7 +79,7 @@ def test_what_memory_add_refuses_is_reported_by_line_and_field_and_nothing_impor
 
 def test_the_configured_subjects_bound_applies_to_an_import(tmp_path: Path) -> None:
     dump = tmp_path / "dump.jsonl"
-    dump.write_bytes(HEADER + good(1, subjects=["Ann", "Ben", "Cid"]))
+    dump.write_bytes(HEADER + good_line(1, subjects=["Ann", "Ben", "Cid"]))
     env = {"MEMORYD_LIMITS_MAX_SUBJECTS_PER_MEMORY": "2"}
     done = memoryd("import", str(dump), data_dir=tmp_path / "data", env=env)
     assert done.returncode == 1 and "line 2: subjects " in done.stderr.decode(), text(done)
@@ -113,13 +91,13 @@ async def test_an_import_at_the_limits_is_served_and_redact_mode_redacts(tmp_pat
     dump = tmp_path / "dump.jsonl"
     dump.write_bytes(
         HEADER
-        + good(1, content=biggest, subjects=[f"P{i}" for i in range(32)], metadata={"m": "z" * 4000})
-        + good(2, content=f"deploy token {GITHUB_TOKEN} for the CI", metadata={"note": f"{GITHUB_TOKEN}"})
+        + good_line(1, content=biggest, subjects=[f"P{i}" for i in range(32)], metadata={"m": "z" * 4000})
+        + good_line(2, content=f"deploy token {GITHUB_TOKEN} for the CI", metadata={"note": f"{GITHUB_TOKEN}"})
     )
     redact = {"MEMORYD_EXTRACTION_SECRETS": "redact"}
     # A session key is an identifier: redacting it would change which session it names.
     keyed = tmp_path / "keyed.jsonl"
-    keyed.write_bytes(HEADER + good(1, source_session=GITHUB_TOKEN))
+    keyed.write_bytes(HEADER + good_line(1, source_session=GITHUB_TOKEN))
     refused = memoryd("import", str(keyed), data_dir=data, env=redact)
     assert refused.returncode == 1 and "line 2: source_session " in refused.stderr.decode(), text(refused)
     done = memoryd("import", str(dump), data_dir=data, env=redact)
@@ -143,7 +121,7 @@ async def test_people_past_max_people_per_owner_are_refused_by_line_and_the_rest
     names = ["Ann", "Ben", "Cid"]
     dump.write_bytes(
         HEADER
-        + b"".join(good(i + 1, content=f"lunch with {name}", subjects=[name]) for i, name in enumerate(names))
+        + b"".join(good_line(i + 1, content=f"lunch with {name}", subjects=[name]) for i, name in enumerate(names))
         + b"".join(
             person(
                 id=f"01JCCCCCCCCCCCCCCCCCCCCC{i + 1:02d}", name=name, memories=[f"01JBBBBBBBBBBBBBBBBBBBBB{i + 1:02d}"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from pathlib import Path
 
@@ -56,11 +55,10 @@ def test_the_reference_lists_the_new_sections() -> None:
     assert reference["extraction"]["debounce_seconds"] == 30.0
 
 
+@pytest.mark.usefixtures("no_memoryd_env")
 def test_memoryd_config_never_prints_the_llm_key(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    for name in [name for name in os.environ if name.startswith("MEMORYD_")]:
-        monkeypatch.delenv(name)
     monkeypatch.setenv("MEMORYD_LLM_PROVIDER", "openai")
     monkeypatch.setenv("MEMORYD_LLM_API_KEY", "sk-llm-secret-42")
     monkeypatch.setenv("MEMORYD_DATA_DIR", str(tmp_path))

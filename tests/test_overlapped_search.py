@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import apsw
@@ -44,6 +44,14 @@ def open_store(path: Path, clock: Clock, readers: int, overlap_from: int = 0) ->
 @pytest.fixture
 def store(tmp_path: Path, clock: Clock) -> Iterator[Store]:
     with open_store(tmp_path / "memory.db", clock, readers=3) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def store_below_line(tmp_path: Path, clock: Clock) -> AsyncIterator[Store]:
+    """The filled store, with every scope below the overlap line."""
+    with open_store(tmp_path / "memory.db", clock, readers=3, overlap_from=10_000) as opened:
+        await fill(opened)
         yield opened
 
 
@@ -309,25 +317,21 @@ async def test_a_ranking_prepared_ahead_gives_the_sequential_hits(store: Store, 
 
 
 @pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
-async def test_a_scope_below_the_overlap_line_gives_the_sequential_hits(
-    tmp_path: Path, clock: Clock, scope: Scope
-) -> None:
+async def test_a_scope_below_the_overlap_line_gives_the_sequential_hits(store_below_line: Store, scope: Scope) -> None:
     # Below the line a search is one worker-thread call (the vector embedded first): the same hits.
-    with open_store(tmp_path / "memory.db", clock, readers=3, overlap_from=10_000) as store:
-        await fill(store)
-        for text, vector in queries(30):
+    for text, vector in queries(30):
 
-            async def embed(vector: np.ndarray | None = vector) -> np.ndarray | None:
-                return vector
+        async def embed(vector: np.ndarray | None = vector) -> np.ndarray | None:
+            return vector
 
-            same(
-                await store.memories.search(scope, text, limit=10, vector=QueryVector.at_hand(vector)),
-                sequential(store, scope, text, vector, 10),
-            )
-            same(
-                await store.memories.search(scope, text, limit=10, vector=QueryVector(embed)),
-                sequential(store, scope, text, vector, 10),
-            )
+        same(
+            await store_below_line.memories.search(scope, text, limit=10, vector=QueryVector.at_hand(vector)),
+            sequential(store_below_line, scope, text, vector, 10),
+        )
+        same(
+            await store_below_line.memories.search(scope, text, limit=10, vector=QueryVector(embed)),
+            sequential(store_below_line, scope, text, vector, 10),
+        )
 
 
 async def test_the_overlap_gate_overlaps_the_scopes_counted_big_lately(store: Store) -> None:
@@ -369,42 +373,42 @@ async def not_awaited() -> np.ndarray | None:
 
 @pytest.mark.parametrize("scope", [ALICE, ALICE_IN_GROUP], ids=["personal", "group chat"])
 async def test_a_small_scope_searched_beside_its_embedding_gives_the_sequential_hits(
-    tmp_path: Path, clock: Clock, scope: Scope
+    store_below_line: Store, scope: Scope
 ) -> None:
     # The embedding started at once on a thread of the embedder's: one worker-thread call reads
     # the keyword part and its neighbourhood, then waits there for the vector.
-    with open_store(tmp_path / "memory.db", clock, readers=3, overlap_from=10_000) as store:
-        await fill(store)
-        for text, vector in queries(30):
-            waited_in: list[int] = []
+    for text, vector in queries(30):
+        waited_in: list[int] = []
 
-            def start(vector: np.ndarray | None = vector, waited_in: list[int] = waited_in) -> VectorUnderWay:
-                def wait() -> np.ndarray | None:
-                    waited_in.append(threading.get_ident())
-                    return vector
-
-                return wait
-
-            fast = await store.memories.search(scope, text, limit=10, vector=QueryVector(not_awaited, at_once(start)))
-            same(fast, sequential(store, scope, text, vector, 10))
-            assert waited_in and waited_in != [threading.get_ident()]  # in the reader's thread
-
-
-async def test_an_embedding_that_cannot_start_at_once_is_awaited(tmp_path: Path, clock: Clock) -> None:
-    with open_store(tmp_path / "memory.db", clock, readers=3, overlap_from=10_000) as store:
-        await fill(store)
-        for text, vector in queries(10):
-            awaited = []
-
-            async def embed(
-                vector: np.ndarray | None = vector, awaited: list[str] = awaited, text: str = text
-            ) -> np.ndarray | None:
-                awaited.append(text)
+        def start(vector: np.ndarray | None = vector, waited_in: list[int] = waited_in) -> VectorUnderWay:
+            def wait() -> np.ndarray | None:
+                waited_in.append(threading.get_ident())
                 return vector
 
-            fast = await store.memories.search(ALICE, text, limit=10, vector=QueryVector(embed, at_once(lambda: None)))
-            same(fast, sequential(store, ALICE, text, vector, 10))
-            assert awaited == [text]
+            return wait
+
+        fast = await store_below_line.memories.search(
+            scope, text, limit=10, vector=QueryVector(not_awaited, at_once(start))
+        )
+        same(fast, sequential(store_below_line, scope, text, vector, 10))
+        assert waited_in and waited_in != [threading.get_ident()]  # in the reader's thread
+
+
+async def test_an_embedding_that_cannot_start_at_once_is_awaited(store_below_line: Store) -> None:
+    for text, vector in queries(10):
+        awaited = []
+
+        async def embed(
+            vector: np.ndarray | None = vector, awaited: list[str] = awaited, text: str = text
+        ) -> np.ndarray | None:
+            awaited.append(text)
+            return vector
+
+        fast = await store_below_line.memories.search(
+            ALICE, text, limit=10, vector=QueryVector(embed, at_once(lambda: None))
+        )
+        same(fast, sequential(store_below_line, ALICE, text, vector, 10))
+        assert awaited == [text]
 
 
 async def test_a_search_beside_its_embedding_leaves_a_reader_free(tmp_path: Path, clock: Clock) -> None:

@@ -80,16 +80,14 @@ def test_the_password_comes_from_a_file(tmp_path: Path) -> None:
         password_from(str(tmp_path / "missing"))
 
 
+@pytest.mark.usefixtures("no_memoryd_env")
 def test_memoryd_config_never_prints_the_database_password(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     import json
-    import os
 
     from memoryd.cli import main
 
-    for name in [name for name in os.environ if name.startswith("MEMORYD_")]:
-        monkeypatch.delenv(name)
     monkeypatch.setenv("MEMORYD_STORAGE_BACKEND", "postgres")
     monkeypatch.setenv(
         "MEMORYD_STORAGE_URL", "postgresql://memoryd:pg-secret-42@db.internal/memoryd?sslmode=verify-full"

@@ -54,23 +54,31 @@ async def server_counts(peer: NdjsonPeer) -> dict[str, Any]:
     return dict(health["server"])
 
 
+async def hang_up_with_calls_sent(daemon: Daemon, calls: int, hang_up_at: int) -> dict[str, Any]:
+    """Send ``calls`` slow calls on a new connection and hang up once ``hang_up_at`` requests are
+    in flight (a watcher's health call among them); the server's counts once only the watcher's
+    call is left, which must come within SLOW seconds (sooner than any slow call could end)."""
+    watcher = await NdjsonPeer.connect(daemon.config.socket_path)
+    client = await NdjsonPeer.connect(daemon.config.socket_path)
+    await client.send_raw(b"".join(extract_call(i) for i in range(calls)))
+    with trio.fail_after(10):
+        while (await server_counts(watcher))["requests_in_flight"] < hang_up_at:
+            await trio.sleep(0.02)
+    await client.aclose()
+    with trio.fail_after(SLOW):
+        # The health call asking is in flight itself.
+        while (counts := await server_counts(watcher))["requests_in_flight"] > 1:
+            await trio.sleep(0.02)
+    return counts
+
+
 async def test_a_hang_up_cancels_the_connections_queued_and_running_calls(
     short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
 ) -> None:
     daemon = slow_daemon(short_tmp, fake)
     await nursery.start(daemon.run)
-    watcher = await NdjsonPeer.connect(daemon.config.socket_path)
-    client = await NdjsonPeer.connect(daemon.config.socket_path)
-    await client.send_raw(b"".join(extract_call(i) for i in range(12)))
-    with trio.fail_after(10):
-        while (await server_counts(watcher))["requests_in_flight"] < 13:
-            await trio.sleep(0.02)
-    await client.aclose()
     # Twelve calls behind an LLM of concurrency 2 would take 6 rounds of SLOW seconds.
-    with trio.fail_after(SLOW):
-        # The health call asking is in flight itself.
-        while (counts := await server_counts(watcher))["requests_in_flight"] > 1:
-            await trio.sleep(0.02)
+    counts = await hang_up_with_calls_sent(daemon, calls=12, hang_up_at=13)
     assert counts["calls_cancelled_by_hangup"] == 12
     await trio.sleep(SLOW)
     assert len(fake.seen) <= 4  # the two asked before the hang-up, never the queued ten
@@ -125,16 +133,7 @@ async def test_a_hang_up_is_seen_while_reading_is_paused_at_max_inflight(
     socket, still notices and drops the lot (the unread calls never run)."""
     daemon = slow_daemon(short_tmp, fake, max_inflight_per_connection=4)
     await nursery.start(daemon.run)
-    watcher = await NdjsonPeer.connect(daemon.config.socket_path)
-    client = await NdjsonPeer.connect(daemon.config.socket_path)
-    await client.send_raw(b"".join(extract_call(i) for i in range(20)))
-    with trio.fail_after(10):
-        while (await server_counts(watcher))["requests_in_flight"] < 5:
-            await trio.sleep(0.02)
-    await client.aclose()
-    with trio.fail_after(SLOW):
-        while (counts := await server_counts(watcher))["requests_in_flight"] > 1:
-            await trio.sleep(0.02)
+    counts = await hang_up_with_calls_sent(daemon, calls=20, hang_up_at=5)
     assert counts["calls_cancelled_by_hangup"] == 4
     await trio.sleep(SLOW)
     assert len(fake.seen) <= 2  # the two the LLM had before the hang-up; the unread 16 never ran

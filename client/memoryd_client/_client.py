@@ -6,7 +6,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, cast
 
 from . import _methods
 from ._base import RECV_BYTES, Broken, ClientBase
@@ -48,8 +48,7 @@ class MemoryClient(ClientBase):
         """Store a memory: ``{"id", "short_id", "created_at", "scope", "deduplicated", "embedded",
         "superseded"}``; ``supersedes`` (an id) or ``key`` (an upsert key) replace older memories."""
         params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key, sensitivity)
-        result: Record = self.call("memory.add", **params)
-        return result
+        return cast(Record, self.call("memory.add", **params))
 
     def search(
         self,
@@ -70,8 +69,7 @@ class MemoryClient(ClientBase):
         floor drops only clearly unrelated ones); ``types`` keeps only those memory types
         (``["episode"]``: observed messages only)."""
         params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance, types)
-        result: Records = self.call("memory.search", **params)
-        return result
+        return cast(Records, self.call("memory.search", **params))
 
     def list(
         self,
@@ -90,45 +88,37 @@ class MemoryClient(ClientBase):
         params = _methods.list_params(
             limit, offset, before_id, include_expired, about, include_superseded, this_chat, types
         )
-        result: Records = self.call("memory.list", **params)
-        return result
+        return cast(Records, self.call("memory.list", **params))
 
     def get(self, memory_id: str) -> Record:
         """One memory by full id or unique prefix (>= 8 chars); raises NotFound if none is visible."""
-        result: Record = self.call("memory.get", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Record, self.call("memory.get", **_methods.memory_id_params(memory_id)))
 
     def history(self, memory_id: str) -> Records:
         """The versions of a memory (what it replaced, what replaced it), oldest first."""
-        result: Records = self.call("memory.history", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Records, self.call("memory.history", **_methods.memory_id_params(memory_id)))
 
     def delete(self, memory_id: str) -> Record:
         """``{"deleted": bool, "id": str | None}``; ``memory_id`` may be a unique prefix (>= 8 chars)."""
-        result: Record = self.call("memory.delete", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Record, self.call("memory.delete", **_methods.memory_id_params(memory_id)))
 
     def forget_all(self, *, include_group: bool = False) -> Record:
         """Erase everything stored about the caller, at once: ``{"erased": {kind: count}, ...}``.
         ``include_group`` also deletes the group memories the caller added."""
-        result: Record = self.call("memory.forget_all", confirm=True, include_group=include_group)
-        return result
+        return cast(Record, self.call("memory.forget_all", confirm=True, include_group=include_group))
 
     def pin(self, memory_id: str) -> Record:
         """Keep a memory for good (never evicted or expired): the pinned record."""
-        result: Record = self.call("memory.pin", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Record, self.call("memory.pin", **_methods.memory_id_params(memory_id)))
 
     def unpin(self, memory_id: str) -> Record:
         """Make a pinned memory evictable again: the record."""
-        result: Record = self.call("memory.unpin", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Record, self.call("memory.unpin", **_methods.memory_id_params(memory_id)))
 
     def observe(self, messages: Sequence[Record], *, session_key: Optional[str] = None) -> Record:
         """Post conversation messages (``{"role", "content", "id"?, "timestamp"?, "username"?, ...}``)
         for background extraction: ``{"accepted": n}``, answered at once."""
-        result: Record = self.call("memory.observe", **_methods.observe_params(messages, session_key))
-        return result
+        return cast(Record, self.call("memory.observe", **_methods.observe_params(messages, session_key)))
 
     def extract(
         self, message_id: str, *, session_key: Optional[str] = None, timeout: Optional[float] = _methods.EXTRACT_TIMEOUT
@@ -137,8 +127,7 @@ class MemoryClient(ClientBase):
         ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM.
         ``timeout``: seconds to wait for the daemon's answer (None: no limit), longer than the
         client's own by default since the daemon waits on its LLM."""
-        result: Record = self._call("memory.extract", _methods.extract_params(message_id, session_key), timeout)
-        return result
+        return cast(Record, self._call("memory.extract", _methods.extract_params(message_id, session_key), timeout))
 
     def extract_from_messages(
         self,
@@ -156,12 +145,10 @@ class MemoryClient(ClientBase):
         params = _methods.extract_from_messages_params(
             messages, message_id, shared, source_username, source_display_name, chat_type
         )
-        result: Record = self._call("memory.extract_from_messages", params, timeout)
-        return result
+        return cast(Record, self._call("memory.extract_from_messages", params, timeout))
 
     def health(self) -> Record:
-        result: Record = self.call("system.health")
-        return result
+        return cast(Record, self.call("system.health"))
 
     # -- people, context, summary ----------------------------------------------------------
 
@@ -176,37 +163,30 @@ class MemoryClient(ClientBase):
         memories are injected only when the best reaches ``min_relevance`` (default: the daemon's
         ``[context] min_relevance``), then those reaching a share of the best one's relevance."""
         params = _methods.context_params(message, limit, max_chars, min_relevance)
-        result: Record = self.call("memory.context", **params)
-        return result
+        return cast(Record, self.call("memory.context", **params))
 
     def summary(self) -> Record:
         """``{"summary", "source": "llm" | "digest", "generated_at", "memories", "stale"}``."""
-        result: Record = self.call("memory.summary")
-        return result
+        return cast(Record, self.call("memory.summary"))
 
     def people(self) -> Records:
         """Your people: ``id``, ``name``, ``aliases``, ``relationship``, ``memories`` (a count)."""
-        result: Records = self.call("person.list")
-        return result
+        return cast(Records, self.call("person.list"))
 
     def person(self, name: str, limit: Optional[int] = None) -> Record:
         """A person by name, alias, relationship or id, with the ``memories`` about them."""
-        result: Record = self.call("person.get", **_methods.person_params(name, limit))
-        return result
+        return cast(Record, self.call("person.get", **_methods.person_params(name, limit)))
 
     def merge_people(self, from_: str, into: str) -> Record:
-        result: Record = self.call("person.merge", **_methods.merge_params(from_, into))
-        return result
+        return cast(Record, self.call("person.merge", **_methods.merge_params(from_, into)))
 
     def add_alias(self, name: str, alias: str) -> Record:
-        result: Record = self.call("person.alias", name=name, alias=alias)
-        return result
+        return cast(Record, self.call("person.alias", name=name, alias=alias))
 
     def forget_person(self, person: str, delete_person_record: bool = True) -> Record:
         """Delete the memories about ``person`` you can see (and the person): ``{"deleted": [ids], ...}``."""
         params = _methods.forget_person_params(person, delete_person_record)
-        result: Record = self.call("memory.forget_person", **params)
-        return result
+        return cast(Record, self.call("memory.forget_person", **params))
 
     # -- the wire -------------------------------------------------------------------------
 

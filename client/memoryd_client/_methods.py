@@ -49,14 +49,11 @@ def search_params(
     min_relevance: Optional[float] = None,
     types: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
-    # The flags are sent only when set, so a client works with daemons that predate them.
     return _drop_none(
         {
             "query": query,
             "limit": limit,
-            "about": about,
-            "include_superseded": include_superseded or None,
-            "this_chat": this_chat or None,
+            **_scope(about, include_superseded, this_chat),
             "min_relevance": min_relevance,
             "types": _types(types),
         }
@@ -79,12 +76,16 @@ def list_params(
             "offset": offset,
             "before_id": before_id,
             "include_expired": include_expired,
-            "about": about,
-            "include_superseded": include_superseded or None,
-            "this_chat": this_chat or None,
+            **_scope(about, include_superseded, this_chat),
             "types": _types(types),
         }
     )
+
+
+def _scope(about: Optional[str], include_superseded: bool, this_chat: bool) -> Dict[str, Any]:
+    """The filters search and list share; the flags are sent only when set, so a client works
+    with daemons that predate them."""
+    return {"about": about, "include_superseded": include_superseded or None, "this_chat": this_chat or None}
 
 
 def _types(types: Optional[Sequence[str]]) -> Optional[List[str]]:

@@ -6,7 +6,7 @@ trio is not installed.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, cast
 
 import trio
 
@@ -44,8 +44,7 @@ class AsyncMemoryClient(ClientBase):
         sensitivity: Optional[str] = None,
     ) -> Record:
         params = _methods.add_params(content, source, expires_days, subjects, shared, supersedes, key, sensitivity)
-        result: Record = await self.call("memory.add", **params)
-        return result
+        return cast(Record, await self.call("memory.add", **params))
 
     async def search(
         self,
@@ -59,8 +58,7 @@ class AsyncMemoryClient(ClientBase):
         types: Optional[Sequence[str]] = None,
     ) -> Records:
         params = _methods.search_params(query, limit, about, include_superseded, this_chat, min_relevance, types)
-        result: Records = await self.call("memory.search", **params)
-        return result
+        return cast(Records, await self.call("memory.search", **params))
 
     async def list(
         self,
@@ -77,44 +75,36 @@ class AsyncMemoryClient(ClientBase):
         params = _methods.list_params(
             limit, offset, before_id, include_expired, about, include_superseded, this_chat, types
         )
-        result: Records = await self.call("memory.list", **params)
-        return result
+        return cast(Records, await self.call("memory.list", **params))
 
     async def get(self, memory_id: str) -> Record:
         """One memory by full id or unique prefix (>= 8 chars); raises NotFound if none is visible."""
-        result: Record = await self.call("memory.get", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Record, await self.call("memory.get", **_methods.memory_id_params(memory_id)))
 
     async def history(self, memory_id: str) -> Records:
         """The versions of a memory (what it replaced, what replaced it), oldest first."""
-        result: Records = await self.call("memory.history", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Records, await self.call("memory.history", **_methods.memory_id_params(memory_id)))
 
     async def delete(self, memory_id: str) -> Record:
-        result: Record = await self.call("memory.delete", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Record, await self.call("memory.delete", **_methods.memory_id_params(memory_id)))
 
     async def forget_all(self, *, include_group: bool = False) -> Record:
         """Erase everything stored about the caller, at once: ``{"erased": {kind: count}, ...}``.
         ``include_group`` also deletes the group memories the caller added."""
-        result: Record = await self.call("memory.forget_all", confirm=True, include_group=include_group)
-        return result
+        return cast(Record, await self.call("memory.forget_all", confirm=True, include_group=include_group))
 
     async def pin(self, memory_id: str) -> Record:
         """Keep a memory for good (never evicted or expired): the pinned record."""
-        result: Record = await self.call("memory.pin", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Record, await self.call("memory.pin", **_methods.memory_id_params(memory_id)))
 
     async def unpin(self, memory_id: str) -> Record:
         """Make a pinned memory evictable again: the record."""
-        result: Record = await self.call("memory.unpin", **_methods.memory_id_params(memory_id))
-        return result
+        return cast(Record, await self.call("memory.unpin", **_methods.memory_id_params(memory_id)))
 
     async def observe(self, messages: Sequence[Record], *, session_key: Optional[str] = None) -> Record:
         """Post conversation messages (``{"role", "content", "id"?, "timestamp"?, "username"?, ...}``)
         for background extraction: ``{"accepted": n}``, answered at once."""
-        result: Record = await self.call("memory.observe", **_methods.observe_params(messages, session_key))
-        return result
+        return cast(Record, await self.call("memory.observe", **_methods.observe_params(messages, session_key)))
 
     async def extract(
         self, message_id: str, *, session_key: Optional[str] = None, timeout: Optional[float] = _methods.EXTRACT_TIMEOUT
@@ -123,8 +113,9 @@ class AsyncMemoryClient(ClientBase):
         ``{"stored": 0, "error": "Message not found in session"}``; LlmNotConfigured without an LLM.
         ``timeout``: seconds to wait for the daemon's answer (None: no limit), longer than the
         client's own by default since the daemon waits on its LLM."""
-        result: Record = await self._call("memory.extract", _methods.extract_params(message_id, session_key), timeout)
-        return result
+        return cast(
+            Record, await self._call("memory.extract", _methods.extract_params(message_id, session_key), timeout)
+        )
 
     async def extract_from_messages(
         self,
@@ -142,12 +133,10 @@ class AsyncMemoryClient(ClientBase):
         params = _methods.extract_from_messages_params(
             messages, message_id, shared, source_username, source_display_name, chat_type
         )
-        result: Record = await self._call("memory.extract_from_messages", params, timeout)
-        return result
+        return cast(Record, await self._call("memory.extract_from_messages", params, timeout))
 
     async def health(self) -> Record:
-        result: Record = await self.call("system.health")
-        return result
+        return cast(Record, await self.call("system.health"))
 
     # -- people, context, summary (see MemoryClient) ----------------------------------------
 
@@ -159,33 +148,26 @@ class AsyncMemoryClient(ClientBase):
         min_relevance: Optional[float] = None,
     ) -> Record:
         params = _methods.context_params(message, limit, max_chars, min_relevance)
-        result: Record = await self.call("memory.context", **params)
-        return result
+        return cast(Record, await self.call("memory.context", **params))
 
     async def summary(self) -> Record:
-        result: Record = await self.call("memory.summary")
-        return result
+        return cast(Record, await self.call("memory.summary"))
 
     async def people(self) -> Records:
-        result: Records = await self.call("person.list")
-        return result
+        return cast(Records, await self.call("person.list"))
 
     async def person(self, name: str, limit: Optional[int] = None) -> Record:
-        result: Record = await self.call("person.get", **_methods.person_params(name, limit))
-        return result
+        return cast(Record, await self.call("person.get", **_methods.person_params(name, limit)))
 
     async def merge_people(self, from_: str, into: str) -> Record:
-        result: Record = await self.call("person.merge", **_methods.merge_params(from_, into))
-        return result
+        return cast(Record, await self.call("person.merge", **_methods.merge_params(from_, into)))
 
     async def add_alias(self, name: str, alias: str) -> Record:
-        result: Record = await self.call("person.alias", name=name, alias=alias)
-        return result
+        return cast(Record, await self.call("person.alias", name=name, alias=alias))
 
     async def forget_person(self, person: str, delete_person_record: bool = True) -> Record:
         params = _methods.forget_person_params(person, delete_person_record)
-        result: Record = await self.call("memory.forget_person", **params)
-        return result
+        return cast(Record, await self.call("memory.forget_person", **params))
 
     # -- the wire -------------------------------------------------------------------------
 

@@ -16,17 +16,16 @@ implementation of the format.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import hmac
-import json
 import re
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Union
 
+from ._token_codec import b64url_decode, b64url_encode, json_object, json_segment
 from .identifiers import check_identifier, identifier_problem
 
 TOKEN_TYPE = "ASH_CONTEXT"
@@ -36,9 +35,6 @@ DEFAULT_TTL_SECONDS = 900
 DEFAULT_LEEWAY_SECONDS = 30
 #: Far more than any real token (a few hundred bytes); parsing stops before decoding JSON.
 MAX_TOKEN_CHARS = 8192
-#: A token's header and claims are flat objects; deeper JSON is refused before it is decoded
-#: (the json module recurses per level: 6 KB of brackets would raise RecursionError).
-MAX_JSON_DEPTH = 4
 
 Secret = Union[str, bytes]
 
@@ -83,7 +79,7 @@ def decode_secret(text: str) -> bytes:
         except ValueError:
             pass
     try:
-        decoded = _b64url_decode(value, strict=False)
+        decoded = b64url_decode(value, strict=False)
         if decoded:
             return decoded
     except (binascii.Error, ValueError):
@@ -96,27 +92,6 @@ def _secret_bytes(secret: Secret) -> bytes:
     if not key:
         raise ValueError("the token secret is empty")
     return key
-
-
-def _b64url_encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-#: An unpadded base64url segment, nothing else (checked before decoding).
-_SEGMENT = re.compile(r"[A-Za-z0-9_-]*\Z")
-
-
-def _b64url_decode(text: str, *, strict: bool = True) -> bytes:
-    # Strict for token segments: only the base64url alphabet, no padding (what both sides
-    # emit).  Lenient for secrets, where ash accepts whatever urlsafe_b64decode accepts.
-    if strict and not _SEGMENT.match(text):
-        raise ValueError("not base64url")
-    return base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode("ascii"))
-
-
-def _json_segment(value: Dict[str, Any]) -> str:
-    # Byte-for-byte what ash signs: compact separators, sorted keys, ASCII escapes.
-    return _b64url_encode(json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8"))
 
 
 def _sign(key: bytes, signing_input: bytes) -> bytes:
@@ -190,9 +165,9 @@ def mint_token(
         if text:
             claims[name] = text
     header = {"alg": TOKEN_ALG, "typ": TOKEN_TYPE, "ver": TOKEN_VERSION}
-    signing_input = f"{_json_segment(header)}.{_json_segment(claims)}"
+    signing_input = f"{json_segment(header)}.{json_segment(claims)}"
     signature = _sign(key, signing_input.encode("ascii"))
-    return f"{signing_input}.{_b64url_encode(signature)}"
+    return f"{signing_input}.{b64url_encode(signature)}"
 
 
 def verify_token(
@@ -218,9 +193,9 @@ def verify_token(
         raise TokenError("format", "context token is not three dot-separated parts")
     encoded_header, encoded_claims, encoded_signature = parts
     try:
-        header = _json_object(_b64url_decode(encoded_header))
-        claims = _json_object(_b64url_decode(encoded_claims))
-        signature = _b64url_decode(encoded_signature)
+        header = json_object(b64url_decode(encoded_header))
+        claims = json_object(b64url_decode(encoded_claims))
+        signature = b64url_decode(encoded_signature)
     except (ValueError, binascii.Error, RecursionError):  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         raise TokenError("decode", "context token is not valid base64url JSON") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
@@ -251,36 +226,6 @@ def verify_token(
         chat_id=_identifier_claim(claims, "chat_id"),
         **{name: _str_claim(claims, name) for name in ROUTING_CLAIMS if name != "chat_id"},
     )
-
-
-def _json_object(data: bytes) -> Any:
-    """``json.loads`` after checking the nesting is shallow (ValueError when it is not)."""
-    text = data.decode("utf-8")
-    if text.count("{") + text.count("[") > MAX_JSON_DEPTH and _nesting_depth(text) > MAX_JSON_DEPTH:
-        raise ValueError("nested too deeply")
-    return json.loads(text)
-
-
-def _nesting_depth(text: str) -> int:
-    """How deep objects and arrays nest in JSON ``text`` (brackets inside strings do not count)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 def _int_claim(claims: Dict[str, Any], name: str) -> Optional[int]:
