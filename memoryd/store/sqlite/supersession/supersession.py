@@ -143,8 +143,9 @@ def _key_holders(
 
 
 def _apply(db: apsw.Connection, stored: Stored, old_rowid: int, ruling: Ruling, actor: str, now_ms: int) -> None:
-    if mark_superseded(db, old_rowid, stored.record.id, ruling, actor, now_ms) is not None:
-        stored.superseded.append(record_of(db, old_rowid).id)
+    replaced = mark_superseded(db, old_rowid, stored.record.id, ruling, actor, now_ms)
+    if replaced is not None:
+        stored.superseded.append(replaced)
 
 
 def mark_superseded(
