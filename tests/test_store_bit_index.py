@@ -199,9 +199,10 @@ async def test_a_new_stamp_is_copied_only_when_seen_twice_and_small_partitions_n
 
         assert copy_of("u:alice") is None
         key = (str(tmp_path / "m.db"), "vec_g1", "u:alice")
-        copies._loading.add(key)  # another reader is reading it
+        assert copies.claim_read(key)  # another reader is reading it
+        assert not copies.claim_read(key)
         assert copy_of("u:alice") is None
-        copies._loading.discard(key)
+        copies.release_read(key)
         first = copy_of("u:alice")
         assert first is not None
         assert copy_of("u:alice") is first

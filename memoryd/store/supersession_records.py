@@ -3,8 +3,9 @@ what was stored (``Stored``), and a queued ``supersede`` job."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from memoryd.errors import SupersedeRefused
 from memoryd.store.records import EmbedJob, MemoryRecord
@@ -33,6 +34,12 @@ def same_author(old: MemoryRecord, new: MemoryRecord) -> bool:
     replaces Alice's "I live in Berlin" (who said what under one user id, the rules judge from
     the speakers: ``knowledge.conflict``)."""
     return old.owner == new.owner
+
+
+def may_replace(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether ``new`` is about the same subjects as ``old`` and by the same author: the
+    candidates a key, a judge or a job may replace."""
+    return same_subjects(old.subjects, new.subjects) and same_author(old, new)
 
 
 def refuse_unreplaceable(
@@ -107,3 +114,39 @@ def learned_scope(record: MemoryRecord) -> Scope:
     (LLM) decision judges only what that caller could see."""
     # A chat whose type the memory does not record counts as a group (fail closed).
     return Scope(record.owner, chat_id=record.chat_id, chat_type=record.chat_type, verified=record.chat_id is not None)
+
+
+def superseded_detail(new_id: str, ruling: Ruling) -> dict[str, Any]:
+    """The 'superseded' audit event's detail.  Ids and kinds only: the reason quotes values
+    ("'red' -> 'blue'"), which are memory contents."""
+    return {"by": new_id, "decided_by": ruling.decided_by, "attribute": ruling.attribute}
+
+
+#: Links history follows at most (a chain is a handful of versions; this bounds a cycle bug).
+MAX_CHAIN = 200
+
+
+def version_chain(
+    start: str,
+    read: Callable[[str], tuple[int, MemoryRecord] | None],
+    replaced_by: Callable[[str], Iterable[str]],
+) -> list[MemoryRecord]:
+    """The versions linked to memory ``start``, both ways, oldest first.  ``read``: the rowid and
+    record of a memory the caller may see (None: not followed, so a chain never reaches into a
+    scope the caller cannot see); ``replaced_by``: the ids of the memories an id superseded."""
+    seen: dict[str, MemoryRecord] = {}
+    order: dict[str, int] = {}  # rowid: ids carry no time (ids.py), rowids grow with it
+    frontier = [start]
+    while frontier and len(seen) < MAX_CHAIN:
+        memory_id = frontier.pop()
+        if memory_id in seen:
+            continue
+        found = read(memory_id)
+        if found is None:
+            continue
+        order[memory_id], record = found
+        seen[memory_id] = record
+        if record.superseded_by is not None:
+            frontier.append(record.superseded_by)
+        frontier += replaced_by(memory_id)
+    return sorted(seen.values(), key=lambda record: (record.created_at, order[record.id]))

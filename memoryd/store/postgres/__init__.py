@@ -4,9 +4,10 @@
     schema.py      versioned migrations, run once under an advisory lock
     tokens.py      the keyword index's tokens (the same porter tokenizer as SQLite's FTS5)
     visibility.py  the rules of ``store.visibility`` as PostgreSQL WHERE clauses
-    memories.py    memory.* (add, list, get, delete, short ids, health) and the search
+    memories/      memory.* (add, list, get, delete, pin, short ids, health counts)
     jobs.py        embed jobs: leases with FOR UPDATE SKIP LOCKED
-    people.py, supersession.py, conversations.py, maintenance.py: the other interfaces
+    supersession/  supersession: the add path, history, the 'supersede' job
+    people.py, conversations.py, maintenance.py: the other interfaces
     store.py       ``PostgresStore``: the ``interfaces.Backend``
 
 Its dependencies are the optional extra ``memoryd[postgres]`` (psycopg 3, psycopg-pool,

@@ -2,17 +2,14 @@
 
 Every retriever (list, get, delete, short ids, keyword, vector KNN, the final fetch of a
 search) builds its WHERE clause from :func:`predicate` (the vec0 scan from
-:func:`vector_filters`), so a visibility rule is written once, here, from the rules as data
-(``Scope``, ``Disclosure``, ``visible_codes``).
+:func:`vector_filters`), so a visibility rule is written once, from the rules as data
+(``Scope``, ``Disclosure``, ``visible_codes``), composed by ``store.visibility_clauses``.
 """
 
 from __future__ import annotations
 
-from memoryd.errors import BrokenInvariant
-from memoryd.store.visibility import Scope, codes_in, disclosure_terms, vector_branches
-
-#: A WHERE fragment and its bindings, in order.
-Clause = tuple[str, tuple[object, ...]]
+from memoryd.store.visibility import Scope, codes_in, vector_branches
+from memoryd.store.visibility_clauses import Clause, ScopeClauses
 
 
 def live(
@@ -35,50 +32,15 @@ DISCLOSURE_SQL = (
 )
 
 
-def disclosure_clause(scope: Scope, alias: str = "memories") -> Clause:
-    """The disclosure rules for ``scope`` as SQL over table ``alias``."""
-    terms = disclosure_terms(scope, alias, "?")
-    if terms is None:
-        return "1", ()
-    parts, params = terms
-    return (f"({' OR '.join(parts)})", params) if parts else ("0", ())
+def _keys_in(alias: str, keys: list[str]) -> Clause:
+    return f"{alias}.scope_key IN ({', '.join('?' * len(keys))})", tuple(keys)
 
 
-def predicate(
-    scope: Scope,
-    alias: str = "memories",
-    *,
-    now_ms: int,
-    include_expired: bool = False,
-    include_deleted: bool = False,
-    include_superseded: bool = False,
-    key: str | None = None,
-) -> Clause:
-    """What ``scope`` may see of table ``alias``: its keys (or the one ``key`` of them, for the
-    queries that walk one scope key at a time), live memories only (``include_deleted``: a list
-    cursor may name a memory deleted since), and what the disclosure rules allow.  Superseded
-    memories show when the scope or the query (ids: get, delete, history) asks for them."""
-    if key is None:
-        keys = scope.visible_keys()
-        scope_sql = f"{alias}.scope_key IN ({', '.join('?' * len(keys))})"
-    elif key in scope.visible_keys():
-        keys = [key]
-        scope_sql = f"{alias}.scope_key = ?"
-    else:
-        raise BrokenInvariant("a retriever asked for a scope key its caller cannot see")
-    sql, params = scope_sql, tuple[object, ...](keys)
-    if not include_deleted:
-        live_sql, live_params = live(
-            alias,
-            now_ms=now_ms,
-            include_expired=include_expired,
-            include_superseded=include_superseded or scope.include_superseded,
-        )
-        sql, params = f"{sql} AND {live_sql}", (*params, *live_params)
-    rule_sql, rule_params = disclosure_clause(scope, alias)
-    if rule_sql != "1":
-        sql, params = f"{sql} AND {rule_sql}", (*params, *rule_params)
-    return sql, params
+_CLAUSES = ScopeClauses(alias="memories", placeholder="?", always="1", never="0", keys_in=_keys_in, live=live)
+#: The disclosure rules for ``scope`` as SQL over table ``alias``.
+disclosure_clause = _CLAUSES.disclosure_clause
+#: What ``scope`` may see of table ``alias`` (``ScopeClauses.predicate``).
+predicate = _CLAUSES.predicate
 
 
 def vector_filters(scope: Scope, now_ms: int) -> list[Clause]:

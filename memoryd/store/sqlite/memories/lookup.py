@@ -15,6 +15,7 @@ import msgspec
 
 from memoryd.errors import AmbiguousIdPrefix
 from memoryd.ids import unique_prefix
+from memoryd.store.memory_rules import hide_successors, pin_event, replaced_records
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.memories import memories
@@ -86,19 +87,15 @@ def pin(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int, *, pinned: 
             )
         else:
             db.execute("UPDATE memories SET pinned = 0 WHERE rowid = ?", (rowid,))
-        detail: dict[str, object] = {"chat_id": scope.chat_id}
-        if pinned and expires_at_ms is not None:
-            detail["expires_at_ms"] = int(expires_at_ms)
-        memories.audit(db, full_id, "pinned" if pinned else "unpinned", scope.user_id, now_ms, detail)
+        event, detail = pin_event(scope, pinned, expires_at_ms)
+        memories.audit(db, full_id, event, scope.user_id, now_ms, detail)
     return memories.fetch_visible(db, scope, [rowid], now_ms, include_superseded=True).get(rowid)
 
 
 def hide_unseen_successors(db: apsw.Connection, scope: Scope, records: Iterable[MemoryRecord]) -> None:
-    """Clear ``superseded_by`` and ``supersede_reason`` of each record replaced by a memory that
-    ``scope`` may not see (hidden by the disclosure rules, another chat's, deleted): the id would
-    name it and the reason quotes its content ("'berlin' -> 'zurich'").  ``superseded_at``
-    stays: the record was replaced, by nothing the caller can look at."""
-    replaced = [record for record in records if record.superseded_by is not None]
+    """``memory_rules.hide_successors`` for the successors ``scope`` may not see (hidden by the
+    disclosure rules, another chat's, deleted)."""
+    replaced = replaced_records(records)
     if not replaced:
         return
     where, params = predicate(scope, now_ms=0, include_expired=True, include_superseded=True)
@@ -110,10 +107,7 @@ def hide_unseen_successors(db: apsw.Connection, scope: Scope, records: Iterable[
             (_encode(sorted({record.superseded_by for record in replaced})).decode(), *params),
         )
     }
-    for record in replaced:
-        if record.superseded_by not in seen:
-            record.superseded_by = None
-            record.supersede_reason = None
+    hide_successors(replaced, seen)
 
 
 def short_ids(db: apsw.Connection, scope: Scope, ids: Iterable[str], now_ms: int) -> dict[str, str]:

@@ -7,16 +7,20 @@ caller may see comes from ``visibility.predicate``.  Id prefixes and short ids a
 
 from __future__ import annotations
 
-import hashlib
-import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import apsw
 import msgspec
 
-from memoryd.errors import AmbiguousIdPrefix, UnknownListCursor
 from memoryd.ids import MIN_PREFIX_LENGTH, new_id
+from memoryd.store.memory_rules import (
+    ListPosition,
+    content_hash,
+    disclosure_code,
+    list_position,
+    provenance_values,
+)
 from memoryd.store.records import (
     DEFAULT_MEMORY_TYPE,
     NO_PROVENANCE,
@@ -25,30 +29,17 @@ from memoryd.store.records import (
     EmbedJob,
     MemoryRecord,
     NewMemory,
-    Provenance,
     record_from_row,
 )
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.visibility_sql import live, predicate
-from memoryd.store.visibility import Disclosure, Scope
+from memoryd.store.visibility import Scope
 
 _encode = msgspec.json.encode
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
 _PROVENANCE_SLOTS = ", ".join("?" * len(PROVENANCE_COLUMNS))
-
-
-def _provenance_values(provenance: Provenance) -> list[object]:
-    return [getattr(provenance, name) for name in PROVENANCE_COLUMNS]
-
-
-def content_hash(content: str) -> bytes:
-    """Identity for dedupe: Unicode-normalised, whitespace-collapsed content."""
-    canonical = " ".join(unicodedata.normalize("NFC", content).split())
-    # 128 bits are plenty to tell texts apart; as bytes (schema m010) they take 16 bytes in the
-    # row and in the dedupe index, not 32 hex characters.
-    return hashlib.sha256(canonical.encode("utf-8")).digest()[:16]
 
 
 def audit(
@@ -74,15 +65,13 @@ def _duplicate_row(
     if seen_by is not None:
         visible_sql, visible_params = predicate(seen_by, now_ms=now_ms)
         live_sql, live_params = f"{live_sql} AND {visible_sql}", (*live_params, *visible_params)
-    provenance = new.provenance or NO_PROVENANCE
-    code = Disclosure.of(provenance.chat_type, provenance.sensitivity, provenance.conversation_private).code
     row = db.execute(
         # Pinned: left alone, the planner may walk the whole scope through another index
         # (~20 ms per add in a scope of 10k memories).
         f"SELECT {RECORD_COLUMNS} FROM memories INDEXED BY memories_dedupe "
         f"WHERE memories.scope_key = ? AND memories.content_hash = ? AND {live_sql} "
         "AND memories.disclosure = ? AND memories.chat_id IS ? ORDER BY memories.rowid LIMIT 1",
-        (new.scope_key, digest, *live_params, code, new.chat_id),
+        (new.scope_key, digest, *live_params, disclosure_code(new), new.chat_id),
     ).fetchone()
     return None if row is None else tuple(row)
 
@@ -132,7 +121,7 @@ def insert_leasing(
             float(new.confidence),
             _encode(new.metadata).decode(),
             digest or content_hash(new.content),
-            *_provenance_values(new.provenance or NO_PROVENANCE),
+            *provenance_values(new.provenance or NO_PROVENANCE),
         ),
     )
     rowid = db.last_insert_rowid()
@@ -184,13 +173,6 @@ def insert_many(db: apsw.Connection, news: Iterable[NewMemory], now_ms: int) -> 
     return count
 
 
-class ListPosition(NamedTuple):
-    """Where a list page ends: lists run newest first by (created_at_ms, rowid)."""
-
-    created_at_ms: int
-    rowid: int
-
-
 def position_of(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> ListPosition:
     """The list position of the memory ``prefix`` names among what ``scope`` may see (deleted or
     expired since included: a page's last memory stays a valid cursor)."""
@@ -199,11 +181,7 @@ def position_of(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> 
         f"SELECT created_at_ms, rowid FROM memories WHERE {where} AND memories.id >= ? AND memories.id < ? LIMIT 2",
         (*params, prefix, prefix + "~"),
     ).fetchall()
-    if len(rows) > 1:
-        raise AmbiguousIdPrefix(prefix, len(rows))
-    if not rows:
-        raise UnknownListCursor(prefix)
-    return ListPosition(*rows[0])
+    return list_position(prefix, rows)
 
 
 #: Positions (1-based) of created_at_ms and rowid in RECORD_COLUMNS, for the merged ORDER BY.

@@ -35,14 +35,12 @@ from memoryd.store.supersession_records import (
     Plan,
     Ruling,
     Stored,
+    may_replace,
     refuse_unreplaceable,
-    same_author,
-    same_subjects,
+    superseded_detail,
+    version_chain,
 )
 from memoryd.store.visibility import Scope
-
-#: Links history follows at most (a chain is a handful of versions; this bounds a cycle bug).
-MAX_CHAIN = 200
 
 
 def _rowid_of(db: apsw.Connection, memory_id: str) -> int:
@@ -93,7 +91,7 @@ def add(db: apsw.Connection, scope: Scope, new: NewMemory, plan: Plan, now_ms: i
         _apply(db, stored, target[0], ruling, scope.user_id, now_ms)
     if plan.key is not None:
         for old in _key_holders(db, scope, new.scope_key, plan.key, rowid, now_ms):
-            if same_subjects(old.subjects, record.subjects) and same_author(old, record):
+            if may_replace(old, record):
                 ruling = Ruling(True, f"same key {plan.key!r}: the newer wins", "key")
                 _apply(db, stored, _rowid_of(db, old.id), ruling, scope.user_id, now_ms)
     if not deduplicated:
@@ -145,8 +143,9 @@ def _key_holders(
 
 
 def _apply(db: apsw.Connection, stored: Stored, old_rowid: int, ruling: Ruling, actor: str, now_ms: int) -> None:
-    if mark_superseded(db, old_rowid, stored.record.id, ruling, actor, now_ms) is not None:
-        stored.superseded.append(record_of(db, old_rowid).id)
+    replaced = mark_superseded(db, old_rowid, stored.record.id, ruling, actor, now_ms)
+    if replaced is not None:
+        stored.superseded.append(replaced)
 
 
 def mark_superseded(
@@ -161,9 +160,7 @@ def mark_superseded(
     if row is None:
         return None
     memories.drop_derived(db, [old_rowid])
-    # Ids and kinds only: the reason quotes values ("'red' -> 'blue'"), which are memory contents.
-    detail = {"by": new_id, "decided_by": ruling.decided_by, "attribute": ruling.attribute}
-    memories.audit(db, str(row[0]), "superseded", actor, now_ms, detail)
+    memories.audit(db, str(row[0]), "superseded", actor, now_ms, superseded_detail(new_id, ruling))
     return str(row[0])
 
 
@@ -215,8 +212,7 @@ def attribute_candidates(
         (r, old)
         for r, old in sorted(records.items(), reverse=True)
         if scope_key_of(db, r) == scope_key
-        and same_subjects(old.subjects, record.subjects)
-        and same_author(old, record)
+        and may_replace(old, record)
         # An episode records what was said, then: a newer fact never supersedes it.
         and old.memory_type != EPISODE
     ]
@@ -258,28 +254,21 @@ def history(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int) -> list
     if match is None:
         return None
     where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
-    seen: dict[str, MemoryRecord] = {}
-    order: dict[str, int] = {}  # rowid: ids carry no time (ids.py), rowids grow with it
-    frontier = [match[1]]
-    while frontier and len(seen) < MAX_CHAIN:
-        memory_id = frontier.pop()
-        if memory_id in seen:
-            continue
+
+    def read(memory_id: str) -> tuple[int, MemoryRecord] | None:
         row = db.execute(
             f"SELECT {RECORD_COLUMNS} FROM memories WHERE memories.id = ? AND {where}", (memory_id, *params)
         ).fetchone()
-        if row is None:
-            continue
-        record = seen[memory_id] = record_from_row(row)
-        order[memory_id] = int(row[0])
-        if record.superseded_by is not None:
-            frontier.append(record.superseded_by)
-        frontier += [
+        return None if row is None else (int(row[0]), record_from_row(row))
+
+    def replaced_by(memory_id: str) -> list[str]:
+        return [
             str(i)
             for (i,) in db.execute(
                 "SELECT id FROM memories INDEXED BY memories_superseded_by WHERE superseded_by = ?", (memory_id,)
             )
         ]
-    chain = sorted(seen.values(), key=lambda record: (record.created_at, order[record.id]))
+
+    chain = version_chain(match[1], read, replaced_by)
     lookup.hide_unseen_successors(db, scope, chain)
     return chain

@@ -1,8 +1,8 @@
-"""Supersession on PostgreSQL: a newer memory replaces older ones of its scope
-(``interfaces.SupersessionStore``), with the SQLite backend's rules: the explicit
-``supersedes`` target, the ``key`` upsert, a judge's rulings on attribute candidates, or a
-deferred 'supersede' job.  Every add that may supersede takes its scope's advisory lock, so two
-daemons superseding one user's facts at once end as one daemon would.
+"""Supersession on PostgreSQL: a newer memory replaces older ones of its scope, with the SQLite
+backend's rules: the explicit ``supersedes`` target, the ``key`` upsert, a judge's rulings on
+attribute candidates, or a deferred 'supersede' job (``supersession_jobs.py``).  Every add that
+may supersede takes its scope's advisory lock, so two daemons superseding one user's facts at
+once end as one daemon would.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import psycopg
 
 from memoryd.errors import SupersedeRefused
@@ -18,28 +17,24 @@ from memoryd.ids import MIN_PREFIX_LENGTH
 from memoryd.store.postgres import eviction, people
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
-from memoryd.store.postgres.db import Database
-from memoryd.store.postgres.search import knn
-from memoryd.store.postgres.visibility import live, predicate
+from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import MemoryRecord, NewMemory
 from memoryd.store.supersession_records import (
     NOT_VISIBLE,
     Plan,
     Ruling,
     Stored,
-    SupersedeJob,
-    learned_scope,
+    may_replace,
     refuse_unreplaceable,
-    same_author,
-    same_subjects,
+    superseded_detail,
+    version_chain,
 )
 from memoryd.store.visibility import Scope
 
 Conn = psycopg.Connection[Any]
-MAX_CHAIN = 200
 
 
-def _key_of(conn: Conn, rowid: int) -> str:
+def key_of(conn: Conn, rowid: int) -> str:
     row = conn.execute("SELECT scope_key FROM memories WHERE rowid = %s", (rowid,)).fetchone()
     return "" if row is None else str(row[0])
 
@@ -97,7 +92,7 @@ def add(conn: Conn, scope: Scope, new: NewMemory, plan: Plan, now_ms: int) -> St
         ).fetchall()
         for row in holders:
             old = rows.record(row)
-            if same_subjects(old.subjects, record.subjects) and same_author(old, record):
+            if may_replace(old, record):
                 _apply(
                     conn,
                     stored,
@@ -153,8 +148,7 @@ def mark_superseded(
     if row is None:
         return None
     rows.drop_derived(conn, [old_rowid])
-    detail = {"by": new_id, "decided_by": ruling.decided_by, "attribute": ruling.attribute}
-    rows.audit(conn, str(row[1]), str(row[0]), "superseded", actor, now_ms, detail)
+    rows.audit(conn, str(row[1]), str(row[0]), "superseded", actor, now_ms, superseded_detail(new_id, ruling))
     return str(row[0])
 
 
@@ -174,7 +168,7 @@ def attribute_candidates(
     attribute keys (plus ``extra``), newest first; only those ``scope`` may see.  An add passes
     the memory's scope key and attributes it just stored (else they are read): then one query."""
     if scope_key is None:
-        scope_key = _key_of(conn, rowid)
+        scope_key = key_of(conn, rowid)
     if attributes is None:
         attributes = [
             a
@@ -214,11 +208,7 @@ def send_candidates(
 def matching(found: psycopg.Cursor[Any], record: MemoryRecord, limit: int) -> list[tuple[int, MemoryRecord]]:
     """The rows of ``send_candidates`` about ``record``'s subjects, by its author, newest first."""
     older = {int(row[0]): rows.record(row) for row in found}
-    chosen = [
-        (r, old)
-        for r, old in sorted(older.items(), reverse=True)
-        if same_subjects(old.subjects, record.subjects) and same_author(old, record)
-    ]
+    chosen = [(r, old) for r, old in sorted(older.items(), reverse=True) if may_replace(old, record)]
     return chosen[:limit]
 
 
@@ -227,152 +217,16 @@ def history(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> list[MemoryRe
     if match is None:
         return None
     where, params = predicate(scope, now_ms=now_ms, include_expired=True, include_superseded=True)
-    seen: dict[str, MemoryRecord] = {}
-    order: dict[str, int] = {}
-    frontier = [match[1]]
-    while frontier and len(seen) < MAX_CHAIN:
-        memory_id = frontier.pop()
-        if memory_id in seen:
-            continue
+
+    def read(memory_id: str) -> tuple[int, MemoryRecord] | None:
         row = conn.execute(
             f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.id = %s AND {where}", (memory_id, *params)
         ).fetchone()
-        if row is None:
-            continue
-        record = seen[memory_id] = rows.record(row)
-        order[memory_id] = int(row[0])
-        if record.superseded_by is not None:
-            frontier.append(record.superseded_by)
-        frontier += [str(i) for (i,) in conn.execute("SELECT id FROM memories WHERE superseded_by = %s", (memory_id,))]
-    chain = sorted(seen.values(), key=lambda r: (r.created_at, order[r.id]))
+        return None if row is None else (int(row[0]), rows.record(row))
+
+    def replaced_by(memory_id: str) -> list[str]:
+        return [str(i) for (i,) in conn.execute("SELECT id FROM memories WHERE superseded_by = %s", (memory_id,))]
+
+    chain = version_chain(match[1], read, replaced_by)
     rows.hide_unseen_successors(conn, scope, chain)
     return chain
-
-
-def claim_jobs(conn: Conn, limit: int, now_ms: int, owner: str) -> list[SupersedeJob]:
-    claimed = job_rows.claim(conn, rows.SUPERSEDE, limit, now_ms, owner)
-    if not claimed:
-        return []
-    states = {
-        int(r): (d, s)
-        for r, d, s in conn.execute(
-            "SELECT rowid, deleted_at_ms, superseded_by FROM memories WHERE rowid = ANY(%s)",
-            ([row[2] for row in claimed],),
-        )
-    }
-    result, gone = [], []
-    for _key, job_id, rowid, attempts in claimed:
-        state = states.get(int(rowid))
-        if state is None or state[0] is not None or state[1] is not None:
-            gone.append(int(job_id))
-            continue
-        result.append(SupersedeJob(int(job_id), int(rowid), int(attempts)))
-    if gone:
-        conn.execute("DELETE FROM jobs WHERE job_id = ANY(%s)", (gone,))
-    return result
-
-
-def vector_neighbours(conn: Conn, rowid: int, similarity: float, depth: int, now_ms: int) -> list[int] | None:
-    generation = rows.vector_generation(conn)
-    if generation is None:
-        return []
-    row = conn.execute(
-        "SELECT embedding FROM memory_vectors WHERE rowid = %s AND generation = %s", (rowid, generation)
-    ).fetchone()
-    if row is None:
-        pending = conn.execute(
-            "SELECT 1 FROM jobs WHERE memory_rowid = %s AND kind = %s", (rowid, rows.EMBED)
-        ).fetchone()
-        return None if pending is not None else []
-    query = np.asarray(row[0].to_numpy() if hasattr(row[0], "to_numpy") else row[0], dtype=np.float32)
-    owner, chat_id, shared, scope_key = conn.execute(
-        "SELECT owner, chat_id, shared, scope_key FROM memories WHERE rowid = %s", (rowid,)
-    ).fetchone() or ("", None, False, "")
-    scope = Scope(owner, chat_id if shared else None)
-    nearest = knn(conn, scope, query, generation, max(depth + 1, 64), now_ms)[: depth + 1]
-    near = [r for r, cosine in nearest if r != rowid and cosine >= similarity]
-    return [r for r in near if _key_of(conn, r) == scope_key]
-
-
-def job_candidates(
-    conn: Conn, job: SupersedeJob, similarity: float, limit: int, now_ms: int, wait_for_vector: bool
-) -> tuple[MemoryRecord, list[tuple[int, MemoryRecord]]] | None:
-    """The job's memory and its candidates; None while its vector is still to come (unless
-    ``wait_for_vector`` is False), and None once the memory is gone (erased since the claim)."""
-    found = conn.execute(f"SELECT {rows.RECORD_COLUMNS} FROM memories AS m WHERE m.rowid = %s", (job.memory_rowid,))
-    row = found.fetchone()
-    if row is None:
-        return None
-    record = rows.record(row)
-    near = vector_neighbours(conn, job.memory_rowid, similarity, limit, now_ms)
-    if near is None:
-        if wait_for_vector:
-            return None
-        near = []
-    return record, attribute_candidates(
-        conn, learned_scope(record), job.memory_rowid, record, limit, now_ms, extra=near
-    )
-
-
-def complete_job(
-    conn: Conn, job: SupersedeJob, rulings: Sequence[tuple[int, Ruling]], now_ms: int, owner: str
-) -> list[str]:
-    """Apply the rulings and finish the job, only while this daemon still holds its lease."""
-    held = conn.execute(
-        "DELETE FROM jobs WHERE job_id = %s AND kind = %s AND lease_owner = %s RETURNING scope_key",
-        (job.job_id, rows.SUPERSEDE, owner),
-    ).fetchone()
-    if held is None:
-        return []
-    from memoryd.store.postgres.store import lock_scope
-
-    lock_scope(conn, str(held[0]))
-    live_sql, live_params = live(now_ms=now_ms)
-    row = conn.execute(
-        f"SELECT m.id, m.owner FROM memories AS m WHERE m.rowid = %s AND {live_sql}", (job.memory_rowid, *live_params)
-    ).fetchone()
-    if row is None:
-        return []
-    new_id, memory_owner = row
-    replaced = [
-        mark_superseded(conn, old, new_id, ruling, memory_owner, now_ms) for old, ruling in rulings if ruling.supersedes
-    ]
-    return [memory_id for memory_id in replaced if memory_id is not None]
-
-
-class Supersessions:
-    """``interfaces.SupersessionStore`` on PostgreSQL."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self._db: Database = store.db
-        self._clock = store.clock
-
-    async def add(self, scope: Scope, new: NewMemory, plan: Plan) -> Stored:
-        stored = await self._db.run(add, scope, new, plan, self._clock(), pipeline=True)
-        self._store.write_count += 1
-        return stored
-
-    async def history(self, scope: Scope, prefix: str) -> list[MemoryRecord] | None:
-        now = self._clock()
-        records = await self._db.run(history, scope, prefix, now)
-        if records:
-            self._store.hits.note((record.id for record in records), now)
-        return records
-
-    async def claim_jobs(self, limit: int) -> list[SupersedeJob]:
-        return await self._db.run(claim_jobs, limit, self._clock(), self._store.owner)
-
-    async def job_candidates(
-        self, job: SupersedeJob, *, similarity: float, limit: int, wait_for_vector: bool
-    ) -> tuple[MemoryRecord, list[tuple[int, MemoryRecord]]] | None:
-        return await self._db.run(job_candidates, job, similarity, limit, self._clock(), wait_for_vector)
-
-    async def complete_job(self, job: SupersedeJob, rulings: Sequence[tuple[int, Ruling]]) -> list[str]:
-        return await self._db.run(complete_job, job, list(rulings), self._clock(), self._store.owner)
-
-    async def fail_job(self, job: SupersedeJob, error: str) -> None:
-        await self._db.run(job_rows.fail, [job.job_id], error, self._clock(), self._store.owner)
-
-    async def next_due_ms(self) -> int | None:
-        return await self._db.run(job_rows.next_due_ms, rows.SUPERSEDE)
