@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memoryd.errors import SupersedeRefused
-from memoryd.store.records import EmbedJob, MemoryRecord
+from memoryd.store.records import EPISODE, EmbedJob, MemoryRecord
 from memoryd.store.visibility import Scope, kind_of_key
 
 
@@ -40,6 +40,12 @@ def may_replace(old: MemoryRecord, new: MemoryRecord) -> bool:
     """Whether ``new`` is about the same subjects as ``old`` and by the same author: the
     candidates a key, a judge or a job may replace."""
     return same_subjects(old.subjects, new.subjects) and same_author(old, new)
+
+
+def attribute_candidate(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether ``old``, found by a shared attribute or as a vector neighbour, may be replaced
+    by ``new``: as ``may_replace``, and never an episode (it records what was said, then)."""
+    return old.memory_type != EPISODE and may_replace(old, new)
 
 
 def refuse_unreplaceable(

@@ -8,6 +8,7 @@ import pytest
 from memoryd.errors import SupersedeRefused
 from memoryd.store import Scope
 from memoryd.store.interfaces import Backend
+from memoryd.store.records import EPISODE, Provenance
 from memoryd.store.supersession_records import Plan, Ruling
 from tests.contract.helpers import note
 
@@ -45,6 +46,22 @@ async def test_a_judge_decides_within_the_add(backend: Backend) -> None:
     )
     assert len(new.superseded) == 1
     assert [r.content for r in await backend.memories.list(ALICE, limit=10)] == ["my favourite colour is green"]
+
+
+async def test_a_newer_fact_never_supersedes_an_episode(backend: Backend) -> None:
+    # An episode records what was said then; a later fact of the same attribute stands beside it.
+    said = note("we talked about my favourite colour: blue", provenance=Provenance(memory_type=EPISODE))
+    episode = await backend.supersession.add(ALICE, said, Plan(attributes=("favourite colour",)))
+
+    def judge(older: object, newer: object) -> Ruling:
+        return Ruling(True, "same attribute", "rules", "favourite colour")
+
+    new = await backend.supersession.add(
+        ALICE, note("my favourite colour is green"), Plan(attributes=("favourite colour",), judge=judge)
+    )
+    assert new.superseded == []
+    kept = await backend.memories.get(ALICE, episode.record.id)
+    assert kept is not None and kept.superseded_by is None
 
 
 async def test_an_upsert_key_replaces_the_memory_of_the_same_key(backend: Backend) -> None:

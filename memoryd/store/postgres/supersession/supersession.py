@@ -24,6 +24,7 @@ from memoryd.store.supersession_records import (
     Plan,
     Ruling,
     Stored,
+    attribute_candidate,
     may_replace,
     refuse_unreplaceable,
     superseded_detail,
@@ -208,7 +209,7 @@ def send_candidates(
 def matching(found: psycopg.Cursor[Any], record: MemoryRecord, limit: int) -> list[tuple[int, MemoryRecord]]:
     """The rows of ``send_candidates`` about ``record``'s subjects, by its author, newest first."""
     older = {int(row[0]): rows.record(row) for row in found}
-    chosen = [(r, old) for r, old in sorted(older.items(), reverse=True) if may_replace(old, record)]
+    chosen = [(r, old) for r, old in sorted(older.items(), reverse=True) if attribute_candidate(old, record)]
     return chosen[:limit]
 
 

@@ -23,7 +23,7 @@ import apsw
 
 from memoryd.errors import SupersedeRefused
 from memoryd.ids import MIN_PREFIX_LENGTH
-from memoryd.store.records import EPISODE, RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
+from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, NewMemory, record_from_row
 from memoryd.store.sqlite.admin import eviction
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.jobs import jobs
@@ -35,6 +35,7 @@ from memoryd.store.supersession_records import (
     Plan,
     Ruling,
     Stored,
+    attribute_candidate,
     may_replace,
     refuse_unreplaceable,
     superseded_detail,
@@ -211,10 +212,7 @@ def attribute_candidates(
     matching = [
         (r, old)
         for r, old in sorted(records.items(), reverse=True)
-        if scope_key_of(db, r) == scope_key
-        and may_replace(old, record)
-        # An episode records what was said, then: a newer fact never supersedes it.
-        and old.memory_type != EPISODE
+        if scope_key_of(db, r) == scope_key and attribute_candidate(old, record)
     ]
     return matching[:limit]
 
