@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -195,6 +197,16 @@ async def test_garbage_from_the_backend_never_reaches_the_store(
             await trio.sleep(0.02)
     assert health["backlog"]["embed"] == 1 and health["status"] == "degraded"
     assert [h["id"] for h in await call_ok(peer, "memory.search", {**ALICE, "query": "garbage"})] == [added["id"]]
+    # A probe running `memory health` learns it from the exit status, and still gets the report.
+    probe = await trio.run_process(
+        [sys.executable, "-m", "memory_cli", "health"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={"PATH": os.environ.get("PATH", ""), "MEMORYD_SOCKET": str(daemon.config.socket_path)},
+    )
+    assert probe.returncode == 4, probe.stderr
+    assert ": degraded (up " in probe.stdout.decode()
 
 
 async def test_embed_jobs_survive_a_restart(short_tmp: Path, openai_backend: FakeBackend) -> None:

@@ -18,6 +18,8 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+#: `memory health`: the daemon answers, but says it is degraded (its reason is printed).
+EXIT_DEGRADED = 4
 #: The daemon's bound on memory.add's expires_days (100 years).
 MAX_EXPIRES_DAYS = 36500
 
@@ -34,7 +36,8 @@ environment:
                                             only in private (a token's chat_type claim decides)
 
 exit codes:
-  0 ok, 1 error from the daemon (or nothing to delete), 2 usage, 3 daemon unreachable
+  0 ok, 1 error from the daemon (or nothing to delete), 2 usage, 3 daemon unreachable,
+  4 the daemon is degraded (health)
 """
 
 

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from memory_cli.arguments import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, build_parser
+from memory_cli.arguments import EXIT_DEGRADED, EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, build_parser
 from memory_cli.commands import COMMANDS, Usage
 from memoryd_client import (
     ConnectionLost,
@@ -25,7 +25,7 @@ from memoryd_client import (
     RequestTimeout,
 )
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["EXIT_DEGRADED", "EXIT_ERROR", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "build_parser", "main"]
 
 
 def _mcp(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from memory_cli import render
-from memory_cli.arguments import EXIT_ERROR, EXIT_OK
+from memory_cli.arguments import EXIT_DEGRADED, EXIT_ERROR, EXIT_OK
 from memoryd_client import MemoryClient, NotFound
 
 #: The daemon's bound on messages per memory.observe call.
@@ -149,7 +149,9 @@ def _read_messages() -> List[Dict[str, Any]]:
 
 def _health(client: MemoryClient, args: argparse.Namespace) -> Outcome:
     health = client.health()
-    return health, render.health_lines(health), EXIT_OK
+    # A probe (a container's health check, a cron job) tells a degraded daemon by the status alone.
+    status = EXIT_DEGRADED if health.get("status") == "degraded" else EXIT_OK
+    return health, render.health_lines(health), status
 
 
 COMMANDS: Dict[str, Callable[[MemoryClient, argparse.Namespace], Outcome]] = {
