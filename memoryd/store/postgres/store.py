@@ -31,11 +31,12 @@ from memoryd.store.postgres import eviction, schema, vector_space
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import search as searching
-from memoryd.store.postgres.db import Database, check_versions
+from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.hits import Hits
 from memoryd.store.postgres.job_queue import Jobs
 from memoryd.store.postgres.memory_store import Memories
 from memoryd.store.postgres.scope_lock import lock_scope
+from memoryd.store.postgres.server_versions import check_versions
 from memoryd.store.postgres.vector_space import MAX_DIM, VectorSpace
 from memoryd.store.records import NewMemory
 from memoryd.store.storage_state import Condition
