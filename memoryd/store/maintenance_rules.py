@@ -1,5 +1,5 @@
 """The whole-store operations' rules both engines apply: how `memoryd stats` tallies memories
-by state, and whom an erasure names.
+by state, whom an erasure names, and what the log says of a new vector space generation.
 
 Each engine counts and deletes with its own SQL; what the counts add up to and which names
 stand for the erased user is decided here once.
@@ -7,11 +7,15 @@ stand for the erased user is decided here once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 from memoryd.store.admin_records import MEMORY_STATES
+from memoryd.store.interfaces.backend import VectorSpaceInfo
 from memoryd.store.visibility import scope_kind
+
+log = logging.getLogger("memoryd.store")
 
 #: What an erased user's id becomes where a row must keep an owner (a group memory).
 ERASED = "(erased)"
@@ -56,3 +60,14 @@ def spoken_names(given: Iterable[str], recorded: Iterable[object]) -> list[str]:
     found = {name.lstrip("@") for name in given if name}
     found.update(str(name).lstrip("@") for name in recorded)
     return sorted(found | {"@" + name for name in found})
+
+
+def log_generation_started(space: VectorSpaceInfo, queued: int) -> None:
+    """A new vector space generation (the first embedder, or a reindex) and the embed jobs it queued."""
+    log.info(
+        "vector space generation %d: %s dim %d (%d embed jobs queued)",
+        space.generation,
+        space.model,
+        space.dim,
+        queued,
+    )

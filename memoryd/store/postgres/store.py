@@ -27,6 +27,7 @@ import trio
 from memoryd.errors import StoreError
 from memoryd.ids import now_ms
 from memoryd.store.connection_urls import redacted
+from memoryd.store.maintenance_rules import log_generation_started
 from memoryd.store.postgres import eviction, schema, vector_space
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
@@ -143,13 +144,7 @@ class PostgresStore:
         space, started, queued = self.db.run_sync(vector_space.configure, model, dim, self.clock())
         self._space = space
         if started:
-            log.info(
-                "vector space generation %d: %s dim %d (%d embed jobs queued)",
-                space.generation,
-                space.model,
-                space.dim,
-                queued,
-            )
+            log_generation_started(space, queued)
 
     def request_reindex(self, model: str, dim: int | None = None) -> None:
         self.db.run_sync(vector_space.request_reindex, model, dim)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -17,8 +17,9 @@ import msgspec
 import psycopg
 
 from memoryd.errors import StoreUnreachable
-from memoryd.store.admin_records import EvictionReport, Finding, GcReport, ImportReport, MemoryLine, PersonLine
+from memoryd.store.admin_records import Finding, ImportReport, MemoryLine, PersonLine
 from memoryd.store.interfaces.maintenance import MaintenanceReport
+from memoryd.store.maintenance_passes import MaintenancePasses
 from memoryd.store.postgres import erasure, eviction
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres.admin import consistency, retention, stats, transfer
@@ -35,59 +36,42 @@ def _evict_locked(conn: Conn, scope_key: str, limit: int, now_ms: int, protect_s
     return eviction.evict_batch(conn, scope_key, limit, now_ms, protect_since_ms)
 
 
-class Maintenance:
+class Maintenance(MaintenancePasses):
     """``interfaces.Maintenance`` on PostgreSQL."""
+
+    batch = BATCH
 
     def __init__(self, store: Any) -> None:
         self._store = store
         self._db: Database = store.db
         self._clock = store.clock
 
-    def mark_expired(self) -> int:
-        now, total = self._clock(), 0
-        while (marked := self._db.run_sync(retention.mark_expired_batch, now)) > 0:
-            total += marked
-            if marked < BATCH:
-                break
-        return total
-
-    def gc(self, *, retention_ms: int, dry_run: bool = False) -> GcReport:
-        started = time.perf_counter()
-        now = self._clock()
-        report = GcReport(dry_run=dry_run, cutoff_ms=now - retention_ms)
-        if dry_run:
-            report.purged_by_reason = self._db.run_sync(retention.purge_counts, report.cutoff_ms)
-            report.events_pruned = self._db.run_sync(retention.count_prunable_events, report.cutoff_ms)
-        else:
-            while True:
-                batch = self._db.run_sync(retention.purge_batch, report.cutoff_ms, now)
-                report.purged_by_reason.update(batch)
-                if batch.total() < BATCH:
-                    break
-            report.events_pruned = self._db.run_sync(retention.prune_events, report.cutoff_ms)
-            self._db.run_sync(retention.fold_counts)
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def enforce_max_entries(
-        self, *, per_user: int, per_chat: int, protect_recent_ms: int, dry_run: bool = False
-    ) -> EvictionReport:
-        report = EvictionReport()
-        if not dry_run:
-            self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
-        if not per_user and not per_chat:
-            return report
-        now = self._clock()
-        for scope_key, count, limit in self._db.run_sync(eviction.over_limit, per_user, per_chat):
-            report.scopes[scope_key] = (count, limit)
-            while not dry_run and (
-                evicted := self._db.run_sync(_evict_locked, scope_key, limit, now, now - protect_recent_ms)
-            ):
-                report.evicted += evicted
-        return report
-
     def set_caps(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> None:
         self._db.run_sync(eviction.store_caps, per_user, per_chat, protect_recent_ms)
+
+    def _expire_batch(self, now_ms: int) -> int:
+        return self._db.run_sync(retention.mark_expired_batch, now_ms)
+
+    def _purgeable(self, cutoff_ms: int) -> tuple[Counter[str], int]:
+        return (
+            self._db.run_sync(retention.purge_counts, cutoff_ms),
+            self._db.run_sync(retention.count_prunable_events, cutoff_ms),
+        )
+
+    def _purge_batch(self, cutoff_ms: int, now_ms: int) -> Counter[str]:
+        return self._db.run_sync(retention.purge_batch, cutoff_ms, now_ms)
+
+    def _prune_events(self, cutoff_ms: int) -> int:
+        """Prune, then fold ``memory_counts`` (the purges appended to it) into one row."""
+        pruned = self._db.run_sync(retention.prune_events, cutoff_ms)
+        self._db.run_sync(retention.fold_counts)
+        return pruned
+
+    def _over_limit(self, per_user: int, per_chat: int) -> list[tuple[str, int, int]]:
+        return self._db.run_sync(eviction.over_limit, per_user, per_chat)
+
+    def _evict_batch(self, scope_key: str, limit: int, now_ms: int, protect_since_ms: int) -> int:
+        return self._db.run_sync(_evict_locked, scope_key, limit, now_ms, protect_since_ms)
 
     def erase_user(
         self,

@@ -10,19 +10,12 @@ import psycopg
 
 from memoryd.ids import ms_from_iso
 from memoryd.knowledge import attribute_keys
+from memoryd.store import transfer_rules
 from memoryd.store.admin_records import ImportReport, MemoryLine, PersonLine
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres.admin.transfer_people import import_people, person_lines
 from memoryd.store.records import PROVENANCE_COLUMNS, NewMemory, Provenance
-from memoryd.store.transfer_rules import (
-    EXPORT_COLUMNS,
-    header_line,
-    live_on_import,
-    memory_line,
-    memory_lines,
-    write_lines,
-)
 from memoryd.store.transfer_rules import ms_or_none as _ms
 from memoryd.store.visibility import key_for
 
@@ -33,16 +26,16 @@ IMPORT_ACTOR = "admin"
 
 def export(conn: Conn, write: Callable[[bytes], object], user: str | None, now_ms: int, chunk: int = 1 << 20) -> int:
     """The SQLite backend's export format, from one snapshot (REPEATABLE READ); how many memories."""
-    return write_lines(write, header_line(now_ms, user), _lines(conn, user), chunk)
+    return transfer_rules.write_lines(write, transfer_rules.header_line(now_ms, user), _lines(conn, user), chunk)
 
 
 def _lines(conn: Conn, user: str | None) -> Iterator[MemoryLine | PersonLine]:
     where, params = ("WHERE owner = %s", (user,)) if user is not None else ("", ())
     # A server-side cursor: the rows stream, the daemon never holds the whole store.
     with conn.cursor(name="export") as cursor:
-        cursor.execute(f"SELECT {EXPORT_COLUMNS} FROM memories {where} ORDER BY id", params)
+        cursor.execute(f"SELECT {transfer_rules.EXPORT_COLUMNS} FROM memories {where} ORDER BY id", params)
         for row in cursor:
-            yield memory_line(row)
+            yield transfer_rules.memory_line(row)
     yield from person_lines(conn, user)
 
 
@@ -53,7 +46,7 @@ def import_lines(
     report = ImportReport()
     generation = rows.vector_generation(conn)
     persons: list[PersonLine] = []
-    for line in memory_lines(lines, persons):
+    for line in transfer_rules.memory_lines(lines, persons):
         shared = line.scope == "group"
         scope_key = key_for(shared=shared, owner=line.owner, chat_id=line.chat_id)
         if conn.execute("SELECT 1 FROM memories WHERE id = %s", (line.id,)).fetchone() is not None:
@@ -81,7 +74,7 @@ def import_lines(
                 "INSERT INTO memory_attributes (scope_key, attribute, memory_rowid) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                 (scope_key, attribute, rowid),
             )
-        if generation is not None and live_on_import(line, now_ms):
+        if generation is not None and transfer_rules.live_on_import(line, now_ms):
             rows.enqueue(conn, scope_key, rows.EMBED, rowid, now_ms)
             report.embed_jobs += 1
     report.people = import_people(conn, persons, now_ms, max_people)

@@ -29,6 +29,7 @@ import msgspec
 
 from memoryd.ids import ms_from_iso
 from memoryd.knowledge import attribute_keys
+from memoryd.store import transfer_rules
 from memoryd.store.admin_records import ImportReport, MemoryLine
 from memoryd.store.records import PROVENANCE_COLUMNS
 from memoryd.store.sqlite.admin.transfer_people import PersonLine, import_people, person_lines
@@ -36,14 +37,6 @@ from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.supersession import supersession
 from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.transfer_rules import (
-    EXPORT_COLUMNS,
-    header_line,
-    live_on_import,
-    memory_line,
-    memory_lines,
-    write_lines,
-)
 from memoryd.store.transfer_rules import ms_or_none as _ms
 from memoryd.store.visibility import key_for
 
@@ -67,13 +60,13 @@ def export_memories(
     Run it in one read snapshot: the export is consistent while the daemon keeps writing.
     Rows stream from the cursor into ~1 MB writes, so memory stays flat at any store size.
     """
-    return write_lines(write, header_line(now_ms, user), _lines(db, user), chunk)
+    return transfer_rules.write_lines(write, transfer_rules.header_line(now_ms, user), _lines(db, user), chunk)
 
 
 def _lines(db: apsw.Connection, user: str | None) -> Iterator[MemoryLine | PersonLine]:
     where, params = ("WHERE owner = ?", (user,)) if user is not None else ("", ())
-    for row in db.execute(f"SELECT {EXPORT_COLUMNS} FROM memories {where} ORDER BY id", params):
-        yield memory_line(row)
+    for row in db.execute(f"SELECT {transfer_rules.EXPORT_COLUMNS} FROM memories {where} ORDER BY id", params):
+        yield transfer_rules.memory_line(row)
     yield from person_lines(db, user=user)
 
 
@@ -92,7 +85,7 @@ def import_memories(
     report = ImportReport()
     space = vectors.read_space(db)
     persons: list[PersonLine] = []
-    for line in memory_lines(lines, persons):
+    for line in transfer_rules.memory_lines(lines, persons):
         shared = line.scope == "group"
         scope_key = key_for(shared=shared, owner=line.owner, chat_id=line.chat_id)
         expires_at_ms = _ms(line.expires_at)
@@ -142,7 +135,7 @@ def import_memories(
         memories.audit(db, line.id, "imported", ACTOR, now_ms, {})
         # What an add records, so that a newer fact still supersedes an imported one.
         supersession.record_attributes(db, scope_key, rowid, attribute_keys(line.content))
-        if space is not None and live_on_import(line, now_ms):
+        if space is not None and transfer_rules.live_on_import(line, now_ms):
             jobs.enqueue_embed(db, rowid, now_ms)
             report.embed_jobs += 1
     report.people = import_people(db, persons, now_ms, max_people=max_people)
