@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy.typing as npt
 
@@ -12,14 +12,12 @@ from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres.db import Database
 from memoryd.store.records import EmbedJob
 
-if TYPE_CHECKING:
-    from memoryd.store.postgres.store import PostgresStore
-
 
 class Jobs:
     """``interfaces.JobQueue`` on PostgreSQL: leases shared by every daemon."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Any) -> None:
+        """``store``: the ``PostgresStore`` this part belongs to."""
         self._store = store
         self._db: Database = store.db
         self._clock = store.clock

@@ -6,7 +6,7 @@ import builtins
 import functools
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,9 +23,6 @@ from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
 from memoryd.store.storage_state import Condition
 from memoryd.store.visibility import Scope
 
-if TYPE_CHECKING:
-    from memoryd.store.postgres.store import PostgresStore
-
 log = logging.getLogger("memoryd.store")
 Conn = psycopg.Connection[Any]
 
@@ -33,7 +30,8 @@ Conn = psycopg.Connection[Any]
 class Memories:
     """``interfaces.MemoryStore`` on PostgreSQL."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Any) -> None:
+        """``store``: the ``PostgresStore`` this part belongs to."""
         self._store = store
         self._db: Database = store.db
         self._clock = store.clock
@@ -153,11 +151,13 @@ class Memories:
 
     @property
     def storage(self) -> Condition:
-        return self._store.condition
+        condition: Condition = self._store.condition
+        return condition
 
     @property
     def write_count(self) -> int:
-        return self._store.write_count
+        count: int = self._store.write_count
+        return count
 
     async def health_counts(self) -> dict[str, Any]:
         return await self._db.run(rows.health_counts, self._clock())
