@@ -28,10 +28,11 @@ from memoryd.errors import StoreError
 from memoryd.ids import now_ms
 from memoryd.store.connection_urls import redacted
 from memoryd.store.maintenance_rules import log_generation_started
-from memoryd.store.postgres import eviction, schema, vector_space
+from memoryd.store.postgres import eviction, schema
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import search as searching
+from memoryd.store.postgres import vector_space as spaces
 from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.hits import Hits
 from memoryd.store.postgres.job_queue import Jobs
@@ -141,19 +142,19 @@ class PostgresStore:
             raise StoreError("an embedding model name is required")
         if not 1 <= dim <= MAX_DIM:
             raise StoreError(f"embedding dimension {dim} is outside 1..{MAX_DIM}")
-        space, started, queued = self.db.run_sync(vector_space.configure, model, dim, self.clock())
+        space, started, queued = self.db.run_sync(spaces.configure, model, dim, self.clock())
         self._space = space
         if started:
             log_generation_started(space, queued)
 
     def request_reindex(self, model: str, dim: int | None = None) -> None:
-        self.db.run_sync(vector_space.request_reindex, model, dim)
+        self.db.run_sync(spaces.request_reindex, model, dim)
 
     def check_vector_model(self, model: str) -> None:
-        self.db.run_sync(vector_space.check_model, model)
+        self.db.run_sync(spaces.check_model, model)
 
     def vector_space(self) -> VectorSpace | None:
-        return self.db.run_sync(vector_space.read_space)
+        return self.db.run_sync(spaces.read_space)
 
     # -- other daemons ---------------------------------------------------------------------
 
