@@ -108,9 +108,9 @@ def test_a_server_or_pgvector_older_than_memoryd_needs_is_refused_naming_both_ve
     monkeypatch: pytest.MonkeyPatch, floor: tuple[str, object], message: str
 ) -> None:
     """The real server's versions against a floor raised above them (no older server is at hand)."""
-    from memoryd.store.postgres import db
+    from memoryd.store.postgres import server_versions
 
-    monkeypatch.setattr(db, *floor)
+    monkeypatch.setattr(server_versions, *floor)
     url = shared().fresh_database()
     with pytest.raises(StoreRefused, match=message):
         PostgresStore(url, pool_size=1)

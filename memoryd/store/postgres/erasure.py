@@ -29,14 +29,12 @@ import psycopg
 
 from memoryd.store.admin_records import ERASURE_KINDS as KINDS
 from memoryd.store.erasure_log import GROUP_ERASED
+from memoryd.store.maintenance_rules import ERASED, spoken_names
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
 from memoryd.store.visibility import personal_key
 
 Conn = psycopg.Connection[Any]
-
-#: What an erased user's id becomes where a row must keep an owner (a group memory).
-ERASED = "(erased)"
 
 #: The tables an erasure deletes from or rewrites (vacuumed after it).
 TOUCHED = (
@@ -152,14 +150,12 @@ def vacuum(conn: Conn) -> None:
 
 def _usernames(conn: Conn, user_id: str, extra: Sequence[str]) -> list[str]:
     """The usernames the user spoke under: given, and recorded for their sessions and messages."""
-    found = {name.lstrip("@") for name in extra if name}
-    for (name,) in conn.execute(
+    recorded = conn.execute(
         "SELECT speaker_username FROM extraction_jobs WHERE owner = %s AND speaker_username IS NOT NULL "
         "UNION SELECT username FROM observed_messages WHERE author_user_id = %s AND username IS NOT NULL",
         (user_id, user_id),
-    ):
-        found.add(str(name).lstrip("@"))
-    return sorted(found | {"@" + name for name in found})
+    )
+    return spoken_names(extra, (name for (name,) in recorded))
 
 
 def _rowids(conn: Conn, query: str, params: tuple[Any, ...]) -> list[int]:

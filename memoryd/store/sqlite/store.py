@@ -23,6 +23,7 @@ import apsw
 
 from memoryd.errors import DiskFull, StoreCorrupt, StoreError
 from memoryd.ids import now_ms
+from memoryd.store.maintenance_rules import log_generation_started
 from memoryd.store.sqlite.admin.lifecycle import Lifecycle
 from memoryd.store.sqlite.conversations.conversation_log import ConversationLog
 from memoryd.store.sqlite.db.database import MMAP_BYTES, Database
@@ -126,13 +127,7 @@ class Store:
         space, started, queued = self._db.write_sync(configure)
         self._space = space
         if started:
-            log.info(
-                "vector space generation %d: %s dim %d (%d embed jobs queued)",
-                space.generation,
-                space.model,
-                space.dim,
-                queued,
-            )
+            log_generation_started(space, queued)
 
     def request_reindex(self, model: str, dim: int | None = None) -> None:
         """Allow the next ``configure_vector_space(model, dim)`` to replace the vector space."""

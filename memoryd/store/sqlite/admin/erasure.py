@@ -33,13 +33,12 @@ import msgspec
 from memoryd.store import erasure_log
 from memoryd.store.admin_records import ERASURE_KINDS as KINDS
 from memoryd.store.erasure_log import ErasureLog
+from memoryd.store.maintenance_rules import ERASED, spoken_names
 from memoryd.store.sqlite.db import meta
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.vectors import vectors
 
-#: What an erased user's id becomes where a row must keep an owner (a group memory).
-ERASED = "(erased)"
 #: The ``meta`` key of the erasure log (``store/erasure_log.py``): whom the recent erasures were about.
 ERASURE_LOG = "erasure_log"
 
@@ -166,14 +165,12 @@ def _anonymise_query(user_id: str, names: Sequence[str], include_group: bool) ->
 
 def _usernames(db: apsw.Connection, user_id: str, extra: Sequence[str]) -> list[str]:
     """The usernames the user spoke under: given, and recorded for their sessions and messages."""
-    found = {name.lstrip("@") for name in extra if name}
-    for (name,) in db.execute(
+    recorded = db.execute(
         "SELECT speaker_username FROM extraction_jobs WHERE owner = ? AND speaker_username IS NOT NULL "
         "UNION SELECT username FROM observed_messages WHERE author_user_id = ? AND username IS NOT NULL",
         (user_id, user_id),
-    ):
-        found.add(str(name).lstrip("@"))
-    return sorted(found | {"@" + name for name in found})
+    )
+    return spoken_names(extra, (name for (name,) in recorded))
 
 
 def _rowids(db: apsw.Connection, query: str, params: tuple[Any, ...]) -> list[int]:

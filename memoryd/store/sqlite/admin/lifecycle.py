@@ -1,7 +1,8 @@
 """``Lifecycle``: what the maintenance task and the admin commands do to the whole store.
 
-Expiry marking, gc past retention (``retention.py``), max_entries eviction (``eviction.py``),
-FTS merging, WAL checkpoints, hit-count flushes, stats, consistency checks, export and import.
+Expiry marking, gc past retention (``retention.py``) and max_entries eviction (``eviction.py``),
+whose passes ``store/maintenance_passes.py`` runs over the steps here; FTS merging, WAL
+checkpoints, hit-count flushes, stats, consistency checks, export and import.
 
 The long steps work in bounded batches, one short write transaction per batch, so the daemon's
 adds never wait long behind them (and `memoryd gc` from another process never trips their
@@ -12,15 +13,15 @@ worker thread, the CLI directly.
 
 from __future__ import annotations
 
-import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import apsw
 
 from memoryd.errors import StoreCorrupt
-from memoryd.store.admin_records import EvictionReport, GcReport
 from memoryd.store.interfaces.maintenance import MaintenanceReport
+from memoryd.store.maintenance_passes import MaintenancePasses
 from memoryd.store.sqlite.admin import consistency, erasure, eviction, retention, stats, transfer
 from memoryd.store.sqlite.admin.consistency import Finding
 from memoryd.store.sqlite.admin.retention import BATCH
@@ -34,7 +35,9 @@ MERGE_PAGES = 1000
 CHECKPOINT_MODES = ("PASSIVE", "FULL", "RESTART", "TRUNCATE")
 
 
-class Lifecycle:
+class Lifecycle(MaintenancePasses):
+    batch = BATCH
+
     def __init__(self, db: Database, hits: HitCounter, clock: Callable[[], int]) -> None:
         self._db = db
         self._hits = hits
@@ -42,57 +45,30 @@ class Lifecycle:
 
     # -- the maintenance pass --------------------------------------------------------------------
 
-    def mark_expired(self) -> int:
-        """Audit 'expired' once for every memory whose expiry passed; returns how many."""
-        now_ms, total = self._clock(), 0
-        while (marked := self._db.write_sync(retention.mark_expired_batch, now_ms)) > 0:
-            total += marked
-            if marked < BATCH:
-                break
-        return total
-
-    def gc(self, *, retention_ms: int, dry_run: bool = False) -> GcReport:
-        """Purge memories deleted, expired or superseded more than ``retention_ms`` ago, then prune their old
-        events.  Optimizing and checkpointing are separate steps."""
-        started = time.perf_counter()
-        now_ms = self._clock()
-        report = GcReport(dry_run=dry_run, cutoff_ms=now_ms - retention_ms)
-        if dry_run:
-            report.purged_by_reason = self._db.read_sync(retention.purge_counts, report.cutoff_ms)
-            report.events_pruned = self._db.read_sync(retention.count_prunable_events, report.cutoff_ms)
-        else:
-            while True:
-                batch = self._db.write_sync(retention.purge_batch, report.cutoff_ms, now_ms)
-                report.purged_by_reason.update(batch)
-                if batch.total() < BATCH:
-                    break
-            report.events_pruned = self._db.write_sync(retention.prune_events, report.cutoff_ms)
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def enforce_max_entries(
-        self, *, per_user: int, per_chat: int, protect_recent_ms: int, dry_run: bool = False
-    ) -> EvictionReport:
-        """Evict (soft-delete, audited) the lowest-value memories of over-full scopes, and
-        record the caps so that every add holds them from now on (``dry_run``: neither)."""
-        report = EvictionReport()
-        if not dry_run:
-            self.set_caps(per_user=per_user, per_chat=per_chat, protect_recent_ms=protect_recent_ms)
-        if not per_user and not per_chat:
-            return report
-        now_ms = self._clock()
-        protect_since_ms = now_ms - protect_recent_ms
-        for scope_key, count, limit in self._db.read_sync(eviction.over_limit, per_user, per_chat):
-            report.scopes[scope_key] = (count, limit)
-            while not dry_run and (
-                evicted := self._db.write_sync(eviction.evict_batch, scope_key, limit, now_ms, protect_since_ms)
-            ):
-                report.evicted += evicted
-        return report
-
     def set_caps(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> None:
         """The max_entries caps every add holds in its own transaction (0 = no cap)."""
         self._db.write_sync(eviction.store_caps, per_user, per_chat, protect_recent_ms)
+
+    def _expire_batch(self, now_ms: int) -> int:
+        return self._db.write_sync(retention.mark_expired_batch, now_ms)
+
+    def _purgeable(self, cutoff_ms: int) -> tuple[Counter[str], int]:
+        return (
+            self._db.read_sync(retention.purge_counts, cutoff_ms),
+            self._db.read_sync(retention.count_prunable_events, cutoff_ms),
+        )
+
+    def _purge_batch(self, cutoff_ms: int, now_ms: int) -> Counter[str]:
+        return self._db.write_sync(retention.purge_batch, cutoff_ms, now_ms)
+
+    def _prune_events(self, cutoff_ms: int) -> int:
+        return self._db.write_sync(retention.prune_events, cutoff_ms)
+
+    def _over_limit(self, per_user: int, per_chat: int) -> list[tuple[str, int, int]]:
+        return self._db.read_sync(eviction.over_limit, per_user, per_chat)
+
+    def _evict_batch(self, scope_key: str, limit: int, now_ms: int, protect_since_ms: int) -> int:
+        return self._db.write_sync(eviction.evict_batch, scope_key, limit, now_ms, protect_since_ms)
 
     def erase_user(
         self,

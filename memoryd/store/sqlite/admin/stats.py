@@ -11,16 +11,14 @@ from typing import Any
 import apsw
 import msgspec
 
-from memoryd.store.admin_records import MEMORY_STATES
+from memoryd.store.maintenance_rules import StateTally
 from memoryd.store.sqlite.conversations import extraction_jobs
 from memoryd.store.sqlite.db import meta
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.schema import ladder as schema
 from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.visibility import scope_kind
 
-STATES = MEMORY_STATES
 META_LAST_MAINTENANCE = "maintenance_last"
 
 #: A memory's state; the first that applies wins (a deleted superseded memory is deleted).
@@ -32,23 +30,14 @@ STATE_SQL = """
 """
 
 
-def _states() -> dict[str, int]:
-    return dict.fromkeys(STATES, 0)
-
-
 def collect(db: apsw.Connection, now_ms: int) -> dict[str, Any]:
-    totals = _states()
-    by_scope = {"personal": _states(), "group": _states()}
-    by_user: dict[str, dict[str, int]] = {}
-    by_source: dict[str, dict[str, int]] = {}
-    for owner, shared, source, state, count in db.execute(
-        f"SELECT owner, shared, source, {STATE_SQL} AS state, count(*) FROM memories GROUP BY 1, 2, 3, 4",
-        (now_ms,),
-    ):
-        totals[state] += count
-        by_scope[scope_kind(bool(shared))][state] += count
-        by_user.setdefault(owner, _states())[state] += count
-        by_source.setdefault(source, _states())[state] += count
+    tally = StateTally()
+    tally.add(
+        db.execute(
+            f"SELECT owner, shared, source, {STATE_SQL} AS state, count(*) FROM memories GROUP BY 1, 2, 3, 4",
+            (now_ms,),
+        )
+    )
     (chats,) = one(db, "SELECT count(DISTINCT chat_id) FROM memories WHERE shared = 1 AND deleted_at_ms IS NULL")
     accessed, hits = one(db, "SELECT count(*), coalesce(sum(access_count), 0) FROM memories WHERE access_count > 0")
     space = vectors.read_space(db)
@@ -62,14 +51,9 @@ def collect(db: apsw.Connection, now_ms: int) -> dict[str, Any]:
     (failing,) = one(db, "SELECT count(*) FROM jobs WHERE attempts > 0")
     (last_error,) = one(db, "SELECT max(last_error) FROM jobs WHERE last_error IS NOT NULL")
     page_size = int(db.pragma("page_size"))
-    users = sorted(by_user.items(), key=lambda item: (-sum(item[1].values()), item[0]))
     return {
         "schema_version": schema.schema_version(db),
-        "memories": {"total": sum(totals.values()), **totals},
-        "by_scope": {**by_scope, "chats": int(chats)},
-        "by_user": [{"user": user, **states} for user, states in users],
-        "by_source": dict(sorted(by_source.items(), key=lambda item: (-sum(item[1].values()), item[0]))),
-        "access": {"memories_retrieved": int(accessed), "retrievals": int(hits)},
+        **tally.report(chats=chats, accessed=accessed, hits=hits),
         "embedding": {
             "model": space.model if space is not None else None,
             "dim": space.dim if space is not None else None,

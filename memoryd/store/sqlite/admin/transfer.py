@@ -23,21 +23,22 @@ so a file is checked completely before the write lock is taken.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
 import apsw
 import msgspec
 
-from memoryd.ids import iso_from_ms, ms_from_iso
+from memoryd.ids import ms_from_iso
 from memoryd.knowledge import attribute_keys
-from memoryd.store.admin_records import FORMAT, VERSION, ExportHeader, ImportReport, MemoryLine
+from memoryd.store import transfer_rules
+from memoryd.store.admin_records import ImportReport, MemoryLine
 from memoryd.store.records import PROVENANCE_COLUMNS
 from memoryd.store.sqlite.admin.transfer_people import PersonLine, import_people, person_lines
 from memoryd.store.sqlite.jobs import jobs
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.supersession import supersession
 from memoryd.store.sqlite.vectors import vectors
-from memoryd.store.visibility import key_for, scope_kind
+from memoryd.store.transfer_rules import ms_or_none as _ms
+from memoryd.store.visibility import key_for
 
 #: The actor of 'imported' audit events.
 ACTOR = "admin"
@@ -45,55 +46,9 @@ ACTOR = "admin"
 
 _encoder = msgspec.json.Encoder()
 _PROVENANCE = ", ".join(PROVENANCE_COLUMNS)
-_COLUMNS = (
-    "id, shared, owner, chat_id, source, content, subjects, metadata, confidence, created_at_ms, "
-    "updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, access_count, last_access_ms, "
-    f"superseded_at_ms, supersede_reason, key, pinned, {_PROVENANCE}"
-)
-
-
-def _ms(value: str | None) -> int | None:
-    return None if value is None else ms_from_iso(value)
 
 
 # -- export -------------------------------------------------------------------------------------
-
-
-def header_line(exported_at_ms: int, user: str | None) -> bytes:
-    header = ExportHeader(FORMAT, VERSION, iso_from_ms(exported_at_ms) or "", user)
-    return _encoder.encode(header) + b"\n"
-
-
-def _line_from_row(row: tuple[Any, ...]) -> MemoryLine:
-    (id_, shared, owner, chat_id, source, content, subjects, metadata, confidence, created, updated, expires,
-     deleted, expiry_recorded, superseded_by, access_count, last_access, superseded_at, reason, key,
-     pinned) = row[:21]  # fmt: skip
-    provenance = dict(zip(PROVENANCE_COLUMNS, row[21:], strict=True))
-    provenance["conversation_private"] = bool(provenance["conversation_private"])
-    return MemoryLine(
-        id=id_,
-        scope=scope_kind(bool(shared)),
-        owner=owner,
-        chat_id=chat_id,
-        source=source,
-        content=content,
-        subjects=msgspec.json.decode(subjects),
-        metadata=msgspec.json.decode(metadata),
-        confidence=confidence,
-        created_at=iso_from_ms(created) or "",
-        updated_at=iso_from_ms(updated) or "",
-        expires_at=iso_from_ms(expires),
-        deleted_at=iso_from_ms(deleted),
-        expiry_recorded_at=iso_from_ms(expiry_recorded),
-        superseded_by=superseded_by,
-        access_count=access_count,
-        last_access_at=iso_from_ms(last_access),
-        superseded_at=iso_from_ms(superseded_at),
-        supersede_reason=reason,
-        key=key,
-        pinned=bool(pinned),
-        **provenance,
-    )
 
 
 def export_memories(
@@ -105,23 +60,13 @@ def export_memories(
     Run it in one read snapshot: the export is consistent while the daemon keeps writing.
     Rows stream from the cursor into ~1 MB writes, so memory stays flat at any store size.
     """
-    buffer = bytearray(header_line(now_ms, user))
-    count = 0
-    for line in _lines(db, user):
-        _encoder.encode_into(line, buffer, -1)
-        buffer += b"\n"
-        count += isinstance(line, MemoryLine)
-        if len(buffer) >= chunk:
-            write(bytes(buffer))
-            buffer.clear()
-    write(bytes(buffer))
-    return count
+    return transfer_rules.write_lines(write, transfer_rules.header_line(now_ms, user), _lines(db, user), chunk)
 
 
 def _lines(db: apsw.Connection, user: str | None) -> Iterator[MemoryLine | PersonLine]:
     where, params = ("WHERE owner = ?", (user,)) if user is not None else ("", ())
-    for row in db.execute(f"SELECT {_COLUMNS} FROM memories {where} ORDER BY id", params):
-        yield _line_from_row(row)
+    for row in db.execute(f"SELECT {transfer_rules.EXPORT_COLUMNS} FROM memories {where} ORDER BY id", params):
+        yield transfer_rules.memory_line(row)
     yield from person_lines(db, user=user)
 
 
@@ -140,10 +85,7 @@ def import_memories(
     report = ImportReport()
     space = vectors.read_space(db)
     persons: list[PersonLine] = []
-    for line in lines:
-        if isinstance(line, PersonLine):
-            persons.append(line)
-            continue
+    for line in transfer_rules.memory_lines(lines, persons):
         shared = line.scope == "group"
         scope_key = key_for(shared=shared, owner=line.owner, chat_id=line.chat_id)
         expires_at_ms = _ms(line.expires_at)
@@ -193,10 +135,7 @@ def import_memories(
         memories.audit(db, line.id, "imported", ACTOR, now_ms, {})
         # What an add records, so that a newer fact still supersedes an imported one.
         supersession.record_attributes(db, scope_key, rowid, attribute_keys(line.content))
-        live = (
-            deleted_at_ms is None and line.superseded_by is None and (expires_at_ms is None or expires_at_ms > now_ms)
-        )
-        if space is not None and live:
+        if space is not None and transfer_rules.live_on_import(line, now_ms):
             jobs.enqueue_embed(db, rowid, now_ms)
             report.embed_jobs += 1
     report.people = import_people(db, persons, now_ms, max_people=max_people)

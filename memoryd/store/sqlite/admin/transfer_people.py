@@ -19,10 +19,9 @@ from collections.abc import Iterable, Iterator
 import apsw
 import msgspec
 
-from memoryd.ids import iso_from_ms, ms_from_iso
-from memoryd.knowledge import normalise_name
 from memoryd.store.admin_records import PeopleReport, PersonLine
 from memoryd.store.sqlite.people import people
+from memoryd.store.transfer_rules import PeopleImport, person_line
 
 
 def person_lines(db: apsw.Connection, *, user: str | None) -> Iterator[PersonLine]:
@@ -38,17 +37,8 @@ def person_lines(db: apsw.Connection, *, user: str | None) -> Iterator[PersonLin
         """,
         params,
     )
-    for id_, owner, name, aliases, relationship, created, updated, linked in rows:
-        yield PersonLine(
-            id=id_,
-            owner=owner,
-            name=name,
-            aliases=msgspec.json.decode(aliases),
-            relationship=relationship,
-            created_at=iso_from_ms(created) or "",
-            updated_at=iso_from_ms(updated) or "",
-            memories=msgspec.json.decode(linked),
-        )
+    for row in rows:
+        yield person_line(row, msgspec.json.decode(row[7]))
 
 
 def import_people(
@@ -58,44 +48,22 @@ def import_people(
     in the import's one write transaction, after its memories.  A new person that would give its
     owner more than ``max_people`` is refused (``report.refused``), as memory.add refuses a
     subject past the bound; a line folded into a person the owner has still goes in."""
-    report = PeopleReport()
-    by_name: dict[str, dict[str, people.StoredPerson]] = {}  # owner -> normalised name -> person
-    have: dict[str, int] = {}  # owner -> how many people they have now
+    plan = PeopleImport(max_people)
     for line in lines:
         if db.execute("SELECT 1 FROM people WHERE id = ?", (line.id,)).fetchone() is not None:
-            report.already_present += 1
+            plan.report.already_present += 1
             continue
-        named = by_name.get(line.owner)
-        if named is None:
-            named = by_name[line.owner] = {}
-            owned = people.people_of(db, line.owner)
-            have[line.owner] = len(owned)
-            for person in owned:  # oldest first: it wins a shared name
-                named.setdefault(normalise_name(person.name), person)
-        known = named.get(normalise_name(line.name))
-        if known is None and max_people is not None and have[line.owner] >= max_people:
-            report.refused.append(line.id)
+        placed = plan.place(line, lambda owner: people.people_of(db, owner))
+        if placed is None:
             continue
-        if known is None:
-            have[line.owner] += 1
-            person = people.StoredPerson(
-                0, line.id, line.owner, line.name, list(line.aliases), line.relationship,
-                ms_from_iso(line.created_at), ms_from_iso(line.updated_at),
-            )  # fmt: skip
+        person, new = placed
+        if new:
             people.insert(db, person)
-            named.setdefault(normalise_name(line.name), person)
-            rowid = person.rowid
-            report.imported += 1
         else:
-            for alias in line.aliases:
-                known.add_alias(alias)
-            known.relationship = known.relationship or line.relationship
-            people.save(db, known, now_ms)
-            rowid = known.rowid
-            report.merged += 1
+            people.save(db, person, now_ms)
         db.execute(
             "INSERT OR IGNORE INTO memory_people (person_rowid, memory_rowid) "
             "SELECT ?, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
-            (rowid, msgspec.json.encode(line.memories).decode()),
+            (person.rowid, msgspec.json.encode(line.memories).decode()),
         )
-    return report
+    return plan.report

@@ -1,0 +1,1 @@
+"""Whole-store operations on PostgreSQL: maintenance, retention and gc, stats, check, export/import."""
