@@ -14,10 +14,7 @@ from typing import Any
 import msgspec
 import psycopg
 
-from memoryd.ids import new_ulid
-from memoryd.store.people_records import (
-    StoredPerson,
-)
+from memoryd.store.people_records import PERSON_COLUMNS, StoredPerson, new_person, person_from_row
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
 from memoryd.store.postgres.visibility import predicate
@@ -26,13 +23,6 @@ from memoryd.store.visibility import Scope, personal_key
 
 Conn = psycopg.Connection[Any]
 _encode = msgspec.json.encode
-_decode = msgspec.json.decode
-_COLUMNS = "rowid, id, owner, name, aliases, relationship, created_at_ms, updated_at_ms"
-
-
-def _person(row: Sequence[Any]) -> StoredPerson:
-    rowid, id_, owner, name, aliases, relationship, created, updated = row
-    return StoredPerson(int(rowid), id_, owner, name, list(_decode(aliases)), relationship, int(created), int(updated))
 
 
 def lock_owner(conn: Conn, owner: str) -> None:
@@ -46,11 +36,13 @@ def announce(conn: Conn, owner: str) -> None:
 
 
 def people_of(conn: Conn, owner: str) -> list[StoredPerson]:
-    return [_person(r) for r in _people_query(conn, owner)]
+    return [person_from_row(r) for r in _people_query(conn, owner)]
 
 
 def _people_query(conn: Conn, owner: str) -> psycopg.Cursor[Any]:
-    return conn.execute(f"SELECT {_COLUMNS} FROM people WHERE scope_key = %s ORDER BY rowid", (personal_key(owner),))
+    return conn.execute(
+        f"SELECT {PERSON_COLUMNS} FROM people WHERE scope_key = %s ORDER BY rowid", (personal_key(owner),)
+    )
 
 
 def read_people(conn: Conn, owner: str) -> psycopg.Cursor[Any]:
@@ -83,10 +75,10 @@ def visible_people(conn: Conn, scope: Scope, now_ms: int) -> list[StoredPerson]:
     """The caller's people that ``scope`` may know of (:func:`_seen_through`), oldest first."""
     seen_sql, seen_params = _seen_through(scope, now_ms)
     found = conn.execute(
-        f"SELECT {_COLUMNS} FROM people AS p WHERE p.scope_key = %s AND {seen_sql} ORDER BY p.rowid",
+        f"SELECT {PERSON_COLUMNS} FROM people AS p WHERE p.scope_key = %s AND {seen_sql} ORDER BY p.rowid",
         (personal_key(scope.user_id), *seen_params),
     )
-    return [_person(r) for r in found]
+    return [person_from_row(r) for r in found]
 
 
 def visible_rowids(conn: Conn, scope: Scope, person_rowids: Sequence[int], now_ms: int) -> set[int]:
@@ -114,9 +106,7 @@ def insert(conn: Conn, person: StoredPerson) -> None:
 def create(
     conn: Conn, owner: str, name: str, now_ms: int, *, relationship: str | None = None, aliases: Sequence[str] = ()
 ) -> StoredPerson:
-    person = StoredPerson(0, new_ulid(now_ms), owner, " ".join(name.split()), [], relationship, now_ms, now_ms)
-    for alias in aliases:
-        person.add_alias(alias)
+    person = new_person(owner, name, now_ms, relationship=relationship, aliases=aliases)
     insert(conn, person)
     return person
 

@@ -1,55 +1,24 @@
-"""What a new memory teaches about the owner's people, and which of them it is about, on
-PostgreSQL.
-
-The rules (relationship statements, subjects, mentions, merge targets) are the shared ones of
-``memoryd.knowledge``; the owner's people are read under their advisory lock (``read_people``).
-"""
+"""What a new memory teaches about the owner's people, on PostgreSQL: the rules of
+``store.people_rules`` over the owner's people, read under their advisory lock (``read_people``)
+in the add's transaction."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from memoryd.errors import PeopleLimitReached
-from memoryd.knowledge import (
-    KnownPerson,
-    MentionFinder,
-    merge_target,
-    normalise_name,
-    parse_relationships,
-    resolve_person,
-)
-from memoryd.knowledge.people import RelationshipFact, is_relationship_phrase, new_subjects
-from memoryd.store.people_records import (
-    StoredPerson,
-)
-from memoryd.store.postgres.people.people import (
-    _person,
-    announce,
-    create,
-    link,
-    read_people,
-    save,
-    visible_rowids,
-)
+from memoryd.knowledge.people import RelationshipFact
+from memoryd.store.people_records import Learned, StoredPerson, person_from_row
+from memoryd.store.people_rules import KnownPeople, learn_people, tells_nothing_new
+from memoryd.store.postgres.people.people import announce, create, link, read_people, save, visible_rowids
 from memoryd.store.visibility import Scope, covers, personal_key
 
+__all__ = ["Learned", "learn"]
+
 Conn = psycopg.Connection[Any]
-
-#: How many hidden people a match may pick before the phrase counts as naming nobody.
-_MAX_HIDDEN_PICKS = 4
-_SELF_WORDS = frozenset({"i", "me", "myself", "user", "the user", "self", "owner"})
-
-
-@dataclass(frozen=True)
-class Learned:
-    linked: list[str]
-    changed: bool
-    people: int = 0  # the owner's people afterwards
 
 
 def learn(
@@ -66,116 +35,60 @@ def learn(
     seen_by: Scope | None = None,
     people: psycopg.Cursor[Any] | None = None,
 ) -> Learned:
-    """What a memory teaches about the owner's people (the SQLite backend's rules, in order:
-    relationship statements, subjects, mentions of known people).  ``seen_by``: the adder; the
-    memory is matched only against the people it may know of, so "my wife" said in a group chat
-    never links to, and so never reveals, a wife known only from a private chat.
-
-    ``max_people``: the owner never has more people than this; a person the content names past
-    it is not created, and with ``strict`` (memory.add: the caller chose the subjects) a subject
-    that would create one raises PeopleLimitReached (the caller's transaction then rolls back).
+    """``people_rules.learn_people`` for the memory ``memory_rowid``; the other daemons hear of
+    a change when it commits.  ``seen_by``: the adder; the memory is matched only against the
+    people it may know of.
 
     ``people``: ``read_people(conn, owner)`` sent earlier in this transaction (else it is now)."""
-    known = [_person(r) for r in (people or read_people(conn, owner))]
-    by_id = {person.id: person for person in known}
-    seen: dict[int, bool] = {}
-
-    def knowable(key: str) -> bool:
-        person = by_id[key]
-        if seen_by is None:
-            return True
-        if person.rowid not in seen:
-            seen[person.rowid] = person.rowid in visible_rowids(conn, seen_by, [person.rowid], now_ms)
-        return seen[person.rowid]
-
-    def first_knowable(pick: Callable[[list[KnownPerson]], KnownPerson | None]) -> KnownPerson | None:
-        # Another person may answer the same phrase when the first one picked is hidden.
-        candidates = [p.known() for p in known]
-        for _ in range(_MAX_HIDDEN_PICKS):
-            found = pick(candidates)
-            if found is None or knowable(found.key):
-                return found
-            candidates = [c for c in candidates if c.key != found.key]
-        return None
-
-    def created_here(person: StoredPerson) -> StoredPerson:
-        known.append(person)
-        by_id[person.id] = person
-        seen[person.rowid] = True
-        return person
-
-    own = {normalise_name(name) for name in owner_names if name} | _SELF_WORDS
-
-    def room() -> bool:
-        return max_people is None or len(known) < max_people
-
-    if strict and max_people is not None:
-        # Refused before anything changes.
-        fresh = new_subjects(lambda phrase: resolve_person(phrase, [p.known() for p in known]), own, subjects)
-        if len(known) + len(fresh) > max_people:
-            raise PeopleLimitReached(f"subjects[{fresh[max(max_people - len(known), 0)]}]", max_people)
-    about: dict[int, StoredPerson] = {}
-    dirty: set[int] = set()
-    created = False
-    for fact in parse_relationships(content):
-        if normalise_name(fact.name) in own:
-            continue
-        target = first_knowable(functools.partial(merge_target, fact))
-        if target is not None and seen_by is not None and not _may_tell(conn, by_id[target.key], fact, memory_rowid):
-            target = None  # a person of its own: what this memory says stays where it may be seen
-        if target is None:
-            if not room():
-                continue
-            person = created_here(
-                create(conn, owner, fact.name, now_ms, relationship=fact.relationship, aliases=fact.aliases)
-            )
-            created = True
-        else:
-            person = by_id[target.key]
-            changed = person.add_alias(fact.name)
-            for alias in fact.aliases:
-                changed = person.add_alias(alias) or changed
-            if person.relationship is None:
-                person.relationship, changed = fact.relationship, True
-            if changed:
-                dirty.add(person.rowid)
-        about[person.rowid] = person
-    for position, subject in enumerate(subjects):
-        wanted = normalise_name(subject)
-        if not wanted or wanted in own:
-            continue
-        found = first_knowable(functools.partial(resolve_person, subject))
-        if found is not None:
-            about.setdefault(by_id[found.key].rowid, by_id[found.key])
-        elif not is_relationship_phrase(subject):
-            if not room():
-                if strict:
-                    raise PeopleLimitReached(f"subjects[{position}]", max_people or 0)
-                continue
-            person = created_here(create(conn, owner, subject, now_ms))
-            about[person.rowid] = person
-            created = True
-    if known:
-        for mention in MentionFinder([p.known() for p in known]).find(content):
-            if mention.person is not None and knowable(mention.person.key):
-                person = by_id[mention.person.key]
-                about.setdefault(person.rowid, person)
-    for person in known:
-        if person.rowid in dirty:
-            save(conn, person, now_ms)
-    link(conn, owner, about, memory_rowid)
-    if created or dirty:
+    known = KnownPeople.of([person_from_row(r) for r in (people or read_people(conn, owner))])
+    learned = learn_people(
+        known,
+        _Writes(conn, owner, memory_rowid, now_ms, seen_by),
+        content=content,
+        subjects=subjects,
+        owner_names=owner_names,
+        max_people=max_people,
+        strict=strict,
+    )
+    if learned.changed:
         announce(conn, owner)
-    return Learned([p.name for p in about.values()], created or bool(dirty), len(known))
+    return learned
+
+
+@dataclass
+class _Writes:
+    """``people_rules.PeopleWrites`` on PostgreSQL, for one owner's people and one memory."""
+
+    conn: Conn
+    owner: str
+    memory_rowid: int
+    now_ms: int
+    seen_by: Scope | None
+
+    def visible(self, rowid: int) -> bool:
+        return self.seen_by is None or rowid in visible_rowids(self.conn, self.seen_by, [rowid], self.now_ms)
+
+    def may_tell(self, person: StoredPerson, fact: RelationshipFact) -> bool:
+        return self.seen_by is None or _may_tell(self.conn, person, fact, self.memory_rowid)
+
+    def changing(self) -> None:
+        """Nothing is cached between transactions here."""
+
+    def create(self, name: str, *, relationship: str | None = None, aliases: Sequence[str] = ()) -> StoredPerson:
+        return create(self.conn, self.owner, name, self.now_ms, relationship=relationship, aliases=aliases)
+
+    def save(self, person: StoredPerson) -> None:
+        save(self.conn, person, self.now_ms)
+
+    def link(self, person_rowids: Iterable[int]) -> None:
+        link(self.conn, self.owner, person_rowids, self.memory_rowid)
 
 
 def _may_tell(conn: Conn, person: StoredPerson, fact: RelationshipFact, memory_rowid: int) -> bool:
     """Whether the memory may add ``fact``'s name, aliases or relationship to ``person``: it
     tells nothing new, or everyone who knows the person (through a memory linked to it) may
     also see this memory."""
-    names = {normalise_name(name) for name in (person.name, *person.aliases)}
-    news = normalise_name(fact.name) not in names or any(normalise_name(a) not in names for a in fact.aliases)
-    if not news and person.relationship is not None:
+    if tells_nothing_new(person, fact):
         return True
     here = conn.execute(
         "SELECT scope_key, chat_id, disclosure FROM memories WHERE rowid = %s", (memory_rowid,)

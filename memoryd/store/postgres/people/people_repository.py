@@ -8,19 +8,14 @@ from typing import Any
 
 import psycopg
 
-from memoryd.ids import is_id_prefix
-from memoryd.knowledge import (
-    normalise_name,
-    resolve_person,
-)
 from memoryd.store.erasure_log import ErasureLog
 from memoryd.store.people_records import (
-    AliasTaken,
     Forgotten,
     Merge,
     StoredPerson,
     SummaryMaterial,
 )
+from memoryd.store.people_rules import check_alias_free, find_person
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
 from memoryd.store.postgres.db import Database
@@ -45,14 +40,7 @@ Conn = psycopg.Connection[Any]
 
 def find(conn: Conn, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | None:
     """The caller's person ``phrase`` names among those ``scope`` may know of."""
-    known = visible_people(conn, scope, now_ms)
-    wanted = phrase.strip()
-    if is_id_prefix(wanted.upper()):
-        for person in known:
-            if person.id == wanted.upper():
-                return person
-    found = resolve_person(wanted, [p.known() for p in known])
-    return None if found is None else next(p for p in known if p.id == found.key)
+    return find_person(visible_people(conn, scope, now_ms), phrase)
 
 
 class People:
@@ -186,12 +174,7 @@ class People:
             if person is None:
                 return None
             holder = find(conn, scope, alias, now)
-            if (
-                holder is not None
-                and holder.id != person.id
-                and normalise_name(alias) in {normalise_name(n) for n in (holder.name, *holder.aliases)}
-            ):
-                raise AliasTaken(holder.id)
+            check_alias_free(person, holder, alias)
             if person.add_alias(alias):
                 save(conn, person, now)
                 announce(conn, owner)

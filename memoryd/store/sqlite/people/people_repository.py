@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 import apsw
 import msgspec
 
-from memoryd.ids import is_id_prefix
-from memoryd.knowledge import normalise_name, resolve_person
 from memoryd.store.erasure_log import ErasureLog
-from memoryd.store.people_records import AliasTaken, Forgotten, Merge, SummaryMaterial
+from memoryd.store.people_records import Forgotten, Merge, SummaryMaterial
+from memoryd.store.people_rules import check_alias_free, find_person
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.admin import erasure
 from memoryd.store.sqlite.db.database import Database
@@ -31,14 +30,7 @@ from memoryd.store.visibility import Scope
 def find(db: apsw.Connection, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | None:
     """The caller's person named by ``phrase`` (a person id, a name, an alias, a relationship)
     among those ``scope`` may know of (``people.visible_people``)."""
-    known = people.visible_people(db, scope, now_ms)
-    wanted = phrase.strip()
-    if is_id_prefix(wanted.upper()):
-        for person in known:
-            if person.id == wanted.upper():
-                return person
-    found = resolve_person(wanted, [p.known() for p in known])
-    return None if found is None else next(p for p in known if p.id == found.key)
+    return find_person(people.visible_people(db, scope, now_ms), phrase)
 
 
 class PeopleRepository:
@@ -167,12 +159,7 @@ class PeopleRepository:
             if person is None:
                 return None
             holder = find(db, scope, alias, now)
-            if (
-                holder is not None
-                and holder.id != person.id
-                and normalise_name(alias) in {normalise_name(n) for n in (holder.name, *holder.aliases)}
-            ):
-                raise AliasTaken(holder.id)
+            check_alias_free(person, holder, alias)
             if person.add_alias(alias):
                 people.save(db, person, now)
             return person
