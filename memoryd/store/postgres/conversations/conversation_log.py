@@ -17,6 +17,7 @@ from memoryd.store.conversation_records import (
     SessionRef,
     StoredMessage,
 )
+from memoryd.store.conversation_rules import in_batches
 from memoryd.store.postgres.conversations import episodes as episodes_store
 from memoryd.store.postgres.conversations.conversations import (
     PRUNE_BATCH,
@@ -35,7 +36,7 @@ from memoryd.store.postgres.conversations.extraction_jobs import (
     status,
 )
 from memoryd.store.postgres.conversations.learned import store_facts
-from memoryd.store.postgres.db import Database
+from memoryd.store.postgres.store_part import StorePart
 from memoryd.store.records import NewMemory
 from memoryd.store.supersession_records import Plan
 from memoryd.store.visibility import Scope
@@ -43,13 +44,8 @@ from memoryd.store.visibility import Scope
 Conn = psycopg.Connection[Any]
 
 
-class Conversations:
+class Conversations(StorePart):
     """``interfaces.ConversationStore`` on PostgreSQL."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self._db: Database = store.db
-        self._clock = store.clock
 
     async def observe(
         self,
@@ -124,17 +120,9 @@ class Conversations:
         return self._db.run_sync(schedule_backlog, now, now - retention_ms)
 
     def prune_episodes(self, *, retention_ms: int) -> int:
-        cutoff, total = self._clock() - retention_ms, 0
-        while (removed := self._db.run_sync(episodes_store.prune_batch, cutoff)) > 0:
-            total += removed
-            if removed < PRUNE_BATCH:
-                break
-        return total
+        cutoff = self._clock() - retention_ms
+        return in_batches(lambda: self._db.run_sync(episodes_store.prune_batch, cutoff), episodes_store.PRUNE_BATCH)
 
     def prune(self, *, retention_ms: int) -> int:
-        cutoff, total = self._clock() - retention_ms, 0
-        while (removed := self._db.run_sync(prune, cutoff)) > 0:
-            total += removed
-            if removed < PRUNE_BATCH:
-                break
-        return total
+        cutoff = self._clock() - retention_ms
+        return in_batches(lambda: self._db.run_sync(prune, cutoff), PRUNE_BATCH)

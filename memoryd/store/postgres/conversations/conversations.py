@@ -9,30 +9,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import psycopg
 
 from memoryd.store.conversation_records import (
+    MESSAGE_COLUMNS,
+    MESSAGE_FIELDS,
     SessionContext,
     SessionRef,
     StoredMessage,
+    message_from_row,
+    message_values,
 )
+from memoryd.store.conversation_rules import key_range, window_of
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres.conversations import episodes as episodes_store
 
 Conn = psycopg.Connection[Any]
 MAX_SESSION_MESSAGES = 2000
 PRUNE_BATCH = 5000
-_FIELDS = "role, content, message_id, sent_at, username, display_name, author_user_id"
-_COLUMNS = f"seq, {_FIELDS}"
-
-
-def _message(row: Sequence[Any]) -> StoredMessage:
-    seq, role, content, message_id, sent_at, username, display_name, user_id = row
-    return StoredMessage(
-        int(seq), role, content, message_id, None if sent_at is None else msgspec.json.decode(sent_at),
-        username, display_name, user_id,
-    )  # fmt: skip
 
 
 def observe(
@@ -47,21 +41,8 @@ def observe(
     key = session.key
     with conn.cursor() as cursor:
         cursor.executemany(
-            f"INSERT INTO observed_messages (session, {_FIELDS}, received_at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (
-                    key,
-                    m.role,
-                    m.content,
-                    m.message_id,
-                    None if m.sent_at is None else msgspec.json.encode(m.sent_at).decode(),
-                    m.username,
-                    m.display_name,
-                    m.user_id,
-                    now_ms,
-                )  # fmt: skip
-                for m in messages
-            ],
+            f"INSERT INTO observed_messages (session, {MESSAGE_FIELDS}, received_at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [message_values(key, m, now_ms) for m in messages],
         )
     conn.execute(
         "DELETE FROM observed_messages WHERE session = %s AND seq <= ("
@@ -100,10 +81,10 @@ def queued_extractions(conn: Conn, session: SessionRef) -> tuple[int, bool]:
 
 def session_messages(conn: Conn, session: SessionRef, limit: int) -> list[StoredMessage]:
     found = conn.execute(
-        f"SELECT * FROM (SELECT {_COLUMNS} FROM observed_messages WHERE session = %s ORDER BY seq DESC LIMIT %s) AS t ORDER BY seq",
+        f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM observed_messages WHERE session = %s ORDER BY seq DESC LIMIT %s) AS t ORDER BY seq",
         (session.key, limit),
     ).fetchall()
-    return [_message(row) for row in found]
+    return [message_from_row(row) for row in found]
 
 
 def window(
@@ -113,8 +94,7 @@ def window(
     if session.session_key is not None:
         where, bounds = "session = %s", (session.key,)
     else:
-        prefix = msgspec.json.encode([session.owner, session.chat_id]).decode()[:-1] + ","
-        where, bounds = "session >= %s AND session < %s", (prefix, prefix[:-1] + "-")
+        where, bounds = "session >= %s AND session < %s", key_range(session.owner, session.chat_id)
     row = conn.execute(
         f"SELECT session, seq FROM observed_messages WHERE message_id = %s AND {where} ORDER BY seq DESC LIMIT 1",
         (message_id, *bounds),
@@ -123,15 +103,14 @@ def window(
         return None
     key, seq = row
     before = conn.execute(
-        f"SELECT {_COLUMNS} FROM observed_messages WHERE session = %s AND seq <= %s ORDER BY seq DESC LIMIT %s",
+        f"SELECT {MESSAGE_COLUMNS} FROM observed_messages WHERE session = %s AND seq <= %s ORDER BY seq DESC LIMIT %s",
         (key, seq, radius + 1),
     ).fetchall()
     after = conn.execute(
-        f"SELECT {_COLUMNS} FROM observed_messages WHERE session = %s AND seq > %s ORDER BY seq LIMIT %s",
+        f"SELECT {MESSAGE_COLUMNS} FROM observed_messages WHERE session = %s AND seq > %s ORDER BY seq LIMIT %s",
         (key, seq, radius),
     ).fetchall()
-    owner, chat_id, session_key = msgspec.json.decode(key)
-    return SessionRef(owner, chat_id, session_key), [_message(r) for r in [*reversed(before), *after]]
+    return window_of(key, before, after)
 
 
 def prune(conn: Conn, cutoff_ms: int) -> int:

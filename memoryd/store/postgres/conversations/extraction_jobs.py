@@ -8,12 +8,14 @@ from typing import Any
 import psycopg
 
 from memoryd.store.conversation_records import (
+    JOB_COLUMNS,
+    MESSAGE_COLUMNS,
     ExtractionJob,
-    SessionContext,
-    SessionRef,
+    job_from_row,
+    message_from_row,
 )
+from memoryd.store.conversation_rules import extraction_status
 from memoryd.store.postgres import jobs as job_rows
-from memoryd.store.postgres.conversations.conversations import _COLUMNS, _message
 
 Conn = psycopg.Connection[Any]
 LEASE_MS = 15 * 60 * 1000
@@ -48,17 +50,17 @@ def schedule_backlog(conn: Conn, now_ms: int, cutoff_ms: int) -> int:
 def claim(conn: Conn, now_ms: int, limit: int, max_messages: int, owner: str) -> list[ExtractionJob]:
     job_rows.reap(conn, "extraction_jobs", now_ms)
     found = conn.execute(
-        "SELECT session, owner, chat_id, session_key, chat_type, timezone, speaker_username, speaker_display_name, "
-        "done_seq, attempts FROM extraction_jobs WHERE due_at_ms IS NOT NULL AND due_at_ms <= %s "
+        f"SELECT {JOB_COLUMNS} FROM extraction_jobs WHERE due_at_ms IS NOT NULL AND due_at_ms <= %s "
         "AND leased_until_ms IS NULL AND parked_at_ms IS NULL ORDER BY due_at_ms LIMIT %s FOR UPDATE SKIP LOCKED",
         (now_ms, limit),
     ).fetchall()
     claimed = []
-    for key, session_owner, chat_id, session_key, chat_type, timezone, username, display, done_seq, attempts in found:
+    for row in found:
+        key, *_, done_seq, _attempts = row
         messages = [
-            _message(row)
-            for row in conn.execute(
-                f"SELECT {_COLUMNS} FROM observed_messages WHERE session = %s AND seq > %s ORDER BY seq LIMIT %s",
+            message_from_row(message)
+            for message in conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM observed_messages WHERE session = %s AND seq > %s ORDER BY seq LIMIT %s",
                 (key, done_seq, max_messages),
             )
         ]
@@ -69,14 +71,7 @@ def claim(conn: Conn, now_ms: int, limit: int, max_messages: int, owner: str) ->
             "UPDATE extraction_jobs SET leased_until_ms = %s, lease_owner = %s WHERE session = %s",
             (now_ms + LEASE_MS, owner, key),
         )
-        claimed.append(
-            ExtractionJob(
-                SessionRef(session_owner, chat_id, session_key),
-                SessionContext(chat_type, timezone, username, display),
-                int(attempts),
-                messages,
-            )
-        )
+        claimed.append(job_from_row(row, messages))
     return claimed
 
 
@@ -120,13 +115,7 @@ def status(conn: Conn) -> dict[str, Any]:
         "SELECT last_error FROM extraction_jobs WHERE last_error IS NOT NULL ORDER BY updated_at_ms DESC LIMIT 1"
     ).fetchone()
     (held,) = conn.execute("SELECT count(*) FROM observed_messages").fetchone() or (0,)
-    return {
-        "pending_sessions": int(pending),
-        "failing_sessions": int(failing),
-        "parked_sessions": int(parked),
-        "last_error": None if row is None else row[0],
-        "messages_held": int(held),
-    }
+    return extraction_status(pending, failing, parked, None if row is None else row[0], held)
 
 
 def retry_parked(conn: Conn, now_ms: int) -> dict[str, int]:

@@ -15,6 +15,7 @@ from memoryd.store.conversation_records import (
     ExtractionJob,
     Learned,
 )
+from memoryd.store.conversation_rules import NEAR_DUPLICATE_COSINE, refresh_detail
 from memoryd.store.postgres import eviction, supersession
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
@@ -26,7 +27,6 @@ from memoryd.store.supersession_records import Plan
 from memoryd.store.visibility import Scope
 
 Conn = psycopg.Connection[Any]
-NEAR_DUPLICATE_COSINE = 0.95
 
 
 class LeaseLost(Exception):
@@ -93,9 +93,7 @@ def store_facts(
                 "UPDATE memories SET updated_at_ms = %s, confidence = greatest(confidence, %s) WHERE rowid = %s RETURNING id, scope_key",
                 (now_ms, float(new.confidence), rowid),
             ).fetchone() or ("", "")
-            provenance = new.provenance
-            detail = {"source": new.source, "message_id": provenance.source_message_id if provenance else None}
-            rows.audit(conn, key, memory_id, "refreshed", new.owner, now_ms, detail)
+            rows.audit(conn, key, memory_id, "refreshed", new.owner, now_ms, refresh_detail(new))
             learned.append(Learned(memory_id, refreshed=True))
             continue
         if plans is None:

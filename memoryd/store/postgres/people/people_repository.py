@@ -18,7 +18,6 @@ from memoryd.store.people_records import (
 from memoryd.store.people_rules import check_alias_free, find_person
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
-from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.people.people import (
     announce,
     counts_about,
@@ -32,6 +31,7 @@ from memoryd.store.postgres.people.people import (
 )
 from memoryd.store.postgres.people.people_learning import Learned, learn
 from memoryd.store.postgres.search import annotate
+from memoryd.store.postgres.store_part import StorePart
 from memoryd.store.records import MemoryRecord
 from memoryd.store.visibility import Scope, personal_key
 
@@ -43,13 +43,8 @@ def find(conn: Conn, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | N
     return find_person(visible_people(conn, scope, now_ms), phrase)
 
 
-class People:
+class People(StorePart):
     """``interfaces.PeopleStore`` on PostgreSQL."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self._db: Database = store.db
-        self._clock = store.clock
 
     async def learn(
         self,
