@@ -19,7 +19,7 @@ Also the engine-neutral parts of the person.* lookups (``find_person``, ``check_
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -206,6 +206,44 @@ def learn_people(
             writes.save(person)
     writes.link(about)
     return Learned([p.name for p in about.values()], created or bool(dirty), len(known.persons))
+
+
+class LearnOne(Protocol):
+    """An engine's ``learn`` for one memory, inside the caller's transaction."""
+
+    def __call__(
+        self,
+        *,
+        owner: str,
+        memory_rowid: int,
+        content: str,
+        subjects: Sequence[str],
+        owner_names: Sequence[str],
+        now_ms: int,
+    ) -> Learned: ...
+
+
+def learn_each(
+    learn: LearnOne,
+    rowids: Mapping[str, int],
+    memories_of: Sequence[tuple[str, str, Sequence[str]]],
+    *,
+    owner: str,
+    owner_names: Sequence[str],
+    now_ms: int,
+) -> int:
+    """``learn`` for each (memory id, content, subjects) of ``memories_of`` (``rowids``: memory
+    id -> rowid), in one transaction; how many."""
+    for memory_id, content, subjects in memories_of:
+        learn(
+            owner=owner,
+            memory_rowid=int(rowids[memory_id]),
+            content=content,
+            subjects=subjects,
+            owner_names=owner_names,
+            now_ms=now_ms,
+        )
+    return len(memories_of)
 
 
 def _check_subjects_fit(

@@ -6,7 +6,7 @@
     visibility.py  the rules of ``store.visibility`` as PostgreSQL WHERE clauses
     memories.py    memory.* (add, list, get, delete, short ids, health) and the search
     jobs.py        embed jobs: leases with FOR UPDATE SKIP LOCKED
-    people.py, supersession.py, conversations.py, maintenance.py: the other interfaces
+    people/, supersession.py, conversations/, maintenance.py: the other interfaces
     store.py       ``PostgresStore``: the ``interfaces.Backend``
 
 Its dependencies are the optional extra ``memoryd[postgres]`` (psycopg 3, psycopg-pool,

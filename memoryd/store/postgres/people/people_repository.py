@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from memoryd.store.people_records import (
     StoredPerson,
     SummaryMaterial,
 )
-from memoryd.store.people_rules import check_alias_free, find_person
+from memoryd.store.people_rules import check_alias_free, find_person, learn_each
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
 from memoryd.store.postgres.people.people import (
@@ -88,17 +89,9 @@ class People(StorePart):
                     "SELECT id, rowid FROM memories WHERE id = ANY(%s)", ([m[0] for m in memories_of],)
                 ).fetchall()
             )
-            for memory_id, content, subjects in memories_of:
-                learn(
-                    conn,
-                    owner=owner,
-                    memory_rowid=int(ids[memory_id]),
-                    content=content,
-                    subjects=subjects,
-                    owner_names=owner_names,
-                    now_ms=now,
-                )
-            return len(memories_of)
+            return learn_each(
+                functools.partial(learn, conn), ids, memories_of, owner=owner, owner_names=owner_names, now_ms=now
+            )
 
         return self._db.run_sync(run)
 

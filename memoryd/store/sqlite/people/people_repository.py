@@ -8,6 +8,7 @@ A lookup that finds nobody answers None; the service turns that into its error.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import apsw
@@ -15,7 +16,7 @@ import msgspec
 
 from memoryd.store.erasure_log import ErasureLog
 from memoryd.store.people_records import Forgotten, Merge, SummaryMaterial
-from memoryd.store.people_rules import check_alias_free, find_person
+from memoryd.store.people_rules import check_alias_free, find_person, learn_each
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.admin import erasure
 from memoryd.store.sqlite.db.database import Database
@@ -85,17 +86,8 @@ class PeopleRepository:
                     (msgspec.json.encode([m[0] for m in memories_of]).decode(),),
                 ).fetchall()
             )
-            for memory_id, content, subjects in memories_of:
-                people_learning.learn(
-                    db,
-                    owner=owner,
-                    memory_rowid=int(rowids[memory_id]),
-                    content=content,
-                    subjects=subjects,
-                    owner_names=owner_names,
-                    now_ms=now,
-                )
-            return len(memories_of)
+            learn = functools.partial(people_learning.learn, db)
+            return learn_each(learn, rowids, memories_of, owner=owner, owner_names=owner_names, now_ms=now)
 
         return self._db.write_sync(run)
 
