@@ -41,6 +41,7 @@ from memoryd.knowledge.people import (
     new_subjects,
 )
 from memoryd.store.people_records import AliasTaken, Learned, StoredPerson
+from memoryd.store.visibility import Scope
 
 
 @dataclass
@@ -220,6 +221,8 @@ class LearnOne(Protocol):
         subjects: Sequence[str],
         owner_names: Sequence[str],
         now_ms: int,
+        max_people: int | None = None,
+        seen_by: Scope | None = None,
     ) -> Learned: ...
 
 
@@ -231,19 +234,31 @@ def learn_each(
     owner: str,
     owner_names: Sequence[str],
     now_ms: int,
-) -> int:
+    max_people: int | None = None,
+    seen_by: Scope | None = None,
+) -> list[Learned]:
     """``learn`` for each (memory id, content, subjects) of ``memories_of`` (``rowids``: memory
-    id -> rowid), in one transaction; how many."""
+    id -> rowid), in one transaction.  A memory without a rowid (deleted between its add and
+    this call) teaches nothing: there is nothing to link."""
+    learned = []
     for memory_id, content, subjects in memories_of:
-        learn(
-            owner=owner,
-            memory_rowid=int(rowids[memory_id]),
-            content=content,
-            subjects=subjects,
-            owner_names=owner_names,
-            now_ms=now_ms,
+        rowid = rowids.get(memory_id)
+        if rowid is None:
+            learned.append(Learned([], False))
+            continue
+        learned.append(
+            learn(
+                owner=owner,
+                memory_rowid=int(rowid),
+                content=content,
+                subjects=subjects,
+                owner_names=owner_names,
+                now_ms=now_ms,
+                max_people=max_people,
+                seen_by=seen_by,
+            )
         )
-    return len(memories_of)
+    return learned
 
 
 def _check_subjects_fit(

@@ -44,6 +44,12 @@ def find(conn: Conn, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | N
     return find_person(visible_people(conn, scope, now_ms), phrase)
 
 
+def _rowids(conn: Conn, memory_ids: Sequence[str]) -> dict[str, int]:
+    """memory id -> rowid, for those of ``memory_ids`` that exist."""
+    rows = conn.execute("SELECT id, rowid FROM memories WHERE id = ANY(%s)", (list(memory_ids),))
+    return {memory_id: int(rowid) for memory_id, rowid in rows}
+
+
 class People(StorePart):
     """``interfaces.PeopleStore`` on PostgreSQL."""
 
@@ -61,20 +67,17 @@ class People(StorePart):
         now = self._clock()
 
         def run(conn: Conn) -> Learned:
-            row = conn.execute("SELECT rowid FROM memories WHERE id = %s", (memory_id,)).fetchone()
-            if row is None:
-                return Learned([], False)
-            return learn(
-                conn,
+            learned = learn_each(
+                functools.partial(learn, conn),
+                _rowids(conn, [memory_id]),
+                [(memory_id, content, subjects)],
                 owner=owner,
-                memory_rowid=int(row[0]),
-                content=content,
-                subjects=subjects,
                 owner_names=owner_names,
                 now_ms=now,
                 max_people=max_people,
                 seen_by=seen_by,
             )
+            return learned[0]
 
         return await self._db.run(run)
 
@@ -84,14 +87,9 @@ class People(StorePart):
         now = self._clock()
 
         def run(conn: Conn) -> int:
-            ids = dict(
-                conn.execute(
-                    "SELECT id, rowid FROM memories WHERE id = ANY(%s)", ([m[0] for m in memories_of],)
-                ).fetchall()
-            )
-            return learn_each(
-                functools.partial(learn, conn), ids, memories_of, owner=owner, owner_names=owner_names, now_ms=now
-            )
+            rowids = _rowids(conn, [m[0] for m in memories_of])
+            learn_one = functools.partial(learn, conn)
+            return len(learn_each(learn_one, rowids, memories_of, owner=owner, owner_names=owner_names, now_ms=now))
 
         return self._db.run_sync(run)
 

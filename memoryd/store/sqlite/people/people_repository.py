@@ -34,6 +34,15 @@ def find(db: apsw.Connection, scope: Scope, phrase: str, now_ms: int) -> StoredP
     return find_person(people.visible_people(db, scope, now_ms), phrase)
 
 
+def _rowids(db: apsw.Connection, memory_ids: Sequence[str]) -> dict[str, int]:
+    """memory id -> rowid, for those of ``memory_ids`` that exist."""
+    rows = db.execute(
+        "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+        (msgspec.json.encode(list(memory_ids)).decode(),),
+    )
+    return {memory_id: int(rowid) for memory_id, rowid in rows}
+
+
 class PeopleRepository:
     def __init__(self, db: Database, clock: Callable[[], int]) -> None:
         self._db = db
@@ -55,20 +64,17 @@ class PeopleRepository:
         now = self._clock()
 
         def run(db: apsw.Connection) -> Learned:
-            row = db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
-            if row is None:  # deleted between the add and this call: nothing to link
-                return Learned([], False)
-            return people_learning.learn(
-                db,
+            learned = learn_each(
+                functools.partial(people_learning.learn, db),
+                _rowids(db, [memory_id]),
+                [(memory_id, content, subjects)],
                 owner=owner,
-                memory_rowid=int(row[0]),
-                content=content,
-                subjects=subjects,
                 owner_names=owner_names,
                 now_ms=now,
                 max_people=max_people,
                 seen_by=seen_by,
             )
+            return learned[0]
 
         return await self._db.write(run)
 
@@ -80,14 +86,9 @@ class PeopleRepository:
         now = self._clock()
 
         def run(db: apsw.Connection) -> int:
-            rowids = dict(
-                db.execute(
-                    "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
-                    (msgspec.json.encode([m[0] for m in memories_of]).decode(),),
-                ).fetchall()
-            )
             learn = functools.partial(people_learning.learn, db)
-            return learn_each(learn, rowids, memories_of, owner=owner, owner_names=owner_names, now_ms=now)
+            rowids = _rowids(db, [m[0] for m in memories_of])
+            return len(learn_each(learn, rowids, memories_of, owner=owner, owner_names=owner_names, now_ms=now))
 
         return self._db.write_sync(run)
 
