@@ -291,6 +291,14 @@ def find_person(known: Sequence[StoredPerson], phrase: str) -> StoredPerson | No
     return None if found is None else next(p for p in known if p.id == found.key)
 
 
+def fold_person(source: StoredPerson, target: StoredPerson) -> None:
+    """``target`` takes ``source``'s name and aliases as aliases, and its relationship when it
+    has none (a merge; the engine moves the links and deletes ``source``)."""
+    for alias in (source.name, *source.aliases):
+        target.add_alias(alias)
+    target.relationship = target.relationship or source.relationship
+
+
 def check_alias_free(person: StoredPerson, holder: StoredPerson | None, alias: str) -> None:
     """AliasTaken when ``alias`` already names ``holder``, another of the owner's people than ``person``."""
     if (

@@ -15,6 +15,7 @@ import msgspec
 import psycopg
 
 from memoryd.store.people_records import PERSON_COLUMNS, StoredPerson, new_person, person_from_row
+from memoryd.store.people_rules import fold_person
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
 from memoryd.store.postgres.visibility import predicate
@@ -132,6 +133,21 @@ def link(conn: Conn, owner: str, person_rowids: Iterable[int], memory_rowid: int
             "INSERT INTO memory_people (scope_key, person_rowid, memory_rowid) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
             (personal_key(owner), rowid, memory_rowid),
         )
+
+
+def merge(conn: Conn, source: StoredPerson, target: StoredPerson, now_ms: int) -> StoredPerson:
+    """Fold ``source`` into ``target`` (same owner): links, its name and aliases, its
+    relationship when ``target`` has none; ``source`` is deleted."""
+    key = personal_key(target.owner)
+    conn.execute(
+        "INSERT INTO memory_people (scope_key, person_rowid, memory_rowid) SELECT %s, %s, memory_rowid "
+        "FROM memory_people WHERE scope_key = %s AND person_rowid = %s ON CONFLICT DO NOTHING",
+        (key, target.rowid, key, source.rowid),
+    )
+    fold_person(source, target)
+    delete(conn, source)
+    save(conn, target, now_ms)
+    return target
 
 
 def delete(conn: Conn, person: StoredPerson) -> None:

@@ -25,6 +25,7 @@ from memoryd.store.postgres.people.people import (
     delete,
     lock_owner,
     memories_about,
+    merge,
     people_of,
     save,
     visible_people,
@@ -133,20 +134,10 @@ class People(StorePart):
             a, b = find(conn, scope, source, now), find(conn, scope, target, now)
             if a is None or b is None or a.id == b.id:
                 return Merge(a, b, None)
-            key = personal_key(owner)
-            conn.execute(
-                "INSERT INTO memory_people (scope_key, person_rowid, memory_rowid) SELECT %s, %s, memory_rowid "
-                "FROM memory_people WHERE scope_key = %s AND person_rowid = %s ON CONFLICT DO NOTHING",
-                (key, b.rowid, key, a.rowid),
-            )
-            for alias in (a.name, *a.aliases):
-                b.add_alias(alias)
-            b.relationship = b.relationship or a.relationship
-            delete(conn, a)
-            save(conn, b, now)
-            rows.audit(conn, key, b.id, "person_merged", owner, now, {"from": a.id, "into": b.id})
+            merged = merge(conn, a, b, now)
+            rows.audit(conn, personal_key(owner), b.id, "person_merged", owner, now, {"from": a.id, "into": b.id})
             announce(conn, owner)
-            return Merge(a, b, b)
+            return Merge(a, b, merged)
 
         return await self._db.run(run)
 

@@ -14,6 +14,7 @@ import apsw
 import msgspec
 
 from memoryd.store.people_records import PERSON_COLUMNS, StoredPerson, new_person, person_from_row
+from memoryd.store.people_rules import fold_person
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, record_from_row
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.visibility_sql import predicate
@@ -133,9 +134,7 @@ def merge(db: apsw.Connection, source: StoredPerson, target: StoredPerson, now_m
         "SELECT ?, memory_rowid FROM memory_people WHERE person_rowid = ?",
         (target.rowid, source.rowid),
     )
-    for alias in (source.name, *source.aliases):
-        target.add_alias(alias)
-    target.relationship = target.relationship or source.relationship
+    fold_person(source, target)
     delete(db, source)
     save(db, target, now_ms)
     return target
