@@ -36,7 +36,7 @@ PERSON_COLUMNS = "rowid, id, owner, name, aliases, relationship, created_at_ms, 
 
 @dataclass(frozen=True)
 class Learned:
-    """What learning from one memory did (``people_rules.learn_people``)."""
+    """What learning from one memory did (``people_learning.learn_people``)."""
 
     linked: list[str]  # names of the people the memory is about
     changed: bool  # a person was created, renamed or given an alias or relationship

@@ -1,5 +1,5 @@
 """What a new memory teaches about the owner's people, on PostgreSQL: the rules of
-``store.people_rules`` over the owner's people, read under their advisory lock (``read_people``)
+``store.people_learning`` over the owner's people, read under their advisory lock (``read_people``)
 in the add's transaction."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any
 import psycopg
 
 from memoryd.knowledge.people import RelationshipFact
+from memoryd.store.people_learning import KnownPeople, learn_people
 from memoryd.store.people_records import Learned, StoredPerson, person_from_row
-from memoryd.store.people_rules import KnownPeople, learn_people, tells_nothing_new
+from memoryd.store.people_rules import tells_nothing_new
 from memoryd.store.postgres.people.people import announce, create, link, read_people, save, visible_rowids
 from memoryd.store.visibility import Scope, covers, personal_key
 
@@ -35,7 +36,7 @@ def learn(
     seen_by: Scope | None = None,
     people: psycopg.Cursor[Any] | None = None,
 ) -> Learned:
-    """``people_rules.learn_people`` for the memory ``memory_rowid``; the other daemons hear of
+    """``store.people_learning.learn_people`` for the memory ``memory_rowid``; the other daemons hear of
     a change when it commits.  ``seen_by``: the adder; the memory is matched only against the
     people it may know of.
 
@@ -57,7 +58,7 @@ def learn(
 
 @dataclass
 class _Writes:
-    """``people_rules.PeopleWrites`` on PostgreSQL, for one owner's people and one memory."""
+    """``store.people_learning.PeopleWrites`` on PostgreSQL, for one owner's people and one memory."""
 
     conn: Conn
     owner: str

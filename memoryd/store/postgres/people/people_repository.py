@@ -10,13 +10,14 @@ from typing import Any
 import psycopg
 
 from memoryd.store.erasure_log import ErasureLog
+from memoryd.store.people_learning import learn_each
 from memoryd.store.people_records import (
     Forgotten,
     Merge,
     StoredPerson,
     SummaryMaterial,
 )
-from memoryd.store.people_rules import check_alias_free, find_person, learn_each
+from memoryd.store.people_rules import check_alias_free, find_person
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
 from memoryd.store.postgres.people.people import (

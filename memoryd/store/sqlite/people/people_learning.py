@@ -1,5 +1,5 @@
 """What a new memory teaches about the owner's people, on SQLite: the rules of
-``store.people_rules`` over each owner's people, indexed and kept between adds while their
+``store.people_learning`` over each owner's people, indexed and kept between adds while their
 generation (``people_generation``) has not moved.
 """
 
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import apsw
 
 from memoryd.knowledge.people import RelationshipFact
+from memoryd.store.people_learning import KnownPeople, learn_people
 from memoryd.store.people_records import Learned, StoredPerson
-from memoryd.store.people_rules import KnownPeople, learn_people, tells_nothing_new
+from memoryd.store.people_rules import tells_nothing_new
 from memoryd.store.sqlite.people import people
 from memoryd.store.visibility import Scope, covers
 
@@ -74,7 +75,7 @@ def learn(
     strict: bool = False,
     seen_by: Scope | None = None,
 ) -> Learned:
-    """``people_rules.learn_people`` for the memory ``memory_rowid``.  ``seen_by``: the adder;
+    """``store.people_learning.learn_people`` for the memory ``memory_rowid``.  ``seen_by``: the adder;
     the memory is matched only against the people it may know of (``people.visible_rowids``,
     asked for the few people a match picks, not for all of them)."""
     known = _known(db, owner)
@@ -94,7 +95,7 @@ def learn(
 
 @dataclass
 class _Writes:
-    """``people_rules.PeopleWrites`` on SQLite, for one owner's people and one memory."""
+    """``store.people_learning.PeopleWrites`` on SQLite, for one owner's people and one memory."""
 
     db: apsw.Connection
     known: _Known

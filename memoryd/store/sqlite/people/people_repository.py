@@ -15,8 +15,9 @@ import apsw
 import msgspec
 
 from memoryd.store.erasure_log import ErasureLog
+from memoryd.store.people_learning import learn_each
 from memoryd.store.people_records import Forgotten, Merge, SummaryMaterial
-from memoryd.store.people_rules import check_alias_free, find_person, learn_each
+from memoryd.store.people_rules import check_alias_free, find_person
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.admin import erasure
 from memoryd.store.sqlite.db.database import Database
