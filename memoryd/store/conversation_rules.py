@@ -12,6 +12,11 @@ import msgspec
 from memoryd.store.conversation_records import SessionRef, StoredMessage, message_from_row
 from memoryd.store.records import NewMemory
 
+#: Messages kept per session; older ones are dropped as new ones arrive.
+MAX_SESSION_MESSAGES = 2000
+#: A claimed extraction stays invisible to other claims this long (an LLM call with its
+#: retries fits well inside; a crash is healed by start-up clearing leases anyway).
+EXTRACTION_LEASE_MS = 15 * 60 * 1000
 #: Cosine at or above which a fact counts as a memory the scope already has (all-MiniLM-L6-v2:
 #: paraphrases such as "Likes tea" / "likes tea." score above 0.95; different facts about the
 #: same subject, "likes green tea" / "likes black tea", below).

@@ -20,12 +20,11 @@ from memoryd.store.conversation_records import (
     message_from_row,
     message_values,
 )
-from memoryd.store.conversation_rules import key_range, window_of
+from memoryd.store.conversation_rules import MAX_SESSION_MESSAGES, key_range, window_of
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres.conversations import episodes as episodes_store
 
 Conn = psycopg.Connection[Any]
-MAX_SESSION_MESSAGES = 2000
 PRUNE_BATCH = 5000
 
 

@@ -14,11 +14,10 @@ from memoryd.store.conversation_records import (
     job_from_row,
     message_from_row,
 )
-from memoryd.store.conversation_rules import extraction_status
+from memoryd.store.conversation_rules import EXTRACTION_LEASE_MS, extraction_status
 from memoryd.store.postgres import jobs as job_rows
 
 Conn = psycopg.Connection[Any]
-LEASE_MS = 15 * 60 * 1000
 
 
 def schedule_backlog(conn: Conn, now_ms: int, cutoff_ms: int) -> int:
@@ -69,7 +68,7 @@ def claim(conn: Conn, now_ms: int, limit: int, max_messages: int, owner: str) ->
             continue
         conn.execute(
             "UPDATE extraction_jobs SET leased_until_ms = %s, lease_owner = %s WHERE session = %s",
-            (now_ms + LEASE_MS, owner, key),
+            (now_ms + EXTRACTION_LEASE_MS, owner, key),
         )
         claimed.append(job_from_row(row, messages))
     return claimed

@@ -22,11 +22,9 @@ from memoryd.store.conversation_records import (
     message_from_row,
     message_values,
 )
-from memoryd.store.conversation_rules import key_range, window_of
+from memoryd.store.conversation_rules import MAX_SESSION_MESSAGES, key_range, window_of
 from memoryd.store.sqlite.db.database import rows_changed
 
-#: Messages kept per session; older ones are dropped as new ones arrive.
-MAX_SESSION_MESSAGES = 2000
 #: Rows one retention step removes (one short write transaction each).
 PRUNE_BATCH = 5000
 

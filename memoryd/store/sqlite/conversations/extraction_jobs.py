@@ -20,14 +20,10 @@ from memoryd.store.conversation_records import (
     job_from_row,
     message_from_row,
 )
-from memoryd.store.conversation_rules import extraction_status
+from memoryd.store.conversation_rules import EXTRACTION_LEASE_MS, extraction_status
 from memoryd.store.sqlite.db.database import one, rows_changed
 from memoryd.store.sqlite.jobs import lease
 from memoryd.store.sqlite.jobs.jobs import MAX_ERROR_CHARS, backoff_ms
-
-#: A claimed extraction stays invisible to other claims this long (an LLM call with its
-#: retries fits well inside; a crash is healed by start-up clearing leases anyway).
-LEASE_MS = 15 * 60 * 1000
 
 
 def schedule_backlog(db: apsw.Connection, now_ms: int, cutoff_ms: int) -> int:
@@ -90,7 +86,7 @@ def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> li
         if not messages:
             db.execute("UPDATE extraction_jobs SET due_at_ms = NULL WHERE session = ?", (key,))
             continue
-        lease.take(db, "extraction_jobs", "session", [key], now_ms + LEASE_MS)
+        lease.take(db, "extraction_jobs", "session", [key], now_ms + EXTRACTION_LEASE_MS)
         claimed.append(job_from_row(row, messages))
     return claimed
 
