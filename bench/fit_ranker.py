@@ -1,4 +1,4 @@
-"""Fit the ranking model's weights (memoryd/store/ranking.py) and show how well they generalise.
+"""Fit the ranking model's weights (memoryd/store/ranking_weights.py) and show how well they generalise.
 
     python bench/retrieval.py --keep /tmp/locomo-db          # once: build the store via the daemon
     python bench/fit_ranker.py --db /tmp/locomo-db [--data PATH]

@@ -57,6 +57,10 @@ def _run(argv: Sequence[str] | None) -> int:
     setup_logging(config.log_level, config.log_format)
     try:
         return _COMMANDS[args.command](config, args)
+    except ConfigError as exc:
+        # Found once the command needs it (a store's URL, say): a usage error like any other key.
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except StartupError as exc:
         # One line naming the path and the cause; the status tells systemd which kind.
         print(f"memoryd: cannot start: {exc}", file=sys.stderr)

@@ -13,7 +13,7 @@ import pytest
 
 SCRIPT = """
 import json, threadpoolctl
-from memoryd.server.daemon import single_threaded_blas
+from memoryd.server.startup import single_threaded_blas
 def threads():
     return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
 before = threads()

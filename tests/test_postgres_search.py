@@ -20,6 +20,7 @@ pytest.importorskip("psycopg")
 
 from memoryd.store.postgres import PostgresStore  # noqa: E402
 from memoryd.store.postgres import search as searching  # noqa: E402
+from memoryd.store.postgres.search import vector_search  # noqa: E402
 
 DIM = 32
 
@@ -53,7 +54,7 @@ async def test_a_big_scope_is_searched_through_hnsw_with_the_recall_of_an_exact_
         return [hit.id for hit in hits]
 
     exact = [await top(q) for q in queries]
-    monkeypatch.setattr(searching, "HNSW_FROM", 100)
+    monkeypatch.setattr(vector_search, "HNSW_FROM", 100)
 
     def plan(conn: object) -> str:
         return searching.explain_knn(conn, Scope("alice"), queries[0], 1, 64, 0)  # type: ignore[arg-type]

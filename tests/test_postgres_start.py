@@ -209,3 +209,22 @@ def test_a_transaction_rolled_back_as_a_deadlock_is_run_again() -> None:
             pg_db.run_sync(always_deadlocks)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("command", [["serve"], ["stats"], ["gc", "--dry-run"]])
+def test_the_postgres_backend_without_a_url_is_a_usage_error_naming_the_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    import os
+
+    from memoryd.cli import main
+
+    for name in [name for name in os.environ if name.startswith("MEMORYD_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMORYD_STORAGE_BACKEND", "postgres")
+    monkeypatch.setenv("MEMORYD_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MEMORYD_SOCKET", str(tmp_path / "memoryd.sock"))
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert "[storage] url" in err and "MEMORYD_STORAGE_URL" in err
+    assert "Traceback" not in err

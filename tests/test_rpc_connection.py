@@ -167,6 +167,20 @@ def test_an_idle_connection_that_times_out_closes() -> None:
     assert events(connection) == [Close(CloseReason.IDLE)]
 
 
+def test_a_wait_that_ends_before_the_deadline_that_moved_later_does_not_close() -> None:
+    connection = RpcConnection(LIMITS)
+    assert connection.read_deadline(1000.0) == 1300.0
+    connection.receive_data(b"[1]\n")
+    assert connection.next_event() == b"[1]"
+    connection.message_done()
+    # The driver waited until 1300; a message since restarted the idle clock at 1100.
+    assert connection.read_deadline(1100.0) == 1400.0
+    connection.read_wait_ended(1300.0)
+    assert events(connection) == [Wait.NEED_DATA]
+    connection.read_wait_ended(1400.0)
+    assert events(connection) == [Close(CloseReason.IDLE)]
+
+
 def test_during_shutdown_it_keeps_reading_until_quiet_for_the_linger_time() -> None:
     connection = RpcConnection(LIMITS)
     connection.receive_data(b"[1]\n")

@@ -1,6 +1,6 @@
 """The client's error hierarchy, and memoryd's table of JSON-RPC error codes.
 
-:class:`ErrorCode` is the one source of the codes: the daemon (``memoryd/errors.py``) reads it
+:class:`ErrorCode` is the one source of the codes: the daemon (``memoryd/errors/rpc.py``) reads it
 from here, since the client must run where the daemon is not installed and not the other way
 round.
 

@@ -16,33 +16,38 @@ import re
 from dataclasses import dataclass
 
 from memoryd.knowledge import relationships
-from memoryd.knowledge.attribute_rules import (
-    DEMONYMS,
-    JOBS,
-    MULTI_VALUED,
-    Found,
-    possessive_facts,
-    predicate_facts,
+from memoryd.knowledge.attribute_rules import NAME, Found, predicate_facts
+from memoryd.knowledge.attribute_subjects import (
+    HAS_PET,
+    IMPLICIT,
+    NAME_IS_REL,
+    NOMINATIVE,
+    POSSESSIVE,
+    PRONOUN,
+    REL_IS_NAME,
+    SELF,
+    Subject,
+    relation_subject,
+    subject_of,
 )
+from memoryd.knowledge.attribute_values import normalise_key, normalise_value
+from memoryd.knowledge.attribute_words import DEMONYMS, JOBS, MULTI_VALUED
 from memoryd.knowledge.open_attributes import CHANGED_PREFIX, VERB_OBJECT, OpenFact, open_facts
+from memoryd.knowledge.possessive_rules import possessive_facts
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
 from memoryd.lazy import LazyPattern
 
-SELF = "self"
-PRONOUN = "pronoun"
-#: A fragment without a subject ("Works at Acme", extraction style): the memory's one subject,
-#: else whoever said it.
-IMPLICIT = "implicit"
-
-
-@dataclass(frozen=True)
-class Subject:
-    """Whom a statement is about: ``phrase`` as written, ``key`` for comparison."""
-
-    phrase: str  # "I", "my wife", "Sarah", "Sarah's husband", "she"
-    key: str  # "self", "rel:spouse", "name:sarah", "name:sarah/rel:spouse", "pronoun"
-    #: "my brother" when one may have several: which one is unknown, so nothing supersedes.
-    ambiguous: bool = False
+__all__ = [
+    "IMPLICIT",
+    "PRONOUN",
+    "SELF",
+    "Attribute",
+    "Subject",
+    "attribute_keys",
+    "normalise_value",
+    "parse_attributes",
+    "parse_open_attributes",
+]
 
 
 @dataclass(frozen=True)
@@ -57,49 +62,6 @@ class Attribute:
     changed: bool = False
 
 
-_NAME = r"(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"
-_REL = r"(?:" + relationships.PATTERN + r")\b"
-_OWNER = r"(?:my|our|the\s+user's|user's)"
-_NEW = r"(?:(?:new|current)\s+)?"  # "my new boss" is my boss; "my ex-wife" is not my wife
-_NOT_NAMES = frozenset(
-    """i the my our he she they it this that we you your his her their user there here what
-    when where who why how today yesterday tomorrow also and but so then now my btw oh ok well
-    monday tuesday wednesday thursday friday saturday sunday january february march april may
-    june july august september october november december just recently finally currently still
-    really actually started moved lives works loves likes prefers got has is was had went new old
-    always never usually often sometimes if because since after before maybe perhaps should would
-    could will do does did can might must please let""".split()
-)
-
-_POSSESSIVE = LazyPattern(
-    rf"^(?:(?P<own>{_OWNER})\s+{_NEW}(?P<rel>{_REL})(?:\s+(?P<relname>{_NAME}))?(?:'s|')\s+"
-    rf"|(?P<owner>{_NAME})'s\s+(?P<orel>{_REL})(?:'s|')\s+"
-    rf"|(?P<self>my|our|the\s+user's|user's)\s+"
-    rf"|(?P<pron>his|her|their)\s+"
-    rf"|(?P<name>{_NAME})'s\s+)",
-    re.IGNORECASE,
-)
-_NOMINATIVE = LazyPattern(
-    rf"^(?:(?P<own>{_OWNER})\s+{_NEW}(?P<rel>{_REL})(?:,?\s+(?P<relname>{_NAME}),?)?"
-    rf"|(?P<self>i|we|the\s+user|user)\b(?!')"
-    rf"|(?P<owner>{_NAME})'s\s+(?P<orel>{_REL})"
-    rf"|(?P<pron>he|she|they)\b"
-    rf"|(?P<name>{_NAME})(?=\s))\s*",
-    re.IGNORECASE,
-)
-_NAME_IS_REL = LazyPattern(
-    rf"^(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
-    rf"(?P<rel>{_REL})$",
-    re.IGNORECASE,
-)
-_REL_IS_NAME = LazyPattern(
-    rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{_NAME}(?:\s*(?:,|and)\s*{_NAME}){{0,8}})$", re.IGNORECASE
-)
-_HAS_PET = LazyPattern(
-    rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
-    rf"(?:named|called)\s+(?P<names>{_NAME})",
-    re.IGNORECASE,
-)
 _INVERTED_FAVORITE = LazyPattern(
     r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
     r"favou?rite\s+.+)$",
@@ -109,7 +71,7 @@ _ONE_OF = LazyPattern(r"^one\s+of\s+", re.IGNORECASE)
 #: A note that leaves out whose favourite it is ("Favorite color is blue"): the owner's, as
 #: "Works at Acme" is, unless the memory names its subjects.
 _OWNERLESS_FAVORITE = LazyPattern(r"^favou?rite\s", re.IGNORECASE)
-_CALL_ME = LazyPattern(rf"^(?:please\s+)?call\s+me\s+(?P<value>{_NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
+_CALL_ME = LazyPattern(rf"^(?:please\s+)?call\s+me\s+(?P<value>{NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
 _FILLER = LazyPattern(
     r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
@@ -174,13 +136,12 @@ def attribute_keys(text: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)  # a new memory is compared with several candidates, each parsed again
 def _parse_cached(text: str) -> tuple[Attribute, ...]:
-    cleaned = " ".join(text.replace("’", "'").replace("‘", "'").split())
+    cleaned = _straightened(text)
     # Typed all in lower case ("i live in berlin"), places and names lose their capitals.
     # islower() first: it answers most texts in C (True means no upper-case character).
+    # Read before the contractions are expanded: "i'm" becomes "I am".
     lowercase_text = cleaned.islower() or not any(map(str.isupper, cleaned))
-    if "'" in cleaned:
-        for pattern, replacement in _CONTRACTIONS:
-            cleaned = pattern.sub(replacement, cleaned)
+    cleaned = _expanded(cleaned)
     found: list[Attribute] = []
     for clause in _CLAUSES.split(cleaned):
         clause = _FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
@@ -197,11 +158,20 @@ def parse_open_attributes(text: str) -> list[Attribute]:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_open_cached(text: str) -> tuple[Attribute, ...]:
-    cleaned = " ".join(text.replace("’", "'").replace("‘", "'").split())
+    return tuple(_open_attribute(fact) for fact in open_facts(_expanded(_straightened(text))))
+
+
+def _straightened(text: str) -> str:
+    """Curly apostrophes made straight and runs of white space made one space."""
+    return " ".join(text.replace("’", "'").replace("‘", "'").split())
+
+
+def _expanded(cleaned: str) -> str:
+    """``cleaned`` with its contractions written out ("I'm" -> "I am")."""
     if "'" in cleaned:
         for pattern, replacement in _CONTRACTIONS:
             cleaned = pattern.sub(replacement, cleaned)
-    return tuple(_open_attribute(fact) for fact in open_facts(cleaned))
+    return cleaned
 
 
 def _open_attribute(fact: OpenFact) -> Attribute:
@@ -212,17 +182,17 @@ def _open_attribute(fact: OpenFact) -> Attribute:
 
 
 def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
-    if m := _HAS_PET.search(clause):
-        return _names_of(_relation_subject("my", m["rel"], None), m["names"])
-    if m := _NAME_IS_REL.match(clause):
-        return _names_of(_relation_subject("my", m["rel"], None), m["names"])
+    if m := HAS_PET.search(clause):
+        return _names_of(relation_subject("my", m["rel"], None), m["names"])
+    if m := NAME_IS_REL.match(clause):
+        return _names_of(relation_subject("my", m["rel"], None), m["names"])
     if m := _CALL_ME.match(clause):
         return [_attribute(Found("name", m["value"]), Subject("I", SELF))]
     if (m := _INVERTED_FAVORITE.match(clause)) and not _ONE_OF.match(clause):
         clause = f"{m['rest']} is {m['value']}"  # "Blue is my favorite color" -> "my favorite color is Blue"
     one_of = bool(_ONE_OF.match(clause))
     clause = _ONE_OF.sub("", clause)
-    if (m := _POSSESSIVE.match(clause)) and (subject := _subject(m)):
+    if (m := POSSESSIVE.match(clause)) and (subject := subject_of(m)):
         facts = possessive_facts(clause[m.end() :])
         if one_of:  # "one of my favorite foods is sushi": one of several
             facts = [Found("favorites:" + f.key.partition(":")[2], f.value, True) for f in facts]
@@ -230,14 +200,14 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
             return [_attribute(f, subject) for f in facts]
     if _OWNERLESS_FAVORITE.match(clause) and (facts := possessive_facts(clause)):
         return [_attribute(f, Subject("", IMPLICIT)) for f in facts]  # a note: "Favorite color is red"
-    if (m := _NOMINATIVE.match(clause)) and (subject := _subject(m)):
+    if (m := NOMINATIVE.match(clause)) and (subject := subject_of(m)):
         rest = clause[m.end() :]
     elif clause[:1].isalpha():
         subject, rest = Subject("", IMPLICIT), clause
     else:
         return []
     if subject.key.startswith("rel:"):  # "my boss is (now) Linda"
-        names = _REL_IS_NAME.match(_TRAILING.sub("", _BE_ADVERBS.sub(r"\1 ", rest)))
+        names = REL_IS_NAME.match(_TRAILING.sub("", _BE_ADVERBS.sub(r"\1 ", rest)))
         if names and not _describes(names["names"]):
             return _names_of(subject, names["names"])
     additive = bool(_ADDITIVE.search(rest))
@@ -281,72 +251,10 @@ def _names_of(subject: Subject, names: str) -> list[Attribute]:
     return [_attribute(Found("name", v, multi_valued=several), subject) for v in values]
 
 
-def _subject(m: re.Match[str]) -> Subject | None:
-    groups = m.groupdict()
-    if groups.get("self"):
-        return Subject("I", SELF)
-    if groups.get("rel"):
-        return _relation_subject(groups["own"], groups["rel"], groups.get("relname"))
-    if groups.get("orel"):
-        owner = groups["owner"]
-        if owner.casefold() in _NOT_NAMES:
-            return None
-        canon = relationships.canonical(groups["orel"]) or groups["orel"].casefold()
-        key = f"name:{relationships.normalise_name(owner)}/rel:{relationships.subject_class(canon)}"
-        return Subject(f"{owner}'s {canon}", key, not relationships.is_unique(canon))
-    if groups.get("pron"):
-        return Subject(groups["pron"].casefold(), PRONOUN)
-    name = groups.get("name")
-    if not name or name.split()[0].casefold() in _NOT_NAMES:
-        return None
-    return Subject(name, "name:" + relationships.normalise_name(name))
-
-
-def _relation_subject(own: str, rel: str, name: str | None) -> Subject:
-    canon = relationships.canonical(rel) or rel.casefold()
-    unique = relationships.is_unique(canon)
-    if name and not unique and name.split()[0].casefold() not in _NOT_NAMES:
-        return Subject(name, "name:" + relationships.normalise_name(name))  # "my son Leo" is Leo
-    ambiguous = not unique and canon not in relationships.PETS
-    return Subject(f"{own.casefold()} {canon}", "rel:" + relationships.subject_class(canon), ambiguous)
-
-
 def _attribute(found: Found, subject: Subject) -> Attribute:
-    key = _normalise_key(found.key)
+    key = normalise_key(found.key)
     multi = found.multi_valued or key in MULTI_VALUED
     if key == "name" and subject.key.startswith("rel:"):
         canon = subject.key[4:]
         multi = multi or not relationships.is_unique(canon)  # "my dog's name is Rex": maybe two dogs
     return Attribute(key, normalise_value(found.value), subject, multi, found.negated)
-
-
-_SPELLING = {"colour": "color", "favourite": "favorite", "tv": "tv", "flavour": "flavor"}
-
-
-def _normalise_key(key: str) -> str:
-    head, sep, thing = key.partition(":")
-    if not sep or not head.startswith("favorite") and head != "opinion":
-        return key.casefold()
-    words = [_SPELLING.get(w, w) for w in _TRAILING.sub("", thing).casefold().split()]
-    if head != "opinion" and words:  # "favorite foods" and "favorite food" are one key
-        words[-1] = _singular(words[-1])
-    return f"{head}:{' '.join(words)}" if head != "opinion" else "opinion:" + normalise_value(" ".join(words))
-
-
-_IES_WORDS = frozenset("movies cookies pies series species ties lies brownies smoothies zombies calories".split())
-
-
-def _singular(word: str) -> str:
-    if word.endswith("ies") and len(word) > 4 and word not in _IES_WORDS:
-        return word[:-3] + "y"
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
-        return word[:-1]
-    return word
-
-
-def normalise_value(value: str) -> str:
-    """ "Acme Corp, since 2020" -> "acme corp"; "the Netherlands" -> "netherlands"."""
-    value = re.split(r"\s*(?:,|;|\s-\s|\bbecause\b|\bbut\b|\bsince\b|\bwhere\b|\bwhich\b)", value, maxsplit=1)[0]
-    value = _TRAILING.sub("", value.strip()).casefold().strip(" .!?'\"")
-    value = re.sub(r"^(?:a|an|the)\s+", "", value)
-    return " ".join(value.split())

@@ -16,6 +16,17 @@ import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from memoryd.knowledge.expiry_calendar import (
+    MONTH_NAMES,
+    WEEKDAYS,
+    calendar_end,
+    day_end,
+    later_by,
+    month_end,
+    week_end,
+    year_end,
+)
+
 #: "temporarily" and its kin name no length: a week, then the memory goes.
 TEMPORARY = timedelta(days=7)
 
@@ -24,12 +35,6 @@ _NUMBERS = {
     "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fourteen": 14, "fifteen": 15,
     "twenty": 20, "thirty": 30, "a couple of": 2, "a couple": 2, "couple of": 2, "a few": 3, "few": 3,
 }  # fmt: skip
-_UNITS = {"minute": 60, "hour": 3600, "day": 86400, "night": 86400, "week": 7 * 86400, "fortnight": 14 * 86400}
-_MONTH_NAMES = [
-    "january", "february", "march", "april", "may", "june",
-    "july", "august", "september", "october", "november", "december",
-]  # fmt: skip
-_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
 _COUNT = r"(?P<count>\d{1,3}(?:\.\d+)?|" + "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True)) + ")"
 _UNIT = r"(?P<unit>minute|hour|day|night|week|fortnight|month|year)s?"
@@ -80,7 +85,7 @@ _HABIT = re.compile(
 #: A duration in a clause that places it later ("for 2 weeks in July", "for 10 days next year")
 #: starts then, not now: the rules do not guess when it ends.
 _LATER = re.compile(
-    r"\b(?:" + "|".join(_MONTH_NAMES + _WEEKDAYS) + r"|spring|summer|autumn|fall|winter|tomorrow"
+    r"\b(?:" + "|".join(MONTH_NAMES + WEEKDAYS) + r"|spring|summer|autumn|fall|winter|tomorrow"
     r"|next\s+(?:week|weekend|month|year|time))\b",
     re.IGNORECASE,
 )
@@ -143,7 +148,7 @@ def _duration(text: str, now: datetime) -> datetime | None:
             continue
         if _elsewhen(text, match.start(), match.end()):
             continue
-        return _add(now, _count(match.group("count")), match.group("unit").lower())
+        return later_by(now, _count(match.group("count")), match.group("unit").lower())
     return None
 
 
@@ -153,14 +158,14 @@ def _whole(text: str, now: datetime) -> datetime | None:
         return None
     if _elsewhen(text, match.start(), match.end()):
         return None
-    return _add(now, 1, match.group("unit").lower())
+    return later_by(now, 1, match.group("unit").lower())
 
 
 def _until(text: str, now: datetime) -> datetime | None:
     for match in _UNTIL.finditer(text):
         if _past_in_clause(text, match.start(), match.end()):
             continue
-        day = _calendar_end(match.group("what").strip().lower(), now)
+        day = calendar_end(match.group("what").strip().lower(), now)
         if day is not None:
             return day
     return None
@@ -172,12 +177,12 @@ def _only(text: str, now: datetime) -> datetime | None:
         return None
     span = next(group for group in match.groups() if group).lower()
     if span in ("today", "tonight"):
-        return _day_end(now, now)
+        return day_end(now, now)
     if span in ("week", "weekend"):
-        return _week_end(now)
+        return week_end(now)
     if span == "month":
-        return _month_end(now)
-    return _year_end(now)
+        return month_end(now)
+    return year_end(now)
 
 
 def _temporary(text: str, now: datetime) -> datetime | None:
@@ -219,109 +224,7 @@ def _looks_ahead(text: str, start: int, end: int) -> bool:
     return _PRESENT.search(_clause(text, start, end)) is not None
 
 
-# -- calendar arithmetic --------------------------------------------------------------------------
-
-
 def _count(word: str) -> float:
+    """A duration's count, written in digits ("2", "1.5") or words ("two", "a couple of")."""
     word = " ".join(word.lower().split())
     return float(_NUMBERS[word]) if word in _NUMBERS else float(word)
-
-
-def _add(now: datetime, count: float, unit: str) -> datetime | None:
-    if count <= 0:
-        return None
-    if unit in ("month", "year"):
-        months = count * (12 if unit == "year" else 1)
-        if months != int(months):
-            return now + timedelta(days=30.44 * months)
-        return _plus_months(now, int(months))
-    return now + timedelta(seconds=count * _UNITS[unit])
-
-
-def _plus_months(now: datetime, months: int) -> datetime:
-    month_index = now.month - 1 + months
-    year, month = now.year + month_index // 12, month_index % 12 + 1
-    day = min(now.day, _days_in(year, month))
-    return now.replace(year=year, month=month, day=day)
-
-
-def _days_in(year: int, month: int) -> int:
-    following = datetime(year + (month == 12), month % 12 + 1, 1)
-    return (following - timedelta(days=1)).day
-
-
-def _day_end(day: datetime, now: datetime) -> datetime:
-    """The first moment after ``day`` (midnight that ends it), in ``now``'s zone."""
-    start = datetime(day.year, day.month, day.day, tzinfo=now.tzinfo)
-    following = start + timedelta(days=1)
-    return datetime(following.year, following.month, following.day, tzinfo=now.tzinfo)
-
-
-def _week_end(now: datetime) -> datetime:
-    return _day_end(now + timedelta(days=6 - now.weekday()), now)
-
-
-def _month_end(now: datetime) -> datetime:
-    return _day_end(now.replace(day=_days_in(now.year, now.month)), now)
-
-
-def _year_end(now: datetime) -> datetime:
-    return _day_end(now.replace(month=12, day=31), now)
-
-
-_ORDINAL = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
-_MONTH = r"(?P<month>" + "|".join(name[:3] + r"(?:" + name[3:] + r")?" for name in _MONTH_NAMES) + r")\.?"
-_DATES = [
-    re.compile(r"^(?P<year>\d{4})-(?P<mon>\d{2})-(?P<day>\d{2})\b"),
-    re.compile(r"^(?:the\s+)?" + _ORDINAL + r"(?:\s+of)?\s+" + _MONTH + r"(?:\s+(?P<year>\d{4}))?\b"),
-    re.compile(r"^" + _MONTH + r"\s+" + _ORDINAL + r"(?:,?\s+(?P<year>\d{4}))?\b"),
-    re.compile(r"^the\s+" + _ORDINAL + r"\b"),
-]
-
-
-def _calendar_end(what: str, now: datetime) -> datetime | None:
-    """The end of the day, week, month or year an "until ..." names; None if it names none."""
-    what = re.sub(r"^(?:at\s+least\s+|about\s+|around\s+|on\s+)", "", what)
-    if what.startswith(("further notice", "i ", "we ", "you ", "he ", "she ", "they ", "it ")):
-        return None
-    if what.startswith(("tonight", "today", "the end of the day", "the end of today")):
-        return _day_end(now, now)
-    if what.startswith("tomorrow"):
-        return _day_end(now + timedelta(days=1), now)
-    span = re.match(r"^(?:the\s+)?end\s+of\s+(?:the\s+|this\s+)?(?P<span>week|weekend|month|year)\b", what)
-    if span:
-        return {"week": _week_end, "weekend": _week_end, "month": _month_end, "year": _year_end}[span["span"]](now)
-    span = re.match(r"^(?:the\s+)?end\s+of\s+next\s+(?P<span>week|month)\b", what)
-    if span:
-        return _week_end(now + timedelta(days=7)) if span["span"] == "week" else _month_end(_plus_months(now, 1))
-    if re.match(r"^(?:the\s+)?(?:this\s+)?weekend\b", what):
-        return _week_end(now)
-    if re.match(r"^next\s+week\b", what):
-        return _week_end(now + timedelta(days=7))
-    weekday = re.match(r"^(?P<next>next\s+|this\s+(?:coming\s+)?)?(?P<day>" + "|".join(_WEEKDAYS) + r")\b", what)
-    if weekday:
-        ahead = (_WEEKDAYS.index(weekday["day"]) - now.weekday()) % 7 or 7
-        if (weekday["next"] or "").startswith("next") and ahead <= 6 - now.weekday():
-            ahead += 7  # "next Friday" said on a Monday: the Friday of next week
-        return _day_end(now + timedelta(days=ahead), now)
-    for pattern in _DATES:
-        match = pattern.match(what)
-        if match:
-            return _date_end(match.groupdict(), now)
-    return None
-
-
-def _date_end(parts: dict[str, str | None], now: datetime) -> datetime | None:
-    day = int(parts["day"] or 0)
-    if parts.get("mon"):
-        month = int(parts["mon"] or 0)
-    elif parts.get("month"):
-        month = next(i for i, name in enumerate(_MONTH_NAMES, 1) if name.startswith(str(parts["month"])[:3]))
-    else:
-        month = now.month if day > now.day else now.month % 12 + 1
-    year = int(parts["year"] or now.year) if parts.get("year") else now.year
-    if not parts.get("year") and (month, day) < (now.month, now.day):
-        year += 1  # "until March 3" said in April: next year's
-    if not 1 <= month <= 12 or not 1 <= day <= _days_in(year, month):
-        return None
-    return _day_end(datetime(year, month, day, tzinfo=now.tzinfo), now)

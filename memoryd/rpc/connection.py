@@ -59,7 +59,7 @@ class Wait(enum.Enum):
     """What the driver waits for before asking :meth:`RpcConnection.next_event` again."""
 
     #: Bytes: receive some and pass them (b"" at end of input) to ``receive_data``, giving up at
-    #: ``read_deadline`` (then ``read_timed_out``).
+    #: ``read_deadline`` (then ``read_wait_ended``).
     NEED_DATA = "need-data"
     #: A running message to finish (``message_done``): ``max_inflight`` are running, or the
     #: connection's unsent replies have reached ``max_reply_bytes``.
@@ -186,7 +186,7 @@ class RpcConnection:
         self._quiet_since = None
 
     def read_deadline(self, now: float) -> float:
-        """When to stop waiting for bytes (then call :meth:`read_timed_out`); ``inf``: never.
+        """When to stop waiting for bytes (then call :meth:`read_wait_ended`); ``inf``: never.
 
         An unfinished frame must be whole ``frame_timeout`` after it began, whatever else
         happens.  Otherwise only an idle connection times out, ``idle_timeout`` after its last
@@ -218,6 +218,14 @@ class RpcConnection:
         if self._quiet_since is None:
             self._quiet_since = now
         return self._quiet_since + self.limits.shutdown_linger
+
+    def read_wait_ended(self, now: float) -> None:
+        """The driver's wait for bytes gave up at a deadline it had from :meth:`read_deadline`:
+        one that has really passed times the connection out (the next event is :class:`Close`);
+        one that moved later since (the idle clock restarting after a message) is waited for
+        again, so the driver need not move its deadline on every message."""
+        if now >= self.read_deadline(now):
+            self.read_timed_out()
 
     def read_timed_out(self) -> None:
         """No bytes came before ``read_deadline``: the next event is :class:`Close`."""

@@ -2,7 +2,7 @@
 its caller receives, and nothing else in memoryd makes that choice.
 
 An ``RpcError`` is its own reply.  Every other ``MemorydError`` class has its own entry in
-``ERROR_REPLIES``: adding a class to ``memoryd/errors.py`` means adding one line here, and
+``ERROR_REPLIES``: adding a class to ``memoryd/errors/`` means adding one line here, and
 tests/test_rpc_errormap.py fails until there is one (httpx's ``test_httpcore_all_exceptions_mapped``
 keeps its transport's mapping whole the same way).  Anything else is a bug: -32603.
 
@@ -23,6 +23,7 @@ from memoryd.errors import (
     DiskFull,
     EmbedderError,
     EmbeddingModelMismatch,
+    ExtractionJobGone,
     InternalError,
     InvalidParams,
     LlmBadReply,
@@ -123,6 +124,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     SupersedeRefused: _supersede_refused,
     PeopleLimitReached: _people_limit,
     BrokenInvariant: _internal,  # the service validates first: reaching the store with it is a bug
+    ExtractionJobGone: _internal,  # raised only inside the extraction worker, which expects it
     # Searches fall back to keywords and adds never wait on a failing embedder: only a call that
     # cannot do without one gets this.
     EmbedderError: _backend_down("Embedding backend", "embedder"),

@@ -19,11 +19,10 @@ worker thread finishes (SQLite is never interrupted half way), and nothing is se
 The socket is driven with ``trio.lowlevel.wait_readable`` and plain ``read``/``write`` calls
 rather than ``SocketStream.receive_some``/``send_all``: trio's calls add a scheduler pass each
 even when the system call succeeds at once, and a cancel scope per wait costs as much again
-(bench/bench_rtt.py measures both).  A read is tried after one scheduler pass and
-waits for readability only when nothing came (``_receive``).  A reply that fits the socket buffer is
-written at once; only the rest of one that does not waits, in a task, under the send semaphore
-and the stall timeout.  The read deadline (idle, frame, shutdown) lives in one cancel scope that is replaced
-only when it fires or must move earlier.
+(bench/bench_rtt.py measures both).  A read is tried after one scheduler pass and waits for
+readability only when nothing came (``_receive``); replies are written by ``reply_writer.py``.
+The read deadline (idle, frame, shutdown) lives in one cancel scope that is replaced only when
+it fires or must move earlier.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from memoryd.rpc.budget import SharedBudget
 from memoryd.rpc.connection import Close, CloseReason, ConnectionLimits, RpcConnection, Wait
 from memoryd.rpc.dispatch import NOT_NOW, CallContext, MethodTable, answer_now, serve_message
 from memoryd.server.admission import CallShares
+from memoryd.server.reply_writer import ReplyWriter
 from memoryd.server.stats import ServerStats
 
 log = logging.getLogger("memoryd.server")
@@ -84,9 +84,6 @@ class Connection:
         self.table = table
         self.stats = stats
         self.protocol = RpcConnection(limits, budget)
-        # Held while a reply is being sent in pieces (a semaphore, not a Lock: the read loop may
-        # take it after writing part of a reply and the task that sends the rest releases it).
-        self._sending = trio.Semaphore(1)
         self._slot_freed = trio.lowlevel.ParkingLot()
         # The scope every wait for bytes runs in.  Its deadline is never later than the
         # protocol's read deadline; when it fires the loop asks the protocol again, so a deadline
@@ -94,6 +91,7 @@ class Connection:
         self._read_scope = trio.CancelScope()
         pid, uid, gid = peer_credentials(stream)
         self.context = CallContext(peer_uid=uid, peer_pid=pid, peer_gid=gid, connection_id=connection_id)
+        self.writer = ReplyWriter(stream, self.protocol, stats, connection_id)
 
     async def run(self) -> None:
         ctx = self.context
@@ -129,8 +127,7 @@ class Connection:
                 return
             # The scope fired: a deadline that has really passed ends the connection (the next
             # event is Close); one that moved later since is waited for in a new scope.
-            if trio.current_time() >= protocol.read_deadline(trio.current_time()):
-                protocol.read_timed_out()
+            protocol.read_wait_ended(trio.current_time())
 
     async def _serve_until_closed(self, messages: trio.Nursery) -> Close | None:
         """Run the protocol's events until it says Close.  Every await here may be cancelled by
@@ -165,22 +162,7 @@ class Connection:
                 return
         protocol.message_done()
         if reply is not None:
-            self._send_now(protocol.frame(reply), len(reply), messages)
-
-    def _send_now(self, frame: bytes, charged: int, messages: trio.Nursery) -> None:
-        """Write ``frame`` if the socket takes it whole; otherwise a task sends the rest.  The
-        ``charged`` reply bytes are released once it is all sent (or the peer is gone)."""
-        sent = self._start_send(frame)
-        if sent == len(frame):
-            self.protocol.replies.release(charged)
-            return
-        messages.start_soon(self._send_rest, frame, sent, charged)
-
-    async def _send_rest(self, frame: bytes, sent: int, charged: int) -> None:
-        try:
-            await self._finish_send(frame, sent)
-        finally:
-            self.protocol.replies.release(charged)
+            self.writer.send_now(protocol.frame(reply), len(reply), messages)
 
     def _lower_read_deadline(self) -> None:
         deadline = self.protocol.read_deadline(trio.current_time())
@@ -225,7 +207,7 @@ class Connection:
             if self._peer_hung_up():
                 self._cancel_for_hangup(self._messages)
         if event.reply is not None:
-            await self._send(event.reply)
+            await self.writer.send(event.reply)
 
     def _watch_for_hangup(self, messages: trio.Nursery) -> None:
         if not self._watching:
@@ -283,7 +265,7 @@ class Connection:
                 max_batch_calls=protocol.limits.max_batch_calls,
             )
             if reply is not None:
-                await self._send(protocol.frame(reply))
+                await self.writer.send(protocol.frame(reply))
         finally:
             if reply is not None:
                 protocol.replies.release(len(reply))
@@ -295,61 +277,3 @@ class Connection:
             if not protocol.in_flight:
                 self._calm.set()
                 self._lower_read_deadline()
-
-    def _write_nowait(self, frame: bytes | memoryview) -> int:
-        """Bytes of ``frame`` the socket took without waiting; 0 while another reply is being
-        sent in pieces (its bytes must not be interleaved with these) or the socket is full or
-        gone."""
-        if not self._sending.value:
-            return 0
-        try:
-            return os.write(self.stream.socket.fileno(), frame)
-        except OSError:
-            # Full (EAGAIN), or closed or broken: the awaited send sees it and says so.
-            return 0
-
-    async def _send(self, frame: bytes) -> None:
-        await self._finish_send(frame, self._start_send(frame))
-
-    def _start_send(self, frame: bytes) -> int:
-        """Write what the socket takes now; bytes sent.  When only part is out, nothing else may
-        write until the rest is: the send lock is taken here, at once, and released by
-        :meth:`_finish_send`."""
-        sent = self._write_nowait(frame)
-        if 0 < sent < len(frame):
-            self._sending.acquire_nowait()
-        return sent
-
-    async def _finish_send(self, frame: bytes, sent: int) -> None:
-        """The rest of a frame :meth:`_start_send` began."""
-        if sent == len(frame):
-            return
-        if not sent:
-            await self._acquire_sending()
-        await self._send_held(memoryview(frame)[sent:])
-
-    async def _acquire_sending(self) -> None:
-        # An uncontended trio acquire() still yields to the scheduler: a pass per reply saved.
-        try:
-            self._sending.acquire_nowait()
-        except trio.WouldBlock:
-            await self._sending.acquire()
-
-    async def _send_held(self, rest: memoryview) -> None:
-        """Send ``rest`` of a reply while holding ``_sending``, and release it."""
-        try:
-            # A client that stops reading its replies must not pin a connection (and its
-            # in-flight slots) forever: a send that makes no progress for idle_timeout ends it.
-            with trio.move_on_after(self.protocol.limits.idle_timeout) as stalled:
-                await self.stream.send_all(rest)
-            if stalled.cancelled_caught:
-                log.info("connection.send_stalled", extra=fields(conn=self.context.connection_id))
-                self.stats.stalled_connections += 1
-                # Read nothing more: what the client has queued would be run for nobody.
-                self.protocol.send_stalled()
-                await self.stream.aclose()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            # The client went away; its messages' results have nowhere to go.
-            log.debug("connection.send_failed", extra=fields(conn=self.context.connection_id))
-        finally:
-            self._sending.release()

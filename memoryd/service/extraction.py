@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from memoryd.errors import DiskFull, LlmError, LlmUnavailable, StoreCorrupt, StoreUnreachable
+from memoryd.errors import DiskFull, ExtractionJobGone, LlmError, LlmUnavailable, StoreCorrupt, StoreUnreachable
 from memoryd.extract import Speaker
 from memoryd.ids import DAY_MS
 from memoryd.log import fields
@@ -109,6 +109,10 @@ class ExtractionWorker:
             self.sessions_extracted += 1
         except LlmError as exc:
             await self._failed(job, exc, park=not exc.retry_later, retry_after=_retry_after(exc))
+        except ExtractionJobGone:
+            # Erased while the LLM answered, or taken over by another daemon: not a failure, and
+            # nothing is left to retry or park.
+            log.info("extraction.job_gone")
         except (DiskFull, StoreCorrupt, StoreUnreachable) as exc:
             # Not the job's fault and not an attempt: it is claimed again once its lease runs out.
             self.last_error = f"{type(exc).__name__}: {exc}"

@@ -1,4 +1,5 @@
-"""People: learned on every add, found in queries, and the person.* / forget_person methods.
+"""People: learned on every add, found in queries, and the person.* / forget_person methods
+(those are in ``people_methods.py``; one owner's indexed people in ``people_directory.py``).
 
 Every person is the caller's own (``Scope.user_id``); what a caller sees of the memories about
 them is what ``store/visibility.py`` lets it see, in the caller's current chat.  A person is
@@ -10,83 +11,41 @@ the person.* methods accept.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from memoryd.auth import Authenticator
-from memoryd.errors import InvalidParams, NotFound, PeopleLimitReached
-from memoryd.knowledge import KnownPerson, Mention, MentionFinder, PersonIndex, Resolver, normalise_name
+from memoryd.errors import PeopleLimitReached
+from memoryd.knowledge import KnownPerson, Mention, Resolver, normalise_name
 from memoryd.knowledge.people import MAX_HIDDEN_PICKS, SELF_WORDS, new_subjects
-from memoryd.log import fields
-from memoryd.rpc.dispatch import CallContext
-from memoryd.secrets import scan
 from memoryd.service.erasure_watch import ErasureWatch
 from memoryd.service.params import MAX_SUBJECT_BYTES
-from memoryd.service.people_params import (
-    ForgetPersonParams,
-    PersonAliasParams,
-    PersonGetParams,
-    PersonListParams,
-    PersonMergeParams,
-)
-from memoryd.service.provenance import caller_scope
+from memoryd.service.people_directory import Directory
+from memoryd.service.people_methods import PersonMethods
 from memoryd.service.validation import check_text
-from memoryd.store import AliasTaken, MemoryRecord, PeopleFocus, PeopleStore, Scope, StoredPerson
+from memoryd.store import MemoryRecord, PeopleFocus, PeopleStore, Scope, StoredPerson
 from memoryd.store.erasure_log import Erased
-
-log = logging.getLogger("memoryd.service")
 
 #: Owners whose people are indexed for mentions at once (the rest are re-read when asked).
 FINDER_CACHE_OWNERS = 1024
 
 
-class _Directory:
-    """One owner's people, indexed for mentions and for resolution; rebuilt after any change to
-    them.  Each index is built when first needed: an owner whose people change with every add
-    (a flood of new names) would otherwise pay for both, on the event loop, per add."""
+class PeopleService(PersonMethods):
+    """What the other services use of people (learning them on add, the room for new ones, the
+    mentions and focus of a query, the supersession resolver), with per-owner caches; and the
+    person.* methods (``PersonMethods``)."""
 
-    def __init__(self, persons: Sequence[StoredPerson]) -> None:
-        self.by_id = {person.id: person for person in persons}
-        self._finder: MentionFinder | None = None
-        self._index: PersonIndex | None = None
-
-    @property
-    def finder(self) -> MentionFinder | None:
-        if self._finder is None and self.by_id:
-            self._finder = MentionFinder([person.known() for person in self.by_id.values()])
-        return self._finder
-
-    @property
-    def index(self) -> PersonIndex:
-        if self._index is None:
-            self._index = PersonIndex([person.known() for person in self.by_id.values()])
-        return self._index
-
-    def mentioned(self, text: str) -> list[StoredPerson]:
-        return [person for person, _ in self.mentions(text)]
-
-    def mentions(self, text: str) -> list[tuple[StoredPerson, Mention]]:
-        if self.finder is None:
-            return []
-        return [(self.by_id[m.person.key], m) for m in self.finder.find(text) if m.person is not None]
-
-
-class PeopleService:
     def __init__(self, people: PeopleStore, authenticator: Authenticator, *, max_people: int | None = None) -> None:
         self.people = people
         #: limits.max_people_per_owner (None: unbounded).
         self.max_people = max_people
         self.authenticator = authenticator
-        self._directories: dict[str, _Directory] = {}
+        self._directories: dict[str, Directory] = {}
         #: owner -> how many people they have, as the last add that learned them said.
         self._counts: dict[str, int] = {}
         #: Told when a person's memories or names changed (summary freshness).
         self.on_changed: list[Callable[[Scope], None]] = []
         #: Erasures by other processes, checked before a cached directory decides a refusal.
         self.erasure_watch: ErasureWatch | None = None
-
-    # -- used by the other services ------------------------------------------------------------
 
     async def learn(self, scope: Scope, record: MemoryRecord, owner_names: tuple[str, ...]) -> None:
         """An added memory's people, in a write of their own (an ``AddedListener``: extraction's
@@ -126,7 +85,7 @@ class PeopleService:
             raise PeopleLimitReached(f"subjects[{new[max(limit - have, 0)]}]", limit)
 
     async def _resolve_visible(
-        self, scope: Scope, directory: _Directory, phrases: Sequence[str]
+        self, scope: Scope, directory: Directory, phrases: Sequence[str]
     ) -> dict[str, KnownPerson]:
         """phrase -> the person it names among those ``scope`` may know of: the store's rule
         (``people_learning``: when the person a phrase picks is hidden, another may answer, up
@@ -181,7 +140,7 @@ class PeopleService:
             return mentions
         # A hidden person took a phrase ("my wife") that one the scope knows may also answer:
         # find the mentions again among the people the scope knows.
-        return _Directory(await self.people.visible_people(scope)).mentions(text)
+        return Directory(await self.people.visible_people(scope)).mentions(text)
 
     async def focus(self, scope: Scope, query: str, about: str | None) -> tuple[PeopleFocus | None, str]:
         """What a search knows of people: who the query mentions, and the ``about`` filter
@@ -234,87 +193,11 @@ class PeopleService:
         for owner in [owner for owner in self._counts if erased(owner)]:
             del self._counts[owner]
 
-    def _changed(self, scope: Scope) -> None:
-        self.forget_directory(scope.user_id)
-        for listener in self.on_changed:
-            listener(scope)
-
-    async def _directory(self, owner: str) -> _Directory:
+    async def _directory(self, owner: str) -> Directory:
         directory = self._directories.get(owner)
         if directory is None:
-            directory = _Directory(await self.people.people_of(owner))
+            directory = Directory(await self.people.people_of(owner))
             if len(self._directories) >= FINDER_CACHE_OWNERS:
                 self._directories.pop(next(iter(self._directories)))
             self._directories[owner] = directory
         return directory
-
-    # -- the methods ---------------------------------------------------------------------------
-
-    async def list(self, params: PersonListParams, ctx: CallContext) -> list[dict[str, Any]]:
-        scope = caller_scope(params, ctx, self.authenticator)
-        persons = await self.people.visible_people(scope)
-        counts = await self.people.counts(scope, persons)
-        return [{**person.wire(), "memories": counts[person.id]} for person in persons]
-
-    async def get(self, params: PersonGetParams, ctx: CallContext) -> dict[str, Any]:
-        scope = caller_scope(params, ctx, self.authenticator)
-        person = await self._find(scope, "name", params.name)
-        memories = await self.people.memories_about(scope, person, limit=params.limit)
-        return {**person.wire(), "memories": memories}
-
-    async def merge(self, params: PersonMergeParams, ctx: CallContext) -> dict[str, Any]:
-        scope = caller_scope(params, ctx, self.authenticator)
-        outcome = await self.people.merge(scope, params.from_, params.into)
-        if outcome.source is None:
-            raise _no_person("from")
-        if outcome.target is None:
-            raise _no_person("into")
-        if outcome.merged is None:
-            raise InvalidParams.for_field("into", "names the same person as from")
-        self._changed(scope)
-        log.info("person.merged", extra=fields(id=outcome.merged.id))
-        return outcome.merged.wire()
-
-    async def alias(self, params: PersonAliasParams, ctx: CallContext) -> dict[str, Any]:
-        scope = caller_scope(params, ctx, self.authenticator)
-        check_text("alias", params.alias, max_bytes=MAX_SUBJECT_BYTES)
-        if not scan(params.alias).clean:
-            raise InvalidParams.for_field("alias", "looks like it holds a secret; memoryd does not store credentials")
-        try:
-            person = await self.people.add_alias(scope, params.name, params.alias)
-        except AliasTaken:
-            raise InvalidParams.for_field("alias", "already names another person (use person.merge)") from None
-        if person is None:
-            raise _no_person("name")
-        self._changed(scope)
-        return person.wire()
-
-    async def forget(self, params: ForgetPersonParams, ctx: CallContext) -> dict[str, Any]:
-        scope = caller_scope(params, ctx, self.authenticator)
-        field, phrase = ("person", params.person) if params.person is not None else ("person_id", params.person_id)
-        if phrase is None:
-            raise InvalidParams.for_field("person", "is required (a name, alias, relationship or person id)")
-        forgotten = await self.people.forget(scope, phrase, delete_person=params.delete_person_record)
-        if forgotten is None:
-            raise _no_person(field)
-        self._changed(scope)
-        log.info("person.forgotten", extra=fields(id=forgotten.person.id, memories=len(forgotten.memory_ids)))
-        return {
-            "person": forgotten.person.wire(),
-            "person_deleted": forgotten.person_deleted,
-            "deleted": forgotten.memory_ids,
-            "archived_count": len(forgotten.memory_ids),  # ash's name for the count
-        }
-
-    async def _find(self, scope: Scope, field: str, phrase: str) -> StoredPerson:
-        person = await self.people.find(scope, phrase)
-        if person is None:
-            raise _no_person(field)
-        return person
-
-
-def _no_person(field: str) -> NotFound:
-    return NotFound(
-        "None of your people has that name, alias or relationship",
-        {"field": field, "reason": "names none of your people"},
-    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memoryd.errors import StoreError
+from memoryd.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
     from memoryd.config import Config
@@ -73,7 +73,9 @@ def open_postgres(config: Config, *, readonly: bool = False, url: str | None = N
     storage = config.storage
     url = url or storage.url
     if not url:
-        raise StoreError('[storage] backend = "postgres" needs [storage] url (MEMORYD_STORAGE_URL), a libpq URL')
+        raise ConfigError(
+            'invalid configuration: [storage] backend = "postgres" needs [storage] url (MEMORYD_STORAGE_URL), a libpq URL'
+        )
     return PostgresStore(
         url,
         pool_size=storage.pool_size,

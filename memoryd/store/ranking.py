@@ -1,46 +1,53 @@
-"""The ranking model: a handful of features per candidate memory, weighed by fitted coefficients.
+"""The ranking model: a handful of features per candidate memory, weighed by fitted coefficients,
+then the order a search returns.
 
 Plain reciprocal rank fusion counts rank 1 of a weak keyword match ("lives" for "What do I do for
 a living?") as much as rank 1 of a strong semantic match; a score over the retrievers' *values*
-does not.  The features are general properties of a memory and a question, nothing about any
-particular user:
-
-- ``cosine``: the query vector's cosine with the memory's (0 without vectors);
-- ``coverage``: the IDF-weighted share ``c`` of the query's terms the memory holds, IDF measured
-  in the caller's own scope (term_match.py), saturated as ``1 - (1 - c)**2`` when the memory
-  has a cosine (see :func:`saturated`);
-- ``is_question``: the memory itself asks something: a question is a poor answer to a question;
-- ``prev_*``/``next_*``: the same for the memories added just before and after (neighbours.py),
-  so an answer ranks with the question it replies to, and ``window_coverage``, the best coverage
-  within two memories either side.
-
-The weights are a logistic regression fitted with bench/fit_ranker.py on the LoCoMo development
-conversations, held out one conversation at a time (the README gives those numbers).  After the
-model's order, :func:`diversify` gives the last places of the top ten to other episodes.
+does not.  The features (:mod:`memoryd.store.ranking_features`) are general properties of a
+memory and a question, nothing about any particular user; the weights
+(:mod:`memoryd.store.ranking_weights`) are a logistic regression fitted on the LoCoMo
+development conversations.  This module orders the scored candidates: best first, with a
+semantic guard (:func:`order`, :func:`search_order`); after the model's order, :func:`diversify`
+gives the last places of the top ten to other episodes.  It re-exports the features and weights,
+so that ``ranking.FEATURES``, ``ranking.FeatureTable`` and ``ranking.scores`` read as one model.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store.neighbourhood import MAX_GAP_MS, Neighbourhood
+from memoryd.store.neighbourhood import MAX_GAP_MS
+from memoryd.store.ranking_features import FEATURES, WINDOW, FeatureTable, is_question, saturated
+from memoryd.store.ranking_weights import WEIGHTS, linear, scores
 
-#: Feature -> weight, in the order of feature_matrix's columns.
-WEIGHTS: Mapping[str, float] = {
-    "cosine": 3.72,
-    "coverage": 1.47,
-    "is_question": -0.47,
-    "prev_is_question": 0.13,
-    "prev_coverage": -1.07,
-    "prev_question_coverage": 1.99,
-    "next_coverage": -0.72,
-    "window_coverage": 3.40,
-}
-FEATURES = tuple(WEIGHTS)
+__all__ = [
+    "DIVERSE_FROM",
+    "DIVERSE_UNTIL",
+    "EPISODE_ROWS",
+    "FEATURES",
+    "GUARD_MAX_TERMS",
+    "SEMANTIC_MARGIN",
+    "SPECIFIC_BONUS",
+    "WEIGHTS",
+    "WINDOW",
+    "FeatureTable",
+    "asks_specific",
+    "diversify",
+    "guards",
+    "holds_specific",
+    "is_question",
+    "linear",
+    "order",
+    "saturated",
+    "scores",
+    "search_order",
+    "shows_exchange",
+]
+
 #: How much closer in meaning the best semantic match must be to move above a candidate.
 SEMANTIC_MARGIN = 0.05
 #: The guard protects queries of at most this many content words.
@@ -49,8 +56,6 @@ GUARD_MAX_TERMS = 3
 #: query asks for a specific (who, where, when, how many...) and the memory holds one (a digit,
 #: a capitalised word inside a sentence).  Fitted held out on the fact set (bench/fit_order.py).
 SPECIFIC_BONUS = 0.1
-#: Neighbours the window reaches on either side.
-WINDOW = 2
 #: The first this-many results are the model's best, as scored; the rest of the top
 #: DIVERSE_UNTIL each open an episode not shown yet (:func:`diversify`).
 DIVERSE_FROM = 6
@@ -59,108 +64,11 @@ DIVERSE_UNTIL = 10
 #: belong to one episode (an exchange of a conversation, a burst of notes).
 EPISODE_ROWS = 10
 
-#: A trailing parenthetical ("... can you? (photo attached)") does not change what a text asks.
-_TRAILING_ASIDE = re.compile(r"\s*\([^()]*\)\s*$")
 #: A question asking for a person, place, time or amount: its answer is a name or a number.
 _ASKS_SPECIFIC = re.compile(
     r"^\W*(?:who|whom|whose|where|when|how\s+(?:many|much|old|long|often|far))\b|\bname\b", re.I
 )
 _DIGIT = re.compile(r"\d")
-
-
-def is_question(text: str) -> bool:
-    text = text.rstrip()
-    if text.endswith(")"):
-        text = _TRAILING_ASIDE.sub("", text)
-    return text.endswith("?")
-
-
-class FeatureTable:
-    """The features of any candidate of a neighbourhood, read from per-row arrays.
-
-    A search reads the facts of every row around its candidates (each candidate's window, and
-    the neighbours that become candidates reach one step further), so all rows are described
-    once, up front, and the features of a list of candidates are array look-ups through the
-    ``before``/``after`` links: no Python loop per candidate and window step.
-    """
-
-    def __init__(self, hood: Neighbourhood, coverage: Callable[[str], float]) -> None:
-        """``coverage``: the share of the query's terms a text holds (term_match.py)."""
-        rowids = list(hood.rows)
-        # Keyed by None too, for the look-up of a missing link (``before.get`` of a first row).
-        self._index: dict[int | None, int] = {rowid: i for i, rowid in enumerate(rowids)}
-        # One extra row, "nobody": every edge of a chain links to it, and it links to itself.
-        nobody = len(rowids)
-        texts = [hood.rows[rowid].text for rowid in rowids]
-        self._coverage = np.array([*map(coverage, texts), 0.0])
-        self._question = np.array([*map(is_question, texts), False], dtype=np.float64)
-        index = self._index
-        self._before = np.array([index.get(hood.before.get(r), nobody) for r in rowids] + [nobody], dtype=np.intp)
-        self._after = np.array([index.get(hood.after.get(r), nobody) for r in rowids] + [nobody], dtype=np.intp)
-
-    def coverage(self, rowid: int) -> float:
-        return float(self._coverage[self._index[rowid]])
-
-    def matrix(self, rowids: Sequence[int], cosines: Mapping[int, float]) -> npt.NDArray[np.float64]:
-        """One row of FEATURES per candidate (each a row of the neighbourhood)."""
-        count = len(rowids)
-        own = np.fromiter((self._index[rowid] for rowid in rowids), dtype=np.intp, count=count)
-        cosine = np.fromiter((cosines.get(rowid, 0.0) for rowid in rowids), dtype=np.float64, count=count)
-        has_vector = np.fromiter((rowid in cosines for rowid in rowids), dtype=bool, count=count)
-        coverage, question = self._coverage, self._question
-        prev, next_ = self._before[own], self._after[own]
-        window = np.maximum(coverage[own], np.maximum(coverage[prev], coverage[next_]))
-        further_back, further_on = prev, next_
-        for _ in range(2, WINDOW + 1):
-            further_back, further_on = self._before[further_back], self._after[further_on]
-            window = np.maximum(window, np.maximum(coverage[further_back], coverage[further_on]))
-        return np.column_stack(
-            (
-                cosine,
-                np.where(has_vector, saturated(coverage[own]), coverage[own]),
-                question[own],
-                question[prev],
-                coverage[prev],
-                coverage[prev] * question[prev],
-                coverage[next_],
-                window,
-            )
-        )
-
-
-def saturated(coverage: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """A memory's own coverage as the model weighs it: rising, but less and less, to 1.
-
-    Like BM25's saturation of a term's frequency: the first of the query's words a memory holds
-    say the most, the last few add little, so a memory sharing two of five words with the query
-    is not left far below one sharing all five when it is closer in meaning.  Held out, this
-    shape gained a few questions whose right session was missing from the top ten, whatever the
-    labels of the fit (bench/fit_ranker.py); a free square term, fitted, bent the curve the same
-    way but past its peak, so that more shared words could lower a score.
-
-    Only where the meaning can take over: a candidate without a cosine (keyword-only search, a
-    memory not embedded yet) keeps its coverage as it is, since the words are all it has to be
-    told apart by, and a memory holding every word of the query must stay clearly above one
-    holding half of them.
-    """
-    saturating: npt.NDArray[np.float64] = coverage * (2.0 - coverage)
-    return saturating
-
-
-_WEIGHT_VECTOR = np.array([WEIGHTS[name] for name in FEATURES])
-
-
-def linear(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """The weighted sum per row (relevance.py reads it as one of its features)."""
-    weighted: npt.NDArray[np.float64] = matrix @ _WEIGHT_VECTOR
-    return weighted
-
-
-def scores(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """The order's score in 0..1 per row: the logistic of the weighted sum (the fitted intercept
-    is left out: it cannot change an order, so this is no probability; relevance.py estimates
-    that)."""
-    return 1.0 / (1.0 + np.exp(-linear(matrix)))
 
 
 def guards(terms: Sequence[str], matrix: npt.NDArray[np.float64] | None = None) -> bool:

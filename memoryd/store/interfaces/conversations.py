@@ -55,7 +55,8 @@ class ConversationStore(Protocol):
     ) -> list[Learned]:
         """Add or refresh the facts the caller ``scope`` learned (a fact refreshes only a memory
         ``scope`` may see); with ``completes``, advance that job's high-water mark in the
-        same transaction (both or neither)."""
+        same transaction (both or neither).  ExtractionJobGone when that job is no longer this
+        daemon's (erased since the claim, or claimed by another daemon): nothing is stored."""
         ...
 
     async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int: ...

@@ -1,10 +1,10 @@
 """The keyword index's tokens: SQLite FTS5's own porter tokenizer, run in this process.
 
 Words are stored and queried as the tokens ``porter unicode61 remove_diacritics 2`` makes of
-them, exactly as the SQLite backend's FTS5 index and the term matching (``store/term_match.py``) do,
-so the same query matches the same memories on both backends and the ranking model sees the
-same coverage.  The tokenizer comes from an in-memory SQLite connection (apsw is a dependency
-of memoryd anyway); each thread gets its own.
+them (``store/fts5_tokenizer.py``), exactly as the SQLite backend's FTS5 index and the term
+matching (``store/term_match.py``) do, so the same query matches the same memories on both
+backends and the ranking model sees the same coverage.  The tokenizer runs on an in-memory
+SQLite connection (apsw is a dependency of memoryd anyway); each thread gets its own.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from collections.abc import Iterable
 
 import apsw
 
-_TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
+from memoryd.store.fts5_tokenizer import tokenizer
+from memoryd.store.term_match import Tokenize
+
 _local = threading.local()
 
 
@@ -23,7 +25,7 @@ def connection() -> apsw.Connection:
     db = getattr(_local, "db", None)
     if db is None:
         db = _local.db = apsw.Connection(":memory:")
-        _local.tokenize = db.fts5_tokenizer(*_TOKENIZER)
+        _local.tokenize = tokenizer(db)
     return db
 
 
@@ -32,14 +34,8 @@ def tokens(text: str) -> list[str]:
     if not text:
         return []
     connection()
-    found: list[str] = _local.tokenize(
-        text.encode("utf-8", "replace"),
-        apsw.FTS5_TOKENIZE_DOCUMENT,
-        None,
-        include_offsets=False,
-        include_colocated=False,
-    )
-    return found
+    tokenize: Tokenize = _local.tokenize
+    return tokenize(text)
 
 
 #: BM25's weight of a subject's tokens next to the content's (FTS5's column weights 1.0, 0.5).

@@ -2,6 +2,5 @@
 
 from memoryd.store.postgres.conversations.conversation_log import Conversations
 from memoryd.store.postgres.conversations.extraction_jobs import status
-from memoryd.store.postgres.conversations.learned import LeaseLost
 
-__all__ = ["Conversations", "LeaseLost", "status"]
+__all__ = ["Conversations", "status"]

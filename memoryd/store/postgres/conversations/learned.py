@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from memoryd.errors import ExtractionJobGone
 from memoryd.store.conversation_records import (
     ExtractionJob,
     Learned,
@@ -29,10 +30,6 @@ from memoryd.store.visibility import Scope
 Conn = psycopg.Connection[Any]
 
 
-class LeaseLost(Exception):
-    """Another daemon took over this extraction job (this one's lease ran out): its facts are not stored."""
-
-
 def store_facts(
     conn: Conn,
     news: Sequence[NewMemory],
@@ -46,7 +43,8 @@ def store_facts(
     dim: int | None,
 ) -> list[Learned]:
     if completes is not None and not advance(conn, completes, now_ms, owner):
-        raise LeaseLost(completes.session.key)
+        # Erased since the claim, or another daemon took it over when this one's lease ran out.
+        raise ExtractionJobGone()
     generation = rows.vector_generation(conn)
     # Only what the extracting caller may see is matched: a memory hidden from its chat is never
     # refreshed, named or superseded from there.

@@ -12,6 +12,7 @@ from typing import Any
 import apsw
 import numpy.typing as npt
 
+from memoryd.errors import ExtractionJobGone
 from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef, StoredMessage
 from memoryd.store.conversation_rules import in_batches
 from memoryd.store.records import NewMemory
@@ -81,12 +82,13 @@ class ConversationLog:
         """Add or refresh the facts the caller ``scope`` learned (matching only what it may
         see); with ``completes``, advance that job's high-water mark in the same transaction
         (a crash either stores the facts and the mark, or neither).  A job erased since its
-        claim (forget_all while the LLM answered) stores nothing: what it learned is gone too."""
+        claim (forget_all while the LLM answered) stores nothing, what it learned is gone too:
+        ExtractionJobGone."""
         now = self._clock()
 
         def write(db: Any) -> builtins.list[Learned]:
             if completes is not None and not extraction_jobs.advance(db, completes, now):
-                return []
+                raise ExtractionJobGone()
             return learned.store_facts(db, news, fact_vectors, now, scope=scope, normalize=normalize, plans=plans)
 
         return await self._db.write(write)

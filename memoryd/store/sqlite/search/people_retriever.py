@@ -17,6 +17,7 @@ from collections.abc import Iterable
 import apsw
 import msgspec
 
+from memoryd.store import search_rules
 from memoryd.store.people_records import PeopleFocus
 from memoryd.store.query_terms import by_shared_words
 from memoryd.store.records import MemoryRecord
@@ -43,19 +44,18 @@ def ranking(db: apsw.Connection, scope: Scope, focus: PeopleFocus | None, depth:
 
 def restrict(db: apsw.Connection, focus: PeopleFocus | None, fused: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """With an ``about`` filter, keep only the fused rowids linked to those people."""
-    if focus is None or focus.only is None:
-        return fused
-    if not focus.only or not fused:
-        return []
-    linked = {
-        int(rowid)
-        for (rowid,) in db.execute(
-            "SELECT DISTINCT memory_rowid FROM memory_people WHERE person_rowid IN (SELECT value FROM json_each(?)) "
-            "AND memory_rowid IN (SELECT value FROM json_each(?))",
-            (_encode(list(focus.only)).decode(), _encode([rowid for rowid, _ in fused]).decode()),
-        )
-    }
-    return [(rowid, score) for rowid, score in fused if rowid in linked]
+
+    def linked(people: list[int], rowids: list[int]) -> list[int]:
+        return [
+            int(rowid)
+            for (rowid,) in db.execute(
+                "SELECT DISTINCT memory_rowid FROM memory_people WHERE person_rowid IN (SELECT value FROM json_each(?)) "
+                "AND memory_rowid IN (SELECT value FROM json_each(?))",
+                (_encode(people).decode(), _encode(rowids).decode()),
+            )
+        ]
+
+    return search_rules.restrict(focus, fused, linked)
 
 
 def annotate(db: apsw.Connection, scope: Scope, records: Iterable[MemoryRecord]) -> None:

@@ -9,45 +9,22 @@ and expiry.
 
 The retrievers' parts (the keyword plan of ``keyword.py``, the scoped KNN of
 ``vector_search.py``) are run by ``search_parts.py``; this module joins them into candidates
-and ranks those.
+and ranks those by the rules both engines share (store/search_rules.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import apsw
 import numpy as np
-import numpy.typing as npt
 
-from memoryd.store import query_terms, ranking, relevance
-from memoryd.store.fusion import fuse
-from memoryd.store.records import SearchHit, hit_from_record
+from memoryd.store import ranking, search_rules
+from memoryd.store.records import SearchHit
+from memoryd.store.search_rules import REACH, Candidates, candidate_depth
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.search import neighbours, people_retriever
-from memoryd.store.sqlite.search.search_parts import (
-    REACH,
-    KeywordPart,
-    SearchQuery,
-    VectorPart,
-    candidate_depth,
-    keyword_part,
-    vector_part,
-)
+from memoryd.store.sqlite.search.search_parts import KeywordPart, SearchQuery, VectorPart, keyword_part, vector_part
 from memoryd.store.sqlite.vectors import vector_search, vectors
 from memoryd.store.visibility import Scope
-
-
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    """Everything ranked for one query: the candidates, their features, the known cosines."""
-
-    rowids: list[int]
-    features: npt.NDArray[np.float64]  # one row of ranking.FEATURES per candidate
-    cosines: dict[int, float]
-    terms: list[str]
-    created_at_ms: dict[int, int]  # of the candidates, for ranking.diversify
-    texts: dict[int, str]  # of the candidates, for ranking.search_order
 
 
 def candidates(
@@ -94,7 +71,7 @@ def candidates(
     table = ranking.FeatureTable(hood, words.weights.coverage)
     features = table.matrix(pool, cosines)
     if semantic is not None:
-        adjacent = _worth_a_cosine(adjacent, features, cosines, table, limit)
+        adjacent = search_rules.worth_a_cosine(adjacent, features, cosines, table, limit)
         cosines.update(vector_search.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
     # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
     # on its neighbour's alone: keyword-only search returns only memories that match.
@@ -119,28 +96,6 @@ def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart) -> bool
     return vectors.read_space(db) == semantic.space and vector_search.scan_state(db, scope) == semantic.state
 
 
-def _worth_a_cosine(
-    adjacent: list[int],
-    pool_features: npt.NDArray[np.float64],
-    cosines: dict[int, float],
-    table: ranking.FeatureTable,
-    limit: int,
-) -> list[int]:
-    """The neighbours that could reach the top ``limit`` even with the best cosine seen so far.
-
-    A vec0 lookup costs ~10-20 us per row, and most neighbours of a big scope's candidates are
-    unrelated to the query: scoring them first with that optimistic cosine (the model rises
-    with the cosine) spares the lookups of those that cannot place.  The retrievers' best
-    cosine bounds a neighbour's only approximately (the KNN's coarse pass is not exact).
-    """
-    if not adjacent or len(pool_features) < limit:
-        return adjacent
-    best = max(cosines.values(), default=0.0)
-    optimistic = table.matrix(adjacent, dict.fromkeys(adjacent, best))
-    bar = np.sort(ranking.scores(pool_features))[-limit]
-    return [rowid for rowid, score in zip(adjacent, ranking.scores(optimistic), strict=True) if score >= bar]
-
-
 def search(
     db: apsw.Connection,
     scope: Scope,
@@ -158,35 +113,9 @@ def search(
         return []
     if words is None:
         words = keyword_part(db, scope, query, people_focus)
-    by_people = words.by_people
     found = candidates(db, scope, query, words=words, semantic=semantic)
-    scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
-    relevant = relevance.by_rowid(found.rowids, found.features, found.cosines)
-    ranked = ranking.search_order(scored, found.cosines, found.terms, found.features, query.text, found.texts)
-    if by_people:
-        # The mentioned people's memories have no feature of their own in the model: their
-        # list joins the model's order by reciprocal rank fusion, as it joined BM25 and KNN,
-        # and breaks its ties (the query is about those people).
-        # Each place keeps the score of the model's same place, so scores still fall down the list.
-        places = sorted((score for _, score in ranked), reverse=True)
-        fused = fuse([by_people, [r for r, _ in ranked]])
-        places += [0.0] * (len(fused) - len(places))
-        ranked = list(zip(fused, places, strict=True))
-    # Below the floor a memory is left out, whoever retrieved it: a person the query names is
-    # no reason to return their unrelated memories.
-    ranked = relevance.at_least(ranked, relevant, query.min_relevance)
+    ranked, relevant = search_rules.rank(found, query.text, words.by_people, query.min_relevance)
     ranked = ranking.diversify(people_retriever.restrict(db, people_focus, ranked), found.created_at_ms)[:limit]
     records = memories.fetch_visible(db, scope, [rowid for rowid, _ in ranked], now_ms)
     people_retriever.annotate(db, scope, records.values())
-
-    hits: list[SearchHit] = []
-    for rowid, score in ranked:
-        record = records.get(rowid)
-        if record is None:
-            continue
-        if rowid in found.cosines:
-            similarity = min(1.0, max(0.0, found.cosines[rowid]))
-        else:
-            similarity = query_terms.term_fraction(found.terms, record.content, " ".join(record.subjects))
-        hits.append(hit_from_record(record, score, similarity, relevant.get(rowid, 0.0)))
-    return hits
+    return search_rules.hits(ranked, records, found, relevant)

@@ -16,7 +16,8 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import query_terms, ranking
+from memoryd.store import query_terms
+from memoryd.store.search_rules import REACH, candidate_depth
 from memoryd.store.sqlite.search import keyword, neighbours, people_retriever, scope_stats
 from memoryd.store.sqlite.search.term_match import term_weights
 from memoryd.store.sqlite.vectors import vector_search, vectors
@@ -24,15 +25,6 @@ from memoryd.store.term_match import TermWeights
 from memoryd.store.visibility import Scope
 
 log = logging.getLogger("memoryd.store")
-
-#: How far around each candidate the ranker reads (the window of ranking.py, plus one step
-#: for the neighbours that become candidates themselves).
-REACH = ranking.WINDOW + 1
-
-
-def candidate_depth(limit: int) -> int:
-    """How many candidates each retriever contributes to the fusion."""
-    return max(limit, 20)
 
 
 def coarse_k(depth: int) -> int:

@@ -1,8 +1,8 @@
-"""The keyword index's tokenizer for the shared term weights (``store/term_match.py``).
+"""The shared term weights (``store/term_match.py``) on the SQLite engine.
 
 ``memories_fts`` (schema.py) tokenizes with ``porter unicode61 remove_diacritics 2``; the term
-weights compare a memory's words with the query's through that same tokenizer, taken from the
-search's own connection.
+weights compare a memory's words with the query's through that same tokenizer
+(``store/fts5_tokenizer.py``), taken from the search's own connection.
 """
 
 from __future__ import annotations
@@ -11,27 +11,8 @@ from collections.abc import Mapping
 
 import apsw
 
-from memoryd.store.term_match import TermWeights, Tokenize
-
-#: The tokenizer of ``memories_fts`` (schema.py).
-_TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
-
-
-def tokenizer(db: apsw.Connection) -> Tokenize:
-    """``memories_fts``'s tokenizer on ``db``: a text's index tokens, in order."""
-    tokenize = db.fts5_tokenizer(*_TOKENIZER)
-
-    def tokens(text: str) -> list[str]:
-        found: list[str] = tokenize(
-            text.encode("utf-8", "replace"),
-            apsw.FTS5_TOKENIZE_DOCUMENT,
-            None,
-            include_offsets=False,
-            include_colocated=False,
-        )
-        return found
-
-    return tokens
+from memoryd.store.fts5_tokenizer import tokenizer
+from memoryd.store.term_match import TermWeights
 
 
 def term_weights(db: apsw.Connection, terms: list[str], doc_counts: Mapping[str, int], scope_docs: int) -> TermWeights:
