@@ -1,9 +1,11 @@
-"""Observed conversations' value types: sessions, their messages, extraction jobs, and what
-storing an extracted fact did (``Learned``)."""
+"""Observed conversations' value types: sessions, their messages (and their rows), extraction
+jobs, and what storing an extracted fact did (``Learned``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -28,6 +30,11 @@ class SessionRef:
     @property
     def key(self) -> str:
         return msgspec.json.encode([self.owner, self.chat_id, self.session_key]).decode()
+
+    @classmethod
+    def of_key(cls, key: str) -> SessionRef:
+        owner, chat_id, session_key = msgspec.json.decode(key)
+        return cls(owner, chat_id, session_key)
 
 
 @dataclass(frozen=True)
@@ -63,3 +70,40 @@ class ExtractionJob:
     @property
     def last_seq(self) -> int:
         return self.messages[-1].seq
+
+
+#: The columns of ``observed_messages`` a message is stored in, in ``message_values``' order.
+MESSAGE_FIELDS = "role, content, message_id, sent_at, username, display_name, author_user_id"
+#: The columns ``message_from_row`` reads, in its order.
+MESSAGE_COLUMNS = f"seq, {MESSAGE_FIELDS}"
+#: The columns of ``extraction_jobs`` ``job_from_row`` reads, in its order.
+JOB_COLUMNS = (
+    "session, owner, chat_id, session_key, chat_type, timezone, speaker_username, speaker_display_name, "
+    "done_seq, attempts"
+)
+
+
+def message_from_row(row: Sequence[Any]) -> StoredMessage:
+    seq, role, content, message_id, sent_at, username, display_name, user_id = row
+    return StoredMessage(
+        int(seq), role, content, message_id, None if sent_at is None else msgspec.json.decode(sent_at),
+        username, display_name, user_id,
+    )  # fmt: skip
+
+
+def message_values(session_key: str, message: StoredMessage, now_ms: int) -> tuple[Any, ...]:
+    """A message as stored: the session's key, ``MESSAGE_FIELDS``, the time it was received."""
+    m = message
+    sent_at = None if m.sent_at is None else msgspec.json.encode(m.sent_at).decode()
+    return (session_key, m.role, m.content, m.message_id, sent_at, m.username, m.display_name, m.user_id, now_ms)
+
+
+def job_from_row(row: Sequence[Any], messages: list[StoredMessage]) -> ExtractionJob:
+    """A claimed job from a row of ``JOB_COLUMNS`` and the messages past its high-water mark."""
+    _key, owner, chat_id, session_key, chat_type, timezone, username, display, _done_seq, attempts = row
+    return ExtractionJob(
+        SessionRef(owner, chat_id, session_key),
+        SessionContext(chat_type, timezone, username, display),
+        int(attempts),
+        messages,
+    )

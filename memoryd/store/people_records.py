@@ -1,12 +1,15 @@
-"""People's value types: a stored person, what merge and forget did, a summary's material, and
-what a search knows about the people a query names (``PeopleFocus``)."""
+"""People's value types: a stored person (and its row), what learning, merge and forget did, a
+summary's material, and what a search knows about the people a query names (``PeopleFocus``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryd.ids import iso_from_ms
+import msgspec
+
+from memoryd.ids import iso_from_ms, new_ulid
 from memoryd.knowledge import KnownPerson, normalise_name
 from memoryd.store.records import MemoryRecord
 
@@ -25,6 +28,19 @@ class PeopleFocus:
     @property
     def ranked_people(self) -> tuple[int, ...]:
         return tuple(dict.fromkeys((*self.mentioned, *(self.only or ()))))
+
+
+#: The columns of ``people`` that ``person_from_row`` reads, in its order.
+PERSON_COLUMNS = "rowid, id, owner, name, aliases, relationship, created_at_ms, updated_at_ms"
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What learning from one memory did (``people_learning.learn_people``)."""
+
+    linked: list[str]  # names of the people the memory is about
+    changed: bool  # a person was created, renamed or given an alias or relationship
+    people: int = 0  # the owner's people afterwards
 
 
 @dataclass(frozen=True)
@@ -83,3 +99,22 @@ class StoredPerson:
             return False
         self.aliases.append(" ".join(alias.split()))
         return True
+
+
+def person_from_row(row: Sequence[Any]) -> StoredPerson:
+    """A person from a row of ``PERSON_COLUMNS`` (the aliases stored as a JSON list)."""
+    rowid, id_, owner, name, aliases, relationship, created, updated = row
+    return StoredPerson(
+        int(rowid), id_, owner, name, list(msgspec.json.decode(aliases)), relationship, int(created), int(updated)
+    )
+
+
+def new_person(
+    owner: str, name: str, now_ms: int, *, relationship: str | None = None, aliases: Sequence[str] = ()
+) -> StoredPerson:
+    """A person not stored yet (rowid 0): a new id, the name's spacing folded, the aliases that
+    are not its name."""
+    person = StoredPerson(0, new_ulid(now_ms), owner, " ".join(name.split()), [], relationship, now_ms, now_ms)
+    for alias in aliases:
+        person.add_alias(alias)
+    return person

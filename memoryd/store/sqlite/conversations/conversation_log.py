@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from memoryd.errors import ExtractionJobGone
 from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef, StoredMessage
+from memoryd.store.conversation_rules import in_batches
 from memoryd.store.records import NewMemory
 from memoryd.store.sqlite.conversations import conversations, extraction_jobs, learned
 from memoryd.store.sqlite.conversations import episodes as episodes_store
@@ -119,21 +120,13 @@ class ConversationLog:
 
     def prune_episodes(self, *, retention_ms: int) -> int:
         """Maintenance (synchronous): remove episodes past their retention, in short batches."""
-        cutoff, total = self._clock() - retention_ms, 0
-        while (removed := self._db.write_sync(episodes_store.prune_batch, cutoff)) > 0:
-            total += removed
-            if removed < episodes_store.PRUNE_BATCH:
-                break
-        return total
+        cutoff = self._clock() - retention_ms
+        return in_batches(lambda: self._db.write_sync(episodes_store.prune_batch, cutoff), episodes_store.PRUNE_BATCH)
 
     def prune(self, *, retention_ms: int) -> int:
         """Maintenance (synchronous): remove messages past retention, in short batches."""
-        cutoff, total = self._clock() - retention_ms, 0
-        while (removed := self._db.write_sync(conversations.prune, cutoff)) > 0:
-            total += removed
-            if removed < conversations.PRUNE_BATCH:
-                break
-        return total
+        cutoff = self._clock() - retention_ms
+        return in_batches(lambda: self._db.write_sync(conversations.prune, cutoff), conversations.PRUNE_BATCH)
 
 
 def _observe(

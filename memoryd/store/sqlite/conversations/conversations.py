@@ -10,36 +10,23 @@ been quiet that long.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import apsw
-import msgspec
 
-from memoryd.store.conversation_records import SessionContext, SessionRef, StoredMessage
+from memoryd.store.conversation_records import (
+    MESSAGE_COLUMNS,
+    MESSAGE_FIELDS,
+    SessionContext,
+    SessionRef,
+    StoredMessage,
+    message_from_row,
+    message_values,
+)
+from memoryd.store.conversation_rules import MAX_SESSION_MESSAGES, key_range, window_of
 from memoryd.store.sqlite.db.database import rows_changed
 
-#: Messages kept per session; older ones are dropped as new ones arrive.
-MAX_SESSION_MESSAGES = 2000
 #: Rows one retention step removes (one short write transaction each).
 PRUNE_BATCH = 5000
-
-
-_MESSAGE_FIELDS = "role, content, message_id, sent_at, username, display_name, author_user_id"
-MESSAGE_COLUMNS = f"seq, {_MESSAGE_FIELDS}"
-
-
-def message_from_row(row: tuple[Any, ...]) -> StoredMessage:
-    seq, role, content, message_id, sent_at, username, display_name, user_id = row
-    return StoredMessage(
-        seq,
-        role,
-        content,
-        message_id,
-        None if sent_at is None else msgspec.json.decode(sent_at),
-        username,
-        display_name,
-        user_id,
-    )
 
 
 def observe(
@@ -55,22 +42,8 @@ def observe(
     session's extraction then.  Returns how many were stored."""
     key = session.key
     db.executemany(
-        f"INSERT INTO observed_messages (session, {_MESSAGE_FIELDS}, received_at_ms) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                key,
-                m.role,
-                m.content,
-                m.message_id,
-                None if m.sent_at is None else msgspec.json.encode(m.sent_at).decode(),
-                m.username,
-                m.display_name,
-                m.user_id,
-                now_ms,
-            )
-            for m in messages
-        ],
+        f"INSERT INTO observed_messages (session, {MESSAGE_FIELDS}, received_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [message_values(key, m, now_ms) for m in messages],
     )
     db.execute(
         "DELETE FROM observed_messages WHERE session = ? AND seq <= ("
@@ -112,11 +85,10 @@ def observe(
 def queued_extractions(db: apsw.Connection, session: SessionRef) -> tuple[int, bool]:
     """(how many of the session owner's sessions wait for extraction, whether ``session`` is
     one of them).  Session keys are JSON [owner, chat, key], so one owner's are a key range."""
-    prefix = msgspec.json.encode([session.owner]).decode()[:-1] + ","
     row = db.execute(
         "SELECT count(*) FROM extraction_jobs WHERE session >= ? AND session < ? "
         "AND due_at_ms IS NOT NULL AND parked_at_ms IS NULL",
-        (prefix, prefix[:-1] + "-"),
+        key_range(session.owner),
     ).fetchone()
     this = db.execute(
         "SELECT 1 FROM extraction_jobs WHERE session = ? AND due_at_ms IS NOT NULL AND parked_at_ms IS NULL",
@@ -143,10 +115,7 @@ def window(
     if session.session_key is not None:
         where, bounds = "session = ?", (session.key,)
     else:
-        # Keys are JSON [owner, chat, key]: the sessions of one owner and chat are exactly the
-        # keys from '["owner","chat",' (inclusive) to '["owner","chat"-' (',' + 1 = '-').
-        prefix = msgspec.json.encode([session.owner, session.chat_id]).decode()[:-1] + ","
-        where, bounds = "session >= ? AND session < ?", (prefix, prefix[:-1] + "-")
+        where, bounds = "session >= ? AND session < ?", key_range(session.owner, session.chat_id)
     row = db.execute(
         f"SELECT session, seq FROM observed_messages WHERE message_id = ? AND {where} ORDER BY seq DESC LIMIT 1",
         (message_id, *bounds),
@@ -162,8 +131,7 @@ def window(
         f"SELECT {MESSAGE_COLUMNS} FROM observed_messages WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?",
         (key, seq, radius),
     ).fetchall()
-    owner, chat_id, session_key = msgspec.json.decode(key)
-    return SessionRef(owner, chat_id, session_key), [message_from_row(r) for r in [*reversed(before), *after]]
+    return window_of(key, before, after)
 
 
 def prune(db: apsw.Connection, cutoff_ms: int) -> int:

@@ -13,18 +13,17 @@ from typing import Any
 
 import apsw
 
-from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef
-from memoryd.store.sqlite.conversations.conversations import (
+from memoryd.store.conversation_records import (
+    JOB_COLUMNS,
     MESSAGE_COLUMNS,
+    ExtractionJob,
+    job_from_row,
     message_from_row,
 )
+from memoryd.store.conversation_rules import EXTRACTION_LEASE_MS, extraction_status
 from memoryd.store.sqlite.db.database import one, rows_changed
 from memoryd.store.sqlite.jobs import lease
 from memoryd.store.sqlite.jobs.jobs import MAX_ERROR_CHARS, backoff_ms
-
-#: A claimed extraction stays invisible to other claims this long (an LLM call with its
-#: retries fits well inside; a crash is healed by start-up clearing leases anyway).
-LEASE_MS = 15 * 60 * 1000
 
 
 def schedule_backlog(db: apsw.Connection, now_ms: int, cutoff_ms: int) -> int:
@@ -67,8 +66,7 @@ def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> li
     """
     rows = db.execute(
         f"""
-        SELECT session, owner, chat_id, session_key, chat_type, timezone, speaker_username,
-            speaker_display_name, done_seq, attempts
+        SELECT {JOB_COLUMNS}
         FROM extraction_jobs
         WHERE due_at_ms IS NOT NULL AND parked_at_ms IS NULL AND {lease.claimable()}
         ORDER BY due_at_ms LIMIT ?
@@ -76,10 +74,11 @@ def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> li
         (now_ms, now_ms, limit),
     ).fetchall()
     claimed = []
-    for key, owner, chat_id, session_key, chat_type, timezone, username, display, done_seq, attempts in rows:
+    for row in rows:
+        key, *_, done_seq, _attempts = row
         messages = [
-            message_from_row(row)
-            for row in db.execute(
+            message_from_row(message)
+            for message in db.execute(
                 f"SELECT {MESSAGE_COLUMNS} FROM observed_messages WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (key, done_seq, max_messages),
             )
@@ -87,15 +86,8 @@ def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> li
         if not messages:
             db.execute("UPDATE extraction_jobs SET due_at_ms = NULL WHERE session = ?", (key,))
             continue
-        lease.take(db, "extraction_jobs", "session", [key], now_ms + LEASE_MS)
-        claimed.append(
-            ExtractionJob(
-                SessionRef(owner, chat_id, session_key),
-                SessionContext(chat_type, timezone, username, display),
-                attempts,
-                messages,
-            )
-        )
+        lease.take(db, "extraction_jobs", "session", [key], now_ms + EXTRACTION_LEASE_MS)
+        claimed.append(job_from_row(row, messages))
     return claimed
 
 
@@ -162,13 +154,7 @@ def status(db: apsw.Connection) -> dict[str, Any]:
         "SELECT last_error FROM extraction_jobs WHERE last_error IS NOT NULL ORDER BY updated_at_ms DESC LIMIT 1"
     ).fetchone()
     (held,) = one(db, "SELECT count(*) FROM observed_messages")
-    return {
-        "pending_sessions": int(pending),
-        "failing_sessions": int(failing),
-        "parked_sessions": int(parked),
-        "last_error": None if row is None else row[0],
-        "messages_held": int(held),
-    }
+    return extraction_status(pending, failing, parked, None if row is None else row[0], held)
 
 
 def retry_parked(db: apsw.Connection, now_ms: int) -> dict[str, int]:

@@ -17,6 +17,7 @@ import apsw
 import numpy.typing as npt
 
 from memoryd.store.conversation_records import Learned
+from memoryd.store.conversation_rules import NEAR_DUPLICATE_COSINE, refresh_detail
 from memoryd.store.records import NewMemory
 from memoryd.store.sqlite.admin import eviction
 from memoryd.store.sqlite.db.database import one
@@ -27,11 +28,6 @@ from memoryd.store.sqlite.supersession.supersession import Plan
 from memoryd.store.sqlite.vectors import vector_search, vectors
 from memoryd.store.sqlite.visibility_sql import predicate
 from memoryd.store.visibility import Scope
-
-#: Cosine at or above which a fact counts as a memory the scope already has (all-MiniLM-L6-v2:
-#: paraphrases such as "Likes tea" / "likes tea." score above 0.95; different facts about the
-#: same subject, "likes green tea" / "likes black tea", below).
-NEAR_DUPLICATE_COSINE = 0.95
 
 
 def store_facts(
@@ -138,7 +134,5 @@ def _refresh(db: apsw.Connection, rowid: int, new: NewMemory, now_ms: int) -> st
         (now_ms, float(new.confidence), rowid),
     )
     (memory_id,) = db.execute("SELECT id FROM memories WHERE rowid = ?", (rowid,)).fetchone()
-    provenance = new.provenance
-    detail = {"source": new.source, "message_id": provenance.source_message_id if provenance else None}
-    memories.audit(db, memory_id, "refreshed", new.owner, now_ms, detail)
+    memories.audit(db, memory_id, "refreshed", new.owner, now_ms, refresh_detail(new))
     return str(memory_id)

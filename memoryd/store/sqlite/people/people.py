@@ -9,22 +9,19 @@ Functions take a connection already inside a transaction (see ``db.Database``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import apsw
 import msgspec
 
-from memoryd.ids import new_ulid
-from memoryd.store.people_records import StoredPerson
+from memoryd.store.people_records import PERSON_COLUMNS, StoredPerson, new_person, person_from_row
+from memoryd.store.people_rules import fold_person
 from memoryd.store.records import RECORD_COLUMNS, MemoryRecord, record_from_row
 from memoryd.store.sqlite.memories import memories
 from memoryd.store.sqlite.visibility_sql import predicate
 from memoryd.store.visibility import Scope
 
 _encode = msgspec.json.encode
-_decode = msgspec.json.decode
 
-_COLUMNS = "rowid, id, owner, name, aliases, relationship, created_at_ms, updated_at_ms"
 #: The memories linked to the people whose rowids are bound as a JSON list.  CROSS JOIN pins
 #: the plan to "the people's links, then each memory by rowid"; left alone, the planner walks
 #: the whole scope in id order (20 ms in a 100k scope).
@@ -34,15 +31,10 @@ _LINKED_MEMORIES = (
 )
 
 
-def _person(row: tuple[Any, ...]) -> StoredPerson:
-    rowid, id_, owner, name, aliases, relationship, created, updated = row
-    return StoredPerson(int(rowid), id_, owner, name, list(_decode(aliases)), relationship, created, updated)
-
-
 def people_of(db: apsw.Connection, owner: str) -> list[StoredPerson]:
     """The owner's people, oldest first (a stable order for resolution ties)."""
-    rows = db.execute(f"SELECT {_COLUMNS} FROM people WHERE owner = ? ORDER BY rowid", (owner,))
-    return [_person(row) for row in rows]
+    rows = db.execute(f"SELECT {PERSON_COLUMNS} FROM people WHERE owner = ? ORDER BY rowid", (owner,))
+    return [person_from_row(row) for row in rows]
 
 
 def _seen_through(scope: Scope, now_ms: int) -> tuple[str, tuple[object, ...]]:
@@ -68,9 +60,10 @@ def visible_people(db: apsw.Connection, scope: Scope, now_ms: int) -> list[Store
     """The caller's people that ``scope`` may know of (:func:`_seen_through`), oldest first."""
     seen_sql, seen_params = _seen_through(scope, now_ms)
     rows = db.execute(
-        f"SELECT {_COLUMNS} FROM people WHERE owner = ? AND {seen_sql} ORDER BY rowid", (scope.user_id, *seen_params)
+        f"SELECT {PERSON_COLUMNS} FROM people WHERE owner = ? AND {seen_sql} ORDER BY rowid",
+        (scope.user_id, *seen_params),
     )
-    return [_person(row) for row in rows]
+    return [person_from_row(row) for row in rows]
 
 
 def visible_rowids(db: apsw.Connection, scope: Scope, person_rowids: Sequence[int], now_ms: int) -> set[int]:
@@ -87,8 +80,8 @@ def visible_rowids(db: apsw.Connection, scope: Scope, person_rowids: Sequence[in
 
 
 def by_id(db: apsw.Connection, owner: str, person_id: str) -> StoredPerson | None:
-    row = db.execute(f"SELECT {_COLUMNS} FROM people WHERE owner = ? AND id = ?", (owner, person_id)).fetchone()
-    return None if row is None else _person(row)
+    row = db.execute(f"SELECT {PERSON_COLUMNS} FROM people WHERE owner = ? AND id = ?", (owner, person_id)).fetchone()
+    return None if row is None else person_from_row(row)
 
 
 def create(
@@ -100,9 +93,7 @@ def create(
     relationship: str | None = None,
     aliases: Sequence[str] = (),
 ) -> StoredPerson:
-    person = StoredPerson(0, new_ulid(now_ms), owner, " ".join(name.split()), [], relationship, now_ms, now_ms)
-    for alias in aliases:
-        person.add_alias(alias)
+    person = new_person(owner, name, now_ms, relationship=relationship, aliases=aliases)
     insert(db, person)
     return person
 
@@ -143,9 +134,7 @@ def merge(db: apsw.Connection, source: StoredPerson, target: StoredPerson, now_m
         "SELECT ?, memory_rowid FROM memory_people WHERE person_rowid = ?",
         (target.rowid, source.rowid),
     )
-    for alias in (source.name, *source.aliases):
-        target.add_alias(alias)
-    target.relationship = target.relationship or source.relationship
+    fold_person(source, target)
     delete(db, source)
     save(db, target, now_ms)
     return target

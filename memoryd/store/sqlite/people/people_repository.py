@@ -8,15 +8,16 @@ A lookup that finds nobody answers None; the service turns that into its error.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import apsw
 import msgspec
 
-from memoryd.ids import is_id_prefix
-from memoryd.knowledge import normalise_name, resolve_person
 from memoryd.store.erasure_log import ErasureLog
-from memoryd.store.people_records import AliasTaken, Forgotten, Merge, SummaryMaterial
+from memoryd.store.people_learning import learn_each
+from memoryd.store.people_records import Forgotten, Merge, SummaryMaterial
+from memoryd.store.people_rules import check_alias_free, find_person
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.admin import erasure
 from memoryd.store.sqlite.db.database import Database
@@ -31,14 +32,16 @@ from memoryd.store.visibility import Scope
 def find(db: apsw.Connection, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | None:
     """The caller's person named by ``phrase`` (a person id, a name, an alias, a relationship)
     among those ``scope`` may know of (``people.visible_people``)."""
-    known = people.visible_people(db, scope, now_ms)
-    wanted = phrase.strip()
-    if is_id_prefix(wanted.upper()):
-        for person in known:
-            if person.id == wanted.upper():
-                return person
-    found = resolve_person(wanted, [p.known() for p in known])
-    return None if found is None else next(p for p in known if p.id == found.key)
+    return find_person(people.visible_people(db, scope, now_ms), phrase)
+
+
+def _rowids(db: apsw.Connection, memory_ids: Sequence[str]) -> dict[str, int]:
+    """memory id -> rowid, for those of ``memory_ids`` that exist."""
+    rows = db.execute(
+        "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+        (msgspec.json.encode(list(memory_ids)).decode(),),
+    )
+    return {memory_id: int(rowid) for memory_id, rowid in rows}
 
 
 class PeopleRepository:
@@ -62,20 +65,17 @@ class PeopleRepository:
         now = self._clock()
 
         def run(db: apsw.Connection) -> Learned:
-            row = db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
-            if row is None:  # deleted between the add and this call: nothing to link
-                return Learned([], False)
-            return people_learning.learn(
-                db,
+            learned = learn_each(
+                functools.partial(people_learning.learn, db),
+                _rowids(db, [memory_id]),
+                [(memory_id, content, subjects)],
                 owner=owner,
-                memory_rowid=int(row[0]),
-                content=content,
-                subjects=subjects,
                 owner_names=owner_names,
                 now_ms=now,
                 max_people=max_people,
                 seen_by=seen_by,
             )
+            return learned[0]
 
         return await self._db.write(run)
 
@@ -87,23 +87,9 @@ class PeopleRepository:
         now = self._clock()
 
         def run(db: apsw.Connection) -> int:
-            rowids = dict(
-                db.execute(
-                    "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
-                    (msgspec.json.encode([m[0] for m in memories_of]).decode(),),
-                ).fetchall()
-            )
-            for memory_id, content, subjects in memories_of:
-                people_learning.learn(
-                    db,
-                    owner=owner,
-                    memory_rowid=int(rowids[memory_id]),
-                    content=content,
-                    subjects=subjects,
-                    owner_names=owner_names,
-                    now_ms=now,
-                )
-            return len(memories_of)
+            learn = functools.partial(people_learning.learn, db)
+            rowids = _rowids(db, [m[0] for m in memories_of])
+            return len(learn_each(learn, rowids, memories_of, owner=owner, owner_names=owner_names, now_ms=now))
 
         return self._db.write_sync(run)
 
@@ -167,12 +153,7 @@ class PeopleRepository:
             if person is None:
                 return None
             holder = find(db, scope, alias, now)
-            if (
-                holder is not None
-                and holder.id != person.id
-                and normalise_name(alias) in {normalise_name(n) for n in (holder.name, *holder.aliases)}
-            ):
-                raise AliasTaken(holder.id)
+            check_alias_free(person, holder, alias)
             if person.add_alias(alias):
                 people.save(db, person, now)
             return person
