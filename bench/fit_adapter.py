@@ -42,7 +42,8 @@ conversation held out; the stores of bench/retrieval.py --keep and bench/relevan
 the best adapted cosine among a question's candidates as a column of the query model, and also
 each candidate's adapted cosine as a column of the memory model.  The adapter (rank and penalty
 ``--rank``, ``--penalty``) is fitted in each fold on the training personas and the five other
-personas, or once on the training personas alone (``--adapter-train-only``); relevance's models
+personas, or once on the training personas alone (``--adapter-train-only``, rank and penalty chosen by the inner cross-validation
+as above); relevance's models
 are fitted and the context threshold chosen on the fold's fitted personas and conversations.  It
 prints the held-out context trade-off, each persona at its own fold's threshold, and search's
 top-1 and LoCoMo figures with the shipped gate and floor (the order is the ranking model's, as
@@ -556,7 +557,13 @@ def relevance_folds(args: argparse.Namespace, embed: Embedder, train: list[Perso
     personas = list(dict.fromkeys(c.group for c in facts))
     users = list(dict.fromkeys(c.group for c in talks))
     # --adapter-train-only: one adapter, fitted on the training personas alone, for every fold
-    train_only = fit(train, args.rank, args.penalty) if args.adapter_train_only else None
+    # (its rank and penalty chosen as the train-only evaluation chooses them)
+    train_only = None
+    if args.adapter_train_only:
+        log: list[str] = []
+        chosen = fit_chosen(train, log)
+        train_only = chosen.adapter
+        print(f"adapter fitted on the training personas: rank {chosen.rank or 'full'}, penalty {chosen.penalty}")
     variants = ("shipped features", "+ best adapted cosine (query model)", "+ adapted cosine (both models)")
     held: dict[str, dict[int, Matrix]] = {v: {} for v in variants}
     thresholds: dict[str, dict[str, float]] = {v: {} for v in variants}
