@@ -34,7 +34,7 @@ cosine (a question gets the first five memories at or above it) chosen for at mo
 unanswerable questions injected or for the fact in the context of at least 95 % of the answerable
 ones, with and without the answer-kind check.  ``--locomo`` also ranks LoCoMo dev's turns by the
 cosine alone, plain and adapted (recall@10, session_any@10, MRR).  ``--save`` writes the
-adapter of the train-only evaluation (``u``, ``v`` and their product ``matrix``, float32).
+adapter of the train-only evaluation (``u`` and ``v``, or ``full``, float32).
 
 ``--relevance`` instead measures the adapted cosine as one more feature of relevance
 (memoryd/store/relevance.py), with the folds of bench/fit_relevance.py (one persona and one LoCoMo
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -68,12 +69,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import compare_embedders as ce  # noqa: E402
 import fact_set  # noqa: E402
+import fit_alignment as fa  # noqa: E402
+import fit_relevance as fr  # noqa: E402
 import locomo  # noqa: E402
 from retrieval import default_data  # noqa: E402
 
 from memoryd.embed.local import BUNDLED_SHA256, bundled_model_path  # noqa: E402
 from memoryd.embed.query_form import embedded_form  # noqa: E402
 from memoryd.embed.sentence_model import SentenceModel  # noqa: E402
+from memoryd.store import relevance  # noqa: E402
+from memoryd.store.sqlite.db.connection import open_connection  # noqa: E402
 
 Matrix = npt.NDArray[np.float64]
 TRAIN = Path(__file__).resolve().parent / "data" / "relevance_train"
@@ -321,7 +326,7 @@ def check_gradient() -> None:
                 value[index] = old - 1e-6
                 down, _ = loss_and_gradient(params, personas, 0.1)
                 value[index] = old
-                worst = max(worst, abs((up - down) / 2e-6 - grads[k][index]))
+                worst = max(worst, abs((up - down) / 2e-6 - float(grads[k][index])))
         print(f"rank {rank or 'full'}: largest gradient error {worst:.2e}")
 
 
@@ -487,16 +492,12 @@ class Extended:
     best adapted cosine among the candidates as one more column, and (``memory``) the memory
     model reads each candidate's adapted cosine."""
 
-    base: object  # relevance.Weights
+    base: relevance.Weights
     query: Matrix
     memory: Matrix | None
 
 
-def fit_extended(sets: list, adapted: dict[int, Matrix], memory: bool) -> Extended:  # type: ignore[type-arg]
-    import fit_relevance as fr
-
-    from memoryd.store import relevance
-
+def fit_extended(sets: list[fr.Candidates], adapted: dict[int, Matrix], memory: bool) -> Extended:
     base = fr.fit(sets)
     rows = [(c, relevance.memory_features(c.matrix[c.has_vector])) for c in sets if c.has_vector.any()]
     x = np.array([np.r_[relevance.query_features(m), adapted[id(c)][c.has_vector].max()] for c, m in rows])
@@ -514,15 +515,11 @@ def fit_extended(sets: list, adapted: dict[int, Matrix], memory: bool) -> Extend
     return Extended(base, query, memory_weights)
 
 
-def predict_extended(c: object, model: Extended, adapted: Matrix) -> Matrix:
-    import fit_relevance as fr
-
-    from memoryd.store import relevance
-
-    if not c.has_vector.all():  # type: ignore[attr-defined]
-        return fr.predict(c, model.base)  # type: ignore[arg-type]
-    _, memory, _ = model.base.arrays  # type: ignore[attr-defined]
-    x = relevance.memory_features(c.matrix)  # type: ignore[attr-defined]
+def predict_extended(c: fr.Candidates, model: Extended, adapted: Matrix) -> Matrix:
+    if not c.has_vector.all():
+        return fr.predict(c, model.base)
+    _, memory, _ = model.base.arrays
+    x = relevance.memory_features(c.matrix)
     q = np.r_[relevance.query_features(x), adapted.max()]
     answered = 1.0 / (1.0 + np.exp(-(q @ model.query[:-1] + model.query[-1])))
     if model.memory is not None:
@@ -538,16 +535,11 @@ def relevance_folds(args: argparse.Namespace, embed: Embedder, train: list[Perso
     the adapter fitted on the training personas and the other five (rank and penalty fixed to
     ``--rank``/``--penalty``), relevance's models fitted with and without the adapted cosine on
     the rest, the context threshold chosen on the fitted personas; figures of the held-out ones."""
-    import fit_alignment as fa
-    import fit_relevance as fr
-
-    from memoryd.store import relevance
-
     conversations = locomo.load(args.data)
     facts = [c for c in fr.collect_facts(args.facts, embed.model) if c.group != fact_set.PARAPHRASE_NAME]
     talks = fr.collect_locomo(args.db, conversations, embed.model)
-    labels: dict[str, list[str]] = __import__("json").loads((args.db / "labels.json").read_text())
-    db = __import__("apsw").Connection(str(args.db / "memoryd.db"), flags=1)
+    labels: dict[str, list[str]] = json.loads((args.db / "labels.json").read_text())
+    db = open_connection(args.db / "memoryd.db", busy_timeout_ms=5000, readonly=True)
     labels_of = {rowid: labels.get(mid, []) for rowid, mid in db.execute("SELECT rowid, id FROM memories")}
     db.close()
     everything = facts + talks
@@ -577,17 +569,19 @@ def relevance_folds(args: argparse.Namespace, embed: Embedder, train: list[Perso
         fitting = [c for c in facts if c.group != persona] + [c for c in talks if c.group != user]
         fitted_facts = [c for c in facts if c.group != persona]
         mine = [c for c in everything if c.group in (persona, user)]
-        models: dict[str, object] = {
+        models: dict[str, relevance.Weights | Extended] = {
             variants[0]: fr.fit(fitting),
             variants[1]: fit_extended(fitting, adapted, memory=False),
             variants[2]: fit_extended(fitting, adapted, memory=True),
         }
         for name, model in models.items():
 
-            def predict(c: object, model: object = model, adapted: dict[int, Matrix] = adapted) -> Matrix:
+            def predict(
+                c: fr.Candidates, model: relevance.Weights | Extended = model, adapted: dict[int, Matrix] = adapted
+            ) -> Matrix:
                 if isinstance(model, Extended):
                     return predict_extended(c, model, adapted[id(c)])
-                return fr.predict(c, model)  # type: ignore[arg-type]
+                return fr.predict(c, model)
 
             thresholds[name][persona] = fr.choose_context(fitted_facts, [predict(c) for c in fitted_facts])
             for c in mine:
@@ -715,10 +709,11 @@ def main() -> None:
     if args.save:
         # The adapter of the train-only evaluation: relevance refitted on the evaluation personas
         # then reads adapted cosines of questions the adapter never saw, as a new user's would be.
-        arrays = {"matrix": fitted.adapter.matrix().astype(np.float32)}
-        if fitted.adapter.u is not None and fitted.adapter.v is not None:
-            arrays |= {"u": fitted.adapter.u.astype(np.float32), "v": fitted.adapter.v.astype(np.float32)}
-        np.savez(args.save, **arrays)
+        a = fitted.adapter
+        if a.u is not None and a.v is not None:
+            np.savez(args.save, u=a.u.astype(np.float32), v=a.v.astype(np.float32))
+        else:
+            np.savez(args.save, full=a.matrix().astype(np.float32))
         print(f"wrote {args.save}: rank {fitted.rank or 'full'}, penalty {fitted.penalty}")
     print(f"{time.perf_counter() - started:.0f} s")
 
