@@ -637,6 +637,8 @@ def main() -> None:
     parser.add_argument("--rank", type=int, default=16, help="with --relevance: the adapter's rank (0: full)")
     parser.add_argument("--penalty", type=float, default=0.001, help="with --relevance: the adapter's penalty")
     args = parser.parse_args()
+    if args.relevance and (args.db is None or args.facts is None):
+        parser.error("--relevance needs --db and --facts")
     if args.check:
         check_gradient()
         return
