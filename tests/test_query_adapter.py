@@ -17,10 +17,10 @@ def unit_vector(seed: int, dim: int = query_adapter.DIM) -> np.ndarray:
 
 
 def test_the_shipped_file_loads_with_its_digest_and_shapes() -> None:
-    found = query_adapter.matrices()
+    found = query_adapter.matrix()
     assert found is not None
-    u, v = found
-    assert u.shape == v.shape and u.shape[0] == query_adapter.DIM and u.dtype == np.float32
+    assert found.shape == (query_adapter.DIM, query_adapter.DIM) and found.dtype == np.float32
+    assert float(np.abs(found).max()) > 0  # a map, not the identity
 
 
 def test_the_adapted_query_is_a_moved_unit_vector_for_the_local_model_only() -> None:
@@ -37,16 +37,20 @@ def test_a_file_that_is_not_the_shipped_one_is_not_read(tmp_path: Path, caplog: 
     forged = tmp_path / "query_adapter.npz"
     np.savez(forged, u=np.zeros((384, 64), np.float32), v=np.zeros((384, 64), np.float32))
     with caplog.at_level(logging.WARNING, logger="memoryd.store"):
-        assert query_adapter.matrices(forged) is None
-        assert query_adapter.matrices(tmp_path / "missing.npz") is None
+        assert query_adapter.matrix(forged) is None
+        assert query_adapter.matrix(tmp_path / "missing.npz") is None
     assert "sha256 differs" in caplog.text and "cannot read" in caplog.text
-    assert query_adapter.matrices(forged, query_adapter.sha256_of(forged)) is not None  # right digest, read
+    assert query_adapter.matrix(forged, query_adapter.sha256_of(forged)) is not None  # right digest, read
 
 
 def test_a_file_of_the_wrong_shape_is_not_read(tmp_path: Path) -> None:
     wrong = tmp_path / "query_adapter.npz"
     np.savez(wrong, u=np.zeros((128, 64), np.float32), v=np.zeros((128, 64), np.float32))
-    assert query_adapter.matrices(wrong, query_adapter.sha256_of(wrong)) is None
+    assert query_adapter.matrix(wrong, query_adapter.sha256_of(wrong)) is None
+    np.savez(wrong, full=np.zeros((384, 128), np.float32))
+    assert query_adapter.matrix(wrong, query_adapter.sha256_of(wrong)) is None
+    np.savez(wrong, full=np.zeros((384, 384), np.float32))  # a full matrix is read as it is
+    assert query_adapter.matrix(wrong, query_adapter.sha256_of(wrong)) is not None
 
 
 def test_relevance_reads_the_adapted_cosine_with_the_shipped_weights_and_falls_back_without() -> None:

@@ -97,11 +97,11 @@ class Weights:
 #: Fitted by bench/fit_relevance.py on everything, with the adapted cosine (its held-out figures
 #: are in docs/relevance.md): for the local model's vectors.
 SHIPPED = Weights(
-    query={"best_cosine": 26.85, "best_standout": -5.65, "best_ranker": 0.19, "best_coverage": -2.26,
-           "best_adapted": 0.0, "intercept": -7.26},
+    query={"best_cosine": 18.36, "best_standout": -5.5, "best_ranker": 0.13, "best_coverage": -1.93,
+           "best_adapted": 17.44, "intercept": -8.49},
     memory={
-        "cosine": 9.67, "standout": 18.58, "ranker": 0.95, "coverage": -1.08, "cosine_above": -18.25,
-        "adapted": 0.0, "intercept": -6.47,
+        "cosine": 7.92, "standout": 17.57, "ranker": 0.96, "coverage": -1.17, "cosine_above": -17.68,
+        "adapted": 3.28, "intercept": -6.63,
     },
     words={"ranker": 0.35, "coverage": 2.27, "intercept": -4.31},
 )  # fmt: skip

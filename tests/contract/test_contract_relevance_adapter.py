@@ -56,7 +56,7 @@ def backend_name(request: pytest.FixtureRequest) -> str:
 async def test_the_local_models_store_reads_the_adapted_cosine_and_another_embedders_gets_the_fallback(
     backend_name: str, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert query_adapter.matrices() is not None  # the shipped file loads
+    assert query_adapter.matrix() is not None  # the shipped file loads
     local = await relevances(backend_name, tmp_path, clock, query_adapter.MODEL_ID)
     other = await relevances(backend_name, tmp_path, clock, "ollama:nomic-embed-text")
     # The adapted cosine changes relevance where it applies...

@@ -66,14 +66,12 @@ def around_statement(
         "FROM memory_vectors AS v WHERE v.scope_key = h.scope_key "
         f"AND v.rowid = h.rowid AND v.generation = {int(generation)}"
     )
-    if adapted is None:
-        second, second_params = "NULL", ()
-    else:
-        second, second_params = f"CASE WHEN {wanted_row} THEN (SELECT v.embedding <=> %s {vector}) END", (adapted,)
+    first = f"CASE WHEN {wanted_row} THEN (SELECT v.embedding <=> %s {vector}) END"
+    second = "NULL" if adapted is None else first
+    queries = (unit,) if adapted is None else (unit, adapted)
     return (
-        "SELECT h.centre, h.rowid, h.content, h.subjects, h.created_at_ms, "
-        f"CASE WHEN {wanted_row} THEN (SELECT v.embedding <=> %s {vector}) END, {second} FROM ({sql}) AS h",
-        (unit, *second_params, *params),
+        f"SELECT h.centre, h.rowid, h.content, h.subjects, h.created_at_ms, {first}, {second} FROM ({sql}) AS h",
+        (*queries, *params),
     )
 
 
