@@ -498,7 +498,7 @@ class Extended:
 
 
 def fit_extended(sets: list[fr.Candidates], adapted: dict[int, Matrix], memory: bool) -> Extended:
-    base = fr.fit(sets)
+    base = fr.fit(sets, adapter=False)
     rows = [(c, relevance.memory_features(c.matrix[c.has_vector])) for c in sets if c.has_vector.any()]
     x = np.array([np.r_[relevance.query_features(m), adapted[id(c)][c.has_vector].max()] for c, m in rows])
     y = np.array([1.0 if c.answerable else 0.0 for c, _ in rows])
@@ -570,7 +570,7 @@ def relevance_folds(args: argparse.Namespace, embed: Embedder, train: list[Perso
         fitted_facts = [c for c in facts if c.group != persona]
         mine = [c for c in everything if c.group in (persona, user)]
         models: dict[str, relevance.Weights | Extended] = {
-            variants[0]: fr.fit(fitting),
+            variants[0]: fr.fit(fitting, adapter=False),
             variants[1]: fit_extended(fitting, adapted, memory=False),
             variants[2]: fit_extended(fitting, adapted, memory=True),
         }

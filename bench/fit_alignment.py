@@ -194,7 +194,7 @@ class Aligned:
 def fit_with(sets: list[fr.Candidates], extra: dict[int, np.ndarray]) -> tuple[relevance.Weights, np.ndarray]:
     """relevance's three models as fit_relevance.fit fits them, and a query model whose
     columns are relevance's plus ``extra`` (per question)."""
-    base = fr.fit(sets)
+    base = fr.fit(sets, adapter=False)
     rows = [(c, relevance.memory_features(c.matrix[c.has_vector])) for c in sets if c.has_vector.any()]
     x = np.array([np.concatenate([relevance.query_features(m), extra[id(c)]]) for c, m in rows])
     y = np.array([1.0 if c.answerable else 0.0 for c, _ in rows])
@@ -311,7 +311,7 @@ def main() -> None:
             train = [c for c in facts if c.group != persona] + [c for c in talks if c.group != user]
             fitted = [c for c in facts if c.group != persona]
             mine = [c for c in facts if c.group == persona]
-            base = fr.fit(train)
+            base = fr.fit(train, adapter=False)
             fitted_p = [fr.predict(c, base) for c in fitted]
             context = fr.choose_context(fitted, fitted_p)
             contexts.append(context)

@@ -14,7 +14,14 @@ threshold is chosen on the fitted personas (the best share of answerable questio
 is injected minus the share of unanswerable ones with anything injected) and search's gate
 and floor on the fitted personas and conversations (:func:`choose_search`), and everything is
 scored on the held-out persona and conversation.  Last, the weights fitted on everything, to ship; the thresholds to ship are the
-medians of the six folds' choices (the context threshold rounded to 0.05).  Nothing here reads a name, word or question of either set.
+medians of the six folds' choices (the context threshold rounded to 0.05).
+
+The stores hold the local model's vectors, so the search gives each candidate its adapted cosine
+(store/query_adapter.py, the shipped adapter, fitted by bench/fit_adapter.py on
+bench/data/relevance_train/ only, never on these sets): the models fitted are relevance.SHIPPED's,
+with the best adapted cosine in the query model and each candidate's in the memory model; then,
+on everything, relevance.FALLBACK's without them (for other embedders' vectors).
+``--no-adapter`` fits and scores FALLBACK's models in the folds instead.  Nothing here reads a name, word or question of either set.
 """
 
 from __future__ import annotations
@@ -76,6 +83,9 @@ class Candidates:
     question: locomo.Question | None = None
     text: str = ""  # what was asked
     contents: list[str] = field(default_factory=list)  # each candidate's text, as rowids
+    # Each candidate's adapted cosine (store/query_adapter.py, as the search read it; 0 without a
+    # vector), or None when the store's vectors have no adapter.
+    adapted: np.ndarray | None = None
 
 
 def _embed(model: SentenceModel, texts: list[str]) -> np.ndarray:
@@ -109,8 +119,11 @@ def _make(
 ) -> Candidates:
     has_vector = np.array([rowid in found.cosines for rowid in found.rowids], dtype=bool)
     label = np.array([1.0 if rowid in answers else 0.0 for rowid in found.rowids])
+    adapted = None
+    if found.adapted is not None:
+        adapted = np.array([found.adapted.get(r, found.cosines.get(r, 0.0)) for r in found.rowids])
     return Candidates(group, answerable, unrelated, found.rowids, found.features, has_vector, label, _ranked(found, text),
-                      found.created_at_ms, question)  # fmt: skip
+                      found.created_at_ms, question, adapted=adapted)  # fmt: skip
 
 
 def collect_facts(folder: Path, model: SentenceModel) -> list[Candidates]:
@@ -176,8 +189,9 @@ def _words_matrix(c: Candidates) -> np.ndarray:
     return matrix
 
 
-def fit(sets: list[Candidates]) -> relevance.Weights:
-    """The three models of relevance.py.  The query model: labels 1 for a question something
+def fit(sets: list[Candidates], adapter: bool = True) -> relevance.Weights:
+    """The three models of relevance.py (with ``adapter``, those of relevance.SHIPPED, reading the
+    adapted cosine the search gave each candidate; without, those of relevance.FALLBACK).  The query model: labels 1 for a question something
     stored answers (every LoCoMo question, weighted QUESTION_WEIGHT), 0 for the rest.  The
     memory model: over the candidates with a vector of answerable questions only (it estimates
     the chance given that something answers).  The words-only model: every candidate, read
@@ -186,7 +200,14 @@ def fit(sets: list[Candidates]) -> relevance.Weights:
     def is_talk(c: Candidates) -> bool:
         return c.question is not None
 
-    with_vector = [(c, relevance.memory_features(c.matrix[c.has_vector])) for c in sets if c.has_vector.any()]
+    def columns(c: Candidates) -> np.ndarray:
+        if not adapter:
+            return relevance.memory_features(c.matrix[c.has_vector])
+        if c.adapted is None:
+            raise SystemExit("the store's vectors have no query adapter: its relevance is relevance.FALLBACK")
+        return relevance.memory_features(c.matrix[c.has_vector], c.adapted[c.has_vector])
+
+    with_vector = [(c, columns(c)) for c in sets if c.has_vector.any()]
     query = _fit(
         np.array([relevance.query_features(x) for _, x in with_vector]),
         np.array([1.0 if c.answerable else 0.0 for c, _ in with_vector]),
@@ -203,7 +224,7 @@ def fit(sets: list[Candidates]) -> relevance.Weights:
         np.concatenate([c.label for c in sets]),
         np.concatenate([np.full(len(c.rowids), LOCOMO_WEIGHT if is_talk(c) else 1.0) for c in sets]),
     )
-    shipped = relevance.SHIPPED
+    shipped = relevance.SHIPPED if adapter else relevance.FALLBACK
 
     def named(names: Mapping[str, float], values: np.ndarray) -> dict[str, float]:
         return {name: round(float(v), 2) for name, v in zip(names, values, strict=True)}
@@ -212,7 +233,8 @@ def fit(sets: list[Candidates]) -> relevance.Weights:
 
 
 def predict(c: Candidates, weights: relevance.Weights) -> np.ndarray:
-    return relevance.estimate(c.matrix, c.has_vector, weights)
+    adapted = c.adapted if "adapted" in weights.memory else None
+    return relevance.estimate(c.matrix, c.has_vector, weights, adapted)
 
 
 def shown(c: Candidates, p: np.ndarray, floor: float, limit: int, gate: float | None = None) -> list[int]:
@@ -324,7 +346,11 @@ def main() -> None:
     parser.add_argument("--db", type=Path, required=True, help="a directory written by retrieval.py --keep")
     parser.add_argument("--facts", type=Path, required=True, help="a directory written by relevance.py --keep")
     parser.add_argument("--data", type=Path, default=default_data())
+    parser.add_argument(
+        "--no-adapter", action="store_true", help="fit and score relevance.FALLBACK's models (no adapted cosine)"
+    )
     args = parser.parse_args()
+    adapter = not args.no_adapter
     conversations = locomo.load(args.data)
     model = SentenceModel(bundled_model_path(), expected_sha256=BUNDLED_SHA256)
     try:
@@ -353,7 +379,7 @@ def main() -> None:
     for fold, persona in enumerate(personas):
         user = users[fold % len(users)]
         train = [c for c in facts if c.group != persona] + [c for c in talks if c.group != user]
-        vector = fit(train)
+        vector = fit(train, adapter)
         fitted_facts = [c for c in facts if c.group != persona]
         fitted_talks = [c for c in talks if c.group != user]
         context = choose_context(fitted_facts, [predict(c, vector) for c in fitted_facts])
@@ -410,7 +436,7 @@ def main() -> None:
         if mask.any():
             print(f"  [{low}, {high}): {int(mask.sum())} candidates, mean {probabilities[mask].mean():.3f}, "
                   f"observed {observed[mask].mean():.3f}")  # fmt: skip
-    weights = fit(facts + talks)
+    weights = fit(facts + talks, adapter)
     if checks:
         ps = [predict(c, weights) for c in checks]
         kept, free = (top1(checks, ps, f, g) for f, g in ((floor, gate), (0.0, 0.0)))
@@ -420,8 +446,13 @@ def main() -> None:
         print(f"\nthe tests' paraphrase set (never fitted), weights fitted on everything: search top-1 {kept:.3f} "
               f"with the shipped gate and floor, {free:.3f} with none; lowest best relevance of a question {low:.4f}; "
               f"fact in context {injected[0]:.3f} ({injected[1]:.3f} without the answer-kind check)")  # fmt: skip
-    print("\nweights fitted on everything (relevance.SHIPPED):")
+    print(f"\nweights fitted on everything (relevance.{'SHIPPED' if adapter else 'FALLBACK'}):")
     print(f"query={weights.query}\nmemory={weights.memory}\nwords={weights.words}")
+    if not adapter:
+        return
+    fallback = fit(facts + talks, adapter=False)
+    print("\nthe same without the adapted cosine (relevance.FALLBACK, for vectors the adapter does not apply to):")
+    print(f"query={fallback.query}\nmemory={fallback.memory}\nwords={fallback.words}")
 
 
 if __name__ == "__main__":

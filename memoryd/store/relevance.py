@@ -24,6 +24,12 @@ candidate with a vector:
   answer to a question is often a turn that shares nothing with it, found by its neighbour);
 - ``coverage``: the memory's own share of the query's terms, as the ranker reads it.
 
+With the local model's vectors (query_adapter.py), both models also read the *adapted cosine*:
+the cosine of the stored vector with the query moved by the learned query adapter, fitted to tell
+"answers it" from "on the same topic".  The query model reads the best of them (``best_adapted``),
+the memory model each candidate's (``adapted``).  Another embedder's vectors have no adapter: their
+relevance runs on FALLBACK, the same models without these two columns.
+
 A candidate without a vector (keyword-only search, a memory not embedded yet) gets a third,
 one-step model over ``ranker`` (computed with a cosine of 0) and its plain ``coverage``.
 
@@ -88,8 +94,21 @@ class Weights:
         return query, memory, words
 
 
-#: Fitted by bench/fit_relevance.py on everything (its held-out figures are in docs/relevance.md).
+#: Fitted by bench/fit_relevance.py on everything, with the adapted cosine (its held-out figures
+#: are in docs/relevance.md): for the local model's vectors.
 SHIPPED = Weights(
+    query={"best_cosine": 18.36, "best_standout": -5.5, "best_ranker": 0.13, "best_coverage": -1.93,
+           "best_adapted": 17.44, "intercept": -8.49},
+    memory={
+        "cosine": 7.92, "standout": 17.57, "ranker": 0.96, "coverage": -1.17, "cosine_above": -17.68,
+        "adapted": 3.28, "intercept": -6.63,
+    },
+    words={"ranker": 0.35, "coverage": 2.27, "intercept": -4.31},
+)  # fmt: skip
+
+#: Fitted the same way without the adapted cosine: for vectors the adapter does not apply to
+#: (another embedder, another dimension).
+FALLBACK = Weights(
     query={"best_cosine": 26.85, "best_standout": -5.65, "best_ranker": 0.19, "best_coverage": -2.26, "intercept": -7.26},
     memory={
         "cosine": 9.67, "standout": 18.58, "ranker": 0.95, "coverage": -1.08, "cosine_above": -18.25,
@@ -109,23 +128,30 @@ def standout(cosines: Array) -> Array:
     return difference
 
 
-def memory_features(matrix: Array) -> Array:
+def memory_features(matrix: Array, adapted: Array | None = None) -> Array:
     """The columns of Weights.memory (intercept excluded), for ranking.FEATURES rows that all
-    have a vector."""
+    have a vector; with ``adapted`` (each row's adapted cosine) the column of SHIPPED, without
+    it those of FALLBACK."""
     cosine = matrix[:, 0]
-    out = np.empty((len(matrix), 5))
+    out = np.empty((len(matrix), 5 if adapted is None else 6))
     out[:, 0] = cosine
     out[:, 1] = standout(cosine)
     out[:, 2] = ranking.linear(matrix)
     out[:, 3] = matrix[:, 1]
     out[:, 4] = np.maximum(cosine - COSINE_KNEE, 0.0)
+    if adapted is not None:
+        out[:, 5] = adapted
     return out
 
 
 def query_features(memory: Array) -> Array:
-    """The columns of Weights.query (intercept excluded), from the candidates' memory_features."""
-    best: Array = memory[:, :4].max(axis=0)
+    """The columns of Weights.query (intercept excluded), from the candidates' memory_features:
+    the best of each but ``cosine_above`` (the best cosine says it)."""
+    best: Array = memory[:, _QUERY_COLUMNS[: memory.shape[1] - 1]].max(axis=0)
     return best
+
+
+_QUERY_COLUMNS = [0, 1, 2, 3, 5]
 
 
 def words_features(matrix: Array) -> Array:
@@ -134,19 +160,25 @@ def words_features(matrix: Array) -> Array:
     return np.column_stack((ranking.linear(matrix), matrix[:, 1]))
 
 
-def estimate(matrix: Array, has_vector: npt.NDArray[np.bool_], weights: Weights = SHIPPED) -> Array:
+def estimate(
+    matrix: Array, has_vector: npt.NDArray[np.bool_], weights: Weights | None = None, adapted: Array | None = None
+) -> Array:
     """Relevance in 0..1 per row of ranking.FEATURES (``has_vector``: whether the row's
-    cosine is known)."""
+    cosine is known; ``adapted``: each row's adapted cosine, where it has a vector, when the
+    query adapter applies).  ``weights`` by default SHIPPED with ``adapted``, else FALLBACK."""
+    if weights is None:
+        weights = FALLBACK if adapted is None else SHIPPED
     query, memory, words = weights.arrays
     vectors = int(has_vector.sum())
     if not len(matrix):
         return np.empty(0)
     if vectors == len(matrix):  # the usual case: every candidate has a vector
-        x = memory_features(matrix)
+        x = memory_features(matrix, adapted)
         return _with_vector(x, query, memory)
     out = np.empty(len(matrix))
     if vectors:
-        out[has_vector] = _with_vector(memory_features(matrix[has_vector]), query, memory)
+        mine = None if adapted is None else adapted[has_vector]
+        out[has_vector] = _with_vector(memory_features(matrix[has_vector], mine), query, memory)
     out[~has_vector] = _logistic(words_features(matrix[~has_vector]) @ words[:-1] + words[-1])
     return out
 
@@ -156,11 +188,18 @@ def _with_vector(x: Array, query: Array, memory: Array) -> Array:
     return answered * _logistic(x @ memory[:-1] + memory[-1])
 
 
-def by_rowid(rowids: list[int], matrix: Array, cosines: Mapping[int, float]) -> dict[int, float]:
+def by_rowid(
+    rowids: list[int], matrix: Array, cosines: Mapping[int, float], adapted: Mapping[int, float] | None = None
+) -> dict[int, float]:
     """Each candidate's relevance from its row of ranking.FEATURES; a candidate is read as
-    having a vector when ``cosines`` holds it (every backend calls this the same way)."""
+    having a vector when ``cosines`` holds it (every backend calls this the same way).
+    ``adapted``: the adapted cosines (query_adapter.py), None where the adapter does not apply;
+    a candidate with a vector but no adapted cosine reads its plain one."""
     has_vector = np.fromiter((rowid in cosines for rowid in rowids), dtype=bool, count=len(rowids))
-    return dict(zip(rowids, estimate(matrix, has_vector).tolist(), strict=True))
+    extra = None
+    if adapted is not None:
+        extra = np.fromiter((adapted.get(r, cosines.get(r, 0.0)) for r in rowids), dtype=np.float64, count=len(rowids))
+    return dict(zip(rowids, estimate(matrix, has_vector, adapted=extra).tolist(), strict=True))
 
 
 def at_least(

@@ -35,7 +35,9 @@ def candidate_depth(limit: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Candidates:
-    """Everything ranked for one query: the candidates, their features, the known cosines."""
+    """Everything ranked for one query: the candidates, their features, the known cosines and,
+    when the query adapter applies to the store's vectors (store/query_adapter.py), each
+    candidate's adapted cosine (None when it does not)."""
 
     rowids: list[int]
     features: npt.NDArray[np.float64]  # one row of ranking.FEATURES per candidate
@@ -43,6 +45,7 @@ class Candidates:
     terms: list[str]
     created_at_ms: dict[int, int]  # of the candidates, for ranking.diversify
     texts: dict[int, str]  # of the candidates, for ranking.search_order
+    adapted: dict[int, float] | None = None  # of the candidates with a vector, for relevance
 
 
 def worth_a_cosine(
@@ -72,7 +75,7 @@ def rank(found: Candidates, text: str, by_people: list[int], min_relevance: floa
     """The candidates in the model's order, the people retriever's list ``by_people`` fused in,
     those below ``min_relevance`` left out; with each candidate's relevance."""
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
-    relevant = relevance.by_rowid(found.rowids, found.features, found.cosines)
+    relevant = relevance.by_rowid(found.rowids, found.features, found.cosines, found.adapted)
     ranked = ranking.search_order(scored, found.cosines, found.terms, found.features, text, found.texts)
     if by_people:
         # The mentioned people's memories have no feature of their own in the model: their

@@ -13,6 +13,7 @@ import numpy.typing as npt
 import psycopg
 import trio
 
+from memoryd.store import query_adapter
 from memoryd.store.people_records import PeopleFocus
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
@@ -104,11 +105,13 @@ class Memories:
                     )
         now = self._clock()
         generation = space.generation if space is not None and unit is not None else None
+        adapted = query_adapter.adapted(unit, space.model) if space is not None and unit is not None else None
 
         def run(conn: Conn) -> builtins.list[SearchHit]:
             return searching.search(
-                conn, scope, query, limit, unit, generation, people_focus, now, min_relevance, self._store.scope_stats
-            )
+                conn, scope, query, limit, unit, generation, people_focus, now, min_relevance,
+                self._store.scope_stats, adapted,
+            )  # fmt: skip
 
         hits = await self._db.run(run, own_transaction=True)
         self._store.hits.note((hit.id for hit in hits), now)

@@ -53,6 +53,7 @@ class SearchQuery:
     now_ms: int
     min_relevance: float
     stats: ScopeStats | None
+    adapted: npt.NDArray[np.float32] | None  # the query moved by store/query_adapter.py
 
 
 def search(
@@ -66,15 +67,18 @@ def search(
     now_ms: int,
     min_relevance: float = 0.0,
     stats: ScopeStats | None = None,
+    adapted: npt.NDArray[np.float32] | None = None,
 ) -> list[SearchHit]:
     """Hybrid search as the SQLite engine ranks it; each hit carries ``relevance``
     (store/relevance.py, from the same ranking features), hits below ``min_relevance`` left out.
 
     With ``unit``, the vectors of ``generation`` are searched when it is still the store's (else
-    keyword results only).  ``stats``: what earlier searches learned of the scope keys."""
+    keyword results only).  ``stats``: what earlier searches learned of the scope keys.
+    ``adapted``: the query moved by the query adapter, when it applies to the store's vectors
+    (relevance then reads each candidate's cosine with it too, from the same statement)."""
     if limit < 1:
         return []
-    query = SearchQuery(text, limit, unit, generation, focus, now_ms, min_relevance, stats)
+    query = SearchQuery(text, limit, unit, generation, focus, now_ms, min_relevance, stats, adapted)
     # On a connection in autocommit mode (``Database.run_sync(..., own_transaction=True)``) the
     # search is its own transaction, BEGIN sent with the first statements, COMMIT with the last.
     own = conn.autocommit
@@ -187,7 +191,7 @@ def _candidates(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str], 
     cosines = dict(retrieved.nearest)
     by_vector = [rowid for rowid, _ in retrieved.nearest[:depth]]
     found = list(dict.fromkeys([*retrieved.by_words, *by_vector, *retrieved.by_people]))
-    hood, hood_cosines = Neighbourhood(centres=set()), dict[int, float]()
+    hood, hood_cosines, hood_adapted = Neighbourhood(centres=set()), dict[int, float](), dict[int, float]()
     if found:
         statement = neighbours.around_statement(
             scope,
@@ -196,8 +200,9 @@ def _candidates(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str], 
             query.now_ms,
             query.unit if semantic else None,
             query.generation if semantic else None,
+            query.adapted if semantic else None,
         )
-        hood, hood_cosines = neighbours.neighbourhood(found, conn.execute(*statement).fetchall())
+        hood, hood_cosines, hood_adapted = neighbours.neighbourhood(found, conn.execute(*statement).fetchall())
     pool = [rowid for rowid in found if rowid in hood.rows]
     known = set(pool)
     adjacent = list(
@@ -217,4 +222,11 @@ def _candidates(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str], 
     rowids = pool + joining
     created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
     texts = {rowid: hood.rows[rowid].text for rowid in rowids}
-    return Candidates(rowids, features, cosines, terms, created, texts)
+    # Every candidate with a vector is a centre or a first neighbour: the statement read its
+    # adapted cosine beside its plain one.
+    adapted = (
+        {r: hood_adapted[r] for r in rowids if r in cosines and r in hood_adapted}
+        if semantic and query.adapted is not None
+        else None
+    )
+    return Candidates(rowids, features, cosines, terms, created, texts, adapted)

@@ -36,6 +36,7 @@ def around_statement(
     now_ms: int,
     unit: npt.NDArray[np.float32] | None,
     generation: int | None,
+    adapted: npt.NDArray[np.float32] | None = None,
 ) -> Statement:
     near_sql, near_params = predicate(scope, "s", now_ms=now_ms)
     centre_sql, centre_params = predicate(scope, "c", now_ms=now_ms)
@@ -53,34 +54,49 @@ def around_statement(
     )
     params = (*near_params, reach, *near_params, reach, wanted, *centre_params)
     if unit is None or generation is None:
-        return f"SELECT centre, rowid, content, subjects, created_at_ms, NULL FROM ({sql}) AS h", params
+        return f"SELECT centre, rowid, content, subjects, created_at_ms, NULL, NULL FROM ({sql}) AS h", params
     # The cosines the ranking can read come with the rows: each candidate's and those of the
-    # rows right before and after it (the ones it may join, ``search_rules.worth_a_cosine``).
+    # rows right before and after it (the ones it may join, ``search_rules.worth_a_cosine``);
+    # with ``adapted`` (the query moved by store/query_adapter.py), relevance's second cosine too.
+    wanted_row = (
+        "h.side = 0 OR row_number() OVER (PARTITION BY h.centre, h.side "
+        "ORDER BY h.side * h.created_at_ms, h.side * h.rowid) = 1"
+    )
+    vector = (
+        "FROM memory_vectors AS v WHERE v.scope_key = h.scope_key "
+        f"AND v.rowid = h.rowid AND v.generation = {int(generation)}"
+    )
+    first = f"CASE WHEN {wanted_row} THEN (SELECT v.embedding <=> %s {vector}) END"
+    second = "NULL" if adapted is None else first
+    queries = (unit,) if adapted is None else (unit, adapted)
     return (
-        "SELECT h.centre, h.rowid, h.content, h.subjects, h.created_at_ms, CASE WHEN h.side = 0 OR "
-        "row_number() OVER (PARTITION BY h.centre, h.side ORDER BY h.side * h.created_at_ms, h.side * h.rowid) = 1 "
-        "THEN (SELECT v.embedding <=> %s FROM memory_vectors AS v WHERE v.scope_key = h.scope_key "
-        f"AND v.rowid = h.rowid AND v.generation = {int(generation)}) END FROM ({sql}) AS h",
-        (unit, *params),
+        f"SELECT h.centre, h.rowid, h.content, h.subjects, h.created_at_ms, {first}, {second} FROM ({sql}) AS h",
+        (*queries, *params),
     )
 
 
-def neighbourhood(wanted: list[int], rows: Sequence[Sequence[Any]]) -> tuple[Neighbourhood, dict[int, float]]:
+def neighbourhood(
+    wanted: list[int], rows: Sequence[Sequence[Any]]
+) -> tuple[Neighbourhood, dict[int, float], dict[int, float]]:
+    """The neighbourhood, the rows' cosines and their adapted cosines (those the statement read)."""
     hood = Neighbourhood(centres=set(wanted))
     cosines: dict[int, float] = {}
+    adapted: dict[int, float] = {}
     chains: dict[int, list[tuple[int, int]]] = {}
-    for centre, rowid, content, subjects, created, distance in rows:
+    for centre, rowid, content, subjects, created, distance, moved in rows:
         rowid = int(rowid)
         if rowid not in hood.rows:
             hood.rows[rowid] = Row(rowid, text(content, subjects), int(created))
         if distance is not None:
             cosines[rowid] = 1.0 - float(distance)
+        if moved is not None:
+            adapted[rowid] = 1.0 - float(moved)
         chains.setdefault(int(centre), []).append((int(created), rowid))
     for chain in chains.values():
         chain.sort()
         for (_, first), (_, second) in itertools.pairwise(chain):
             hood.link(hood.rows[first], hood.rows[second])
-    return hood, cosines
+    return hood, cosines, adapted
 
 
 def around(conn: Conn, scope: Scope, rowids: Sequence[int], reach: int, now_ms: int) -> Neighbourhood:

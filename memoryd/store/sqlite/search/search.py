@@ -17,7 +17,7 @@ from __future__ import annotations
 import apsw
 import numpy as np
 
-from memoryd.store import ranking, search_rules
+from memoryd.store import query_adapter, ranking, search_rules
 from memoryd.store.records import SearchHit
 from memoryd.store.search_rules import REACH, Candidates, candidate_depth
 from memoryd.store.sqlite.memories import memories
@@ -80,7 +80,12 @@ def candidates(
     rowids = pool + joining
     created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
     texts = {rowid: hood.rows[rowid].text for rowid in rowids}
-    return Candidates(rowids, features, cosines, words.terms, created, texts)
+    adapted = None
+    if semantic is not None and (moved := query_adapter.adapted(unit, space.model)) is not None:
+        # Relevance's second cosine, of the query moved by the adapter, for every candidate with
+        # a vector (one more read of their rescoring copies).
+        adapted = vector_search.cosines_for(db, space, [r for r in rowids if r in cosines], moved)
+    return Candidates(rowids, features, cosines, words.terms, created, texts, adapted)
 
 
 def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart) -> bool:
