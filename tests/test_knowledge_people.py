@@ -34,10 +34,15 @@ PARSES = [
         [("Emma", "child", ("my child",)), ("Mia", "child", ("my child",)), ("Leo", "child", ("my child",))],
     ),
     ("My husband Tom Baker works at Google", [("Tom Baker", "husband", ("my husband",))]),
+    # A title belongs to the name: "Dr." alone is nobody.
+    ("My dentist is Dr. Okafor.", [("Dr. Okafor", "doctor", ("my doctor", "my dentist"))]),
+    ("My boss is Mrs Patel", [("Mrs Patel", "boss", ("my boss",))]),
+    ("Dr. Smith is my doctor", [("Dr. Smith", "doctor", ("my doctor",))]),
 ]
 
 NAMES_NOBODY = [
     "my wife and I went out",
+    "My dentist is Dr. Okafor on Woodhouse Lane.",  # not "Dr": a title alone names nobody
     "My wife is Italian",
     "my boss is angry today",
     "my sister is a Doctor",

@@ -48,7 +48,10 @@ class KnownPerson:
 
 
 _REL = rf"(?:(?:new|current)\s+)?(?P<rel>{PATTERN})\b"  # "my new boss" is my boss
-_NAME = r"(?P<name>(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?))"
+#: A title before a name belongs to it ("my dentist is Dr. Okafor" names "Dr. Okafor", not "Dr").
+_TITLES = ("Dr", "Mr", "Mrs", "Ms", "Mx", "Miss", "Prof", "Sir", "Dame", "Fr", "Rev")
+_TITLE = rf"(?:(?:{'|'.join(_TITLES)})\.?\s+)"
+_NAME = rf"(?P<name>(?-i:{_TITLE}?[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?))"
 _ANY_NAME = r"(?P<name>[A-Za-zà-ÿ][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"  # "...'s name is sarah"
 _CAP = r"(?-i:[A-Z][a-zà-ÿ-]+)"
 _NAMES = rf"(?P<names>{_CAP}(?:\s*,\s*{_CAP}){{0,8}},?\s+and\s+{_CAP})"
@@ -84,6 +87,8 @@ def _clean_name(raw: str) -> str | None:
         words.pop()
     if not words or words[0].casefold() in _NOT_NAMES:
         return None
+    if len(words) == 1 and words[0].rstrip(".") in _TITLES:
+        return None  # "my dentist is Dr. Okafor on ...": a title alone names nobody
     if len(words) == 1 and (words[0].casefold() in DEMONYMS or words[0].casefold() in JOBS):
         return None  # "my wife is Italian" (but "Tom Baker" is a name)
     return " ".join(w[:1].upper() + w[1:] for w in words)
