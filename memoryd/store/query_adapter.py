@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import logging
 from pathlib import Path
 
@@ -55,18 +56,19 @@ def matrix(path: Path = PATH, sha256: str = SHA256) -> Matrix | None:
     if hashlib.sha256(data).hexdigest() != sha256:
         log.warning("query adapter: %s is not the shipped file (sha256 differs); relevance runs without it", path)
         return None
-    with np.load(path) as npz:
+    # The bytes just checked are the ones read: the file is not opened a second time.
+    with np.load(io.BytesIO(data)) as npz:
         names = ["full"] if "full" in npz.files else ["u", "v"]
         parts = [np.asarray(npz[name], dtype=np.float32) for name in names]
     shapes = [part.shape for part in parts]
+    # ``full`` is 384 x 384; ``u`` and ``v`` are 384 x r each.  A rank-r map is kept as its
+    # product: one 384 x 384 product per query either way (~20 us).
     square = len(parts) == 1
-    if any(len(shape) != 2 or shape[0] != DIM for shape in shapes) or square != (shapes[0] == (DIM, DIM)):
+    if any(len(shape) != 2 or shape[0] != DIM for shape in shapes) or (
+        shapes[0] != (DIM, DIM) if square else shapes[0] != shapes[1]
+    ):
         log.warning("query adapter: %s holds matrices of shapes %s; relevance runs without it", path, shapes)
         return None
-    if not square and shapes[0] != shapes[1]:
-        log.warning("query adapter: %s holds matrices of shapes %s; relevance runs without it", path, shapes)
-        return None
-    # A rank-r map is kept as its product: one 384 x 384 product per query either way (~20 us).
     out: Matrix = parts[0] if square else parts[0] @ parts[1].T
     return out
 
