@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Any
 
 import numpy.typing as npt
 
 from memoryd.store.postgres import jobs as job_rows
-from memoryd.store.postgres.db import Database
+from memoryd.store.postgres.store_part import StorePart
 from memoryd.store.records import EmbedJob
 
 
-class Jobs:
+class Jobs(StorePart):
     """``interfaces.JobQueue`` on PostgreSQL: leases shared by every daemon."""
-
-    def __init__(self, store: Any) -> None:
-        """``store``: the ``PostgresStore`` this part belongs to."""
-        self._store = store
-        self._db: Database = store.db
-        self._clock = store.clock
 
     async def claim_embed(self, limit: int) -> builtins.list[EmbedJob]:
         return await self._db.run(job_rows.claim_embed, limit, self._clock(), self._store.owner)

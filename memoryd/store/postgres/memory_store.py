@@ -18,7 +18,7 @@ from memoryd.store.people_records import PeopleFocus
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import search as searching
-from memoryd.store.postgres.db import Database
+from memoryd.store.postgres.store_part import StorePart
 from memoryd.store.query_vector import QueryVector
 from memoryd.store.records import MemoryRecord, NewMemory, SearchHit
 from memoryd.store.storage_state import Condition
@@ -28,14 +28,8 @@ log = logging.getLogger("memoryd.store")
 Conn = psycopg.Connection[Any]
 
 
-class Memories:
+class Memories(StorePart):
     """``interfaces.MemoryStore`` on PostgreSQL."""
-
-    def __init__(self, store: Any) -> None:
-        """``store``: the ``PostgresStore`` this part belongs to."""
-        self._store = store
-        self._db: Database = store.db
-        self._clock = store.clock
 
     async def add(self, new: NewMemory) -> tuple[MemoryRecord, bool]:
         added = await self._db.run(self._store.locked_add, new, self._clock(), pipeline=True)

@@ -1,5 +1,6 @@
-"""``StorePart``: what each part of ``PostgresStore`` behind an interface (``People``,
-``Conversations``) holds of the store: the store itself, its database and its clock."""
+"""``StorePart``: what each part of ``PostgresStore`` behind an interface (``Memories``, ``Jobs``,
+``Supersessions``, ``People``, ``Conversations``, ``Maintenance``) holds of the store: the store
+itself, its database and its clock."""
 
 from __future__ import annotations
 

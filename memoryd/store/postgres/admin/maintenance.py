@@ -24,8 +24,8 @@ from memoryd.store.postgres import erasure, eviction
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres.admin import consistency, retention, stats, transfer
 from memoryd.store.postgres.admin.retention import BATCH
-from memoryd.store.postgres.db import Database
 from memoryd.store.postgres.scope_lock import lock_scope
+from memoryd.store.postgres.store_part import StorePart
 
 log = logging.getLogger("memoryd.store")
 Conn = psycopg.Connection[Any]
@@ -36,15 +36,10 @@ def _evict_locked(conn: Conn, scope_key: str, limit: int, now_ms: int, protect_s
     return eviction.evict_batch(conn, scope_key, limit, now_ms, protect_since_ms)
 
 
-class Maintenance(MaintenancePasses):
+class Maintenance(StorePart, MaintenancePasses):
     """``interfaces.Maintenance`` on PostgreSQL."""
 
     batch = BATCH
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self._db: Database = store.db
-        self._clock = store.clock
 
     def set_caps(self, *, per_user: int, per_chat: int, protect_recent_ms: int) -> None:
         self._db.run_sync(eviction.store_caps, per_user, per_chat, protect_recent_ms)

@@ -5,11 +5,10 @@ history), each call one transaction of ``supersession.py`` or ``supersession_job
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
-from memoryd.store.postgres.db import Database
+from memoryd.store.postgres.store_part import StorePart
 from memoryd.store.postgres.supersession.supersession import add, history
 from memoryd.store.postgres.supersession.supersession_jobs import claim_jobs, complete_job, job_candidates
 from memoryd.store.records import MemoryRecord, NewMemory
@@ -17,13 +16,8 @@ from memoryd.store.supersession_records import Plan, Ruling, Stored, SupersedeJo
 from memoryd.store.visibility import Scope
 
 
-class Supersessions:
+class Supersessions(StorePart):
     """``interfaces.SupersessionStore`` on PostgreSQL."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self._db: Database = store.db
-        self._clock = store.clock
 
     async def add(self, scope: Scope, new: NewMemory, plan: Plan) -> Stored:
         stored = await self._db.run(add, scope, new, plan, self._clock(), pipeline=True)
