@@ -17,7 +17,7 @@ from __future__ import annotations
 import apsw
 import numpy as np
 
-from memoryd.store import query_adapter, ranking, search_rules
+from memoryd.store import ranking, search_rules
 from memoryd.store.records import SearchHit
 from memoryd.store.search_rules import REACH, Candidates, candidate_depth
 from memoryd.store.sqlite.memories import memories
@@ -47,11 +47,21 @@ def candidates(
     if semantic is None or not _comparable(db, scope, semantic):
         semantic = vector_part(db, scope, query)
     cosines: dict[int, float] = {}
+    # Relevance's second cosine, of the query moved by the adapter, read with each plain one.
+    adapted: dict[int, float] = {}
     by_vector: list[int] = []
     if semantic is not None:
-        space, unit = semantic.space, semantic.unit
+        space, unit, moved = semantic.space, semantic.unit, semantic.moved
         by_vector = [rowid for rowid, _ in semantic.nearest[:depth]]
         cosines = dict(semantic.nearest)
+        adapted = dict(semantic.adapted)
+
+    def measure(rowids: list[int]) -> None:
+        plain, second = vector_search.cosines_with_second(
+            db, space, [r for r in rowids if r not in cosines], unit, moved
+        )
+        cosines.update(plain)
+        adapted.update(second)
 
     found = list(dict.fromkeys([*words.by_words, *by_vector, *words.by_people]))
     hood = words.hood
@@ -66,13 +76,13 @@ def candidates(
     ]
     adjacent = list(dict.fromkeys(adjacent))
     if semantic is not None:
-        cosines.update(vector_search.cosines_for(db, space, [r for r in pool if r not in cosines], unit))
+        measure(pool)
 
     table = ranking.FeatureTable(hood, words.weights.coverage)
     features = table.matrix(pool, cosines)
     if semantic is not None:
         adjacent = search_rules.worth_a_cosine(adjacent, features, cosines, table, limit)
-        cosines.update(vector_search.cosines_for(db, space, [r for r in adjacent if r not in cosines], unit))
+        measure(adjacent)
     # A neighbour joins the ranking on evidence of its own (a vector, or a query term), never
     # on its neighbour's alone: keyword-only search returns only memories that match.
     joining = [rowid for rowid in adjacent if rowid in cosines or table.coverage(rowid) > 0]
@@ -80,12 +90,10 @@ def candidates(
     rowids = pool + joining
     created = {rowid: hood.rows[rowid].created_at_ms for rowid in rowids}
     texts = {rowid: hood.rows[rowid].text for rowid in rowids}
-    adapted = None
-    if semantic is not None and (moved := query_adapter.adapted(unit, space.model)) is not None:
-        # Relevance's second cosine, of the query moved by the adapter, for every candidate with
-        # a vector (one more read of their rescoring copies).
-        adapted = vector_search.cosines_for(db, space, [r for r in rowids if r in cosines], moved)
-    return Candidates(rowids, features, cosines, words.terms, created, texts, adapted)
+    seconds = None
+    if semantic is not None and moved is not None:
+        seconds = {rowid: adapted[rowid] for rowid in rowids if rowid in cosines}
+    return Candidates(rowids, features, cosines, words.terms, created, texts, seconds)
 
 
 def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart) -> bool:

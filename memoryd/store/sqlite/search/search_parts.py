@@ -16,7 +16,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import query_terms
+from memoryd.store import query_adapter, query_terms
 from memoryd.store.search_rules import REACH, candidate_depth
 from memoryd.store.sqlite.search import keyword, neighbours, people_retriever, scope_stats
 from memoryd.store.sqlite.search.term_match import term_weights
@@ -111,12 +111,16 @@ def prepare_ranking(db: apsw.Connection, scope: Scope, words: KeywordPart, now_m
 @dataclass(frozen=True, slots=True)
 class VectorPart:
     """The KNN retriever's list: (rowid, cosine) best first, the space and unit query it was
-    scanned with, and the state of the scope's vectors it saw (``vector_search.scan_state``)."""
+    scanned with, and the state of the scope's vectors it saw (``vector_search.scan_state``).
+    ``moved``: the query moved by relevance's adapter (None where it does not apply), and
+    ``adapted``: each listed row's cosine with it, read with the plain one."""
 
     space: vectors.VectorSpace
     unit: npt.NDArray[np.float32]
     nearest: list[tuple[int, float]]
     state: tuple[tuple[int, int], ...]
+    moved: npt.NDArray[np.float32] | None = None
+    adapted: dict[int, float] = dataclasses.field(default_factory=dict)
 
 
 def vector_part(db: apsw.Connection, scope: Scope, query: SearchQuery) -> VectorPart | None:
@@ -128,10 +132,11 @@ def vector_part(db: apsw.Connection, scope: Scope, query: SearchQuery) -> Vector
     depth = candidate_depth(query.limit)
     # Every coarse candidate is rescored anyway: keep all their cosines for the neighbours.
     state = vector_search.scan_state(db, scope)
-    nearest = vector_search.knn(
-        db, space, scope, unit, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=query.now_ms, state=state
+    moved = query_adapter.adapted(unit, space.model)
+    nearest, adapted = vector_search.knn_with_second(
+        db, space, scope, unit, moved, depth=coarse_k(depth), coarse_k=coarse_k(depth), now_ms=query.now_ms, state=state
     )
-    return VectorPart(space, unit, nearest, state)
+    return VectorPart(space, unit, nearest, state, moved, adapted)
 
 
 def _summed(counts: list[dict[str, int]]) -> dict[str, int]:

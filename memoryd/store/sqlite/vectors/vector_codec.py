@@ -80,10 +80,15 @@ def unit_from_fine(blob: bytes, dim: int) -> FloatArray:
 
 def cosines(blobs: list[bytes], query: FloatArray, dim: int) -> npt.NDArray[np.float32]:
     """Cosine of the unit ``query`` with each stored fine copy."""
+    return cosines_of_each(blobs, [query], dim)[0]
+
+
+def cosines_of_each(blobs: list[bytes], queries: list[FloatArray], dim: int) -> list[npt.NDArray[np.float32]]:
+    """:func:`cosines` of each unit query in ``queries``, from one decoding of the copies."""
     matrix = _components(blobs, dim)
     norms = np.linalg.norm(matrix, axis=1)
     norms[norms == 0.0] = 1.0
-    return (matrix @ query) / norms  # type: ignore[no-any-return]
+    return [(matrix @ query) / norms for query in queries]
 
 
 def _components(blobs: list[bytes], dim: int) -> FloatArray:

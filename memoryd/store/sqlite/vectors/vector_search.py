@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 import apsw
 import numpy as np
+import numpy.typing as npt
 
 from memoryd.store.sqlite.vectors import bit_index, hamming_scan, vector_codec, vectors
 from memoryd.store.sqlite.vectors.vector_stamps import Stamp, read_stamp
@@ -56,6 +57,26 @@ def knn(
     filters apply inside the vec0 scan, so hidden vectors never take a place of the top k; the
     coarse hamming candidates are rescored with the exact cosine.
     """
+    nearest, _ = knn_with_second(
+        db, space, scope, query, None, depth=depth, coarse_k=coarse_k, now_ms=now_ms, state=state
+    )
+    return nearest
+
+
+def knn_with_second(
+    db: apsw.Connection,
+    space: VectorSpace,
+    scope: Scope,
+    query: FloatArray,
+    second: FloatArray | None,
+    *,
+    depth: int,
+    coarse_k: int,
+    now_ms: int,
+    state: tuple[Stamp, ...] | None = None,
+) -> tuple[list[tuple[int, float]], dict[int, float]]:
+    """:func:`knn`, and each of its rows' cosine with a ``second`` unit query (relevance's
+    adapted query) from the same read of the rescoring copies ({} without one)."""
     k = max(1, min(max(coarse_k, depth), MAX_K))
     bits = vector_codec.coarse(query)
     shortlist: list[int] = []
@@ -72,20 +93,37 @@ def knn(
             shortlist.extend(
                 rowid for rowid, _ in hamming_scan.scan(db, space.table, bits, k, key, filter_sql, filter_params)
             )
-    found = vectors.fine_copies(db, shortlist)
-    rowids = list(found)
-    blobs = list(found.values())
-    if not rowids:
-        return []
-    cosines = vector_codec.cosines(blobs, query, space.dim)
+    rowids, cosines, seconds = _exact(db, space, shortlist, query, second)
     order = np.argsort(-cosines, kind="stable")[:depth]
-    return [(rowids[i], float(cosines[i])) for i in order]
+    nearest = [(rowids[i], float(cosines[i])) for i in order]
+    return nearest, {rowids[i]: float(seconds[i]) for i in order} if seconds is not None else {}
 
 
 def cosines_for(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int], query: FloatArray) -> dict[int, float]:
     """Exact cosine of the query with the stored vectors of ``rowids`` (those that have one)."""
+    return cosines_with_second(db, space, rowids, query, None)[0]
+
+
+def cosines_with_second(
+    db: apsw.Connection, space: VectorSpace, rowids: Iterable[int], query: FloatArray, second: FloatArray | None
+) -> tuple[dict[int, float], dict[int, float]]:
+    """:func:`cosines_for`, and the same rows' cosines with a ``second`` unit query from the same
+    read ({} without one)."""
+    found, cosines, seconds = _exact(db, space, rowids, query, second)
+    firsts = dict(zip(found, cosines.tolist(), strict=True))
+    return firsts, dict(zip(found, seconds.tolist(), strict=True)) if seconds is not None else {}
+
+
+def _exact(
+    db: apsw.Connection, space: VectorSpace, rowids: Iterable[int], query: FloatArray, second: FloatArray | None
+) -> tuple[list[int], npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
+    """The rows of ``rowids`` that have a vector, their cosines with ``query`` and (when given)
+    with ``second``: one read of their rescoring copies, one decoding."""
     found = vectors.fine_copies(db, rowids)
     if not found:
-        return {}
-    cosines = vector_codec.cosines(list(found.values()), query, space.dim)
-    return dict(zip(found, (float(c) for c in cosines), strict=True))
+        return [], np.empty(0, dtype=np.float32), None if second is None else np.empty(0, dtype=np.float32)
+    blobs = list(found.values())
+    if second is None:
+        return list(found), vector_codec.cosines(blobs, query, space.dim), None
+    firsts, seconds = vector_codec.cosines_of_each(blobs, [query, second], space.dim)
+    return list(found), firsts, seconds
