@@ -15,8 +15,9 @@ query's embedded form) and the shipped query adapter's matrix
 
 Candidates, as memory.context would see them: a question's five memories of its persona with the
 highest cosine (the model's mean-pooled, normalised vectors of the query's embedded form and of
-each memory).  The cross-encoder reads ``[CLS] question [SEP] memory [SEP]`` (at most 64 tokens),
-mean-pools the last layer over the pair's tokens, and a linear head gives a score.  The lower
+each memory).  The cross-encoder reads ``[CLS] question [SEP] memory [SEP]`` (at most 64
+tokens; a batch is cut to its longest pair), mean-pools the last layer over the pair's tokens,
+and a linear head gives a score.  The lower
 ``--frozen`` layers (and the embedding layer) keep the model's weights and their outputs are
 computed once; the layers above them and the head are fine-tuned (AdamW, batches of 32, a
 logistic loss with the answering memory 1 and the other candidates 0, the positives weighted to
@@ -29,8 +30,8 @@ After each epoch, the best score among a question's five candidates, on the vali
 personas of bench/data/relevance/ (never seen), against the plain cosine on the same candidates:
 the AUC of the best score, answerable against unanswerable personal questions; top-1 among the
 five; one bar on the best score chosen on these questions themselves (in-sample: how well it
-separates them), the facts in the context (the answering memory a candidate, first by the score
-or at or above the bar) at 3, 4, 5, 6 and 8 unanswerable questions injected; and the unrelated
+separates them), the facts in the context (the answering memory among the candidates, its score
+at or above the bar) at 3, 4, 5, 6 and 8 unanswerable questions injected; and the unrelated
 messages at or above the bar of 4.
 
 Last, the combination on the fact set: a logistic model of "something answers"
