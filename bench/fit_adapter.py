@@ -488,18 +488,31 @@ def locomo_scores(embed: Embedder, data: Path, adapter: Adapter | None) -> locom
 
 @dataclass
 class Extended:
-    """relevance's models with the adapted cosine beside the plain one: the query model reads the
-    best adapted cosine among the candidates as one more column, and (``memory``) the memory
-    model reads each candidate's adapted cosine."""
+    """relevance's models with one more score per candidate (the adapted cosine, or another):
+    the query model reads the best of it among the candidates as one more column, and
+    (``memory``) the memory model reads each candidate's.  ``base`` is FALLBACK's models, or
+    SHIPPED's (which already read the adapted cosine the search gave each candidate)."""
 
     base: relevance.Weights
     query: Matrix
     memory: Matrix | None
 
 
-def fit_extended(sets: list[fr.Candidates], adapted: dict[int, Matrix], memory: bool) -> Extended:
-    base = fr.fit(sets, adapter=False)
-    rows = [(c, relevance.memory_features(c.matrix[c.has_vector])) for c in sets if c.has_vector.any()]
+def memory_columns(c: fr.Candidates, shipped: bool, rows: npt.NDArray[np.bool_] | None = None) -> Matrix:
+    """relevance's memory columns of ``c``'s candidates (``rows``, by default those with a
+    vector): SHIPPED's, with the adapted cosine the search read, or FALLBACK's."""
+    rows = c.has_vector if rows is None else rows
+    adapted = c.adapted[rows] if shipped and c.adapted is not None else None
+    out: Matrix = relevance.memory_features(c.matrix[rows], adapted)
+    return out
+
+
+def fit_extended(
+    sets: list[fr.Candidates], adapted: dict[int, Matrix], memory: bool, shipped: bool = False
+) -> Extended:
+    """``adapted``: each candidate set's extra score per candidate (by ``id``)."""
+    base = fr.fit(sets, adapter=shipped)
+    rows = [(c, memory_columns(c, shipped)) for c in sets if c.has_vector.any()]
     x = np.array([np.r_[relevance.query_features(m), adapted[id(c)][c.has_vector].max()] for c, m in rows])
     y = np.array([1.0 if c.answerable else 0.0 for c, _ in rows])
     w = np.array([fr.QUESTION_WEIGHT if c.question is not None else 1.0 for c, _ in rows])
@@ -519,7 +532,7 @@ def predict_extended(c: fr.Candidates, model: Extended, adapted: Matrix) -> Matr
     if not c.has_vector.all():
         return fr.predict(c, model.base)
     _, memory, _ = model.base.arrays
-    x = relevance.memory_features(c.matrix)
+    x = memory_columns(c, "adapted" in model.base.memory, np.ones(len(c.rowids), dtype=bool))
     q = np.r_[relevance.query_features(x), adapted.max()]
     answered = 1.0 / (1.0 + np.exp(-(q @ model.query[:-1] + model.query[-1])))
     if model.memory is not None:
@@ -530,24 +543,83 @@ def predict_extended(c: fr.Candidates, model: Extended, adapted: Matrix) -> Matr
     return out
 
 
+@dataclass
+class HeldSets:
+    """The candidate sets of bench/fit_relevance.py: the fact set's (the paraphrases apart) and
+    LoCoMo's, and the labels of the LoCoMo store's memories by rowid."""
+
+    facts: list[fr.Candidates]
+    talks: list[fr.Candidates]
+    labels_of: dict[int, list[str]]
+
+    @classmethod
+    def load(cls, db: Path, facts: Path, data: Path, embed: Embedder) -> HeldSets:
+        fact_sets = [c for c in fr.collect_facts(facts, embed.model) if c.group != fact_set.PARAPHRASE_NAME]
+        talks = fr.collect_locomo(db, locomo.load(data), embed.model)
+        labels: dict[str, list[str]] = json.loads((db / "labels.json").read_text())
+        connection = open_connection(db / "memoryd.db", busy_timeout_ms=5000, readonly=True)
+        labels_of = {rowid: labels.get(mid, []) for rowid, mid in connection.execute("SELECT rowid, id FROM memories")}
+        connection.close()
+        return cls(fact_sets, talks, labels_of)
+
+    def folds(self) -> list[tuple[str, str]]:
+        """(persona, conversation) held out together, as bench/fit_relevance.py pairs them."""
+        personas = list(dict.fromkeys(c.group for c in self.facts))
+        users = list(dict.fromkeys(c.group for c in self.talks))
+        return [(persona, users[fold % len(users)]) for fold, persona in enumerate(personas)]
+
+
+def print_held(
+    sets: HeldSets, held: dict[str, dict[int, Matrix]], thresholds: dict[str, dict[str, float]], rows: int = 12
+) -> None:
+    """The held-out figures of each variant (its name, then each candidate set's relevance by
+    ``id``, and each persona's fold threshold): the context trade-off, each persona at its
+    fold's threshold, and search's top-1 and LoCoMo figures with the shipped gate and floor."""
+    facts, talks = sets.facts, sets.talks
+    variants = list(held)
+    print(
+        "\nrelevance held out (fact in context / unanswerable injected / unrelated injected, with the answer-kind check)\n"
+    )
+    print("| threshold | " + " | ".join(variants) + " |\n|---|" + "---|" * len(variants))
+    for t in fr.CONTEXT_GRID[:rows]:
+        cells = [
+            " / ".join(f"{v:.3f}" for v in fa.figures(facts, [held[n][id(c)] for c in facts], t, None))
+            for n in variants
+        ]
+        print(f"| {t:.2f} | " + " | ".join(cells) + " |")
+    cells = []
+    for name in variants:
+        shown_now = {id(c): fr.context_shown(c, held[name][id(c)], thresholds[name][c.group]) for c in facts}
+        shares = [
+            float(np.mean([int(np.argmax(c.label)) in shown_now[id(c)] for c in facts if c.answerable])),
+            float(np.mean([bool(shown_now[id(c)]) for c in facts if not c.answerable and not c.unrelated])),
+            float(np.mean([bool(shown_now[id(c)]) for c in facts if c.unrelated])),
+        ]
+        chosen = sorted(set(thresholds[name].values()))
+        cells.append(" / ".join(f"{v:.3f}" for v in shares) + f" ({chosen[0]}-{chosen[-1]})")
+    print("| each fold's own threshold | " + " | ".join(cells) + " |")
+    cells = []
+    for name in variants:
+        f = fr.fact_figures(facts, [held[name][id(c)] for c in facts], 0.25, relevance.SEARCH_FLOOR)
+        lf = fr.locomo_figures(talks, [held[name][id(c)] for c in talks], relevance.SEARCH_FLOOR, sets.labels_of)
+        cells.append(
+            f"top-1 {f['search top-1']:.3f}, unrelated with hits {f['unrelated with search hits']:.3f}; "
+            f"LoCoMo {lf['recall@10']:.3f} / {lf['session_any@10']:.3f} / {lf['mrr']:.3f}"
+        )
+    print("| search with the shipped gate and floor | " + " | ".join(cells) + " |")
+
+
 def relevance_folds(args: argparse.Namespace, embed: Embedder, train: list[Persona], dev: list[Persona]) -> None:
     """Held out as bench/fit_relevance.py: per fold one persona and one LoCoMo conversation out;
     the adapter fitted on the training personas and the other five (rank and penalty fixed to
     ``--rank``/``--penalty``), relevance's models fitted with and without the adapted cosine on
     the rest, the context threshold chosen on the fitted personas; figures of the held-out ones."""
-    conversations = locomo.load(args.data)
-    facts = [c for c in fr.collect_facts(args.facts, embed.model) if c.group != fact_set.PARAPHRASE_NAME]
-    talks = fr.collect_locomo(args.db, conversations, embed.model)
-    labels: dict[str, list[str]] = json.loads((args.db / "labels.json").read_text())
-    db = open_connection(args.db / "memoryd.db", busy_timeout_ms=5000, readonly=True)
-    labels_of = {rowid: labels.get(mid, []) for rowid, mid in db.execute("SELECT rowid, id FROM memories")}
-    db.close()
+    sets = HeldSets.load(args.db, args.facts, args.data, embed)
+    facts, talks = sets.facts, sets.talks
     everything = facts + talks
     queries = {id(c): embed([embedded_form(c.text)])[0] for c in everything}
     memories = {id(c): embed(c.contents) for c in everything}
     embed.save()
-    personas = list(dict.fromkeys(c.group for c in facts))
-    users = list(dict.fromkeys(c.group for c in talks))
     # --adapter-train-only: one adapter, fitted on the training personas alone, for every fold
     # (its rank and penalty chosen as the train-only evaluation chooses them)
     train_only = None
@@ -559,8 +631,7 @@ def relevance_folds(args: argparse.Namespace, embed: Embedder, train: list[Perso
     variants = ("shipped features", "+ best adapted cosine (query model)", "+ adapted cosine (both models)")
     held: dict[str, dict[int, Matrix]] = {v: {} for v in variants}
     thresholds: dict[str, dict[str, float]] = {v: {} for v in variants}
-    for fold, persona in enumerate(personas):
-        user = users[fold % len(users)]
+    for persona, user in sets.folds():
         if train_only is None:
             adapter = fit([p for p in train + dev if p.name != persona], args.rank, args.penalty)
         else:
@@ -588,35 +659,7 @@ def relevance_folds(args: argparse.Namespace, embed: Embedder, train: list[Perso
                 held[name][id(c)] = predict(c)
         shown = {name: thresholds[name][persona] for name in variants}
         print(f"  fold {persona} / {user}: context thresholds {shown}", flush=True)
-    print(
-        "\nrelevance held out (fact in context / unanswerable injected / unrelated injected, with the answer-kind check)\n"
-    )
-    print("| threshold | " + " | ".join(variants) + " |\n|---|" + "---|" * len(variants))
-    for t in fr.CONTEXT_GRID[:12]:
-        cells = [
-            " / ".join(f"{v:.3f}" for v in fa.figures(facts, [held[n][id(c)] for c in facts], t, None))
-            for n in variants
-        ]
-        print(f"| {t:.2f} | " + " | ".join(cells) + " |")
-    cells = []
-    for name in variants:
-        shown_now = {id(c): fr.context_shown(c, held[name][id(c)], thresholds[name][c.group]) for c in facts}
-        shares = [
-            float(np.mean([int(np.argmax(c.label)) in shown_now[id(c)] for c in facts if c.answerable])),
-            float(np.mean([bool(shown_now[id(c)]) for c in facts if not c.answerable and not c.unrelated])),
-            float(np.mean([bool(shown_now[id(c)]) for c in facts if c.unrelated])),
-        ]
-        cells.append(" / ".join(f"{v:.3f}" for v in shares))
-    print("| each fold's own threshold | " + " | ".join(cells) + " |")
-    cells = []
-    for name in variants:
-        f = fr.fact_figures(facts, [held[name][id(c)] for c in facts], 0.25, relevance.SEARCH_FLOOR)
-        lf = fr.locomo_figures(talks, [held[name][id(c)] for c in talks], relevance.SEARCH_FLOOR, labels_of)
-        cells.append(
-            f"top-1 {f['search top-1']:.3f}, unrelated with hits {f['unrelated with search hits']:.3f}; "
-            f"LoCoMo {lf['recall@10']:.3f} / {lf['session_any@10']:.3f} / {lf['mrr']:.3f}"
-        )
-    print("| search with the shipped gate and floor | " + " | ".join(cells) + " |")
+    print_held(sets, held, thresholds)
 
 
 def main() -> None:
