@@ -41,6 +41,11 @@ class Found:
     value: str
     multi_valued: bool = False
     negated: bool = False
+    #: Follows from the statement rather than being said ("I'm divorced": no partner now): it
+    #: replaces an older value, and an older one need not be replaced for a conflict.
+    implied: bool = False
+    #: The predicate is a transition ("moved to", "became", "turned"): the value is new.
+    changed: bool = False
 
 
 def _looks_like_proper_noun(raw: str, lowercase_text: bool) -> bool:
@@ -98,12 +103,14 @@ _BORN = rule(r"^(?:was|were|is|am)\s+born\s+(?P<prep>on|in|at)\s+" + TAIL)
 _RESIDENCE = rule(
     r"^(?:(?:am|is|are|was|were|been)\s+)?"
     r"(?:lives?|lived|living|resides?|residing|(?:" + BE + r"\s+)?based|relocated|"
-    r"(?:have|has)?\s*moved(?:\s+back)?|settled)\s+(?:in|to|at)\s+" + TAIL
+    r"(?:have|has)?\s*moved(?:\s+back)?|settled)\s+(?:in|to|at|out\s+of)\s+" + TAIL
 )
 _MOVED_OUT = rule(r"^(?:moved|moving)\s+(?:out\s+of|away\s+from)\s+" + TAIL)
 _HOMETOWN = rule(r"^(?:(?:" + BE + r"|comes?|came)\s+(?:originally\s+)?from|grew\s+up\s+in)\s+" + TAIL)
 _WORKS = rule(
-    r"^(?:(?:(?:" + BE + r"\s+)?(?:works?|working|worked|employed)|started(?:\s+a\s+new\s+job|\s+working)?|"
+    r"^(?:(?:(?:"
+    + BE
+    + r"\s+)?(?:works?|working|worked|employed)(?:\s+(?:remotely|remote|full[- ]time))?|started(?:\s+a\s+new\s+job|\s+working)?|"
     r"(?:got\s+)?hired)\s+(?:at|for|by)|got\s+(?:a\s+)?(?:new\s+)?job\s+(?:at|with))\s+"
     r"(?P<value>.+?)(?:\s+as\s+(?P<job>.+))?$"
 )
@@ -126,7 +133,8 @@ _ALLERGY = rule(r"^(?:" + BE + r"\s+allergic\s+to|(?:has|have)\s+an?\s+allergy\s
 _SPEAKS = rule(r"^(?:speaks?|(?:" + BE + r"\s+)?fluent\s+in)\s+(?!to\b|with\b|about\b|up\b)" + TAIL)
 _STATUS = rule(
     r"^(?:" + BE + r"|got|just\s+got)\s+(?P<value>" + "|".join(STATUSES) + r")"
-    r"(?:\s+to\s+(?P<partner>" + NAME + r"))?$"
+    r"(?:\s+to\s+(?P<partner>" + NAME + r"))?"
+    r"(?:\s+(?:in|on)\s+(?:(?-i:[A-Z])\w+|\d{4})(?:\s+\d{4})?|\s+(?:last|this)\s+(?:week|month|year|spring|summer|fall|autumn|winter))?$"
 )
 _DATING = rule(r"^" + BE + r"\s+dating\s+(?P<partner>" + NAME + r")$")
 _CALLED = rule(r"^(?:" + BE + r"\s+called|goes\s+by|go\s+by)\s+" + TAIL)
@@ -141,14 +149,32 @@ _HAS_COUNT = rule(
     r"(?P<what>kids?|child|children|sons?|daughters?|grandchild|grandchildren|siblings?|"
     r"brothers?|sisters?|dogs?|cats?|pets?)$"
 )
+#: Predicates that say the value is new: "moved to", "turned 8", "became a judge".
+_MOVED = rule(r"^(?:(?:have|has)\s+)?(?:moved|relocated|settled)\b")
+_TURNED = rule(r"^(?:(?:just\s+)?turned|became|become|(?:has|have)\s+become)\b")
 _STUDIES = rule(r"^(?:stud(?:y|ies|ying)|" + BE + r"\s+(?:a\s+)?student)\s+at\s+" + TAIL)
+
+
+#: Statuses that end a relationship: they deny whoever the partner was.
+ENDED = frozenset({"single", "divorced", "separated", "widowed"})
+
+
+def status_facts(value: str, partner: str | None) -> list[Found]:
+    """A relationship status and what it says of the partner: named ("engaged to Marco"), or,
+    for a status that ends a relationship, denied (whoever it was is no longer the partner)."""
+    found = [Found("relationship_status", value)]
+    if value in ENDED:
+        found.append(Found("partner_name", partner or "", negated=True, implied=True))
+    elif partner:
+        found.append(Found("partner_name", partner))
+    return found
 
 
 def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     """What the predicate ``rest`` (the clause after its subject, negation removed) states."""
     rest = rest.strip()
     if m := _AGE.match(rest):
-        return [Found("age", m["value"])] if int(m["value"]) < 130 else []
+        return [Found("age", m["value"], changed=_TURNED.match(rest) is not None)] if int(m["value"]) < 130 else []
     if m := _BORN.match(rest):
         value = m["value"]
         if re.fullmatch(r"\d{4}", value):
@@ -160,7 +186,8 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
         return [Found("residence", m["value"], negated=True)]
     if m := _RESIDENCE.match(rest):
         value = re.sub(r"(?i)^(?:the\s+city\s+of\s+)", "", m["value"])
-        return [Found("residence", value)] if _looks_like_proper_noun(value, lowercase_text) else []
+        moved = _MOVED.match(rest) is not None
+        return [Found("residence", value, changed=moved)] if _looks_like_proper_noun(value, lowercase_text) else []
     if m := _HOMETOWN.match(rest):
         return [Found("hometown", m["value"])] if _looks_like_proper_noun(m["value"], lowercase_text) else []
     if m := _WORKS_AS.match(rest):
@@ -174,7 +201,7 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     if m := _LEFT_JOB.match(rest):
         return [Found("employer", m["value"] or m["v2"] or "", negated=True)]
     if m := _PROMOTED.match(rest):
-        return [Found("job", m["value"])]
+        return [Found("job", m["value"], changed=True)]
     if m := _STATE.match(rest):
         return [Found("job", m["value"]), Found("employer", "", negated=True)]
     if m := _DIET.match(rest):
@@ -190,14 +217,13 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     if m := _SPEAKS.match(rest):
         return [Found("language", v, multi_valued=True) for v in split_list(m["value"])]
     if m := _STATUS.match(rest):
-        found = [Found("relationship_status", m["value"])]
-        return found + ([Found("partner_name", m["partner"])] if m["partner"] else [])
+        return status_facts(m["value"].lower(), m["partner"])
     if m := _DATING.match(rest):
         return [Found("relationship_status", "dating"), Found("partner_name", m["partner"])]
     if m := _CALLED.match(rest):
         return [Found("nickname" if "by" in rest.lower().split()[:2] else "name", m["value"])]
     if (m := _IS_A.match(rest)) and (job := _job_value(m["value"])):
-        return [Found("job", job)]
+        return [Found("job", job, changed=_TURNED.match(rest) is not None)]
     if (m := _NATIONALITY.match(rest)) and m["value"].lower() in DEMONYMS:
         return [Found("nationality", m["value"])]
     if m := _HAS_COUNT.match(rest):

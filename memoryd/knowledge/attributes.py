@@ -30,6 +30,7 @@ from memoryd.knowledge.attribute_subjects import (
     relation_subject,
     subject_of,
 )
+from memoryd.knowledge.attribute_transitions import contact_facts, couple_facts, transition_facts
 from memoryd.knowledge.attribute_values import normalise_key, normalise_value
 from memoryd.knowledge.attribute_words import DEMONYMS, JOBS, MULTI_VALUED
 from memoryd.knowledge.open_attributes import CHANGED_PREFIX, VERB_OBJECT, OpenFact, open_facts
@@ -60,10 +61,12 @@ class Attribute:
     #: The statement says the value changed ("now", "these days"): an open verb-object
     #: attribute (``open_attributes``) replaces an older one only then.
     changed: bool = False
+    #: Follows from the statement rather than being said ("I'm divorced": no partner now).
+    implied: bool = False
 
 
 _INVERTED_FAVORITE = LazyPattern(
-    r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
+    r"^(?P<value>.+?)\s+(?:is|are|became|(?:has|have)\s+become)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
     r"favou?rite\s+.+)$",
     re.IGNORECASE,
 )
@@ -85,7 +88,7 @@ _CONTRACTIONS = tuple(
     (LazyPattern(pattern, re.IGNORECASE), replacement)
     for pattern, replacement in (
         (r"\bI'm\b", "I am"),
-        (r"\bI've\b", "I have"),
+        (r"\b(I|we|they|you)'ve\b", r"\1 have"),
         (r"\bI'd\b", "I would"),
         (r"\b(he|she|it|that)'s\b", r"\1 is"),
         (r"\b(we|they|you)'re\b", r"\1 are"),
@@ -187,7 +190,11 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
     if m := NAME_IS_REL.match(clause):
         return _names_of(relation_subject("my", m["rel"], None), m["names"])
     if m := _CALL_ME.match(clause):
-        return [_attribute(Found("name", m["value"]), Subject("I", SELF))]
+        return [_attribute(Found("nickname", m["value"]), Subject("I", SELF))]  # what to call me, as "I go by"
+    if (couple := couple_facts(clause)) is not None:  # "Marco and I got married"
+        return [_attribute(f, Subject("I", SELF)) for f in couple]
+    if contact := contact_facts(_TRAILING.sub("", clause)):  # "text me on ...": an imperative, no subject
+        return [_attribute(f, Subject("I", SELF)) for f in contact]
     if (m := _INVERTED_FAVORITE.match(clause)) and not _ONE_OF.match(clause):
         clause = f"{m['rest']} is {m['value']}"  # "Blue is my favorite color" -> "my favorite color is Blue"
     one_of = bool(_ONE_OF.match(clause))
@@ -213,14 +220,16 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
     additive = bool(_ADDITIVE.search(rest))
     rest, negated = _strip_modifiers(rest)
     attributes = []
-    for fact in predicate_facts(rest, lowercase_text):
+    for fact in predicate_facts(rest, lowercase_text) or transition_facts(rest, lowercase_text):
         if fact.key.startswith("opinion:") and negated:  # "I don't like X" is an opinion too
             fact = Found(fact.key, "negative" if fact.value == "positive" else "positive")
         elif negated:
-            fact = Found(fact.key, fact.value, fact.multi_valued, negated=True)
+            fact = Found(fact.key, fact.value, fact.multi_valued, negated=True, implied=fact.implied)
         attribute = _attribute(fact, subject)
         if additive:  # "I also work at a bar": a second value, not a replacement
-            attribute = Attribute(attribute.key, attribute.value, subject, True, attribute.negated)
+            attribute = Attribute(
+                attribute.key, attribute.value, subject, True, attribute.negated, implied=attribute.implied
+            )
         attributes.append(attribute)
     return attributes
 
@@ -257,4 +266,4 @@ def _attribute(found: Found, subject: Subject) -> Attribute:
     if key == "name" and subject.key.startswith("rel:"):
         canon = subject.key[4:]
         multi = multi or not relationships.is_unique(canon)  # "my dog's name is Rex": maybe two dogs
-    return Attribute(key, normalise_value(found.value), subject, multi, found.negated)
+    return Attribute(key, normalise_value(found.value), subject, multi, found.negated, found.changed, found.implied)

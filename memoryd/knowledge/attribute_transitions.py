@@ -1,0 +1,111 @@
+"""Predicate shapes that say how to reach someone or that a state changed: "reach me at
+<address>", "started dating someone", "got divorced", "started eating fish again".
+
+They complement :mod:`memoryd.knowledge.attribute_rules`, which reads what a clause states; these
+read a value by its type (an e-mail address, a phone number) or a transition between the values
+of one key (single -> dating, married -> separated, vegetarian -> eating meat).  As there, a shape
+they were not written for yields nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memoryd.knowledge.attribute_rules import NAME, Found, rule, status_facts
+from memoryd.lazy import LazyPattern
+
+EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+#: Digits with the usual separators; ``is_phone`` checks how many digits.
+PHONE = r"\+?\(?\d[\d ().-]{5,}\d"
+
+_CONTACT_VERB = r"(?:reach|contact|email|e-mail|mail|text|call|ring|message|whatsapp|find|write\s+to)"
+_CONTACT = rule(
+    r"^(?:(?:you\s+)?(?:can|could)\s+(?:always\s+)?|please\s+|just\s+)?" + _CONTACT_VERB + r"\s+me\s+"
+    r"(?:at|on|via|through)\s+(?P<value>\S+(?:\s+\S+){0,4}?)(?:\s+from\s+now\s+on|\s+instead)?$"
+)
+_BEST_WAY = rule(
+    r"^(?:the\s+)?(?:best|easiest)\s+(?:way|place|number|address)\s+to\s+" + _CONTACT_VERB + r"\s+me\s+is\s+"
+    r"(?:at\s+|on\s+|via\s+)?(?P<value>\S+(?:\s+\S+){0,4}?)$"
+)
+#: "I'm moving everything to <address>, email me there": a change of address, read by its value.
+_MOVED_ADDRESS = rule(
+    r"^(?:am\s+|have\s+)?(?:moving|moved|switching|switched|changing|changed)\s+(?:\w+\s+){0,3}?to\s+"
+    r"(?P<value>" + EMAIL + r")\b(?!\s+for\b)"
+)
+_STARTED_DATING = rule(
+    r"^(?:just\s+)?(?:started|begun|began)\s+(?:dating|seeing)\s+(?:someone|somebody|(?P<partner>" + NAME + r"))$"
+)
+_BROKE_UP = rule(r"^(?:just\s+)?(?:broke|broken|split)\s+up(?:\s+with\s+(?P<partner>" + NAME + r"|(?:my|our)\s+\w+))?$")
+_DIET_RETURN = rule(
+    r"^(?:(?:started|begun|began)\s+(?:eating|to\s+eat)|(?:gone|went|going|got|am|is|are|been)\s+back\s+to\s+eating|"
+    r"(?:am|is|are)\s+eating)\s+(?P<food>meat|red\s+meat|fish|seafood|chicken|pork|beef|poultry|steak|bacon)"
+    r"(?:\s+again)?$"
+)
+_TIMEZONE = rule(r"^(?:am|is|are)\s+on\s+(?P<value>[A-Za-z]+(?:\s+[A-Za-z]+)?)\s+time$")
+_HOME_IS = rule(r"^(?:(?:my|our)\s+)?home(?:\s+for\s+(?:me|us))?\s+is\s+(?:now\s+)?(?:in\s+)?(?P<value>.+)$")
+
+#: "Marco and I got married", "my husband and I are separated": a status of the speaker, with
+#: the other as the partner.
+COUPLE = LazyPattern(
+    r"^(?:(?P<partner>" + NAME + r")|(?:my|our)\s+\w+)\s+and\s+(?:I|me)\s+(?P<rest>.+)$"
+    r"|^(?:I|me)\s+and\s+(?:(?P<partner2>" + NAME + r")|(?:my|our)\s+\w+)\s+(?P<rest2>.+)$",
+    re.IGNORECASE,
+)
+#: What a couple's predicate says: "got married", "are separated", "split up", "divorced".
+_COUPLE_STATUS = rule(
+    r"^(?:(?:are|were|have|had|just|got|officially|finally|now)\s+)*"
+    r"(?P<value>married|engaged|divorced|separated|split(?:\s+up)?|broke\s+up)"
+    r"(?:\s+(?:in|on|last|this|after)\b.*)?$"
+)
+
+
+def is_phone(value: str) -> bool:
+    """A phone number: 7 to 15 digits with the usual separators and nothing else."""
+    return re.fullmatch(PHONE, value) is not None and 7 <= sum(c.isdigit() for c in value) <= 15
+
+
+def contact_key(value: str) -> str | None:
+    """ "email" or "phone" by what ``value`` is, else None (a time, a place, a name)."""
+    if re.fullmatch(EMAIL, value):
+        return "email"
+    return "phone" if is_phone(value) else None
+
+
+def contact_facts(clause: str) -> list[Found]:
+    """The speaker's address in "(you can) reach me at <address>", "text me on <number>", by
+    what the value is; nothing for "call me at 5" or "find me at the bar"."""
+    for pattern in (_CONTACT, _BEST_WAY):
+        if (m := pattern.match(clause)) and (key := contact_key(value := m["value"].rstrip(".,"))):
+            return [Found(key, value)]
+    return []
+
+
+def transition_facts(rest: str, lowercase_text: bool) -> list[Found]:
+    """What the predicate ``rest`` (subject and negation removed) states, by these shapes."""
+    if m := _MOVED_ADDRESS.match(rest):
+        return [Found("email", m["value"])]
+    if m := _STARTED_DATING.match(rest):
+        partner = [Found("partner_name", m["partner"])] if m["partner"] else []
+        return [Found("relationship_status", "dating"), *partner]
+    if m := _BROKE_UP.match(rest):
+        return status_facts("single", m["partner"] if m["partner"] and m["partner"][:1].isupper() else None)
+    if m := _DIET_RETURN.match(rest):
+        return [Found("diet", "pescatarian" if m["food"].lower() in ("fish", "seafood") else "omnivore")]
+    if m := _TIMEZONE.match(rest):
+        return [Found("timezone", m["value"] + " time")]
+    if (m := _HOME_IS.match(rest)) and (lowercase_text or m["value"][:1].isupper()):
+        return [Found("residence", m["value"], changed=True)]
+    return []
+
+
+def couple_facts(clause: str) -> list[Found] | None:
+    """The speaker's status in "<partner> and I <got married | split up ...>", or None."""
+    if not (m := COUPLE.match(clause)):
+        return None
+    status = _COUPLE_STATUS.match(m["rest"] or m["rest2"])
+    if not status:
+        return None
+    value = status["value"].lower()
+    value = "single" if value.startswith("broke") else "separated" if value.startswith("split") else value
+    partner = m["partner"] or m["partner2"]
+    return status_facts(value, partner)
