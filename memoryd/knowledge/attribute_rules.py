@@ -29,7 +29,8 @@ from memoryd.knowledge.attribute_words import JOBS as JOBS
 from memoryd.lazy import LazyPattern
 
 BE = r"(?:am|is|are|be|being|been|became|become|becomes|has\s+become|have\s+become)"
-NAME = r"(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"
+#: A name, with its title if it has one ("Dr. Okafor": the title belongs to the name).
+NAME = r"(?-i:(?:(?:Dr|Mr|Mrs|Ms|Mx|Prof)\.?\s+)?[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"
 TAIL = r"(?P<value>.+)"
 
 

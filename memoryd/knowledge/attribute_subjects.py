@@ -39,8 +39,11 @@ _NOT_NAMES = frozenset(
     june july august september october november december just recently finally currently still
     really actually started moved lives works loves likes prefers got has is was had went new old
     always never usually often sometimes if because since after before maybe perhaps should would
-    could will do does did can might must please let""".split()
+    could will do does did can might must please let home best""".split()
 )
+
+#: Relatives one has one of, called by the word alone as by a name ("Dad is living in Galway").
+_CALLED_BY_RELATION = frozenset({"mother", "father", "grandmother", "grandfather"})
 
 POSSESSIVE = LazyPattern(
     rf"^(?:(?P<own>{_OWNER})\s+{_NEW}(?P<rel>{_REL})(?:\s+(?P<relname>{NAME}))?(?:'s|')\s+"
@@ -91,6 +94,9 @@ def subject_of(m: re.Match[str]) -> Subject | None:
     name = groups.get("name")
     if not name or name.split()[0].casefold() in _NOT_NAMES:
         return None
+    if relationships.canonical(name) in _CALLED_BY_RELATION:
+        canon = relationships.canonical(name) or name.casefold()  # "Mom", "Dad": the speaker's, one person
+        return Subject(f"my {canon}", "rel:" + relationships.subject_class(canon))
     return Subject(name, "name:" + relationships.normalise_name(name))
 
 

@@ -99,7 +99,15 @@ _CONTRACTIONS = tuple(
         (r"\bdidn't\b", "did not"),
     )
 )
-_CLAUSES = LazyPattern(r"\s*(?:[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)", re.IGNORECASE)
+#: A full stop after a title ("Dr. Okafor") ends no clause.
+_CLAUSES = LazyPattern(
+    r"\s*(?:(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
+    re.IGNORECASE,
+)
+#: A clause that says its value is the current one ("now lives in", "these days").
+_NOW = LazyPattern(r"\b(?:now|nowadays|these\s+days)\b", re.IGNORECASE)
+#: A clause that is only a person: the first half of "Marco and I ...".
+_BARE_SUBJECT = LazyPattern(rf"^\s*(?:{NAME}|(?:my|our)\s+[a-z]+)\s*$", re.IGNORECASE)
 _LEADING_ADVERBS = LazyPattern(
     r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
     r"happily|also|presently|meanwhile)\s+)+",
@@ -146,11 +154,25 @@ def _parse_cached(text: str) -> tuple[Attribute, ...]:
     lowercase_text = cleaned.islower() or not any(map(str.isupper, cleaned))
     cleaned = _expanded(cleaned)
     found: list[Attribute] = []
-    for clause in _CLAUSES.split(cleaned):
+    for clause in _couples_rejoined(_CLAUSES.split(cleaned)):
+        says_now = _NOW.search(clause) is not None
         clause = _FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
         if clause:
-            found.extend(_clause_attributes(clause, lowercase_text))
+            found.extend(_clause_attributes(clause, lowercase_text, says_now))
     return tuple(found)
+
+
+def _couples_rejoined(clauses: list[str]) -> list[str]:
+    """ "Marco and I got married" was split before "I": the two halves are one clause."""
+    if len(clauses) < 2:
+        return clauses
+    joined = [clauses[0]]
+    for clause in clauses[1:]:
+        if _BARE_SUBJECT.match(joined[-1]) and clause[:2] in ("I ", "i "):
+            joined[-1] += " and " + clause
+        else:
+            joined.append(clause)
+    return joined
 
 
 def parse_open_attributes(text: str) -> list[Attribute]:
@@ -184,7 +206,7 @@ def _open_attribute(fact: OpenFact) -> Attribute:
     return Attribute(fact.key, fact.value, subject, changed=fact.changed)
 
 
-def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
+def _clause_attributes(clause: str, lowercase_text: bool, says_now: bool = False) -> list[Attribute]:
     if m := HAS_PET.search(clause):
         return _names_of(relation_subject("my", m["rel"], None), m["names"])
     if m := NAME_IS_REL.match(clause):
@@ -225,6 +247,8 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
             fact = Found(fact.key, "negative" if fact.value == "positive" else "positive")
         elif negated:
             fact = Found(fact.key, fact.value, fact.multi_valued, negated=True, implied=fact.implied)
+        elif says_now and not fact.changed:  # "my sister now lives in Seattle": a change
+            fact = Found(fact.key, fact.value, fact.multi_valued, implied=fact.implied, changed=True)
         attribute = _attribute(fact, subject)
         if additive:  # "I also work at a bar": a second value, not a replacement
             attribute = Attribute(
