@@ -69,6 +69,11 @@ NAME_IS_REL = LazyPattern(
 REL_IS_NAME = LazyPattern(
     rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{NAME}(?:\s*(?:,|and)\s*{NAME}){{0,8}})$", re.IGNORECASE
 )
+#: "We switched dentists to Dr. Khan": a new holder of a role one has one of.
+SWITCHED_REL = LazyPattern(
+    rf"^(?:i|we)\s+(?:have\s+)?(?:switched|changed)\s+(?P<rel>{relationships.PATTERN})s?\s+to\s+(?P<names>{NAME})$",
+    re.IGNORECASE,
+)
 HAS_PET = LazyPattern(
     rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
     rf"(?:named|called)\s+(?P<names>{NAME})",
@@ -100,9 +105,16 @@ def subject_of(m: re.Match[str]) -> Subject | None:
     return Subject(name, "name:" + relationships.normalise_name(name))
 
 
+#: Who looks after one, one of each kind at a time: "my dentist" and "my therapist" are two
+#: people (one word in ``relationships``), and a new dentist replaces the old one.
+CARERS = frozenset({"doctor", "dentist", "therapist"})
+
+
 def relation_subject(own: str, rel: str, name: str | None) -> Subject:
     canon = relationships.canonical(rel) or rel.casefold()
     unique = relationships.is_unique(canon)
+    if (carer := " ".join(rel.casefold().split())) in CARERS:
+        return Subject(f"{own.casefold()} {carer}", "rel:" + carer)
     if name and not unique and name.split()[0].casefold() not in _NOT_NAMES:
         return Subject(name, "name:" + relationships.normalise_name(name))  # "my son Leo" is Leo
     ambiguous = not unique and canon not in relationships.PETS

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from memoryd.knowledge.attribute_rules import NAME, Found, rule, status_facts
+from memoryd.knowledge.trailing import TRAILING
 from memoryd.lazy import LazyPattern
 
 EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
@@ -102,7 +103,7 @@ def couple_facts(clause: str) -> list[Found] | None:
     """The speaker's status in "<partner> and I <got married | split up ...>", or None."""
     if not (m := COUPLE.match(clause)):
         return None
-    status = _COUPLE_STATUS.match(m["rest"] or m["rest2"])
+    status = _COUPLE_STATUS.match(TRAILING.sub("", m["rest"] or m["rest2"]))
     if not status:
         return None
     value = status["value"].lower()

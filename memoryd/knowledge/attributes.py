@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from memoryd.knowledge import relationships
 from memoryd.knowledge.attribute_rules import NAME, Found, predicate_facts
 from memoryd.knowledge.attribute_subjects import (
+    CARERS,
     HAS_PET,
     IMPLICIT,
     NAME_IS_REL,
@@ -26,6 +27,7 @@ from memoryd.knowledge.attribute_subjects import (
     PRONOUN,
     REL_IS_NAME,
     SELF,
+    SWITCHED_REL,
     Subject,
     relation_subject,
     subject_of,
@@ -209,6 +211,8 @@ def _open_attribute(fact: OpenFact) -> Attribute:
 def _clause_attributes(clause: str, lowercase_text: bool, says_now: bool = False) -> list[Attribute]:
     if m := HAS_PET.search(clause):
         return _names_of(relation_subject("my", m["rel"], None), m["names"])
+    if m := SWITCHED_REL.match(clause):  # "we switched dentists to Dr. Khan"
+        return _names_of(relation_subject("my", m["rel"], None), m["names"])
     if m := NAME_IS_REL.match(clause):
         return _names_of(relation_subject("my", m["rel"], None), m["names"])
     if m := _CALL_ME.match(clause):
@@ -289,5 +293,7 @@ def _attribute(found: Found, subject: Subject) -> Attribute:
     multi = found.multi_valued or key in MULTI_VALUED
     if key == "name" and subject.key.startswith("rel:"):
         canon = subject.key[4:]
-        multi = multi or not relationships.is_unique(canon)  # "my dog's name is Rex": maybe two dogs
+        multi = multi or not (
+            relationships.is_unique(canon) or canon in CARERS
+        )  # "my dog's name is Rex": maybe two dogs
     return Attribute(key, normalise_value(found.value), subject, multi, found.negated, found.changed, found.implied)

@@ -102,7 +102,7 @@ _PASSIVE_CHANGE = re.compile(
 #: value is a time; an end ("closes at") is a key of its own.
 _AT_TIME = re.compile(
     rf"^{_KEY}\s+(?P<verb>goes\s+off|starts|begins|opens|kicks\s+off|leaves|departs|ends|closes|finishes)\s+"
-    r"(?:at|from)\s+(?P<value>\d\S*(?:\s*[ap]\.?m\.?)?)$",
+    r"(?:at|from)\s+(?P<value>\d\S*(?:\s*[ap]\.?m\.?)?)(?:\s+(?:now|these\s+days|instead))?$",
     re.IGNORECASE,
 )
 _ENDS = ("ends", "closes", "finishes")
@@ -187,7 +187,11 @@ def _subject_of(clause: str) -> tuple[str | None, str]:
         return _owner_name(m["owner"]), clause[m.end() :]
     if m := _NAME_SUBJECT.match(clause):
         first = m["owner"].split()[0].casefold()
-        if first not in _DETERMINERS and first != "the" and _IS.match(clause) is None:
+        if (
+            first not in _DETERMINERS
+            and first != "the"
+            and not any(p.match(clause) for p in (_IS, _CHANGED_TO, _AT_TIME))
+        ):
             return _owner_name(m["owner"]), clause[m.end() :]
     if clause[:1].isalpha() and clause.split()[0].casefold() not in _DETERMINERS:
         return "", clause  # a bare note: "Bedtime is around 11pm"
