@@ -49,7 +49,7 @@ class Found:
     changed: bool = False
 
 
-def _looks_like_proper_noun(raw: str, lowercase_text: bool) -> bool:
+def looks_like_proper_noun(raw: str, lowercase_text: bool) -> bool:
     """A place or an organisation: capitalised ("Berlin", "the Netherlands"); in an all
     lower-case message anything but a determiner phrase ("a flat", "my parents")."""
     words = raw.split()
@@ -71,7 +71,7 @@ def _employer_ok(raw: str, lowercase_text: bool) -> bool:
         return True  # "a hospital", "a startup"
     if value.startswith("the ") and value.split()[-1] in ORGANISATIONS:
         return True  # "the city council", but not "the front desk"
-    return _looks_like_proper_noun(raw, lowercase_text)  # "the City Council", not "the front desk"
+    return looks_like_proper_noun(raw, lowercase_text)  # "the City Council", not "the front desk"
 
 
 def split_list(value: str) -> list[str]:
@@ -182,15 +182,15 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
             return [Found("birth_year", value)]
         if m["prep"].lower() == "on" or re.match(r"(?i)\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec", value):
             return [Found("birthday", value)]
-        return [Found("birthplace", value)] if _looks_like_proper_noun(value, lowercase_text) else []
+        return [Found("birthplace", value)] if looks_like_proper_noun(value, lowercase_text) else []
     if m := _MOVED_OUT.match(rest):
         return [Found("residence", m["value"], negated=True)]
     if m := _RESIDENCE.match(rest):
         value = re.sub(r"(?i)^(?:the\s+city\s+of\s+)", "", m["value"])
         moved = _MOVED.match(rest) is not None
-        return [Found("residence", value, changed=moved)] if _looks_like_proper_noun(value, lowercase_text) else []
+        return [Found("residence", value, changed=moved)] if looks_like_proper_noun(value, lowercase_text) else []
     if m := _HOMETOWN.match(rest):
-        return [Found("hometown", m["value"])] if _looks_like_proper_noun(m["value"], lowercase_text) else []
+        return [Found("hometown", m["value"])] if looks_like_proper_noun(m["value"], lowercase_text) else []
     if m := _WORKS_AS.match(rest):
         job = _job_value(m["value"]) or m["value"]
         return [Found("job", job)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from memoryd.knowledge.attribute_rules import NAME, Found, rule, status_facts
+from memoryd.knowledge.attribute_rules import NAME, Found, looks_like_proper_noun, rule, status_facts
 from memoryd.knowledge.trailing import TRAILING
 from memoryd.lazy import LazyPattern
 
@@ -38,8 +38,7 @@ _STARTED_DATING = rule(
 )
 _BROKE_UP = rule(r"^(?:just\s+)?(?:broke|broken|split)\s+up(?:\s+with\s+(?P<partner>" + NAME + r"|(?:my|our)\s+\w+))?$")
 _DIET_RETURN = rule(
-    r"^(?:(?:started|begun|began)\s+(?:eating|to\s+eat)|(?:gone|went|going|got|am|is|are|been)\s+back\s+to\s+eating|"
-    r"(?:am|is|are)\s+eating)\s+(?P<food>meat|red\s+meat|fish|seafood|chicken|pork|beef|poultry|steak|bacon)"
+    r"^(?:(?:started|begun|began)\s+(?:eating|to\s+eat)|(?:gone|went|going|got|am|is|are|been)\s+back\s+to\s+eating)\s+(?P<food>meat|red\s+meat|fish|seafood|chicken|pork|beef|poultry|steak|bacon)"
     r"(?:\s+again)?$"
 )
 _TIMEZONE = rule(r"^(?:am|is|are)\s+on\s+(?P<value>[A-Za-z]+(?:\s+[A-Za-z]+)?)\s+time$")
@@ -56,7 +55,7 @@ COUPLE = LazyPattern(
 _COUPLE_STATUS = rule(
     r"^(?:(?:are|were|have|had|just|got|officially|finally|now)\s+)*"
     r"(?P<value>married|engaged|divorced|separated|split(?:\s+up)?|broke\s+up)"
-    r"(?:\s+(?:in|on|last|this|after)\b.*)?$"
+    r"(?:\s+(?:in|on)\s+(?:(?-i:[A-Z])\w+|\d{4})|\s+(?:last|this)\s+\w+|\s+after\s+\w+\s+years?)?$"
 )
 
 
@@ -94,7 +93,7 @@ def transition_facts(rest: str, lowercase_text: bool) -> list[Found]:
         return [Found("diet", "pescatarian" if m["food"].lower() in ("fish", "seafood") else "omnivore")]
     if m := _TIMEZONE.match(rest):
         return [Found("timezone", m["value"] + " time")]
-    if (m := _HOME_IS.match(rest)) and (lowercase_text or m["value"][:1].isupper()):
+    if (m := _HOME_IS.match(rest)) and looks_like_proper_noun(m["value"], lowercase_text):
         return [Found("residence", m["value"], changed=True)]
     return []
 

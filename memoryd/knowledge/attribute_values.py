@@ -39,3 +39,37 @@ def normalise_value(value: str) -> str:
     value = _TRAILING.sub("", value.strip()).casefold().strip(" .!?'\"")
     value = re.sub(r"^(?:a|an|the)\s+", "", value)
     return " ".join(value.split())
+
+
+#: What kind of value a note holds, by its form: a time and a room are not two values of one
+#: thing ("the meeting is at 3pm", "the meeting moved to Room 4").
+_VALUE_TYPES = (
+    ("email", re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
+    ("url", re.compile(r"(?:https?://|www\.)\S+")),
+    ("time", re.compile(r"\d{1,2}(?::\d{2})?\s*(?:[ap]\.?m\.?)|\d{1,2}:\d{2}|noon|midnight")),
+    (
+        "day",
+        re.compile(
+            r"(?:on\s+)?(?:mon|tues|wednes|thurs|fri|satur|sun)days?(?:\s+and\s+\w+days?)?|"
+            r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?|"
+            r"\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
+        ),
+    ),
+    ("phone", re.compile(r"\+?\(?\d[\d ().-]{5,}\d")),
+    (
+        "amount",
+        re.compile(
+            r"[$€£¥]\s?[\d,.]+\s*[km]?(?:\s+(?:a|per|an)\s+\w+)?|[\d,.]+\s*(?:dollars|euros|pounds|usd|eur|gbp)"
+        ),
+    ),
+    ("number", re.compile(r"[-+]?\d[\d,.]*\s*(?:%|[a-z]{1,5}(?:/[a-z]{1,3})?|degrees|°\w?)?")),
+)
+
+
+def value_type(value: str) -> str:
+    """ "time", "day", "email", "phone", "url", "amount", "number", else "text"."""
+    value = value.strip().casefold()
+    for name, pattern in _VALUE_TYPES:
+        if pattern.fullmatch(value):
+            return name
+    return "text"
