@@ -133,8 +133,8 @@ _RESTRICTION = rule(r"^" + BE + r"\s+(?P<value>" + "|".join(RESTRICTIONS) + r")$
 _ALLERGY = rule(r"^(?:" + BE + r"\s+allergic\s+to|(?:has|have)\s+an?\s+allergy\s+to)\s+" + TAIL)
 _SPEAKS = rule(r"^(?:speaks?|(?:" + BE + r"\s+)?fluent\s+in)\s+(?!to\b|with\b|about\b|up\b)" + TAIL)
 _STATUS = rule(
-    r"^(?:" + BE + r"|got|just\s+got)\s+(?P<value>" + "|".join(STATUSES) + r")"
-    r"(?:\s+to\s+(?P<partner>" + NAME + r"))?"
+    r"^(?:" + BE + r"|got|just\s+got)\s+(?:an?\s+)?(?P<value>" + "|".join(STATUSES) + r")"
+    r"(?:\s+(?:man|woman|person|guy|lady|mom|dad|mother|father))?(?:\s+(?:to|with)\s+(?P<partner>" + NAME + r"))?"
     r"(?:\s+(?:in|on)\s+(?:(?-i:[A-Z])\w+|\d{4})(?:\s+\d{4})?|\s+(?:last|this)\s+(?:week|month|year|spring|summer|fall|autumn|winter))?$"
 )
 _DATING = rule(r"^" + BE + r"\s+dating\s+(?P<partner>" + NAME + r")$")

@@ -20,9 +20,12 @@ EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 PHONE = r"\+?\(?\d[\d ().-]{5,}\d"
 
 _CONTACT_VERB = r"(?:reach|contact|email|e-mail|mail|text|call|ring|message|whatsapp|find|write\s+to)"
+#: "(you can) reach me at <address>", "drop me a line at <address>", "text me on <number>": any
+#: imperative to get in touch, read by what the value is (an address or a number, not "at 5").
 _CONTACT = rule(
-    r"^(?:(?:you\s+)?(?:can|could)\s+(?:always\s+)?|please\s+|just\s+)?" + _CONTACT_VERB + r"\s+me\s+"
-    r"(?:at|on|via|through)\s+(?P<value>\S+(?:\s+\S+){0,4}?)(?:\s+from\s+now\s+on|\s+instead)?$"
+    r"^(?:(?:you\s+)?(?:can|could)\s+(?:always\s+)?|please\s+|just\s+|feel\s+free\s+to\s+)?"
+    r"(?P<verb>[a-z]+(?:\s+up)?)\s+me(?:\s+[a-z]+){0,3}?\s+(?:at|on|via|through)\s+"
+    r"(?P<value>\S+(?:\s+\S+){0,4}?)(?:\s+from\s+now\s+on|\s+instead)?$"
 )
 _BEST_WAY = rule(
     r"^(?:the\s+)?(?:best|easiest)\s+(?:way|place|number|address)\s+to\s+" + _CONTACT_VERB + r"\s+me\s+is\s+"
@@ -76,6 +79,8 @@ def contact_facts(clause: str) -> list[Found]:
     what the value is; nothing for "call me at 5" or "find me at the bar"."""
     for pattern in (_CONTACT, _BEST_WAY):
         if (m := pattern.match(clause)) and (key := contact_key(value := m["value"].rstrip(".,"))):
+            if pattern is _CONTACT and m["verb"].casefold().endswith(("ed", "s")):
+                continue  # "emailed me at", "texts me on": someone else did it, not an imperative
             return [Found(key, value)]
     return []
 

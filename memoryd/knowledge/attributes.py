@@ -35,6 +35,7 @@ from memoryd.knowledge.attribute_subjects import (
 from memoryd.knowledge.attribute_transitions import contact_facts, couple_facts, transition_facts
 from memoryd.knowledge.attribute_values import normalise_key, normalise_value
 from memoryd.knowledge.attribute_words import DEMONYMS, JOBS, MULTI_VALUED
+from memoryd.knowledge.clauses import FILLER, NOW, clauses, expanded, straightened
 from memoryd.knowledge.open_attributes import CHANGED_PREFIX, VERB_OBJECT, OpenFact, open_facts
 from memoryd.knowledge.possessive_rules import possessive_facts
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
@@ -78,38 +79,6 @@ _ONE_OF = LazyPattern(r"^one\s+of\s+", re.IGNORECASE)
 _OWNERLESS_FAVORITE = LazyPattern(r"^favou?rite\s", re.IGNORECASE)
 _CALL_ME = LazyPattern(rf"^(?:please\s+)?call\s+me\s+(?P<value>{NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
-_FILLER = LazyPattern(
-    r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
-    r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
-    r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
-    r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
-    re.IGNORECASE,
-)
-#: Each holds an apostrophe: a text without one skips them all.
-_CONTRACTIONS = tuple(
-    (LazyPattern(pattern, re.IGNORECASE), replacement)
-    for pattern, replacement in (
-        (r"\bI'm\b", "I am"),
-        (r"\b(I|we|they|you)'ve\b", r"\1 have"),
-        (r"\bI'd\b", "I would"),
-        (r"\b(he|she|it|that)'s\b", r"\1 is"),
-        (r"\b(we|they|you)'re\b", r"\1 are"),
-        (r"\bisn't\b", "is not"),
-        (r"\baren't\b", "are not"),
-        (r"\bdon't\b", "do not"),
-        (r"\bdoesn't\b", "does not"),
-        (r"\bdidn't\b", "did not"),
-    )
-)
-#: A full stop after a title ("Dr. Okafor") ends no clause.
-_CLAUSES = LazyPattern(
-    r"\s*(?:(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
-    re.IGNORECASE,
-)
-#: A clause that says its value is the current one ("now lives in", "these days").
-_NOW = LazyPattern(r"\b(?:now|nowadays|these\s+days)\b", re.IGNORECASE)
-#: A clause that is only a person: the first half of "Marco and I ...".
-_BARE_SUBJECT = LazyPattern(rf"^\s*(?:{NAME}|(?:my|our)\s+[a-z]+)\s*$", re.IGNORECASE)
 _LEADING_ADVERBS = LazyPattern(
     r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
     r"happily|also|presently|meanwhile)\s+)+",
@@ -149,32 +118,19 @@ def attribute_keys(text: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)  # a new memory is compared with several candidates, each parsed again
 def _parse_cached(text: str) -> tuple[Attribute, ...]:
-    cleaned = _straightened(text)
+    cleaned = straightened(text)
     # Typed all in lower case ("i live in berlin"), places and names lose their capitals.
     # islower() first: it answers most texts in C (True means no upper-case character).
     # Read before the contractions are expanded: "i'm" becomes "I am".
     lowercase_text = cleaned.islower() or not any(map(str.isupper, cleaned))
-    cleaned = _expanded(cleaned)
+    cleaned = expanded(cleaned)
     found: list[Attribute] = []
-    for clause in _couples_rejoined(_CLAUSES.split(cleaned)):
-        says_now = _NOW.search(clause) is not None
-        clause = _FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
+    for clause in clauses(cleaned):
+        says_now = NOW.search(clause) is not None
+        clause = FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
         if clause:
             found.extend(_clause_attributes(clause, lowercase_text, says_now))
     return tuple(found)
-
-
-def _couples_rejoined(clauses: list[str]) -> list[str]:
-    """ "Marco and I got married" was split before "I": the two halves are one clause."""
-    if len(clauses) < 2:
-        return clauses
-    joined = [clauses[0]]
-    for clause in clauses[1:]:
-        if _BARE_SUBJECT.match(joined[-1]) and clause[:2] in ("I ", "i "):
-            joined[-1] += " and " + clause
-        else:
-            joined.append(clause)
-    return joined
 
 
 def parse_open_attributes(text: str) -> list[Attribute]:
@@ -185,20 +141,7 @@ def parse_open_attributes(text: str) -> list[Attribute]:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_open_cached(text: str) -> tuple[Attribute, ...]:
-    return tuple(_open_attribute(fact) for fact in open_facts(_expanded(_straightened(text))))
-
-
-def _straightened(text: str) -> str:
-    """Curly apostrophes made straight and runs of white space made one space."""
-    return " ".join(text.replace("’", "'").replace("‘", "'").split())
-
-
-def _expanded(cleaned: str) -> str:
-    """``cleaned`` with its contractions written out ("I'm" -> "I am")."""
-    if "'" in cleaned:
-        for pattern, replacement in _CONTRACTIONS:
-            cleaned = pattern.sub(replacement, cleaned)
-    return cleaned
+    return tuple(_open_attribute(fact) for fact in open_facts(expanded(straightened(text))))
 
 
 def _open_attribute(fact: OpenFact) -> Attribute:
