@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from memoryd.knowledge.attribute_rules import NAME, Found, looks_like_proper_noun, rule, status_facts
+from memoryd.knowledge.possessive_rules import possessive_facts
 from memoryd.knowledge.trailing import TRAILING
 from memoryd.lazy import LazyPattern
 
@@ -60,6 +61,47 @@ _COUPLE_STATUS = rule(
     r"(?P<value>married|engaged|divorced|separated|split(?:\s+up)?|broke\s+up)"
     r"(?:\s+(?:in|on)\s+(?:(?-i:[A-Z])\w+|\d{4})|\s+(?:last|this)\s+\w+|\s+after\s+\w+\s+years?)?$"
 )
+
+
+#: How one has a thing: "I take my coffee with oat milk", "I like my steak rare" (one way at a time).
+_HOW = rule(
+    r"^(?:likes?|takes?|drinks?|has|have|prefers?|eats?|wants?)\s+(?:my|his|her|their|our)\s+(?P<thing>[a-z]+)\s+"
+    r"(?P<value>(?:with|without)\s+[a-z -]+|(?!\w+(?:ly|ed)$|(?:back|here|there|again|today|tonight|ready|home)$)[a-z-]+)$"
+)
+#: "prefers the aisle seat", "prefer dark chocolate": a preference among kinds of one thing.
+_PREFERS = rule(r"^prefers?\s+(?:the\s+|an?\s+)?(?P<value>[a-z-]+)\s+(?P<thing>[a-z]+)$")
+#: Feelings that are opinions: "scared of dogs" after "loves dogs".
+_FEELS = rule(
+    r"^(?:am|is|are)\s+(?P<feeling>scared|afraid|terrified|sick|tired|fond|a\s+fan|a\s+big\s+fan)\s+of\s+"
+    r"(?P<value>[a-z][a-z -]*)$"
+)
+#: "study law at UCL": the field and the school.
+_STUDIES_AT = rule(
+    r"^(?:stud(?:y|ies|ying)|majors?\s+in|majoring\s+in)\s+(?!at\b|in\b|for\b|hard\b|abroad\b)(?P<field>[a-z]+(?:\s+[a-z]+)?)"
+    r"\s+at\s+(?P<school>.+)$"
+)
+#: "changed my major to civil engineering", "updated my email to ...": what the key is now.
+_CHANGED_MY = rule(
+    r"^(?:have\s+|has\s+)?(?:changed|switched|updated)\s+(?:my|his|her|their|our)\s+(?P<key>[a-z -]+?)\s+to\s+"
+    r"(?P<value>\S.*)$"
+)
+
+
+def frame_facts(rest: str) -> list[Found]:
+    """Shapes read before the others, whose words another rule would misread ("like my coffee
+    black" is how, not an opinion of "my coffee black")."""
+    if m := _HOW.match(rest):
+        return [Found("how:" + m["thing"].lower(), m["value"])]
+    if m := _PREFERS.match(rest):
+        return [Found("preference:" + m["thing"].lower(), m["value"])]
+    if m := _FEELS.match(rest):
+        positive = m["feeling"].lower().startswith(("fond", "a "))
+        return [Found("opinion:" + m["value"], "positive" if positive else "negative")]
+    if m := _STUDIES_AT.match(rest):
+        return [Found("major", m["field"]), Found("school", m["school"])]
+    if m := _CHANGED_MY.match(rest):
+        return possessive_facts(f"{m['key']} is {m['value']}")
+    return []
 
 
 def is_phone(value: str) -> bool:

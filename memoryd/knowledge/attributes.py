@@ -32,7 +32,7 @@ from memoryd.knowledge.attribute_subjects import (
     relation_subject,
     subject_of,
 )
-from memoryd.knowledge.attribute_transitions import contact_facts, couple_facts, transition_facts
+from memoryd.knowledge.attribute_transitions import contact_facts, couple_facts, frame_facts, transition_facts
 from memoryd.knowledge.attribute_values import normalise_key, normalise_value
 from memoryd.knowledge.attribute_words import DEMONYMS, JOBS, MULTI_VALUED
 from memoryd.knowledge.clauses import FILLER, NOW, clauses, expanded, straightened
@@ -77,6 +77,8 @@ _ONE_OF = LazyPattern(r"^one\s+of\s+", re.IGNORECASE)
 #: A note that leaves out whose favourite it is ("Favorite color is blue"): the owner's, as
 #: "Works at Acme" is, unless the memory names its subjects.
 _OWNERLESS_FAVORITE = LazyPattern(r"^favou?rite\s", re.IGNORECASE)
+#: A note's key and value: "New mobile number: 555-0142", "Email: sam@example.com".
+_NOTE = LazyPattern(r"^(?P<key>[a-z][a-z -]{1,40}?)\s*:\s+(?P<value>\S.*)$", re.IGNORECASE)
 _CALL_ME = LazyPattern(rf"^(?:please\s+)?call\s+me\s+(?P<value>{NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
 _LEADING_ADVERBS = LazyPattern(
@@ -174,6 +176,8 @@ def _clause_attributes(clause: str, lowercase_text: bool, says_now: bool = False
             facts = [Found("favorites:" + f.key.partition(":")[2], f.value, True) for f in facts]
         if facts:
             return [_attribute(f, subject) for f in facts]
+    if (note := _NOTE.match(clause)) and (facts := possessive_facts(f"{note['key']} is {note['value']}")):
+        return [_attribute(f, Subject("", IMPLICIT)) for f in facts]  # a note: "Mobile number: 555-0142"
     if _OWNERLESS_FAVORITE.match(clause) and (facts := possessive_facts(clause)):
         return [_attribute(f, Subject("", IMPLICIT)) for f in facts]  # a note: "Favorite color is red"
     if (m := NOMINATIVE.match(clause)) and (subject := subject_of(m)):
@@ -189,7 +193,8 @@ def _clause_attributes(clause: str, lowercase_text: bool, says_now: bool = False
     additive = bool(_ADDITIVE.search(rest))
     rest, negated = _strip_modifiers(rest)
     attributes = []
-    for fact in predicate_facts(rest, lowercase_text) or transition_facts(rest, lowercase_text):
+    facts = frame_facts(rest) or predicate_facts(rest, lowercase_text) or transition_facts(rest, lowercase_text)
+    for fact in facts:
         if fact.key.startswith("opinion:") and negated:  # "I don't like X" is an opinion too
             fact = Found(fact.key, "negative" if fact.value == "positive" else "positive")
         elif negated:
