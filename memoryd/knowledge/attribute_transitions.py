@@ -72,7 +72,7 @@ _HOW = rule(
 _PREFERS = rule(r"^prefers?\s+(?:the\s+|an?\s+)?(?P<value>[a-z-]+)\s+(?P<thing>[a-z]+)$")
 #: Feelings that are opinions: "scared of dogs" after "loves dogs".
 _FEELS = rule(
-    r"^(?:am|is|are)\s+(?P<feeling>scared|afraid|terrified|sick|tired|fond|a\s+fan|a\s+big\s+fan)\s+of\s+"
+    r"^(?:am|is|are)\s+(?P<feeling>scared|afraid|terrified|sick|tired|fond)\s+of\s+"
     r"(?P<value>[a-z][a-z -]*)$"
 )
 #: "study law at UCL": the field and the school.
@@ -95,7 +95,7 @@ def frame_facts(rest: str) -> list[Found]:
     if m := _PREFERS.match(rest):
         return [Found("preference:" + m["thing"].lower(), m["value"])]
     if m := _FEELS.match(rest):
-        positive = m["feeling"].lower().startswith(("fond", "a "))
+        positive = m["feeling"].lower() == "fond"
         return [Found("opinion:" + m["value"], "positive" if positive else "negative")]
     if m := _STUDIES_AT.match(rest):
         return [Found("major", m["field"]), Found("school", m["school"])]
