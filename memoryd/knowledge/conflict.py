@@ -22,6 +22,7 @@ from typing import Literal, TypeVar
 import msgspec
 
 from memoryd.knowledge import relationships
+from memoryd.knowledge.attribute_rules import ENDED
 from memoryd.knowledge.attribute_values import value_type
 from memoryd.knowledge.attributes import IMPLICIT, PRONOUN, SELF, Attribute, parse_attributes, parse_open_attributes
 from memoryd.knowledge.open_attributes import KEY_VALUE, VERB_OBJECT
@@ -118,6 +119,8 @@ def _replaces(old: Attribute, new: Attribute) -> bool:
     if old.multi_valued or new.multi_valued:  # only a denial of the same value replaces
         return bool(new.value) and old.value == new.value and old.negated != new.negated
     if not old.negated and not new.negated:
+        if old.key == "relationship_status" and old.value in ENDED and new.value == "single":
+            return False  # divorced, widowed, separated: single too
         # a note's value of another kind is about something else: "standup is at 9:30", "standup
         # is on Mondays"
         return not old.key.startswith(KEY_VALUE) or value_type(old.value) == value_type(new.value)

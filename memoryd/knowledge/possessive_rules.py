@@ -32,7 +32,10 @@ _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
         (r"^(?:job|occupation|profession|job\s+title|title|role|position)\s+is\s+(?:an?\s+)?" + TAIL, "job"),
         (r"^(?:employer|company|workplace)\s+is\s+" + TAIL, "employer"),
         (r"^hometown\s+is\s+" + TAIL, "hometown"),
-        (r"^(?:home|house|apartment|flat)\s+is\s+(?:now\s+)?in\s+" + TAIL, "residence"),
+        (
+            r"^(?:home|house|apartment|flat)\s+is\s+(?:now\s+)?in\s+(?!an?\s)" + TAIL,
+            "residence",
+        ),  # not "in a quiet street"
         (r"^(?:home\s+|mailing\s+|street\s+)?address\s+is\s+" + TAIL, "address"),
         (r"^nationality\s+is\s+" + TAIL, "nationality"),
         (r"^(?:native\s+language|first\s+language|mother\s+tongue)\s+is\s+" + TAIL, "native_language"),
