@@ -43,7 +43,7 @@ _STARTED_DATING = rule(
 _BROKE_UP = rule(r"^(?:just\s+)?(?:broke|broken|split)\s+up(?:\s+with\s+(?P<partner>" + NAME + r"|(?:my|our)\s+\w+))?$")
 _DIET_RETURN = rule(
     r"^(?:(?:started|begun|began)\s+(?:eating|to\s+eat)|(?:gone|went|going|got|am|is|are|been)\s+back\s+to\s+eating)\s+(?P<food>meat|red\s+meat|fish|seafood|chicken|pork|beef|poultry|steak|bacon)"
-    r"(?:\s+again)?$"
+    r"(?:\s+again)?(?:\s+(?:after|because|since|following)\b.*)?$"  # "... again after my surgery"
 )
 _TIMEZONE = rule(r"^(?:am|is|are)\s+on\s+(?P<value>[A-Za-z]+(?:\s+[A-Za-z]+)?)\s+time$")
 _HOME_IS = rule(r"^(?:(?:my|our)\s+)?home(?:\s+for\s+(?:me|us))?\s+is\s+(?:now\s+)?(?:in\s+)?(?P<value>.+)$")
@@ -82,7 +82,7 @@ _STUDIES_AT = rule(
 )
 #: "changed my major to civil engineering", "updated my email to ...": what the key is now.
 _CHANGED_MY = rule(
-    r"^(?:have\s+|has\s+)?(?:changed|switched|updated)\s+(?:my|his|her|their|our)\s+(?P<key>[a-z -]+?)\s+to\s+"
+    r"^(?:have\s+|has\s+)?(?:changed|switched|updated|raised|lowered|increased|cut)\s+(?:my|his|her|their|our)\s+(?P<key>[a-z -]+?)\s+to\s+"
     r"(?P<value>\S.*)$"
 )
 

@@ -62,7 +62,7 @@ _VALUE_TYPES = (
             r"[$€£¥]\s?[\d,.]+\s*[km]?(?:\s+(?:a|per|an)\s+\w+)?|[\d,.]+\s*(?:dollars|euros|pounds|usd|eur|gbp)"
         ),
     ),
-    ("number", re.compile(r"[-+]?\d[\d,.]*\s*(?:%|[a-z]{1,5}(?:/[a-z]{1,3})?|degrees|°\w?)?")),
+    ("number", re.compile(r"[-+]?\d[\d,.]*\s*(?:%|[a-z]+(?:/[a-z]{1,3})?|°\w?)?")),  # "40 minutes", "300 mbps"
 )
 
 

@@ -13,7 +13,7 @@ from memoryd.lazy import LazyPattern
 FILLER = LazyPattern(
     r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
     r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
-    r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
+    r"apparently|lately|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
     r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
     re.IGNORECASE,
 )

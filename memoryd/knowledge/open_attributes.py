@@ -77,9 +77,11 @@ _SELF_WORDS = r"(?:the\s+user|i|me|myself|we)"
 _POSSESSOR = re.compile(rf"^(?P<owner>{_NAME}|the\s+user|my|our|(?:[A-Za-z]+s))(?:'s|')?\s+", re.IGNORECASE)
 _KEY = r"(?P<key>[A-Za-z][\w\-']*(?:\s+[A-Za-z][\w\-']*){0,5}?)"
 _NOTE = re.compile(rf"^{_KEY}\s*:\s+(?P<value>\S.*)$")
-_IS = re.compile(rf"^{_KEY}\s+(?:is|=)\s+(?:now\s+)?(?:called\s+|named\s+|set\s+(?:for|to)\s+|at\s+)?(?P<value>\S.*)$")
+_IS = re.compile(
+    rf"^{_KEY}\s+(?:is|=)\s+(?:now\s+)?(?:called\s+|named\s+|(?:set|booked|scheduled|due)\s+(?:for|to|on)\s+|at\s+)?(?P<value>\S.*)$"
+)
 _SWITCH = re.compile(
-    r"^(?:switched|changed|moved)\s+(?:(?:my|his|her|their|the|our)\s+)?(?P<key>[a-z]+?(?:\s+[a-z]+?){0,2}?)(?:e?s)?"
+    r"^(?:switched|changed|moved|raised|lowered|increased|decreased|cut|bumped|updated)\s+(?:(?:my|his|her|their|the|our)\s+)?(?P<key>[a-z]+?(?:\s+[a-z]+?){0,2}?)(?:e?s)?"
     r"\s+to\s+(?P<value>\S.*)$",
     re.IGNORECASE,
 )
@@ -107,6 +109,7 @@ _AT_TIME = re.compile(
 )
 _ENDS = ("ends", "closes", "finishes")
 _WORD = re.compile(r"[a-z']+")
+_MONTH_MAY = re.compile(r"\bmay\s+(?=\d)")
 _CLAUSES = re.compile(r";|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)\.\s|,?\sand\s(?=[a-z])|,?\sbut\s")
 _SELF_SUBJECT = re.compile(rf"^{_SELF_WORDS}\s+(?=[a-z])", re.IGNORECASE)
 _MY = re.compile(r"^(?:my|our|the\s+user's)\s+", re.IGNORECASE)
@@ -129,7 +132,7 @@ def open_facts(text: str) -> list[OpenFact]:
     for clause in _CLAUSES.split(text.strip().rstrip(".!?… ")):
         clause = _PASSIVE_CHANGE.sub("", clause.strip())
         lowered = f" {clause.casefold()} "
-        words = set(_WORD.findall(lowered))
+        words = set(_WORD.findall(_MONTH_MAY.sub(" ", lowered)))  # "May 3" is a date, not a hedge
         if not clause or words & _HEDGE or words & _ADDITIVE or _has(lowered, _HEDGE_PHRASES + _ADDITIVE_PHRASES):
             continue
         changed = bool(words & _CHANGED) or _has(lowered, _CHANGED_PHRASES)
