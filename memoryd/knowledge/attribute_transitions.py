@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 
+from memoryd.knowledge import relationships
 from memoryd.knowledge.attribute_rules import NAME, Found, looks_like_proper_noun, rule, status_facts
+from memoryd.knowledge.attribute_words import NOT_EMPLOYERS
 from memoryd.knowledge.possessive_rules import possessive_facts
 from memoryd.knowledge.trailing import TRAILING
 from memoryd.lazy import LazyPattern
@@ -66,7 +68,7 @@ _COUPLE_STATUS = rule(
 #: How one has a thing: "I take my coffee with oat milk", "I like my steak rare" (one way at a time).
 _HOW = rule(
     r"^(?:likes?|takes?|drinks?|has|have|prefers?|eats?|wants?)\s+(?:my|his|her|their|our)\s+(?P<thing>[a-z]+)\s+"
-    r"(?P<value>(?:with|without)\s+[a-z -]+|(?!\w+(?:ly|ed)$|(?:back|here|there|again|today|tonight|ready|home)$)[a-z-]+)$"
+    r"(?P<value>(?:with|without)\s+[a-z -]+|(?!\w+(?:ly|ed|ing)$|(?:back|here|there|again|today|tonight|ready|home)$)[a-z-]+)$"
 )
 #: "prefers the aisle seat", "prefer dark chocolate": a preference among kinds of one thing.
 _PREFERS = rule(r"^prefers?\s+(?:the\s+|an?\s+)?(?P<value>[a-z-]+)\s+(?P<thing>[a-z]+)$")
@@ -87,18 +89,19 @@ _CHANGED_MY = rule(
 )
 
 
-def frame_facts(rest: str) -> list[Found]:
+def frame_facts(rest: str, lowercase_text: bool) -> list[Found]:
     """Shapes read before the others, whose words another rule would misread ("like my coffee
     black" is how, not an opinion of "my coffee black")."""
-    if m := _HOW.match(rest):
+    if (m := _HOW.match(rest)) and relationships.canonical(m["thing"]) is None:  # not "take my kids ..."
         return [Found("how:" + m["thing"].lower(), m["value"])]
     if m := _PREFERS.match(rest):
         return [Found("preference:" + m["thing"].lower(), m["value"])]
     if m := _FEELS.match(rest):
         positive = m["feeling"].lower() == "fond"
         return [Found("opinion:" + m["value"], "positive" if positive else "negative")]
-    if m := _STUDIES_AT.match(rest):
-        return [Found("major", m["field"]), Found("school", m["school"])]
+    school = (m := _STUDIES_AT.match(rest)) and m["school"]
+    if m and school and school.lower() not in NOT_EMPLOYERS and looks_like_proper_noun(school, lowercase_text):
+        return [Found("major", m["field"]), Found("school", school)]  # not "study French at night"
     if m := _CHANGED_MY.match(rest):
         return possessive_facts(f"{m['key']} is {m['value']}")
     return []

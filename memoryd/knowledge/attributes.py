@@ -193,7 +193,11 @@ def _clause_attributes(clause: str, lowercase_text: bool, says_now: bool = False
     additive = bool(_ADDITIVE.search(rest))
     rest, negated = _strip_modifiers(rest)
     attributes = []
-    facts = frame_facts(rest) or predicate_facts(rest, lowercase_text) or transition_facts(rest, lowercase_text)
+    facts = (
+        frame_facts(rest, lowercase_text)
+        or predicate_facts(rest, lowercase_text)
+        or transition_facts(rest, lowercase_text)
+    )
     for fact in facts:
         if fact.key.startswith("opinion:") and negated:  # "I don't like X" is an opinion too
             fact = Found(fact.key, "negative" if fact.value == "positive" else "positive")
