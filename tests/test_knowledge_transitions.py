@@ -157,3 +157,15 @@ def test_fresh_wording_sets_keep_precision_and_recall(name: str) -> None:
     overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name(name)))
     assert overall.total >= 60 and overall.precision == 1.0, format_table(overall, {})
     assert overall.recall >= 0.85, format_table(overall, {})
+
+
+def test_new_keys_inverted_homes_and_jobs_taken() -> None:
+    assert supersedes("My email is a@example.com", "I have a new email: c@example.com")
+    assert supersedes("My phone number is 555-0101", "Got a new number, 555-0199")
+    assert not supersedes("I have a cat", "I got a new cat, Milo")  # one more cat
+    assert supersedes("I live in Austin", "Berlin is home now")
+    assert not supersedes("I live in Austin", "Where I grew up is home")
+    assert supersedes("I work at Infosys", "I joined Wipro as an engineer")
+    assert not supersedes("I work at Infosys", "I joined a choir as a tenor")  # no job
+    assert supersedes("My boss is Linda", "Raj is my new boss")
+    assert supersedes("I go by Kate", "I am going by Katherine now")

@@ -81,7 +81,7 @@ def split_list(value: str) -> list[str]:
     return [p for p in (c.strip() for c in cleaned) if p]
 
 
-def _job_value(raw: str) -> str | None:
+def job_value(raw: str) -> str | None:
     """The job in "a senior software engineer at X", or None when the noun is no job."""
     words = re.split(r"\s+(?:at|for|in|with|from|of)\s+", raw, maxsplit=1)[0].split()
     if words and words[0].lower() in {"a", "an", "the"}:
@@ -138,7 +138,7 @@ _STATUS = rule(
     r"(?:\s+(?:in|on)\s+(?:(?-i:[A-Z])\w+|\d{4})(?:\s+\d{4})?|\s+(?:last|this)\s+(?:week|month|year|spring|summer|fall|autumn|winter))?$"
 )
 _DATING = rule(r"^" + BE + r"\s+dating\s+(?P<partner>" + NAME + r")$")
-_CALLED = rule(r"^(?:" + BE + r"\s+called|goes\s+by|go\s+by)\s+" + TAIL)
+_CALLED = rule(r"^(?:" + BE + r"\s+called|goes\s+by|go\s+by|(?:" + BE + r"\s+)?going\s+by)\s+" + TAIL)
 _NATIONALITY = rule(r"^" + BE + r"\s+(?:an?\s+)?(?P<value>[a-z-]+)(?:\s+citizen|\s+national)?$")
 _OPINION = rule(
     r"^(?:really\s+|absolutely\s+)?(?:(?:started|begun|come|grown|learned)\s+to\s+)?"
@@ -192,11 +192,11 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     if m := _HOMETOWN.match(rest):
         return [Found("hometown", m["value"])] if looks_like_proper_noun(m["value"], lowercase_text) else []
     if m := _WORKS_AS.match(rest):
-        job = _job_value(m["value"]) or m["value"]
+        job = job_value(m["value"]) or m["value"]
         return [Found("job", job)]
     if m := _WORKS.match(rest):
         found = [Found("employer", m["value"])] if _employer_ok(m["value"], lowercase_text) else []
-        if m["job"] and (job := _job_value(m["job"])):
+        if m["job"] and (job := job_value(m["job"])):
             found.append(Found("job", job))
         return found
     if m := _LEFT_JOB.match(rest):
@@ -222,8 +222,8 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     if m := _DATING.match(rest):
         return [Found("relationship_status", "dating"), Found("partner_name", m["partner"])]
     if m := _CALLED.match(rest):
-        return [Found("nickname" if "by" in rest.lower().split()[:2] else "name", m["value"])]
-    if (m := _IS_A.match(rest)) and (job := _job_value(m["value"])):
+        return [Found("nickname" if "by" in rest.lower().split()[:3] else "name", m["value"])]
+    if (m := _IS_A.match(rest)) and (job := job_value(m["value"])):
         return [Found("job", job, changed=_TURNED.match(rest) is not None)]
     if (m := _NATIONALITY.match(rest)) and m["value"].lower() in DEMONYMS:
         return [Found("nationality", m["value"])]

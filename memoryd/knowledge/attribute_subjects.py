@@ -62,8 +62,8 @@ NOMINATIVE = LazyPattern(
     re.IGNORECASE,
 )
 NAME_IS_REL = LazyPattern(
-    rf"^(?P<names>{NAME}(?:\s*(?:,|and)\s*{NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
-    rf"(?P<rel>{_REL})$",
+    rf"^(?P<names>{NAME}(?:\s*(?:,|and)\s*{NAME}){{0,8}})\s+(?:is|are)\s+(?:now\s+)?(?:my|our)\s+{_NEW}"
+    rf"(?P<rel>{_REL})(?:\s+now)?$",
     re.IGNORECASE,
 )
 REL_IS_NAME = LazyPattern(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from memoryd.knowledge import relationships
-from memoryd.knowledge.attribute_rules import NAME, Found, looks_like_proper_noun, rule, status_facts
+from memoryd.knowledge.attribute_rules import NAME, Found, job_value, looks_like_proper_noun, rule, status_facts
 from memoryd.knowledge.attribute_words import NOT_EMPLOYERS
 from memoryd.knowledge.possessive_rules import possessive_facts
 from memoryd.knowledge.trailing import TRAILING
@@ -82,6 +82,15 @@ _STUDIES_AT = rule(
     r"^(?:stud(?:y|ies|ying)|majors?\s+in|majoring\s+in)\s+(?!at\b|in\b|for\b|hard\b|abroad\b)(?P<field>[a-z]+(?:\s+[a-z]+)?)"
     r"\s+at\s+(?P<school>.+)$"
 )
+#: "I have a new email: ...", "got a new number, 555-0199": a key said to be new, then its value.
+_NEW_KEY = rule(
+    r"^(?:have|has|got)\s+(?:a\s+)?new\s+(?P<key>[a-z][a-z -]*?)\s*(?::|,|\s-|\s+(?:which\s+)?is)\s+(?P<value>\S.*)$"
+)
+#: "joined Wipro as an engineer": an employer, told by the job taken there.
+_JOINED_AS = rule(r"^joined\s+(?P<value>.+?)\s+as\s+(?P<job>.+)$")
+#: "Berlin is home now": where the speaker lives, told the other way round.
+_IS_HOME = rule(r"^(?P<value>.+?)\s+is\s+(?:now\s+)?(?:my\s+|our\s+)?home(?:\s+now|\s+these\s+days)?$")
+_PLACE = LazyPattern(rf"(?:the\s+)?{NAME}(?:,?\s+{NAME})?")
 #: "changed my major to civil engineering", "updated my email to ...": what the key is now.
 _CHANGED_MY = rule(
     r"^(?:have\s+|has\s+)?(?:changed|switched|updated|raised|lowered|increased|cut)\s+(?:my|his|her|their|our)\s+(?P<key>[a-z -]+?)\s+to\s+"
@@ -102,6 +111,10 @@ def frame_facts(rest: str, lowercase_text: bool) -> list[Found]:
     school = (m := _STUDIES_AT.match(rest)) and m["school"]
     if m and school and school.lower() not in NOT_EMPLOYERS and looks_like_proper_noun(school, lowercase_text):
         return [Found("major", m["field"]), Found("school", school)]  # not "study French at night"
+    if m := _NEW_KEY.match(rest):
+        return possessive_facts(f"{m['key']} is {m['value']}")
+    if (m := _JOINED_AS.match(rest)) and (job := job_value(m["job"])):
+        return [Found("employer", m["value"]), Found("job", job)]
     if m := _CHANGED_MY.match(rest):
         return possessive_facts(f"{m['key']} is {m['value']}")
     return []
@@ -119,9 +132,12 @@ def contact_key(value: str) -> str | None:
     return "phone" if is_phone(value) else None
 
 
-def contact_facts(clause: str) -> list[Found]:
-    """The speaker's address in "(you can) reach me at <address>", "text me on <number>", by
-    what the value is; nothing for "call me at 5" or "find me at the bar"."""
+def speaker_facts(clause: str) -> list[Found]:
+    """What a whole clause says of the speaker: "Berlin is home now"; the address in "(you can)
+    reach me at <address>", "text me on <number>", by what the value is (nothing for "call me
+    at 5" or "find me at the bar")."""
+    if (m := _IS_HOME.match(clause)) and _PLACE.fullmatch(m["value"]):  # not "where I grew up is home"
+        return [Found("residence", m["value"], changed=True)]
     for pattern in (_CONTACT, _BEST_WAY):
         if (m := pattern.match(clause)) and (key := contact_key(value := m["value"].rstrip(".,"))):
             if pattern is _CONTACT and m["verb"].casefold().endswith(("ed", "s")):

@@ -32,7 +32,7 @@ from memoryd.knowledge.attribute_subjects import (
     relation_subject,
     subject_of,
 )
-from memoryd.knowledge.attribute_transitions import contact_facts, couple_facts, frame_facts, transition_facts
+from memoryd.knowledge.attribute_transitions import couple_facts, frame_facts, speaker_facts, transition_facts
 from memoryd.knowledge.attribute_values import normalise_key, normalise_value
 from memoryd.knowledge.attribute_words import DEMONYMS, JOBS, MULTI_VALUED
 from memoryd.knowledge.clauses import FILLER, NOW, clauses, expanded, straightened
@@ -164,8 +164,8 @@ def _clause_attributes(clause: str, lowercase_text: bool, says_now: bool = False
         return [_attribute(Found("nickname", m["value"]), Subject("I", SELF))]  # what to call me, as "I go by"
     if (couple := couple_facts(clause)) is not None:  # "Marco and I got married"
         return [_attribute(f, Subject("I", SELF)) for f in couple]
-    if contact := contact_facts(_TRAILING.sub("", clause)):  # "text me on ...": an imperative, no subject
-        return [_attribute(f, Subject("I", SELF)) for f in contact]
+    if said := speaker_facts(_TRAILING.sub("", clause)):  # "text me on ...", "Berlin is home"
+        return [_attribute(f, Subject("I", SELF)) for f in said]
     if (m := _INVERTED_FAVORITE.match(clause)) and not _ONE_OF.match(clause):
         clause = f"{m['rest']} is {m['value']}"  # "Blue is my favorite color" -> "my favorite color is Blue"
     one_of = bool(_ONE_OF.match(clause))
