@@ -169,3 +169,20 @@ def test_new_keys_inverted_homes_and_jobs_taken() -> None:
     assert not supersedes("I work at Infosys", "I joined a choir as a tenor")  # no job
     assert supersedes("My boss is Linda", "Raj is my new boss")
     assert supersedes("I go by Kate", "I am going by Katherine now")
+
+
+def test_facets_of_a_note_verb_forms_and_fragments() -> None:
+    # a value led by its preposition names a facet: floor and neighbourhood are two facts
+    assert not supersedes("My office is on the 3rd floor", "My office is near the station")
+    assert supersedes("My office is on the 3rd floor", "My office moved to the 5th floor")
+    assert supersedes("My car insurance is with Geico", "I changed my car insurance to Progressive")
+    # "works" and "work" are one verb
+    assert decide(
+        s("Maya works at the bakery", speaker="Leo"), s("I work at the florist now", speaker="Maya")
+    ).supersedes
+    assert supersedes("Vegetarian", "Eats fish again")  # notes of one word
+    assert supersedes("I'm vegetarian", "I eat fish")
+    assert not supersedes("I don't eat meat", "I eat fish")  # both hold
+    assert not supersedes("I don't eat pork", "I started eating chicken")
+    assert supersedes("I'm single", "Been seeing someone for a few weeks")
+    assert supersedes("My granddaughter is 9", "My granddaughter turned 10 on Sunday")

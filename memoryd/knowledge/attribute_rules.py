@@ -98,7 +98,7 @@ def rule(pattern: str) -> LazyPattern:
 
 _AGE = rule(
     r"^(?:" + BE + r"|turned|just\s+turned)\s+(?P<value>\d{1,3})"
-    r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?$"
+    r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?(?:\s+on\s+(?:\w+day|(?-i:[A-Z])\w+\s+\d{1,2}\w*))?$"
 )
 _BORN = rule(r"^(?:was|were|is|am)\s+born\s+(?P<prep>on|in|at)\s+" + TAIL)
 _RESIDENCE = rule(
@@ -124,8 +124,8 @@ _PROMOTED = rule(r"^(?:got|was|were|has\s+been|have\s+been)\s+promoted\s+to\s+" 
 _IS_A = rule(r"^" + BE + r"\s+an?\s+" + TAIL)
 _STATE = rule(r"^" + BE + r"\s+(?:now\s+)?(?P<value>" + "|".join(NOT_JOB_STATES) + r")$")
 _DIET = rule(
-    r"^(?:" + BE + r"|went|gone|have\s+gone|has\s+gone|turned|eats?)\s+(?:an?\s+|fully\s+|strictly\s+)?"
-    r"(?P<value>" + "|".join(DIETS) + r")$"
+    r"^(?:(?:" + BE + r"|went|gone|have\s+gone|has\s+gone|turned|eats?)\s+)?(?:an?\s+|fully\s+|strictly\s+)?"
+    r"(?P<value>" + "|".join(DIETS) + r")$"  # a note may be the word alone: "Vegetarian"
 )
 _DIET_FOLLOWED = rule(r"^(?:follows?|(?:" + BE + r"\s+)?on)\s+an?\s+(?P<value>" + "|".join(DIETS) + r")\s+diet$")
 _EATS_MEAT = rule(r"^(?:eats?|started\s+eating)\s+meat(?:\s+again)?$")

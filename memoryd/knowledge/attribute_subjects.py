@@ -39,7 +39,8 @@ _NOT_NAMES = frozenset(
     june july august september october november december just recently finally currently still
     really actually started moved lives works loves likes prefers got has is was had went new old
     always never usually often sometimes if because since after before maybe perhaps should would
-    could will do does did can might must please let home best""".split()
+    could will do does did can might must please let home best been eats switched changed became turned
+    joined relocated""".split()
 )
 
 #: Relatives one has one of, called by the word alone as by a name ("Dad is living in Galway").

@@ -47,6 +47,7 @@ _DIET_RETURN = rule(
     r"^(?:(?:started|begun|began)\s+(?:eating|to\s+eat)|(?:gone|went|going|got|am|is|are|been)\s+back\s+to\s+eating)\s+(?P<food>meat|red\s+meat|fish|seafood|chicken|pork|beef|poultry|steak|bacon)"
     r"(?:\s+again)?(?:\s+(?:after|because|since|following)\b.*)?$"  # "... again after my surgery"
 )
+_EATS_FISH = rule(r"^eats?\s+(?:fish|seafood)$")
 _TIMEZONE = rule(r"^(?:am|is|are)\s+on\s+(?P<value>[A-Za-z]+(?:\s+[A-Za-z]+)?)\s+time$")
 _HOME_IS = rule(r"^(?:(?:my|our)\s+)?home(?:\s+for\s+(?:me|us))?\s+is\s+(?:now\s+)?(?:in\s+)?(?P<value>.+)$")
 
@@ -155,6 +156,8 @@ def transition_facts(rest: str, lowercase_text: bool) -> list[Found]:
         return [Found("relationship_status", "dating"), *partner]
     if m := _BROKE_UP.match(rest):
         return status_facts("single", m["partner"] if m["partner"] and m["partner"][:1].isupper() else None)
+    if _EATS_FISH.match(rest):  # a whole kind, as "eats meat": not "eats chicken" (after "no pork")
+        return [Found("diet", "pescatarian")]
     if m := _DIET_RETURN.match(rest):
         return [Found("diet", "pescatarian" if m["food"].lower() in ("fish", "seafood") else "omnivore")]
     if m := _TIMEZONE.match(rest):

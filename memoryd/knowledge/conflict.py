@@ -23,7 +23,7 @@ import msgspec
 
 from memoryd.knowledge import relationships
 from memoryd.knowledge.attribute_rules import ENDED
-from memoryd.knowledge.attribute_values import value_type
+from memoryd.knowledge.attribute_values import same_kind
 from memoryd.knowledge.attributes import IMPLICIT, PRONOUN, SELF, Attribute, parse_attributes, parse_open_attributes
 from memoryd.knowledge.open_attributes import KEY_VALUE, VERB_OBJECT
 from memoryd.lazy import LazyPattern
@@ -123,7 +123,7 @@ def _replaces(old: Attribute, new: Attribute) -> bool:
             return False  # divorced, widowed, separated: single too
         # a note's value of another kind is about something else: "standup is at 9:30", "standup
         # is on Mondays"
-        return not old.key.startswith(KEY_VALUE) or value_type(old.value) == value_type(new.value)
+        return not old.key.startswith(KEY_VALUE) or same_kind(old.value, new.value)
     if new.negated and not old.negated:  # "no longer at Acme"; "I quit my job" (value "")
         return new.value in ("", old.value)
     return not new.negated and old.value == new.value  # "at Acme again" after "no longer at Acme"

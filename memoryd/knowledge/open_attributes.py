@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memoryd.knowledge.attribute_values import verb_stem
 from memoryd.lazy import LazyPattern
 
 #: Key prefixes of the two shapes.
@@ -257,7 +258,7 @@ def _verb_object(owner: str, rest: str, changed: bool) -> OpenFact | None:
     elif first in _AUXILIARIES or not first.isalpha() or first.endswith(("ed", "ly")) or len(first) < 3:
         return None
     else:
-        verb = [first]
+        verb = [verb_stem(first)]
     position = len(verb)
     if position < len(words) and words[position].casefold() in _PREPOSITIONS:
         verb.append(words[position].casefold())
