@@ -150,10 +150,19 @@ def test_hearsay_and_other_people_still_coexist_with_the_new_shapes() -> None:
     assert not supersedes("I'm 34", "My partner just turned 36")
 
 
-@pytest.mark.parametrize("name", ["supersession_dev.jsonl", "supersession_holdout7.jsonl"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "supersession_dev.jsonl",
+        "supersession_holdout7.jsonl",
+        "supersession_holdout8.jsonl",
+        "supersession_holdout9.jsonl",
+    ],
+)
 def test_fresh_wording_sets_keep_precision_and_recall(name: str) -> None:
-    # The development set was written before these shapes (scored 0.280 recall then); holdout7
-    # after them, first scored 0.800.  Precision must be exact; recall must not fall back.
+    # The development set was written before these shapes (recall 0.280 then); holdout7-9 each
+    # after most of them (first scored 0.800, 0.741, 0.724 recall), their general misses then
+    # read.  Precision must be exact; recall must not fall back.
     overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name(name)))
     assert overall.total >= 60 and overall.precision == 1.0, format_table(overall, {})
     assert overall.recall >= 0.85, format_table(overall, {})
