@@ -164,7 +164,7 @@ def test_fresh_wording_sets_keep_precision_and_recall(name: str) -> None:
     # after most of them (first scored 0.800, 0.741, 0.724 recall), their general misses then
     # read.  Precision must be exact; recall must not fall back.
     overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name(name)))
-    assert overall.total >= 60 and overall.precision == 1.0, format_table(overall, {})
+    assert overall.total >= 50 and overall.precision == 1.0, format_table(overall, {})
     assert overall.recall >= 0.85, format_table(overall, {})
 
 
