@@ -195,3 +195,8 @@ def test_facets_of_a_note_verb_forms_and_fragments() -> None:
     assert not supersedes("I don't eat pork", "I started eating chicken")
     assert supersedes("I'm single", "Been seeing someone for a few weeks")
     assert supersedes("My granddaughter is 9", "My granddaughter turned 10 on Sunday")
+
+
+def test_a_couple_is_the_speaker_and_a_partner() -> None:
+    assert not supersedes("I'm married", "My friend and I broke up")  # a friendship, not a marriage
+    assert supersedes("I'm dating Sam", "I broke up with my boyfriend")

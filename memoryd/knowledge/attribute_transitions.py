@@ -1,10 +1,11 @@
-"""Predicate shapes that say how to reach someone or that a state changed: "reach me at
-<address>", "started dating someone", "got divorced", "started eating fish again".
+"""Shapes that say how to reach someone or that a state changed: "reach me at <address>",
+"started dating someone", "Marco and I got divorced", "started eating fish again", "changed my
+major to law", "I take my coffee with oat milk".
 
 They complement :mod:`memoryd.knowledge.attribute_rules`, which reads what a clause states; these
-read a value by its type (an e-mail address, a phone number) or a transition between the values
-of one key (single -> dating, married -> separated, vegetarian -> eating meat).  As there, a shape
-they were not written for yields nothing.
+read a value by its type (an e-mail address, a phone number), a transition between the values of
+one key (single -> dating, married -> separated, vegetarian -> eating meat), or a frame whose
+words the other rules would misread.  As there, a shape they were not written for yields nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 #: Digits with the usual separators; ``is_phone`` checks how many digits.
 PHONE = r"\+?\(?\d[\d ().-]{5,}\d"
 
+#: Whom one marries or leaves: "my husband and I", not "my friend and I".
+_PARTNER = r"(?:wife|husband|spouse|partner|boyfriend|girlfriend|fianc[eé]e?|ex)"
 _CONTACT_VERB = r"(?:reach|contact|email|e-mail|mail|text|call|ring|message|whatsapp|find|write\s+to)"
 #: "(you can) reach me at <address>", "drop me a line at <address>", "text me on <number>": any
 #: imperative to get in touch, read by what the value is (an address or a number, not "at 5").
@@ -42,7 +45,13 @@ _MOVED_ADDRESS = rule(
 _STARTED_DATING = rule(
     r"^(?:just\s+)?(?:started|begun|began)\s+(?:dating|seeing)\s+(?:someone|somebody|(?P<partner>" + NAME + r"))$"
 )
-_BROKE_UP = rule(r"^(?:just\s+)?(?:broke|broken|split)\s+up(?:\s+with\s+(?P<partner>" + NAME + r"|(?:my|our)\s+\w+))?$")
+_BROKE_UP = rule(
+    r"^(?:just\s+)?(?:broke|broken|split)\s+up(?:\s+with\s+(?:(?P<partner>"
+    + NAME
+    + r")|(?:my|our)\s+"
+    + _PARTNER
+    + r"))?$"
+)
 _DIET_RETURN = rule(
     r"^(?:(?:started|begun|began)\s+(?:eating|to\s+eat)|(?:gone|went|going|got|am|is|are|been)\s+back\s+to\s+eating)\s+(?P<food>meat|red\s+meat|fish|seafood|chicken|pork|beef|poultry|steak|bacon)"
     r"(?:\s+again)?(?:\s+(?:after|because|since|following)\b.*)?$"  # "... again after my surgery"
@@ -54,8 +63,8 @@ _HOME_IS = rule(r"^(?:(?:my|our)\s+)?home(?:\s+for\s+(?:me|us))?\s+is\s+(?:now\s
 #: "Marco and I got married", "my husband and I are separated": a status of the speaker, with
 #: the other as the partner.
 COUPLE = LazyPattern(
-    r"^(?:(?P<partner>" + NAME + r")|(?:my|our)\s+\w+)\s+and\s+(?:I|me)\s+(?P<rest>.+)$"
-    r"|^(?:I|me)\s+and\s+(?:(?P<partner2>" + NAME + r")|(?:my|our)\s+\w+)\s+(?P<rest2>.+)$",
+    r"^(?:(?P<partner>" + NAME + r")|(?:my|our)\s+" + _PARTNER + r")\s+and\s+(?:I|me)\s+(?P<rest>.+)$"
+    r"|^(?:I|me)\s+and\s+(?:(?P<partner2>" + NAME + r")|(?:my|our)\s+" + _PARTNER + r")\s+(?P<rest2>.+)$",
     re.IGNORECASE,
 )
 #: What a couple's predicate says: "got married", "are separated", "split up", "divorced".
@@ -155,7 +164,7 @@ def transition_facts(rest: str, lowercase_text: bool) -> list[Found]:
         partner = [Found("partner_name", m["partner"])] if m["partner"] else []
         return [Found("relationship_status", "dating"), *partner]
     if m := _BROKE_UP.match(rest):
-        return status_facts("single", m["partner"] if m["partner"] and m["partner"][:1].isupper() else None)
+        return status_facts("single", m["partner"])
     if _EATS_FISH.match(rest):  # a whole kind, as "eats meat": not "eats chicken" (after "no pork")
         return [Found("diet", "pescatarian")]
     if m := _DIET_RETURN.match(rest):
