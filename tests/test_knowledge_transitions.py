@@ -157,14 +157,15 @@ def test_hearsay_and_other_people_still_coexist_with_the_new_shapes() -> None:
         "supersession_holdout7.jsonl",
         "supersession_holdout8.jsonl",
         "supersession_holdout9.jsonl",
+        "supersession_holdout10.jsonl",
     ],
 )
 def test_fresh_wording_sets_keep_precision_and_recall(name: str) -> None:
-    # The development set was written before these shapes (recall 0.280 then); holdout7-9 each
-    # after most of them (first scored 0.800, 0.741, 0.724 recall), their general misses then
-    # read.  Precision must be exact; recall must not fall back.
+    # The development set was written before these shapes (recall 0.280 then); holdout7-10 each
+    # after most of them (first scored 0.800, 0.741, 0.724, 0.750 recall), their general misses
+    # then read.  Precision must be exact; recall must not fall back.
     overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name(name)))
-    assert overall.total >= 50 and overall.precision == 1.0, format_table(overall, {})
+    assert overall.total >= 40 and overall.precision == 1.0, format_table(overall, {})
     assert overall.recall >= 0.85, format_table(overall, {})
 
 
@@ -200,3 +201,14 @@ def test_facets_of_a_note_verb_forms_and_fragments() -> None:
 def test_a_couple_is_the_speaker_and_a_partner() -> None:
     assert not supersedes("I'm married", "My friend and I broke up")  # a friendship, not a marriage
     assert supersedes("I'm dating Sam", "I broke up with my boyfriend")
+
+
+def test_idioms_of_partners_employers_and_homes() -> None:
+    assert supersedes("I'm engaged to Femi", "Femi and I tied the knot in May")
+    assert supersedes("I'm single", "I have a girlfriend now")
+    assert not supersedes("I'm single", "My brother has a girlfriend now")
+    assert supersedes("I work at Airbnb", "I quit Airbnb")
+    assert not supersedes("I work at Airbnb", "I quit smoking")
+    assert supersedes("I live in Tampa", "Just moved into a place in Orlando")
+    assert supersedes("My flight leaves at 9:40", "My flight now leaves at 11:05")
+    assert not supersedes("My flight leaves at 9:40", "My flight now lands at 11:05")

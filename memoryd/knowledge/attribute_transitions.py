@@ -56,6 +56,16 @@ _DIET_RETURN = rule(
     r"^(?:(?:started|begun|began)\s+(?:eating|to\s+eat)|(?:gone|went|going|got|am|is|are|been)\s+back\s+to\s+eating)\s+(?P<food>meat|red\s+meat|fish|seafood|chicken|pork|beef|poultry|steak|bacon)"
     r"(?:\s+again)?(?:\s+(?:after|because|since|following)\b.*)?$"  # "... again after my surgery"
 )
+#: "I have a girlfriend now": a relationship told by the partner one has.
+_HAS_PARTNER = rule(r"^(?:have|has|got)\s+an?\s+(?:new\s+)?(?P<rel>girlfriend|boyfriend|partner|wife|husband)$")
+_TIED_THE_KNOT = rule(
+    r"^tied\s+the\s+knot(?:\s+with\s+(?P<partner>" + NAME + r"))?(?:\s+(?:in|on|last|this)\s+\w+(?:\s+\d+)?)?$"
+)
+_QUIT_EMPLOYER = rule(r"^(?:quit|left)\s+(?P<value>" + NAME + r")$")
+_MOVED_INTO = rule(
+    r"^moved\s+into\s+(?:a|an|the|our|my|his|her|their)\s+(?:new\s+)?(?:\w+\s+)?"
+    r"(?:place|flat|house|apartment|home|condo|studio)\s+in\s+(?P<value>.+)$"
+)
 _EATS_FISH = rule(r"^eats?\s+(?:fish|seafood)$")
 _TIMEZONE = rule(r"^(?:am|is|are)\s+on\s+(?P<value>[A-Za-z]+(?:\s+[A-Za-z]+)?)\s+time$")
 _HOME_IS = rule(r"^(?:(?:my|our)\s+)?home(?:\s+for\s+(?:me|us))?\s+is\s+(?:now\s+)?(?:in\s+)?(?P<value>.+)$")
@@ -70,7 +80,7 @@ COUPLE = LazyPattern(
 #: What a couple's predicate says: "got married", "are separated", "split up", "divorced".
 _COUPLE_STATUS = rule(
     r"^(?:(?:are|were|have|had|just|got|officially|finally|now)\s+)*"
-    r"(?P<value>married|engaged|divorced|separated|split(?:\s+up)?|broke\s+up)"
+    r"(?P<value>married|engaged|divorced|separated|split(?:\s+up)?|broke\s+up|tied\s+the\s+knot)"
     r"(?:\s+(?:in|on)\s+(?:(?-i:[A-Z])\w+|\d{4})|\s+(?:last|this)\s+\w+|\s+after\s+\w+\s+years?)?$"
 )
 
@@ -165,6 +175,16 @@ def transition_facts(rest: str, lowercase_text: bool) -> list[Found]:
         return [Found("relationship_status", "dating"), *partner]
     if m := _BROKE_UP.match(rest):
         return status_facts("single", m["partner"])
+    if m := _HAS_PARTNER.match(rest):
+        return [
+            Found("relationship_status", "married" if m["rel"].lower() in ("wife", "husband") else "in a relationship")
+        ]
+    if m := _TIED_THE_KNOT.match(rest):
+        return status_facts("married", m["partner"])
+    if m := _QUIT_EMPLOYER.match(rest):  # "I quit Airbnb": no longer there ("I quit smoking" names nobody)
+        return [Found("employer", m["value"], negated=True)]
+    if (m := _MOVED_INTO.match(rest)) and looks_like_proper_noun(m["value"], lowercase_text):
+        return [Found("residence", m["value"], changed=True)]
     if _EATS_FISH.match(rest):  # a whole kind, as "eats meat": not "eats chicken" (after "no pork")
         return [Found("diet", "pescatarian")]
     if m := _DIET_RETURN.match(rest):
@@ -184,6 +204,6 @@ def couple_facts(clause: str) -> list[Found] | None:
     if not status:
         return None
     value = status["value"].lower()
-    value = "single" if value.startswith("broke") else "separated" if value.startswith("split") else value
+    value = {"broke": "single", "split": "separated", "tied": "married"}.get(value.split()[0], value)
     partner = m["partner"] or m["partner2"]
     return status_facts(value, partner)

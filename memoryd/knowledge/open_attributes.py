@@ -89,7 +89,7 @@ _SWITCH = re.compile(
 #: "<key> changed to <value>", "<key> went up to <value>", "<key> moved to <value>": a key-value
 #: note that says the value changed.
 _CHANGED_TO = re.compile(
-    rf"^{_KEY}\s+(?:has\s+|have\s+)?(?:changed|switched|moved|went\s+(?:up|down)|gone\s+(?:up|down)|"
+    rf"^{_KEY}\s+(?:now\s+)?(?:has\s+|have\s+)?(?:changed|switched|moved|went\s+(?:up|down)|gone\s+(?:up|down)|"
     r"increased|decreased|dropped|rose|risen|jumped|upgraded|downgraded|raised|lowered|reduced|updated|reset|"
     r"bumped(?:\s+up)?)\s+to\s+(?P<value>\S.*)$",
     re.IGNORECASE,
@@ -104,7 +104,7 @@ _PASSIVE_CHANGE = re.compile(
 #: "<key> starts at 9:30", "<key> goes off at 7:15": when something is, a key-value note when the
 #: value is a time; an end ("closes at") is a key of its own.
 _AT_TIME = re.compile(
-    rf"^{_KEY}\s+(?P<verb>goes\s+off|starts|begins|opens|kicks\s+off|leaves|departs|ends|closes|finishes)\s+"
+    rf"^{_KEY}\s+(?:now\s+)?(?P<verb>goes\s+off|starts|begins|opens|kicks\s+off|leaves|departs|ends|closes|finishes)\s+"
     r"(?:at|from)\s+(?P<value>\d\S*(?:\s*[ap]\.?m\.?)?)(?:\s+(?:now|these\s+days|instead))?$",
     re.IGNORECASE,
 )
