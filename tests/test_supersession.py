@@ -250,7 +250,7 @@ async def test_a_note_with_the_same_key_supersedes_through_the_socket(peer: Ndjs
     assert new["superseded"] == [old["id"]] and work["superseded"] == []
     assert sorted(await ids_of(peer, "memory.list", {**ALICE})) == sorted([work["id"], new["id"]])
     reason = (await call_ok(peer, "memory.get", {**ALICE, "memory_id": old["id"]}))["supersede_reason"]
-    assert "kv:phone number" in reason
+    assert "phone" in reason and "555-0142" in reason  # a note of a named key: the phone number
 
 
 async def test_now_before_the_verb_and_new_before_the_key_supersede_through_the_socket(peer: NdjsonPeer) -> None:
@@ -271,3 +271,15 @@ async def test_a_verb_object_statement_supersedes_only_when_it_says_it_changed(p
     tesla = await add(peer, ALICE, "Ren sold the Civic and drives a Tesla Model 3 now")
     assert tesla["superseded"] == [car["id"]]
     assert violin["id"] in await ids_of(peer, "memory.list", {**ALICE})
+
+
+async def test_shapes_of_change_supersede_through_the_socket(peer: NdjsonPeer) -> None:
+    email = await add(peer, ALICE, "My email is sam@old.example")
+    reach = await add(peer, ALICE, "You can reach me at sam@new.example now")
+    engaged = await add(peer, ALICE, "I'm engaged to Marco")
+    married = await add(peer, ALICE, "Marco and I got married in June")
+    standup = await add(peer, ALICE, "My standup is at 9:30")
+    monday = await add(peer, ALICE, "Standup is on Mondays")  # a day, not a new time
+    moved = await add(peer, ALICE, "Standup moved to 10:00")
+    assert reach["superseded"] == [email["id"]] and married["superseded"] == [engaged["id"]]
+    assert monday["superseded"] == [] and moved["superseded"] == [standup["id"]]

@@ -29,7 +29,8 @@ from memoryd.knowledge.attribute_words import JOBS as JOBS
 from memoryd.lazy import LazyPattern
 
 BE = r"(?:am|is|are|be|being|been|became|become|becomes|has\s+become|have\s+become)"
-NAME = r"(?-i:[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"
+#: A name, with its title if it has one ("Dr. Okafor": the title belongs to the name).
+NAME = r"(?-i:(?:(?:Dr|Mr|Mrs|Ms|Mx|Prof)\.?\s+)?[A-Z][a-zà-ÿ-]+(?:\s+[A-Z][a-zà-ÿ-]+)?)"
 TAIL = r"(?P<value>.+)"
 
 
@@ -41,9 +42,14 @@ class Found:
     value: str
     multi_valued: bool = False
     negated: bool = False
+    #: Follows from the statement rather than being said ("I'm divorced": no partner now): it
+    #: replaces an older value, and an older one need not be replaced for a conflict.
+    implied: bool = False
+    #: The predicate is a transition ("moved to", "became", "turned"): the value is new.
+    changed: bool = False
 
 
-def _looks_like_proper_noun(raw: str, lowercase_text: bool) -> bool:
+def looks_like_proper_noun(raw: str, lowercase_text: bool) -> bool:
     """A place or an organisation: capitalised ("Berlin", "the Netherlands"); in an all
     lower-case message anything but a determiner phrase ("a flat", "my parents")."""
     words = raw.split()
@@ -65,7 +71,7 @@ def _employer_ok(raw: str, lowercase_text: bool) -> bool:
         return True  # "a hospital", "a startup"
     if value.startswith("the ") and value.split()[-1] in ORGANISATIONS:
         return True  # "the city council", but not "the front desk"
-    return _looks_like_proper_noun(raw, lowercase_text)  # "the City Council", not "the front desk"
+    return looks_like_proper_noun(raw, lowercase_text)  # "the City Council", not "the front desk"
 
 
 def split_list(value: str) -> list[str]:
@@ -75,7 +81,7 @@ def split_list(value: str) -> list[str]:
     return [p for p in (c.strip() for c in cleaned) if p]
 
 
-def _job_value(raw: str) -> str | None:
+def job_value(raw: str) -> str | None:
     """The job in "a senior software engineer at X", or None when the noun is no job."""
     words = re.split(r"\s+(?:at|for|in|with|from|of)\s+", raw, maxsplit=1)[0].split()
     if words and words[0].lower() in {"a", "an", "the"}:
@@ -92,18 +98,20 @@ def rule(pattern: str) -> LazyPattern:
 
 _AGE = rule(
     r"^(?:" + BE + r"|turned|just\s+turned)\s+(?P<value>\d{1,3})"
-    r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?$"
+    r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?(?:\s+on\s+(?:\w+day|(?-i:[A-Z])\w+\s+\d{1,2}\w*))?$"
 )
 _BORN = rule(r"^(?:was|were|is|am)\s+born\s+(?P<prep>on|in|at)\s+" + TAIL)
 _RESIDENCE = rule(
     r"^(?:(?:am|is|are|was|were|been)\s+)?"
     r"(?:lives?|lived|living|resides?|residing|(?:" + BE + r"\s+)?based|relocated|"
-    r"(?:have|has)?\s*moved(?:\s+back)?|settled)\s+(?:in|to|at)\s+" + TAIL
+    r"(?:have|has)?\s*moved(?:\s+back)?|settled)\s+(?:in|to|at|out\s+of)\s+" + TAIL
 )
 _MOVED_OUT = rule(r"^(?:moved|moving)\s+(?:out\s+of|away\s+from)\s+" + TAIL)
 _HOMETOWN = rule(r"^(?:(?:" + BE + r"|comes?|came)\s+(?:originally\s+)?from|grew\s+up\s+in)\s+" + TAIL)
 _WORKS = rule(
-    r"^(?:(?:(?:" + BE + r"\s+)?(?:works?|working|worked|employed)|started(?:\s+a\s+new\s+job|\s+working)?|"
+    r"^(?:(?:(?:"
+    + BE
+    + r"\s+)?(?:works?|working|worked|employed)(?:\s+(?:remotely|remote|full[- ]time))?|started(?:\s+a\s+new\s+job|\s+working)?|"
     r"(?:got\s+)?hired)\s+(?:at|for|by)|got\s+(?:a\s+)?(?:new\s+)?job\s+(?:at|with))\s+"
     r"(?P<value>.+?)(?:\s+as\s+(?P<job>.+))?$"
 )
@@ -116,8 +124,8 @@ _PROMOTED = rule(r"^(?:got|was|were|has\s+been|have\s+been)\s+promoted\s+to\s+" 
 _IS_A = rule(r"^" + BE + r"\s+an?\s+" + TAIL)
 _STATE = rule(r"^" + BE + r"\s+(?:now\s+)?(?P<value>" + "|".join(NOT_JOB_STATES) + r")$")
 _DIET = rule(
-    r"^(?:" + BE + r"|went|gone|have\s+gone|has\s+gone|turned|eats?)\s+(?:an?\s+|fully\s+|strictly\s+)?"
-    r"(?P<value>" + "|".join(DIETS) + r")$"
+    r"^(?:(?:" + BE + r"|went|gone|have\s+gone|has\s+gone|turned|eats?)\s+)?(?:an?\s+|fully\s+|strictly\s+)?"
+    r"(?P<value>" + "|".join(DIETS) + r")$"  # a note may be the word alone: "Vegetarian"
 )
 _DIET_FOLLOWED = rule(r"^(?:follows?|(?:" + BE + r"\s+)?on)\s+an?\s+(?P<value>" + "|".join(DIETS) + r")\s+diet$")
 _EATS_MEAT = rule(r"^(?:eats?|started\s+eating)\s+meat(?:\s+again)?$")
@@ -125,11 +133,12 @@ _RESTRICTION = rule(r"^" + BE + r"\s+(?P<value>" + "|".join(RESTRICTIONS) + r")$
 _ALLERGY = rule(r"^(?:" + BE + r"\s+allergic\s+to|(?:has|have)\s+an?\s+allergy\s+to)\s+" + TAIL)
 _SPEAKS = rule(r"^(?:speaks?|(?:" + BE + r"\s+)?fluent\s+in)\s+(?!to\b|with\b|about\b|up\b)" + TAIL)
 _STATUS = rule(
-    r"^(?:" + BE + r"|got|just\s+got)\s+(?P<value>" + "|".join(STATUSES) + r")"
-    r"(?:\s+to\s+(?P<partner>" + NAME + r"))?$"
+    r"^(?:" + BE + r"|got|just\s+got)\s+(?:an?\s+)?(?P<value>" + "|".join(STATUSES) + r")"
+    r"(?:\s+(?:man|woman|person|guy|lady|mom|dad|mother|father))?(?:\s+(?:to|with)\s+(?P<partner>" + NAME + r"))?"
+    r"(?:\s+(?:in|on)\s+(?:(?-i:[A-Z])\w+|\d{4})(?:\s+\d{4})?|\s+(?:last|this)\s+(?:week|month|year|spring|summer|fall|autumn|winter))?$"
 )
 _DATING = rule(r"^" + BE + r"\s+dating\s+(?P<partner>" + NAME + r")$")
-_CALLED = rule(r"^(?:" + BE + r"\s+called|goes\s+by|go\s+by)\s+" + TAIL)
+_CALLED = rule(r"^(?:" + BE + r"\s+called|goes\s+by|go\s+by|(?:" + BE + r"\s+)?going\s+by)\s+" + TAIL)
 _NATIONALITY = rule(r"^" + BE + r"\s+(?:an?\s+)?(?P<value>[a-z-]+)(?:\s+citizen|\s+national)?$")
 _OPINION = rule(
     r"^(?:really\s+|absolutely\s+)?(?:(?:started|begun|come|grown|learned)\s+to\s+)?"
@@ -141,40 +150,59 @@ _HAS_COUNT = rule(
     r"(?P<what>kids?|child|children|sons?|daughters?|grandchild|grandchildren|siblings?|"
     r"brothers?|sisters?|dogs?|cats?|pets?)$"
 )
+#: Predicates that say the value is new: "moved to", "turned 8", "became a judge".
+_MOVED = rule(r"^(?:(?:have|has)\s+)?(?:moved|relocated|settled)\b")
+_TURNED = rule(r"^(?:(?:just\s+)?turned|became|become|(?:has|have)\s+become)\b")
 _STUDIES = rule(r"^(?:stud(?:y|ies|ying)|" + BE + r"\s+(?:a\s+)?student)\s+at\s+" + TAIL)
+
+
+#: Statuses that end a relationship: they deny whoever the partner was.
+ENDED = frozenset({"single", "divorced", "separated", "widowed"})
+
+
+def status_facts(value: str, partner: str | None) -> list[Found]:
+    """A relationship status and what it says of the partner: named ("engaged to Marco"), or,
+    for a status that ends a relationship, denied (whoever it was is no longer the partner)."""
+    found = [Found("relationship_status", value)]
+    if value in ENDED:
+        found.append(Found("partner_name", partner or "", negated=True, implied=True))
+    elif partner:
+        found.append(Found("partner_name", partner))
+    return found
 
 
 def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     """What the predicate ``rest`` (the clause after its subject, negation removed) states."""
     rest = rest.strip()
     if m := _AGE.match(rest):
-        return [Found("age", m["value"])] if int(m["value"]) < 130 else []
+        return [Found("age", m["value"], changed=_TURNED.match(rest) is not None)] if int(m["value"]) < 130 else []
     if m := _BORN.match(rest):
         value = m["value"]
         if re.fullmatch(r"\d{4}", value):
             return [Found("birth_year", value)]
         if m["prep"].lower() == "on" or re.match(r"(?i)\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec", value):
             return [Found("birthday", value)]
-        return [Found("birthplace", value)] if _looks_like_proper_noun(value, lowercase_text) else []
+        return [Found("birthplace", value)] if looks_like_proper_noun(value, lowercase_text) else []
     if m := _MOVED_OUT.match(rest):
         return [Found("residence", m["value"], negated=True)]
     if m := _RESIDENCE.match(rest):
         value = re.sub(r"(?i)^(?:the\s+city\s+of\s+)", "", m["value"])
-        return [Found("residence", value)] if _looks_like_proper_noun(value, lowercase_text) else []
+        moved = _MOVED.match(rest) is not None
+        return [Found("residence", value, changed=moved)] if looks_like_proper_noun(value, lowercase_text) else []
     if m := _HOMETOWN.match(rest):
-        return [Found("hometown", m["value"])] if _looks_like_proper_noun(m["value"], lowercase_text) else []
+        return [Found("hometown", m["value"])] if looks_like_proper_noun(m["value"], lowercase_text) else []
     if m := _WORKS_AS.match(rest):
-        job = _job_value(m["value"]) or m["value"]
+        job = job_value(m["value"]) or m["value"]
         return [Found("job", job)]
     if m := _WORKS.match(rest):
         found = [Found("employer", m["value"])] if _employer_ok(m["value"], lowercase_text) else []
-        if m["job"] and (job := _job_value(m["job"])):
+        if m["job"] and (job := job_value(m["job"])):
             found.append(Found("job", job))
         return found
     if m := _LEFT_JOB.match(rest):
         return [Found("employer", m["value"] or m["v2"] or "", negated=True)]
     if m := _PROMOTED.match(rest):
-        return [Found("job", m["value"])]
+        return [Found("job", m["value"], changed=True)]
     if m := _STATE.match(rest):
         return [Found("job", m["value"]), Found("employer", "", negated=True)]
     if m := _DIET.match(rest):
@@ -190,14 +218,13 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     if m := _SPEAKS.match(rest):
         return [Found("language", v, multi_valued=True) for v in split_list(m["value"])]
     if m := _STATUS.match(rest):
-        found = [Found("relationship_status", m["value"])]
-        return found + ([Found("partner_name", m["partner"])] if m["partner"] else [])
+        return status_facts(m["value"].lower(), m["partner"])
     if m := _DATING.match(rest):
         return [Found("relationship_status", "dating"), Found("partner_name", m["partner"])]
     if m := _CALLED.match(rest):
-        return [Found("nickname" if "by" in rest.lower().split()[:2] else "name", m["value"])]
-    if (m := _IS_A.match(rest)) and (job := _job_value(m["value"])):
-        return [Found("job", job)]
+        return [Found("nickname" if "by" in rest.lower().split()[:3] else "name", m["value"])]
+    if (m := _IS_A.match(rest)) and (job := job_value(m["value"])):
+        return [Found("job", job, changed=_TURNED.match(rest) is not None)]
     if (m := _NATIONALITY.match(rest)) and m["value"].lower() in DEMONYMS:
         return [Found("nationality", m["value"])]
     if m := _HAS_COUNT.match(rest):

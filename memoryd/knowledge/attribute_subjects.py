@@ -39,8 +39,12 @@ _NOT_NAMES = frozenset(
     june july august september october november december just recently finally currently still
     really actually started moved lives works loves likes prefers got has is was had went new old
     always never usually often sometimes if because since after before maybe perhaps should would
-    could will do does did can might must please let""".split()
+    could will do does did can might must please let home best been eats switched changed became turned
+    joined relocated""".split()
 )
+
+#: Relatives one has one of, called by the word alone as by a name ("Dad is living in Galway").
+_CALLED_BY_RELATION = frozenset({"mother", "father", "grandmother", "grandfather"})
 
 POSSESSIVE = LazyPattern(
     rf"^(?:(?P<own>{_OWNER})\s+{_NEW}(?P<rel>{_REL})(?:\s+(?P<relname>{NAME}))?(?:'s|')\s+"
@@ -59,12 +63,17 @@ NOMINATIVE = LazyPattern(
     re.IGNORECASE,
 )
 NAME_IS_REL = LazyPattern(
-    rf"^(?P<names>{NAME}(?:\s*(?:,|and)\s*{NAME}){{0,8}})\s+(?:is|are)\s+(?:my|our)\s+"
-    rf"(?P<rel>{_REL})$",
+    rf"^(?P<names>{NAME}(?:\s*(?:,|and)\s*{NAME}){{0,8}})\s+(?:is|are)\s+(?:now\s+)?(?:my|our)\s+{_NEW}"
+    rf"(?P<rel>{_REL})(?:\s+now)?$",
     re.IGNORECASE,
 )
 REL_IS_NAME = LazyPattern(
     rf"^(?:is|are)\s+(?:named\s+|called\s+)?(?P<names>{NAME}(?:\s*(?:,|and)\s*{NAME}){{0,8}})$", re.IGNORECASE
+)
+#: "We switched dentists to Dr. Khan": a new holder of a role one has one of.
+SWITCHED_REL = LazyPattern(
+    rf"^(?:i|we)\s+(?:have\s+)?(?:switched|changed)\s+(?P<rel>{relationships.PATTERN})s?\s+to\s+(?P<names>{NAME})$",
+    re.IGNORECASE,
 )
 HAS_PET = LazyPattern(
     rf"\b(?:i|we)\s+(?:have|got|adopted)\s+an?\s+(?:new\s+)?(?P<rel>{_REL})\s+"
@@ -91,12 +100,22 @@ def subject_of(m: re.Match[str]) -> Subject | None:
     name = groups.get("name")
     if not name or name.split()[0].casefold() in _NOT_NAMES:
         return None
+    if relationships.canonical(name) in _CALLED_BY_RELATION:
+        canon = relationships.canonical(name) or name.casefold()  # "Mom", "Dad": the speaker's, one person
+        return Subject(f"my {canon}", "rel:" + relationships.subject_class(canon))
     return Subject(name, "name:" + relationships.normalise_name(name))
+
+
+#: Who looks after one, one of each kind at a time: "my dentist" and "my therapist" are two
+#: people (one word in ``relationships``), and a new dentist replaces the old one.
+CARERS = frozenset({"doctor", "dentist", "therapist"})
 
 
 def relation_subject(own: str, rel: str, name: str | None) -> Subject:
     canon = relationships.canonical(rel) or rel.casefold()
     unique = relationships.is_unique(canon)
+    if (carer := " ".join(rel.casefold().split())) in CARERS:
+        return Subject(f"{own.casefold()} {carer}", "rel:" + carer)
     if name and not unique and name.split()[0].casefold() not in _NOT_NAMES:
         return Subject(name, "name:" + relationships.normalise_name(name))  # "my son Leo" is Leo
     ambiguous = not unique and canon not in relationships.PETS

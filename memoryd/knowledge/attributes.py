@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from memoryd.knowledge import relationships
 from memoryd.knowledge.attribute_rules import NAME, Found, predicate_facts
 from memoryd.knowledge.attribute_subjects import (
+    CARERS,
     HAS_PET,
     IMPLICIT,
     NAME_IS_REL,
@@ -26,12 +27,15 @@ from memoryd.knowledge.attribute_subjects import (
     PRONOUN,
     REL_IS_NAME,
     SELF,
+    SWITCHED_REL,
     Subject,
     relation_subject,
     subject_of,
 )
+from memoryd.knowledge.attribute_transitions import couple_facts, frame_facts, speaker_facts, transition_facts
 from memoryd.knowledge.attribute_values import normalise_key, normalise_value
 from memoryd.knowledge.attribute_words import DEMONYMS, JOBS, MULTI_VALUED
+from memoryd.knowledge.clauses import FILLER, NOW, clauses, expanded, straightened
 from memoryd.knowledge.open_attributes import CHANGED_PREFIX, VERB_OBJECT, OpenFact, open_facts
 from memoryd.knowledge.possessive_rules import possessive_facts
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
@@ -60,10 +64,12 @@ class Attribute:
     #: The statement says the value changed ("now", "these days"): an open verb-object
     #: attribute (``open_attributes``) replaces an older one only then.
     changed: bool = False
+    #: Follows from the statement rather than being said ("I'm divorced": no partner now).
+    implied: bool = False
 
 
 _INVERTED_FAVORITE = LazyPattern(
-    r"^(?P<value>.+?)\s+(?:is|are)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
+    r"^(?P<value>.+?)\s+(?:is|are|became|(?:has|have)\s+become)\s+(?P<rest>\S+(?:\s+\S+)?\s+(?:new\s+)?"
     r"favou?rite\s+.+)$",
     re.IGNORECASE,
 )
@@ -71,32 +77,10 @@ _ONE_OF = LazyPattern(r"^one\s+of\s+", re.IGNORECASE)
 #: A note that leaves out whose favourite it is ("Favorite color is blue"): the owner's, as
 #: "Works at Acme" is, unless the memory names its subjects.
 _OWNERLESS_FAVORITE = LazyPattern(r"^favou?rite\s", re.IGNORECASE)
+#: A note's key and value: "New mobile number: 555-0142", "Email: sam@example.com".
+_NOTE = LazyPattern(r"^(?P<key>[a-z][a-z -]{1,40}?)\s*:\s+(?P<value>\S.*)$", re.IGNORECASE)
 _CALL_ME = LazyPattern(rf"^(?:please\s+)?call\s+me\s+(?P<value>{NAME})(?:\s+from\s+now\s+on)?$", re.IGNORECASE)
 
-_FILLER = LazyPattern(
-    r"^(?:(?:btw|by\s+the\s+way|fyi|oh|ok|okay|so|well|also|update|correction|actually|"
-    r"note|just\s+so\s+you\s+know|fun\s+fact|heads\s+up|these\s+days|nowadays|now|currently|"
-    r"apparently|(?:it\s+)?turns\s+out(?:\s+that)?|as\s+of\s+(?:today|now)|today|yesterday|recently|"
-    r"last\s+(?:week|month|year)|this\s+(?:week|month|year))\b[\s,:;!-]*)+",
-    re.IGNORECASE,
-)
-#: Each holds an apostrophe: a text without one skips them all.
-_CONTRACTIONS = tuple(
-    (LazyPattern(pattern, re.IGNORECASE), replacement)
-    for pattern, replacement in (
-        (r"\bI'm\b", "I am"),
-        (r"\bI've\b", "I have"),
-        (r"\bI'd\b", "I would"),
-        (r"\b(he|she|it|that)'s\b", r"\1 is"),
-        (r"\b(we|they|you)'re\b", r"\1 are"),
-        (r"\bisn't\b", "is not"),
-        (r"\baren't\b", "are not"),
-        (r"\bdon't\b", "do not"),
-        (r"\bdoesn't\b", "does not"),
-        (r"\bdidn't\b", "did not"),
-    )
-)
-_CLAUSES = LazyPattern(r"\s*(?:[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)", re.IGNORECASE)
 _LEADING_ADVERBS = LazyPattern(
     r"^(?:(?:now|currently|still|recently|just|actually|finally|officially|"
     r"happily|also|presently|meanwhile)\s+)+",
@@ -136,17 +120,18 @@ def attribute_keys(text: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)  # a new memory is compared with several candidates, each parsed again
 def _parse_cached(text: str) -> tuple[Attribute, ...]:
-    cleaned = _straightened(text)
+    cleaned = straightened(text)
     # Typed all in lower case ("i live in berlin"), places and names lose their capitals.
     # islower() first: it answers most texts in C (True means no upper-case character).
     # Read before the contractions are expanded: "i'm" becomes "I am".
     lowercase_text = cleaned.islower() or not any(map(str.isupper, cleaned))
-    cleaned = _expanded(cleaned)
+    cleaned = expanded(cleaned)
     found: list[Attribute] = []
-    for clause in _CLAUSES.split(cleaned):
-        clause = _FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
+    for clause in clauses(cleaned):
+        says_now = NOW.search(clause) is not None
+        clause = FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
         if clause:
-            found.extend(_clause_attributes(clause, lowercase_text))
+            found.extend(_clause_attributes(clause, lowercase_text, says_now))
     return tuple(found)
 
 
@@ -158,20 +143,7 @@ def parse_open_attributes(text: str) -> list[Attribute]:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_open_cached(text: str) -> tuple[Attribute, ...]:
-    return tuple(_open_attribute(fact) for fact in open_facts(_expanded(_straightened(text))))
-
-
-def _straightened(text: str) -> str:
-    """Curly apostrophes made straight and runs of white space made one space."""
-    return " ".join(text.replace("’", "'").replace("‘", "'").split())
-
-
-def _expanded(cleaned: str) -> str:
-    """``cleaned`` with its contractions written out ("I'm" -> "I am")."""
-    if "'" in cleaned:
-        for pattern, replacement in _CONTRACTIONS:
-            cleaned = pattern.sub(replacement, cleaned)
-    return cleaned
+    return tuple(_open_attribute(fact) for fact in open_facts(expanded(straightened(text))))
 
 
 def _open_attribute(fact: OpenFact) -> Attribute:
@@ -181,13 +153,19 @@ def _open_attribute(fact: OpenFact) -> Attribute:
     return Attribute(fact.key, fact.value, subject, changed=fact.changed)
 
 
-def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
+def _clause_attributes(clause: str, lowercase_text: bool, says_now: bool = False) -> list[Attribute]:
     if m := HAS_PET.search(clause):
+        return _names_of(relation_subject("my", m["rel"], None), m["names"])
+    if m := SWITCHED_REL.match(clause):  # "we switched dentists to Dr. Khan"
         return _names_of(relation_subject("my", m["rel"], None), m["names"])
     if m := NAME_IS_REL.match(clause):
         return _names_of(relation_subject("my", m["rel"], None), m["names"])
     if m := _CALL_ME.match(clause):
-        return [_attribute(Found("name", m["value"]), Subject("I", SELF))]
+        return [_attribute(Found("nickname", m["value"]), Subject("I", SELF))]  # what to call me, as "I go by"
+    if (couple := couple_facts(clause)) is not None:  # "Marco and I got married"
+        return [_attribute(f, Subject("I", SELF)) for f in couple]
+    if said := speaker_facts(_TRAILING.sub("", clause)):  # "text me on ...", "Berlin is home"
+        return [_attribute(f, Subject("I", SELF)) for f in said]
     if (m := _INVERTED_FAVORITE.match(clause)) and not _ONE_OF.match(clause):
         clause = f"{m['rest']} is {m['value']}"  # "Blue is my favorite color" -> "my favorite color is Blue"
     one_of = bool(_ONE_OF.match(clause))
@@ -198,6 +176,8 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
             facts = [Found("favorites:" + f.key.partition(":")[2], f.value, True) for f in facts]
         if facts:
             return [_attribute(f, subject) for f in facts]
+    if (note := _NOTE.match(clause)) and (facts := possessive_facts(f"{note['key']} is {note['value']}")):
+        return [_attribute(f, Subject("", IMPLICIT)) for f in facts]  # a note: "Mobile number: 555-0142"
     if _OWNERLESS_FAVORITE.match(clause) and (facts := possessive_facts(clause)):
         return [_attribute(f, Subject("", IMPLICIT)) for f in facts]  # a note: "Favorite color is red"
     if (m := NOMINATIVE.match(clause)) and (subject := subject_of(m)):
@@ -213,14 +193,23 @@ def _clause_attributes(clause: str, lowercase_text: bool) -> list[Attribute]:
     additive = bool(_ADDITIVE.search(rest))
     rest, negated = _strip_modifiers(rest)
     attributes = []
-    for fact in predicate_facts(rest, lowercase_text):
+    facts = (
+        frame_facts(rest, lowercase_text)
+        or predicate_facts(rest, lowercase_text)
+        or transition_facts(rest, lowercase_text)
+    )
+    for fact in facts:
         if fact.key.startswith("opinion:") and negated:  # "I don't like X" is an opinion too
             fact = Found(fact.key, "negative" if fact.value == "positive" else "positive")
         elif negated:
-            fact = Found(fact.key, fact.value, fact.multi_valued, negated=True)
+            fact = Found(fact.key, fact.value, fact.multi_valued, negated=True, implied=fact.implied)
+        elif says_now and not fact.changed:  # "my sister now lives in Seattle": a change
+            fact = Found(fact.key, fact.value, fact.multi_valued, implied=fact.implied, changed=True)
         attribute = _attribute(fact, subject)
         if additive:  # "I also work at a bar": a second value, not a replacement
-            attribute = Attribute(attribute.key, attribute.value, subject, True, attribute.negated)
+            attribute = Attribute(
+                attribute.key, attribute.value, subject, True, attribute.negated, implied=attribute.implied
+            )
         attributes.append(attribute)
     return attributes
 
@@ -256,5 +245,7 @@ def _attribute(found: Found, subject: Subject) -> Attribute:
     multi = found.multi_valued or key in MULTI_VALUED
     if key == "name" and subject.key.startswith("rel:"):
         canon = subject.key[4:]
-        multi = multi or not relationships.is_unique(canon)  # "my dog's name is Rex": maybe two dogs
-    return Attribute(key, normalise_value(found.value), subject, multi, found.negated)
+        multi = multi or not (
+            relationships.is_unique(canon) or canon in CARERS
+        )  # "my dog's name is Rex": maybe two dogs
+    return Attribute(key, normalise_value(found.value), subject, multi, found.negated, found.changed, found.implied)

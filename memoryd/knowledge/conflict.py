@@ -22,8 +22,10 @@ from typing import Literal, TypeVar
 import msgspec
 
 from memoryd.knowledge import relationships
+from memoryd.knowledge.attribute_rules import ENDED
+from memoryd.knowledge.attribute_values import same_kind
 from memoryd.knowledge.attributes import IMPLICIT, PRONOUN, SELF, Attribute, parse_attributes, parse_open_attributes
-from memoryd.knowledge.open_attributes import VERB_OBJECT
+from memoryd.knowledge.open_attributes import KEY_VALUE, VERB_OBJECT
 from memoryd.lazy import LazyPattern
 
 Verdict = Literal["conflict", "coexist", "unknown"]
@@ -105,16 +107,34 @@ class _Identities:
         return self.statement.speaker is not None and self.speaker() == self.of(attribute)
 
 
+#: Keys a transition of an unnamed relative replaces ("my sister moved to Seattle").
+_TRANSITION_KEYS = frozenset({"residence", "job", "age"})
+
+
 def _replaces(old: Attribute, new: Attribute) -> bool:
     if old.subject.ambiguous or new.subject.ambiguous:
-        return False  # "my brother": maybe two brothers
+        # "my sister": maybe two sisters, so only a change the newer one tells of replaces
+        # ("my sister lives in Boston", then "my sister moved to Seattle"; "my son turned 8").
+        return _transition(old, new)
     if old.multi_valued or new.multi_valued:  # only a denial of the same value replaces
         return bool(new.value) and old.value == new.value and old.negated != new.negated
     if not old.negated and not new.negated:
-        return True
+        if old.key == "relationship_status" and old.value in ENDED and new.value == "single":
+            return False  # divorced, widowed, separated: single too
+        # a note's value of another kind is about something else: "standup is at 9:30", "standup
+        # is on Mondays"
+        return not old.key.startswith(KEY_VALUE) or same_kind(old.value, new.value)
     if new.negated and not old.negated:  # "no longer at Acme"; "I quit my job" (value "")
         return new.value in ("", old.value)
     return not new.negated and old.value == new.value  # "at Acme again" after "no longer at Acme"
+
+
+def _transition(old: Attribute, new: Attribute) -> bool:
+    if not new.changed or old.changed or old.negated or new.negated or new.key not in _TRANSITION_KEYS:
+        return False
+    if new.key == "age":  # one only grows older
+        return old.value.isdigit() and new.value.isdigit() and int(new.value) > int(old.value)
+    return old.value != new.value
 
 
 def decide(old: Statement, new: Statement, resolve: Resolver | None = None) -> Decision:
@@ -135,6 +155,8 @@ def decide(old: Statement, new: Statement, resolve: Resolver | None = None) -> D
     for old_attr in old_attrs:
         subject = old_ids.of(old_attr)
         same = [n for n in new_attrs if n.key == old_attr.key and subject is not None and new_ids.of(n) == subject]
+        if old_attr.implied and not any(_replaces(old_attr, n) for n in same):
+            continue  # "I'm single" implies no partner; "I'm dating someone" need not name one
         if not same:
             return Decision("coexist", f"the older one also states {old_attr.key}")
         shared_key = old_attr.key
@@ -156,6 +178,8 @@ def decide(old: Statement, new: Statement, resolve: Resolver | None = None) -> D
         new_attr = replacing[0]
         change = f"no longer {old_attr.value}" if new_attr.negated else f"{old_attr.value!r} -> {new_attr.value!r}"
         reasons.append(f"{old_attr.key} of {old_attr.subject.phrase}: {change}")
+    if not reasons:
+        return Decision("unknown", "nothing the older one states is replaced")
     return Decision("conflict", "; ".join(reasons), shared_key)
 
 

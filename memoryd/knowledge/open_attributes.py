@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memoryd.knowledge.attribute_values import verb_stem
 from memoryd.lazy import LazyPattern
 
 #: Key prefixes of the two shapes.
@@ -75,16 +76,42 @@ _NAME = r"(?:[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*){0,2})"
 _SELF_WORDS = r"(?:the\s+user|i|me|myself|we)"
 #: "Noor's", "the user's", "Parents'", "my": a possessor at the start of a clause.
 _POSSESSOR = re.compile(rf"^(?P<owner>{_NAME}|the\s+user|my|our|(?:[A-Za-z]+s))(?:'s|')?\s+", re.IGNORECASE)
-_KEY = r"(?P<key>[A-Za-z][\w\-]*(?:\s+[A-Za-z][\w\-]*){0,5}?)"
+_KEY = r"(?P<key>[A-Za-z][\w\-']*(?:\s+[A-Za-z][\w\-']*){0,5}?)"
 _NOTE = re.compile(rf"^{_KEY}\s*:\s+(?P<value>\S.*)$")
-_IS = re.compile(rf"^{_KEY}\s+(?:is|=)\s+(?:now\s+)?(?:called\s+|named\s+|set\s+(?:for|to)\s+|at\s+)?(?P<value>\S.*)$")
+_IS = re.compile(
+    rf"^{_KEY}\s+(?:is|=)\s+(?:now\s+)?(?:called\s+|named\s+|(?:set|booked|scheduled|due)\s+(?:for|to|on)\s+|at\s+)?(?P<value>\S.*)$"
+)
 _SWITCH = re.compile(
-    r"^(?:switched|changed|moved)\s+(?:(?:my|his|her|their|the|our)\s+)?(?P<key>[a-z]+?(?:\s+[a-z]+?){0,2}?)(?:e?s)?"
+    r"^(?:switched|changed|moved|raised|lowered|increased|decreased|cut|bumped|updated)\s+(?:(?:my|his|her|their|the|our)\s+)?(?P<key>[a-z]+?(?:\s+[a-z]+?){0,2}?)(?:e?s)?"
     r"\s+to\s+(?P<value>\S.*)$",
     re.IGNORECASE,
 )
+#: "<key> changed to <value>", "<key> went up to <value>", "<key> moved to <value>": a key-value
+#: note that says the value changed.
+_CHANGED_TO = re.compile(
+    rf"^{_KEY}\s+(?:now\s+)?(?:has\s+|have\s+)?(?:changed|switched|moved|went\s+(?:up|down)|gone\s+(?:up|down)|"
+    r"increased|decreased|dropped|rose|risen|jumped|upgraded|downgraded|raised|lowered|reduced|updated|reset|"
+    r"bumped(?:\s+up)?)\s+to\s+(?P<value>\S.*)$",
+    re.IGNORECASE,
+)
+#: "was upgraded to", "has been changed to": the passive of a change says what the value is now
+#: (read before the past tense keeps a clause out).
+_PASSIVE_CHANGE = re.compile(
+    r"\b(?:was|were|has\s+been|have\s+been|got|just\s+got)\s+(?=(?:changed|switched|moved|upgraded|downgraded|"
+    r"raised|lowered|increased|decreased|reduced|updated|reset|bumped)\s+(?:up\s+)?to\b)",
+    re.IGNORECASE,
+)
+#: "<key> starts at 9:30", "<key> goes off at 7:15": when something is, a key-value note when the
+#: value is a time; an end ("closes at") is a key of its own.
+_AT_TIME = re.compile(
+    rf"^{_KEY}\s+(?:now\s+)?(?P<verb>goes\s+off|starts|begins|opens|kicks\s+off|leaves|departs|ends|closes|finishes)\s+"
+    r"(?:at|from)\s+(?P<value>\d\S*(?:\s*[ap]\.?m\.?)?)(?:\s+(?:now|these\s+days|instead))?$",
+    re.IGNORECASE,
+)
+_ENDS = ("ends", "closes", "finishes")
 _WORD = re.compile(r"[a-z']+")
-_CLAUSES = re.compile(r";|\.\s|,?\sand\s(?=[a-z])|,?\sbut\s")
+_MONTH_MAY = re.compile(r"\bmay\s+(?=\d)")
+_CLAUSES = re.compile(r";|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)\.\s|,?\sand\s(?=[a-z])|,?\sbut\s")
 _SELF_SUBJECT = re.compile(rf"^{_SELF_WORDS}\s+(?=[a-z])", re.IGNORECASE)
 _MY = re.compile(r"^(?:my|our|the\s+user's)\s+", re.IGNORECASE)
 _NAME_POSSESSIVE = re.compile(rf"^(?P<owner>{_NAME})(?:'s|')\s+")
@@ -104,9 +131,9 @@ def open_facts(text: str) -> list[OpenFact]:
     facts: list[OpenFact] = []
     subject: str | None = None
     for clause in _CLAUSES.split(text.strip().rstrip(".!?… ")):
-        clause = clause.strip()
+        clause = _PASSIVE_CHANGE.sub("", clause.strip())
         lowered = f" {clause.casefold()} "
-        words = set(_WORD.findall(lowered))
+        words = set(_WORD.findall(_MONTH_MAY.sub(" ", lowered)))  # "May 3" is a date, not a hedge
         if not clause or words & _HEDGE or words & _ADDITIVE or _has(lowered, _HEDGE_PHRASES + _ADDITIVE_PHRASES):
             continue
         changed = bool(words & _CHANGED) or _has(lowered, _CHANGED_PHRASES)
@@ -136,6 +163,12 @@ def _clause_fact(clause: str, inherited: str | None, changed: bool) -> tuple[Ope
         return None, None
     if m := _SWITCH.match(rest):
         return _key_value(owner, m["key"], m["value"], True, note=True), owner if named else None
+    if (m := _CHANGED_TO.match(rest) or _AT_TIME.match(rest)) and (named or _looks_like_value(m["value"])):
+        sub_owner, key = _possessed(m["key"])
+        full_owner = owner if not sub_owner else (f"{owner}'s {sub_owner}" if owner else sub_owner)
+        if m.re is _AT_TIME and m["verb"].casefold() in _ENDS:
+            key += " end"
+        return _key_value(full_owner, key, m["value"], True, note=named), owner if named else None
     if m := _IS.match(rest):
         sub_owner, key = _possessed(m["key"])
         full_owner = owner if not sub_owner else (f"{owner}'s {sub_owner}" if owner else sub_owner)
@@ -157,7 +190,12 @@ def _subject_of(clause: str) -> tuple[str | None, str]:
     if m := _NAME_POSSESSIVE.match(clause):
         return _owner_name(m["owner"]), clause[m.end() :]
     if m := _NAME_SUBJECT.match(clause):
-        if m["owner"].split()[0].casefold() not in _DETERMINERS and _IS.match(clause) is None:
+        first = m["owner"].split()[0].casefold()
+        if (
+            first not in _DETERMINERS
+            and first != "the"
+            and not any(p.match(clause) for p in (_IS, _CHANGED_TO, _AT_TIME))
+        ):
             return _owner_name(m["owner"]), clause[m.end() :]
     if clause[:1].isalpha() and clause.split()[0].casefold() not in _DETERMINERS:
         return "", clause  # a bare note: "Bedtime is around 11pm"
@@ -185,7 +223,7 @@ def _possessed(key: str) -> tuple[str, str]:
 def _key_value(owner: str, key: str, value: str, changed: bool, *, note: bool) -> OpenFact | None:
     key = " ".join(key.casefold().replace("favourite", "favorite").replace("colour", "color").split())
     words = key.split()
-    if len(words) > 1 and words[0] == "the":  # "The office code is 1234": the key is "office code"
+    if len(words) > 1 and words[0] in ("the", "my", "our"):  # "The office code is 1234": "office code"
         words = words[1:]
     if len(words) > 1 and words[0] in _LATEST:
         words = words[1:]
@@ -220,7 +258,7 @@ def _verb_object(owner: str, rest: str, changed: bool) -> OpenFact | None:
     elif first in _AUXILIARIES or not first.isalpha() or first.endswith(("ed", "ly")) or len(first) < 3:
         return None
     else:
-        verb = [first]
+        verb = [verb_stem(first)]
     position = len(verb)
     if position < len(words) and words[position].casefold() in _PREPOSITIONS:
         verb.append(words[position].casefold())

@@ -13,6 +13,7 @@ _FAVORITE = rule(
     r"^(?:new\s+|current\s+|all[- ]time\s+|absolute\s+)?favou?rite\s+(?P<thing>[\w -]+?)\s+"
     r"(?P<verb>is|are|=|has\s+always\s+been|has\s+become|became|would\s+be|was|were)\s+" + TAIL
 )
+_NOTE_FAVORITE = rule(r"^((?:new\s+|current\s+)?favou?rite\s+[\w -]+?)\s*:\s+")
 #: Possessive shapes: "<my|Sarah's> <thing> is <value>" -> key.  "{kind}" keys take the
 #: optional qualifier ("work email" -> email:work).
 _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
@@ -31,7 +32,10 @@ _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
         (r"^(?:job|occupation|profession|job\s+title|title|role|position)\s+is\s+(?:an?\s+)?" + TAIL, "job"),
         (r"^(?:employer|company|workplace)\s+is\s+" + TAIL, "employer"),
         (r"^hometown\s+is\s+" + TAIL, "hometown"),
-        (r"^(?:home|house|apartment|flat)\s+is\s+(?:now\s+)?in\s+" + TAIL, "residence"),
+        (
+            r"^(?:home|house|apartment|flat)\s+is\s+(?:now\s+)?in\s+(?!an?\s)" + TAIL,
+            "residence",
+        ),  # not "in a quiet street"
         (r"^(?:home\s+|mailing\s+|street\s+)?address\s+is\s+" + TAIL, "address"),
         (r"^nationality\s+is\s+" + TAIL, "nationality"),
         (r"^(?:native\s+language|first\s+language|mother\s+tongue)\s+is\s+" + TAIL, "native_language"),
@@ -48,19 +52,30 @@ _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
         (r"^weight\s+is\s+" + TAIL, "weight"),
     )
 )
+#: "<key> changed to <value>", "<key> went up to <value>": the value it has now.
+_CHANGED_TO = rule(
+    r"^(?P<key>[\w -]+?)\s+(?:has\s+|have\s+)?(?:been\s+|was\s+|got\s+)?(?:changed|switched|moved|updated|"
+    r"went\s+(?:up|down)|increased|decreased|dropped|rose|jumped)\s+to\s+" + TAIL
+)
+#: "my number is <phone>": "number" alone is a phone number only when the value is one.
+_NUMBER = rule(r"^(?:contact\s+)?(?:number|digits)\s+is\s+(?P<value>\+?\(?\d[\d ().-]{5,}\d)$")
 _ALLERGIES = rule(r"^allerg(?:y|ies)\s+(?:is|are|include|includes)\s+" + TAIL)
 _LATEST = rule(r"^(?:new|latest|updated)\s+(?=\w+\s)")
 
 
 def possessive_facts(rest: str) -> list[Found]:
     """What "<owner's> ``rest``" states, e.g. rest = "favorite color is blue"."""
-    rest = rest.strip()
+    rest = _NOTE_FAVORITE.sub(r"\1 is ", rest.strip())  # "Favourite film: Paddington 2"
     if (m := _FAVORITE.match(rest)) and m["thing"].split()[0].lower() not in CONTEXTUAL_FAVORITES:
         past = m["verb"].lower() in {"was", "were"}
         return [Found("favorite:" + m["thing"], m["value"], negated=past)]
     if m := _ALLERGIES.match(rest):
         return [Found("allergy", v, multi_valued=True) for v in split_list(m["value"])]
     rest = _LATEST.sub("", rest)  # "my new phone number is ..." sets the phone number
+    if m := _CHANGED_TO.match(rest):  # "my number changed to ...": what it is now
+        rest = f"{m['key']} is {m['value']}"
+    if (m := _NUMBER.match(rest)) and sum(c.isdigit() for c in m["value"]) >= 7:
+        return [Found("phone", m["value"])]
     for pattern, key in _POSSESSED:
         if m := pattern.match(rest):
             kind = m.groupdict().get("kind")

@@ -10,7 +10,7 @@ from memoryd.lazy import LazyPattern
 TRAILING_PATTERN = LazyPattern(
     r"(?:\s*,?\s*(?:now|after\s+all|these\s+days|nowadays|again|anymore|any\s+more|any\s+longer|too|"
     r"as\s+well|currently|at\s+the\s+moment|right\s+now|full[- ]time|for\s+now|"
-    r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?\w+\s+(?:days?|weeks?|months?|years?)|"
+    r"since\s+\w+(?:\s+\d+)?|for\s+(?:the\s+(?:past|last)\s+)?(?:a\s+few\s+|a\s+couple\s+(?:of\s+)?|\w+\s+)(?:days?|weeks?|months?|years?)|"
     r"yesterday|today|recently|lately|last\s+(?:night|week|month|year)|"
     r"this\s+(?:week|month|year)|(?:a|\w+)\s+(?:days?|weeks?|months?|years?)\s+ago))+$",
     re.IGNORECASE,
