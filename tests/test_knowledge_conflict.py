@@ -150,6 +150,15 @@ def test_negation_supersedes_the_same_value_only():
     assert decide(acme, s("I quit my job")).supersedes
 
 
+def test_a_past_home_or_job_told_in_the_simple_past_is_not_replaced_by_the_current_one():
+    # "lived in X while at university" is still true when the user lives elsewhere now
+    assert not decide(s("I lived in Aberdeen while I was at university"), s("These days I live in Leeds")).supersedes
+    assert not decide(s("I worked at Siemens for ten years"), s("I work at Bosch")).supersedes
+    # and it says the home or the job of that value is over
+    assert decide(s("I live in Lyon"), s("I lived in Lyon for two years")).supersedes
+    assert decide(s("I live in Oslo"), s("I've lived in Bergen for a month")).supersedes
+
+
 def test_an_older_statement_with_more_attributes_is_kept():
     decision = decide(s("I work at Acme as an engineer"), s("I'm a manager now"))
     assert decision.verdict == "coexist" and "employer" in decision.reason

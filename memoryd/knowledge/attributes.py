@@ -90,6 +90,9 @@ _BE_ADVERBS = LazyPattern(
     r"^(am|is|are)\s+(?:(?:now|currently|still|also|actually|officially|finally)\s+)+", re.IGNORECASE
 )
 _PERFECT = LazyPattern(r"^(?:have|has)\s+(?=(?:been|gone|become|got|grown|begun|started|\w+ed)\b)", re.IGNORECASE)
+#: "lived in Aberdeen", "worked at Acme" (not "have lived in"): a past home or job, as "used to"
+#: says it; it is told before the perfect is taken off.
+_SIMPLE_PAST = LazyPattern(r"^(lived|worked)\s+(?=(?:in|at|for|on)\b)", re.IGNORECASE)
 _ADDITIVE = LazyPattern(r"\b(?:also|too|as\s+well|another|second|additionally)\b", re.IGNORECASE)
 _NEGATIONS = (
     (LazyPattern(r"^(am|is|are)\s+(?:no\s+longer|not|never)\s+", re.I), r"\1 "),
@@ -217,9 +220,12 @@ def _clause_attributes(clause: str, lowercase_text: bool, says_now: bool = False
 def _strip_modifiers(rest: str) -> tuple[str, bool]:
     """("no longer works at Acme anymore") -> ("works at Acme", True)."""
     rest = _LEADING_ADVERBS.sub("", rest.strip())
+    past = _SIMPLE_PAST.match(rest)
+    if past:
+        rest = ("live " if past[1].lower() == "lived" else "work ") + rest[past.end() :]
     rest = _PERFECT.sub("", rest)  # "have been living in" -> "been living in"
     trailing = _TRAILING.search(rest)
-    negated = bool(trailing and re.search(r"any\s*(?:more|longer)", trailing.group(), re.I))
+    negated = bool(past) or bool(trailing and re.search(r"any\s*(?:more|longer)", trailing.group(), re.I))
     rest = rest[: trailing.start()] if trailing else rest  # the match is anchored at the end
     for pattern, replacement in _NEGATIONS:
         if pattern.match(rest):
