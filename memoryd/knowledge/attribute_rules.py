@@ -69,8 +69,9 @@ def _employer_ok(raw: str, lowercase_text: bool) -> bool:
         return False
     if value.startswith(("a ", "an ")) or value == "myself":
         return True  # "a hospital", "a startup"
-    if value.startswith("the ") and value.split()[-1] in ORGANISATIONS:
-        return True  # "the city council", but not "the front desk"
+    head = re.split(r"\s+(?:on|in|at|of|near|by)\s+", value, maxsplit=1)[0].split()[-1]
+    if value.startswith("the ") and head in ORGANISATIONS:
+        return True  # "the city council", "the bakery on Mill St", but not "the front desk"
     return looks_like_proper_noun(raw, lowercase_text)  # "the City Council", not "the front desk"
 
 
@@ -115,7 +116,12 @@ _WORKS = rule(
     r"(?:got\s+)?hired)\s+(?:at|for|by)|got\s+(?:a\s+)?(?:new\s+)?job\s+(?:at|with))\s+"
     r"(?P<value>.+?)(?:\s+as\s+(?P<job>.+))?$"
 )
-_WORKS_AS = rule(r"^(?:(?:" + BE + r"\s+)?(?:works?|working|worked)|got\s+(?:a\s+)?job)\s+as\s+" + TAIL)
+_WORKS_AS = rule(
+    r"^(?:(?:"
+    + BE
+    + r"\s+)?(?:works?|working|worked|practi[cs]es|practi[cs]ing|serves|serving)|got\s+(?:a\s+)?job)\s+as\s+"
+    + TAIL
+)
 _LEFT_JOB = rule(
     r"^(?:quit|left|lost)\s+(?:my|his|her|their)\s+job(?:\s+at\s+(?P<value>.+))?$"
     r"|^(?:was|were|got)\s+(?:laid\s+off|fired|let\s+go)(?:\s+(?:from|by)\s+(?P<v2>.+))?$"

@@ -37,6 +37,7 @@ from memoryd.knowledge.attribute_values import normalise_key, normalise_value
 from memoryd.knowledge.attribute_words import DEMONYMS, JOBS, MULTI_VALUED
 from memoryd.knowledge.clauses import FILLER, NOW, clauses, expanded, straightened
 from memoryd.knowledge.open_attributes import CHANGED_PREFIX, VERB_OBJECT, OpenFact, open_facts
+from memoryd.knowledge.paraphrases import rewritten
 from memoryd.knowledge.possessive_rules import possessive_facts
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
 from memoryd.lazy import LazyPattern
@@ -125,7 +126,7 @@ def _parse_cached(text: str) -> tuple[Attribute, ...]:
     # islower() first: it answers most texts in C (True means no upper-case character).
     # Read before the contractions are expanded: "i'm" becomes "I am".
     lowercase_text = cleaned.islower() or not any(map(str.isupper, cleaned))
-    cleaned = expanded(cleaned)
+    cleaned = rewritten(expanded(cleaned))
     found: list[Attribute] = []
     for clause in clauses(cleaned):
         says_now = NOW.search(clause) is not None
@@ -143,7 +144,7 @@ def parse_open_attributes(text: str) -> list[Attribute]:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_open_cached(text: str) -> tuple[Attribute, ...]:
-    return tuple(_open_attribute(fact) for fact in open_facts(expanded(straightened(text))))
+    return tuple(_open_attribute(fact) for fact in open_facts(rewritten(expanded(straightened(text)))))
 
 
 def _open_attribute(fact: OpenFact) -> Attribute:

@@ -40,8 +40,8 @@ CLAUSES = LazyPattern(
 )
 #: A clause that says its value is the current one ("now lives in", "these days").
 NOW = LazyPattern(r"\b(?:now|nowadays|these\s+days)\b", re.IGNORECASE)
-#: A clause that is only a person: the first half of "Marco and I ...".
-_BARE_SUBJECT = LazyPattern(rf"^\s*(?:{NAME}|(?:my|our)\s+[a-z]+)\s*$", re.IGNORECASE)
+#: A clause that is only a person: the first half of "Marco and I ...", "my partner Declan and I ...".
+_BARE_SUBJECT = LazyPattern(rf"^\s*(?:{NAME}|(?:my|our)\s+[a-z]+(?:\s+{NAME})?)\s*$", re.IGNORECASE)
 
 
 def clauses(cleaned: str) -> list[str]:
