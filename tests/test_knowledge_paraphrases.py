@@ -103,3 +103,18 @@ def test_sets_written_without_the_rules_keep_precision(name: str) -> None:
     overall, _ = evaluate(load_pairs(DEFAULT_PAIRS.with_name(name)))
     assert overall.precision == 1.0, format_table(overall, {})
     assert overall.recall >= 0.25, format_table(overall, {})
+
+
+def test_favourites_schools_and_addresses_in_other_words() -> None:
+    old = "My favourite author is Kazuo Ishiguro"
+    assert supersedes(old, "These days nobody beats Ursula K. Le Guin for me; she's my favourite writer")
+    assert not supersedes(old, "She's my favourite writer")  # whom "she" is, nobody said
+    assert not supersedes(old, "I met Ursula K. Le Guin once; she's my mum's favourite writer")
+    assert supersedes("My favourite film is Heat", "My favourite movie is Alien")
+    assert supersedes("Oskar goes to Hollybank Primary", "Oskar started secondary school at Westfield Academy")
+    assert not supersedes("Oskar goes to Hollybank Primary", "Mia started school at Westfield Academy")
+    assert not supersedes("Oskar goes to Hollybank Primary", "Oskar goes to Westfield Academy for football")
+    assert supersedes(
+        "Our mailing address is 14 Maple Ave, Evanston", "Please send anything for us to 22 N. Halsted St"
+    )
+    assert not supersedes("Our mailing address is 14 Maple Ave", "Please send the parcel to 22 N. Halsted St")

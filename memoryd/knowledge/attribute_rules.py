@@ -160,6 +160,14 @@ _HAS_COUNT = rule(
 _MOVED = rule(r"^(?:(?:have|has)\s+)?(?:moved|relocated|settled)\b")
 _TURNED = rule(r"^(?:(?:just\s+)?turned|became|become|(?:has|have)\s+become)\b")
 _STUDIES = rule(r"^(?:stud(?:y|ies|ying)|" + BE + r"\s+(?:a\s+)?student)\s+at\s+" + TAIL)
+#: A school named as one: "goes to Hollybank Primary", "started secondary school at Westfield
+#: Academy" (a new one).
+_SCHOOL_NAME = r"(?P<value>(?-i:[A-Z])[\w'.-]*(?:\s+(?-i:[A-Z])[\w'.-]*)*\s+(?:Primary|Secondary|School|Academy|College|High|University|Prep|Grammar)(?:\s+School)?)"
+_GOES_TO = rule(r"^(?:goes|go|going|attends?|attending)\s+(?:to\s+)?" + _SCHOOL_NAME + r"$")
+_STARTED_AT = rule(
+    r"^(?:started|starting|moved\s+to|transferred\s+to)\s+(?:(?:primary|secondary|high|middle|nursery|big)\s+)?"
+    r"(?:school\s+)?(?:at\s+)?" + _SCHOOL_NAME + r"(?:\s+(?:in|on|this|last)\s+\w+)?$"
+)
 
 
 #: Statuses that end a relationship: they deny whoever the partner was.
@@ -238,6 +246,10 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
         return [Found("count:" + (relationships.canonical(what) or what), m["value"])]
     if m := _STUDIES.match(rest):
         return [Found("school", m["value"])]
+    if m := _GOES_TO.match(rest):
+        return [Found("school", m["value"])]
+    if m := _STARTED_AT.match(rest):
+        return [Found("school", m["value"], changed=True)]
     if (m := _OPINION.match(rest)) and m["value"].split()[0].lower() not in REFERRING:
         verb = m["verb"].lower()
         polarity = "negative" if verb.startswith(("hate", "dislike", "can", "detest")) else "positive"

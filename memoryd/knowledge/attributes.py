@@ -132,8 +132,35 @@ def _parse_cached(text: str) -> tuple[Attribute, ...]:
         says_now = NOW.search(clause) is not None
         clause = FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
         if clause:
-            found.extend(_clause_attributes(clause, lowercase_text, says_now))
+            referred = (_named_referent(a, cleaned) for a in _clause_attributes(clause, lowercase_text, says_now))
+            found.extend(a for a in referred if a is not None)
     return tuple(found)
+
+
+#: "she's my favourite writer": the favourite is whoever the text named before.
+_PRONOUNS = frozenset("he she they it him her them".split())
+_PROPER_NAME = LazyPattern(r"(?-i:[A-Z][\w'-]*\.?(?:\s+[A-Z][\w'-]*\.?){0,3})")
+
+
+def _named_referent(attribute: Attribute, text: str) -> Attribute | None:
+    """A favourite whose value is a pronoun, with the last name the text gave before it (or
+    nothing when it gave none: "she" is no favourite)."""
+    if attribute.value not in _PRONOUNS or not attribute.key.startswith("favorite:"):
+        return attribute
+    said = re.search(rf"\b{attribute.value}\b", text, re.IGNORECASE)
+    before = text[: said.start()] if said else ""
+    # not a sentence's first word ("These days ...") nor "I"
+    names = [
+        m.group()
+        for m in _PROPER_NAME.finditer(before)
+        if m.group() != "I" and before[: m.start()].strip()[-1:] not in ("", ".", "!", "?")
+    ]
+    if not names:
+        return None
+    value = normalise_value(names[-1])
+    return Attribute(
+        attribute.key, value, attribute.subject, attribute.multi_valued, attribute.negated, attribute.changed
+    )
 
 
 def parse_open_attributes(text: str) -> list[Attribute]:

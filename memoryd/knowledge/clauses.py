@@ -33,9 +33,10 @@ _CONTRACTIONS = tuple(
         (r"\bdidn't\b", "did not"),
     )
 )
-#: A full stop after a title ("Dr. Okafor") ends no clause.
+#: A full stop after a title or an initial ("Dr. Okafor", "Ursula K. Le Guin", "N. Halsted St")
+#: ends no clause.
 CLAUSES = LazyPattern(
-    r"\s*(?:(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
+    r"\s*(?:(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)(?<!\b[A-Z])[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
     re.IGNORECASE,
 )
 #: A clause that says its value is the current one ("now lives in", "these days").

@@ -68,6 +68,12 @@ _BUMPED_UP = LazyPattern(r"\b(?:got|was|were|been)\s+(?:bumped\s+up|moved\s+up|m
 _NEW_PHONE_NOTE = LazyPattern(
     r"^(?:my\s+)?new\s+(?P<key>mobile|mob|cell|phone)(?:\s+(?:no\.?|number|#))?\s*:?\s*(?=\+?\(?\d)", re.IGNORECASE
 )
+#: "Please send anything for us to 2207 N. Halsted St": where post goes is the address.
+_SEND_TO = LazyPattern(
+    r"^(?:please\s+|pls\s+)?(?:send|forward|post)\s+(?:anything|everything|all|any|post|mail|letters|packages|parcels)"
+    r"(?:\s+\w+)?(?:\s+for\s+(?:us|me))?\s+to\s+(?=\d)",
+    re.IGNORECASE,
+)
 #: "..., so please email me at ..." : the request is a clause of its own.
 _SO_PLEASE = LazyPattern(r",\s+(?:so\s+)?(?=(?:please|pls|plz|just)\s+[a-z]+\s+me\b)", re.IGNORECASE)
 
@@ -110,6 +116,8 @@ def rewritten(text: str) -> str:
         text = _DWELLING_IN.sub(lambda m: _DWELLING_VERB.get(m["verb"].casefold(), m["verb"]) + " in ", text)
     if "up to" in lowered:
         text = _BUMPED_UP.sub("got promoted to", text)
+    if "send" in lowered or "forward" in lowered or "post " in lowered:
+        text = _SEND_TO.sub("our address is ", text)
     if "me " in lowered and "," in text:
         text = _SO_PLEASE.sub(". ", text)
     return text
