@@ -118,3 +118,19 @@ def test_favourites_schools_and_addresses_in_other_words() -> None:
         "Our mailing address is 14 Maple Ave, Evanston", "Please send anything for us to 22 N. Halsted St"
     )
     assert not supersedes("Our mailing address is 14 Maple Ave", "Please send the parcel to 22 N. Halsted St")
+
+
+def test_people_notes_retirement_doses_partners_and_degrees() -> None:
+    assert supersedes("Uma - senior nurse, St Thomas'", "Uma retired in August, no more nursing for her")
+    assert not supersedes("Uma - senior nurse, St Thomas'", "Tom retired in August")
+    assert not supersedes("I work as a nurse", "I retired the old laptop")
+    assert supersedes("Dmitri, 41", "Dmitri turned 42")
+    assert not supersedes("Dmitri, 41", "Anna, 42")
+    assert supersedes("I take 20 mg of citalopram each morning", "My doctor raised my citalopram dose to 30 mg")
+    assert not supersedes("I take 20 mg of citalopram", "I take 50 mg of sertraline")  # two medicines
+    assert not supersedes("I take 20 mg of citalopram", "My doctor raised my sertraline dose to 30 mg")
+    assert supersedes("Tariq's girlfriend is called Leila", "Tariq is seeing someone new, a nurse called Amani")
+    assert not supersedes("Tariq's girlfriend is called Leila", "Omar is seeing someone new, a nurse called Amani")
+    assert supersedes("I'm studying for an MSc at Warwick", "I graduated from Warwick in July")
+    assert not supersedes("I'm studying for an MSc at Warwick", "My sister graduated from Warwick")
+    assert not supersedes("I'm studying for an MSc at Warwick", "I graduated from Leeds in 2015")  # an earlier one

@@ -159,7 +159,16 @@ _HAS_COUNT = rule(
 #: Predicates that say the value is new: "moved to", "turned 8", "became a judge".
 _MOVED = rule(r"^(?:(?:have|has)\s+)?(?:moved|relocated|settled)\b")
 _TURNED = rule(r"^(?:(?:just\s+)?turned|became|become|(?:has|have)\s+become)\b")
-_STUDIES = rule(r"^(?:stud(?:y|ies|ying)|" + BE + r"\s+(?:a\s+)?student)\s+at\s+" + TAIL)
+_STUDIES = rule(
+    r"^(?:(?:am\s+|is\s+|are\s+)?stud(?:y|ies|ying)(?P<degree>\s+for\s+an?\s+[\w.]+(?:\s+degree)?)?|"
+    + BE
+    + r"\s+(?:a\s+)?student)\s+at\s+"
+    + TAIL
+)
+#: "graduated from Warwick": a student there no longer.
+_GRADUATED = rule(
+    r"^(?:have\s+|has\s+|just\s+)?graduated\s+from\s+(?P<value>.+?)(?:\s+(?:in|on|last|this)\s+\w+(?:\s+\d{4})?)?$"
+)
 #: A school named as one: "goes to Hollybank Primary", "started secondary school at Westfield
 #: Academy" (a new one).
 _SCHOOL_NAME = r"(?P<value>(?-i:[A-Z])[\w'.-]*(?:\s+(?-i:[A-Z])[\w'.-]*)*\s+(?:Primary|Secondary|School|Academy|College|High|University|Prep|Grammar)(?:\s+School)?)"
@@ -244,8 +253,10 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     if m := _HAS_COUNT.match(rest):
         what = m["what"].lower()
         return [Found("count:" + (relationships.canonical(what) or what), m["value"])]
-    if m := _STUDIES.match(rest):
-        return [Found("school", m["value"])]
+    if (m := _STUDIES.match(rest)) and (not m["degree"] or looks_like_proper_noun(m["value"], lowercase_text)):
+        return [Found("school", m["value"])]  # not "studying for a test at the library"
+    if (m := _GRADUATED.match(rest)) and looks_like_proper_noun(m["value"], lowercase_text):
+        return [Found("school", m["value"], negated=True)]
     if m := _GOES_TO.match(rest):
         return [Found("school", m["value"])]
     if m := _STARTED_AT.match(rest):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from memoryd.knowledge.attribute_rules import NAME, job_value
 from memoryd.lazy import LazyPattern
 
 _DWELLING = r"(?:place|flat|house|apartment|home|condo|studio|bungalow|cottage)"
@@ -74,6 +75,32 @@ _SEND_TO = LazyPattern(
     r"(?:\s+\w+)?(?:\s+for\s+(?:us|me))?\s+to\s+(?=\d)",
     re.IGNORECASE,
 )
+#: A note of a person and their job or age: "Uma - senior nurse, St Thomas'", "Dmitri, 41".
+_PERSON_NOTE = LazyPattern(
+    r"^(?P<name>" + NAME + r")\s*(?:-+|:|,)\s*(?:(?P<age>\d{1,3})|(?P<job>[a-z][a-z -]+?)(?:,\s*(?P<place>[^,]+))?)$"
+)
+#: "Uma retired in August", "I've just retired": no job now (not "retired the old laptop").
+_RETIRED = LazyPattern(
+    r"^(?P<who>" + NAME + r"|I|we|he|she)\s+(?:has\s+|have\s+|just\s+|finally\s+)*retired"
+    r"(?:\s+(?:in|on|last|this|at)\s+[\w-]+)?(?=\s*(?:$|[,.;!]))"
+)
+#: "I take 20 mg of citalopram": the dose of citalopram; "my doctor raised my citalopram dose to
+#: 30 mg": what it is now, whoever changed it.
+_TAKES_DOSE = LazyPattern(
+    r"^(?:I\s+)?(?:take|am\s+taking|am\s+on)\s+(?P<amount>\d[\d.]*\s*(?:mg|mcg|µg|g|ml|units?|iu))\s+(?:of\s+)?"
+    r"(?P<drug>[a-z][a-z-]+)",
+    re.IGNORECASE,
+)
+_RAISED_MY = LazyPattern(
+    r"^(?:my|our|the|her|his)\s+[a-z]+\s+(?:has\s+|just\s+)?(?:raised|lowered|increased|reduced|cut|upped|changed|"
+    r"adjusted|doubled|halved)\s+(?P<own>my|our)\s+(?P<key>[a-z][a-z -]*?)\s+to\s+(?=\S)",
+    re.IGNORECASE,
+)
+#: "Tariq is seeing someone new, a nurse called Amani": Tariq's partner is Amani.
+_SEEING_SOMEONE = LazyPattern(
+    r"^(?P<who>" + NAME + r"|I)\s+(?:is|am)\s+(?:now\s+)?(?:seeing|dating|with)\s+(?:someone|somebody)(?:\s+new)?,?\s+"
+    r"(?:an?\s+[a-z]+\s+)?(?:called|named)\s+(?=" + NAME + r"\b)"
+)
 #: "..., so please email me at ..." : the request is a clause of its own.
 _SO_PLEASE = LazyPattern(r",\s+(?:so\s+)?(?=(?:please|pls|plz|just)\s+[a-z]+\s+me\b)", re.IGNORECASE)
 
@@ -102,6 +129,19 @@ def rewritten(text: str) -> str:
         own = "my" if m["own"].casefold() == "my" else m["own"].casefold()
         text = f"{text[: m.start()].rstrip(' ,;')}{'. ' if m.start() else ''}{own} {m['key']} is {m['value']}"
         text = re.sub(r"^(?:I|we|you|they)\.\s+", "", text)  # the subject alone says nothing
+    if (m := _PERSON_NOTE.match(text)) and (m["age"] or (m["job"] and job_value(m["job"]))):
+        at = f" at {m['place']}" if m["place"] else ""
+        return f"{m['name']} is {m['age']}" if m["age"] else f"{m['name']} is a {m['job']}{at}"
+    if "retired" in lowered and (m := _RETIRED.match(text)):
+        rest = text[m.end() :].lstrip(" ,;")
+        text = f"{m['who']} is retired" + (f". {rest}" if rest else "")
+    if (m := _TAKES_DOSE.match(text)) and m["drug"].casefold() not in ("the", "my", "a"):
+        return f"my {m['drug']} dose is {m['amount']}"
+    if m := _RAISED_MY.match(text):
+        text = f"{m['own']} {m['key']} is {text[m.end() :]}"
+    if ("seeing" in lowered or "dating" in lowered) and (m := _SEEING_SOMEONE.match(text)):
+        whose = "my" if m["who"] == "I" else m["who"] + "'s"
+        text = f"{whose} partner is called {text[m.end() :]}"
     if "new" in lowered and (m := _NEW_PHONE_NOTE.match(text)):
         text = f"my new {m['key']} number is {text[m.end() :]}"
     elif m := _NOTE_SEPARATOR.match(text):
