@@ -134,3 +134,12 @@ def test_people_notes_retirement_doses_partners_and_degrees() -> None:
     assert supersedes("I'm studying for an MSc at Warwick", "I graduated from Warwick in July")
     assert not supersedes("I'm studying for an MSc at Warwick", "My sister graduated from Warwick")
     assert not supersedes("I'm studying for an MSc at Warwick", "I graduated from Leeds in 2015")  # an earlier one
+
+
+def test_reported_habits_and_school_moves() -> None:
+    assert supersedes("The user votes Green.", "The user says they'll vote Lib Dem from now on, done with the Greens.")
+    assert not supersedes("The user votes Green.", "The user says their sister will vote Lib Dem from now on")
+    assert not supersedes("The user votes Green.", "The user will vote Lib Dem in the by-election")  # once
+    assert supersedes("Esme: year 9 @ St Anne's", "Esme moved schools, she's at Parkside now")
+    assert not supersedes("Esme: year 9 @ St Anne's", "Esme moved house, she's at Parkside now")
+    assert not supersedes("Esme: year 9 @ St Anne's", "Tom moved schools, he's at Parkside now")

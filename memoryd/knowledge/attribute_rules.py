@@ -165,6 +165,12 @@ _STUDIES = rule(
     + r"\s+(?:a\s+)?student)\s+at\s+"
     + TAIL
 )
+#: "in year 9 at St Anne's": the school; "moved schools, she's at Parkside now": a new one.
+_YEAR_AT = rule(r"^(?:is\s+|are\s+|am\s+)?in\s+(?:year|grade|form|class)\s+\d{1,2}\s+(?:at|@)\s+" + TAIL)
+_SWITCHED_SCHOOLS = rule(
+    r"^(?:moved|changed|switched)\s+schools?(?:\s*,|\s+and)?\s+(?:(?:she|he|they|I)\s+(?:is|are|am)\s+)?(?:now\s+)?"
+    r"(?:at|to)\s+(?P<value>(?-i:[A-Z]).+)$"
+)
 #: "graduated from Warwick": a student there no longer.
 _GRADUATED = rule(
     r"^(?:have\s+|has\s+|just\s+)?graduated\s+from\s+(?P<value>.+?)(?:\s+(?:in|on|last|this)\s+\w+(?:\s+\d{4})?)?$"
@@ -255,6 +261,10 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
         return [Found("count:" + (relationships.canonical(what) or what), m["value"])]
     if (m := _STUDIES.match(rest)) and (not m["degree"] or looks_like_proper_noun(m["value"], lowercase_text)):
         return [Found("school", m["value"])]  # not "studying for a test at the library"
+    if m := _YEAR_AT.match(rest):
+        return [Found("school", m["value"])]
+    if m := _SWITCHED_SCHOOLS.match(rest):
+        return [Found("school", m["value"], changed=True)]
     if (m := _GRADUATED.match(rest)) and looks_like_proper_noun(m["value"], lowercase_text):
         return [Found("school", m["value"], negated=True)]
     if m := _GOES_TO.match(rest):

@@ -23,6 +23,7 @@ _CONTRACTIONS = tuple(
     for pattern, replacement in (
         (r"\bI'm\b", "I am"),
         (r"\b(I|we|they|you)'ve\b", r"\1 have"),
+        (r"\b(I|we|they|you|he|she)'ll\b", r"\1 will"),
         (r"\bI'd\b", "I would"),
         (r"\b(he|she|it|that)'s\b", r"\1 is"),
         (r"\b(we|they|you)'re\b", r"\1 are"),

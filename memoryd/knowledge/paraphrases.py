@@ -77,8 +77,15 @@ _SEND_TO = LazyPattern(
 )
 #: A note of a person and their job or age: "Uma - senior nurse, St Thomas'", "Dmitri, 41".
 _PERSON_NOTE = LazyPattern(
-    r"^(?P<name>" + NAME + r")\s*(?:-+|:|,)\s*(?:(?P<age>\d{1,3})|(?P<job>[a-z][a-z -]+?)(?:,\s*(?P<place>[^,]+))?)$"
+    r"^(?P<name>" + NAME + r")\s*(?:-+|:|,)\s*(?:(?P<age>\d{1,3})|(?P<year>(?:year|grade)\s+\d{1,2})\s*(?:@|at)\s*"
+    r"(?P<school>[^,]+)|(?P<job>[a-z][a-z -]+?)(?:,\s*(?P<place>[^,]+))?)$"
 )
+#: "The user says they'll vote Lib Dem from now on": what the user does now, said of them.
+_SAYS_THEY = LazyPattern(
+    r"^(?P<who>the\s+user)\s+(?:says|said|mentioned|mentions)\s+(?:that\s+)?(?:they|he|she)\s+", re.I
+)
+#: "will vote Lib Dem from now on": a habit that starts now, said as what is done now.
+_WILL_FROM_NOW_ON = LazyPattern(r"\b(?:will|shall)\s+(?P<act>[a-z]+\b.*?)\s+from\s+now\s+on\b", re.IGNORECASE)
 #: "Uma retired in August", "I've just retired": no job now (not "retired the old laptop").
 _RETIRED = LazyPattern(
     r"^(?P<who>" + NAME + r"|I|we|he|she)\s+(?:has\s+|have\s+|just\s+|finally\s+)*retired"
@@ -129,9 +136,15 @@ def rewritten(text: str) -> str:
         own = "my" if m["own"].casefold() == "my" else m["own"].casefold()
         text = f"{text[: m.start()].rstrip(' ,;')}{'. ' if m.start() else ''}{own} {m['key']} is {m['value']}"
         text = re.sub(r"^(?:I|we|you|they)\.\s+", "", text)  # the subject alone says nothing
-    if (m := _PERSON_NOTE.match(text)) and (m["age"] or (m["job"] and job_value(m["job"]))):
+    if (m := _PERSON_NOTE.match(text)) and (m["age"] or m["year"] or (m["job"] and job_value(m["job"]))):
+        if m["year"]:
+            return f"{m['name']} is in {m['year']} at {m['school']}"
         at = f" at {m['place']}" if m["place"] else ""
         return f"{m['name']} is {m['age']}" if m["age"] else f"{m['name']} is a {m['job']}{at}"
+    if "say" in lowered or "said" in lowered or "mention" in lowered:
+        text = _SAYS_THEY.sub(r"\g<who> ", text)
+    if "from now on" in lowered:
+        text = _WILL_FROM_NOW_ON.sub(r"\g<act> now", text)
     if "retired" in lowered and (m := _RETIRED.match(text)):
         rest = text[m.end() :].lstrip(" ,;")
         text = f"{m['who']} is retired" + (f". {rest}" if rest else "")
