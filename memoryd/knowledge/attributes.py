@@ -126,7 +126,7 @@ def _parse_cached(text: str) -> tuple[Attribute, ...]:
     # islower() first: it answers most texts in C (True means no upper-case character).
     # Read before the contractions are expanded: "i'm" becomes "I am".
     lowercase_text = cleaned.islower() or not any(map(str.isupper, cleaned))
-    cleaned = rewritten(expanded(cleaned))
+    cleaned = _prepared(text)
     found: list[Attribute] = []
     for clause in clauses(cleaned):
         says_now = NOW.search(clause) is not None
@@ -163,6 +163,12 @@ def _named_referent(attribute: Attribute, text: str) -> Attribute | None:
     )
 
 
+@functools.lru_cache(maxsize=1024)  # both parsers read it: the named rules, then the open ones
+def _prepared(text: str) -> str:
+    """``text`` straightened, its contractions written out, its paraphrases of change rewritten."""
+    return rewritten(expanded(straightened(text)))
+
+
 def parse_open_attributes(text: str) -> list[Attribute]:
     """The open-vocabulary attributes of ``text`` (``open_attributes``): what supersession
     compares when no named rule recognises either statement."""
@@ -171,7 +177,7 @@ def parse_open_attributes(text: str) -> list[Attribute]:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_open_cached(text: str) -> tuple[Attribute, ...]:
-    return tuple(_open_attribute(fact) for fact in open_facts(rewritten(expanded(straightened(text)))))
+    return tuple(_open_attribute(fact) for fact in open_facts(_prepared(text)))
 
 
 def _open_attribute(fact: OpenFact) -> Attribute:
