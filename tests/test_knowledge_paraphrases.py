@@ -143,3 +143,10 @@ def test_reported_habits_and_school_moves() -> None:
     assert supersedes("Esme: year 9 @ St Anne's", "Esme moved schools, she's at Parkside now")
     assert not supersedes("Esme: year 9 @ St Anne's", "Esme moved house, she's at Parkside now")
     assert not supersedes("Esme: year 9 @ St Anne's", "Tom moved schools, he's at Parkside now")
+
+
+def test_terse_notes_are_codes_and_times_not_counts() -> None:
+    assert supersedes("gate code 4471", "gate code 9902")
+    assert supersedes("kids pickup 3:15pm", "kids pickup 3:40pm")
+    assert not supersedes("b note 5", "b note 6")  # a sequence of notes, each kept
+    assert not supersedes("chapter notes 12", "chapter notes 13")

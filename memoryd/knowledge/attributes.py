@@ -108,10 +108,13 @@ def parse_attributes(text: str) -> list[Attribute]:
 def attribute_keys(text: str) -> tuple[str, ...]:
     """The keys of the attributes ``text`` sets, sorted, once each: what a memory is filed
     under for supersession (``memory_attributes``)."""
-    named = _parse_cached(text)
-    if named:
-        return tuple(sorted({attribute.key for attribute in named}))
-    keys = {attribute.key for attribute in _parse_open_cached(text)}
+    named = {attribute.key for attribute in _parse_cached(text)}
+    opened = _parse_open_cached(text)
+    if named and not (opened and all(a.key.startswith(VERB_OBJECT) for a in opened)):
+        return tuple(sorted(named))
+    # a verb and its object are compared even when a named rule read one side ("works at the
+    # bakery" is an employer, "work at the florist now" no named fact): see ``conflict``
+    keys = named | {attribute.key for attribute in opened}
     # A verb-object statement that says it changed is also filed as "did+:...": only such a
     # memory looks up the older holders of its "did:" key (see ``supersession.CHANGED_PREFIX``);
     # "Sam met Ana" after a thousand "Sam met ..." judges none of them.

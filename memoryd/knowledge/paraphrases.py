@@ -36,9 +36,12 @@ _NOTE_SEPARATOR = LazyPattern(
     r"(?P<value>[^=→]+)$",
 )
 #: A terse note of a key and a code or time, without a separator: "bike lock combo 4-1-9-9",
-#: "kids pickup 3:15pm".  Only a value that is all digits and separators.
+#: "kids pickup 3:15pm".  Only words of three letters or more, and a value that is a code or
+#: a time (digits with separators, three digits or more, "7pm"), not a count in a sequence
+#: ("b note 6", "chapter 12").
 _TERSE_NOTE = LazyPattern(
-    r"^(?P<key>[a-z]+(?:\s+[a-z]+){1,3})\s+(?P<value>\d[\d:.\-/]*\d(?:\s*[ap]\.?m\.?)?)$",
+    r"^(?P<key>[a-z]{3,}(?:\s+[a-z]{3,}){1,3})\s+(?P<value>\d[\d]*[:.\-/][\d:.\-/]*\d(?:\s*[ap]\.?m\.?)?|\d{3,}|"
+    r"\d{1,2}(?:[:.]\d\d)?\s*[ap]\.?m\.?)$",
     re.IGNORECASE,
 )
 #: "pickup's 3.40 now", "dmitri's 42": before a number "'s" is "is", never a possessive.
