@@ -150,3 +150,11 @@ def test_terse_notes_are_codes_and_times_not_counts() -> None:
     assert supersedes("kids pickup 3:15pm", "kids pickup 3:40pm")
     assert not supersedes("b note 5", "b note 6")  # a sequence of notes, each kept
     assert not supersedes("chapter notes 12", "chapter notes 13")
+    assert not supersedes("load fact 3-12", "load fact 3-13")
+    assert not supersedes("chapter notes 4.2", "chapter notes 4.3")
+
+
+def test_what_looks_like_a_note_of_a_person_or_a_habit_but_is_not() -> None:
+    assert not supersedes("Total: 2", "I'm 34")
+    assert not supersedes("The user says they like tea", "The user says their sister will vote Lib Dem from now on")
+    assert not supersedes("Ingrid works at Copenhagen Airport", "Ingrid left Copenhagen and moved to Aarhus")

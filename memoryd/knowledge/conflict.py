@@ -126,8 +126,15 @@ def _replaces(old: Attribute, new: Attribute) -> bool:
         return not old.key.startswith(KEY_VALUE) or same_kind(old.value, new.value)
     if new.negated and not old.negated:  # "no longer at Acme"; "I quit my job" (value "")
         # "left Maersk" denies "Maersk in Copenhagen", "left the bakery" "the bakery on Mill St"
-        return new.value in ("", old.value) or (new.key == "employer" and old.value.startswith(new.value + " "))
+        # (where it is), not "Copenhagen Airport" after "left Copenhagen"
+        return new.value in ("", old.value) or (new.key == "employer" and _located(old.value, new.value))
     return not new.negated and old.value == new.value  # "at Acme again" after "no longer at Acme"
+
+
+def _located(value: str, place: str) -> bool:
+    """``value`` is ``place`` and where it is: "maersk in copenhagen", "bakery on mill st"."""
+    rest = value.removeprefix(place + " ") if value.startswith(place + " ") else ""
+    return rest.split(" ", 1)[0] in ("in", "on", "at", "near", "by")
 
 
 def _transition(old: Attribute, new: Attribute) -> bool:

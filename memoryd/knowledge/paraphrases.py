@@ -36,9 +36,9 @@ _NOTE_SEPARATOR = LazyPattern(
     r"(?P<value>[^=→]+)$",
 )
 #: A terse note of a key and a code or time, without a separator: "bike lock combo 4-1-9-9",
-#: "kids pickup 3:15pm".  Only words of three letters or more, and a value that is a code or
-#: a time (digits with separators, three digits or more, "7pm"), not a count in a sequence
-#: ("b note 6", "chapter 12").
+#: "kids pickup 3:15pm".  Only a key whose last word names a code or a time (``_TERSE_HEADS``)
+#: and a value that is one (digits with separators, three digits or more, "7pm"): items of a
+#: sequence ("b note 6", "load fact 3-12", "chapter 4.2") are no note.
 _TERSE_NOTE = LazyPattern(
     r"^(?P<key>[a-z]{3,}(?:\s+[a-z]{3,}){1,3})\s+(?P<value>\d[\d]*[:.\-/][\d:.\-/]*\d(?:\s*[ap]\.?m\.?)?|\d{3,}|"
     r"\d{1,2}(?:[:.]\d\d)?\s*[ap]\.?m\.?)$",
@@ -80,15 +80,20 @@ _SEND_TO = LazyPattern(
 )
 #: A note of a person and their job or age: "Uma - senior nurse, St Thomas'", "Dmitri, 41".
 _PERSON_NOTE = LazyPattern(
-    r"^(?P<name>" + NAME + r")\s*(?:-+|:|,)\s*(?:(?P<age>\d{1,3})|(?P<year>(?:year|grade)\s+\d{1,2})\s*(?:@|at)\s*"
-    r"(?P<school>[^,]+)|(?P<job>[a-z][a-z -]+?)(?:,\s*(?P<place>[^,]+))?)$"
+    r"^(?P<name>"
+    + NAME
+    + r")\s*(?:,\s*(?P<age>\d{1,3})$|(?:-+|:|,)\s*(?:(?P<year>(?:year|grade)\s+\d{1,2})\s*(?:@|at)\s*"
+    r"(?P<school>[^,]+)|(?P<job>[a-z][a-z -]+?)(?:,\s*(?P<place>[^,]+))?)$)"
 )
 #: "The user says they'll vote Lib Dem from now on": what the user does now, said of them.
 _SAYS_THEY = LazyPattern(
     r"^(?P<who>the\s+user)\s+(?:says|said|mentioned|mentions)\s+(?:that\s+)?(?:they|he|she)\s+", re.I
 )
 #: "will vote Lib Dem from now on": a habit that starts now, said as what is done now.
-_WILL_FROM_NOW_ON = LazyPattern(r"\b(?:will|shall)\s+(?P<act>[a-z]+\b.*?)\s+from\s+now\s+on\b", re.IGNORECASE)
+_WILL_FROM_NOW_ON = LazyPattern(
+    r"^(?P<who>I|we|the\s+user|" + NAME + r")\s+(?:will|shall)\s+(?P<act>[a-z]+\b.*?)\s+from\s+now\s+on\b",
+    re.IGNORECASE,
+)
 #: "Uma retired in August", "I've just retired": no job now (not "retired the old laptop").
 _RETIRED = LazyPattern(
     r"^(?P<who>" + NAME + r"|I|we|he|she)\s+(?:has\s+|have\s+|just\s+|finally\s+)*retired"
@@ -122,9 +127,14 @@ _NOT_KEY_WORDS = frozenset(
 )
 
 
+#: What a code or a time is called: the last word of a terse note's key.
+_TERSE_HEADS = frozenset("code combo combination pin passcode password pickup dropoff bedtime curfew alarm".split())
+
+
 def _is_key(words: list[str]) -> bool:
-    """Words that may be a note's key: no verb of a sentence ("called mum 3 times")."""
-    return not any(w in _NOT_KEY_WORDS or w.endswith(("ed", "ing")) for w in words)
+    """Words that may be a terse note's key: a code's or a time's name, no verb of a sentence
+    ("called mum 3 times")."""
+    return words[-1] in _TERSE_HEADS and not any(w in _NOT_KEY_WORDS or w.endswith(("ed", "ing")) for w in words)
 
 
 def rewritten(text: str) -> str:
@@ -147,7 +157,7 @@ def rewritten(text: str) -> str:
     if "say" in lowered or "said" in lowered or "mention" in lowered:
         text = _SAYS_THEY.sub(r"\g<who> ", text)
     if "from now on" in lowered:
-        text = _WILL_FROM_NOW_ON.sub(r"\g<act> now", text)
+        text = _WILL_FROM_NOW_ON.sub(r"\g<who> \g<act> now", text)
     if "retired" in lowered and (m := _RETIRED.match(text)):
         rest = text[m.end() :].lstrip(" ,;")
         text = f"{m['who']} is retired" + (f". {rest}" if rest else "")
