@@ -69,8 +69,9 @@ def _employer_ok(raw: str, lowercase_text: bool) -> bool:
         return False
     if value.startswith(("a ", "an ")) or value == "myself":
         return True  # "a hospital", "a startup"
-    if value.startswith("the ") and value.split()[-1] in ORGANISATIONS:
-        return True  # "the city council", but not "the front desk"
+    head = re.split(r"\s+(?:on|in|at|of|near|by)\s+", value, maxsplit=1)[0].split()[-1]
+    if value.startswith("the ") and head in ORGANISATIONS:
+        return True  # "the city council", "the bakery on Mill St", but not "the front desk"
     return looks_like_proper_noun(raw, lowercase_text)  # "the City Council", not "the front desk"
 
 
@@ -115,7 +116,12 @@ _WORKS = rule(
     r"(?:got\s+)?hired)\s+(?:at|for|by)|got\s+(?:a\s+)?(?:new\s+)?job\s+(?:at|with))\s+"
     r"(?P<value>.+?)(?:\s+as\s+(?P<job>.+))?$"
 )
-_WORKS_AS = rule(r"^(?:(?:" + BE + r"\s+)?(?:works?|working|worked)|got\s+(?:a\s+)?job)\s+as\s+" + TAIL)
+_WORKS_AS = rule(
+    r"^(?:(?:"
+    + BE
+    + r"\s+)?(?:works?|working|worked|practi[cs]es|practi[cs]ing|serves|serving)|got\s+(?:a\s+)?job)\s+as\s+"
+    + TAIL
+)
 _LEFT_JOB = rule(
     r"^(?:quit|left|lost)\s+(?:my|his|her|their)\s+job(?:\s+at\s+(?P<value>.+))?$"
     r"|^(?:was|were|got)\s+(?:laid\s+off|fired|let\s+go)(?:\s+(?:from|by)\s+(?P<v2>.+))?$"
@@ -153,7 +159,30 @@ _HAS_COUNT = rule(
 #: Predicates that say the value is new: "moved to", "turned 8", "became a judge".
 _MOVED = rule(r"^(?:(?:have|has)\s+)?(?:moved|relocated|settled)\b")
 _TURNED = rule(r"^(?:(?:just\s+)?turned|became|become|(?:has|have)\s+become)\b")
-_STUDIES = rule(r"^(?:stud(?:y|ies|ying)|" + BE + r"\s+(?:a\s+)?student)\s+at\s+" + TAIL)
+_STUDIES = rule(
+    r"^(?:(?:am\s+|is\s+|are\s+)?stud(?:y|ies|ying)(?P<degree>\s+for\s+an?\s+[\w.]+(?:\s+degree)?)?|"
+    + BE
+    + r"\s+(?:a\s+)?student)\s+at\s+"
+    + TAIL
+)
+#: "in year 9 at St Anne's": the school; "moved schools, she's at Parkside now": a new one.
+_YEAR_AT = rule(r"^(?:is\s+|are\s+|am\s+)?in\s+(?:year|grade|form|class)\s+\d{1,2}\s+(?:at|@)\s+" + TAIL)
+_SWITCHED_SCHOOLS = rule(
+    r"^(?:moved|changed|switched)\s+schools?(?:\s*,|\s+and)?\s+(?:(?:she|he|they|I)\s+(?:is|are|am)\s+)?(?:now\s+)?"
+    r"(?:at|to)\s+(?P<value>(?-i:[A-Z]).+)$"
+)
+#: "graduated from Warwick": a student there no longer.
+_GRADUATED = rule(
+    r"^(?:have\s+|has\s+|just\s+)?graduated\s+from\s+(?P<value>.+?)(?:\s+(?:in|on|last|this)\s+\w+(?:\s+\d{4})?)?$"
+)
+#: A school named as one: "goes to Hollybank Primary", "started secondary school at Westfield
+#: Academy" (a new one).
+_SCHOOL_NAME = r"(?P<value>(?-i:[A-Z])[\w'.-]*(?:\s+(?-i:[A-Z])[\w'.-]*)*\s+(?:Primary|Secondary|School|Academy|College|High|University|Prep|Grammar)(?:\s+School)?)"
+_GOES_TO = rule(r"^(?:goes|go|going|attends?|attending)\s+(?:to\s+)?" + _SCHOOL_NAME + r"$")
+_STARTED_AT = rule(
+    r"^(?:started|starting|moved\s+to|transferred\s+to)\s+(?:(?:primary|secondary|high|middle|nursery|big)\s+)?"
+    r"(?:school\s+)?(?:at\s+)?" + _SCHOOL_NAME + r"(?:\s+(?:in|on|this|last)\s+\w+)?$"
+)
 
 
 #: Statuses that end a relationship: they deny whoever the partner was.
@@ -230,8 +259,18 @@ def predicate_facts(rest: str, lowercase_text: bool) -> list[Found]:
     if m := _HAS_COUNT.match(rest):
         what = m["what"].lower()
         return [Found("count:" + (relationships.canonical(what) or what), m["value"])]
-    if m := _STUDIES.match(rest):
+    if (m := _STUDIES.match(rest)) and (not m["degree"] or looks_like_proper_noun(m["value"], lowercase_text)):
+        return [Found("school", m["value"])]  # not "studying for a test at the library"
+    if m := _YEAR_AT.match(rest):
         return [Found("school", m["value"])]
+    if m := _SWITCHED_SCHOOLS.match(rest):
+        return [Found("school", m["value"], changed=True)]
+    if (m := _GRADUATED.match(rest)) and looks_like_proper_noun(m["value"], lowercase_text):
+        return [Found("school", m["value"], negated=True)]
+    if m := _GOES_TO.match(rest):
+        return [Found("school", m["value"])]
+    if m := _STARTED_AT.match(rest):
+        return [Found("school", m["value"], changed=True)]
     if (m := _OPINION.match(rest)) and m["value"].split()[0].lower() not in REFERRING:
         verb = m["verb"].lower()
         polarity = "negative" if verb.startswith(("hate", "dislike", "can", "detest")) else "positive"

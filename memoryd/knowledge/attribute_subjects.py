@@ -82,6 +82,10 @@ HAS_PET = LazyPattern(
 )
 
 
+#: A capitalised "-ing" word followed by a preposition opens a fragment without a subject.
+_VERB_FRAGMENT = LazyPattern(r"^[A-Z][a-z]+ing\s+(?:in|at|for|with|to|as|from|on)\b")
+
+
 def subject_of(m: re.Match[str]) -> Subject | None:
     groups = m.groupdict()
     if groups.get("self"):
@@ -99,6 +103,8 @@ def subject_of(m: re.Match[str]) -> Subject | None:
         return Subject(groups["pron"].casefold(), PRONOUN)
     name = groups.get("name")
     if not name or name.split()[0].casefold() in _NOT_NAMES:
+        return None
+    if _VERB_FRAGMENT.match(m.string):  # "Living in Utrecht": a fragment led by its verb, not a name
         return None
     if relationships.canonical(name) in _CALLED_BY_RELATION:
         canon = relationships.canonical(name) or name.casefold()  # "Mom", "Dad": the speaker's, one person

@@ -33,6 +33,8 @@ _CONTACT = rule(
     r"(?P<verb>[a-z]+(?:\s+up)?)\s+me(?:\s+[a-z]+){0,3}?\s+(?:at|on|via|through)\s+"
     r"(?P<value>\S+(?:\s+\S+){0,4}?)(?:\s+from\s+now\s+on|\s+instead)?$"
 )
+#: "pls use kofi@mensah.example (, not outlook)": the address to use, by its type.
+_USE_ADDRESS = rule(r"^(?:please\s+|pls\s+|plz\s+)?use\s+(?P<value>" + EMAIL + r")(?:\s*,?\s+not\b.*|\s+instead)?$")
 _BEST_WAY = rule(
     r"^(?:the\s+)?(?:best|easiest)\s+(?:way|place|number|address)\s+to\s+" + _CONTACT_VERB + r"\s+me\s+is\s+"
     r"(?:at\s+|on\s+|via\s+)?(?P<value>\S+(?:\s+\S+){0,4}?)$"
@@ -61,27 +63,43 @@ _HAS_PARTNER = rule(r"^(?:have|has|got)\s+an?\s+(?:new\s+)?(?P<rel>girlfriend|bo
 _TIED_THE_KNOT = rule(
     r"^tied\s+the\s+knot(?:\s+with\s+(?P<partner>" + NAME + r"))?(?:\s+(?:in|on|last|this)\s+\w+(?:\s+\d+)?)?$"
 )
-_QUIT_EMPLOYER = rule(r"^(?:quit|left)\s+(?P<value>" + NAME + r")$")
+#: "I quit Airbnb", "left Maersk and has been at Vestas since", "left the bakery, I'm at ...":
+#: no longer there (what follows may name the next one, which no rule here reads).
+_QUIT_EMPLOYER = rule(
+    r"^(?:have\s+|has\s+)?(?:quit|left)\s+(?P<value>"
+    + NAME
+    + r"|the\s+[a-z]+)(?:(?:\s*,|\s+and)\s+(?:has|have|is|am|are|I|now|joined|"
+    r"started|went|moved)\b.*)?$"
+)
 _MOVED_INTO = rule(
     r"^moved\s+into\s+(?:a|an|the|our|my|his|her|their)\s+(?:new\s+)?(?:\w+\s+)?"
     r"(?:place|flat|house|apartment|home|condo|studio)\s+in\s+(?P<value>.+)$"
 )
 _EATS_FISH = rule(r"^eats?\s+(?:fish|seafood)$")
+#: "has asked to be called Rebecca": what to call them, as "goes by".
+_TO_BE_CALLED = rule(
+    r"^(?:has\s+|have\s+)?(?:asked|wants?|wanted|prefers?|would\s+like|likes?)\s+to\s+be\s+called\s+(?P<value>"
+    + NAME
+    + r")(?:\s*,?\s+not\b.*|\s+from\s+now\s+on|\s+instead)?$"
+)
 _TIMEZONE = rule(r"^(?:am|is|are)\s+on\s+(?P<value>[A-Za-z]+(?:\s+[A-Za-z]+)?)\s+time$")
 _HOME_IS = rule(r"^(?:(?:my|our)\s+)?home(?:\s+for\s+(?:me|us))?\s+is\s+(?:now\s+)?(?:in\s+)?(?P<value>.+)$")
 
 #: "Marco and I got married", "my husband and I are separated": a status of the speaker, with
 #: the other as the partner.
 COUPLE = LazyPattern(
-    r"^(?:(?P<partner>" + NAME + r")|(?:my|our)\s+" + _PARTNER + r")\s+and\s+(?:I|me)\s+(?P<rest>.+)$"
+    r"^(?:(?P<partner>" + NAME + r")|(?:my|our)\s+" + _PARTNER + r"(?:\s+(?P<partner3>" + NAME + r"))?)"
+    r"\s+and\s+(?:I|me)\s+(?P<rest>.+)$"
     r"|^(?:I|me)\s+and\s+(?:(?P<partner2>" + NAME + r")|(?:my|our)\s+" + _PARTNER + r")\s+(?P<rest2>.+)$",
     re.IGNORECASE,
 )
 #: What a couple's predicate says: "got married", "are separated", "split up", "divorced".
 _COUPLE_STATUS = rule(
     r"^(?:(?:are|were|have|had|just|got|officially|finally|now)\s+)*"
-    r"(?P<value>married|engaged|divorced|separated|split(?:\s+up)?|broke\s+up|tied\s+the\s+knot)"
-    r"(?:\s+(?:in|on)\s+(?:(?-i:[A-Z])\w+|\d{4})|\s+(?:last|this)\s+\w+|\s+after\s+\w+\s+years?)?$"
+    r"(?P<value>married|engaged|divorced|separated|split(?:\s+up)?|broke\s+up|tied\s+the\s+knot|hitched|wed|"
+    r"together|been\s+together|an?\s+item|a\s+couple)"
+    # when and where it happened: "in May", "last Friday", "at the registry office", "for six years"
+    r"(?:\s+(?:in|on|at|last|this|after|for)\b(?:\s+[\w'-]+){1,5})*$"
 )
 
 
@@ -158,6 +176,8 @@ def speaker_facts(clause: str) -> list[Found]:
     at 5" or "find me at the bar")."""
     if (m := _IS_HOME.match(clause)) and _PLACE.fullmatch(m["value"]):  # not "where I grew up is home"
         return [Found("residence", m["value"], changed=True)]
+    if m := _USE_ADDRESS.match(clause):
+        return [Found("email", m["value"])]
     for pattern in (_CONTACT, _BEST_WAY):
         if (m := pattern.match(clause)) and (key := contact_key(value := m["value"].rstrip(".,"))):
             if pattern is _CONTACT and m["verb"].casefold().endswith(("ed", "s")):
@@ -189,6 +209,8 @@ def transition_facts(rest: str, lowercase_text: bool) -> list[Found]:
         return [Found("diet", "pescatarian")]
     if m := _DIET_RETURN.match(rest):
         return [Found("diet", "pescatarian" if m["food"].lower() in ("fish", "seafood") else "omnivore")]
+    if m := _TO_BE_CALLED.match(rest):
+        return [Found("nickname", m["value"])]
     if m := _TIMEZONE.match(rest):
         return [Found("timezone", m["value"] + " time")]
     if (m := _HOME_IS.match(rest)) and looks_like_proper_noun(m["value"], lowercase_text):
@@ -204,6 +226,11 @@ def couple_facts(clause: str) -> list[Found] | None:
     if not status:
         return None
     value = status["value"].lower()
-    value = {"broke": "single", "split": "separated", "tied": "married"}.get(value.split()[0], value)
-    partner = m["partner"] or m["partner2"]
+    value = value.removeprefix("been ").removeprefix("a ").removeprefix("an ")
+    value = {"broke": "single", "split": "separated", "tied": "married", "hitched": "married", "wed": "married"}.get(
+        value.split()[0], value
+    )
+    if value in ("together", "item", "couple"):
+        value = "in a relationship"
+    partner = m["partner"] or m["partner2"] or m["partner3"]
     return status_facts(value, partner)

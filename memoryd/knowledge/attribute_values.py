@@ -9,7 +9,16 @@ import re
 
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
 
-_SPELLING = {"colour": "color", "favourite": "favorite", "tv": "tv", "flavour": "flavor"}
+#: Spellings and synonyms of one favourite: "favourite writer" is "favorite author".
+_SPELLING = {
+    "colour": "color",
+    "favourite": "favorite",
+    "tv": "tv",
+    "flavour": "flavor",
+    "writer": "author",
+    "novelist": "author",
+    "film": "movie",
+}
 
 
 def normalise_key(key: str) -> str:

@@ -85,7 +85,8 @@ CONTEXTUAL_FAVORITES = frozenset("part thing bit moment one scene line episode m
 
 ORGANISATIONS = frozenset(
     """council hospital university college school bank government army navy police company firm
-    agency ministry department library museum clinic church embassy airline startup""".split()
+    agency ministry department library museum clinic church embassy airline startup bakery cafe shop
+    store restaurant pub hotel factory warehouse supermarket salon garage pharmacy nursery""".split()
 )
 
 #: Adjectives that make "I'm a <adjective> <noun>" a judgement instead of a job title.

@@ -37,6 +37,7 @@ from memoryd.knowledge.attribute_values import normalise_key, normalise_value
 from memoryd.knowledge.attribute_words import DEMONYMS, JOBS, MULTI_VALUED
 from memoryd.knowledge.clauses import FILLER, NOW, clauses, expanded, straightened
 from memoryd.knowledge.open_attributes import CHANGED_PREFIX, VERB_OBJECT, OpenFact, open_facts
+from memoryd.knowledge.paraphrases import rewritten
 from memoryd.knowledge.possessive_rules import possessive_facts
 from memoryd.knowledge.trailing import TRAILING as _TRAILING
 from memoryd.lazy import LazyPattern
@@ -110,10 +111,13 @@ def parse_attributes(text: str) -> list[Attribute]:
 def attribute_keys(text: str) -> tuple[str, ...]:
     """The keys of the attributes ``text`` sets, sorted, once each: what a memory is filed
     under for supersession (``memory_attributes``)."""
-    named = _parse_cached(text)
-    if named:
-        return tuple(sorted({attribute.key for attribute in named}))
-    keys = {attribute.key for attribute in _parse_open_cached(text)}
+    named = {attribute.key for attribute in _parse_cached(text)}
+    opened = _parse_open_cached(text)
+    if named and not (opened and all(a.key.startswith(VERB_OBJECT) for a in opened)):
+        return tuple(sorted(named))
+    # a verb and its object are compared even when a named rule read one side ("works at the
+    # bakery" is an employer, "work at the florist now" no named fact): see ``conflict``
+    keys = named | {attribute.key for attribute in opened}
     # A verb-object statement that says it changed is also filed as "did+:...": only such a
     # memory looks up the older holders of its "did:" key (see ``supersession.CHANGED_PREFIX``);
     # "Sam met Ana" after a thousand "Sam met ..." judges none of them.
@@ -128,14 +132,47 @@ def _parse_cached(text: str) -> tuple[Attribute, ...]:
     # islower() first: it answers most texts in C (True means no upper-case character).
     # Read before the contractions are expanded: "i'm" becomes "I am".
     lowercase_text = cleaned.islower() or not any(map(str.isupper, cleaned))
-    cleaned = expanded(cleaned)
+    cleaned = _prepared(text)
     found: list[Attribute] = []
     for clause in clauses(cleaned):
         says_now = NOW.search(clause) is not None
         clause = FILLER.sub("", clause.strip().rstrip(".!?… ")).strip()
         if clause:
-            found.extend(_clause_attributes(clause, lowercase_text, says_now))
+            referred = (_named_referent(a, cleaned) for a in _clause_attributes(clause, lowercase_text, says_now))
+            found.extend(a for a in referred if a is not None)
     return tuple(found)
+
+
+#: "she's my favourite writer": the favourite is whoever the text named before.
+_PRONOUNS = frozenset("he she they it him her them".split())
+_PROPER_NAME = LazyPattern(r"(?-i:[A-Z][\w'-]*\.?(?:\s+[A-Z][\w'-]*\.?){0,3})")
+
+
+def _named_referent(attribute: Attribute, text: str) -> Attribute | None:
+    """A favourite whose value is a pronoun, with the last name the text gave before it (or
+    nothing when it gave none: "she" is no favourite)."""
+    if attribute.value not in _PRONOUNS or not attribute.key.startswith("favorite:"):
+        return attribute
+    said = re.search(rf"\b{attribute.value}\b", text, re.IGNORECASE)
+    before = text[: said.start()] if said else ""
+    # not a sentence's first word ("These days ...") nor "I"
+    names = [
+        m.group()
+        for m in _PROPER_NAME.finditer(before)
+        if m.group() != "I" and before[: m.start()].strip()[-1:] not in ("", ".", "!", "?")
+    ]
+    if not names:
+        return None
+    value = normalise_value(names[-1])
+    return Attribute(
+        attribute.key, value, attribute.subject, attribute.multi_valued, attribute.negated, attribute.changed
+    )
+
+
+@functools.lru_cache(maxsize=1024)  # both parsers read it: the named rules, then the open ones
+def _prepared(text: str) -> str:
+    """``text`` straightened, its contractions written out, its paraphrases of change rewritten."""
+    return rewritten(expanded(straightened(text)))
 
 
 def parse_open_attributes(text: str) -> list[Attribute]:
@@ -146,7 +183,7 @@ def parse_open_attributes(text: str) -> list[Attribute]:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_open_cached(text: str) -> tuple[Attribute, ...]:
-    return tuple(_open_attribute(fact) for fact in open_facts(expanded(straightened(text))))
+    return tuple(_open_attribute(fact) for fact in open_facts(_prepared(text)))
 
 
 def _open_attribute(fact: OpenFact) -> Attribute:

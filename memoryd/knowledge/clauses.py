@@ -23,6 +23,7 @@ _CONTRACTIONS = tuple(
     for pattern, replacement in (
         (r"\bI'm\b", "I am"),
         (r"\b(I|we|they|you)'ve\b", r"\1 have"),
+        (r"\b(I|we|they|you|he|she)'ll\b", r"\1 will"),
         (r"\bI'd\b", "I would"),
         (r"\b(he|she|it|that)'s\b", r"\1 is"),
         (r"\b(we|they|you)'re\b", r"\1 are"),
@@ -33,15 +34,16 @@ _CONTRACTIONS = tuple(
         (r"\bdidn't\b", "did not"),
     )
 )
-#: A full stop after a title ("Dr. Okafor") ends no clause.
+#: A full stop after a title or an initial ("Dr. Okafor", "Ursula K. Le Guin", "N. Halsted St")
+#: ends no clause.
 CLAUSES = LazyPattern(
-    r"\s*(?:(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
+    r"\s*(?:(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)(?<!\b[A-Z])[;.!?]+\s+|,?\s+(?:and|but|so)\s+(?=(?:i|my|we|our|he|she)\b)|\s+-+\s+)",
     re.IGNORECASE,
 )
 #: A clause that says its value is the current one ("now lives in", "these days").
 NOW = LazyPattern(r"\b(?:now|nowadays|these\s+days)\b", re.IGNORECASE)
-#: A clause that is only a person: the first half of "Marco and I ...".
-_BARE_SUBJECT = LazyPattern(rf"^\s*(?:{NAME}|(?:my|our)\s+[a-z]+)\s*$", re.IGNORECASE)
+#: A clause that is only a person: the first half of "Marco and I ...", "my partner Declan and I ...".
+_BARE_SUBJECT = LazyPattern(rf"^\s*(?:{NAME}|(?:my|our)\s+[a-z]+(?:\s+{NAME})?)\s*$", re.IGNORECASE)
 
 
 def clauses(cleaned: str) -> list[str]:

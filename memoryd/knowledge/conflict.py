@@ -125,8 +125,16 @@ def _replaces(old: Attribute, new: Attribute) -> bool:
         # is on Mondays"
         return not old.key.startswith(KEY_VALUE) or same_kind(old.value, new.value)
     if new.negated and not old.negated:  # "no longer at Acme"; "I quit my job" (value "")
-        return new.value in ("", old.value)
+        # "left Maersk" denies "Maersk in Copenhagen", "left the bakery" "the bakery on Mill St"
+        # (where it is), not "Copenhagen Airport" after "left Copenhagen"
+        return new.value in ("", old.value) or (new.key == "employer" and _located(old.value, new.value))
     return not new.negated and old.value == new.value  # "at Acme again" after "no longer at Acme"
+
+
+def _located(value: str, place: str) -> bool:
+    """``value`` is ``place`` and where it is: "maersk in copenhagen", "bakery on mill st"."""
+    rest = value.removeprefix(place + " ") if value.startswith(place + " ") else ""
+    return rest.split(" ", 1)[0] in ("in", "on", "at", "near", "by")
 
 
 def _transition(old: Attribute, new: Attribute) -> bool:
@@ -137,11 +145,20 @@ def _transition(old: Attribute, new: Attribute) -> bool:
     return old.value != new.value
 
 
+def _verbs_only(old: Sequence[Attribute], new: Sequence[Attribute]) -> bool:
+    """Both read as verb and object ("works at the bakery", "work at the florist now"): what
+    a named rule read of one side alone ("the bakery" is an employer) does not block them, as
+    a verb-object replaces only when the newer one says it changed."""
+    return bool(old and new) and all(a.key.startswith(VERB_OBJECT) for a in (*old, *new))
+
+
 def decide(old: Statement, new: Statement, resolve: Resolver | None = None) -> Decision:
     """The offline decision: does ``new`` supersede ``old``?"""
     old_attrs, new_attrs = parse_attributes(old.content), parse_attributes(new.content)
-    if not old_attrs and not new_attrs:  # no named rule knows either: their shapes may still match
-        old_attrs, new_attrs = parse_open_attributes(old.content), parse_open_attributes(new.content)
+    if not old_attrs or not new_attrs:  # no named rule knows one of them: their shapes may still match
+        old_open, new_open = parse_open_attributes(old.content), parse_open_attributes(new.content)
+        if (not old_attrs and not new_attrs) or _verbs_only(old_open, new_open):
+            old_attrs, new_attrs = old_open, new_open
     old_ids, new_ids = _Identities(old, resolve), _Identities(new, resolve)
     if not old_attrs or not new_attrs:  # only the subjects fields are known to differ
         if old_ids.people(()) != new_ids.people(()):

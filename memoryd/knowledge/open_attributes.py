@@ -111,7 +111,9 @@ _AT_TIME = re.compile(
 _ENDS = ("ends", "closes", "finishes")
 _WORD = re.compile(r"[a-z']+")
 _MONTH_MAY = re.compile(r"\bmay\s+(?=\d)")
-_CLAUSES = re.compile(r";|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)\.\s|,?\sand\s(?=[a-z])|,?\sbut\s")
+_CLAUSES = re.compile(
+    r";|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMrs)(?<!\bProf)(?<!\b[A-Z])\.\s|,?\sand\s(?=[a-z])|,?\sbut\s"
+)
 _SELF_SUBJECT = re.compile(rf"^{_SELF_WORDS}\s+(?=[a-z])", re.IGNORECASE)
 _MY = re.compile(r"^(?:my|our|the\s+user's)\s+", re.IGNORECASE)
 _NAME_POSSESSIVE = re.compile(rf"^(?P<owner>{_NAME})(?:'s|')\s+")

@@ -26,7 +26,7 @@ _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
         (r"^(?:birthday|date\s+of\s+birth|birth\s+date|dob)\s+is\s+(?:on\s+)?" + TAIL, "birthday"),
         (r"^(?:(?P<kind>work|personal|school|home)\s+)?e-?mail(?:\s+address)?\s+is\s+" + TAIL, "email"),
         (
-            r"^(?:(?P<kind>work|home|personal)\s+)?(?:phone|cell|mobile)(?:\s+phone)?(?:\s+number)?\s+is\s+" + TAIL,
+            r"^(?:(?P<kind>work|home|personal)\s+)?(?:phone|cell|mobile|mob)(?:\s+phone)?(?:\s+number)?\s+is\s+" + TAIL,
             "phone",
         ),
         (r"^(?:job|occupation|profession|job\s+title|title|role|position)\s+is\s+(?:an?\s+)?" + TAIL, "job"),
@@ -36,6 +36,8 @@ _POSSESSED: tuple[tuple[LazyPattern, str], ...] = tuple(
             r"^(?:home|house|apartment|flat)\s+is\s+(?:now\s+)?in\s+(?!an?\s)" + TAIL,
             "residence",
         ),  # not "in a quiet street"
+        # a note of where one lives: "home: Rotterdam" (a place, capitalised)
+        (r"^(?:home|home\s+city)\s+is\s+(?P<value>(?-i:[A-Z])[\w.' -]*)$", "residence"),
         (r"^(?:home\s+|mailing\s+|street\s+)?address\s+is\s+" + TAIL, "address"),
         (r"^nationality\s+is\s+" + TAIL, "nationality"),
         (r"^(?:native\s+language|first\s+language|mother\s+tongue)\s+is\s+" + TAIL, "native_language"),
@@ -58,7 +60,7 @@ _CHANGED_TO = rule(
     r"went\s+(?:up|down)|increased|decreased|dropped|rose|jumped)\s+to\s+" + TAIL
 )
 #: "my number is <phone>": "number" alone is a phone number only when the value is one.
-_NUMBER = rule(r"^(?:contact\s+)?(?:number|digits)\s+is\s+(?P<value>\+?\(?\d[\d ().-]{5,}\d)$")
+_NUMBER = rule(r"^(?:contact\s+)?(?:number|digits)\s+is\s+(?P<value>\+?\(?\d[\d ().-]{5,}\d)(?:\s+now)?$")
 _ALLERGIES = rule(r"^allerg(?:y|ies)\s+(?:is|are|include|includes)\s+" + TAIL)
 _LATEST = rule(r"^(?:new|latest|updated)\s+(?=\w+\s)")
 
