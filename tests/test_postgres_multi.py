@@ -601,6 +601,38 @@ def test_a_daemon_stopped_while_the_database_is_down_stops_cleanly_and_at_once(
     assert "Traceback" not in process.stderr()
 
 
+def test_a_call_in_flight_when_the_database_went_down_gets_a_retryable_error_and_the_stop_is_prompt(
+    url: str, server: Server, daemon_process: Any
+) -> None:
+    """A call made just after the database went down, then SIGTERM: the caller gets a retryable
+    error (never a hang or a dropped connection), and the daemon exits 0 at once, no traceback."""
+    import signal
+    import threading
+    import time
+
+    from memoryd.errors import ErrorCode
+    from tests.wire import sync_call
+
+    process = daemon_process(env={"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_URL": url}).start()
+    pg_ctl(server, "-m", "fast", "stop")
+    try:
+        replies: list[Any] = []
+        caller = threading.Thread(
+            target=lambda: replies.append(sync_call(process.socket, "memory.list", {"user_id": "alice"}))
+        )
+        caller.start()
+        time.sleep(0.5)  # the call meets the outage
+        started = time.monotonic()
+        assert process.stop(signal.SIGTERM) == 0, process.stderr()
+        took = time.monotonic() - started
+        caller.join(10)
+        assert took < 3, f"the stop took {took:.2f} s"
+        assert replies and replies[0]["error"]["code"] == ErrorCode.UNAVAILABLE, replies
+    finally:
+        pg_ctl(server, "start")
+    assert "Traceback" not in process.stderr()
+
+
 async def test_a_person_merged_through_one_daemon_leaves_the_others_summary(two_daemons: tuple[Daemon, Daemon]) -> None:
     # A merge changes only people (no memory's scope key): the other daemon's summary of the
     # owner, built with both people, is rebuilt from the merged one.

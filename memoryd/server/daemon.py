@@ -185,6 +185,9 @@ class Daemon:
                 if identity is not None:
                     remove_socket_file(path, identity)
                 server.shutdown()
+                # A call or a worker waiting for a database that cannot be reached fails now
+                # (retryable) instead of holding the stop up for the pool's timeout.
+                await trio.to_thread.run_sync(store.stopping)
                 await server.stopped.wait()
                 nursery.cancel_scope.cancel()
         finally:

@@ -66,6 +66,12 @@ class Backend(Protocol):
 
     def vector_space(self) -> VectorSpaceInfo | None: ...
 
+    def stopping(self) -> None:
+        """The daemon is stopping: a backend whose server cannot be reached lets the calls waiting
+        for it (a client's, a worker's) fail at once instead of waiting out their timeout
+        (blocking: run in a thread)."""
+        ...
+
     def close(self) -> None:
         """Write what is pending, then release everything (idempotent)."""
         ...

@@ -25,7 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 import psycopg
 import trio
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from memoryd.errors import StoreConflict, StoreError, StoreRefused, StoreUnreachable
 from memoryd.store.connection_urls import redacted
@@ -154,7 +154,7 @@ class Database:
     def connect(self, **extra: Any) -> psycopg.Connection[Any]:
         """A connection of its own, outside the pool (LISTEN, migrations)."""
         return psycopg.connect(
-            self.url, connect_timeout=int(self._connect_timeout), **{**self._connect_kwargs, **extra}
+            self.url, **{"connect_timeout": int(self._connect_timeout), **self._connect_kwargs, **extra}
         )
 
     def run_sync(self, fn: Callable[..., T], *args: Any, pipeline: bool = False, own_transaction: bool = False) -> T:
@@ -186,7 +186,7 @@ class Database:
                     if attempt == CONFLICT_TRIES:
                         raise StoreConflict(attempt, type(exc).__name__) from None
                     time.sleep(random.uniform(0.005, 0.05) * attempt)
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except (psycopg.OperationalError, PoolTimeout, PoolClosed) as exc:
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 raise StoreError(f"statement cancelled: {exc}") from None
             if not _lost_server(exc):
@@ -231,6 +231,19 @@ class Database:
         return int(
             self.run_sync(lambda conn: conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
         )
+
+    def release_waiters(self) -> None:
+        """When the server cannot be reached, close the pool now: a call waiting for a connection
+        (a worker's, when the daemon stops during an outage) fails at once, as unreachable, instead
+        of waiting out the pool's timeout.  With the server up, nothing changes (the probe is one
+        connection, opened and closed)."""
+        if self._closed:
+            return
+        try:
+            with self.connect(connect_timeout=1):
+                return
+        except psycopg.OperationalError:
+            self.close()
 
     def close(self) -> None:
         with self._lock:

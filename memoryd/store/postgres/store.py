@@ -174,6 +174,9 @@ class PostgresStore:
 
     # -- closing ----------------------------------------------------------------------------
 
+    def stopping(self) -> None:
+        self.db.release_waiters()
+
     def close(self) -> None:
         if self.db.closed:
             return

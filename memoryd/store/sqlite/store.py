@@ -142,6 +142,9 @@ class Store:
 
     # -- closing -------------------------------------------------------------------------------
 
+    def stopping(self) -> None:
+        """Nothing to do: a file has no server to wait for."""
+
     def close(self) -> None:
         """Write the hit counts not flushed yet, then close every connection (idempotent)."""
         if not self._db.closed:
