@@ -8,16 +8,9 @@ import pytest
 
 from memoryd.knowledge.attribute_values import value_type
 from memoryd.knowledge.attributes import parse_attributes
-from memoryd.knowledge.conflict import Statement, decide
+from memoryd.knowledge.conflict import decide
 from memoryd.knowledge.evaluate import DEFAULT_PAIRS, evaluate, format_table, load_pairs
-
-
-def s(content: str, subjects: tuple[str, ...] = (), speaker: str | None = None) -> Statement:
-    return Statement(content, subjects, speaker)
-
-
-def supersedes(old: str, new: str) -> bool:
-    return decide(s(old), s(new)).supersedes
+from tests.knowledge_helpers import s, supersedes
 
 
 @pytest.mark.parametrize(
