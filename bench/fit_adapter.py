@@ -662,6 +662,19 @@ def relevance_folds(args: argparse.Namespace, embed: Embedder, train: list[Perso
     print_held(sets, held, thresholds)
 
 
+def relevance_arguments(parser: argparse.ArgumentParser, feature: str) -> None:
+    """``--relevance`` (``feature`` as one more feature of relevance, held out) and the two stores
+    it reads."""
+    parser.add_argument("--relevance", action="store_true", help=f"only {feature} as a feature of relevance")
+    parser.add_argument("--db", type=Path, help="with --relevance: a directory written by retrieval.py --keep")
+    parser.add_argument("--facts", type=Path, help="with --relevance: a directory written by relevance.py --keep")
+
+
+def check_relevance_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.relevance and (args.db is None or args.facts is None):
+        parser.error("--relevance needs --db and --facts")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train", type=Path, default=TRAIN, help="the training personas' folder")
@@ -671,17 +684,14 @@ def main() -> None:
     parser.add_argument("--no-folds", action="store_true", help="only the train-only evaluation")
     parser.add_argument("--save", type=Path, help="write the adapter fitted on the training personas to this .npz")
     parser.add_argument("--check", action="store_true", help="check the gradient and stop")
-    parser.add_argument("--relevance", action="store_true", help="only the adapted cosine as a feature of relevance")
-    parser.add_argument("--db", type=Path, help="with --relevance: a directory written by retrieval.py --keep")
-    parser.add_argument("--facts", type=Path, help="with --relevance: a directory written by relevance.py --keep")
+    relevance_arguments(parser, "the adapted cosine")
     parser.add_argument(
         "--adapter-train-only", action="store_true", help="with --relevance: the adapter fitted on --train only"
     )
     parser.add_argument("--rank", type=int, default=16, help="with --relevance: the adapter's rank (0: full)")
     parser.add_argument("--penalty", type=float, default=0.001, help="with --relevance: the adapter's penalty")
     args = parser.parse_args()
-    if args.relevance and (args.db is None or args.facts is None):
-        parser.error("--relevance needs --db and --facts")
+    check_relevance_arguments(parser, args)
     if args.check:
         check_gradient()
         return

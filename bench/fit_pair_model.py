@@ -237,13 +237,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--seeds", type=int, default=5, help="networks averaged")
     parser.add_argument("--check", action="store_true", help="check the gradient and stop")
-    parser.add_argument("--relevance", action="store_true", help="only the pair score as a feature of relevance")
-    parser.add_argument("--db", type=Path, help="with --relevance: a directory written by retrieval.py --keep")
-    parser.add_argument("--facts", type=Path, help="with --relevance: a directory written by relevance.py --keep")
+    fit_adapter.relevance_arguments(parser, "the pair score")
     parser.add_argument("--data", type=Path, default=default_data(), help="the LoCoMo file")
     args = parser.parse_args()
-    if args.relevance and (args.db is None or args.facts is None):
-        parser.error("--relevance needs --db and --facts")
+    fit_adapter.check_relevance_arguments(parser, args)
     if args.check:
         check_gradient()
         return
