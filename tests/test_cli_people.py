@@ -20,6 +20,10 @@ async def test_context_prints_the_block_and_json_the_whole_answer(cli: Cli) -> N
     assert "People mentioned:\n- Sarah (wife)\n" in text and len(text) <= 301
     answer = json.loads(out(await cli("context", "my wife?", "-n", "1", "--json")))
     assert len(answer["memories"]) == 1 and answer["people"][0]["name"] == "Sarah"
+    assert out(await cli("context", "hello")).startswith("About the user:\nSarah (wife): ")
+    assert out(await cli("context", "hello", "--no-summary")) == "Nothing known yet.\n"
+    bare = json.loads(out(await cli("context", "my wife?", "--no-summary", "--json")))
+    assert bare["summary"] == "" and bare["text"].startswith("People mentioned:")
 
 
 async def test_about_and_forget_person(cli: Cli) -> None:

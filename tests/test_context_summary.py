@@ -100,6 +100,49 @@ async def test_offline_summary_is_a_digest_by_person_and_type_and_never_stale(pe
     assert "Tom" not in (await call_ok(peer, "memory.summary", ALICE))["summary"]
 
 
+async def test_the_summary_can_be_left_out_of_the_context(peer: NdjsonPeer) -> None:
+    await seed(peer)
+    unrelated = {**ALICE, "message": "What is the capital of Mongolia?"}
+    # By default the owner's summary (offline: a digest of the newest facts) comes whatever the
+    # message is about; the relevance threshold decides only the memories.
+    default = await call_ok(peer, "memory.context", unrelated)
+    assert default["memories"] == [] and default["text"].startswith("About the user:")
+    assert "hiking in the Alps" in default["summary"]
+    left_out = await call_ok(peer, "memory.context", {**unrelated, "include_summary": False})
+    assert left_out == {"memories": [], "people": [], "summary": "", "text": ""}
+    # The people the message names still come, under their own heading.
+    named = await call_ok(
+        peer, "memory.context", {**ALICE, "message": "what does my wife like?", "include_summary": False}
+    )
+    assert named["summary"] == "" and named["text"].startswith("People mentioned:\n- Sarah (wife)")
+    assert "About the user:" not in named["text"]
+    assert (await call_ok(peer, "memory.context", {**unrelated, "include_summary": True})) == default
+
+
+async def test_the_summary_default_is_a_config_key_a_call_overrides(short_tmp: Path, nursery: trio.Nursery) -> None:
+    config = make_config(short_tmp)
+    config = msgspec.structs.replace(config, context=msgspec.structs.replace(config.context, include_summary=False))
+    instance = Daemon(config)
+    await nursery.start(instance.run)
+    peer = await NdjsonPeer.connect(config.socket_path)
+    await seed(peer)
+    unrelated = {**ALICE, "message": "What is the capital of Mongolia?"}
+    assert (await call_ok(peer, "memory.context", unrelated))["text"] == ""
+    wanted = await call_ok(peer, "memory.context", {**unrelated, "include_summary": True})
+    assert wanted["text"].startswith("About the user:") and "Tom (boss)" in wanted["summary"]
+    instance.request_stop()
+
+
+@pytest.mark.parametrize("value", ["no", 0, None, [True]])
+async def test_include_summary_must_be_a_boolean(peer: NdjsonPeer, value: Any) -> None:
+    params = {**ALICE, "message": "hi", "include_summary": value}
+    if value is None:  # null is the same as leaving it out: the daemon's default
+        assert (await call_ok(peer, "memory.context", params))["text"] == ""
+        return
+    reply = await peer.call("memory.context", params)
+    assert reply["error"]["code"] == -32602 and reply["error"]["data"]["field"] == "include_summary"
+
+
 # -- with an LLM -------------------------------------------------------------------------------
 
 

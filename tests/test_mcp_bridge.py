@@ -138,6 +138,10 @@ async def test_the_sdk_client_lists_and_uses_every_tool(
         context = await checked.ok("context", {"message": "What can I cook for Sarah? Any peanuts issue?"})
         assert "Sarah is allergic to peanuts" in context["text"]
         assert [p["name"] for p in context["people"]] == ["Sarah"]
+        unrelated = {"message": "What is the capital of Mongolia?"}
+        assert (await checked.ok("context", unrelated))["text"].startswith("About the user:")
+        bare = await checked.ok("context", {**unrelated, "include_summary": False})
+        assert (bare["text"], bare["summary"], bare["memories"]) == ("", "", [])
         listed = await checked.ok("list_memories", {"limit": 1})
         assert len(listed["memories"]) == 1 and listed["next_before_id"] == listed["memories"][0]["id"]
         older = await checked.ok("list_memories", {"before_id": listed["next_before_id"]})

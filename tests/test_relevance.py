@@ -223,6 +223,8 @@ async def test_the_client_library_passes_min_relevance(
         assert len(await client.search(UNRELATED[0], min_relevance=0)) == len(FACTS)
         assert (await client.context(UNRELATED[0]))["memories"] == []
         assert len((await client.context(UNRELATED[0], limit=3, min_relevance=0))["memories"]) == 3
+        assert (await client.context(UNRELATED[0]))["text"].startswith("About the user:")
+        assert (await client.context(UNRELATED[0], include_summary=False))["text"] == ""
     daemon.request_stop()
 
 

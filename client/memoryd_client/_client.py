@@ -158,11 +158,14 @@ class MemoryClient(ClientBase):
         limit: Optional[int] = None,
         max_chars: Optional[int] = None,
         min_relevance: Optional[float] = None,
+        include_summary: Optional[bool] = None,
     ) -> Record:
         """Before a reply: ``{"memories", "people", "summary", "text"}``; ``text`` fits ``max_chars``;
         memories are injected only when the best reaches ``min_relevance`` (default: the daemon's
-        ``[context] min_relevance``), then those reaching a share of the best one's relevance."""
-        params = _methods.context_params(message, limit, max_chars, min_relevance)
+        ``[context] min_relevance``), then those reaching a share of the best one's relevance.
+        ``include_summary=False`` leaves the owner's summary out (default: the daemon's
+        ``[context] include_summary``)."""
+        params = _methods.context_params(message, limit, max_chars, min_relevance, include_summary)
         return cast(Record, self.call("memory.context", **params))
 
     def summary(self) -> Record:

@@ -96,9 +96,21 @@ def _types(types: Optional[Sequence[str]]) -> Optional[List[str]]:
 
 
 def context_params(
-    message: str, limit: Optional[int], max_chars: Optional[int], min_relevance: Optional[float] = None
+    message: str,
+    limit: Optional[int],
+    max_chars: Optional[int],
+    min_relevance: Optional[float] = None,
+    include_summary: Optional[bool] = None,
 ) -> Dict[str, Any]:
-    return _drop_none({"message": message, "limit": limit, "max_chars": max_chars, "min_relevance": min_relevance})
+    return _drop_none(
+        {
+            "message": message,
+            "limit": limit,
+            "max_chars": max_chars,
+            "min_relevance": min_relevance,
+            "include_summary": include_summary,
+        }
+    )
 
 
 def forget_person_params(person: str, delete_person_record: bool) -> Dict[str, Any]:

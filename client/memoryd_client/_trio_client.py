@@ -146,8 +146,9 @@ class AsyncMemoryClient(ClientBase):
         limit: Optional[int] = None,
         max_chars: Optional[int] = None,
         min_relevance: Optional[float] = None,
+        include_summary: Optional[bool] = None,
     ) -> Record:
-        params = _methods.context_params(message, limit, max_chars, min_relevance)
+        params = _methods.context_params(message, limit, max_chars, min_relevance, include_summary)
         return cast(Record, await self.call("memory.context", **params))
 
     async def summary(self) -> Record:

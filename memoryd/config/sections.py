@@ -226,6 +226,10 @@ class ContextConfig(Section, frozen=True):
     #: reaching relevance.CONTEXT_SHARE of the best are.  A call's own ``min_relevance`` overrides
     #: it.  The default was chosen held out by bench/fit_relevance.py.
     min_relevance: Annotated[float, Meta(ge=0, le=1)] = 0.25
+    #: Whether the owner's summary goes into the answer (``summary``) and its block.  Without an
+    #: LLM the summary is a digest of the newest facts, whatever the message is about: an
+    #: assistant that wants only what the message calls for turns it off (a call may say otherwise).
+    include_summary: bool = True
 
 
 class Config(Section, frozen=True):

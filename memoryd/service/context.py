@@ -53,7 +53,8 @@ class ContextService:
         threshold = self.config.min_relevance if params.min_relevance is None else params.min_relevance
         hits = await self._memories(scope, params.message, params.limit, threshold)
         mentioned = await self.people.mentioned(scope, params.message)
-        summary = (await self.summaries.summary_for(scope))["summary"]
+        include_summary = self.config.include_summary if params.include_summary is None else params.include_summary
+        summary = (await self.summaries.summary_for(scope))["summary"] if include_summary else ""
         return {
             "memories": hits,
             "people": [person.wire() for person in mentioned],

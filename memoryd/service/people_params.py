@@ -49,6 +49,9 @@ class ContextParams(CallerParams, kw_only=True, forbid_unknown_fields=True):
     #: No memory is injected unless the best reaches this relevance (relevance.for_context); None:
     #: the config's [context] min_relevance.
     min_relevance: Relevance | None = None
+    #: Whether ``summary`` and the block's "About the user:" part are filled; None: the config's
+    #: [context] include_summary.
+    include_summary: bool | None = None
 
 
 class SummaryParams(CallerParams, kw_only=True, forbid_unknown_fields=True):

@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     context.add_argument("--min-relevance", type=_fraction, metavar="P",
                          help="memories only if the best is at least this relevant, 0..1 (default: the daemon's)")  # fmt: skip
+    context.add_argument("--no-summary", action="store_true",
+                         help="leave out the summary of everything known about you ('About the user:')")  # fmt: skip
     context.add_argument("--json", **json_flag)
 
     forget = commands.add_parser("forget-person", help="delete a person and the memories about them")

@@ -95,7 +95,13 @@ def _pin(client: MemoryClient, args: argparse.Namespace) -> Outcome:
 
 
 def _context(client: MemoryClient, args: argparse.Namespace) -> Outcome:
-    result = client.context(args.message, limit=args.limit, max_chars=args.max_chars, min_relevance=args.min_relevance)
+    result = client.context(
+        args.message,
+        limit=args.limit,
+        max_chars=args.max_chars,
+        min_relevance=args.min_relevance,
+        include_summary=False if args.no_summary else None,
+    )
     return result, (result.get("text") or "Nothing known yet.").splitlines(), EXIT_OK
 
 

@@ -51,7 +51,12 @@ RECALL = Tool(
 
 
 def _context(client: MemoryClient, args: Json) -> Outcome:
-    result = client.context(args["message"], limit=args.get("limit"), max_chars=args.get("max_chars"))
+    result = client.context(
+        args["message"],
+        limit=args.get("limit"),
+        max_chars=args.get("max_chars"),
+        include_summary=args.get("include_summary"),
+    )
     structured: Json = {
         "text": result.get("text") or "",
         "summary": result.get("summary"),
@@ -89,6 +94,11 @@ CONTEXT = Tool(
                 "minimum": 100,
                 "maximum": 20000,
                 "description": "length limit of the text (default 2000)",
+            },
+            "include_summary": {
+                "type": "boolean",
+                "description": "false: leave out the summary of everything known about the user "
+                "(default: the daemon's setting, normally true)",
             },
         },
         ["message"],
