@@ -149,6 +149,9 @@ async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, quer
     print(f"hybrid       {percentiles(hyb)}")
     lst = await timed(queries, lambda i: store.memories.list(alice, limit=20))
     print(f"list page    {percentiles(lst)}")
+    # No word in it: the bounded scan of store/symbol_match.py, the whole window read.
+    sym = await timed(queries, lambda i: store.memories.search(alice, "\u2042", limit=10))
+    print(f"symbols only {percentiles(sym)}")
 
     bob_hyb = await timed(
         queries,
@@ -158,7 +161,7 @@ async def measure(store: Store, rng: np.random.Generator, maker: TextMaker, quer
     keyword = await store.memories.search(bob, "bob", limit=10)
     vector = await store.memories.search(bob, "", limit=10, vector=QueryVector.at_hand(qvecs[0]))
     print(f"bob completeness: keyword {len(keyword)}/5, vector {len(vector)}/5")
-    return {"fts": fts, "vector": vec, "hybrid": hyb, "list": lst, "bob_hybrid": bob_hyb}
+    return {"fts": fts, "vector": vec, "hybrid": hyb, "list": lst, "symbols": sym, "bob_hybrid": bob_hyb}
 
 
 def add_people(store: Store, maker: TextMaker, count: int, links: int) -> list[int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_cli.cli import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, build_parser, main
+from memory_cli.cli import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, build_parser, main, subcommands
 from memoryd_client import InvalidParams, MemoryClient
 from tests.conftest import DaemonProcess
 
@@ -38,21 +39,23 @@ CLI_FUZZ = settings(
 SERVERS = {"mcp"}
 
 
-def subcommands() -> dict[str, argparse.ArgumentParser]:
-    parser = build_parser()
-    found: dict[str, argparse.ArgumentParser] = parser.parse_args(["health"])._subcommands
-    return {name: sub for name, sub in found.items() if name not in SERVERS}
+#: An option line of a help text: the flags and their metavars, then two spaces or the line's end.
+OPTION_LINE = re.compile(r"^  (-\S.*?)(?:  |$)", re.MULTILINE)
+FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 
 
 def options(parser: argparse.ArgumentParser) -> list[str]:
-    return [flag for action in parser._actions for flag in action.option_strings]
+    """Every flag the subcommand's help lists (``-n N, --limit N``: both)."""
+    return [flag for line in OPTION_LINE.findall(parser.format_help()) for flag in FLAG.findall(line)]
 
 
 def positionals(parser: argparse.ArgumentParser) -> int:
-    return sum(1 for action in parser._actions if not action.option_strings)
+    """How many positional arguments the subcommand's usage names (its words outside brackets)."""
+    usage = re.sub(r"\[[^\]]*\]", " ", parser.format_usage()).split()
+    return len(usage) - 3  # "usage:", "memory", the subcommand
 
 
-COMMANDS = subcommands()
+COMMANDS = {name: sub for name, sub in subcommands(build_parser()).items() if name not in SERVERS}
 VALUES = st.one_of(
     st.sampled_from(
         [

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import memoryd_client
-from memoryd_client import errors
-from memoryd_client._identity import identity_from_token, resolve_identity
+from memoryd_client import errors, resolve_identity
 from memoryd_client.paths import default_socket_path, resolve_socket_path
 
 CLIENT_PACKAGE = Path(memoryd_client.__file__).resolve().parent
@@ -135,8 +134,10 @@ def test_identity_falls_back_to_unverified_token_claims() -> None:
         make_token({"sub": ""}),
     ],
 )
-def test_undecodable_token_yields_no_identity(token: str) -> None:
-    assert identity_from_token(token) == (None, None)
+def test_undecodable_token_yields_no_identity_and_goes_alone_for_the_daemon_to_judge(token: str) -> None:
+    identity = resolve_identity(environ={"MEMORY_CONTEXT_TOKEN": token})
+    assert (identity.user_id, identity.chat_id) == (None, None)
+    assert identity.params() == {"context_token": token}
 
 
 @pytest.mark.parametrize(("code", "cls"), sorted(errors.RPC_ERRORS_BY_CODE.items()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -11,12 +12,18 @@ import pytest
 from memoryd.store import query_adapter, relevance
 
 
+def digest(path: Path) -> str:
+    """The sha256 ``query_adapter.matrix`` checks a file against."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def unit_vector(seed: int, dim: int = query_adapter.DIM) -> np.ndarray:
     vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
     return vector / np.linalg.norm(vector)
 
 
 def test_the_shipped_file_loads_with_its_digest_and_shapes() -> None:
+    assert digest(query_adapter.PATH) == query_adapter.SHA256
     found = query_adapter.matrix()
     assert found is not None
     assert found.shape == (query_adapter.DIM, query_adapter.DIM) and found.dtype == np.float32
@@ -40,17 +47,17 @@ def test_a_file_that_is_not_the_shipped_one_is_not_read(tmp_path: Path, caplog: 
         assert query_adapter.matrix(forged) is None
         assert query_adapter.matrix(tmp_path / "missing.npz") is None
     assert "sha256 differs" in caplog.text and "cannot read" in caplog.text
-    assert query_adapter.matrix(forged, query_adapter.sha256_of(forged)) is not None  # right digest, read
+    assert query_adapter.matrix(forged, digest(forged)) is not None  # right digest, read
 
 
 def test_a_file_of_the_wrong_shape_is_not_read(tmp_path: Path) -> None:
     wrong = tmp_path / "query_adapter.npz"
     np.savez(wrong, u=np.zeros((128, 64), np.float32), v=np.zeros((128, 64), np.float32))
-    assert query_adapter.matrix(wrong, query_adapter.sha256_of(wrong)) is None
+    assert query_adapter.matrix(wrong, digest(wrong)) is None
     np.savez(wrong, full=np.zeros((384, 128), np.float32))
-    assert query_adapter.matrix(wrong, query_adapter.sha256_of(wrong)) is None
+    assert query_adapter.matrix(wrong, digest(wrong)) is None
     np.savez(wrong, full=np.zeros((384, 384), np.float32))  # a full matrix is read as it is
-    assert query_adapter.matrix(wrong, query_adapter.sha256_of(wrong)) is not None
+    assert query_adapter.matrix(wrong, digest(wrong)) is not None
 
 
 def test_relevance_reads_the_adapted_cosine_with_the_shipped_weights_and_falls_back_without() -> None:

@@ -15,6 +15,10 @@ daemon's ``auth.token_secret``) and hands the sandbox only that token:
     from memoryd_client import mint_token
 
     token = mint_token(secret, "alice", "team", ttl="15m")   # -> MEMORY_CONTEXT_TOKEN
+
+``resolve_identity()`` says whom a client would speak for, without connecting: each of user id,
+chat id, chat type and token from the argument, else ``MEMORY_*``, else ``ASH_*``, else the
+token's (unverified) claims.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from .errors import (
     Unauthorized,
     Unavailable,
 )
+from ._identity import Identity, resolve_identity
 from .paths import default_socket_path, resolve_socket_path
 from .tokens import TokenError, mint_token
 
@@ -61,6 +66,7 @@ __all__ = [
     "DaemonUnavailable",
     "DeadlineExceeded",
     "ErrorCode",
+    "Identity",
     "InternalError",
     "InvalidIdentity",
     "InvalidParams",
@@ -84,6 +90,7 @@ __all__ = [
     "Unavailable",
     "default_socket_path",
     "mint_token",
+    "resolve_identity",
     "resolve_socket_path",
 ]
 

@@ -35,10 +35,6 @@ SHA256 = "60549ffc8cfb88cda56a40e7fa115982f4c5529514eee5f8e6dc884af2f2bf03"
 Matrix = npt.NDArray[np.float32]
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def applies(model: str, dim: int) -> bool:
     """Whether a store's vector space is the one the adapter was fitted in."""
     return model == MODEL_ID and dim == DIM

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import query_terms, ranking, relevance
+from memoryd.store import query_terms, ranking, relevance, symbol_match
 from memoryd.store.fusion import fuse
 from memoryd.store.people_records import PeopleFocus
 from memoryd.store.records import MemoryRecord, SearchHit, hit_from_record
@@ -46,6 +46,8 @@ class Candidates:
     created_at_ms: dict[int, int]  # of the candidates, for ranking.diversify
     texts: dict[int, str]  # of the candidates, for ranking.search_order
     adapted: dict[int, float] | None = None  # of the candidates with a vector, for relevance
+    #: A query made only of symbols: the candidates holding its text (store/symbol_match.py).
+    holding: Sequence[int] = ()
 
 
 def worth_a_cosine(
@@ -73,7 +75,8 @@ def worth_a_cosine(
 
 def rank(found: Candidates, text: str, by_people: list[int], min_relevance: float) -> tuple[Ranked, dict[int, float]]:
     """The candidates in the model's order, the people retriever's list ``by_people`` fused in,
-    those below ``min_relevance`` left out; with each candidate's relevance."""
+    those below ``min_relevance`` left out; with each candidate's relevance.  The candidates
+    holding the text of a query made only of symbols (``found.holding``) come first."""
     scored = dict(zip(found.rowids, ranking.scores(found.features).tolist(), strict=True))
     relevant = relevance.by_rowid(found.rowids, found.features, found.cosines, found.adapted)
     ranked = ranking.search_order(scored, found.cosines, found.terms, found.features, text, found.texts)
@@ -86,6 +89,7 @@ def rank(found: Candidates, text: str, by_people: list[int], min_relevance: floa
         fused = fuse([by_people, [r for r, _ in ranked]])
         places += [0.0] * (len(fused) - len(places))
         ranked = list(zip(fused, places, strict=True))
+    ranked, relevant = symbol_match.first(ranked, found.holding, relevant)
     # Below the floor a memory is left out, whoever retrieved it: a person the query names is
     # no reason to return their unrelated memories.
     return relevance.at_least(ranked, relevant, min_relevance), relevant
@@ -112,14 +116,18 @@ def hits(
     relevant: Mapping[int, float],
 ) -> list[SearchHit]:
     """The hits of ``ranked`` whose record the final visible fetch returned.  A hit's similarity
-    is its cosine, or without a vector the share of the query's terms its memory holds."""
+    is its cosine, or without a vector the share of the query's terms its memory holds (of a
+    query made only of symbols, which has none: 1 when it holds the query's text)."""
     answered: list[SearchHit] = []
+    holding = set(found.holding)
     for rowid, score in ranked:
         record = records.get(rowid)
         if record is None:
             continue
         if rowid in found.cosines:
             similarity = min(1.0, max(0.0, found.cosines[rowid]))
+        elif rowid in holding:
+            similarity = 1.0
         else:
             similarity = query_terms.term_fraction(found.terms, record.content, " ".join(record.subjects))
         answered.append(hit_from_record(record, score, similarity, relevant.get(rowid, 0.0)))

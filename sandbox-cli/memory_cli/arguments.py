@@ -182,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def subcommands(parser: argparse.ArgumentParser) -> Dict[str, argparse.ArgumentParser]:
+    """``build_parser()``'s subcommands by name, each with its own parser (its usage, its help)."""
+    found: Dict[str, argparse.ArgumentParser] = parser.get_default("_subcommands")
+    return dict(found)
+
+
 def _int_in(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer in [low, high], the range the daemon accepts."""
 

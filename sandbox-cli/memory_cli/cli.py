@@ -12,7 +12,15 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from memory_cli.arguments import EXIT_DEGRADED, EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, build_parser
+from memory_cli.arguments import (
+    EXIT_DEGRADED,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    build_parser,
+    subcommands,
+)
 from memory_cli.commands import COMMANDS, Usage
 from memoryd_client import (
     ConnectionLost,
@@ -25,7 +33,16 @@ from memoryd_client import (
     RequestTimeout,
 )
 
-__all__ = ["EXIT_DEGRADED", "EXIT_ERROR", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "build_parser", "main"]
+__all__ = [
+    "EXIT_DEGRADED",
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+    "subcommands",
+]
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -49,7 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # A flag the subcommand does not take: show that subcommand's usage, not the top level's.
-        target = args._subcommands.get(args.command) if args.command else None
+        target = subcommands(parser).get(args.command) if args.command else None
         (target or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)

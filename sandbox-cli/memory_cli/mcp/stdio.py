@@ -27,8 +27,8 @@ from memoryd_client import (
     MemorydRpcError,
     MissingIdentity,
     RequestTimeout,
+    resolve_identity,
 )
-from memoryd_client._identity import resolve_identity
 
 log = logging.getLogger("memory.mcp")
 

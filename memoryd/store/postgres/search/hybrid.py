@@ -4,7 +4,7 @@ A search is one transaction on one connection in pipeline mode: statements that 
 each other's results are sent together and cost one round trip.  It takes three: (1) BEGIN, the
 vector space's generation, the KNN and, per scope key, one statement that counts the terms not
 known to be common (``ScopeStats``), ranks the rare ones and, only when they find too few, the
-recent window; (2) the candidates' neighbourhood with the cosines the ranking reads; (3) the
+recent window (a query made only of symbols: the scan for its text, ``text_scan.py``); (2) the candidates' neighbourhood with the cosines the ranking reads; (3) the
 records of the hits with the people they are about, and COMMIT.  A term first found common
 costs one more (its key's statement is sent again, as a common term's).
 """
@@ -19,12 +19,12 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from memoryd.store import query_terms, ranking, search_rules
+from memoryd.store import query_terms, ranking, search_rules, symbol_match
 from memoryd.store.neighbourhood import Neighbourhood
 from memoryd.store.people_records import PeopleFocus
 from memoryd.store.postgres import tokens
 from memoryd.store.postgres.memories import hide_unseen_successors
-from memoryd.store.postgres.search import hit_records, keyword, neighbours, people_retriever, vector_search
+from memoryd.store.postgres.search import hit_records, keyword, neighbours, people_retriever, text_scan, vector_search
 from memoryd.store.postgres.search.measuring import Measuring
 from memoryd.store.postgres.search.scope_stats import ScopeStats
 from memoryd.store.records import SearchHit
@@ -118,6 +118,7 @@ class _Retrieved(NamedTuple):
     weights: TermWeights
     semantic: bool  # whether the vectors were searched (the query's generation is the store's)
     nearest: list[tuple[int, float]]  # (rowid, cosine), best first
+    by_text: list[int]  # a query made only of symbols: the memories holding it, newest first
 
 
 def _retrieve(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str]) -> _Retrieved:
@@ -133,6 +134,8 @@ def _retrieve(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str]) ->
     measuring = [Measuring(key, term_tokens, stats) for key in keys] if term_tokens else []
     for each in measuring:
         each.send_ranking(conn, scope, depth, now_ms)
+    needle = symbol_match.needle(query.text) if not terms else None
+    holding = conn.execute(*text_scan.holding_statement(scope, needle, depth, now_ms)) if needle and keys else None
     focus = query.focus
     people = (
         conn.execute(*people_retriever.people_statement(scope, focus, now_ms))
@@ -180,7 +183,8 @@ def _retrieve(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str]) ->
             summed[term] = summed.get(term, 0) + count
     weights = TermWeights(tokens.tokens, terms, summed, sum(size for _, size in measured))
     nearest = vector_search.nearest(nearest_cursor) if semantic and nearest_cursor is not None else []
-    return _Retrieved(by_words, by_people, weights, semantic, nearest)
+    by_text = [int(rowid) for (rowid,) in holding.fetchall()] if holding is not None else []
+    return _Retrieved(by_words, by_people, weights, semantic, nearest, by_text)
 
 
 def _candidates(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str], retrieved: _Retrieved) -> Candidates:
@@ -190,7 +194,7 @@ def _candidates(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str], 
     semantic = retrieved.semantic
     cosines = dict(retrieved.nearest)
     by_vector = [rowid for rowid, _ in retrieved.nearest[:depth]]
-    found = list(dict.fromkeys([*retrieved.by_words, *by_vector, *retrieved.by_people]))
+    found = list(dict.fromkeys([*retrieved.by_text, *retrieved.by_words, *by_vector, *retrieved.by_people]))
     hood, hood_cosines, hood_adapted = Neighbourhood(centres=set()), dict[int, float](), dict[int, float]()
     if found:
         statement = neighbours.around_statement(
@@ -229,4 +233,4 @@ def _candidates(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str], 
         if semantic and query.adapted is not None
         else None
     )
-    return Candidates(rowids, features, cosines, terms, created, texts, adapted)
+    return Candidates(rowids, features, cosines, terms, created, texts, adapted, retrieved.by_text)

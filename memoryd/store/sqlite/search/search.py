@@ -35,7 +35,8 @@ def candidates(
     words: KeywordPart | None = None,
     semantic: VectorPart | None = None,
 ) -> Candidates:
-    """Both retrievers' candidates (and the people retriever's, ``words.by_people``) and their
+    """Both retrievers' candidates (and the people retriever's, ``words.by_people``, and for a
+    query made only of symbols the memories holding it, ``words.by_text``) and their
     neighbours, with the ranking model's features.
 
     ``words`` and ``semantic``: the retrievers' parts when they ran already (in this snapshot,
@@ -63,7 +64,7 @@ def candidates(
         cosines.update(plain)
         adapted.update(second)
 
-    found = list(dict.fromkeys([*words.by_words, *by_vector, *words.by_people]))
+    found = list(dict.fromkeys([*words.by_text, *words.by_words, *by_vector, *words.by_people]))
     hood = words.hood
     if hood is None:
         hood = neighbours.around(db, scope, found, REACH, now_ms)
@@ -93,7 +94,7 @@ def candidates(
     seconds = None
     if semantic is not None and moved is not None:
         seconds = {rowid: adapted[rowid] for rowid in rowids if rowid in cosines}
-    return Candidates(rowids, features, cosines, words.terms, created, texts, seconds)
+    return Candidates(rowids, features, cosines, words.terms, created, texts, seconds, words.by_text)
 
 
 def _comparable(db: apsw.Connection, scope: Scope, semantic: VectorPart) -> bool:

@@ -16,9 +16,9 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from memoryd.store import query_adapter, query_terms
+from memoryd.store import query_adapter, query_terms, symbol_match
 from memoryd.store.search_rules import REACH, candidate_depth
-from memoryd.store.sqlite.search import keyword, neighbours, people_retriever, scope_stats
+from memoryd.store.sqlite.search import keyword, neighbours, people_retriever, scope_stats, text_scan
 from memoryd.store.sqlite.search.term_match import term_weights
 from memoryd.store.sqlite.vectors import vector_search, vectors
 from memoryd.store.term_match import TermWeights
@@ -84,6 +84,8 @@ class KeywordPart:
     #: The neighbourhood of by_words and by_people, their texts' coverage measured, when
     #: ``prepare_ranking`` ran (while the reader would otherwise wait for the vector).
     hood: neighbours.Neighbourhood | None = None
+    #: A query made only of symbols: the memories holding its text (store/symbol_match.py).
+    by_text: list[int] = dataclasses.field(default_factory=list)
 
 
 def keyword_part(
@@ -96,13 +98,15 @@ def keyword_part(
     by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
     by_people = people_retriever.ranking(db, scope, people_focus, depth, now_ms)
     weights = term_weights(db, terms, _summed(counts), sum(size for _, size in measured))
-    return KeywordPart(terms, by_words, by_people, weights)
+    needle = symbol_match.needle(query.text) if not terms else None
+    by_text = text_scan.holding(db, scope, needle, depth, now_ms) if needle else []
+    return KeywordPart(terms, by_words, by_people, weights, by_text=by_text)
 
 
 def prepare_ranking(db: apsw.Connection, scope: Scope, words: KeywordPart, now_ms: int) -> KeywordPart:
     """``words`` with its candidates' neighbourhood read and their texts' coverage measured:
     work the ranking does anyway, done while the reader would wait for the vector."""
-    hood = neighbours.around(db, scope, [*words.by_words, *words.by_people], REACH, now_ms)
+    hood = neighbours.around(db, scope, [*words.by_text, *words.by_words, *words.by_people], REACH, now_ms)
     for row in hood.rows.values():
         words.weights.coverage(row.text)
     return dataclasses.replace(words, hood=hood)
