@@ -54,7 +54,11 @@ async def test_a_symbol_query_finds_the_memory_holding_it_without_an_embedder(pe
     assert [hit["id"] for hit in found] == [mine]
     assert found[0]["relevance"] == symbol_match.RELEVANCE
     assert found[0]["similarity"] == 1.0  # it holds the whole query
-    assert await context(peer, "alice", symbol) == [f"The band's logo is {symbol} on a black shirt"]
+    # A message made only of symbols (a reaction) injects nothing by default; a caller asking
+    # for it gets the memory holding it.
+    assert await context(peer, "alice", symbol) == []
+    wanted = await context(peer, "alice", symbol, min_relevance=symbol_match.RELEVANCE)
+    assert wanted == [f"The band's logo is {symbol} on a black shirt"]
 
 
 async def test_a_symbol_query_sees_what_a_word_query_sees_and_nothing_else(peer: NdjsonPeer) -> None:
@@ -113,5 +117,6 @@ async def test_with_the_local_model_a_symbol_query_ranks_the_memories_holding_it
     found = await search(local_peer, "alice", "🎸")
     assert found[0]["content"] == "The band's logo is 🎸 on a black shirt"
     assert found[0]["relevance"] >= symbol_match.RELEVANCE
-    assert await context(local_peer, "alice", "🎸") == ["The band's logo is 🎸 on a black shirt"]
+    wanted = await context(local_peer, "alice", "🎸", min_relevance=symbol_match.RELEVANCE)
+    assert wanted == ["The band's logo is 🎸 on a black shirt"]
     assert all(hit["relevance"] < symbol_match.RELEVANCE for hit in await search(local_peer, "alice", "🎹"))

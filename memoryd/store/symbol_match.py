@@ -22,12 +22,11 @@ SCAN_ROWS = 20_000
 
 #: The relevance of a memory holding the whole text of a symbol-only query.  Relevance is the
 #: chance a memory helps with the query; the fitted models (store/relevance.py) cannot say it,
-#: as they read words and cosines and a symbol has no word.  The occurrence is the strongest
-#: evidence a keyword gives (the memory holds all of the query, nothing fuzzy), but whether it
-#: answers a message made of a symbol is not known either way: the memory counts as likely to
-#: help as not.  0.5 clears memory.search's gate and [context] min_relevance's default, and stays
-#: below the 0.8 and more the fitted models give only to matches like those they saw answer.
-RELEVANCE = 0.5
+#: as they read words and cosines and a symbol has no word.  The occurrence is what a search
+#: for the symbol asks for, so it clears memory.search's gate by far; a chat message made only
+#: of symbols is mostly a reaction ("👍"), which no memory answers, so it stays below
+#: [context] min_relevance's default and is not pasted into a prompt unless a caller lowers it.
+RELEVANCE = 0.2
 
 
 def needle(text: str) -> str | None:
