@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._client import MemoryClient
+from ._identity import Identity, resolve_identity
 from .errors import (
     ConnectionLost,
     DaemonUnavailable,
@@ -51,7 +52,6 @@ from .errors import (
     Unauthorized,
     Unavailable,
 )
-from ._identity import Identity, resolve_identity
 from .paths import default_socket_path, resolve_socket_path
 from .tokens import TokenError, mint_token
 
