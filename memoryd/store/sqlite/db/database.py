@@ -121,8 +121,10 @@ class Database:
         with self._writer_lock:
             writer = self._require_writable()
             try:
-                with self._busy_is_store_busy(), reporting_to(self.condition, writing=True), write_transaction(writer):
+                with reporting_to(self.condition, writing=True), write_transaction(writer):
                     return fn(writer, *args, **kwargs)
+            except apsw.BusyError:
+                raise self._busy() from None
             finally:
                 self.write_count += 1
 
@@ -135,23 +137,26 @@ class Database:
             self._require_writer()
             if self._sync_reader is None:
                 self._sync_reader = self._open_reader()
-            with self._busy_is_store_busy(), reporting_to(self.condition, writing=False):
-                return _read_in_snapshot(self._sync_reader, fn, args, kwargs)
+            try:
+                with reporting_to(self.condition, writing=False):
+                    return _read_in_snapshot(self._sync_reader, fn, args, kwargs)
+            except apsw.BusyError:
+                raise self._busy() from None
 
     def plain_sync(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn(writer)`` outside any transaction (pragmas such as wal_checkpoint)."""
-        with self._writer_lock, self._busy_is_store_busy(), reporting_to(self.condition, writing=False):
-            return fn(self._require_writer())
+        with self._writer_lock:
+            try:
+                with reporting_to(self.condition, writing=False):
+                    return fn(self._require_writer())
+            except apsw.BusyError:
+                raise self._busy() from None
 
-    @contextlib.contextmanager
-    def _busy_is_store_busy(self) -> Iterator[None]:
-        """SQLITE_BUSY: another process held a lock past the busy timeout (BEGIN IMMEDIATE
+    def _busy(self) -> StoreBusy:
+        """For SQLITE_BUSY: another process held a lock past the busy timeout (BEGIN IMMEDIATE
         waited for it, so nothing was written).  Retryable, and said so to the caller (-32007),
-        whichever way the call came: a worker thread runs the ``*_sync`` methods too."""
-        try:
-            yield
-        except apsw.BusyError:
-            raise StoreBusy(self._busy_timeout_ms) from None
+        whichever way the call came: worker threads run the ``*_sync`` methods directly too."""
+        return StoreBusy(self._busy_timeout_ms)
 
     # -- async access --------------------------------------------------------------------------
 
@@ -228,8 +233,11 @@ class Database:
     def _read_reporting(
         self, reader: apsw.Connection, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> T:
-        with self._busy_is_store_busy(), reporting_to(self.condition, writing=False):
-            return _read_in_snapshot(reader, fn, args, kwargs)
+        try:
+            with reporting_to(self.condition, writing=False):
+                return _read_in_snapshot(reader, fn, args, kwargs)
+        except apsw.BusyError:
+            raise self._busy() from None
 
     def close(self) -> None:
         with self._writer_lock:
