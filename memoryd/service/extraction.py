@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from memoryd.errors import DiskFull, ExtractionJobGone, LlmError, LlmUnavailable, StoreCorrupt, StoreUnreachable
+from memoryd.errors import (
+    DiskFull,
+    ExtractionJobGone,
+    LlmError,
+    LlmUnavailable,
+    StoreBusy,
+    StoreCorrupt,
+    StoreUnreachable,
+)
 from memoryd.extract import Speaker
 from memoryd.ids import DAY_MS
 from memoryd.log import fields
@@ -113,8 +121,9 @@ class ExtractionWorker:
             # Erased while the LLM answered, or taken over by another daemon: not a failure, and
             # nothing is left to retry or park.
             log.info("extraction.job_gone")
-        except (DiskFull, StoreCorrupt, StoreUnreachable) as exc:
-            # Not the job's fault and not an attempt: it is claimed again once its lease runs out.
+        except (DiskFull, StoreBusy, StoreCorrupt, StoreUnreachable) as exc:
+            # Not the job's fault and not an attempt (a full disk, another process's lock held
+            # too long): it is claimed again once its lease runs out.
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("extraction.store_unavailable", extra=fields(error=self.last_error))
         except Exception as exc:

@@ -19,7 +19,7 @@ from typing import Any
 import trio
 
 from memoryd.config import EpisodesConfig, ExtractionConfig, LifecycleConfig
-from memoryd.errors import DiskFull, StoreCorrupt, StoreUnreachable
+from memoryd.errors import DiskFull, StoreBusy, StoreCorrupt, StoreUnreachable
 from memoryd.ids import DAY_MS, iso_from_ms, now_ms
 from memoryd.log import fields
 from memoryd.store.interfaces import ConversationStore
@@ -86,7 +86,7 @@ class Maintenance:
         summary: dict[str, Any] | None = None
         try:
             summary = await trio.to_thread.run_sync(self._pass)
-        except (DiskFull, StoreCorrupt, StoreUnreachable) as exc:
+        except (DiskFull, StoreBusy, StoreCorrupt, StoreUnreachable) as exc:
             # The store logged the state change once; a traceback per pass would add nothing.
             log.warning("maintenance.skipped", extra=fields(reason=str(exc)))
         except Exception:

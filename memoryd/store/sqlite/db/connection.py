@@ -44,13 +44,36 @@ def _load_sqlite_vec(connection: apsw.Connection) -> None:
         connection.enable_load_extension(False)
 
 
+#: The busy timeout of a connection while its hooks run, and then of any connection opened
+#: without ``open_connection`` (which sets the caller's).  apsw's best practice gives 100 ms,
+#: which a write of another connection on a loaded machine outlasts.
+HOOK_BUSY_TIMEOUT_MS = 5000
+
+#: apsw's best practice for every new connection, less its 100 ms busy timeout (the hook sets
+#: a wait of its own first) and its PRAGMA optimize, which may write statistics and so needs
+#: the write lock: ``open_connection`` runs it only if nobody holds that lock.
+_BEST_PRACTICE = (
+    apsw.bestpractice.connection_wal,
+    apsw.bestpractice.connection_enable_foreign_keys,
+    apsw.bestpractice.connection_dqs,
+    apsw.bestpractice.connection_recursive_triggers,
+)
+
+
+def _best_practice(connection: apsw.Connection) -> None:
+    # First: switching a new file to WAL takes a lock, which another connection may hold.
+    connection.set_busy_timeout(HOOK_BUSY_TIMEOUT_MS)
+    for hook in _BEST_PRACTICE:
+        hook(connection)
+
+
 def install_connection_hooks() -> None:
     """Once per process: apsw best practice (WAL, foreign keys, ...) and sqlite-vec."""
     global _hooks_installed
     with _hooks_lock:
         if _hooks_installed:
             return
-        apsw.bestpractice.apply(apsw.bestpractice.recommended)
+        apsw.connection_hooks.append(_best_practice)
         # SQLite's own log goes to memoryd's loggers at DEBUG: its lines quote SQL text, the
         # errors that matter (a full disk, a damaged file) are raised and reported once by the
         # store itself, and a statement re-prepared after a schema change (SQLITE_SCHEMA) is
@@ -95,8 +118,10 @@ def open_connection(
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:
         connection = apsw.Connection(name, flags=flags)
-        # After the hooks, which set a short busy timeout of their own.
+        # After the hooks, which set a busy timeout of their own.
         connection.set_busy_timeout(busy_timeout_ms)
+        if not readonly and not immutable:
+            _optimize_unless_locked(connection, busy_timeout_ms)
         connection.pragma("mmap_size", mmap_bytes)
         # The first statement that reads the file: where a WAL file or -shm that cannot be
         # created (a read-only mount) shows as CantOpenError.
@@ -121,6 +146,20 @@ def open_connection(
         # (``erasure.py``) must leave no trace in the file.
         connection.pragma("secure_delete", 1)
     return connection
+
+
+def _optimize_unless_locked(connection: apsw.Connection, busy_timeout_ms: int) -> None:
+    """apsw's best-practice PRAGMA optimize (ANALYZE of the tables whose statistics are stale,
+    if any), unless another connection holds the write lock: statistics are worth no wait, and
+    a connection must never fail to open for them.  The writer runs it again when the store
+    closes."""
+    connection.set_busy_timeout(0)
+    try:
+        apsw.bestpractice.connection_optimize(connection)
+    except apsw.BusyError:
+        pass
+    finally:
+        connection.set_busy_timeout(busy_timeout_ms)
 
 
 def _open_failure_cause(path: Path, exc: apsw.Error) -> str:

@@ -123,6 +123,8 @@ class Database:
             try:
                 with reporting_to(self.condition, writing=True), write_transaction(writer):
                     return fn(writer, *args, **kwargs)
+            except apsw.BusyError:
+                raise self._busy() from None
             finally:
                 self.write_count += 1
 
@@ -135,23 +137,32 @@ class Database:
             self._require_writer()
             if self._sync_reader is None:
                 self._sync_reader = self._open_reader()
-            with reporting_to(self.condition, writing=False):
-                return _read_in_snapshot(self._sync_reader, fn, args, kwargs)
+            try:
+                with reporting_to(self.condition, writing=False):
+                    return _read_in_snapshot(self._sync_reader, fn, args, kwargs)
+            except apsw.BusyError:
+                raise self._busy() from None
 
     def plain_sync(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn(writer)`` outside any transaction (pragmas such as wal_checkpoint)."""
-        with self._writer_lock, reporting_to(self.condition, writing=False):
-            return fn(self._require_writer())
+        with self._writer_lock:
+            try:
+                with reporting_to(self.condition, writing=False):
+                    return fn(self._require_writer())
+            except apsw.BusyError:
+                raise self._busy() from None
+
+    def _busy(self) -> StoreBusy:
+        """For SQLITE_BUSY: another process held a lock past the busy timeout (BEGIN IMMEDIATE
+        waited for it, so nothing was written).  Retryable, and said so to the caller (-32007),
+        whichever way the call came: worker threads run the ``*_sync`` methods directly too."""
+        return StoreBusy(self._busy_timeout_ms)
 
     # -- async access --------------------------------------------------------------------------
 
     async def write(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         async with self._writer_limiter:
-            try:
-                return await trio.to_thread.run_sync(lambda: self.write_sync(fn, *args, **kwargs))
-            except apsw.BusyError:
-                # BEGIN IMMEDIATE waited busy_timeout for another process's lock: nothing written.
-                raise StoreBusy(self._busy_timeout_ms) from None
+            return await trio.to_thread.run_sync(lambda: self.write_sync(fn, *args, **kwargs))
 
     async def read(self, fn: Callable[Concatenate[apsw.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(reader, ...)`` in one read transaction (one consistent snapshot)."""
@@ -159,10 +170,7 @@ class Database:
         # turn lock costs a scheduler pass, ~20 us of CPU on every read call (measured).
         async with self._reader_limiter:
             with self._borrowed_reader() as reader:
-                try:
-                    return await trio.to_thread.run_sync(self._read_reporting, reader, fn, args, kwargs)
-                except apsw.BusyError:
-                    raise StoreBusy(self._busy_timeout_ms) from None
+                return await trio.to_thread.run_sync(self._read_reporting, reader, fn, args, kwargs)
 
     @contextlib.asynccontextmanager
     async def snapshot(self) -> AsyncIterator[ReadSnapshot]:
@@ -225,8 +233,11 @@ class Database:
     def _read_reporting(
         self, reader: apsw.Connection, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> T:
-        with reporting_to(self.condition, writing=False):
-            return _read_in_snapshot(reader, fn, args, kwargs)
+        try:
+            with reporting_to(self.condition, writing=False):
+                return _read_in_snapshot(reader, fn, args, kwargs)
+        except apsw.BusyError:
+            raise self._busy() from None
 
     def close(self) -> None:
         with self._writer_lock:
