@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from memoryd.ids import now_ms
 from memoryd.server.daemon import Daemon
 from memoryd.store.sqlite.jobs.jobs import OWN_LEASE_MS
 from tests.conftest import make_config
@@ -63,9 +64,19 @@ async def until_embedded(db: Path, memory_ids: list[str], patience: float = PATI
             await trio.sleep(0.05)
 
 
-async def ready_daemon(base: Path, backend: FakeBackend, nursery: trio.Nursery) -> tuple[Daemon, NdjsonPeer]:
+def openai_daemon(base: Path, backend: FakeBackend) -> Daemon:
     settings = {"url": backend.url, "model": "fake-embed", "timeout": PATIENCE, "retries": 0, "add_wait": PATIENCE}
-    daemon = Daemon(make_config(base, embedder="openai", embed=settings))
+    return Daemon(make_config(base, embedder="openai", embed=settings))
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    with trio.fail_after(PATIENCE):
+        while not condition():
+            await trio.sleep(0.01)
+
+
+async def ready_daemon(base: Path, backend: FakeBackend, nursery: trio.Nursery) -> tuple[Daemon, NdjsonPeer]:
+    daemon = openai_daemon(base, backend)
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     with trio.fail_after(PATIENCE):
@@ -133,6 +144,54 @@ async def test_an_add_while_the_embedder_is_busy_answers_at_once_and_its_vector_
     assert sorted(len(seen.body["input"]) for seen in backend.seen[calls:]) in ([1, 3], [1, 1, 2])
     embedder = (await call_ok(peer, "system.health", {}))["embedder"]
     assert (embedder["adds_embedded_at_once"], embedder["adds_left_to_backfill"]) == (1, 3)
+    daemon.request_stop()
+
+
+async def test_a_job_embedded_twice_never_completes_the_job_a_later_memory_got_under_its_id(
+    short_tmp: Path, nursery: trio.Nursery, backend: FakeBackend
+) -> None:
+    """At start-up the backfill frees the leases of the previous run; an add that came first has
+    its job embedded both by itself and by the backfill.  Whichever finishes second must find
+    nothing to do, even when the next memory's job has been given the same id since (SQLite
+    reuses a freed job id): else that memory is left without a vector and without a job, the
+    backlog reads empty, and searches miss it for good."""
+    async with trio.open_nursery() as first_run:  # the vector space exists from a previous run
+        earlier, _ = await ready_daemon(short_tmp, backend, first_run)
+        earlier.request_stop()
+    db = earlier.config.db_path
+    probe, own, late = Gate(backend), Gate(backend), Gate(backend)
+    probe.hold_next()  # the backfill's probe for the dimension, so its start-up comes after the add
+    own.hold_next()  # the add's own embedding of its text
+    late.hold_next()  # the backfill's embedding of the same job
+    calls = len(backend.seen)
+    daemon = openai_daemon(short_tmp, backend)
+    await nursery.start(daemon.run)
+    await until(lambda: len(backend.seen) == calls + 1)
+    first: dict[str, Any] = {}
+
+    async def first_add() -> None:
+        client = await NdjsonPeer.connect(daemon.config.socket_path)
+        first.update(await call_ok(client, "memory.add", {**ALICE, "content": "my wife is called Priya"}))
+
+    nursery.start_soon(first_add)
+    await until(lambda: any(leased is not None for leased in embed_jobs(db).values()))  # leased to the add
+    probe.opened.set()
+    await until(lambda: len(backend.seen) == calls + 2)  # the add's own call, held
+    # The backfill freed the add's lease and claimed the job itself (its lease is the longer one).
+    await until(lambda: all(leased > now_ms() + OWN_LEASE_MS for leased in embed_jobs(db).values()))
+    own.opened.set()
+    await until(lambda: bool(first) and len(backend.seen) == calls + 3)  # the backfill's call, held
+    assert first["embedded"] is True and embed_jobs(db) == {}
+    later = await call_ok(daemon_peer := await NdjsonPeer.connect(daemon.config.socket_path), "memory.add",
+                          {**ALICE, "content": "we married in 2016"})  # fmt: skip
+    [(first_job,)] = sql(db, "SELECT max(job_id) FROM jobs")
+    assert later["embedded"] is False and first_job == 1  # the id the first memory's job had
+    late.opened.set()
+    await until_embedded(db, [first["id"], later["id"]])
+    with trio.fail_after(PATIENCE):
+        while (await call_ok(daemon_peer, "system.health", {}))["backlog"]["embed"]:
+            await trio.sleep(0.02)
+    assert embed_jobs(db) == {}
     daemon.request_stop()
 
 
