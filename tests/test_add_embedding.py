@@ -147,25 +147,24 @@ async def test_an_add_while_the_embedder_is_busy_answers_at_once_and_its_vector_
     daemon.request_stop()
 
 
-async def test_a_job_embedded_twice_never_completes_the_job_a_later_memory_got_under_its_id(
+async def test_an_add_during_the_backfills_start_up_keeps_its_job_and_is_embedded_once(
     short_tmp: Path, nursery: trio.Nursery, backend: FakeBackend
 ) -> None:
-    """At start-up the backfill frees the leases of the previous run; an add that came first has
-    its job embedded both by itself and by the backfill.  Whichever finishes second must find
-    nothing to do, even when the next memory's job has been given the same id since (SQLite
-    reuses a freed job id): else that memory is left without a vector and without a job, the
-    backlog reads empty, and searches miss it for good."""
+    """The leases a previous run left are freed before the first request, not when the backfill
+    starts: an add answered while the backfill still waits for the embedder keeps the lease on
+    its own job, so its text is embedded once, and every memory gets its vector (a job embedded
+    twice once left the next memory, given the freed job id, without vector or job)."""
     async with trio.open_nursery() as first_run:  # the vector space exists from a previous run
         earlier, _ = await ready_daemon(short_tmp, backend, first_run)
         earlier.request_stop()
     db = earlier.config.db_path
-    probe, own, late = Gate(backend), Gate(backend), Gate(backend)
-    probe.hold_next()  # the backfill's probe for the dimension, so its start-up comes after the add
+    probe, own = Gate(backend), Gate(backend)
+    probe.hold_next()  # the backfill's probe for the dimension: its start-up waits
     own.hold_next()  # the add's own embedding of its text
-    late.hold_next()  # the backfill's embedding of the same job
     calls = len(backend.seen)
     daemon = openai_daemon(short_tmp, backend)
     await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
     await until(lambda: len(backend.seen) == calls + 1)
     first: dict[str, Any] = {}
 
@@ -177,21 +176,19 @@ async def test_a_job_embedded_twice_never_completes_the_job_a_later_memory_got_u
     await until(lambda: any(leased is not None for leased in embed_jobs(db).values()))  # leased to the add
     probe.opened.set()
     await until(lambda: len(backend.seen) == calls + 2)  # the add's own call, held
-    # The backfill freed the add's lease and claimed the job itself (its lease is the longer one).
-    await until(lambda: all(leased > now_ms() + OWN_LEASE_MS for leased in embed_jobs(db).values()))
-    own.opened.set()
-    await until(lambda: bool(first) and len(backend.seen) == calls + 3)  # the backfill's call, held
-    assert first["embedded"] is True and embed_jobs(db) == {}
-    later = await call_ok(daemon_peer := await NdjsonPeer.connect(daemon.config.socket_path), "memory.add",
-                          {**ALICE, "content": "we married in 2016"})  # fmt: skip
-    [(first_job,)] = sql(db, "SELECT max(job_id) FROM jobs")
-    assert later["embedded"] is False and first_job == 1  # the id the first memory's job had
-    late.opened.set()
-    await until_embedded(db, [first["id"], later["id"]])
     with trio.fail_after(PATIENCE):
-        while (await call_ok(daemon_peer, "system.health", {}))["backlog"]["embed"]:
+        while not (await call_ok(peer, "system.health", {}))["embedder"]["vector_space_ready"]:
             await trio.sleep(0.02)
-    assert embed_jobs(db) == {}
+    # The backfill has looked at the job table: the add's job is still leased to the add.
+    assert all(leased is not None and leased <= now_ms() + OWN_LEASE_MS for leased in embed_jobs(db).values())
+    own.opened.set()
+    await until(lambda: bool(first))
+    later = await call_ok(peer, "memory.add", {**ALICE, "content": "we married in 2016"})
+    await until_embedded(db, [first["id"], later["id"]])
+    assert first["embedded"] is True and embed_jobs(db) == {}
+    sent = [text for seen in backend.seen[calls + 1 :] for text in seen.body["input"]]
+    assert sent.count("my wife is called Priya") == 1 and sent.count("we married in 2016") == 1
+    assert (await call_ok(peer, "system.health", {}))["embedder"]["embedded_since_start"] == 2
     daemon.request_stop()
 
 

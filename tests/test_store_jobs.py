@@ -79,7 +79,9 @@ async def test_start_up_releases_leases_and_queues_missing_embeddings(tmp_path: 
     # The daemon died while embedding: the jobs are leased but nobody works on them.
     with Store(path) as store:
         assert await store.jobs.claim_embed(10) == []
-        assert store.jobs.enqueue_missing_embeddings() == 0  # both still have a job
+        assert store.jobs.enqueue_missing_embeddings() == 0  # both still have a job...
+        assert await store.jobs.claim_embed(10) == []  # ...leased: queueing frees no lease
+        store.jobs.release_leases()
         assert len(await store.jobs.claim_embed(10)) == 2
 
 
