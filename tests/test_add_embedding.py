@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from memoryd.ids import now_ms
 from memoryd.server.daemon import Daemon
 from memoryd.store.sqlite.jobs.jobs import OWN_LEASE_MS
 from tests.conftest import make_config
@@ -63,9 +64,19 @@ async def until_embedded(db: Path, memory_ids: list[str], patience: float = PATI
             await trio.sleep(0.05)
 
 
-async def ready_daemon(base: Path, backend: FakeBackend, nursery: trio.Nursery) -> tuple[Daemon, NdjsonPeer]:
+def openai_daemon(base: Path, backend: FakeBackend) -> Daemon:
     settings = {"url": backend.url, "model": "fake-embed", "timeout": PATIENCE, "retries": 0, "add_wait": PATIENCE}
-    daemon = Daemon(make_config(base, embedder="openai", embed=settings))
+    return Daemon(make_config(base, embedder="openai", embed=settings))
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    with trio.fail_after(PATIENCE):
+        while not condition():
+            await trio.sleep(0.01)
+
+
+async def ready_daemon(base: Path, backend: FakeBackend, nursery: trio.Nursery) -> tuple[Daemon, NdjsonPeer]:
+    daemon = openai_daemon(base, backend)
     await nursery.start(daemon.run)
     peer = await NdjsonPeer.connect(daemon.config.socket_path)
     with trio.fail_after(PATIENCE):
@@ -133,6 +144,51 @@ async def test_an_add_while_the_embedder_is_busy_answers_at_once_and_its_vector_
     assert sorted(len(seen.body["input"]) for seen in backend.seen[calls:]) in ([1, 3], [1, 1, 2])
     embedder = (await call_ok(peer, "system.health", {}))["embedder"]
     assert (embedder["adds_embedded_at_once"], embedder["adds_left_to_backfill"]) == (1, 3)
+    daemon.request_stop()
+
+
+async def test_an_add_during_the_backfills_start_up_keeps_its_job_and_is_embedded_once(
+    short_tmp: Path, nursery: trio.Nursery, backend: FakeBackend
+) -> None:
+    """The leases a previous run left are freed before the first request, not when the backfill
+    starts: an add answered while the backfill still waits for the embedder keeps the lease on
+    its own job, so its text is embedded once, and every memory gets its vector (a job embedded
+    twice once left the next memory, given the freed job id, without vector or job)."""
+    async with trio.open_nursery() as first_run:  # the vector space exists from a previous run
+        earlier, _ = await ready_daemon(short_tmp, backend, first_run)
+        earlier.request_stop()
+    db = earlier.config.db_path
+    probe, own = Gate(backend), Gate(backend)
+    probe.hold_next()  # the backfill's probe for the dimension: its start-up waits
+    own.hold_next()  # the add's own embedding of its text
+    calls = len(backend.seen)
+    daemon = openai_daemon(short_tmp, backend)
+    await nursery.start(daemon.run)
+    peer = await NdjsonPeer.connect(daemon.config.socket_path)
+    await until(lambda: len(backend.seen) == calls + 1)
+    first: dict[str, Any] = {}
+
+    async def first_add() -> None:
+        client = await NdjsonPeer.connect(daemon.config.socket_path)
+        first.update(await call_ok(client, "memory.add", {**ALICE, "content": "my wife is called Priya"}))
+
+    nursery.start_soon(first_add)
+    await until(lambda: any(leased is not None for leased in embed_jobs(db).values()))  # leased to the add
+    probe.opened.set()
+    await until(lambda: len(backend.seen) == calls + 2)  # the add's own call, held
+    with trio.fail_after(PATIENCE):
+        while not (await call_ok(peer, "system.health", {}))["embedder"]["vector_space_ready"]:
+            await trio.sleep(0.02)
+    # The backfill has looked at the job table: the add's job is still leased to the add.
+    assert all(leased is not None and leased <= now_ms() + OWN_LEASE_MS for leased in embed_jobs(db).values())
+    own.opened.set()
+    await until(lambda: bool(first))
+    later = await call_ok(peer, "memory.add", {**ALICE, "content": "we married in 2016"})
+    await until_embedded(db, [first["id"], later["id"]])
+    assert first["embedded"] is True and embed_jobs(db) == {}
+    sent = [text for seen in backend.seen[calls + 1 :] for text in seen.body["input"]]
+    assert sent.count("my wife is called Priya") == 1 and sent.count("we married in 2016") == 1
+    assert (await call_ok(peer, "system.health", {}))["embedder"]["embedded_since_start"] == 2
     daemon.request_stop()
 
 

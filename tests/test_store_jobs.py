@@ -79,7 +79,9 @@ async def test_start_up_releases_leases_and_queues_missing_embeddings(tmp_path: 
     # The daemon died while embedding: the jobs are leased but nobody works on them.
     with Store(path) as store:
         assert await store.jobs.claim_embed(10) == []
-        assert store.jobs.enqueue_missing_embeddings() == 0  # both still have a job
+        assert store.jobs.enqueue_missing_embeddings() == 0  # both still have a job...
+        assert await store.jobs.claim_embed(10) == []  # ...leased: queueing frees no lease
+        store.jobs.release_leases()
         assert len(await store.jobs.claim_embed(10)) == 2
 
 
@@ -94,3 +96,21 @@ async def test_enqueue_missing_finds_memories_without_a_vector_or_job(store: Sto
     await store.memories.add(note("expired", expires_at_ms=now_ms() - 1))
     sql(store.path, "DELETE FROM jobs")
     assert store.jobs.enqueue_missing_embeddings() == 1  # "b" again, not the expired one
+
+
+async def test_a_stale_claim_leaves_alone_the_job_that_got_its_id_since(store: Store) -> None:
+    """SQLite gives a freed job id out again; completing, releasing or failing a job claimed
+    earlier touches only that job, never the next memory's under the same id."""
+    await store.memories.add(note("first"))
+    [stale] = await store.jobs.claim_embed(10)
+    assert await store.jobs.complete_embed([(stale, vector())]) == 1  # done by someone else first
+    later, _ = await store.memories.add(note("second"))
+    assert sql(store.path, "SELECT job_id FROM jobs") == [(stale.job_id,)]  # the same id again
+    assert await store.jobs.complete_embed([(stale, vector())]) == 0
+    await store.jobs.fail([stale], "late failure")
+    [job] = await store.jobs.claim_embed(10)
+    assert (job.memory_id, job.attempts) == (later.id, 0)  # still due, no error, not completed
+    await store.jobs.release([stale])
+    assert await store.jobs.claim_embed(10) == []  # the claim just taken still holds
+    assert await store.jobs.complete_embed([(job, vector())]) == 1
+    assert (await store.jobs.backlog())["embed"] == 0

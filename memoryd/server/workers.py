@@ -8,12 +8,15 @@ stops them.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 
 import trio
 
 from memoryd.config import Config
 from memoryd.embed import CoalescingEmbedder
+from memoryd.errors import DiskFull, StoreCorrupt, StoreUnreachable
+from memoryd.log import fields
 from memoryd.server.heap_trim import HeapTrimmer
 from memoryd.server.pausing import despite_storage_faults
 from memoryd.server.wiring import Services
@@ -21,6 +24,8 @@ from memoryd.service.maintenance import Maintenance
 from memoryd.store.erasure_log import GROUP_ERASED, everyone
 from memoryd.store.interfaces import Backend
 from memoryd.store.visibility import personal_key
+
+log = logging.getLogger("memoryd.daemon")
 
 
 async def start_workers(
@@ -37,6 +42,7 @@ async def start_workers(
     if coalescer is not None:
         await nursery.start(coalescer.run)
     if services.backfill is not None:
+        await release_leases(store)
         await nursery.start(despite_storage_faults, services.backfill.run)
     if extraction is not None:
         await nursery.start(despite_storage_faults, extraction.run)
@@ -98,3 +104,14 @@ def changed_elsewhere(services: Services, keys: set[str]) -> None:
             services.summaries.note_changed_key(personal_key(owner))
         else:
             services.summaries.note_changed_key(key)
+
+
+async def release_leases(store: Backend) -> None:
+    """The embed jobs a previous run left leased are due again, before the first request: an
+    add answered after this leases its own job while it embeds its text, and that lease must
+    hold (freed, the backfill would embed the same text a second time)."""
+    try:
+        await trio.to_thread.run_sync(store.jobs.release_leases)
+    except (DiskFull, StoreCorrupt, StoreUnreachable) as exc:
+        # The store logged the fault; those jobs are claimed when their leases run out.
+        log.warning("backfill.leases_kept", extra=fields(reason=str(exc)))

@@ -24,6 +24,7 @@ from memoryd.errors import DiskFull, EmbedderError, EmbeddingModelMismatch
 from memoryd.log import fields
 from memoryd.service.wakeup import Wakeup
 from memoryd.store.interfaces import Backend
+from memoryd.store.records import EmbedJob
 from memoryd.store.supersession_records import Stored
 
 log = logging.getLogger("memoryd.backfill")
@@ -50,6 +51,11 @@ class EmbeddingBackfill:
         # The worker is going through a backlog: from a claim that found jobs until one finds none.
         self._draining = False
         self._own_in_flight = 0
+        #: The worker's claim until it is completed or failed: a storage fault that stops a run
+        #: in between leaves it leased, and the next run hands it back first.
+        self._claimed: list[EmbedJob] = []
+        #: Jobs of adds whose vector a full disk refused, leased to the add: handed back too.
+        self._hand_back: list[EmbedJob] = []
 
     def notify(self) -> None:
         self._wakeup.notify()
@@ -109,8 +115,10 @@ class EmbeddingBackfill:
                     self.embedded_total += 1
                     return stored, True
             except DiskFull:
-                # The memory is stored, so the add succeeded; its job's lease lapses (or the
-                # worker, paused by the same full disk, clears it when it resumes).
+                # The memory is stored, so the add succeeded; the worker hands its job back
+                # once it can write again (or its lease lapses first).
+                self._hand_back.append(job)
+                self.notify()
                 return stored, False
             except EmbeddingModelMismatch as exc:
                 self.last_error = str(exc)
@@ -123,8 +131,9 @@ class EmbeddingBackfill:
         task_status.started()
         await self._establish_vector_space()
         while True:
+            await self._release_stale()
             self._wakeup.arm()
-            jobs = await self.store.jobs.claim_embed(self.batch_size)
+            jobs = self._claimed = await self.store.jobs.claim_embed(self.batch_size)
             self._draining = bool(jobs)
             if not jobs:
                 await self._sleep_until_due()
@@ -135,6 +144,7 @@ class EmbeddingBackfill:
                 self.last_error = str(exc)
                 log.warning("backfill.embed_failed", extra=fields(jobs=len(jobs), error=str(exc)))
                 await self.store.jobs.fail(jobs, str(exc))
+                self._claimed = []
                 continue
             self.last_error = None
             try:
@@ -144,9 +154,22 @@ class EmbeddingBackfill:
                 self.last_error = str(exc)
                 log.error("backfill.dimension_changed", extra=fields(error=str(exc)))
                 await self.store.jobs.fail(jobs, str(exc))
+                self._claimed = []
                 continue
+            self._claimed = []
             self.embedded_total += len(jobs)
             log.debug("backfill.embedded", extra=fields(jobs=len(jobs)))
+
+    async def _release_stale(self) -> None:
+        """Hand back the jobs left leased by a run a storage fault stopped, and by adds."""
+        stale, self._claimed, self._hand_back = [*self._claimed, *self._hand_back], [], []
+        if not stale:
+            return
+        try:
+            await self.store.jobs.release(stale)
+        except BaseException:
+            self._hand_back = stale + self._hand_back  # still leased: the next run tries again
+            raise
 
     async def _establish_vector_space(self) -> None:
         """Learn the embedder's dimension (HTTP backends may be down at start) and set up the store."""

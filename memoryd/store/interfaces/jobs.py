@@ -42,6 +42,13 @@ class JobQueue(Protocol):
         """Pending jobs by kind."""
         ...
 
+    def release_leases(self) -> None:
+        """Start-up, before the first request: hand back the embed jobs a previous run of this
+        daemon left leased (it died holding them), so they are due at once rather than when
+        their leases run out.  Leases taken after this are the running daemon's own."""
+        ...
+
     def enqueue_missing_embeddings(self) -> int:
-        """Start-up: queue an embed job for every live memory without a current vector."""
+        """Start-up: queue an embed job for every live memory without a current vector (leases
+        are left as they are: an add answered meanwhile may be embedding its own text)."""
         ...

@@ -36,5 +36,9 @@ class Jobs(StorePart):
     async def backlog(self) -> dict[str, int]:
         return await self._db.run(job_rows.backlog)
 
+    def release_leases(self) -> None:
+        """Nothing: a lease is held by one daemon of several (``lease_owner``), and a dead
+        daemon's leases run out (``LEASE_MS``) for the others to claim."""
+
     def enqueue_missing_embeddings(self) -> int:
         return self._db.run_sync(job_rows.enqueue_missing, self._clock())

@@ -55,13 +55,17 @@ class JobQueue:
         """Pending jobs by kind."""
         return await self._db.read(jobs.backlog)
 
+    def release_leases(self) -> None:
+        """Start-up, before the first request: one daemon owns the file, so every lease left
+        is a previous run's."""
+        self._db.write_sync(jobs.clear_leases)
+
     def enqueue_missing_embeddings(self) -> int:
-        """Start-up: release leases of a previous run and queue an embed job for every live
-        memory without a vector in the current space. Returns how many were queued."""
-        return self._db.write_sync(_release_and_enqueue, self._clock())
+        """Start-up: queue an embed job for every live memory without a vector in the current
+        space. Returns how many were queued."""
+        return self._db.write_sync(_enqueue_missing, self._clock())
 
 
-def _release_and_enqueue(db: apsw.Connection, now_ms: int) -> int:
-    jobs.clear_leases(db)
+def _enqueue_missing(db: apsw.Connection, now_ms: int) -> int:
     space = vectors.read_space(db)
     return 0 if space is None else jobs.enqueue_missing(db, space, now_ms)

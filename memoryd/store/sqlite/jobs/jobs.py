@@ -4,6 +4,12 @@ A job is claimed with a lease rather than deleted, so a crash mid-embedding lose
 the lease runs out (or start-up clears it) and the job is claimed again.  Failures back off
 exponentially with jitter, capped at ``MAX_BACKOFF_MS``; a job is retried until it succeeds or
 its memory is deleted.
+
+A job id is the table's rowid, which SQLite hands out again once the job holding it is gone
+(the highest id plus one; 1 in an empty table).  So a claimed job is found again by its id
+*and* its kind and memory (``SAME_JOB``): a worker finishing late (the add's own embedding and
+the backfill both had the job, or a claim outlived its lease) must not complete, release or
+fail the job another memory was given under the same id since.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ EMBED = "embed"
 #: A memory whose supersession an LLM decides after the add was acknowledged (supersession.py).
 SUPERSEDE = "supersede"
 KINDS = (EMBED, SUPERSEDE)
+
+#: A claimed job's row: its id, kind and memory (ids are reused, see the module doc).
+SAME_JOB = "job_id = ? AND kind = ? AND memory_rowid = ?"
 
 #: How long a claimed job stays invisible to other claims.
 LEASE_MS = 10 * 60 * 1000
@@ -91,8 +100,11 @@ def enqueue_missing(db: apsw.Connection, space: vectors.VectorSpace, now_ms: int
 
 
 def release(db: apsw.Connection, claimed: Sequence[ClaimedJob]) -> None:
-    """Hand leased jobs back, due now (an add that did not embed its own text in time)."""
-    db.executemany("UPDATE jobs SET leased_until_ms = NULL WHERE job_id = ?", [(job.job_id,) for job in claimed])
+    """Hand leased embed jobs back, due now (an add that did not embed its own text in time)."""
+    db.executemany(
+        f"UPDATE jobs SET leased_until_ms = NULL WHERE {SAME_JOB}",
+        [(job.job_id, EMBED, job.memory_rowid) for job in claimed],
+    )
 
 
 def clear_leases(db: apsw.Connection) -> None:
@@ -142,15 +154,16 @@ def complete_embed(db: apsw.Connection, results: Sequence[tuple[EmbedJob, npt.Ar
     for job, vector in results:
         if job.generation != space.generation:
             continue
+        same_job = (job.job_id, EMBED, job.memory_rowid)
+        if not db.execute(f"DELETE FROM jobs WHERE {SAME_JOB} RETURNING job_id", same_job).fetchall():
+            continue  # completed already (by the add or the backfill, whichever came first)
         row = db.execute(
-            "SELECT m.scope_key, m.expires_at_ms, m.disclosure, m.chat_id, m.deleted_at_ms FROM jobs AS j "
-            "JOIN memories AS m ON m.rowid = j.memory_rowid WHERE j.job_id = ? AND j.kind = ?",
-            (job.job_id, EMBED),
+            "SELECT scope_key, expires_at_ms, disclosure, chat_id, deleted_at_ms FROM memories WHERE rowid = ?",
+            (job.memory_rowid,),
         ).fetchone()
         if row is None:
             continue
         scope_key, expires_at_ms, disclosure, chat_id, deleted_at_ms = row
-        db.execute("DELETE FROM jobs WHERE job_id = ?", (job.job_id,))
         unit = vectors.normalized(vector, space.dim)
         if deleted_at_ms is not None or unit is None:
             continue
@@ -161,23 +174,34 @@ def complete_embed(db: apsw.Connection, results: Sequence[tuple[EmbedJob, npt.Ar
 
 
 class ClaimedJob(Protocol):
-    """Any claimed job (an ``EmbedJob`` today): failing and retrying only need its id."""
+    """Any claimed job (an ``EmbedJob``, a ``SupersedeJob``): its id and memory name its row."""
 
     @property
     def job_id(self) -> int: ...
 
+    @property
+    def memory_rowid(self) -> int: ...
+
 
 def fail(
-    db: apsw.Connection, jobs: Sequence[ClaimedJob], error: str, now_ms: int, rng: random.Random | None = None
+    db: apsw.Connection,
+    jobs: Sequence[ClaimedJob],
+    error: str,
+    now_ms: int,
+    rng: random.Random | None = None,
+    *,
+    kind: str = EMBED,
 ) -> None:
+    """Release ``kind`` jobs for a retry after a growing, jittered delay."""
     for job in jobs:
-        row = db.execute("SELECT attempts FROM jobs WHERE job_id = ?", (job.job_id,)).fetchone()
+        same_job = (job.job_id, kind, job.memory_rowid)
+        row = db.execute(f"SELECT attempts FROM jobs WHERE {SAME_JOB}", same_job).fetchone()
         if row is None:
             continue
         attempts = row[0] + 1
         db.execute(
-            "UPDATE jobs SET attempts = ?, due_at_ms = ?, leased_until_ms = NULL, last_error = ? WHERE job_id = ?",
-            (attempts, now_ms + backoff_ms(attempts, rng), error[:MAX_ERROR_CHARS], job.job_id),
+            f"UPDATE jobs SET attempts = ?, due_at_ms = ?, leased_until_ms = NULL, last_error = ? WHERE {SAME_JOB}",
+            (attempts, now_ms + backoff_ms(attempts, rng), error[:MAX_ERROR_CHARS], *same_job),
         )
 
 

@@ -89,7 +89,7 @@ def complete_job(
     db: apsw.Connection, job: SupersedeJob, rulings: Sequence[tuple[int, Ruling]], now_ms: int
 ) -> list[str]:
     """Apply the job's rulings (if its memory is still live) and delete the job; ids replaced."""
-    db.execute("DELETE FROM jobs WHERE job_id = ?", (job.job_id,))
+    db.execute(f"DELETE FROM jobs WHERE {jobs.SAME_JOB}", (job.job_id, jobs.SUPERSEDE, job.memory_rowid))
     live_sql, live_params = live(now_ms=now_ms)
     row = db.execute(
         f"SELECT memories.id, memories.owner FROM memories WHERE memories.rowid = ? AND {live_sql}",

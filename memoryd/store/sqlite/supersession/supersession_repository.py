@@ -58,7 +58,7 @@ class Supersessions:
 
     async def fail_job(self, job: SupersedeJob, error: str) -> None:
         """Retry later (growing, jittered delay), e.g. while the memory's vector is not there yet."""
-        await self._db.write(jobs.fail, [job], error, self._clock())
+        await self._db.write(jobs.fail, [job], error, self._clock(), kind=jobs.SUPERSEDE)
 
     async def next_due_ms(self) -> int | None:
         return await self._db.read(jobs.next_due_ms, jobs.SUPERSEDE)
