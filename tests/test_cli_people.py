@@ -21,7 +21,7 @@ async def test_context_prints_the_block_and_json_the_whole_answer(cli: Cli) -> N
     answer = json.loads(out(await cli("context", "my wife?", "-n", "1", "--json")))
     assert len(answer["memories"]) == 1 and answer["people"][0]["name"] == "Sarah"
     assert out(await cli("context", "hello")).startswith("About the user:\nSarah (wife): ")
-    assert out(await cli("context", "hello", "--no-summary")) == "Nothing known yet.\n"
+    assert out(await cli("context", "hello", "--no-summary")) == "No memories found.\n"
     bare = json.loads(out(await cli("context", "my wife?", "--no-summary", "--json")))
     assert bare["summary"] == "" and bare["text"].startswith("People mentioned:")
 

@@ -142,6 +142,8 @@ async def test_the_sdk_client_lists_and_uses_every_tool(
         assert (await checked.ok("context", unrelated))["text"].startswith("About the user:")
         bare = await checked.ok("context", {**unrelated, "include_summary": False})
         assert (bare["text"], bare["summary"], bare["memories"]) == ("", "", [])
+        said = await checked.client.call_tool("context", {**unrelated, "include_summary": False})
+        assert said.content[0].type == "text" and said.content[0].text == "No memories found."
         listed = await checked.ok("list_memories", {"limit": 1})
         assert len(listed["memories"]) == 1 and listed["next_before_id"] == listed["memories"][0]["id"]
         older = await checked.ok("list_memories", {"before_id": listed["next_before_id"]})

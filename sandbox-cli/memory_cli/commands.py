@@ -102,7 +102,9 @@ def _context(client: MemoryClient, args: argparse.Namespace) -> Outcome:
         min_relevance=args.min_relevance,
         include_summary=False if args.no_summary else None,
     )
-    return result, (result.get("text") or "Nothing known yet.").splitlines(), EXIT_OK
+    # With the summary, an empty block means nothing is stored; without it, nothing relevant.
+    empty = "No memories found." if args.no_summary else "Nothing known yet."
+    return result, (result.get("text") or empty).splitlines(), EXIT_OK
 
 
 def _forget_person(client: MemoryClient, args: argparse.Namespace) -> Outcome:

@@ -63,7 +63,9 @@ def _context(client: MemoryClient, args: Json) -> Outcome:
         "memories": [memory_view(memory) for memory in result.get("memories") or []],
         "people": [person_view(person) for person in result.get("people") or []],
     }
-    return structured, structured["text"] or "Nothing known yet."
+    # With the summary, an empty block means nothing is stored; without it, nothing relevant.
+    empty = "No memories found." if args.get("include_summary") is False else "Nothing known yet."
+    return structured, structured["text"] or empty
 
 
 CONTEXT = Tool(
