@@ -295,7 +295,7 @@ async def test_an_embedding_finishing_after_its_memory_was_erased_never_lands_on
     own.opened.set()
     await until(lambda: bool(alices))
     assert alices["embedded"] is False  # its memory is gone: nothing was stored for it
-    await until(lambda: len(backend.seen) == calls + 2)  # the backfill's call for Bob's memory, held
+    await until(lambda: len(backend.seen) >= calls + 2)  # the backfill's call for Bob's memory, held
     bobs.opened.set()
     await until_embedded(db, [bob["id"]])
     mine, alice_words = stored_cosines(db, bob["id"], [tea, secret])

@@ -127,10 +127,15 @@ async def test_a_late_extraction_never_completes_the_job_its_session_was_given_a
     (late,) = await backend.conversations.claim(5, 50)
     await backend.memories.erase_user("alice", actor="alice", include_group=True, usernames=[])
     await backend.conversations.observe(SESSION, CONTEXT, messages("I like tea", first=2), extract_after_ms=0)
+    (job,) = await backend.conversations.claim(5, 50)  # the worker runs jobs side by side
+    assert [m.content for m in job.messages] == ["I like tea"]
     with pytest.raises(ExtractionJobGone):
         await backend.conversations.store_facts(
             [fact("alice's PIN is 4321")], [None], scope=Scope("alice"), normalize=str.casefold, completes=late
         )
     assert await backend.memories.list(Scope("alice"), limit=10) == []
-    (job,) = await backend.conversations.claim(5, 50)
-    assert [m.content for m in job.messages] == ["I like tea"]
+    await backend.conversations.store_facts(
+        [fact("alice likes tea")], [None], scope=Scope("alice"), normalize=str.casefold, completes=job
+    )
+    assert [r.content for r in await backend.memories.list(Scope("alice"), limit=10)] == ["alice likes tea"]
+    assert await backend.conversations.claim(5, 50) == []
