@@ -16,8 +16,9 @@ import trio
 from memoryd.ids import now_ms
 from memoryd.server.daemon import Daemon
 from memoryd.store.sqlite.jobs.jobs import OWN_LEASE_MS
+from memoryd.store.sqlite.vectors import vector_codec
 from tests.conftest import make_config
-from tests.fake_backends import FakeBackend, Reply
+from tests.fake_backends import DIM, FakeBackend, Reply, unit, vector_for
 from tests.store_helpers import sql
 from tests.wire import NdjsonPeer, call_ok
 
@@ -253,3 +254,53 @@ async def test_adds_acknowledged_before_their_vectors_are_embedded_after_a_kill(
     # Within half the own-embedding lease: start-up cleared it, it did not run out.
     await until_embedded(db, memory_ids, patience=OWN_LEASE_MS / 2000)
     assert embed_jobs(db) == {}
+
+
+def stored_cosines(db: Path, memory_id: str, texts: list[str]) -> list[float]:
+    """Cosine of the vector stored for ``memory_id`` with the fake backend's vector of each text."""
+    [(fine,)] = sql(
+        db, "SELECT c.fine FROM vector_copies AS c JOIN memories AS m ON m.rowid = c.memory_rowid WHERE m.id = ?",
+        (memory_id,),
+    )  # fmt: skip
+    stored = vector_codec.unit_from_fine(fine, DIM)
+    return [float(stored @ unit(vector_for(text))) for text in texts]
+
+
+async def test_an_embedding_finishing_after_its_memory_was_erased_never_lands_on_another_users_memory(
+    short_tmp: Path, nursery: trio.Nursery, backend: FakeBackend
+) -> None:
+    """Alice's add embeds its own text; before the embedder answers, she erases everything
+    (memory.forget_all) and Bob adds a memory.  Bob's memory is the store's newest row again,
+    and its job the newest job, just as Alice's were: the late answer for Alice's text must
+    not become the vector of Bob's memory (a search of Bob's would then match Alice's words)."""
+    daemon, peer = await ready_daemon(short_tmp, backend, nursery)
+    db = daemon.config.db_path
+    own, bobs = Gate(backend), Gate(backend)
+    own.hold_next()  # Alice's add embedding its own text
+    bobs.hold_next()  # the backfill embedding Bob's memory, after Alice's call (one call at a time)
+    secret, tea = "my locker code is 7731", "Bob likes green tea"
+    alices: dict[str, Any] = {}
+
+    async def alice_adds() -> None:
+        client = await NdjsonPeer.connect(daemon.config.socket_path)
+        alices.update(await call_ok(client, "memory.add", {**ALICE, "content": secret}))
+
+    calls = len(backend.seen)
+    nursery.start_soon(alice_adds)
+    await until(lambda: len(backend.seen) == calls + 1 and bool(embed_jobs(db)))  # stored, embedding held
+    erased = await call_ok(peer, "memory.forget_all", {**ALICE, "confirm": True})
+    assert erased["erased"]["memories"] == 1
+    bob = await call_ok(peer, "memory.add", {"user_id": "bob", "content": tea})
+    assert bob["embedded"] is False  # the embedder is busy with Alice's text: his add defers
+    own.opened.set()
+    await until(lambda: bool(alices))
+    assert alices["embedded"] is False  # its memory is gone: nothing was stored for it
+    await until(lambda: len(backend.seen) >= calls + 2)  # the backfill's call for Bob's memory, held
+    bobs.opened.set()
+    await until_embedded(db, [bob["id"]])
+    mine, alice_words = stored_cosines(db, bob["id"], [tea, secret])
+    assert mine > 0.95 and alice_words < 0.9
+    # What Bob can observe: his memory does not match Alice's words (it would, at ~1.0).
+    found = await call_ok(peer, "memory.search", {"user_id": "bob", "query": secret, "min_relevance": 0})
+    assert [hit["similarity"] < 0.9 for hit in found if hit["id"] == bob["id"]] in ([], [True])
+    daemon.request_stop()

@@ -114,3 +114,28 @@ async def test_the_facts_of_a_job_erased_while_the_llm_answered_are_not_stored(b
         )
     assert await backend.memories.list(Scope("alice"), limit=10) == []
     assert await backend.conversations.claim(5, 50) == []
+
+
+async def test_a_late_extraction_never_completes_the_job_its_session_was_given_after_an_erasure(
+    backend: Backend, clock: Clock
+) -> None:
+    # forget_all while the LLM answered, then the user talks on in the same session: the
+    # session's new job has the same key, but the late answer's facts come from the erased
+    # messages and must not be stored; the new message is extracted on its own.
+    clock.at = T0
+    await backend.conversations.observe(SESSION, CONTEXT, messages("my PIN is 4321"), extract_after_ms=0)
+    (late,) = await backend.conversations.claim(5, 50)
+    await backend.memories.erase_user("alice", actor="alice", include_group=True, usernames=[])
+    await backend.conversations.observe(SESSION, CONTEXT, messages("I like tea", first=2), extract_after_ms=0)
+    (job,) = await backend.conversations.claim(5, 50)  # the worker runs jobs side by side
+    assert [m.content for m in job.messages] == ["I like tea"]
+    with pytest.raises(ExtractionJobGone):
+        await backend.conversations.store_facts(
+            [fact("alice's PIN is 4321")], [None], scope=Scope("alice"), normalize=str.casefold, completes=late
+        )
+    assert await backend.memories.list(Scope("alice"), limit=10) == []
+    await backend.conversations.store_facts(
+        [fact("alice likes tea")], [None], scope=Scope("alice"), normalize=str.casefold, completes=job
+    )
+    assert [r.content for r in await backend.memories.list(Scope("alice"), limit=10)] == ["alice likes tea"]
+    assert await backend.conversations.claim(5, 50) == []

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from memoryd.store import Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store import QueryVector, Scope, SessionContext, SessionRef, StoredMessage
 from memoryd.store.admin_records import ERASURE_KINDS
 from memoryd.store.interfaces import Backend
 from memoryd.store.supersession_records import Plan
-from tests.contract.helpers import note
+from tests.contract.helpers import embed_all, note, unit
 from tests.store_helpers import Clock
 
 T0 = 1_700_000_000_000
@@ -34,6 +34,19 @@ async def test_a_pinned_memory_is_marked_keeps_no_expiry_and_only_its_owner_can_
     assert [r.pinned for r in await backend.memories.list(ALICE, limit=5)] == [True]
     unpinned = await backend.memories.pin(ALICE, record.id, pinned=False)
     assert unpinned is not None and not unpinned.pinned and unpinned.expires_at is None
+
+
+async def test_a_pinned_memory_is_still_found_by_meaning_after_the_expiry_it_had(
+    backend: Backend, clock: Clock
+) -> None:
+    # The vector index filters on each memory's expiry; pinning clears it there too.
+    clock.at = T0
+    record, _ = await backend.memories.add(note("parking spot B12", expires_at_ms=T0 + DAY))
+    assert await embed_all(backend, lambda _content: unit(1.0)) == 1
+    assert await backend.memories.pin(ALICE, record.id, pinned=True) is not None
+    clock.at = T0 + 2 * DAY
+    hits = await backend.memories.search(ALICE, "", limit=5, vector=QueryVector.at_hand(unit(1.0)))
+    assert [hit.id for hit in hits] == [record.id]
 
 
 async def test_every_add_holds_the_cap_and_never_evicts_a_pinned_memory(backend: Backend, clock: Clock) -> None:

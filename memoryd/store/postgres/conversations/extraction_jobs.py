@@ -75,12 +75,16 @@ def claim(conn: Conn, now_ms: int, limit: int, max_messages: int, owner: str) ->
 
 
 def advance(conn: Conn, job: ExtractionJob, now_ms: int, owner: str) -> bool:
-    """Move the mark past the job's messages, only while this daemon holds the lease."""
+    """Move the mark past the job's messages, only while this daemon holds the lease and the
+    mark is still below them: a session's job erased since the claim and created again (the
+    user talked on) has the same key, maybe leased to this daemon too, but its mark starts at
+    or past every erased message (seqs come from a sequence), so the late answer is refused."""
     cursor = conn.execute(
         "UPDATE extraction_jobs SET done_seq = greatest(done_seq, %(seq)s), attempts = 0, last_error = NULL, "
         "leased_until_ms = NULL, lease_owner = NULL, updated_at_ms = %(now)s, "
         "due_at_ms = CASE WHEN EXISTS (SELECT 1 FROM observed_messages WHERE session = %(key)s AND seq > %(seq)s) "
-        "THEN coalesce(due_at_ms, %(now)s) ELSE NULL END WHERE session = %(key)s AND lease_owner = %(owner)s",
+        "THEN coalesce(due_at_ms, %(now)s) ELSE NULL END "
+        "WHERE session = %(key)s AND lease_owner = %(owner)s AND done_seq < %(seq)s",
         {"seq": job.last_seq, "now": now_ms, "key": job.session.key, "owner": owner},
     )
     return cursor.rowcount == 1

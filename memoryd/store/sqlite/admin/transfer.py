@@ -92,11 +92,11 @@ def import_memories(
         deleted_at_ms = _ms(line.deleted_at)
         db.execute(
             f"""
-            INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects, created_at_ms,
-                updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by, confidence,
-                metadata, content_hash, access_count, last_access_ms, superseded_at_ms, supersede_reason, key,
-                pinned, {_PROVENANCE})
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+            INSERT INTO memories (rowid, id, content, owner, chat_id, shared, scope_key, source, subjects,
+                created_at_ms, updated_at_ms, expires_at_ms, deleted_at_ms, expiry_recorded_ms, superseded_by,
+                confidence, metadata, content_hash, access_count, last_access_ms, superseded_at_ms,
+                supersede_reason, key, pinned, {_PROVENANCE})
+            VALUES ({memories.NEXT_ROWID}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                 {", ".join("?" * len(PROVENANCE_COLUMNS))})
             ON CONFLICT (id) DO NOTHING
             """,

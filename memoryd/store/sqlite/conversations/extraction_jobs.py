@@ -94,7 +94,13 @@ def claim(db: apsw.Connection, now_ms: int, limit: int, max_messages: int) -> li
 def advance(db: apsw.Connection, job: ExtractionJob, now_ms: int) -> bool:
     """The job's messages are extracted: move the mark past them.  Still due only when newer
     messages wait (observe set their due time; a second chunk of a long backlog is due now).
-    False when the job is gone: its session was erased since the claim."""
+    False when the job is gone: its session was erased since the claim.
+
+    A session's job is named by its key, which comes back when the user talks on after an
+    erasure; that new job's mark starts at the last message before its own, so at or past
+    every erased one (seqs are never reused).  Only a mark still below the claimed messages is
+    this claim's job: else the late answer, learned from erased messages, is not stored (a
+    second claim that already moved the mark past them stored the same facts)."""
     changed = rows_changed(
         db,
         """
@@ -102,7 +108,7 @@ def advance(db: apsw.Connection, job: ExtractionJob, now_ms: int) -> bool:
             leased_until_ms = NULL, updated_at_ms = ?2,
             due_at_ms = CASE WHEN EXISTS (SELECT 1 FROM observed_messages WHERE session = ?3 AND seq > ?1)
                 THEN coalesce(due_at_ms, ?2) ELSE NULL END
-        WHERE session = ?3
+        WHERE session = ?3 AND done_seq < ?1
         """,
         (job.last_seq, now_ms, job.session.key),
     )

@@ -19,6 +19,7 @@ from memoryd.store.memory_rules import hide_successors, pin_event, replaced_reco
 from memoryd.store.records import MemoryRecord
 from memoryd.store.sqlite.db.database import one
 from memoryd.store.sqlite.memories import memories
+from memoryd.store.sqlite.vectors import vectors
 from memoryd.store.sqlite.visibility_sql import predicate
 from memoryd.store.visibility import Scope
 
@@ -85,6 +86,9 @@ def pin(db: apsw.Connection, scope: Scope, prefix: str, now_ms: int, *, pinned: 
                 "UPDATE memories SET pinned = 1, expires_at_ms = NULL, expiry_recorded_ms = NULL WHERE rowid = ?",
                 (rowid,),
             )
+            space = vectors.read_space(db)
+            if space is not None and expires_at_ms is not None:
+                vectors.set_expiry(db, space, rowid, None)
         else:
             db.execute("UPDATE memories SET pinned = 0 WHERE rowid = ?", (rowid,))
         event, detail = pin_event(scope, pinned, expires_at_ms)

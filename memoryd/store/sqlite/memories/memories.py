@@ -41,6 +41,15 @@ _encode = msgspec.json.encode
 _PROVENANCE_NAMES = ", ".join(PROVENANCE_COLUMNS)
 _PROVENANCE_SLOTS = ", ".join("?" * len(PROVENANCE_COLUMNS))
 
+#: The rowid of a memory being inserted: above every rowid in use and above the newest one
+#: ever deleted (kept by schema m016's trigger), so that no rowid ever names two memories.
+#: SQLite's own choice (the highest plus one) would hand a deleted newest memory's rowid to
+#: the next memory, and work still naming the old one (a job finishing late) would land on it.
+NEXT_ROWID = (
+    "(SELECT max(coalesce((SELECT max(rowid) FROM memories), 0), "
+    "coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'memories_rowid_floor'), 0)) + 1)"
+)
+
 
 def audit(
     db: apsw.Connection, memory_id: str, event: str, actor: str | None, at_ms: int, detail: dict[str, Any]
@@ -101,10 +110,10 @@ def insert_leasing(
     memory_id = _unused_short_id(db)
     db.execute(
         f"""
-        INSERT INTO memories (id, content, owner, chat_id, shared, scope_key, source, subjects,
+        INSERT INTO memories (rowid, id, content, owner, chat_id, shared, scope_key, source, subjects,
             created_at_ms, updated_at_ms, expires_at_ms, confidence, metadata, content_hash,
             {_PROVENANCE_NAMES})
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_PROVENANCE_SLOTS})
+        VALUES ({NEXT_ROWID}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_PROVENANCE_SLOTS})
         """,
         (
             memory_id,

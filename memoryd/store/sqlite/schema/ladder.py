@@ -34,6 +34,7 @@ from memoryd.store.sqlite.schema.migrations.m012_six_bit_rescoring_copies import
 from memoryd.store.sqlite.schema.migrations.m013_people_generation import m013_people_generation
 from memoryd.store.sqlite.schema.migrations.m014_owned_vector_copies import m014_owned_vector_copies
 from memoryd.store.sqlite.schema.migrations.m015_pins_and_erasure import m015_pins_and_erasure
+from memoryd.store.sqlite.schema.migrations.m016_memory_rowids_never_reused import m016_memory_rowids_never_reused
 
 Step = Callable[[apsw.Connection], None]
 
@@ -54,6 +55,7 @@ MIGRATIONS: dict[int, Step] = {
     13: m013_people_generation,
     14: m014_owned_vector_copies,
     15: m015_pins_and_erasure,
+    16: m016_memory_rowids_never_reused,
 }
 
 #: The user_version of a database that has taken every step.

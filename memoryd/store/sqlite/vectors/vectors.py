@@ -226,6 +226,19 @@ def write_vectors(db: apsw.Connection, space: VectorSpace, rows: Iterable[tuple[
     return count
 
 
+def set_expiry(db: apsw.Connection, space: VectorSpace, rowid: int, expires_at_ms: int | None) -> None:
+    """A memory's expiry changed (pinning clears it): its vec0 row filters on the expiry and
+    the in-memory copies read it, so the row follows and its partition gets a new stamp."""
+    found = db.execute(f"SELECT scope_key FROM {space.table} WHERE memory_rowid = ?", (rowid,)).fetchone()
+    if found is None:
+        return
+    db.execute(
+        f"UPDATE {space.table} SET expires_at = ? WHERE memory_rowid = ?",
+        (NEVER if expires_at_ms is None else expires_at_ms, rowid),
+    )
+    renew_stamps(db, [found[0]])
+
+
 def delete_vectors(db: apsw.Connection, space: VectorSpace, rowids: Iterable[int]) -> None:
     renew_stamps(db, _delete_rows(db, space, rowids))
 
