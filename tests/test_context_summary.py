@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import trio
 
 from memoryd.server.daemon import Daemon
 from tests.conftest import make_config
-from tests.fake_llm import Answer, FakeLlm, Raw
+from tests.fake_llm import Answer, FakeLlm, Raw, Seen
 from tests.wire import NdjsonPeer, call_ok
 
 ALICE = {"user_id": "alice"}
@@ -209,3 +210,44 @@ async def test_a_failing_llm_keeps_the_digest(llm_daemon: Daemon, fake: FakeLlm)
     result = await call_ok(peer, "memory.summary", ALICE)
     assert result["source"] == "digest" and result["summary"].startswith("Sarah (wife):")
     assert result["stale"] is False and len(fake.seen) == 1
+
+
+def held(gate: threading.Event, answer: Answer) -> Callable[[Seen], Answer]:
+    """A script item that answers only once ``gate`` is set: the model is still writing."""
+
+    def wait(seen: Seen) -> Answer:
+        gate.wait(10)
+        return answer
+
+    return wait
+
+
+@pytest.mark.parametrize("change", ["delete", "forget_person"])
+async def test_a_narrative_written_while_a_memory_was_deleted_is_never_served(
+    llm_daemon: Daemon, fake: FakeLlm, change: str
+) -> None:
+    # The model was asked before the delete and answers after it: its narrative quotes what the
+    # user deleted, so it must not be served (nor cached as fresh); the next one is built
+    # without it.
+    peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
+    await seed(peer)
+    sailing = await add(peer, "Tom and I go sailing on Lake Geneva")
+    gate = threading.Event()
+    fake.script.append(held(gate, Answer({"summary": "The user goes sailing on Lake Geneva with Tom."})))
+    fake.default = Answer({"summary": "The user is married to Sarah."})
+    await call_ok(peer, "memory.summary", ALICE)
+    with trio.fail_after(10):
+        while not fake.seen:
+            await trio.sleep(0.02)
+    if change == "delete":
+        await call_ok(peer, "memory.delete", {**ALICE, "memory_id": sailing})
+    else:
+        await call_ok(peer, "memory.forget_person", {**ALICE, "person": "Tom"})
+    gate.set()
+    await wait_rebuilt(llm_daemon, 1)
+    after = await call_ok(peer, "memory.summary", ALICE)
+    assert "sailing" not in after["summary"]
+    await wait_rebuilt(llm_daemon, 2)
+    rebuilt = await call_ok(peer, "memory.summary", ALICE)
+    assert rebuilt["summary"] == "The user is married to Sarah." and rebuilt["stale"] is False
+    assert "sailing" not in fake.seen[-1].prompt
