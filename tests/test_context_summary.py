@@ -101,6 +101,23 @@ async def test_offline_summary_is_a_digest_by_person_and_type_and_never_stale(pe
     assert "Tom" not in (await call_ok(peer, "memory.summary", ALICE))["summary"]
 
 
+async def test_a_memory_that_expired_leaves_the_cached_summary(peer: NdjsonPeer) -> None:
+    # Nothing is deleted when a memory expires, yet the summary built while it was live must
+    # not keep serving it.
+    await seed(peer)
+    reply = await call_ok(
+        peer, "memory.add", {**ALICE, "content": "The gate code is 4321", "expires_days": 1.5 / 86400}
+    )
+    first = await call_ok(peer, "memory.summary", ALICE)
+    assert "4321" in first["summary"]
+    assert reply["expires_at"] is not None
+    with trio.fail_after(10):
+        while any("4321" in memory["content"] for memory in await call_ok(peer, "memory.list", ALICE)):
+            await trio.sleep(0.1)
+    later = await call_ok(peer, "memory.summary", ALICE)
+    assert "4321" not in later["summary"] and "Sarah" in later["summary"]
+
+
 async def test_the_summary_can_be_left_out_of_the_context(peer: NdjsonPeer) -> None:
     await seed(peer)
     unrelated = {**ALICE, "message": "What is the capital of Mongolia?"}

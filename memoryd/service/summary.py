@@ -12,7 +12,8 @@ B's group memories, so chat A's group memories cannot leak through a cache.
   text, so it is never staler than the debounce plus one LLM reply.  If the model fails, the
   digest is kept.  A delete (``memory.delete``, ``memory.forget_person``) is different: the
   narrative may quote what went, so it is dropped at once, and so is any narrative the model
-  was writing meanwhile; the next call answers a digest built from the store.
+  was writing meanwhile; the next call answers a digest built from the store.  So does a
+  summary once a memory it was built from expires.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import trio
 from memoryd.auth import Authenticator
 from memoryd.config import SummaryConfig
 from memoryd.errors import LlmError
-from memoryd.ids import iso_from_ms, now_ms
+from memoryd.ids import iso_from_ms, ms_from_iso, now_ms
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.erasure_watch import ErasureWatch
@@ -67,6 +68,9 @@ class _Entry:
     built_at_ms: int
     memories: int
     dirty_since: float | None = None  # trio time of the first change not in ``text``
+    #: When the first memory it was built from expires (ms): then it may quote what is no
+    #: longer live, and goes like after a delete.
+    expires_at_ms: int | None = None
 
 
 class SummaryService:
@@ -161,6 +165,9 @@ class SummaryService:
         if self.erasure_watch is not None:
             await self.erasure_watch.check()
         entry = self._cache.get(scope)
+        if entry is not None and entry.expires_at_ms is not None and entry.expires_at_ms <= now_ms():
+            del self._cache[scope]
+            entry = None
         if entry is None or (entry.dirty_since is not None and self.llm is None):
             entry = await self._build(scope, use_llm=False)
             if self.llm is not None and entry.memories:
@@ -209,7 +216,8 @@ class SummaryService:
                     text, source = reply.summary.strip()[: self.settings.max_chars], "llm"
             except LlmError as exc:
                 log.warning("summary.digest_instead", extra=fields(reason=type(exc).__name__))
-        return _Entry(text, source, now_ms(), len(material.records))
+        expiries = [ms_from_iso(record.expires_at) for record in material.records if record.expires_at is not None]
+        return _Entry(text, source, now_ms(), len(material.records), expires_at_ms=min(expiries, default=None))
 
     # -- the background rebuilder (LLM only) ---------------------------------------------------
 
