@@ -268,3 +268,26 @@ async def test_a_narrative_written_while_a_memory_was_deleted_is_never_served(
     rebuilt = await call_ok(peer, "memory.summary", ALICE)
     assert rebuilt["summary"] == "The user is married to Sarah." and rebuilt["stale"] is False
     assert "sailing" not in fake.seen[-1].prompt
+
+
+async def test_a_memory_added_while_the_narrative_was_written_is_in_the_next_one(
+    llm_daemon: Daemon, fake: FakeLlm
+) -> None:
+    # The narrative under way cannot know of the add: it is answered as stale, and rewritten.
+    peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
+    await seed(peer)
+    gate = threading.Event()
+    fake.script.append(held(gate, Answer({"summary": "The user is married to Sarah."})))
+    fake.script.append(Answer({"summary": "The user is married to Sarah and lives in Vienna."}))
+    await call_ok(peer, "memory.summary", ALICE)
+    with trio.fail_after(10):
+        while not fake.seen:
+            await trio.sleep(0.02)
+    await add(peer, "I moved to Vienna")
+    gate.set()
+    await wait_rebuilt(llm_daemon, 1)
+    written = await call_ok(peer, "memory.summary", ALICE)
+    assert written["summary"] == "The user is married to Sarah." and written["stale"] is True
+    await wait_rebuilt(llm_daemon, 2)
+    assert "I moved to Vienna" in fake.seen[-1].prompt
+    assert (await call_ok(peer, "memory.summary", ALICE))["stale"] is False
