@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import trio
 
 from memoryd.server.daemon import Daemon
 from tests.conftest import make_config
-from tests.fake_llm import Answer, FakeLlm, Raw
+from tests.fake_llm import Answer, FakeLlm, Raw, Seen
 from tests.wire import NdjsonPeer, call_ok
 
 ALICE = {"user_id": "alice"}
@@ -98,6 +99,23 @@ async def test_offline_summary_is_a_digest_by_person_and_type_and_never_stale(pe
     assert "Vienna" not in (await call_ok(peer, "memory.summary", ALICE))["summary"]
     await call_ok(peer, "memory.forget_person", {**ALICE, "person": "Tom"})
     assert "Tom" not in (await call_ok(peer, "memory.summary", ALICE))["summary"]
+
+
+async def test_a_memory_that_expired_leaves_the_cached_summary(peer: NdjsonPeer) -> None:
+    # Nothing is deleted when a memory expires, yet the summary built while it was live must
+    # not keep serving it.
+    await seed(peer)
+    reply = await call_ok(
+        peer, "memory.add", {**ALICE, "content": "The gate code is 4321", "expires_days": 1.5 / 86400}
+    )
+    first = await call_ok(peer, "memory.summary", ALICE)
+    assert "4321" in first["summary"]
+    assert reply["expires_at"] is not None
+    with trio.fail_after(10):
+        while any("4321" in memory["content"] for memory in await call_ok(peer, "memory.list", ALICE)):
+            await trio.sleep(0.1)
+    later = await call_ok(peer, "memory.summary", ALICE)
+    assert "4321" not in later["summary"] and "Sarah" in later["summary"]
 
 
 async def test_the_summary_can_be_left_out_of_the_context(peer: NdjsonPeer) -> None:
@@ -209,3 +227,67 @@ async def test_a_failing_llm_keeps_the_digest(llm_daemon: Daemon, fake: FakeLlm)
     result = await call_ok(peer, "memory.summary", ALICE)
     assert result["source"] == "digest" and result["summary"].startswith("Sarah (wife):")
     assert result["stale"] is False and len(fake.seen) == 1
+
+
+def held(gate: threading.Event, answer: Answer) -> Callable[[Seen], Answer]:
+    """A script item that answers only once ``gate`` is set: the model is still writing."""
+
+    def wait(seen: Seen) -> Answer:
+        gate.wait(10)
+        return answer
+
+    return wait
+
+
+@pytest.mark.parametrize("change", ["delete", "forget_person"])
+async def test_a_narrative_written_while_a_memory_was_deleted_is_never_served(
+    llm_daemon: Daemon, fake: FakeLlm, change: str
+) -> None:
+    # The model was asked before the delete and answers after it: its narrative quotes what the
+    # user deleted, so it must not be served (nor cached as fresh); the next one is built
+    # without it.
+    peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
+    await seed(peer)
+    sailing = await add(peer, "Tom and I go sailing on Lake Geneva")
+    gate = threading.Event()
+    fake.script.append(held(gate, Answer({"summary": "The user goes sailing on Lake Geneva with Tom."})))
+    fake.default = Answer({"summary": "The user is married to Sarah."})
+    await call_ok(peer, "memory.summary", ALICE)
+    with trio.fail_after(10):
+        while not fake.seen:
+            await trio.sleep(0.02)
+    if change == "delete":
+        await call_ok(peer, "memory.delete", {**ALICE, "memory_id": sailing})
+    else:
+        await call_ok(peer, "memory.forget_person", {**ALICE, "person": "Tom"})
+    gate.set()
+    await wait_rebuilt(llm_daemon, 1)
+    after = await call_ok(peer, "memory.summary", ALICE)
+    assert "sailing" not in after["summary"]
+    await wait_rebuilt(llm_daemon, 2)
+    rebuilt = await call_ok(peer, "memory.summary", ALICE)
+    assert rebuilt["summary"] == "The user is married to Sarah." and rebuilt["stale"] is False
+    assert "sailing" not in fake.seen[-1].prompt
+
+
+async def test_a_memory_added_while_the_narrative_was_written_is_in_the_next_one(
+    llm_daemon: Daemon, fake: FakeLlm
+) -> None:
+    # The narrative under way cannot know of the add: it is answered as stale, and rewritten.
+    peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
+    await seed(peer)
+    gate = threading.Event()
+    fake.script.append(held(gate, Answer({"summary": "The user is married to Sarah."})))
+    fake.script.append(Answer({"summary": "The user is married to Sarah and lives in Vienna."}))
+    await call_ok(peer, "memory.summary", ALICE)
+    with trio.fail_after(10):
+        while not fake.seen:
+            await trio.sleep(0.02)
+    await add(peer, "I moved to Vienna")
+    gate.set()
+    await wait_rebuilt(llm_daemon, 1)
+    written = await call_ok(peer, "memory.summary", ALICE)
+    assert written["summary"] == "The user is married to Sarah." and written["stale"] is True
+    await wait_rebuilt(llm_daemon, 2)
+    assert "I moved to Vienna" in fake.seen[-1].prompt
+    assert (await call_ok(peer, "memory.summary", ALICE))["stale"] is False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from memoryd.admin import jobs as jobs_command
 from memoryd.server.daemon import Daemon
 from memoryd_client import AsyncMemoryClient, MemoryClient, RequestTimeout
 from tests.conftest import make_config
-from tests.fake_llm import Answer, FakeLlm, Raw
+from tests.fake_llm import Answer, FakeLlm, Raw, Seen
 from tests.wire import NdjsonPeer, call_ok, drained
 
 ALICE = {"user_id": "alice", "chat_id": "chat-1"}
@@ -551,3 +552,35 @@ async def test_extract_from_messages_refuses_a_session_key_holding_a_credential_
     assert fake.seen == [] and await call_ok(peer, "memory.list", ALICE) == []
     stored = await call_ok(peer, "memory.extract_from_messages", {**params, "session_key": "s-ok"})
     assert stored["stored"] >= 1
+
+
+async def test_memory_extract_stores_nothing_from_messages_erased_while_the_llm_answered(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # memory.extract read the session's messages, then forget_all erased them while the model
+    # answered: the facts come from erased messages and must not be stored.
+    gate = threading.Event()
+
+    def held(seen: Seen) -> Answer:
+        gate.wait(10)
+        return Answer({"facts": [FACTS["facts"][2]]})
+
+    fake.script.append(held)
+    _, peer = await start(nursery, llm_config(short_tmp, fake, debounce_seconds=3600))
+    await observe_all(peer, ALICE, session_key="s1")
+    other = await NdjsonPeer.connect(short_tmp / "memoryd.sock")
+    replies: list[dict[str, Any]] = []
+
+    async def extract() -> None:
+        replies.append(await call_ok(other, "memory.extract", {**ALICE, "message_id": "m5", "session_key": "s1"}))
+
+    async with trio.open_nursery() as calls:
+        calls.start_soon(extract)
+        with trio.fail_after(10):
+            while not fake.seen:
+                await trio.sleep(0.02)
+        await call_ok(peer, "memory.forget_all", {**ALICE, "confirm": True, "include_group": True})
+        gate.set()
+    assert replies[0]["stored"] == 0 and replies[0]["ids"] == []
+    assert await call_ok(peer, "memory.list", ALICE) == []
+    assert await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"}) == []

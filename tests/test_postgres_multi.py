@@ -9,6 +9,7 @@ and was closed without finishing, and "the lease ran out" is the clock moved pas
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,37 @@ async def test_two_daemons_adding_to_one_scope_at_once_never_take_it_past_its_ca
             nursery.start_soon(store.memories.add, note(f"passing remark {number} about the weather"))
     live = await second.memories.list(Scope("alice"), limit=100)
     assert len(live) == 10
+
+
+async def test_a_memory_pinned_by_another_daemon_while_eviction_chose_it_is_kept(
+    two_stores: tuple[PostgresStore, PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Eviction reads its victims, then deletes them in the same transaction; a pin committed by
+    # another daemon in between must win: a pinned memory is never evicted.
+    from memoryd.store.postgres import eviction
+    from memoryd.store.postgres.memories import lookup
+
+    first, second = two_stores
+    added = [(await first.memories.add(note(f"passing remark {n} about the weather")))[0] for n in range(3)]
+    chosen = eviction.eviction_candidates
+    pinned: list[str] = []
+
+    def pin_then_go_on(conn: Any, *args: Any) -> list[tuple[int, str, bool, bool]]:
+        victims = chosen(conn, *args)
+        if not pinned:
+            (_, memory_id, _, _) = victims[0]
+            second.db.run_sync(functools.partial(lookup.pin, pinned=True), Scope("alice"), memory_id, T0)
+            pinned.append(memory_id)
+        return victims
+
+    monkeypatch.setattr(eviction, "eviction_candidates", pin_then_go_on)
+    report = first.maintenance.enforce_max_entries(per_user=2, per_chat=0, protect_recent_ms=0)
+    assert pinned == [added[0].id]
+    kept = await first.memories.get(Scope("alice"), added[0].id)
+    assert kept is not None and kept.pinned
+    # The cap still holds, by evicting the next weakest instead.
+    assert report.evicted == 1
+    assert [r.id for r in await first.memories.list(Scope("alice"), limit=10)] == [added[2].id, added[0].id]
 
 
 async def test_a_refused_add_writes_nothing_and_leaves_its_connection_usable(url: str, clock: Clock) -> None:

@@ -43,7 +43,8 @@ import them from here: ``from memoryd.errors import StoreBusy``.
     │   ├── SupersedeRefused     memory.add's ``supersedes`` names no visible memory, or one it may not replace
     │   ├── PeopleLimitReached   a subject would create a person past limits.max_people_per_owner
     │   ├── BrokenInvariant      the store was handed a value it must never hold (a bug above it)
-    │   └── ExtractionJobGone    an extraction job was erased or taken over while the LLM answered
+    │   ├── ExtractionJobGone    an extraction job was erased or taken over while the LLM answered
+    │   └── ExtractedMessagesGone  memory.extract's messages were erased while the LLM answered
     ├── EmbedderError            an embedding backend is down, slow or returned garbage
     └── LlmError                 the LLM backend failed; ``retry_later`` says what a job does next
         ├── LlmUnavailable          down, too slow, 429/5xx after the retries (retry later)
@@ -94,6 +95,7 @@ from memoryd.errors.store import (
     BrokenInvariant,
     DiskFull,
     EmbeddingModelMismatch,
+    ExtractedMessagesGone,
     ExtractionJobGone,
     PeopleLimitReached,
     StoreBusy,
@@ -110,6 +112,7 @@ __all__ = [
     "ErrorCode",
     "AmbiguousIdPrefix",
     "BrokenInvariant",
+    "ExtractedMessagesGone",
     "ExtractionJobGone",
     "ConfigError",
     "DeadlineExceeded",

@@ -116,3 +116,12 @@ class ExtractionJobGone(StoreError):
 
     def __init__(self) -> None:
         super().__init__("the extraction job was erased or taken over since it was claimed")
+
+
+class ExtractedMessagesGone(StoreError):
+    """Facts extracted from stored messages (``memory.extract``) were not stored because those
+    messages are gone: erased (``memory.forget_all``, ``memoryd forget-user``) or pruned while
+    the LLM answered.  What was learned from them goes with them."""
+
+    def __init__(self) -> None:
+        super().__init__("the messages the facts were extracted from are gone")

@@ -23,6 +23,7 @@ from memoryd.errors import (
     DiskFull,
     EmbedderError,
     EmbeddingModelMismatch,
+    ExtractedMessagesGone,
     ExtractionJobGone,
     InternalError,
     InvalidParams,
@@ -125,6 +126,7 @@ ERROR_REPLIES: dict[type[MemorydError], Callable[[Any], RpcError]] = {
     PeopleLimitReached: _people_limit,
     BrokenInvariant: _internal,  # the service validates first: reaching the store with it is a bug
     ExtractionJobGone: _internal,  # raised only inside the extraction worker, which expects it
+    ExtractedMessagesGone: _internal,  # memory.extract answers it as its message not found
     # Searches fall back to keywords and adds never wait on a failing embedder: only a call that
     # cannot do without one gets this.
     EmbedderError: _backend_down("Embedding backend", "embedder"),

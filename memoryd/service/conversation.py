@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from memoryd.auth import Authenticator, Caller
-from memoryd.errors import LlmNotConfigured, Overloaded
+from memoryd.errors import ExtractedMessagesGone, LlmNotConfigured, Overloaded
 from memoryd.extract import ConversationMessage, Speaker
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
@@ -35,7 +35,7 @@ from memoryd.service.params import (
 from memoryd.service.provenance import adding_scope, identify
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.validation import check_group_chat, check_text, optional_text
-from memoryd.store import ConversationStore, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store import ConversationStore, MessagesRead, Scope, SessionContext, SessionRef, StoredMessage
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -145,16 +145,22 @@ class ConversationService:
         if found is None:
             return {"stored": 0, "ids": [], "error": NOT_IN_SESSION}
         session, stored = found
-        return await self._extract_now(
-            llm,
-            conversation_of(stored),
-            caller,
-            scope,
-            params,
-            session_key=session.session_key,
-            message_id=message_id,
-            all_shared=params.shared,
-        )
+        try:
+            return await self._extract_now(
+                llm,
+                conversation_of(stored),
+                caller,
+                scope,
+                params,
+                session_key=session.session_key,
+                message_id=message_id,
+                all_shared=params.shared,
+                read=MessagesRead.of(session, stored),
+            )
+        except ExtractedMessagesGone:
+            # Erased (memory.forget_all, forget-user) while the LLM answered: what it learned
+            # from them is not stored, and the message is no longer in the session.
+            return {"stored": 0, "ids": [], "error": NOT_IN_SESSION}
 
     def describe(self, queue: dict[str, Any]) -> dict[str, Any]:
         """system.health's "extraction": the LLM, the queue's numbers (``ConversationStore.status``:
@@ -192,6 +198,7 @@ class ConversationService:
         session_key: str | None,
         message_id: str | None,
         all_shared: bool = False,
+        read: MessagesRead | None = None,
     ) -> dict[str, Any]:
         speaker = _speaker(caller, params)
         origin = origin_of(
@@ -203,7 +210,7 @@ class ConversationService:
             all_shared=all_shared,
         )
         learned = await self.extractor.extract(
-            llm, messages, speaker, origin, scope, timezone=optional_text(params.timezone)
+            llm, messages, speaker, origin, scope, timezone=optional_text(params.timezone), read=read
         )
         new_ids = [item.memory_id for item in learned if not item.refreshed]
         return {

@@ -15,7 +15,7 @@ from memoryd.extract import ConversationMessage, Speaker, extract_facts, owner_a
 from memoryd.service.learning import FactLearner, Origin
 from memoryd.service.provenance import owner_names
 from memoryd.service.secret_guard import SecretsGuard
-from memoryd.store import ExtractionJob, Learned, Scope
+from memoryd.store import ExtractionJob, Learned, MessagesRead, Scope
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -38,6 +38,7 @@ class Extractor:
         *,
         timezone: str | None,
         completes: ExtractionJob | None = None,
+        read: MessagesRead | None = None,
     ) -> list[Learned]:
         """Extract facts from ``messages`` and store them in ``scope``; with ``completes``, that
         job's mark moves past its messages in the same transaction."""
@@ -64,4 +65,4 @@ class Extractor:
         )
         if timezone and origin.timezone is None:
             origin = dataclasses.replace(origin, timezone=timezone)
-        return await self.learner.learn(outcome.facts, scope, origin, completes=completes)
+        return await self.learner.learn(outcome.facts, scope, origin, completes=completes, read=read)

@@ -32,6 +32,7 @@ from memoryd.store import (
     ExtractionJob,
     Learned,
     MemoryRecord,
+    MessagesRead,
     NewMemory,
     Provenance,
     Scope,
@@ -131,10 +132,17 @@ class FactLearner:
         self.embedding_seconds = 0.0
 
     async def learn(
-        self, facts: Sequence[Fact], scope: Scope, origin: Origin, *, completes: ExtractionJob | None = None
+        self,
+        facts: Sequence[Fact],
+        scope: Scope,
+        origin: Origin,
+        *,
+        completes: ExtractionJob | None = None,
+        read: MessagesRead | None = None,
     ) -> list[Learned]:
         """Store or refresh ``facts`` in ``scope``; with ``completes``, that job's mark moves past
-        its messages in the same transaction (also when there are no facts)."""
+        its messages in the same transaction (also when there are no facts); with ``read``,
+        nothing is stored once one of those messages is gone (ExtractedMessagesGone)."""
         at = now_ms()
         news = [self._new_memory(fact, scope, origin, at) for fact in facts]
         fact_vectors = await self._vectors([new.content for new in news])
@@ -142,7 +150,7 @@ class FactLearner:
         if self.supersession is not None:
             plans = [await self.supersession.plan(new, scope) for new in news]
         learned = await self.conversations.store_facts(
-            news, fact_vectors, scope=scope, normalize=normalized_text, completes=completes, plans=plans
+            news, fact_vectors, scope=scope, normalize=normalized_text, completes=completes, plans=plans, read=read
         )
         deferred = plans is not None and any(plan.defer for plan in plans)
         if self.supersession is not None and deferred and any(not item.refreshed for item in learned):

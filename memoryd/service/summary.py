@@ -10,11 +10,15 @@ B's group memories, so chat A's group memories cannot leak through a cache.
   call for a scope answers the digest), and rebuilt ``summary.debounce_seconds`` after the
   first change (several adds in a row cost one call); a call in between answers the previous
   text, so it is never staler than the debounce plus one LLM reply.  If the model fails, the
-  digest is kept.
+  digest is kept.  A delete (``memory.delete``, ``memory.forget_person``) is different: the
+  narrative may quote what went, so it is dropped at once, and so is any narrative the model
+  was writing meanwhile; the next call answers a digest built from the store.  So does a
+  summary once a memory it was built from expires.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -26,7 +30,7 @@ import trio
 from memoryd.auth import Authenticator
 from memoryd.config import SummaryConfig
 from memoryd.errors import LlmError
-from memoryd.ids import iso_from_ms, now_ms
+from memoryd.ids import iso_from_ms, ms_from_iso, now_ms
 from memoryd.log import fields
 from memoryd.rpc.dispatch import CallContext
 from memoryd.service.erasure_watch import ErasureWatch
@@ -64,6 +68,9 @@ class _Entry:
     built_at_ms: int
     memories: int
     dirty_since: float | None = None  # trio time of the first change not in ``text``
+    #: When the first memory it was built from expires (ms): then it may quote what is no
+    #: longer live, and goes like after a delete.
+    expires_at_ms: int | None = None
 
 
 class SummaryService:
@@ -81,6 +88,13 @@ class SummaryService:
         self._cache: OrderedDict[Scope, _Entry] = OrderedDict()
         #: Counts the drops for erasures: a build that began before one is not cached.
         self._erasures = 0
+        #: Builds under way (a token each, with their scope), and what changed under them: a
+        #: build that a delete overtook is not cached (its text may quote what was deleted); one
+        #: that an add overtook is cached as stale since that add.
+        self._builds: dict[int, Scope] = {}
+        self._build_tokens = itertools.count()
+        self._overtaken: dict[int, float] = {}
+        self._spoiled: set[int] = set()
         #: Erasures by other processes, checked before a cached summary is answered.
         self.erasure_watch: ErasureWatch | None = None
         self._wake = trio.Event()
@@ -94,9 +108,17 @@ class SummaryService:
         self._mark(lambda s: (record.chat_id == s.chat_id) if shared else s.user_id == record.owner)
 
     def note_deleted(self, scope: Scope) -> None:
-        """A ``DeletedListener``: summaries seeing any of the caller's keys are out of date."""
+        """A ``DeletedListener``: summaries seeing any of the caller's keys may quote what was
+        deleted, so they go now (the next call answers a digest built from the store, and has
+        the narrative rewritten), and so does every build under way for them."""
         keys = set(scope.visible_keys())
-        self._mark(lambda s: bool(keys & set(s.visible_keys())))
+
+        def affected(seen_by: Scope) -> bool:
+            return bool(keys & set(seen_by.visible_keys()))
+
+        for cached in [cached for cached in self._cache if affected(cached)]:
+            del self._cache[cached]
+        self._spoiled.update(token for token, building in self._builds.items() if affected(building))
 
     def forget_user(self, user_id: str) -> None:
         """The user's data was erased: their cached summaries go now, not at the next rebuild."""
@@ -127,6 +149,9 @@ class SummaryService:
         for scope, entry in self._cache.items():
             if entry.dirty_since is None and affected(scope):
                 entry.dirty_since = now
+        for token, building in self._builds.items():
+            if affected(building):
+                self._overtaken.setdefault(token, now)
         self._wake.set()
 
     # -- the method ----------------------------------------------------------------------------
@@ -140,6 +165,9 @@ class SummaryService:
         if self.erasure_watch is not None:
             await self.erasure_watch.check()
         entry = self._cache.get(scope)
+        if entry is not None and entry.expires_at_ms is not None and entry.expires_at_ms <= now_ms():
+            del self._cache[scope]
+            entry = None
         if entry is None or (entry.dirty_since is not None and self.llm is None):
             entry = await self._build(scope, use_llm=False)
             if self.llm is not None and entry.memories:
@@ -156,7 +184,27 @@ class SummaryService:
         }
 
     async def _build(self, scope: Scope, *, use_llm: bool) -> _Entry:
-        started, erasures = trio.current_time(), self._erasures
+        """Build the scope's summary and cache it, unless what it was built from changed under
+        it: an erasure or a delete (the text may quote what went; the cached entry went with
+        it, so the next call builds anew from the store).  An add only leaves it stale."""
+        token, erasures = next(self._build_tokens), self._erasures
+        self._builds[token] = scope
+        try:
+            entry = await self._write(scope, use_llm=use_llm)
+        finally:
+            del self._builds[token]
+            overtaken = self._overtaken.pop(token, None)
+            spoiled = token in self._spoiled
+            self._spoiled.discard(token)
+        if spoiled or erasures != self._erasures:
+            return entry  # read before the delete or erasure: answered to this caller, kept for none
+        entry.dirty_since = overtaken  # changed again while we were building
+        self._cache[scope] = entry
+        while len(self._cache) > CACHE_SCOPES:
+            self._cache.popitem(last=False)
+        return entry
+
+    async def _write(self, scope: Scope, *, use_llm: bool) -> _Entry:
         material = await self.people.summary_material(scope, self.settings.max_memories)
         text, source = digest(material, self.settings.max_chars), "digest"
         if use_llm and self.llm is not None and material.records:
@@ -168,16 +216,8 @@ class SummaryService:
                     text, source = reply.summary.strip()[: self.settings.max_chars], "llm"
             except LlmError as exc:
                 log.warning("summary.digest_instead", extra=fields(reason=type(exc).__name__))
-        entry = _Entry(text, source, now_ms(), len(material.records))
-        if erasures != self._erasures:
-            return entry  # a user was erased meanwhile: the material may hold them, keep none of it
-        previous = self._cache.get(scope)
-        if previous is not None and previous.dirty_since is not None and previous.dirty_since > started:
-            entry.dirty_since = previous.dirty_since  # changed again while we were building
-        self._cache[scope] = entry
-        while len(self._cache) > CACHE_SCOPES:
-            self._cache.popitem(last=False)
-        return entry
+        expiries = [ms_from_iso(record.expires_at) for record in material.records if record.expires_at is not None]
+        return _Entry(text, source, now_ms(), len(material.records), expires_at_ms=min(expiries, default=None))
 
     # -- the background rebuilder (LLM only) ---------------------------------------------------
 

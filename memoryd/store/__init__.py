@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 from memoryd.lazy import exports_on_first_use
 
 if TYPE_CHECKING:
-    from memoryd.store.conversation_records import ExtractionJob, Learned, SessionContext, SessionRef, StoredMessage
+    from memoryd.store.conversation_records import (
+        ExtractionJob,
+        Learned,
+        MessagesRead,
+        SessionContext,
+        SessionRef,
+        StoredMessage,
+    )
     from memoryd.store.interfaces import (
         Backend,
         ConversationStore,
@@ -33,7 +40,14 @@ if TYPE_CHECKING:
     from memoryd.store.visibility import Scope
 
 _EXPORTS = {
-    "memoryd.store.conversation_records": ("ExtractionJob", "Learned", "SessionContext", "SessionRef", "StoredMessage"),
+    "memoryd.store.conversation_records": (
+        "ExtractionJob",
+        "Learned",
+        "MessagesRead",
+        "SessionContext",
+        "SessionRef",
+        "StoredMessage",
+    ),
     "memoryd.store.interfaces": (
         "Backend",
         "ConversationStore",
@@ -63,6 +77,7 @@ __all__ = [
     "Maintenance",
     "MemoryRecord",
     "MemoryStore",
+    "MessagesRead",
     "NewMemory",
     "PeopleFocus",
     "PeopleStore",

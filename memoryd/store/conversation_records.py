@@ -60,6 +60,20 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class MessagesRead:
+    """The stored messages a caller read to extract facts from (``memory.extract``): the facts
+    are stored only while every one of them still exists, so an erasure during the LLM's
+    answer leaves nothing learned from the erased messages."""
+
+    session: SessionRef
+    seqs: tuple[int, ...]
+
+    @classmethod
+    def of(cls, session: SessionRef, messages: Sequence[StoredMessage]) -> MessagesRead:
+        return cls(session, tuple(sorted({message.seq for message in messages})))
+
+
+@dataclass(frozen=True)
 class ExtractionJob:
     session: SessionRef
     context: SessionContext

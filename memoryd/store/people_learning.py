@@ -234,8 +234,8 @@ def learn_each(
     seen_by: Scope | None = None,
 ) -> list[Learned]:
     """``learn`` for each (memory id, content, subjects) of ``memories_of`` (``rowids``: memory
-    id -> rowid), in one transaction.  A memory without a rowid (deleted between its add and
-    this call) teaches nothing: there is nothing to link."""
+    id -> rowid, of the memories still live), in one transaction.  A memory without a rowid
+    (deleted or erased between its add and this call) teaches nothing: there is nothing to link."""
     learned = []
     for memory_id, content, subjects in memories_of:
         rowid = rowids.get(memory_id)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.errors import ExtractionJobGone
-from memoryd.store import NewMemory, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.errors import ExtractedMessagesGone, ExtractionJobGone
+from memoryd.store import MessagesRead, NewMemory, Scope, SessionContext, SessionRef, StoredMessage
 from memoryd.store.interfaces import Backend
 from tests.store_helpers import Clock
 
@@ -139,3 +139,24 @@ async def test_a_late_extraction_never_completes_the_job_its_session_was_given_a
     )
     assert [r.content for r in await backend.memories.list(Scope("alice"), limit=10)] == ["alice likes tea"]
     assert await backend.conversations.claim(5, 50) == []
+
+
+async def test_facts_read_from_messages_erased_while_the_llm_answered_are_not_stored(backend: Backend) -> None:
+    # memory.extract reads a window of the session, the LLM answers after forget_all: the facts
+    # come from erased messages.  Facts from messages still stored are stored as usual.
+    await backend.conversations.observe(
+        SESSION, CONTEXT, messages("my PIN is 4321", "I like tea"), extract_after_ms=None
+    )
+    found = await backend.conversations.window(SESSION, "m2", 5)
+    assert found is not None
+    read = MessagesRead.of(*found)
+    (stored,) = await backend.conversations.store_facts(
+        [fact("alice likes tea")], [None], scope=Scope("alice"), normalize=str.casefold, read=read
+    )
+    assert stored.record is not None and not stored.refreshed
+    await backend.memories.erase_user("alice", actor="alice", include_group=True, usernames=[])
+    with pytest.raises(ExtractedMessagesGone):
+        await backend.conversations.store_facts(
+            [fact("alice's PIN is 4321")], [None], scope=Scope("alice"), normalize=str.casefold, read=read
+        )
+    assert await backend.memories.list(Scope("alice"), limit=10) == []

@@ -113,3 +113,16 @@ async def test_a_hidden_person_is_never_picked_by_the_indexed_lookups(backend: B
     (group_mia,) = await backend.people.visible_people(group)
     private_mia = await backend.people.find(dm, "Mia")
     assert private_mia is not None and private_mia.id != group_mia.id and private_mia.relationship == "sister"
+
+
+async def test_learning_from_a_memory_deleted_since_its_add_creates_nobody(backend: Backend) -> None:
+    # Extraction learns a fact's people in a write after the fact's own: a memory deleted in
+    # between (memory.delete, or forget_person deleting what is about Tom) teaches nothing, so
+    # the person the user forgot is not created again from it.
+    await remember(backend, "My wife Sarah loves jazz")
+    record, _ = await backend.memories.add(note("My boss Tom plays golf"))
+    assert await backend.memories.delete(ALICE, record.id) == record.id
+    learned = await backend.people.learn("alice", record.id, record.content, [], ("alice",), seen_by=ALICE)
+    assert learned.linked == [] and not learned.changed
+    assert [p.name for p in await backend.people.people_of("alice")] == ["Sarah"]
+    assert await backend.people.find(ALICE, "Tom") is None

@@ -101,3 +101,23 @@ async def test_a_job_whose_memory_was_erased_after_its_claim_has_no_candidates(b
         assert await backend.supersession.job_candidates(job, similarity=0.0, limit=5, wait_for_vector=wait) is None
     assert await backend.supersession.complete_job(job, []) == []
     assert await backend.supersession.claim_jobs(10) == []
+
+
+@pytest.mark.parametrize("deleted", ["newer", "older"])
+async def test_a_ruling_that_arrives_after_a_delete_changes_nothing(backend: Backend, deleted: str) -> None:
+    # The model decided about the pair while the user deleted one of them: a deleted newer
+    # memory hides nothing, and a deleted older one is not brought back as superseded history.
+    old = await backend.supersession.add(ALICE, note("I work at Acme"), Plan(attributes=("employer",)))
+    new = await backend.supersession.add(ALICE, note("I work at Globex"), Plan(attributes=("employer",), defer=True))
+    (job,) = await backend.supersession.claim_jobs(10)
+    found = await backend.supersession.job_candidates(job, similarity=0.0, limit=5, wait_for_vector=False)
+    assert found is not None and [older.id for _, older in found[1]] == [old.record.id]
+    gone, kept = (new, old) if deleted == "newer" else (old, new)
+    assert await backend.memories.delete(ALICE, gone.record.id) == gone.record.id
+    replaced = await backend.supersession.complete_job(
+        job, [(r, Ruling(True, "new employer", "llm")) for r, _ in found[1]]
+    )
+    assert replaced == []
+    assert [r.id for r in await backend.memories.list(ALICE, limit=10)] == [kept.record.id]
+    assert await backend.memories.get(ALICE, gone.record.id) is None
+    assert await backend.supersession.claim_jobs(10) == []

@@ -7,7 +7,14 @@ from typing import Any, Protocol
 
 import numpy.typing as npt
 
-from memoryd.store.conversation_records import ExtractionJob, Learned, SessionContext, SessionRef, StoredMessage
+from memoryd.store.conversation_records import (
+    ExtractionJob,
+    Learned,
+    MessagesRead,
+    SessionContext,
+    SessionRef,
+    StoredMessage,
+)
 from memoryd.store.records import NewMemory
 from memoryd.store.supersession_records import Plan
 from memoryd.store.visibility import Scope
@@ -52,11 +59,14 @@ class ConversationStore(Protocol):
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
+        read: MessagesRead | None = None,
     ) -> list[Learned]:
         """Add or refresh the facts the caller ``scope`` learned (a fact refreshes only a memory
         ``scope`` may see); with ``completes``, advance that job's high-water mark in the
         same transaction (both or neither).  ExtractionJobGone when that job is no longer this
-        daemon's (erased since the claim, or claimed by another daemon): nothing is stored."""
+        daemon's (erased since the claim, or claimed by another daemon): nothing is stored.
+        ExtractedMessagesGone when a message of ``read`` (what the facts were extracted from)
+        is no longer stored, checked in the same transaction: nothing is stored."""
         ...
 
     async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int: ...

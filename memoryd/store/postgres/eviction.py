@@ -124,15 +124,35 @@ def eviction_candidates(
 def evict_batch(conn: Conn, scope_key: str, limit: int, now_ms: int, protect_since_ms: int) -> int:
     """Soft-delete up to ``BATCH`` memories of an over-full scope; how many (the caller holds
     the scope's lock)."""
-    excess = min(counted(conn, scope_key) - limit, BATCH)
-    if excess <= 0:
-        return 0
-    victims = eviction_candidates(conn, scope_key, excess, now_ms, protect_since_ms)
-    rows.mark_deleted(conn, [rowid for rowid, *_ in victims], now_ms)
-    for _rowid, memory_id, expired, recent in victims:
-        rows.audit(conn, scope_key, memory_id, "evicted", ACTOR, now_ms,
-                   {"reason": "max_entries", "scope": kind_of_key(scope_key), "limit": limit, "expired": expired, "recent": recent})  # fmt: skip
-    return len(victims)
+    total = 0
+    while (excess := min(counted(conn, scope_key) - limit, BATCH - total)) > 0:
+        victims = eviction_candidates(conn, scope_key, excess, now_ms, protect_since_ms)
+        evicted = _evict(conn, scope_key, victims, limit, now_ms)
+        total += evicted
+        if evicted == len(victims):
+            break
+        # A victim was pinned (or deleted) by another daemon after it was chosen: choose again.
+    return total
+
+
+def _evict(conn: Conn, scope_key: str, victims: list[tuple[int, str, bool, bool]], limit: int, now_ms: int) -> int:
+    """Soft-delete and audit ``victims``, re-checked as the rows are written: a pin (or a delete)
+    another daemon committed since they were read wins (a pin takes no scope lock; the UPDATE
+    waits for its row lock, then sees it)."""
+    evicted = {
+        int(rowid)
+        for (rowid,) in conn.execute(
+            "UPDATE memories SET deleted_at_ms = %s, updated_at_ms = %s "
+            "WHERE rowid = ANY(%s) AND deleted_at_ms IS NULL AND NOT pinned RETURNING rowid",
+            (now_ms, now_ms, [rowid for rowid, *_ in victims]),
+        )
+    }
+    rows.drop_derived(conn, sorted(evicted))
+    for rowid, memory_id, expired, recent in victims:
+        if rowid in evicted:
+            rows.audit(conn, scope_key, memory_id, "evicted", ACTOR, now_ms,
+                       {"reason": "max_entries", "scope": kind_of_key(scope_key), "limit": limit, "expired": expired, "recent": recent})  # fmt: skip
+    return len(evicted)
 
 
 def store_caps(conn: Conn, per_user: int, per_chat: int, protect_recent_ms: int) -> None:

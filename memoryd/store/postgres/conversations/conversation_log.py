@@ -13,6 +13,7 @@ import psycopg
 from memoryd.store.conversation_records import (
     ExtractionJob,
     Learned,
+    MessagesRead,
     SessionContext,
     SessionRef,
     StoredMessage,
@@ -83,11 +84,12 @@ class Conversations(StorePart):
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
+        read: MessagesRead | None = None,
     ) -> builtins.list[Learned]:
         space = self._store.space
         return await self._db.run(
             store_facts, list(news), list(fact_vectors), self._clock(), scope, normalize, None if plans is None else list(plans),
-            completes, self._store.owner, None if space is None else space.dim,
+            completes, self._store.owner, None if space is None else space.dim, read,
         )  # fmt: skip
 
     async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int:

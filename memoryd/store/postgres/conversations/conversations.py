@@ -14,6 +14,7 @@ import psycopg
 from memoryd.store.conversation_records import (
     MESSAGE_COLUMNS,
     MESSAGE_FIELDS,
+    MessagesRead,
     SessionContext,
     SessionRef,
     StoredMessage,
@@ -84,6 +85,15 @@ def session_messages(conn: Conn, session: SessionRef, limit: int) -> list[Stored
         (session.key, limit),
     ).fetchall()
     return [message_from_row(row) for row in found]
+
+
+def messages_remain(conn: Conn, read: MessagesRead) -> bool:
+    """Whether every message ``read`` names is still stored (none erased or pruned since)."""
+    row = conn.execute(
+        "SELECT count(*) FROM observed_messages WHERE session = %s AND seq = ANY(%s)",
+        (read.session.key, list(read.seqs)),
+    ).fetchone()
+    return row is not None and int(row[0]) == len(read.seqs)
 
 
 def window(

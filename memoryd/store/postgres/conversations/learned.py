@@ -11,15 +11,17 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from memoryd.errors import ExtractionJobGone
+from memoryd.errors import ExtractedMessagesGone, ExtractionJobGone
 from memoryd.store.conversation_records import (
     ExtractionJob,
     Learned,
+    MessagesRead,
 )
 from memoryd.store.conversation_rules import NEAR_DUPLICATE_COSINE, refresh_detail
 from memoryd.store.postgres import eviction, supersession
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
+from memoryd.store.postgres.conversations.conversations import messages_remain
 from memoryd.store.postgres.conversations.extraction_jobs import advance
 from memoryd.store.postgres.search import knn
 from memoryd.store.postgres.visibility import predicate
@@ -41,10 +43,13 @@ def store_facts(
     completes: ExtractionJob | None,
     owner: str,
     dim: int | None,
+    read: MessagesRead | None = None,
 ) -> list[Learned]:
     if completes is not None and not advance(conn, completes, now_ms, owner):
         # Erased since the claim, or another daemon took it over when this one's lease ran out.
         raise ExtractionJobGone()
+    if read is not None and not messages_remain(conn, read):
+        raise ExtractedMessagesGone()  # erased (or pruned) while the LLM answered
     generation = rows.vector_generation(conn)
     # Only what the extracting caller may see is matched: a memory hidden from its chat is never
     # refreshed, named or superseded from there.

@@ -47,8 +47,11 @@ def find(conn: Conn, scope: Scope, phrase: str, now_ms: int) -> StoredPerson | N
 
 
 def _rowids(conn: Conn, memory_ids: Sequence[str]) -> dict[str, int]:
-    """memory id -> rowid, for those of ``memory_ids`` that exist."""
-    rows = conn.execute("SELECT id, rowid FROM memories WHERE id = ANY(%s)", (list(memory_ids),))
+    """memory id -> rowid, for those of ``memory_ids`` that exist and are not deleted (a memory
+    deleted since its add teaches no people: a forgotten person must not come back from it)."""
+    rows = conn.execute(
+        "SELECT id, rowid FROM memories WHERE id = ANY(%s) AND deleted_at_ms IS NULL", (list(memory_ids),)
+    )
     return {memory_id: int(rowid) for memory_id, rowid in rows}
 
 

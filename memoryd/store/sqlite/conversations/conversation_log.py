@@ -12,8 +12,8 @@ from typing import Any
 import apsw
 import numpy.typing as npt
 
-from memoryd.errors import ExtractionJobGone
-from memoryd.store.conversation_records import ExtractionJob, SessionContext, SessionRef, StoredMessage
+from memoryd.errors import ExtractedMessagesGone, ExtractionJobGone
+from memoryd.store.conversation_records import ExtractionJob, MessagesRead, SessionContext, SessionRef, StoredMessage
 from memoryd.store.conversation_rules import in_batches
 from memoryd.store.records import NewMemory
 from memoryd.store.sqlite.conversations import conversations, extraction_jobs, learned
@@ -78,17 +78,20 @@ class ConversationLog:
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
+        read: MessagesRead | None = None,
     ) -> builtins.list[Learned]:
         """Add or refresh the facts the caller ``scope`` learned (matching only what it may
         see); with ``completes``, advance that job's high-water mark in the same transaction
         (a crash either stores the facts and the mark, or neither).  A job erased since its
         claim (forget_all while the LLM answered) stores nothing, what it learned is gone too:
-        ExtractionJobGone."""
+        ExtractionJobGone; so do facts whose ``read`` messages are gone: ExtractedMessagesGone."""
         now = self._clock()
 
         def write(db: Any) -> builtins.list[Learned]:
             if completes is not None and not extraction_jobs.advance(db, completes, now):
                 raise ExtractionJobGone()
+            if read is not None and not conversations.messages_remain(db, read):
+                raise ExtractedMessagesGone()
             return learned.store_facts(db, news, fact_vectors, now, scope=scope, normalize=normalize, plans=plans)
 
         return await self._db.write(write)

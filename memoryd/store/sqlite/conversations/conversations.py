@@ -16,6 +16,7 @@ import apsw
 from memoryd.store.conversation_records import (
     MESSAGE_COLUMNS,
     MESSAGE_FIELDS,
+    MessagesRead,
     SessionContext,
     SessionRef,
     StoredMessage,
@@ -132,6 +133,16 @@ def window(
         (key, seq, radius),
     ).fetchall()
     return window_of(key, before, after)
+
+
+def messages_remain(db: apsw.Connection, read: MessagesRead) -> bool:
+    """Whether every message ``read`` names is still stored (none erased or pruned since)."""
+    placeholders = ", ".join("?" * len(read.seqs))
+    (found,) = db.execute(
+        f"SELECT count(*) FROM observed_messages WHERE session = ? AND seq IN ({placeholders})",
+        (read.session.key, *read.seqs),
+    ).fetchone()
+    return int(found) == len(read.seqs)
 
 
 def prune(db: apsw.Connection, cutoff_ms: int) -> int:

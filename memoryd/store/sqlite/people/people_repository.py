@@ -36,9 +36,10 @@ def find(db: apsw.Connection, scope: Scope, phrase: str, now_ms: int) -> StoredP
 
 
 def _rowids(db: apsw.Connection, memory_ids: Sequence[str]) -> dict[str, int]:
-    """memory id -> rowid, for those of ``memory_ids`` that exist."""
+    """memory id -> rowid, for those of ``memory_ids`` that exist and are not deleted (a memory
+    deleted since its add teaches no people: a forgotten person must not come back from it)."""
     rows = db.execute(
-        "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+        "SELECT id, rowid FROM memories WHERE id IN (SELECT value FROM json_each(?)) AND deleted_at_ms IS NULL",
         (msgspec.json.encode(list(memory_ids)).decode(),),
     )
     return {memory_id: int(rowid) for memory_id, rowid in rows}
