@@ -291,3 +291,30 @@ async def test_a_memory_added_while_the_narrative_was_written_is_in_the_next_one
     await wait_rebuilt(llm_daemon, 2)
     assert "I moved to Vienna" in fake.seen[-1].prompt
     assert (await call_ok(peer, "memory.summary", ALICE))["stale"] is False
+
+
+async def test_memories_the_maintenance_pass_evicted_leave_the_cached_summary(
+    llm_daemon: Daemon, fake: FakeLlm
+) -> None:
+    # Nothing is added after the narrative: only the eviction can make it go, and it must (the
+    # narrative quotes what was evicted); the next call answers a digest built from the store.
+    peer = await NdjsonPeer.connect(llm_daemon.config.socket_path)
+    await seed(peer)
+    await add(peer, "Tom and I go sailing on Lake Geneva")
+    fake.script.append(Answer({"summary": "The user goes sailing with Tom and is married to Sarah."}))
+    fake.default = Answer({"summary": "The user likes hiking."})
+    await call_ok(peer, "memory.summary", ALICE)
+    await wait_rebuilt(llm_daemon, 1)
+    narrative = await call_ok(peer, "memory.summary", ALICE)
+    assert narrative["source"] == "llm" and narrative["memories"] == 5
+
+    maintenance = llm_daemon.maintenance
+    assert maintenance is not None
+    maintenance.settings = msgspec.structs.replace(maintenance.settings, max_entries_per_user=2, protect_recent_days=0)
+    runs = maintenance.runs
+    maintenance.run_now()
+    passed = await maintenance.wait_for_runs(runs + 1)
+    assert passed is not None and passed["evicted"] == 3
+    after = await call_ok(peer, "memory.summary", ALICE)
+    assert after["source"] == "digest" and after["memories"] == 2
+    assert "sailing with Tom" not in after["summary"]

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 
@@ -22,6 +23,7 @@ from memoryd.store import MemoryRecord, NewMemory, QueryVector, Scope
 from memoryd.store.supersession_records import Plan, Ruling
 from tests.conftest import make_config
 from tests.contract.helpers import DIM, unit
+from tests.fake_llm import Answer, FakeLlm
 from tests.postgres_server import Server, pg_ctl, shared
 from tests.store_helpers import Clock
 from tests.wire import NdjsonPeer, call_ok
@@ -568,7 +570,6 @@ async def test_a_daemon_killed_mid_extraction_loses_nothing_and_another_stores_i
     import psycopg
 
     from tests.conftest import DaemonProcess
-    from tests.fake_llm import Answer
     from tests.wire import sync_call
 
     fact = {"content": "Alice is allergic to peanuts.", "memory_type": "identity", "confidence": 0.99}
@@ -686,3 +687,57 @@ async def test_a_person_merged_through_one_daemon_leaves_the_others_summary(two_
         while "Tommy:" in (summary := await summary_on_b()):
             await trio.sleep(0.05)
     assert summary.startswith("Tom (brother): ") and "sails every weekend" in summary
+
+
+@pytest.mark.parametrize("change", ["delete", "forget_person", "evict"])
+async def test_a_delete_or_eviction_elsewhere_drops_the_narrative_at_once(
+    url: str, short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm, change: str
+) -> None:
+    """Daemon b has a narrative of alice that quotes what daemon a then deletes (or what another
+    process on the database evicts, as `memoryd gc` does): b stops answering it at once, not
+    after its debounce (an add elsewhere would only leave it stale until then)."""
+    a_base, b_base = short_tmp / "a", short_tmp / "b"
+    a_base.mkdir()
+    b_base.mkdir()
+    a = Daemon(postgres_config(a_base, url))  # type: ignore[arg-type]
+    config = make_config(
+        b_base, storage={"backend": "postgres", "url": url},
+        llm={"provider": "openai", "url": fake.url, "model": "m", "retries": 0, "timeout": 5.0},
+    )  # fmt: skip
+    b = Daemon(msgspec.structs.replace(config, summary=msgspec.structs.replace(config.summary, debounce_seconds=600.0)))
+    for daemon in (a, b):
+        await nursery.start(daemon.run)
+    peer_a = await NdjsonPeer.connect(a.config.socket_path)
+    peer_b = await NdjsonPeer.connect(b.config.socket_path)
+    alice = {"user_id": "alice"}
+    for content in ("My wife's name is Sarah", "I like hiking in the Alps", "Tom is my boss"):
+        await call_ok(peer_a, "memory.add", {**alice, "content": content})
+    sailing = await call_ok(peer_a, "memory.add", {**alice, "content": "Tom and I go sailing on Lake Geneva"})
+    fake.script.append(Answer({"summary": "The user goes sailing with Tom and is married to Sarah."}))
+    fake.default = Answer({"summary": "The user likes hiking."})
+    await call_ok(peer_b, "memory.summary", alice)  # the digest; the narrative is written now
+    assert b.summaries is not None
+    with trio.fail_after(10):
+        while (narrative := await call_ok(peer_b, "memory.summary", alice))["source"] != "llm":
+            await trio.sleep(0.02)
+    assert "sailing" in narrative["summary"] and narrative["memories"] == 4
+
+    if change == "delete":
+        await call_ok(peer_a, "memory.delete", {**alice, "memory_id": sailing["id"]})
+    elif change == "forget_person":
+        await call_ok(peer_a, "memory.forget_person", {**alice, "person": "Tom"})
+    else:
+        other = PostgresStore(url, pool_size=1, node="gc")
+        try:
+            report = other.maintenance.enforce_max_entries(per_user=2, per_chat=0, protect_recent_ms=0)
+        finally:
+            other.close()
+        assert report.evicted == 2
+    with trio.fail_after(10):
+        while (after := await call_ok(peer_b, "memory.summary", alice))["summary"] == narrative["summary"]:
+            await trio.sleep(0.05)
+    # Built from the store: without what went (the eviction chose its own victims).
+    assert after["source"] == "digest" and after["memories"] == {"delete": 3, "forget_person": 2, "evict": 2}[change]
+    assert change == "evict" or "sailing" not in after["summary"]
+    for daemon in (a, b):
+        daemon.request_stop()

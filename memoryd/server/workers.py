@@ -21,7 +21,7 @@ from memoryd.server.heap_trim import HeapTrimmer
 from memoryd.server.pausing import despite_storage_faults
 from memoryd.server.wiring import Services
 from memoryd.service.maintenance import Maintenance
-from memoryd.store.erasure_log import GROUP_ERASED, everyone
+from memoryd.store.erasure_log import DELETED, GROUP_ERASED, everyone
 from memoryd.store.interfaces import Backend
 from memoryd.store.visibility import personal_key
 
@@ -63,6 +63,8 @@ async def start_workers(
         store.maintenance, config.lifecycle, conversations=store.conversations, extraction=config.extraction,
         episodes=config.episodes,
     )  # fmt: skip
+    # An evicted memory may be quoted by a cached summary, as a deleted one may.
+    maintenance.on_evicted.append(services.summaries.note_deleted_key)
     await nursery.start(maintenance.run)
     trimmer = HeapTrimmer(lambda: (requests_total(), store.memories.write_count))
     await nursery.start(trimmer.run)
@@ -81,7 +83,8 @@ def wake(services: Services) -> None:
 def changed_elsewhere(services: Services, keys: set[str]) -> None:
     """Another daemon changed memories under these scope keys, or an owner's people
     (``people:<owner>``), or a process erased a user (``erased:<user>``: `memoryd forget-user`
-    or memory.forget_all) and maybe their group memories (``erased-group``), or ``*``: changes may
+    or memory.forget_all) and maybe their group memories (``erased-group``), or deleted or evicted
+    memories under a scope key (``deleted:<key>``, sent beside the bare key), or ``*``: changes may
     have been missed (the store's listening connection was lost): the caches built from them are
     out of date."""
     for key in keys:
@@ -102,6 +105,9 @@ def changed_elsewhere(services: Services, keys: set[str]) -> None:
             # A merge, an alias or a relationship changes no memory's scope key, but the owner's
             # summaries group their memories by person: as when this daemon changes people.
             services.summaries.note_changed_key(personal_key(owner))
+        elif key.startswith(DELETED):
+            # Memories under the key were deleted or evicted: summaries may quote them.
+            services.summaries.note_deleted_key(key.removeprefix(DELETED))
         else:
             services.summaries.note_changed_key(key)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -54,6 +55,8 @@ class Maintenance:
         self.last_summary: dict[str, Any] | None = None
         self._wake = trio.Event()
         self._pass_done = trio.Event()
+        #: Told each scope key a pass evicted memories from (their cached summaries go).
+        self.on_evicted: list[Callable[[str], None]] = []
 
     def run_now(self) -> None:
         """Start a pass now instead of at the next interval."""
@@ -85,7 +88,10 @@ class Maintenance:
         """One lifecycle pass; errors are logged, never raised (the daemon keeps serving)."""
         summary: dict[str, Any] | None = None
         try:
-            summary = await trio.to_thread.run_sync(self._pass)
+            summary, evicted_from = await trio.to_thread.run_sync(self._pass)
+            for scope_key in sorted(evicted_from):
+                for listener in self.on_evicted:
+                    listener(scope_key)
         except (DiskFull, StoreBusy, StoreCorrupt, StoreUnreachable) as exc:
             # The store logged the state change once; a traceback per pass would add nothing.
             log.warning("maintenance.skipped", extra=fields(reason=str(exc)))
@@ -97,7 +103,8 @@ class Maintenance:
         done.set()
         return summary
 
-    def _pass(self) -> dict[str, Any]:
+    def _pass(self) -> tuple[dict[str, Any], set[str]]:
+        """The pass's summary, and the scope keys it evicted memories from."""
         settings, lifecycle = self.settings, self.lifecycle
         started = time.perf_counter()
         expired = lifecycle.mark_expired()
@@ -131,7 +138,7 @@ class Maintenance:
         }
         lifecycle.record_maintenance(summary)
         log.info("maintenance.done", extra=fields(**summary))
-        return summary
+        return summary, eviction.evicted_from
 
     async def _flush_access_forever(self) -> None:
         while True:

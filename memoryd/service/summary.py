@@ -13,7 +13,10 @@ B's group memories, so chat A's group memories cannot leak through a cache.
   digest is kept.  A delete (``memory.delete``, ``memory.forget_person``) is different: the
   narrative may quote what went, so it is dropped at once, and so is any narrative the model
   was writing meanwhile; the next call answers a digest built from the store.  So does a
-  summary once a memory it was built from expires.
+  summary once a memory it was built from expires, or once the maintenance pass evicted
+  memories it can see (``lifecycle.max_entries_*``).  On PostgreSQL another daemon's delete or
+  eviction arrives as a change notice that says so (``deleted:<key>``) and drops the summaries
+  as a local delete does; another daemon's add only leaves them stale, like a local one.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -112,10 +116,15 @@ class SummaryService:
         deleted, so they go now (the next call answers a digest built from the store, and has
         the narrative rewritten), and so does every build under way for them."""
         keys = set(scope.visible_keys())
+        self._drop(lambda seen_by: bool(keys & set(seen_by.visible_keys())))
 
-        def affected(seen_by: Scope) -> bool:
-            return bool(keys & set(seen_by.visible_keys()))
+    def note_deleted_key(self, scope_key: str) -> None:
+        """Memories under ``scope_key`` were deleted or evicted (by this daemon's maintenance,
+        or by any process on a PostgreSQL store, which says so in its change notice): the
+        summaries that see that key go, as after a local delete."""
+        self._drop(lambda seen_by: scope_key in seen_by.visible_keys())
 
+    def _drop(self, affected: Callable[[Scope], bool]) -> None:
         for cached in [cached for cached in self._cache if affected(cached)]:
             del self._cache[cached]
         self._spoiled.update(token for token, building in self._builds.items() if affected(building))

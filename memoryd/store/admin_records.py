@@ -112,6 +112,8 @@ class EvictionReport:
     evicted: int = 0
     #: scope_key -> (count before, limit)
     scopes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: The scope keys at least one memory was evicted from (their cached summaries may quote it).
+    evicted_from: set[str] = field(default_factory=set)
 
 
 #: The kinds of record an erasure (memory.forget_all, `memoryd forget-user`) counts, in report order.

@@ -38,6 +38,10 @@ UNREADABLE = -1
 Erased = Callable[[str], bool]
 #: The PostgreSQL notice (on ``memoryd_changes``) of an erasure that deleted group memories.
 GROUP_ERASED = "erased-group"
+#: The prefix of the PostgreSQL notice that memories under a scope key were deleted or evicted
+#: (``deleted:<key>``): a cached summary may quote them, so it goes, where an add (the bare key)
+#: only leaves it stale.
+DELETED = "deleted:"
 _random = random.SystemRandom()
 
 

@@ -67,6 +67,7 @@ class MaintenancePasses(ABC):
             report.scopes[scope_key] = (count, limit)
             while not dry_run and (evicted := self._evict_batch(scope_key, limit, now_ms, protect_since_ms)):
                 report.evicted += evicted
+                report.evicted_from.add(scope_key)
         return report
 
     @abstractmethod

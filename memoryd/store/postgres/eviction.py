@@ -21,6 +21,7 @@ import psycopg
 
 from memoryd.ids import DAY_MS
 from memoryd.store.postgres import memories as rows
+from memoryd.store.postgres import notices
 from memoryd.store.visibility import PERSONAL_PREFIX, kind_of_key
 
 Conn = psycopg.Connection[Any]
@@ -132,6 +133,8 @@ def evict_batch(conn: Conn, scope_key: str, limit: int, now_ms: int, protect_sin
         if evicted == len(victims):
             break
         # A victim was pinned (or deleted) by another daemon after it was chosen: choose again.
+    if total:
+        notices.deleted(conn, scope_key)  # every daemon's summaries that may quote them go
     return total
 
 

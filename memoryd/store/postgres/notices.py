@@ -28,6 +28,8 @@ from typing import Any
 import psycopg
 import trio
 
+from memoryd.store.erasure_log import DELETED
+
 log = logging.getLogger("memoryd.store")
 
 Conn = psycopg.Connection[Any]
@@ -36,7 +38,8 @@ Notice = tuple[str, str]  # (channel, payload)
 #: The channel that wakes idle workers of every daemon when work is queued.
 WORK = "memoryd_work"
 #: The channel that tells every daemon which scope keys (``u:``/``c:``) or owners' people
-#: (``people:<owner>``) changed, so that their caches of them are rebuilt.
+#: (``people:<owner>``) changed, so that their caches of them are rebuilt, and under which keys
+#: memories were deleted or evicted (``deleted:<key>``: the summaries seeing them are dropped).
 CHANGES = "memoryd_changes"
 
 _local = threading.local()
@@ -50,6 +53,14 @@ def send(conn: Conn, channel: str, payload: str = "") -> None:
         conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
     else:
         pending[(channel, payload)] = None
+
+
+def deleted(conn: Conn, scope_key: str) -> None:
+    """Tell every daemon that memories under ``scope_key`` were deleted or evicted: their cached
+    summaries that see it may quote them, and go (``deleted:<key>``).  The bare key is sent too,
+    for a daemon that does not know that notice: it marks those summaries stale, as for an add."""
+    send(conn, CHANGES, scope_key)
+    send(conn, CHANGES, DELETED + scope_key)
 
 
 @contextmanager

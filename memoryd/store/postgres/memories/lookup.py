@@ -67,7 +67,7 @@ def delete(conn: Conn, scope: Scope, prefix: str, now_ms: int) -> str | None:
     rowid, full_id, key = match
     mark_deleted(conn, [rowid], now_ms)
     audit(conn, key, full_id, "deleted", scope.user_id, now_ms, {"chat_id": scope.chat_id})
-    notices.send(conn, notices.CHANGES, key)
+    notices.deleted(conn, key)
     return full_id
 
 

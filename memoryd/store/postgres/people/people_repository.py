@@ -181,7 +181,7 @@ class People(StorePart):
                 delete(conn, person)
             announce(conn, scope.user_id)
             for key in scope.visible_keys():
-                notices.send(conn, notices.CHANGES, key)
+                notices.deleted(conn, key)
             rows.audit(conn, personal_key(scope.user_id), person.id, "person_forgotten", scope.user_id, now,
                        {"memories": len(found), "person_deleted": delete_person, "chat_id": scope.chat_id})  # fmt: skip
             return Forgotten(person, [record.id for _, record in found], delete_person)
