@@ -584,3 +584,51 @@ async def test_memory_extract_stores_nothing_from_messages_erased_while_the_llm_
     assert replies[0]["stored"] == 0 and replies[0]["ids"] == []
     assert await call_ok(peer, "memory.list", ALICE) == []
     assert await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"}) == []
+
+
+async def extract_while_erasing(
+    fake: FakeLlm, extracting: NdjsonPeer, erasing: NdjsonPeer, erased: dict[str, Any]
+) -> dict[str, Any]:
+    """alice's memory.extract_from_messages through ``extracting``, with ``erased``'s
+    memory.forget_all answered through ``erasing`` while the model is still answering."""
+    gate = threading.Event()
+
+    def held(seen: Seen) -> Answer:
+        gate.wait(10)
+        return Answer({"facts": [FACTS["facts"][2]]})
+
+    fake.script.append(held)
+    asked = len(fake.seen)
+    replies: list[dict[str, Any]] = []
+
+    async def extract() -> None:
+        params = {**ALICE, "messages": EXCHANGES[2], "source_username": "alice"}
+        replies.append(await call_ok(extracting, "memory.extract_from_messages", params))
+
+    async with trio.open_nursery() as calls:
+        calls.start_soon(extract)
+        with trio.fail_after(10):
+            while len(fake.seen) == asked:
+                await trio.sleep(0.02)
+        await call_ok(erasing, "memory.forget_all", {**erased, "confirm": True, "include_group": True})
+        gate.set()
+    return replies[0]
+
+
+async def test_extract_from_messages_stores_nothing_once_the_user_was_erased_while_the_llm_answered(
+    short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    # The messages come in the request and are never stored: what the model learned from them
+    # is the user's, and an erasure that answered success must leave none of it, also from a
+    # call that was in flight.  Another user's erasure, or one before the call, stops nothing.
+    _, peer = await start(nursery, llm_config(short_tmp, fake, debounce_seconds=3600))
+    other = await NdjsonPeer.connect(short_tmp / "memoryd.sock")
+    await call_ok(peer, "memory.forget_all", {**ALICE, "confirm": True})  # before: no matter
+    kept = await extract_while_erasing(fake, other, peer, BOB)
+    assert kept["stored"] == 1
+    await call_ok(peer, "memory.add", {**ALICE, "content": "alice plays the cello"})
+
+    erased = await extract_while_erasing(fake, other, peer, ALICE)
+    assert erased == {"stored": 0, "ids": [], "refreshed": []}
+    assert await call_ok(peer, "memory.list", ALICE) == []
+    assert await call_ok(peer, "memory.search", {**ALICE, "query": "peanuts"}) == []

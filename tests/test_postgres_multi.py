@@ -741,3 +741,31 @@ async def test_a_delete_or_eviction_elsewhere_drops_the_narrative_at_once(
     assert change == "evict" or "sailing" not in after["summary"]
     for daemon in (a, b):
         daemon.request_stop()
+
+
+async def test_facts_extracted_from_a_request_while_another_daemon_erased_the_user_are_not_stored(
+    url: str, short_tmp: Path, nursery: trio.Nursery, fake: FakeLlm
+) -> None:
+    """memory.extract_from_messages on b, memory.forget_all through a while b's model answers:
+    nothing b learned survives the erasure; another user's erasure meanwhile stops nothing."""
+    from tests.test_extraction_daemon import ALICE, BOB, extract_while_erasing
+
+    a_base, b_base = short_tmp / "a", short_tmp / "b"
+    a_base.mkdir()
+    b_base.mkdir()
+    a = Daemon(postgres_config(a_base, url))  # type: ignore[arg-type]
+    b = Daemon(make_config(
+        b_base, storage={"backend": "postgres", "url": url},
+        llm={"provider": "openai", "url": fake.url, "model": "m", "retries": 0, "timeout": 5.0},
+    ))  # fmt: skip
+    for daemon in (a, b):
+        await nursery.start(daemon.run)
+    peer_a = await NdjsonPeer.connect(a.config.socket_path)
+    peer_b = await NdjsonPeer.connect(b.config.socket_path)
+    await call_ok(peer_a, "memory.forget_all", {**ALICE, "confirm": True})  # before the call: no matter
+    assert (await extract_while_erasing(fake, peer_b, peer_a, BOB))["stored"] == 1
+    erased = await extract_while_erasing(fake, peer_b, peer_a, ALICE)
+    assert erased == {"stored": 0, "ids": [], "refreshed": []}
+    assert await call_ok(peer_a, "memory.list", ALICE) == []
+    for daemon in (a, b):
+        daemon.request_stop()

@@ -121,7 +121,9 @@ class ExtractionJobGone(StoreError):
 class ExtractedMessagesGone(StoreError):
     """Facts extracted from stored messages (``memory.extract``) were not stored because those
     messages are gone: erased (``memory.forget_all``, ``memoryd forget-user``) or pruned while
-    the LLM answered.  What was learned from them goes with them."""
+    the LLM answered; or facts extracted from a request's messages
+    (``memory.extract_from_messages``) were not stored because their user was erased while the
+    LLM answered.  What was learned from them goes with them."""
 
     def __init__(self) -> None:
         super().__init__("the messages the facts were extracted from are gone")

@@ -36,6 +36,7 @@ from memoryd.service.provenance import adding_scope, identify
 from memoryd.service.secret_guard import SecretsGuard
 from memoryd.service.validation import check_group_chat, check_text, optional_text
 from memoryd.store import ConversationStore, MessagesRead, Scope, SessionContext, SessionRef, StoredMessage
+from memoryd.store.conversation_records import LearnedFrom
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -118,16 +119,26 @@ class ConversationService:
         _check_messages(params.messages)
         check_group_chat(params.shared, scope.chat_id)
         messages = [_conversation_message(message) for message in params.messages]
-        return await self._extract_now(
-            llm,
-            messages,
-            caller,
-            scope,
-            params,
-            session_key=self._session_key(optional_text(params.session_key)),
-            message_id=optional_text(_text_id(params.message_id)),
-            all_shared=params.shared,
-        )
+        session_key = self._session_key(optional_text(params.session_key))
+        # The messages are not stored, so nothing else would tell that the user was erased
+        # (memory.forget_all, forget-user) while the LLM answered: an erasure that answered
+        # success must leave nothing learned before it, from a call in flight neither.
+        seen = await self.conversations.erasures_seen(scope.user_id)
+        try:
+            return await self._extract_now(
+                llm,
+                messages,
+                caller,
+                scope,
+                params,
+                session_key=session_key,
+                message_id=optional_text(_text_id(params.message_id)),
+                all_shared=params.shared,
+                read=seen,
+            )
+        except ExtractedMessagesGone:
+            log.info("conversation.extracted_after_erasure")
+            return {"stored": 0, "ids": [], "refreshed": []}
 
     async def extract(self, params: ExtractParams, ctx: CallContext) -> dict[str, Any]:
         caller = identify(params, ctx, self.authenticator)
@@ -198,7 +209,7 @@ class ConversationService:
         session_key: str | None,
         message_id: str | None,
         all_shared: bool = False,
-        read: MessagesRead | None = None,
+        read: LearnedFrom | None = None,
     ) -> dict[str, Any]:
         speaker = _speaker(caller, params)
         origin = origin_of(

@@ -15,7 +15,8 @@ from memoryd.extract import ConversationMessage, Speaker, extract_facts, owner_a
 from memoryd.service.learning import FactLearner, Origin
 from memoryd.service.provenance import owner_names
 from memoryd.service.secret_guard import SecretsGuard
-from memoryd.store import ExtractionJob, Learned, MessagesRead, Scope
+from memoryd.store import ExtractionJob, Learned, Scope
+from memoryd.store.conversation_records import LearnedFrom
 
 if TYPE_CHECKING:
     # Annotations only: the clients import httpx, which a daemon without an LLM never loads.
@@ -38,7 +39,7 @@ class Extractor:
         *,
         timezone: str | None,
         completes: ExtractionJob | None = None,
-        read: MessagesRead | None = None,
+        read: LearnedFrom | None = None,
     ) -> list[Learned]:
         """Extract facts from ``messages`` and store them in ``scope``; with ``completes``, that
         job's mark moves past its messages in the same transaction."""

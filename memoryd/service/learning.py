@@ -32,12 +32,12 @@ from memoryd.store import (
     ExtractionJob,
     Learned,
     MemoryRecord,
-    MessagesRead,
     NewMemory,
     Provenance,
     Scope,
     StoredMessage,
 )
+from memoryd.store.conversation_records import LearnedFrom
 
 log = logging.getLogger("memoryd.extraction")
 
@@ -138,11 +138,12 @@ class FactLearner:
         origin: Origin,
         *,
         completes: ExtractionJob | None = None,
-        read: MessagesRead | None = None,
+        read: LearnedFrom | None = None,
     ) -> list[Learned]:
         """Store or refresh ``facts`` in ``scope``; with ``completes``, that job's mark moves past
         its messages in the same transaction (also when there are no facts); with ``read``,
-        nothing is stored once one of those messages is gone (ExtractedMessagesGone)."""
+        nothing is stored once one of those messages is gone, or its user was erased since
+        (ExtractedMessagesGone)."""
         at = now_ms()
         news = [self._new_memory(fact, scope, origin, at) for fact in facts]
         fact_vectors = await self._vectors([new.content for new in news])

@@ -74,6 +74,22 @@ class MessagesRead:
 
 
 @dataclass(frozen=True)
+class ErasuresSeen:
+    """The newest erasure in the store (``store/erasure_log.py``: its mark, None before the
+    first) when a caller took the messages it extracts facts from in its request
+    (``memory.extract_from_messages``): the facts are stored only while ``user_id`` has not
+    been erased since, checked in the same transaction, so an erasure that answered success
+    during the LLM's answer leaves nothing learned before it."""
+
+    user_id: str
+    mark: int | None
+
+
+#: What extracted facts were learned from, checked when they are stored (``store_facts``).
+LearnedFrom = MessagesRead | ErasuresSeen
+
+
+@dataclass(frozen=True)
 class ExtractionJob:
     session: SessionRef
     context: SessionContext

@@ -105,6 +105,14 @@ class ErasureLog(msgspec.Struct, frozen=True):
         return None
 
 
+def erased_after(log: ErasureLog | None, mark: int | None, user_id: str) -> bool:
+    """Whether ``user_id`` was erased after the entry ``mark`` of the log (None: there was no
+    log then); when the log cannot tell (more than KEEP erasures since, unreadable), yes."""
+    if log is None or log.last == mark:
+        return False
+    return log.erased_since(mark)(user_id)
+
+
 def read(value: str | None) -> ErasureLog | None:
     """The stored log (None: no erasure yet).  One that cannot be decoded reads as one erasure
     of unknown users: a daemon drops every cache once, and the next erasure starts a new log."""

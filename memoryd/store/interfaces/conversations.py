@@ -8,9 +8,10 @@ from typing import Any, Protocol
 import numpy.typing as npt
 
 from memoryd.store.conversation_records import (
+    ErasuresSeen,
     ExtractionJob,
     Learned,
-    MessagesRead,
+    LearnedFrom,
     SessionContext,
     SessionRef,
     StoredMessage,
@@ -59,14 +60,20 @@ class ConversationStore(Protocol):
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
-        read: MessagesRead | None = None,
+        read: LearnedFrom | None = None,
     ) -> list[Learned]:
         """Add or refresh the facts the caller ``scope`` learned (a fact refreshes only a memory
         ``scope`` may see); with ``completes``, advance that job's high-water mark in the
         same transaction (both or neither).  ExtractionJobGone when that job is no longer this
         daemon's (erased since the claim, or claimed by another daemon): nothing is stored.
         ExtractedMessagesGone when a message of ``read`` (what the facts were extracted from)
-        is no longer stored, checked in the same transaction: nothing is stored."""
+        is no longer stored, or (``ErasuresSeen``) when its user was erased since, checked in
+        the same transaction: nothing is stored."""
+        ...
+
+    async def erasures_seen(self, user_id: str) -> ErasuresSeen:
+        """The store's newest erasure now, for ``store_facts(read=...)`` of facts extracted
+        from messages that are not stored (``memory.extract_from_messages``)."""
         ...
 
     async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int: ...

@@ -27,14 +27,20 @@ from typing import Any
 
 import psycopg
 
+from memoryd.store import erasure_log
 from memoryd.store.admin_records import ERASURE_KINDS as KINDS
-from memoryd.store.erasure_log import GROUP_ERASED
+from memoryd.store.erasure_log import GROUP_ERASED, ErasureLog
 from memoryd.store.maintenance_rules import ERASED, spoken_names
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
+from memoryd.store.postgres.scope_lock import lock_scope
 from memoryd.store.visibility import personal_key
 
 Conn = psycopg.Connection[Any]
+
+#: The ``meta`` key of the erasure log: the daemons learn of erasures by notice, but a fact
+#: write checks it (``erasure_mark``).
+ERASURE_LOG = "erasure_log"
 
 #: The tables an erasure deletes from or rewrites (vacuumed after it).
 TOUCHED = (
@@ -63,6 +69,10 @@ def erase_user(
     """Erase ``user_id``'s data (see the module docstring); counts per kind.  ``dry_run``
     counts without changing anything."""
     counts: Counter[str] = Counter({kind: 0 for kind in KINDS})
+    # Facts extracted from a request's messages (memory.extract_from_messages) are stored under
+    # this lock, after checking the log below: they commit before the erasure reads what to
+    # erase, or see its entry and are not stored.
+    lock_scope(conn, personal_key(user_id))
     personal = _rowids(
         conn,
         "SELECT rowid FROM memories WHERE owner = %s AND NOT shared AND memory_type IS DISTINCT FROM 'episode'",
@@ -132,6 +142,16 @@ def erase_user(
     # Every daemon (this one too) drops the user's cached summaries and people once it commits,
     # and every cached summary of a group chat when group memories went (other members'
     # summaries were built from them).
+    # The log (``store/erasure_log.py``), one ``meta`` value that erasures update in turn.
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (ERASURE_LOG,))
+    row = conn.execute("SELECT value FROM meta WHERE key = %s", (ERASURE_LOG,)).fetchone()
+    appended = erasure_log.append(
+        None if row is None else row[0], user_id, group=bool(counts["group_memories_deleted"])
+    )
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (ERASURE_LOG, appended),
+    )
     notices.send(conn, notices.CHANGES, personal_key(user_id))
     notices.send(conn, notices.CHANGES, f"erased:{user_id}")
     if counts["group_memories_deleted"]:
@@ -165,3 +185,8 @@ def _rowids(conn: Conn, query: str, params: tuple[Any, ...]) -> list[int]:
 def _count(conn: Conn, query: str, params: tuple[Any, ...]) -> int:
     row = conn.execute(query, params).fetchone()
     return 0 if row is None else int(row[0])
+
+
+def erasure_mark(conn: Conn) -> ErasureLog | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = %s", (ERASURE_LOG,)).fetchone()
+    return erasure_log.read(None if row is None else row[0])

@@ -11,9 +11,10 @@ import numpy.typing as npt
 import psycopg
 
 from memoryd.store.conversation_records import (
+    ErasuresSeen,
     ExtractionJob,
     Learned,
-    MessagesRead,
+    LearnedFrom,
     SessionContext,
     SessionRef,
     StoredMessage,
@@ -37,6 +38,7 @@ from memoryd.store.postgres.conversations.extraction_jobs import (
     status,
 )
 from memoryd.store.postgres.conversations.learned import store_facts
+from memoryd.store.postgres.erasure import erasure_mark
 from memoryd.store.postgres.store_part import StorePart
 from memoryd.store.records import NewMemory
 from memoryd.store.supersession_records import Plan
@@ -84,13 +86,17 @@ class Conversations(StorePart):
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
-        read: MessagesRead | None = None,
+        read: LearnedFrom | None = None,
     ) -> builtins.list[Learned]:
         space = self._store.space
         return await self._db.run(
             store_facts, list(news), list(fact_vectors), self._clock(), scope, normalize, None if plans is None else list(plans),
             completes, self._store.owner, None if space is None else space.dim, read,
         )  # fmt: skip
+
+    async def erasures_seen(self, user_id: str) -> ErasuresSeen:
+        log = await self._db.run(erasure_mark)
+        return ErasuresSeen(user_id, None if log is None else log.last)
 
     async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int:
         return await self._db.run(fail, job, error, self._clock(), park, retry_after_ms, self._store.owner)

@@ -13,21 +13,25 @@ import psycopg
 
 from memoryd.errors import ExtractedMessagesGone, ExtractionJobGone
 from memoryd.store.conversation_records import (
+    ErasuresSeen,
     ExtractionJob,
     Learned,
+    LearnedFrom,
     MessagesRead,
 )
 from memoryd.store.conversation_rules import NEAR_DUPLICATE_COSINE, refresh_detail
-from memoryd.store.postgres import eviction, supersession
+from memoryd.store.erasure_log import erased_after
+from memoryd.store.postgres import eviction, scope_lock, supersession
 from memoryd.store.postgres import jobs as job_rows
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres.conversations.conversations import messages_remain
 from memoryd.store.postgres.conversations.extraction_jobs import advance
+from memoryd.store.postgres.erasure import erasure_mark
 from memoryd.store.postgres.search import knn
 from memoryd.store.postgres.visibility import predicate
 from memoryd.store.records import NewMemory
 from memoryd.store.supersession_records import Plan
-from memoryd.store.visibility import Scope
+from memoryd.store.visibility import Scope, personal_key
 
 Conn = psycopg.Connection[Any]
 
@@ -43,13 +47,19 @@ def store_facts(
     completes: ExtractionJob | None,
     owner: str,
     dim: int | None,
-    read: MessagesRead | None = None,
+    read: LearnedFrom | None = None,
 ) -> list[Learned]:
     if completes is not None and not advance(conn, completes, now_ms, owner):
         # Erased since the claim, or another daemon took it over when this one's lease ran out.
         raise ExtractionJobGone()
-    if read is not None and not messages_remain(conn, read):
+    if isinstance(read, MessagesRead) and not messages_remain(conn, read):
         raise ExtractedMessagesGone()  # erased (or pruned) while the LLM answered
+    if isinstance(read, ErasuresSeen):
+        # Under the lock an erasure of the user takes first: it committed before this check
+        # (its log entry is read here), or it waits for these facts and erases them too.
+        scope_lock.lock_scope(conn, personal_key(read.user_id))
+        if erased_after(erasure_mark(conn), read.mark, read.user_id):
+            raise ExtractedMessagesGone()
     generation = rows.vector_generation(conn)
     # Only what the extracting caller may see is matched: a memory hidden from its chat is never
     # refreshed, named or superseded from there.

@@ -13,9 +13,19 @@ import apsw
 import numpy.typing as npt
 
 from memoryd.errors import ExtractedMessagesGone, ExtractionJobGone
-from memoryd.store.conversation_records import ExtractionJob, MessagesRead, SessionContext, SessionRef, StoredMessage
+from memoryd.store.conversation_records import (
+    ErasuresSeen,
+    ExtractionJob,
+    LearnedFrom,
+    MessagesRead,
+    SessionContext,
+    SessionRef,
+    StoredMessage,
+)
 from memoryd.store.conversation_rules import in_batches
+from memoryd.store.erasure_log import erased_after
 from memoryd.store.records import NewMemory
+from memoryd.store.sqlite.admin.erasure import erasure_mark
 from memoryd.store.sqlite.conversations import conversations, extraction_jobs, learned
 from memoryd.store.sqlite.conversations import episodes as episodes_store
 from memoryd.store.sqlite.conversations.learned import Learned
@@ -78,23 +88,31 @@ class ConversationLog:
         normalize: Callable[[str], str],
         completes: ExtractionJob | None = None,
         plans: Sequence[Plan] | None = None,
-        read: MessagesRead | None = None,
+        read: LearnedFrom | None = None,
     ) -> builtins.list[Learned]:
         """Add or refresh the facts the caller ``scope`` learned (matching only what it may
         see); with ``completes``, advance that job's high-water mark in the same transaction
         (a crash either stores the facts and the mark, or neither).  A job erased since its
         claim (forget_all while the LLM answered) stores nothing, what it learned is gone too:
-        ExtractionJobGone; so do facts whose ``read`` messages are gone: ExtractedMessagesGone."""
+        ExtractionJobGone; so do facts whose ``read`` messages are gone, or whose user was erased
+        since ``read`` (``ErasuresSeen``): ExtractedMessagesGone.  Writes are serialized, so an
+        erasure either commits before this check or finds these facts and erases them too."""
         now = self._clock()
 
         def write(db: Any) -> builtins.list[Learned]:
             if completes is not None and not extraction_jobs.advance(db, completes, now):
                 raise ExtractionJobGone()
-            if read is not None and not conversations.messages_remain(db, read):
+            if isinstance(read, MessagesRead) and not conversations.messages_remain(db, read):
+                raise ExtractedMessagesGone()
+            if isinstance(read, ErasuresSeen) and erased_after(erasure_mark(db), read.mark, read.user_id):
                 raise ExtractedMessagesGone()
             return learned.store_facts(db, news, fact_vectors, now, scope=scope, normalize=normalize, plans=plans)
 
         return await self._db.write(write)
+
+    async def erasures_seen(self, user_id: str) -> ErasuresSeen:
+        log = await self._db.read(erasure_mark)
+        return ErasuresSeen(user_id, None if log is None else log.last)
 
     async def fail(self, job: ExtractionJob, error: str, *, park: bool, retry_after_ms: int = 0) -> int:
         return await self._db.write(
