@@ -49,17 +49,17 @@ def store_facts(
     dim: int | None,
     read: LearnedFrom | None = None,
 ) -> list[Learned]:
+    # First of all, the lock an erasure of the caller takes first: an erasure committed before
+    # the checks below (its log entry is read), or waits for these facts and erases them too;
+    # and neither holds a row the other waits for (no deadlock).
+    scope_lock.lock_scope(conn, personal_key(scope.user_id))
     if completes is not None and not advance(conn, completes, now_ms, owner):
         # Erased since the claim, or another daemon took it over when this one's lease ran out.
         raise ExtractionJobGone()
     if isinstance(read, MessagesRead) and not messages_remain(conn, read):
         raise ExtractedMessagesGone()  # erased (or pruned) while the LLM answered
-    if isinstance(read, ErasuresSeen):
-        # Under the lock an erasure of the user takes first: it committed before this check
-        # (its log entry is read here), or it waits for these facts and erases them too.
-        scope_lock.lock_scope(conn, personal_key(read.user_id))
-        if erased_after(erasure_mark(conn), read.mark, read.user_id):
-            raise ExtractedMessagesGone()
+    if isinstance(read, ErasuresSeen) and erased_after(erasure_mark(conn), read.mark, read.user_id):
+        raise ExtractedMessagesGone()
     generation = rows.vector_generation(conn)
     # Only what the extracting caller may see is matched: a memory hidden from its chat is never
     # refreshed, named or superseded from there.
