@@ -4,6 +4,7 @@ the first schema)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -149,3 +150,47 @@ def test_the_vacuum_of_gc_and_of_an_erasure_is_not_cut_short_by_statement_timeou
 
         vacuum_while_locked(maintain)
         vacuum_while_locked(erasure_vacuum)
+
+
+def test_an_erasure_locks_the_memories_before_their_jobs_as_the_purges_do() -> None:
+    """The retention purge (and the episode prune, eviction, a delete) locks a memory's row
+    before its jobs, vectors and links; an erasure takes them in the same order.  It once
+    deleted the jobs first and then waited for the memory a purge held, while the purge waited
+    for those jobs: a deadlock PostgreSQL broke by aborting one, every few seconds under load."""
+    import threading
+
+    from memoryd.store.supersession_records import Plan
+
+    url = shared().fresh_database()
+    with PostgresStore(url, pool_size=2) as store:
+
+        async def fill() -> int:
+            await store.supersession.add(Scope("alice"), note("I work at Acme", "alice"), Plan())
+            added = await store.supersession.add(Scope("alice"), note("I work at Globex", "alice"), Plan(defer=True))
+            return added.rowid
+
+        rowid = trio.run(fill)
+        with psycopg.connect(url) as purge, psycopg.connect(url, autocommit=True) as watcher:
+            assert purge.execute("SELECT count(*) FROM jobs WHERE memory_rowid = %s", (rowid,)).fetchone() == (1,)
+            # What retention.purge_batch takes first.
+            purge.execute("SELECT rowid FROM memories WHERE rowid = %s FOR UPDATE SKIP LOCKED", (rowid,))
+            erasing = threading.Thread(target=store.maintenance.erase_user, args=("alice",), kwargs={"actor": "alice"})
+            erasing.start()
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            for _ in range(1000):
+                if (watcher.execute(waiting).fetchone() or (0,))[0]:
+                    break
+                time.sleep(0.01)
+            try:
+                purge.execute("SELECT 1 FROM jobs WHERE memory_rowid = %s FOR UPDATE NOWAIT", (rowid,))
+            except psycopg.errors.LockNotAvailable:
+                purge.rollback()
+                erasing.join(timeout=30)
+                pytest.fail("the erasure held the memory's jobs while it waited for the memory")
+            purge.execute("DELETE FROM jobs WHERE memory_rowid = %s", (rowid,))
+            purge.commit()
+            erasing.join(timeout=30)
+        assert not erasing.is_alive()
+        assert trio.run(lambda: store.memories.list(Scope("alice"), limit=10)) == []

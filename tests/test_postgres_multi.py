@@ -162,6 +162,47 @@ async def test_judged_supersession_and_people_of_one_user_from_two_daemons_end_a
     assert [p.name for p in await first.people.people_of("alice")] == ["Sarah"]
 
 
+async def test_a_supersession_job_waits_for_its_scope_lock_before_it_touches_its_row(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    """A deferred supersession decision completes under its scope's lock, taken first: while an
+    eviction, a delete or an erasure holds that lock and deletes the memory's jobs, the
+    completion waits holding nothing, instead of holding the job's row the other then waits
+    for (a deadlock PostgreSQL broke by aborting one of them, under load every few seconds)."""
+    import psycopg
+
+    from memoryd.store.postgres.scope_lock import lock_scope
+    from memoryd.store.visibility import personal_key
+
+    first, second = two_stores
+    await first.supersession.add(Scope("alice"), note("I work at Acme"), Plan())
+    new = await first.supersession.add(Scope("alice"), note("I work at Globex"), Plan(defer=True))
+    (job,) = await first.supersession.claim_jobs(10)
+    waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    with second.db.connect() as holder:
+        lock_scope(holder, personal_key("alice"))  # as an eviction or an erasure of alice does
+        async with trio.open_nursery() as nursery:
+            completed: list[list[str]] = []
+
+            async def complete() -> None:
+                completed.append(await first.supersession.complete_job(job, []))
+
+            nursery.start_soon(complete)
+            with trio.fail_after(10):
+                while second.db.run_sync(lambda conn: conn.execute(waiting).fetchone()[0]) == 0:
+                    await trio.sleep(0.01)
+            try:
+                holder.execute("SELECT 1 FROM jobs WHERE job_id = %s FOR UPDATE NOWAIT", (job.job_id,))
+            except psycopg.errors.LockNotAvailable:
+                holder.rollback()
+                pytest.fail("the completion held the job's row while it waited for the scope lock")
+            holder.execute("DELETE FROM jobs WHERE memory_rowid = %s", (job.memory_rowid,))
+            holder.commit()
+    # The job went with the other transaction: the late completion changes nothing.
+    assert completed == [[]]
+    assert (await second.memories.get(Scope("alice"), new.record.id)) is not None
+
+
 async def test_two_daemons_adding_to_one_scope_at_once_never_take_it_past_its_cap(
     two_stores: tuple[PostgresStore, PostgresStore],
 ) -> None:

@@ -120,6 +120,11 @@ def erase_user(
         return dict(counts)
 
     if doomed:
+        # The rows first, in rowid order, and only then what hangs off them (vectors, jobs,
+        # links): the order a purge, an eviction and a delete take them in.  Deleting a job
+        # first and then waiting for a memory that a purge holds, while the purge waits for
+        # that job, is a deadlock.
+        conn.execute("SELECT 1 FROM memories WHERE rowid = ANY(%s) ORDER BY rowid FOR UPDATE", (doomed,))
         rows.drop_derived(conn, doomed)
         for table in ("memory_attributes", "memory_people"):
             conn.execute(f"DELETE FROM {table} WHERE memory_rowid = ANY(%s)", (doomed,))  # our own names

@@ -94,15 +94,24 @@ def complete_job(
     conn: Conn, job: SupersedeJob, rulings: Sequence[tuple[int, Ruling]], now_ms: int, owner: str
 ) -> list[str]:
     """Apply the rulings and finish the job, only while this daemon still holds its lease."""
+    from memoryd.store.postgres.store import lock_scope
+
+    # The scope's lock first, before the job's row: an eviction, delete or erasure of the scope
+    # takes that lock, then deletes the memory's jobs; holding the row while waiting for the
+    # lock would deadlock with it.  The key is read unlocked (a job's scope never changes).
+    key = conn.execute(
+        "SELECT scope_key FROM jobs WHERE job_id = %s AND kind = %s AND lease_owner = %s",
+        (job.job_id, rows.SUPERSEDE, owner),
+    ).fetchone()
+    if key is None:
+        return []
+    lock_scope(conn, str(key[0]))
     held = conn.execute(
         "DELETE FROM jobs WHERE job_id = %s AND kind = %s AND lease_owner = %s RETURNING scope_key",
         (job.job_id, rows.SUPERSEDE, owner),
     ).fetchone()
     if held is None:
         return []
-    from memoryd.store.postgres.store import lock_scope
-
-    lock_scope(conn, str(held[0]))
     live_sql, live_params = live(now_ms=now_ms)
     row = conn.execute(
         f"SELECT m.id, m.owner FROM memories AS m WHERE m.rowid = %s AND {live_sql}", (job.memory_rowid, *live_params)
