@@ -163,7 +163,7 @@ async def main(args: argparse.Namespace) -> int:
             # The first daemon has no LLM (supersession by the rules), the others extract.
             daemons.append(Daemon(config(base, url, fake.url if index else None, args.caps)))
         async with trio.open_nursery() as nursery:
-            for index, daemon in enumerate(daemons):
+            for daemon in daemons:
                 await nursery.start(daemon.run)
 
             async def watch() -> None:

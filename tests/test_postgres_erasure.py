@@ -194,3 +194,34 @@ def test_an_erasure_locks_the_memories_before_their_jobs_as_the_purges_do() -> N
             erasing.join(timeout=30)
         assert not erasing.is_alive()
         assert trio.run(lambda: store.memories.list(Scope("alice"), limit=10)) == []
+
+
+def test_an_erasure_waits_for_a_change_to_the_users_people_before_it_deletes_them() -> None:
+    """A change to a user's people (forget_person, a merge, learning from an add) holds their
+    people's lock while it deletes memories and then the links to its person; the erasure takes
+    that lock before it deletes links and anonymises memories, instead of deleting the links
+    the change then waits for while the erasure waits for a memory the change holds."""
+    import threading
+
+    from memoryd.store.postgres.people.people import lock_owner
+
+    url = shared().fresh_database()
+    with PostgresStore(url, pool_size=2) as store:
+        trio.run(store.memories.add, note("alice sails with Tom", "alice"))
+        with psycopg.connect(url) as change, psycopg.connect(url, autocommit=True) as watcher:
+            lock_owner(change, "alice")
+            erasing = threading.Thread(target=store.maintenance.erase_user, args=("alice",), kwargs={"actor": "alice"})
+            erasing.start()
+            waiting = (
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            for _ in range(1000):
+                if not erasing.is_alive() or (watcher.execute(waiting).fetchone() or (0,))[0]:
+                    break
+                time.sleep(0.01)
+            finished_first = not erasing.is_alive()
+            change.rollback()
+            erasing.join(timeout=30)
+        assert not finished_first, "the erasure went on while another transaction changed alice's people"
+        assert trio.run(lambda: store.memories.list(Scope("alice"), limit=10)) == []

@@ -33,6 +33,7 @@ from memoryd.store.erasure_log import GROUP_ERASED, ErasureLog
 from memoryd.store.maintenance_rules import ERASED, spoken_names
 from memoryd.store.postgres import memories as rows
 from memoryd.store.postgres import notices
+from memoryd.store.postgres.people.people import lock_owner
 from memoryd.store.postgres.scope_lock import lock_scope
 from memoryd.store.visibility import personal_key
 
@@ -73,6 +74,11 @@ def erase_user(
     # this lock, after checking the log below: they commit before the erasure reads what to
     # erase, or see its entry and are not stored.
     lock_scope(conn, personal_key(user_id))
+    # Then the lock of the user's people (every change to them takes it: learning, merges,
+    # aliases, forget_person), in the order an add takes the two: the erasure deletes their
+    # people and the links to them, which such a change holds while it goes on to memories the
+    # erasure has locked or anonymises.
+    lock_owner(conn, user_id)
     personal = _rowids(
         conn,
         "SELECT rowid FROM memories WHERE owner = %s AND NOT shared AND memory_type IS DISTINCT FROM 'episode'",
