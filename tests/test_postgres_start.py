@@ -209,6 +209,47 @@ def test_a_transaction_rolled_back_as_a_deadlock_is_run_again() -> None:
         store.close()
 
 
+async def test_a_background_worker_pauses_on_a_conflict_that_outlasted_the_retries(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker (the embedding backfill, extraction, supersession) whose transaction deadlocked
+    on every try pauses and runs again, as on an unreachable server: it once took the daemon down
+    with it (a supersession job completing while an erasure of its scope ran)."""
+    import logging
+
+    import psycopg
+    import trio
+
+    from memoryd.server import pausing
+
+    monkeypatch.setattr(pausing, "STORAGE_RETRY_SECONDS", 0.01)
+    caplog.set_level(logging.DEBUG, logger="memoryd.daemon")
+    store = PostgresStore(shared().fresh_database(), pool_size=2)
+    runs: list[int] = []
+    again = trio.Event()
+
+    def always_deadlocks(conn: Any) -> None:
+        raise psycopg.errors.DeadlockDetected("deadlock detected")
+
+    async def worker() -> None:
+        runs.append(len(runs))
+        if len(runs) == 1:
+            await store.db.run(always_deadlocks)
+        again.set()
+        await trio.sleep_forever()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pausing.despite_storage_faults, worker)
+            with trio.fail_after(10):
+                await again.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        store.close()
+    assert runs == [0, 1]
+    assert "worker.paused" in caplog.text
+
+
 @pytest.mark.parametrize("command", [["serve"], ["stats"], ["gc", "--dry-run"]])
 def test_the_postgres_backend_without_a_url_is_a_usage_error_naming_the_key(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]

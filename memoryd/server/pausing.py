@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from memoryd.errors import DiskFull, StoreBusy, StoreCorrupt, StoreUnreachable
+from memoryd.errors import DiskFull, StoreBusy, StoreConflict, StoreCorrupt, StoreUnreachable
 from memoryd.log import fields
 
 log = logging.getLogger("memoryd.daemon")
@@ -25,11 +25,12 @@ async def despite_storage_faults(
     must pause, not bring the daemon down with it; the store logged the fault once.  So must
     another process's write lock held past the busy timeout (a long `memoryd import` step on a
     loaded machine): its transaction wrote nothing, and a job it had claimed is taken up again
-    once its lease lapses (the backfill clears its leases when it starts again)."""
+    once its lease lapses (the backfill clears its leases when it starts again).  So must a
+    PostgreSQL transaction rolled back as a deadlock on every try: nothing was written either."""
     task_status.started()
     while True:
         try:
             await run()
-        except (DiskFull, StoreCorrupt, StoreUnreachable, StoreBusy) as exc:
+        except (DiskFull, StoreCorrupt, StoreUnreachable, StoreBusy, StoreConflict) as exc:
             log.debug("worker.paused", extra=fields(reason=str(exc), retry_in=STORAGE_RETRY_SECONDS))
             await trio.sleep(STORAGE_RETRY_SECONDS)
