@@ -99,52 +99,65 @@ class Tally:
 
 
 async def client(number: int, daemons: list[Daemon], until: float, tally: Tally) -> None:
-    """One client: a connection of its own to each daemon (the first has no LLM)."""
+    """One client: a connection of its own to each daemon (the first has no LLM); a daemon's
+    connection that breaks (the daemon stopped) is counted and dropped."""
     rng = random.Random(number)
-    peers = [await NdjsonPeer.connect(daemon.config.socket_path) for daemon in daemons]
-    extractors = peers[1:]
     ids: list[str] = []
-    while time.monotonic() < until:
-        peer = rng.choice(peers)
-        user = rng.choice(USERS)
-        who: dict[str, Any] = {"user_id": user}
-        if rng.random() < 0.4:
-            who |= {"chat_id": CHAT, "chat_type": "group"}
-        roll = rng.random()
-        if roll < 0.40:
-            content = rng.choice(
-                [
-                    f"My favorite color is {rng.choice(COLOURS)}",
-                    f"My wife {rng.choice(PEOPLE)} likes tea number {rng.randrange(50)}",
-                    f"I went to the market on day {rng.randrange(1000)}",
-                ]
-            )
-            params = {**who, "content": content}
-            if "chat_id" in who and rng.random() < 0.5:
-                params["shared"] = True
-            result = tally.record("memory.add", await peer.call("memory.add", params))
-            if isinstance(result, dict) and "id" in result:
-                ids.append(str(result["id"]))
-                del ids[:-20]
-        elif roll < 0.52 and ids:
-            method = rng.choice(["memory.delete", "memory.pin"])
-            params = {**who, "memory_id": rng.choice(ids)}
-            tally.record(method, await peer.call(method, params))
-        elif roll < 0.60:
-            tally.record(
-                "memory.forget_person", await peer.call("memory.forget_person", {**who, "person": rng.choice(PEOPLE)})
-            )
-        elif roll < 0.64:
-            tally.record("memory.forget_all", await peer.call("memory.forget_all", {"user_id": user, "confirm": True}))
-        elif roll < 0.80 and extractors:
-            messages = [
-                {"role": "user", "content": f"My favorite color is {rng.choice(COLOURS)} and Tom plays chess"},
-                {"role": "assistant", "content": "Noted."},
+    peers = [(index, await NdjsonPeer.connect(daemon.config.socket_path)) for index, daemon in enumerate(daemons)]
+    while time.monotonic() < until and peers:
+        index, peer = rng.choice(peers)
+        try:
+            await one_call(rng, peer, index > 0, ids, tally)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, EOFError, AssertionError) as exc:
+            # tests.wire asserts on a connection closed before the reply.
+            tally.errors["(connection lost)", 0] += 1
+            tally.samples.setdefault(("(connection lost)", 0), f"{type(exc).__name__}: {exc}")
+            peers.remove((index, peer))
+
+
+async def one_call(rng: random.Random, peer: NdjsonPeer, extracts: bool, ids: list[str], tally: Tally) -> None:
+    """One call as ``who``: an add (personal or group, some superseding, some naming people), a
+    delete, a pin, a forget_person, an erasure, an extraction (on a daemon with the LLM) or a
+    search."""
+    user = rng.choice(USERS)
+    who: dict[str, Any] = {"user_id": user}
+    if rng.random() < 0.4:
+        who |= {"chat_id": CHAT, "chat_type": "group"}
+    roll = rng.random()
+    if roll < 0.40:
+        content = rng.choice(
+            [
+                f"My favorite color is {rng.choice(COLOURS)}",
+                f"My wife {rng.choice(PEOPLE)} likes tea number {rng.randrange(50)}",
+                f"I went to the market on day {rng.randrange(1000)}",
             ]
-            method = "memory.extract_from_messages"
-            tally.record(method, await rng.choice(extractors).call(method, {**who, "messages": messages}))
-        else:
-            tally.record("memory.search", await peer.call("memory.search", {**who, "query": "favorite color"}))
+        )
+        params = {**who, "content": content}
+        if "chat_id" in who and rng.random() < 0.5:
+            params["shared"] = True
+        result = tally.record("memory.add", await peer.call("memory.add", params))
+        if isinstance(result, dict) and "id" in result:
+            ids.append(str(result["id"]))
+            del ids[:-20]
+    elif roll < 0.52 and ids:
+        method = rng.choice(["memory.delete", "memory.pin"])
+        params = {**who, "memory_id": rng.choice(ids)}
+        tally.record(method, await peer.call(method, params))
+    elif roll < 0.60:
+        tally.record(
+            "memory.forget_person", await peer.call("memory.forget_person", {**who, "person": rng.choice(PEOPLE)})
+        )
+    elif roll < 0.64:
+        tally.record("memory.forget_all", await peer.call("memory.forget_all", {"user_id": user, "confirm": True}))
+    elif roll < 0.80 and extracts:
+        messages = [
+            {"role": "user", "content": f"My favorite color is {rng.choice(COLOURS)} and Tom plays chess"},
+            {"role": "assistant", "content": "Noted."},
+        ]
+        method = "memory.extract_from_messages"
+        tally.record(method, await peer.call(method, {**who, "messages": messages}))
+    else:
+        tally.record("memory.search", await peer.call("memory.search", {**who, "query": "favorite color"}))
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -163,8 +176,15 @@ async def main(args: argparse.Namespace) -> int:
             # The first daemon has no LLM (supersession by the rules), the others extract.
             daemons.append(Daemon(config(base, url, fake.url if index else None, args.caps)))
         async with trio.open_nursery() as nursery:
-            for daemon in daemons:
-                await nursery.start(daemon.run)
+
+            async def serve(index: int, daemon: Daemon, task_status: trio.TaskStatus[None]) -> None:
+                try:
+                    await daemon.run(task_status=task_status)
+                except Exception as exc:  # a daemon that stops is what this counts
+                    stopped.append(f"d{index}: {type(exc).__name__}: {str(exc)[:200]}")
+
+            for index, daemon in enumerate(daemons):
+                await nursery.start(serve, index, daemon)
 
             async def watch() -> None:
                 while True:
