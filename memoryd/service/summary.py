@@ -21,7 +21,6 @@ B's group memories, so chat A's group memories cannot leak through a cache.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
@@ -77,6 +76,17 @@ class _Entry:
     expires_at_ms: int | None = None
 
 
+@dataclass(eq=False)
+class _Build:
+    """A summary being built, and what changed under it meanwhile."""
+
+    scope: Scope
+    #: trio time of the first add it may have missed: cached as stale since then.
+    overtaken: float | None = None
+    #: A delete or an erasure it may quote: answered to its caller, cached for none.
+    spoiled: bool = False
+
+
 class SummaryService:
     def __init__(
         self,
@@ -90,15 +100,9 @@ class SummaryService:
         self.llm = llm
         self.settings = settings
         self._cache: OrderedDict[Scope, _Entry] = OrderedDict()
-        #: Counts the drops for erasures: a build that began before one is not cached.
-        self._erasures = 0
-        #: Builds under way (a token each, with their scope), and what changed under them: a
-        #: build that a delete overtook is not cached (its text may quote what was deleted); one
-        #: that an add overtook is cached as stale since that add.
-        self._builds: dict[int, Scope] = {}
-        self._build_tokens = itertools.count()
-        self._overtaken: dict[int, float] = {}
-        self._spoiled: set[int] = set()
+        #: Builds under way: one that a delete or an erasure overtook is not cached (its text
+        #: may quote what went); one that an add overtook is cached as stale since that add.
+        self._builds: list[_Build] = []
         #: Erasures by other processes, checked before a cached summary is answered.
         self.erasure_watch: ErasureWatch | None = None
         self._wake = trio.Event()
@@ -127,15 +131,17 @@ class SummaryService:
     def _drop(self, affected: Callable[[Scope], bool]) -> None:
         for cached in [cached for cached in self._cache if affected(cached)]:
             del self._cache[cached]
-        self._spoiled.update(token for token, building in self._builds.items() if affected(building))
+        for build in self._builds:
+            build.spoiled = build.spoiled or affected(build.scope)
 
     def forget_user(self, user_id: str) -> None:
         """The user's data was erased: their cached summaries go now, not at the next rebuild."""
         self.forget_erased(lambda erased: erased == user_id)
 
     def forget_erased(self, erased: Erased) -> None:
-        """Users were erased by another process (``ErasureWatch``): their summaries go."""
-        self._erasures += 1
+        """Users were erased by another process (``ErasureWatch``): their summaries go, and no
+        build under way is kept (its material may hold them)."""
+        self._spoil_builds()
         for scope in [scope for scope in self._cache if erased(scope.user_id)]:
             del self._cache[scope]
 
@@ -144,7 +150,7 @@ class SummaryService:
         members' summaries of the erased user's chats were built from them.  The erasure does
         not say which chats (the SQLite log names none); erasures are rare, and a dropped
         summary is rebuilt from the store on next use."""
-        self._erasures += 1
+        self._spoil_builds()
         for scope in [scope for scope in self._cache if scope.chat_id is not None]:
             del self._cache[scope]
 
@@ -158,10 +164,14 @@ class SummaryService:
         for scope, entry in self._cache.items():
             if entry.dirty_since is None and affected(scope):
                 entry.dirty_since = now
-        for token, building in self._builds.items():
-            if affected(building):
-                self._overtaken.setdefault(token, now)
+        for build in self._builds:
+            if build.overtaken is None and affected(build.scope):
+                build.overtaken = now
         self._wake.set()
+
+    def _spoil_builds(self) -> None:
+        for build in self._builds:
+            build.spoiled = True
 
     # -- the method ----------------------------------------------------------------------------
 
@@ -196,18 +206,15 @@ class SummaryService:
         """Build the scope's summary and cache it, unless what it was built from changed under
         it: an erasure or a delete (the text may quote what went; the cached entry went with
         it, so the next call builds anew from the store).  An add only leaves it stale."""
-        token, erasures = next(self._build_tokens), self._erasures
-        self._builds[token] = scope
+        build = _Build(scope)
+        self._builds.append(build)
         try:
             entry = await self._write(scope, use_llm=use_llm)
         finally:
-            del self._builds[token]
-            overtaken = self._overtaken.pop(token, None)
-            spoiled = token in self._spoiled
-            self._spoiled.discard(token)
-        if spoiled or erasures != self._erasures:
+            self._builds.remove(build)
+        if build.spoiled:
             return entry  # read before the delete or erasure: answered to this caller, kept for none
-        entry.dirty_since = overtaken  # changed again while we were building
+        entry.dirty_since = build.overtaken  # changed again while we were building
         self._cache[scope] = entry
         while len(self._cache) > CACHE_SCOPES:
             self._cache.popitem(last=False)
