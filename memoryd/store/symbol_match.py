@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from memoryd.store import query_terms
 
 #: How many of a scope key's newest memories the scan reads at most (through the scope-and-time
 #: index both engines have, newest first).  At 100k memories in one scope a symbol query took
@@ -29,12 +28,11 @@ SCAN_ROWS = 20_000
 RELEVANCE = 0.2
 
 
-def needle(text: str) -> str | None:
-    """The text a symbol-only query looks for (trimmed); None when the query has a word (the
-    keyword index finds those) or nothing but spaces."""
-    if query_terms.extract_terms(text):
-        return None
-    return text.strip() or None
+def needle(text: str, terms: Sequence[str]) -> str | None:
+    """The text a symbol-only query looks for (trimmed); None when the query has a word (its
+    ``terms``, as query_terms.extract_terms gives them: the keyword index finds those) or
+    nothing but spaces."""
+    return None if terms else text.strip() or None
 
 
 def first(

@@ -134,7 +134,7 @@ def _retrieve(conn: Conn, scope: Scope, query: SearchQuery, terms: list[str]) ->
     measuring = [Measuring(key, term_tokens, stats) for key in keys] if term_tokens else []
     for each in measuring:
         each.send_ranking(conn, scope, depth, now_ms)
-    needle = symbol_match.needle(query.text) if not terms else None
+    needle = symbol_match.needle(query.text, terms)
     holding = conn.execute(*text_scan.holding_statement(scope, needle, depth, now_ms)) if needle and keys else None
     focus = query.focus
     people = (

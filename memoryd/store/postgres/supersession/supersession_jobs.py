@@ -107,7 +107,7 @@ def complete_job(
         return []
     lock_scope(conn, str(key[0]))
     held = conn.execute(
-        "DELETE FROM jobs WHERE job_id = %s AND kind = %s AND lease_owner = %s RETURNING scope_key",
+        "DELETE FROM jobs WHERE job_id = %s AND kind = %s AND lease_owner = %s RETURNING job_id",
         (job.job_id, rows.SUPERSEDE, owner),
     ).fetchone()
     if held is None:

@@ -98,7 +98,7 @@ def keyword_part(
     by_words = keyword.candidates(db, scope, terms, depth, now_ms, counts)
     by_people = people_retriever.ranking(db, scope, people_focus, depth, now_ms)
     weights = term_weights(db, terms, _summed(counts), sum(size for _, size in measured))
-    needle = symbol_match.needle(query.text) if not terms else None
+    needle = symbol_match.needle(query.text, terms)
     by_text = text_scan.holding(db, scope, needle, depth, now_ms) if needle else []
     return KeywordPart(terms, by_words, by_people, weights, by_text=by_text)
 
