@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-
 #: How many of a scope key's newest memories the scan reads at most (through the scope-and-time
 #: index both engines have, newest first).  At 100k memories in one scope a symbol query took
 #: 6.2 ms p50 in-process on SQLite, an FTS-only one 3.5 ms (bench/bench_store.py); 6.7 ms on
